@@ -1,0 +1,224 @@
+//! Builders: write a whole node (header, shortcut block, sorted block) into a fresh buffer,
+//! choosing shortcut keys as Honeycomb §3.4 describes.
+//!
+//! Calling order: size the items with [`leaf_item_size`] / [`interior_item_size`] to decide
+//! splits, then call [`build_leaf`] or [`build_interior`] once per new buffer. The buffer is
+//! not visible to anyone until the tree publishes it.
+
+use crate::layout::*;
+use crate::view::{write_lid, ValueRef};
+
+/// Header fields the caller chooses for a new node.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeMeta {
+    /// Node version (write version of the creating operation).
+    pub version: u64,
+    /// Arena offset of the previous version, or [`NO_BUFFER`].
+    pub old: u64,
+    /// Right sibling (leaf) or leftmost child (interior).
+    pub link: u64,
+    /// Left sibling (leaf only).
+    pub left: u64,
+    /// Level, 0 for leaves.
+    pub level: u8,
+    /// Initial lock word (the tree creates buffers locked and unlocks them on publication).
+    pub lock: u32,
+}
+
+/// A node's items do not fit in its sorted block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overflow {
+    /// Bytes the items need.
+    pub needed: usize,
+    /// Bytes available.
+    pub capacity: usize,
+}
+
+impl std::fmt::Display for Overflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "items need {} bytes, node holds {}",
+            self.needed, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for Overflow {}
+
+/// Bytes a leaf item takes in a sorted block (upper bound: the first item of a segment is
+/// smaller because its key lives in the shortcut block).
+pub fn leaf_item_size(key_len: usize, value: &ValueRef<'_>) -> usize {
+    2 + key_len + 2 + value.body_len()
+}
+
+/// Bytes an interior item takes in a sorted block (upper bound, as for leaves).
+pub fn interior_item_size(key_len: usize) -> usize {
+    2 + key_len + LID_SIZE
+}
+
+/// Encodes a value (header + body) into `dst`; returns the bytes written.
+pub fn encode_value(dst: &mut [u8], v: &ValueRef<'_>) -> usize {
+    match v {
+        ValueRef::Inline(b) => {
+            dst[0..2].copy_from_slice(&(b.len() as u16).to_le_bytes());
+            dst[2..2 + b.len()].copy_from_slice(b);
+            2 + b.len()
+        }
+        ValueRef::OutOfLine { handle, len } => {
+            dst[0..2].copy_from_slice(&VALUE_OUT_OF_LINE.to_le_bytes());
+            dst[2..10].copy_from_slice(&handle.to_le_bytes());
+            dst[10..14].copy_from_slice(&len.to_le_bytes());
+            2 + OUT_OF_LINE_REF
+        }
+    }
+}
+
+/// Builds a leaf holding `items` (strictly ascending keys) into `buf` (a whole node buffer).
+/// Returns the bytes used.
+pub fn build_leaf(
+    buf: &mut [u8],
+    geo: &Geometry,
+    items: &[(&[u8], ValueRef<'_>)],
+    meta: &NodeMeta,
+) -> Result<usize, Overflow> {
+    build(
+        buf,
+        geo,
+        KIND_LEAF,
+        meta,
+        geo.leaf_capacity(),
+        items.len(),
+        |i| items[i].0,
+        |i| 2 + items[i].1.body_len(),
+        |i, dst| {
+            encode_value(dst, &items[i].1);
+        },
+    )
+}
+
+/// Builds an interior node with `leftmost` child and (separator, child) `entries` (strictly
+/// ascending separators) into `buf`. Returns the bytes used.
+pub fn build_interior(
+    buf: &mut [u8],
+    geo: &Geometry,
+    entries: &[(&[u8], u64)],
+    meta: &NodeMeta,
+) -> Result<usize, Overflow> {
+    build(
+        buf,
+        geo,
+        KIND_INTERIOR,
+        meta,
+        geo.interior_capacity(),
+        entries.len(),
+        |i| entries[i].0,
+        |_| LID_SIZE,
+        |i, dst| write_lid(dst, entries[i].1),
+    )
+}
+
+/// Shortcut selection: which items start a segment. Aims for as many segments as the
+/// shortcut block and the minimum segment size allow, of similar byte size.
+fn choose_shortcuts<'k>(
+    geo: &Geometry,
+    n: usize,
+    key: &impl Fn(usize) -> &'k [u8],
+    body: &impl Fn(usize) -> usize,
+) -> Vec<bool> {
+    let mut starts = vec![false; n];
+    if n == 0 {
+        return starts;
+    }
+    let total: usize = (0..n).map(|i| 2 + key(i).len() + body(i)).sum();
+    let avg_key = (0..n).map(|i| key(i).len()).sum::<usize>() / n;
+    let by_space = geo.shortcut_size / (4 + avg_key);
+    let by_min = total / geo.min_segment;
+    let segments = by_space.min(by_min).clamp(1, 255);
+    let target = (total / segments).max(geo.min_segment);
+    let mut seg_bytes = 0;
+    let mut sc_used = 0;
+    let mut count = 0;
+    for (i, start) in starts.iter_mut().enumerate() {
+        let k = key(i).len();
+        let fits = sc_used + 4 + k <= geo.shortcut_size && count < 255;
+        if i == 0 || (seg_bytes >= target && fits) {
+            *start = true;
+            sc_used += 4 + k;
+            count += 1;
+            seg_bytes = body(i); // the boundary key lives in the shortcut block
+        } else {
+            seg_bytes += 2 + k + body(i);
+        }
+    }
+    starts
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build<'k>(
+    buf: &mut [u8],
+    geo: &Geometry,
+    kind: u8,
+    meta: &NodeMeta,
+    capacity: usize,
+    n: usize,
+    key: impl Fn(usize) -> &'k [u8],
+    body: impl Fn(usize) -> usize,
+    write_body: impl Fn(usize, &mut [u8]),
+) -> Result<usize, Overflow> {
+    debug_assert_eq!(buf.len(), geo.node_size);
+    debug_assert!((1..n).all(|i| key(i - 1) < key(i)), "keys must ascend");
+    let starts = choose_shortcuts(geo, n, &key, &body);
+    let needed: usize = (0..n)
+        .map(|i| body(i) + if starts[i] { 0 } else { 2 + key(i).len() })
+        .sum();
+    if needed > capacity {
+        return Err(Overflow { needed, capacity });
+    }
+    let sorted_start = geo.sorted_start();
+    let mut sc = HEADER_SIZE;
+    let mut pos = sorted_start;
+    for (i, &start) in starts.iter().enumerate() {
+        let k = key(i);
+        if start {
+            buf[sc..sc + 2].copy_from_slice(&((pos - sorted_start) as u16).to_le_bytes());
+            buf[sc + 2..sc + 4].copy_from_slice(&(k.len() as u16).to_le_bytes());
+            buf[sc + 4..sc + 4 + k.len()].copy_from_slice(k);
+            sc += 4 + k.len();
+        } else {
+            buf[pos..pos + 2].copy_from_slice(&(k.len() as u16).to_le_bytes());
+            buf[pos + 2..pos + 2 + k.len()].copy_from_slice(k);
+            pos += 2 + k.len();
+        }
+        let b = body(i);
+        write_body(i, &mut buf[pos..pos + b]);
+        pos += b;
+    }
+    buf[sc..sorted_start].fill(0);
+    let sc_count = starts.iter().filter(|s| **s).count();
+    write_header(buf, geo, kind, meta, pos, sc_count);
+    Ok(pos)
+}
+
+fn write_header(
+    buf: &mut [u8],
+    geo: &Geometry,
+    kind: u8,
+    meta: &NodeMeta,
+    used: usize,
+    sc_count: usize,
+) {
+    let word = pack_lock_used(meta.lock, used as u32);
+    buf[OFF_LOCK_USED..OFF_LOCK_USED + 8].copy_from_slice(&word.to_le_bytes());
+    buf[OFF_LEFT..OFF_LEFT + 8].copy_from_slice(&meta.left.to_le_bytes());
+    buf[OFF_VERSION..OFF_VERSION + 8].copy_from_slice(&meta.version.to_le_bytes());
+    buf[OFF_OLD..OFF_OLD + 8].copy_from_slice(&meta.old.to_le_bytes());
+    write_lid(&mut buf[OFF_LINK..], meta.link);
+    buf[OFF_KIND] = kind;
+    buf[OFF_LEVEL] = meta.level;
+    buf[OFF_SORTED_END..OFF_SORTED_END + 4].copy_from_slice(&(used as u32).to_le_bytes());
+    buf[OFF_SORTED_START..OFF_SORTED_START + 2]
+        .copy_from_slice(&(geo.sorted_start() as u16).to_le_bytes());
+    buf[OFF_SC_COUNT] = sc_count as u8;
+    buf[OFF_SIZE_LOG2] = geo.node_size.trailing_zeros() as u8;
+}

@@ -1,0 +1,289 @@
+//! Byte layout of a node: header offsets, the packed lock word, and the geometry a store
+//! chooses at creation. See ../../docs/FORMAT.md for the diagrams.
+//!
+//! ```text
+//!  0        8        16       24       32     38 39 40       44   46 47 48            sorted_start
+//!  +--------+--------+--------+--------+------+--+--+--------+----+--+--+---------------+----
+//!  |lock_   |left    |version |old     |link  |K |L |sorted_ |sort|SC|SZ| shortcut block| sorted block ... | log block ...
+//!  |used    |sibling |        |version |(LID) |  |  |end     |strt|  |  |               |
+//!  +--------+--------+--------+--------+------+--+--+--------+----+--+--+---------------+----
+//!  |<-- atomics ---->|<------------------ immutable once published ------------------------------->
+//! ```
+//!
+//! Bytes `[0, 16)` are the only bytes of a published node that change in place, and they are
+//! only ever accessed atomically. Everything in `[16, used)` is immutable once published;
+//! bytes at or past `used` are invisible to readers (the log block grows there).
+
+/// Size of the node header.
+pub const HEADER_SIZE: usize = 48;
+/// 64-bit word: lock word in the low 32 bits, bytes used in the high 32 bits. Atomic.
+pub const OFF_LOCK_USED: usize = 0;
+/// 64-bit word: LID of the left sibling leaf in the low 48 bits. Atomic; written only by
+/// structural modifications, never read by readers.
+pub const OFF_LEFT: usize = OFF_LOCK_USED + 8;
+/// End of the atomically accessed part of the header.
+pub const ATOMIC_END: usize = OFF_LEFT + 8;
+/// u64: node version (write version of the operation that created this buffer).
+pub const OFF_VERSION: usize = ATOMIC_END;
+/// u64: arena offset of the buffer holding the previous version, or [`NO_BUFFER`].
+pub const OFF_OLD: usize = OFF_VERSION + 8;
+/// 6-byte LID: right sibling (leaf) or leftmost child (interior).
+pub const OFF_LINK: usize = OFF_OLD + 8;
+/// u8: node kind, [`KIND_LEAF`] or [`KIND_INTERIOR`].
+pub const OFF_KIND: usize = OFF_LINK + LID_SIZE;
+/// u8: level, 0 for leaves.
+pub const OFF_LEVEL: usize = OFF_KIND + 1;
+/// u32: offset of the end of the sorted block (start of the log block).
+pub const OFF_SORTED_END: usize = OFF_LEVEL + 1;
+/// u16: offset of the start of the sorted block (end of the shortcut block).
+pub const OFF_SORTED_START: usize = OFF_SORTED_END + 4;
+/// u8: number of shortcuts.
+pub const OFF_SC_COUNT: usize = OFF_SORTED_START + 2;
+/// u8: log2 of the node size.
+pub const OFF_SIZE_LOG2: usize = OFF_SC_COUNT + 1;
+const _: () = assert!(OFF_SIZE_LOG2 + 1 == HEADER_SIZE);
+
+/// Bytes in a LID.
+pub const LID_SIZE: usize = 6;
+/// Largest LID that fits in 6 bytes.
+pub const MAX_LID: u64 = (1 << 48) - 1;
+/// The "no LID" value (no sibling, no child).
+pub const NO_LID: u64 = 0;
+/// The "no buffer" value for old-version pointers.
+pub const NO_BUFFER: u64 = u64::MAX;
+
+/// Kind byte of a leaf.
+pub const KIND_LEAF: u8 = b'L';
+/// Kind byte of an interior node.
+pub const KIND_INTERIOR: u8 = b'I';
+
+/// Longest key the format can hold (9 bits of the key header).
+pub const MAX_KEY: usize = 460;
+/// Mask of the length bits in a key header.
+pub const KEY_LEN_MASK: u16 = 0x01FF;
+/// Log key-header flag: the entry is a delete marker (no value follows).
+pub const FLAG_TOMBSTONE: u16 = 0x8000;
+/// Log key-header flag: a sorted-block item with the same key sits at the back pointer.
+pub const FLAG_EQ: u16 = 0x4000;
+/// Log key-header flag: the next log entry in key order has the same key (an older version).
+pub const FLAG_DUP: u16 = 0x2000;
+
+/// Value header flag: the value is stored out of line; the body is a [`OUT_OF_LINE_REF`]
+/// byte reference `{ handle u64 | len u32 }`.
+pub const VALUE_OUT_OF_LINE: u16 = 0x8000;
+/// Mask of the inline length bits of a value header.
+pub const VALUE_LEN_MASK: u16 = 0x7FFF;
+/// Size of an out-of-line value reference in a node.
+pub const OUT_OF_LINE_REF: usize = 12;
+
+/// Fixed header of a log entry: back pointer u16, order hint u8, version delta 5 bytes.
+pub const LOG_ENTRY_HEADER: usize = 8;
+/// Largest version delta a log entry can carry.
+pub const MAX_VERSION_DELTA: u64 = (1 << 40) - 1;
+/// Most log entries one leaf can hold (order hints are one byte).
+pub const MAX_LOG_ENTRIES: usize = 255;
+
+/// Lock bit in the lock word.
+pub const LOCK_BIT: u32 = 1 << 31;
+/// Sequence bits in the lock word.
+pub const SEQ_MASK: u32 = LOCK_BIT - 1;
+
+/// Packs a lock word and the bytes used into the 64-bit header word.
+pub fn pack_lock_used(lock: u32, used: u32) -> u64 {
+    u64::from(lock) | (u64::from(used) << 32)
+}
+
+/// Lock word part of a packed header word.
+pub fn lock_of(word: u64) -> u32 {
+    word as u32
+}
+
+/// Bytes-used part of a packed header word.
+pub fn used_of(word: u64) -> usize {
+    (word >> 32) as usize
+}
+
+/// Whether the lock bit is set.
+pub fn is_locked(word: u64) -> bool {
+    lock_of(word) & LOCK_BIT != 0
+}
+
+/// The packed word with the lock bit set (sequence unchanged).
+pub fn locked(word: u64) -> u64 {
+    word | u64::from(LOCK_BIT)
+}
+
+/// The unlocked word that follows `word` after a write: sequence + 1 (31-bit wrap), new size.
+pub fn unlocked_next(word: u64, used: usize) -> u64 {
+    let seq = (lock_of(word).wrapping_add(1)) & SEQ_MASK;
+    pack_lock_used(seq, used as u32)
+}
+
+/// Node geometry, chosen at store creation and the same for every node of a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Node size in bytes: a power of two from 4 KiB to 64 KiB.
+    pub node_size: usize,
+    /// Bytes reserved for the shortcut block.
+    pub shortcut_size: usize,
+    /// Log block size past which a leaf is merged: entries are appended while the log is
+    /// smaller than this and the entry fits in the node; 0 turns the log block off.
+    pub log_threshold: usize,
+    /// Longest value stored inline; longer values go out of line.
+    pub max_inline_value: usize,
+    /// Smallest sorted-block segment the shortcut selection aims for.
+    pub min_segment: usize,
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        Geometry {
+            node_size: 8192,
+            shortcut_size: 464,
+            log_threshold: 512,
+            max_inline_value: 469,
+            min_segment: 256,
+        }
+    }
+}
+
+/// A geometry that cannot hold the format's invariants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeometryError(pub String);
+
+impl std::fmt::Display for GeometryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid node geometry: {}", self.0)
+    }
+}
+
+impl std::error::Error for GeometryError {}
+
+impl Geometry {
+    /// Offset of the sorted block.
+    pub fn sorted_start(&self) -> usize {
+        HEADER_SIZE + self.shortcut_size
+    }
+
+    /// Bytes a merge may put into a leaf's sorted block, leaving room for a full log block.
+    pub fn leaf_capacity(&self) -> usize {
+        self.node_size - self.sorted_start() - self.log_threshold
+    }
+
+    /// Bytes an interior node's sorted block may hold.
+    pub fn interior_capacity(&self) -> usize {
+        self.node_size - self.sorted_start()
+    }
+
+    /// Largest sorted-block item a leaf can hold.
+    pub fn max_leaf_item(&self) -> usize {
+        2 + MAX_KEY + 2 + self.max_inline_value.max(OUT_OF_LINE_REF)
+    }
+
+    /// Largest item an interior node can hold.
+    pub fn max_interior_item(&self) -> usize {
+        2 + MAX_KEY + LID_SIZE
+    }
+
+    /// Checks the invariants the builders and the tree rely on.
+    pub fn validate(&self) -> Result<(), GeometryError> {
+        let err = |m: String| Err(GeometryError(m));
+        if !self.node_size.is_power_of_two() || !(4096..=65536).contains(&self.node_size) {
+            return err(format!(
+                "node size {} is not a power of two from 4096 to 65536",
+                self.node_size
+            ));
+        }
+        if self.shortcut_size < MAX_KEY + 4 || self.shortcut_size > 255 * (MAX_KEY + 4) {
+            return err(format!(
+                "shortcut block of {} bytes must hold at least one {}-byte key (>= {})",
+                self.shortcut_size,
+                MAX_KEY,
+                MAX_KEY + 4
+            ));
+        }
+        if self.max_inline_value > usize::from(VALUE_LEN_MASK) {
+            return err(format!(
+                "inline value limit {} exceeds {}",
+                self.max_inline_value, VALUE_LEN_MASK
+            ));
+        }
+        if self.node_size < self.sorted_start() + self.log_threshold {
+            return err("node too small for its header, shortcut and log blocks".into());
+        }
+        if self.leaf_capacity() < 3 * self.max_leaf_item() {
+            return err(format!(
+                "leaf sorted block of {} bytes cannot hold three largest items ({} bytes each)",
+                self.leaf_capacity(),
+                self.max_leaf_item()
+            ));
+        }
+        if self.interior_capacity() < 3 * self.max_interior_item() {
+            return err("interior node cannot hold three largest separators".into());
+        }
+        if self.min_segment == 0 {
+            return err("minimum segment size must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_word_round_trip() {
+        let w = pack_lock_used(5, 1234);
+        assert_eq!(lock_of(w), 5);
+        assert_eq!(used_of(w), 1234);
+        assert!(!is_locked(w));
+        let l = locked(w);
+        assert!(is_locked(l));
+        assert_eq!(used_of(l), 1234);
+        let n = unlocked_next(l, 2000);
+        assert!(!is_locked(n));
+        assert_eq!(lock_of(n), 6);
+        assert_eq!(used_of(n), 2000);
+        // The sequence wraps within 31 bits and never sets the lock bit.
+        let top = pack_lock_used(SEQ_MASK | LOCK_BIT, 10);
+        let wrapped = unlocked_next(top, 10);
+        assert_eq!(lock_of(wrapped), 0);
+    }
+
+    #[test]
+    fn default_geometry_is_valid() {
+        Geometry::default().validate().unwrap();
+        for size in [4096, 8192, 16384, 32768, 65536] {
+            let g = Geometry {
+                node_size: size,
+                ..Geometry::default()
+            };
+            g.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn bad_geometry_is_rejected() {
+        for g in [
+            Geometry {
+                node_size: 3000,
+                ..Geometry::default()
+            },
+            Geometry {
+                node_size: 131072,
+                ..Geometry::default()
+            },
+            Geometry {
+                shortcut_size: 100,
+                ..Geometry::default()
+            },
+            Geometry {
+                log_threshold: 6000,
+                ..Geometry::default()
+            },
+        ] {
+            assert!(g.validate().is_err(), "{g:?}");
+        }
+    }
+}

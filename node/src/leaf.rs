@@ -1,0 +1,153 @@
+//! Search inside one leaf at a read version: the shortcut block picks one segment, the log
+//! block is put in key order by its order hints, and the two are merged by back pointers, so
+//! items come out in key order with no key comparison between log and sorted items. The
+//! newest entry within the read version wins for each key; delete markers hide older items.
+
+use crate::layout::*;
+use crate::log::{LogEntry, LogOrder};
+use crate::view::{NodeView, SortedItem, SortedIter, ValueRef};
+
+/// Merged, version-filtered iterator over a leaf's items in key order.
+pub struct LeafIter<'a> {
+    view: NodeView<'a>,
+    rv: u64,
+    order: LogOrder,
+    li: usize,
+    sorted: SortedIter<'a>,
+    pending: Option<SortedItem<'a>>,
+}
+
+impl<'a> LeafIter<'a> {
+    fn new(view: NodeView<'a>, rv: u64, sorted: SortedIter<'a>) -> Self {
+        let order = view.log_order();
+        // Entries positioned before the chosen segment hold keys below its boundary key.
+        let start = sorted.position();
+        let li = order
+            .as_slice()
+            .iter()
+            .position(|&off| view.log_entry(usize::from(off)).back >= start)
+            .unwrap_or(order.len());
+        let mut it = LeafIter {
+            view,
+            rv,
+            order,
+            li,
+            sorted,
+            pending: None,
+        };
+        it.pending = it.sorted.next_item();
+        it
+    }
+
+    fn entry(&self, i: usize) -> LogEntry<'a> {
+        self.view.log_entry(usize::from(self.order.as_slice()[i]))
+    }
+
+    /// Next visible (key, value) in key order.
+    pub fn next_kv(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
+        loop {
+            let e = (self.li < self.order.len()).then(|| self.entry(self.li));
+            match (e, self.pending) {
+                (None, None) => return None,
+                (Some(e), s) if s.is_none_or(|s| e.back <= s.rel) => {
+                    // A run of entries for one key, newest first, linked by FLAG_DUP.
+                    let mut chosen: Option<LogEntry<'a>> = None;
+                    let mut cur = e;
+                    loop {
+                        self.li += 1;
+                        if chosen.is_none() && cur.version <= self.rv {
+                            chosen = Some(cur);
+                        }
+                        if cur.flags & FLAG_DUP == 0 || self.li >= self.order.len() {
+                            break;
+                        }
+                        cur = self.entry(self.li);
+                    }
+                    let shadowed = if e.flags & FLAG_EQ != 0 {
+                        // The sorted item at the back pointer has this key: consume it.
+                        let s = self.pending.take();
+                        self.pending = self.sorted.next_item();
+                        s
+                    } else {
+                        None
+                    };
+                    match chosen {
+                        Some(c) => {
+                            if let Some(v) = c.value {
+                                return Some((c.key, v));
+                            }
+                        }
+                        None => {
+                            if let Some(s) = shadowed {
+                                return Some((s.key, self.view.value_at(s.body).0));
+                            }
+                        }
+                    }
+                }
+                (_, Some(s)) => {
+                    self.pending = self.sorted.next_item();
+                    return Some((s.key, self.view.value_at(s.body).0));
+                }
+                (Some(_), None) => unreachable!("covered by the guard above"),
+            }
+        }
+    }
+}
+
+impl<'a> Iterator for LeafIter<'a> {
+    type Item = (&'a [u8], ValueRef<'a>);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_kv()
+    }
+}
+
+impl<'a> NodeView<'a> {
+    /// Every visible item of this leaf at read version `rv`, in key order.
+    pub fn leaf_iter(&self, rv: u64) -> LeafIter<'a> {
+        LeafIter::new(*self, rv, self.sorted_items())
+    }
+
+    /// Visible items with key >= `key`, starting the search at the segment the shortcut
+    /// block picks.
+    pub fn leaf_lower_bound(&self, key: &[u8], rv: u64) -> std::iter::Peekable<LeafIter<'a>> {
+        let mut it = LeafIter::new(*self, rv, self.seek_segment(key)).peekable();
+        while it.next_if(|(k, _)| *k < key).is_some() {}
+        it
+    }
+
+    /// The visible value of `key` at `rv`.
+    pub fn leaf_get(&self, key: &[u8], rv: u64) -> Option<ValueRef<'a>> {
+        let mut it = self.leaf_lower_bound(key, rv);
+        match it.next() {
+            Some((k, v)) if k == key => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The largest visible key <= `key` in this leaf.
+    pub fn leaf_floor(&self, key: &[u8], rv: u64) -> Option<&'a [u8]> {
+        let mut best = None;
+        for (k, _) in LeafIter::new(*self, rv, self.seek_segment(key)) {
+            if k > key {
+                break;
+            }
+            best = Some(k);
+        }
+        if best.is_some() {
+            return best;
+        }
+        // Every item of the chosen segment is above `key` or deleted: look further left.
+        for (k, _) in self.leaf_iter(rv) {
+            if k > key {
+                break;
+            }
+            best = Some(k);
+        }
+        best
+    }
+
+    /// The largest visible key of this leaf.
+    pub fn leaf_last(&self, rv: u64) -> Option<&'a [u8]> {
+        self.leaf_iter(rv).last().map(|(k, _)| k)
+    }
+}

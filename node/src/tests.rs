@@ -1,0 +1,362 @@
+//! Round-trip, boundary and model tests of the node format.
+
+use crate::layout::*;
+use crate::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn geo(node_size: usize) -> Geometry {
+    Geometry {
+        node_size,
+        ..Geometry::default()
+    }
+}
+
+fn meta(version: u64) -> NodeMeta {
+    NodeMeta {
+        version,
+        old: NO_BUFFER,
+        link: 0,
+        left: 0,
+        level: 0,
+        lock: 0,
+    }
+}
+
+fn leaf(g: &Geometry, items: &[(Vec<u8>, Vec<u8>)], version: u64) -> Vec<u8> {
+    let refs: Vec<(&[u8], ValueRef)> = items
+        .iter()
+        .map(|(k, v)| (k.as_slice(), ValueRef::Inline(v.as_slice())))
+        .collect();
+    let mut buf = vec![0u8; g.node_size];
+    build_leaf(&mut buf, g, &refs, &meta(version)).expect("fits");
+    validate_node(&buf).expect("valid");
+    buf
+}
+
+fn used(buf: &[u8]) -> usize {
+    used_of(u64::from_le_bytes(buf[0..8].try_into().expect("8 bytes")))
+}
+
+fn view(buf: &[u8]) -> NodeView<'_> {
+    NodeView::from_node(buf, used(buf))
+}
+
+/// Appends a log entry as the tree's writer does; false when it does not fit.
+fn append(buf: &mut [u8], key: &[u8], value: Option<&[u8]>, version: u64) -> bool {
+    let u = used(buf);
+    let v = value.map(ValueRef::Inline);
+    let len = log_entry_len(key.len(), v.as_ref());
+    let entry = {
+        let view = view(buf);
+        let plan = plan_append(&view, key);
+        if u + len > buf.len() || plan.log_entries >= MAX_LOG_ENTRIES {
+            return false;
+        }
+        let mut entry = vec![0u8; len];
+        encode_log_entry(&mut entry, &plan, key, v.as_ref());
+        set_log_delta(&mut entry, version - view.version());
+        entry
+    };
+    buf[u..u + len].copy_from_slice(&entry);
+    let word = u64::from_le_bytes(buf[0..8].try_into().expect("8 bytes"));
+    buf[0..8].copy_from_slice(&unlocked_next(word, u + len).to_le_bytes());
+    true
+}
+
+fn collect(v: &NodeView<'_>, rv: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    v.leaf_iter(rv)
+        .map(|(k, val)| match val {
+            ValueRef::Inline(b) => (k.to_vec(), b.to_vec()),
+            ValueRef::OutOfLine { .. } => panic!("unexpected out-of-line value"),
+        })
+        .collect()
+}
+
+fn kv(i: u32) -> (Vec<u8>, Vec<u8>) {
+    (
+        format!("key{i:08}").into_bytes(),
+        format!("val{i:08}").into_bytes(),
+    )
+}
+
+#[test]
+fn empty_leaf() {
+    let g = geo(8192);
+    let buf = leaf(&g, &[], 7);
+    let v = view(&buf);
+    assert!(v.is_leaf());
+    assert_eq!(v.version(), 7);
+    assert_eq!(v.shortcut_count(), 0);
+    assert_eq!(v.sorted_len(), 0);
+    assert_eq!(v.log_len(), 0);
+    assert_eq!(v.used(), g.sorted_start());
+    assert!(v.leaf_iter(u64::MAX).next().is_none());
+    assert_eq!(v.leaf_get(b"a", 7), None);
+    assert_eq!(v.leaf_floor(b"a", 7), None);
+}
+
+#[test]
+fn header_round_trip() {
+    let g = geo(16384);
+    let mut buf = vec![0u8; g.node_size];
+    let m = NodeMeta {
+        version: 0x0102_0304_0506_0708,
+        old: 0x1122_3344,
+        link: MAX_LID,
+        left: 42,
+        level: 0,
+        lock: 5,
+    };
+    let used_bytes = build_leaf(&mut buf, &g, &[], &m).expect("fits");
+    let word = u64::from_le_bytes(buf[0..8].try_into().expect("8"));
+    assert_eq!(lock_of(word), 5);
+    assert_eq!(used_of(word), used_bytes);
+    assert_eq!(u64::from_le_bytes(buf[8..16].try_into().expect("8")), 42);
+    let v = view(&buf);
+    assert_eq!(v.version(), m.version);
+    assert_eq!(v.old_version(), m.old);
+    assert_eq!(v.link(), MAX_LID);
+    assert_eq!(v.node_size(), 16384);
+    assert_eq!(v.sorted_start(), g.sorted_start());
+}
+
+#[test]
+fn leaf_round_trip_and_search() {
+    let g = geo(8192);
+    let items: Vec<_> = (0..150).map(|i| kv(i * 2)).collect();
+    let buf = leaf(&g, &items, 1);
+    let v = view(&buf);
+    assert!(v.shortcut_count() > 5, "shortcuts: {}", v.shortcut_count());
+    assert_eq!(collect(&v, 1), items);
+    for i in 0..300u32 {
+        let (k, val) = kv(i);
+        let got = v.leaf_get(&k, 1);
+        if i % 2 == 0 {
+            assert_eq!(got, Some(ValueRef::Inline(&val[..])), "key {i}");
+        } else {
+            assert_eq!(got, None);
+        }
+        let floor = v.leaf_floor(&k, 1).map(|f| f.to_vec());
+        assert_eq!(floor, Some(kv(i - i % 2).0));
+        let lb: Vec<_> = v.leaf_lower_bound(&k, 1).map(|(k, _)| k.to_vec()).collect();
+        let want: Vec<_> = items
+            .iter()
+            .filter(|(ik, _)| *ik >= k)
+            .map(|x| x.0.clone())
+            .collect();
+        assert_eq!(lb, want);
+    }
+    // Segments respect the minimum size and the shortcut block bound.
+    let sc = v.shortcuts();
+    for w in sc.windows(2) {
+        assert!(w[1].0 - w[0].0 >= g.min_segment);
+    }
+    let sc_bytes: usize = sc.iter().map(|(_, k)| 4 + k.len()).sum();
+    assert!(sc_bytes <= g.shortcut_size);
+}
+
+#[test]
+fn maximum_size_key_and_value() {
+    let g = geo(8192);
+    let items: Vec<_> = (0..5u8)
+        .map(|i| (vec![i; MAX_KEY], vec![i; g.max_inline_value]))
+        .collect();
+    let buf = leaf(&g, &items, 3);
+    assert_eq!(collect(&view(&buf), 3), items);
+    // Interior node with maximum separators.
+    let entries: Vec<(Vec<u8>, u64)> = (1..6u8)
+        .map(|i| (vec![i; MAX_KEY], u64::from(i) + 100))
+        .collect();
+    let refs: Vec<(&[u8], u64)> = entries.iter().map(|(k, c)| (k.as_slice(), *c)).collect();
+    let mut ibuf = vec![0u8; g.node_size];
+    let m = NodeMeta {
+        link: 99,
+        level: 1,
+        ..meta(0)
+    };
+    build_interior(&mut ibuf, &g, &refs, &m).expect("fits");
+    validate_node(&ibuf).expect("valid");
+    let iv = view(&ibuf);
+    assert_eq!(iv.child_for(&[0]), 99);
+    assert_eq!(iv.child_for(&vec![3; MAX_KEY]), 103);
+    assert_eq!(iv.child_for(&vec![3; MAX_KEY + 1]), 103);
+    assert_eq!(iv.child_for(&[255]), 105);
+}
+
+#[test]
+fn node_exactly_full() {
+    // One item whose value is sized so the sorted block is exactly full, then one byte more.
+    let g = Geometry {
+        max_inline_value: 8000,
+        ..geo(8192)
+    };
+    let cap = g.leaf_capacity();
+    let key = b"k".to_vec();
+    // The only item starts segment 0, so its key lives in the shortcut block: 2 + value.
+    let exact = vec![(key.clone(), vec![7u8; cap - 2])];
+    let buf = leaf(&g, &exact, 1);
+    assert_eq!(view(&buf).sorted_len(), cap);
+    let too_big = [(&key[..], ValueRef::Inline(&[7u8; 8000][..cap - 1]))];
+    let mut b2 = vec![0u8; g.node_size];
+    let err = build_leaf(&mut b2, &g, &too_big, &meta(1)).unwrap_err();
+    assert_eq!(
+        err,
+        Overflow {
+            needed: cap + 1,
+            capacity: cap
+        }
+    );
+}
+
+#[test]
+fn order_hints_match_figure_7() {
+    // Honeycomb figure 7: inserts 90, 60, 30, 45 get hints 0, 0, 0, 1; figure 8 sorts them.
+    let g = geo(8192);
+    let mut buf = leaf(&g, &[], 1);
+    for (i, k) in [90u8, 60, 30, 45].iter().enumerate() {
+        assert!(append(&mut buf, &[*k], Some(b"v"), 2 + i as u64));
+    }
+    let v = view(&buf);
+    let hints: Vec<u8> = v.log_entries().map(|e| e.hint).collect();
+    assert_eq!(hints, vec![0, 0, 0, 1]);
+    let sorted: Vec<u8> = v
+        .log_order()
+        .as_slice()
+        .iter()
+        .map(|&o| v.log_entry(usize::from(o)).key[0])
+        .collect();
+    assert_eq!(sorted, vec![30, 45, 60, 90]);
+    validate_node(&buf).expect("valid");
+}
+
+#[test]
+fn log_block_at_threshold_and_versions() {
+    let g = geo(8192);
+    let base: Vec<_> = (0..100).map(|i| kv(i * 3)).collect();
+    let mut buf = leaf(&g, &base, 10);
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = base.iter().cloned().collect();
+    let mut snapshots = vec![(10u64, model.clone())];
+    let mut version = 10;
+    let mut i = 0u32;
+    while view(&buf).log_len() < g.log_threshold {
+        version += 1;
+        let (k, _) = kv(i * 7 % 300);
+        if i % 5 == 4 {
+            assert!(append(&mut buf, &k, None, version));
+            model.remove(&k);
+        } else {
+            let val = format!("new{version}").into_bytes();
+            assert!(append(&mut buf, &k, Some(&val), version));
+            model.insert(k, val);
+        }
+        snapshots.push((version, model.clone()));
+        i += 1;
+    }
+    validate_node(&buf).expect("valid");
+    let v = view(&buf);
+    assert!(v.log_len() >= g.log_threshold);
+    for (rv, snap) in &snapshots {
+        let want: Vec<_> = snap.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(collect(&v, *rv), want, "read version {rv}");
+    }
+}
+
+#[test]
+fn validate_rejects_garbage() {
+    let g = geo(4096);
+    let mut buf = leaf(&g, &(0..20).map(kv).collect::<Vec<_>>(), 1);
+    buf[OFF_KIND] = 0xA5;
+    assert!(validate_node(&buf).is_err());
+    assert!(validate_node(&[0u8; 10]).is_err());
+    assert!(validate_node(&vec![0xA5u8; 4096]).is_err());
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(u16, u16),
+    Del(u16),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u16..64, 0u16..40).prop_map(|(k, v)| Op::Put(k, v)),
+        1 => (0u16..64).prop_map(Op::Del),
+    ]
+}
+
+fn pkey(k: u16) -> Vec<u8> {
+    // Keys of varied length that still sort by number.
+    let mut key = format!("{k:03}").into_bytes();
+    key.extend(std::iter::repeat_n(b'x', usize::from(k % 7) * 9));
+    key
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Random base contents plus random log appends: every read version sees exactly the
+    /// model's state at that version, through full iteration, get, floor and lower bound.
+    #[test]
+    fn leaf_matches_model(base in proptest::collection::btree_set(0u16..64, 0..40),
+                          ops in proptest::collection::vec(op(), 0..60),
+                          size in prop_oneof![Just(4096usize), Just(8192)]) {
+        let g = geo(size);
+        let items: Vec<_> = base.iter().map(|k| (pkey(*k), vec![b'b'; usize::from(*k % 13)])).collect();
+        let mut buf = leaf(&g, &items, 5);
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = items.iter().cloned().collect();
+        let mut snaps = vec![(5u64, model.clone())];
+        let mut version = 5;
+        for op in ops {
+            version += 1;
+            let ok = match op {
+                Op::Put(k, v) => {
+                    let val = vec![b'v'; usize::from(v)];
+                    let ok = append(&mut buf, &pkey(k), Some(&val), version);
+                    if ok { model.insert(pkey(k), val); }
+                    ok
+                }
+                Op::Del(k) => {
+                    let ok = append(&mut buf, &pkey(k), None, version);
+                    if ok { model.remove(&pkey(k)); }
+                    ok
+                }
+            };
+            if !ok { break; }
+            snaps.push((version, model.clone()));
+        }
+        validate_node(&buf).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let v = view(&buf);
+        for (rv, snap) in &snaps {
+            let want: Vec<_> = snap.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            prop_assert_eq!(&collect(&v, *rv), &want);
+            for probe in 0u16..66 {
+                let k = pkey(probe);
+                prop_assert_eq!(v.leaf_get(&k, *rv).map(|x| x.value_len()), snap.get(&k).map(|x| x.len()));
+                let floor = v.leaf_floor(&k, *rv).map(|f| f.to_vec());
+                prop_assert_eq!(floor, snap.range(..=k.clone()).next_back().map(|x| x.0.clone()));
+                let lb: Vec<_> = v.leaf_lower_bound(&k, *rv).map(|(k, _)| k.to_vec()).collect();
+                let want_lb: Vec<_> = snap.range(k.clone()..).map(|x| x.0.clone()).collect();
+                prop_assert_eq!(lb, want_lb);
+            }
+        }
+    }
+
+    /// Flipping bytes of a valid node never makes validation panic, and a node that still
+    /// validates can be iterated without panicking.
+    #[test]
+    fn validate_never_panics(flips in proptest::collection::vec((0usize..4096, any::<u8>()), 1..8)) {
+        let g = geo(4096);
+        let mut buf = leaf(&g, &(0..30).map(kv).collect::<Vec<_>>(), 1);
+        append(&mut buf, b"key00000003x", Some(b"zz"), 2);
+        append(&mut buf, b"key00000005", None, 3);
+        for (at, byte) in flips {
+            buf[at] = byte;
+        }
+        if validate_node(&buf).is_ok() {
+            let v = view(&buf);
+            let _ = v.leaf_iter(u64::MAX).count();
+            let _ = v.leaf_floor(b"key00000010", u64::MAX);
+        }
+    }
+}

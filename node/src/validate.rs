@@ -1,0 +1,201 @@
+//! Structural check of a node buffer from an untrusted source (a page read from disk, a fuzz
+//! input). Never panics; a node it accepts can be read with [`crate::NodeView`] without
+//! panicking.
+
+use crate::layout::*;
+
+/// What is wrong with a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Corrupt(pub String);
+
+impl std::fmt::Display for Corrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "corrupt node: {}", self.0)
+    }
+}
+
+impl std::error::Error for Corrupt {}
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, Corrupt> {
+    Err(Corrupt(msg.into()))
+}
+
+struct Bytes<'a>(&'a [u8]);
+
+impl<'a> Bytes<'a> {
+    fn slice(&self, off: usize, len: usize) -> Result<&'a [u8], Corrupt> {
+        off.checked_add(len)
+            .and_then(|end| self.0.get(off..end))
+            .map_or_else(|| bad(format!("{len} bytes at {off} out of bounds")), Ok)
+    }
+    fn u8(&self, off: usize) -> Result<u8, Corrupt> {
+        Ok(self.slice(off, 1)?[0])
+    }
+    fn u16(&self, off: usize) -> Result<u16, Corrupt> {
+        let b = self.slice(off, 2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&self, off: usize) -> Result<u32, Corrupt> {
+        let b = self.slice(off, 4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&self, off: usize) -> Result<u64, Corrupt> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.slice(off, 8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+}
+
+/// Checks a whole node buffer (`node.len()` must be the node size).
+#[allow(clippy::indexing_slicing)]
+pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
+    let b = Bytes(node);
+    let word = b.u64(OFF_LOCK_USED)?;
+    let used = used_of(word);
+    let log2 = b.u8(OFF_SIZE_LOG2)?;
+    if !(12..=16).contains(&log2) || 1usize << log2 != node.len() {
+        return bad(format!(
+            "size log2 {log2} does not match buffer of {}",
+            node.len()
+        ));
+    }
+    if used > node.len() || used < HEADER_SIZE {
+        return bad(format!("bytes used {used} out of range"));
+    }
+    let b = Bytes(&node[..used]);
+    let kind = b.u8(OFF_KIND)?;
+    let level = b.u8(OFF_LEVEL)?;
+    let leaf = match kind {
+        KIND_LEAF if level == 0 => true,
+        KIND_INTERIOR if level > 0 => false,
+        _ => return bad(format!("kind {kind:#x} at level {level}")),
+    };
+    let sorted_start = usize::from(b.u16(OFF_SORTED_START)?);
+    let sorted_end = b.u32(OFF_SORTED_END)? as usize;
+    if sorted_start < HEADER_SIZE || sorted_start > sorted_end || sorted_end > used {
+        return bad(format!(
+            "blocks out of order: sorted {sorted_start}..{sorted_end}, used {used}"
+        ));
+    }
+    if !leaf && sorted_end != used {
+        return bad("interior node with a log block");
+    }
+    // Shortcut block.
+    let n_sc = usize::from(b.u8(OFF_SC_COUNT)?);
+    let mut shortcuts: Vec<(usize, &[u8])> = Vec::with_capacity(n_sc);
+    let mut p = HEADER_SIZE;
+    for _ in 0..n_sc {
+        let seg = usize::from(b.u16(p)?);
+        let klen = usize::from(b.u16(p + 2)?);
+        if klen == 0 || klen > MAX_KEY {
+            return bad(format!("shortcut key of {klen} bytes"));
+        }
+        let key = b.slice(p + 4, klen)?;
+        if let Some((ps, pk)) = shortcuts.last() {
+            if seg <= *ps || key <= *pk {
+                return bad("shortcuts not ascending");
+            }
+        }
+        shortcuts.push((seg, key));
+        p += 4 + klen;
+    }
+    if p > sorted_start {
+        return bad("shortcut block overflows");
+    }
+    let sorted_len = sorted_end - sorted_start;
+    if (sorted_len > 0) != shortcuts.first().is_some_and(|s| s.0 == 0) {
+        return bad("first segment does not start the sorted block");
+    }
+    // Sorted block.
+    let mut items: Vec<(usize, &[u8])> = Vec::new(); // (rel offset, key)
+    let mut sc = shortcuts.iter().peekable();
+    let mut rel = 0;
+    while rel < sorted_len {
+        let at = sorted_start + rel;
+        let (key, body) = match sc.peek() {
+            Some((seg, k)) if *seg == rel => {
+                sc.next();
+                (*k, at)
+            }
+            Some((seg, _)) if *seg < rel => return bad("shortcut inside an item"),
+            _ => {
+                let klen = usize::from(b.u16(at)?);
+                if klen == 0 || klen > MAX_KEY {
+                    return bad(format!("item key of {klen} bytes"));
+                }
+                (b.slice(at + 2, klen)?, at + 2 + klen)
+            }
+        };
+        if items.last().is_some_and(|(_, pk)| *pk >= key) {
+            return bad("sorted keys not ascending");
+        }
+        let end = if leaf {
+            value_end(&b, body)?
+        } else {
+            let lid = b.slice(body, LID_SIZE)?;
+            if lid.iter().all(|x| *x == 0) {
+                return bad("interior item without a child");
+            }
+            body + LID_SIZE
+        };
+        if end > sorted_end {
+            return bad("sorted item crosses the end of the sorted block");
+        }
+        items.push((rel, key));
+        rel = end - sorted_start;
+    }
+    if sc.next().is_some() {
+        return bad("shortcut past the last item");
+    }
+    // Log block.
+    let mut p = sorted_end;
+    let mut count = 0;
+    while p < used {
+        if count == MAX_LOG_ENTRIES {
+            return bad("more than 255 log entries");
+        }
+        let back = usize::from(b.u16(p)?);
+        let hint = usize::from(b.u8(p + 2)?);
+        if hint > count {
+            return bad(format!("order hint {hint} of entry {count}"));
+        }
+        let khdr = b.u16(p + LOG_ENTRY_HEADER)?;
+        let klen = usize::from(khdr & KEY_LEN_MASK);
+        if klen == 0 || klen > MAX_KEY || khdr & !(KEY_LEN_MASK | 0xE000) != 0 {
+            return bad(format!("log key header {khdr:#x}"));
+        }
+        let kpos = p + LOG_ENTRY_HEADER + 2;
+        let key = b.slice(kpos, klen)?;
+        let at_back = items.iter().find(|(r, _)| *r == back);
+        if back != sorted_len && at_back.is_none() {
+            return bad(format!("back pointer {back} is not an item boundary"));
+        }
+        if (khdr & FLAG_EQ != 0) != at_back.is_some_and(|(_, k)| *k == key) {
+            return bad("FLAG_EQ does not match the sorted item");
+        }
+        p = if khdr & FLAG_TOMBSTONE != 0 {
+            kpos + klen
+        } else {
+            value_end(&b, kpos + klen)?
+        };
+        count += 1;
+    }
+    if p != used {
+        return bad("log block does not end at bytes used");
+    }
+    Ok(())
+}
+
+fn value_end(b: &Bytes<'_>, body: usize) -> Result<usize, Corrupt> {
+    let hdr = b.u16(body)?;
+    let len = if hdr & VALUE_OUT_OF_LINE != 0 {
+        if hdr != VALUE_OUT_OF_LINE {
+            return bad("out-of-line value header with length bits");
+        }
+        OUT_OF_LINE_REF
+    } else {
+        usize::from(hdr & VALUE_LEN_MASK)
+    };
+    b.slice(body + 2, len)?;
+    Ok(body + 2 + len)
+}

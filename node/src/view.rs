@@ -1,0 +1,348 @@
+//! Read-only accessors over the published bytes of one node: header fields, the shortcut
+//! block, sorted-block items, and the search of an interior node for a child.
+//!
+//! A [`NodeView`] borrows bytes `[ATOMIC_END, used)` of a node, the part that never changes
+//! once published (layout.rs); the atomic header words are read by the caller.
+
+use crate::layout::*;
+
+/// A value as stored in an item: inline bytes, or a reference to bytes kept out of line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    /// Bytes stored in the node.
+    Inline(&'a [u8]),
+    /// Bytes stored elsewhere; `handle` is owned by the tree (an address or a page number).
+    OutOfLine {
+        /// Opaque reference to the bytes.
+        handle: u64,
+        /// Length of the value.
+        len: u32,
+    },
+}
+
+impl ValueRef<'_> {
+    /// Bytes this value occupies in a node after its 2-byte header.
+    pub fn body_len(&self) -> usize {
+        match self {
+            ValueRef::Inline(b) => b.len(),
+            ValueRef::OutOfLine { .. } => OUT_OF_LINE_REF,
+        }
+    }
+
+    /// Length of the value itself.
+    pub fn value_len(&self) -> usize {
+        match self {
+            ValueRef::Inline(b) => b.len(),
+            ValueRef::OutOfLine { len, .. } => *len as usize,
+        }
+    }
+}
+
+/// One item of a sorted block.
+#[derive(Clone, Copy, Debug)]
+pub struct SortedItem<'a> {
+    /// Offset of the item relative to the start of the sorted block.
+    pub rel: usize,
+    /// The key (from the shortcut block for the first item of a segment).
+    pub key: &'a [u8],
+    /// Node offset of the item body (value header for leaves, child LID for interior nodes).
+    pub body: usize,
+}
+
+/// Read-only view of a published node.
+#[derive(Clone, Copy)]
+pub struct NodeView<'a> {
+    imm: &'a [u8],
+}
+
+impl<'a> NodeView<'a> {
+    /// A view over `imm`, which must be bytes `[ATOMIC_END, used)` of a node written by the
+    /// builders of this crate (or checked by [`crate::validate::validate_node`]).
+    pub fn new(imm: &'a [u8]) -> Self {
+        NodeView { imm }
+    }
+
+    /// A view over a whole node buffer of which `used` bytes are published.
+    pub fn from_node(node: &'a [u8], used: usize) -> Self {
+        NodeView::new(&node[ATOMIC_END..used])
+    }
+
+    #[inline]
+    pub(crate) fn bytes(&self, off: usize, len: usize) -> &'a [u8] {
+        &self.imm[off - ATOMIC_END..off - ATOMIC_END + len]
+    }
+
+    #[inline]
+    pub(crate) fn u8_at(&self, off: usize) -> u8 {
+        self.imm[off - ATOMIC_END]
+    }
+
+    #[inline]
+    pub(crate) fn u16_at(&self, off: usize) -> u16 {
+        let b = self.bytes(off, 2);
+        u16::from_le_bytes([b[0], b[1]])
+    }
+
+    #[inline]
+    pub(crate) fn u32_at(&self, off: usize) -> u32 {
+        let b = self.bytes(off, 4);
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    #[inline]
+    pub(crate) fn u64_at(&self, off: usize) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.bytes(off, 8));
+        u64::from_le_bytes(a)
+    }
+
+    #[inline]
+    pub(crate) fn lid_at(&self, off: usize) -> u64 {
+        read_lid(self.bytes(off, LID_SIZE))
+    }
+
+    /// Bytes published (the `used` the view was made with).
+    pub fn used(&self) -> usize {
+        self.imm.len() + ATOMIC_END
+    }
+    /// Node version.
+    pub fn version(&self) -> u64 {
+        self.u64_at(OFF_VERSION)
+    }
+    /// Arena offset of the previous version, or [`NO_BUFFER`].
+    pub fn old_version(&self) -> u64 {
+        self.u64_at(OFF_OLD)
+    }
+    /// Right sibling (leaf) or leftmost child (interior).
+    pub fn link(&self) -> u64 {
+        self.lid_at(OFF_LINK)
+    }
+    /// Kind byte.
+    pub fn kind(&self) -> u8 {
+        self.u8_at(OFF_KIND)
+    }
+    /// Whether this is a leaf.
+    pub fn is_leaf(&self) -> bool {
+        self.kind() == KIND_LEAF
+    }
+    /// Level (0 for leaves).
+    pub fn level(&self) -> u8 {
+        self.u8_at(OFF_LEVEL)
+    }
+    /// Start of the sorted block.
+    pub fn sorted_start(&self) -> usize {
+        usize::from(self.u16_at(OFF_SORTED_START))
+    }
+    /// End of the sorted block, start of the log block.
+    pub fn sorted_end(&self) -> usize {
+        self.u32_at(OFF_SORTED_END) as usize
+    }
+    /// Length of the sorted block.
+    pub fn sorted_len(&self) -> usize {
+        self.sorted_end() - self.sorted_start()
+    }
+    /// Bytes in the log block.
+    pub fn log_len(&self) -> usize {
+        self.used() - self.sorted_end()
+    }
+    /// Number of shortcuts.
+    pub fn shortcut_count(&self) -> usize {
+        usize::from(self.u8_at(OFF_SC_COUNT))
+    }
+    /// Node size.
+    pub fn node_size(&self) -> usize {
+        1 << self.u8_at(OFF_SIZE_LOG2)
+    }
+
+    /// Shortcut entry at node offset `pos`: (segment offset relative to the sorted block,
+    /// key, offset of the next entry).
+    #[inline]
+    fn shortcut_at(&self, pos: usize) -> (usize, &'a [u8], usize) {
+        let seg = usize::from(self.u16_at(pos));
+        let klen = usize::from(self.u16_at(pos + 2));
+        (seg, self.bytes(pos + 4, klen), pos + 4 + klen)
+    }
+
+    /// All shortcuts as (segment offset relative to the sorted block, boundary key).
+    pub fn shortcuts(&self) -> Vec<(usize, &'a [u8])> {
+        let mut out = Vec::with_capacity(self.shortcut_count());
+        let mut pos = HEADER_SIZE;
+        for _ in 0..self.shortcut_count() {
+            let (seg, key, next) = self.shortcut_at(pos);
+            out.push((seg, key));
+            pos = next;
+        }
+        out
+    }
+
+    /// The segment to search for `key`: the last shortcut whose key is <= `key`. Returns an
+    /// iterator over the sorted items from that segment's start, or from the first item when
+    /// `key` is below every boundary key.
+    pub fn seek_segment(&self, key: &[u8]) -> SortedIter<'a> {
+        let n = self.shortcut_count();
+        let mut pos = HEADER_SIZE;
+        let mut chosen: Option<(usize, usize, usize)> = None; // (segment rel, entry pos, index)
+        for i in 0..n {
+            let (seg, k, next) = self.shortcut_at(pos);
+            if k > key {
+                break;
+            }
+            chosen = Some((seg, pos, i));
+            pos = next;
+        }
+        match chosen {
+            Some((seg, entry, i)) => SortedIter::at(*self, seg, entry, n - i),
+            None => self.sorted_items(),
+        }
+    }
+
+    /// Iterator over every sorted-block item, in key order.
+    pub fn sorted_items(&self) -> SortedIter<'a> {
+        SortedIter::at(*self, 0, HEADER_SIZE, self.shortcut_count())
+    }
+
+    /// The value of a leaf item whose body starts at node offset `body`, and the offset just
+    /// past it.
+    #[inline]
+    pub fn value_at(&self, body: usize) -> (ValueRef<'a>, usize) {
+        let hdr = self.u16_at(body);
+        if hdr & VALUE_OUT_OF_LINE != 0 {
+            let handle = self.u64_at(body + 2);
+            let len = self.u32_at(body + 10);
+            (
+                ValueRef::OutOfLine { handle, len },
+                body + 2 + OUT_OF_LINE_REF,
+            )
+        } else {
+            let len = usize::from(hdr & VALUE_LEN_MASK);
+            (ValueRef::Inline(self.bytes(body + 2, len)), body + 2 + len)
+        }
+    }
+
+    /// The child LID of an interior item whose body starts at node offset `body`.
+    #[inline]
+    pub fn child_at(&self, body: usize) -> u64 {
+        self.lid_at(body)
+    }
+
+    /// Interior node: the child to follow for `key` (the child of the largest separator
+    /// <= `key`, or the leftmost child).
+    pub fn child_for(&self, key: &[u8]) -> u64 {
+        debug_assert!(!self.is_leaf());
+        let mut it = self.seek_segment(key);
+        let seg_end = it.segment_end();
+        let mut child = self.link();
+        while let Some(item) = it.next_within(seg_end) {
+            if item.key > key {
+                break;
+            }
+            child = self.child_at(item.body);
+        }
+        child
+    }
+
+    /// Interior node: the leftmost child and every (separator, child) entry in order.
+    pub fn interior_entries(&self) -> (u64, Vec<(&'a [u8], u64)>) {
+        let mut out = Vec::new();
+        let mut it = self.sorted_items();
+        while let Some(item) = it.next_item() {
+            out.push((item.key, self.child_at(item.body)));
+        }
+        (self.link(), out)
+    }
+}
+
+/// Reads a 6-byte little-endian LID.
+pub fn read_lid(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a[..LID_SIZE].copy_from_slice(&b[..LID_SIZE]);
+    u64::from_le_bytes(a)
+}
+
+/// Writes a 6-byte little-endian LID.
+pub fn write_lid(dst: &mut [u8], lid: u64) {
+    debug_assert!(lid <= MAX_LID);
+    dst[..LID_SIZE].copy_from_slice(&lid.to_le_bytes()[..LID_SIZE]);
+}
+
+/// Iterator over sorted-block items from some position to the end of the block.
+#[derive(Clone)]
+pub struct SortedIter<'a> {
+    view: NodeView<'a>,
+    /// Position relative to the sorted block start.
+    pos: usize,
+    /// Node offset of the next shortcut entry not yet passed, if any.
+    next_sc: Option<usize>,
+    sc_left: usize,
+}
+
+impl<'a> SortedIter<'a> {
+    fn at(view: NodeView<'a>, rel: usize, sc_entry: usize, sc_left: usize) -> Self {
+        SortedIter {
+            view,
+            pos: rel,
+            next_sc: (sc_left > 0).then_some(sc_entry),
+            sc_left,
+        }
+    }
+
+    /// Position (relative to the sorted block) of the next item.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// End (relative) of the segment that contains the current position: the start of the
+    /// next segment, or the end of the sorted block.
+    pub fn segment_end(&self) -> usize {
+        let mut p = self.next_sc;
+        let mut left = self.sc_left;
+        while let (Some(pos), true) = (p, left > 0) {
+            let (seg, _, next) = self.view.shortcut_at(pos);
+            if seg > self.pos {
+                return seg;
+            }
+            p = Some(next);
+            left -= 1;
+        }
+        self.view.sorted_len()
+    }
+
+    /// Next item if it starts before `end` (relative).
+    pub fn next_within(&mut self, end: usize) -> Option<SortedItem<'a>> {
+        if self.pos >= end {
+            return None;
+        }
+        self.next_item()
+    }
+
+    /// Next item of the sorted block.
+    #[inline]
+    pub fn next_item(&mut self) -> Option<SortedItem<'a>> {
+        let v = self.view;
+        if self.pos >= v.sorted_len() {
+            return None;
+        }
+        let base = v.sorted_start();
+        let at = base + self.pos;
+        let rel = self.pos;
+        let (key, body) = match self.next_sc {
+            Some(scp) if self.sc_left > 0 && usize::from(v.u16_at(scp)) == rel => {
+                let (_, k, next) = v.shortcut_at(scp);
+                self.sc_left -= 1;
+                self.next_sc = (self.sc_left > 0).then_some(next);
+                (k, at)
+            }
+            _ => {
+                let klen = usize::from(v.u16_at(at) & KEY_LEN_MASK);
+                (v.bytes(at + 2, klen), at + 2 + klen)
+            }
+        };
+        let end = if v.is_leaf() {
+            v.value_at(body).1
+        } else {
+            body + LID_SIZE
+        };
+        self.pos = end - base;
+        Some(SortedItem { rel, key, body })
+    }
+}
