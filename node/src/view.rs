@@ -179,12 +179,18 @@ impl<'a> NodeView<'a> {
     /// iterator over the sorted items from that segment's start, or from the first item when
     /// `key` is below every boundary key.
     pub fn seek_segment(&self, key: &[u8]) -> SortedIter<'a> {
+        self.seek(key, false)
+    }
+
+    /// As [`NodeView::seek_segment`], but with `strict` the segment of the last boundary key
+    /// strictly below `key`.
+    fn seek(&self, key: &[u8], strict: bool) -> SortedIter<'a> {
         let n = self.shortcut_count();
         let mut pos = HEADER_SIZE;
         let mut chosen: Option<(usize, usize, usize)> = None; // (segment rel, entry pos, index)
         for i in 0..n {
             let (seg, k, next) = self.shortcut_at(pos);
-            if k > key {
+            if k > key || (strict && k == key) {
                 break;
             }
             chosen = Some((seg, pos, i));
@@ -228,15 +234,27 @@ impl<'a> NodeView<'a> {
     /// Interior node: the child to follow for `key` (the child of the largest separator
     /// <= `key`, or the leftmost child).
     pub fn child_for(&self, key: &[u8]) -> u64 {
+        self.route(key, false).0
+    }
+
+    /// Interior node: the child whose subtree holds the keys just below `key` (the child of
+    /// the largest separator < `key`), and that separator.
+    pub fn child_below(&self, key: &[u8]) -> (u64, Option<&'a [u8]>) {
+        self.route(key, true)
+    }
+
+    /// Interior node: the child of the largest separator <= `key` (< `key` when `strict`)
+    /// and that separator (`None` for the leftmost child).
+    pub fn route(&self, key: &[u8], strict: bool) -> (u64, Option<&'a [u8]>) {
         debug_assert!(!self.is_leaf());
-        let mut it = self.seek_segment(key);
+        let mut it = self.seek(key, strict);
         let seg_end = it.segment_end();
-        let mut child = self.link();
+        let mut child = (self.link(), None);
         while let Some(item) = it.next_within(seg_end) {
-            if item.key > key {
+            if item.key > key || (strict && item.key == key) {
                 break;
             }
-            child = self.child_at(item.body);
+            child = (self.child_at(item.body), Some(item.key));
         }
         child
     }

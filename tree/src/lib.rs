@@ -1,1 +1,39 @@
-//! placeholder
+//! accelkv store core: an MVCC B+tree over Honeycomb nodes (Honeycomb §3) with wait-free
+//! reads, a concurrent CPU write path, epoch-based reclamation, bulk load, and the in-process
+//! `Store` API. The node byte format lives in the `accelkv-node` crate; docs/FORMAT.md and
+//! docs/ARCHITECTURE.md describe both.
+//!
+//! ```
+//! use accelkv_tree::{Config, Store};
+//! let store = Store::new(Config::default()).unwrap();
+//! store.put(b"apple", b"red").unwrap();
+//! store.put(b"banana", b"yellow").unwrap();
+//! assert_eq!(store.get(b"apple").unwrap(), Some(b"red".to_vec()));
+//! let items = store.scan(b"a", None, 10);
+//! assert_eq!(items.len(), 2);
+//! // Honeycomb's SCAN(kl, ku) starts at the largest key <= kl.
+//! let floor = store.scan_floor(b"azure", b"z", 10);
+//! assert_eq!(floor[0].0, b"apple");
+//! ```
+
+#![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod arena;
+mod backoff;
+mod bulk;
+mod config;
+mod epoch;
+mod error;
+mod page_table;
+mod smo;
+mod store;
+mod tree;
+mod values;
+mod version;
+mod write;
+
+pub use config::Config;
+pub use epoch::ReaderSlot;
+pub use error::{Error, Result};
+pub use store::{Snapshot, Stats, Store, Write};

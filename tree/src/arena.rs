@@ -1,0 +1,169 @@
+//! Arena of node buffers: large aligned chunks carved into fixed-size node buffers that are
+//! addressed by a 64-bit offset (chunk index × chunk size + offset in chunk). Offsets, not
+//! pointers, are what nodes and the page table store, so an engine that maps the chunks (a
+//! GPU later) can translate them itself.
+//!
+//! Thread safety: `alloc` and `free` take an internal mutex; `ptr` is lock-free (an acquire
+//! load of the chunk table), so readers translate offsets without blocking.
+//!
+//! Invariants:
+//! 1. A chunk, once installed in the table, stays at its address until the arena is dropped.
+//! 2. Every buffer offset is a multiple of the node size, so buffers are aligned to at least
+//!    8 bytes and their header words can be accessed atomically.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Alignment of a chunk: 2 MiB, so chunks can be backed by huge pages and mapped by devices.
+pub const CHUNK_ALIGN: usize = 2 << 20;
+
+/// The arena has no room left under its memory limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArenaFull;
+
+struct State {
+    /// Offset of the next never-used buffer.
+    bump: u64,
+    /// Offsets of freed buffers, reused first.
+    free: Vec<u64>,
+    chunks: usize,
+}
+
+/// Chunked arena of node buffers.
+pub struct Arena {
+    node_size: usize,
+    chunk_size: usize,
+    table: Box<[AtomicPtr<u8>]>,
+    state: Mutex<State>,
+    live: AtomicUsize,
+}
+
+impl Arena {
+    /// An arena of `node_size` buffers in chunks of `chunk_size` bytes (a multiple of the
+    /// node size), holding at most `limit` bytes of chunks.
+    pub fn new(node_size: usize, chunk_size: usize, limit: usize) -> Arena {
+        assert!(chunk_size.is_multiple_of(node_size) && chunk_size >= node_size);
+        let max_chunks = limit.div_ceil(chunk_size).max(1);
+        Arena {
+            node_size,
+            chunk_size,
+            table: (0..max_chunks)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            state: Mutex::new(State {
+                bump: 0,
+                free: Vec::new(),
+                chunks: 0,
+            }),
+            live: AtomicUsize::new(0),
+        }
+    }
+
+    fn layout(&self) -> Layout {
+        Layout::from_size_align(self.chunk_size, CHUNK_ALIGN.max(self.node_size))
+            .expect("chunk layout")
+    }
+
+    /// Allocates a zeroed-or-reused node buffer (contents unspecified) and returns its offset.
+    pub fn alloc(&self) -> Result<u64, ArenaFull> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(off) = st.free.pop() {
+            self.live.fetch_add(1, Ordering::Relaxed);
+            return Ok(off);
+        }
+        let off = st.bump;
+        let chunk = off as usize / self.chunk_size;
+        if chunk >= st.chunks {
+            if chunk >= self.table.len() {
+                return Err(ArenaFull);
+            }
+            // SAFETY: the layout has a non-zero size (chunk_size >= node_size >= 4096).
+            let p = unsafe { alloc_zeroed(self.layout()) };
+            if p.is_null() {
+                return Err(ArenaFull);
+            }
+            self.table[chunk].store(p, Ordering::Release);
+            st.chunks += 1;
+        }
+        st.bump += self.node_size as u64;
+        self.live.fetch_add(1, Ordering::Relaxed);
+        Ok(off)
+    }
+
+    /// Returns a buffer for reuse. The caller guarantees no one can reach it any more.
+    pub fn free(&self, off: u64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        if cfg!(feature = "poison") {
+            // Quarantine: a poisoned buffer is never handed out again, so a reader that
+            // touches it later sees the poison rather than some other node.
+            return;
+        }
+        st.free.push(off);
+    }
+
+    /// Address of the buffer at `off`.
+    #[inline]
+    pub fn ptr(&self, off: u64) -> *mut u8 {
+        let chunk = off as usize / self.chunk_size;
+        let base = self.table[chunk].load(Ordering::Acquire);
+        debug_assert!(!base.is_null());
+        // SAFETY: `off` came from `alloc`, so its chunk is installed (invariant 1) and the
+        // offset within the chunk is below `chunk_size`.
+        unsafe { base.add(off as usize % self.chunk_size) }
+    }
+
+    /// Node buffers currently allocated.
+    pub fn live_buffers(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of chunks allocated from the system.
+    pub fn reserved_bytes(&self) -> usize {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.chunks * self.chunk_size
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        let layout = self.layout();
+        for p in self.table.iter() {
+            let p = p.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: `p` was allocated in `alloc` with this layout and is freed once.
+                unsafe { dealloc(p, layout) };
+            }
+        }
+    }
+}
+
+// SAFETY: the arena hands out raw memory; synchronisation of the bytes in it is the tree's
+// job (see tree.rs). The arena's own state is behind a mutex and atomics.
+unsafe impl Send for Arena {}
+// SAFETY: as above.
+unsafe impl Sync for Arena {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_reuse_and_limit() {
+        let a = Arena::new(4096, 4096 * 4, 4096 * 8);
+        let offs: Vec<u64> = (0..8).map(|_| a.alloc().unwrap()).collect();
+        assert_eq!(a.alloc(), Err(ArenaFull));
+        for w in offs.windows(2) {
+            assert_eq!(w[1] - w[0], 4096);
+        }
+        for &o in &offs {
+            assert_eq!(a.ptr(o) as usize % 4096, 0);
+        }
+        a.free(offs[3]);
+        if !cfg!(feature = "poison") {
+            assert_eq!(a.alloc(), Ok(offs[3]));
+        }
+        assert_eq!(a.reserved_bytes(), 4096 * 8);
+    }
+}

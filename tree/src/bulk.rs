@@ -1,0 +1,211 @@
+//! Bulk load of a fresh tree from a sorted iterator: leaves filled to a configurable
+//! fraction and linked as siblings, then interior levels built bottom-up until one node is
+//! left, which becomes the root.
+
+use crate::tree::{Tree, ROOT};
+use crate::values;
+use crate::Error;
+use accelkv_node::layout::*;
+use accelkv_node::{build_interior, build_leaf, interior_item_size, leaf_item_size};
+use accelkv_node::{NodeMeta, ValueRef};
+use std::sync::atomic::Ordering;
+
+enum Stored {
+    Inline(Vec<u8>),
+    OutOfLine(u64, u32),
+}
+
+impl Stored {
+    fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Stored::Inline(v) => ValueRef::Inline(v),
+            Stored::OutOfLine(handle, len) => ValueRef::OutOfLine {
+                handle: *handle,
+                len: *len,
+            },
+        }
+    }
+}
+
+/// (first key, LID, buffer offset) of a node built on the level below.
+type Built = (Vec<u8>, u64, u64);
+
+impl Tree {
+    /// Loads `items` (strictly ascending keys) into this tree, which must be empty and not
+    /// yet shared. On error the tree is left empty.
+    pub(crate) fn bulk_load<K, V>(
+        &self,
+        items: impl IntoIterator<Item = (K, V)>,
+        check: impl Fn(&[u8], &[u8]) -> Result<(), Error>,
+    ) -> Result<u64, Error>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let mut ool: Vec<(u64, u32)> = Vec::new();
+        let r = self.bulk_load_inner(items, &check, &mut ool);
+        if r.is_err() {
+            for (h, l) in ool {
+                self.ool_bytes.fetch_sub(u64::from(l), Ordering::Relaxed);
+                // SAFETY: the values were never published (the root is unchanged).
+                unsafe { values::free(h, l) };
+            }
+        }
+        r
+    }
+
+    fn bulk_load_inner<K, V>(
+        &self,
+        items: impl IntoIterator<Item = (K, V)>,
+        check: &impl Fn(&[u8], &[u8]) -> Result<(), Error>,
+        ool: &mut Vec<(u64, u32)>,
+    ) -> Result<u64, Error>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let fill = self.geo.leaf_capacity() * self.cfg.bulk_fill_pct / 100;
+        let mut level: Vec<Built> = Vec::new();
+        let mut cur: Vec<(Vec<u8>, Stored)> = Vec::new();
+        let mut cur_bytes = 0;
+        let mut cur_lid = self.lid()?;
+        let mut prev_lid = NO_LID;
+        let mut count = 0u64;
+        let mut last_key: Vec<u8> = Vec::new();
+        for (i, (k, v)) in items.into_iter().enumerate() {
+            let (k, v) = (k.as_ref(), v.as_ref());
+            check(k, v)?;
+            if i > 0 && last_key.as_slice() >= k {
+                return Err(Error::Unsorted { index: i });
+            }
+            last_key.clear();
+            last_key.extend_from_slice(k);
+            let stored = if v.len() > self.geo.max_inline_value {
+                let ValueRef::OutOfLine { handle, len } = values::alloc(v) else {
+                    unreachable!("alloc returns an out-of-line reference")
+                };
+                self.ool_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
+                ool.push((handle, len));
+                Stored::OutOfLine(handle, len)
+            } else {
+                Stored::Inline(v.to_vec())
+            };
+            let size = leaf_item_size(k.len(), &stored.as_ref());
+            if !cur.is_empty() && cur_bytes + size > fill {
+                let next = self.lid()?;
+                level.push(self.flush_leaf(&cur, cur_lid, prev_lid, next)?);
+                prev_lid = cur_lid;
+                cur_lid = next;
+                cur.clear();
+                cur_bytes = 0;
+            }
+            cur.push((k.to_vec(), stored));
+            cur_bytes += size;
+            count += 1;
+        }
+        if cur.is_empty() && level.is_empty() {
+            self.pt.free_lid(cur_lid);
+            return Ok(0);
+        }
+        level.push(self.flush_leaf(&cur, cur_lid, prev_lid, NO_LID)?);
+        let mut height = 0u8;
+        while level.len() > 1 {
+            height += 1;
+            level = self.build_level(&level, height)?;
+        }
+        let (_, lid, off) = &level[0];
+        if *lid != ROOT {
+            // A single leaf: it becomes the root.
+            let empty_root = self.pt.get(ROOT);
+            self.pt.set(ROOT, *off);
+            self.pt.free_lid(*lid);
+            self.arena.free(empty_root);
+        }
+        self.items.store(count as i64, Ordering::Relaxed);
+        Ok(count)
+    }
+
+    fn lid(&self) -> Result<u64, Error> {
+        self.pt.alloc_lid().ok_or(Error::OutOfMemory {
+            limit: self.cfg.memory_limit,
+        })
+    }
+
+    fn flush_leaf(
+        &self,
+        items: &[(Vec<u8>, Stored)],
+        lid: u64,
+        left: u64,
+        right: u64,
+    ) -> Result<Built, Error> {
+        let off = self.alloc_buffer()?;
+        let refs: Vec<(&[u8], ValueRef<'_>)> = items
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_ref()))
+            .collect();
+        let meta = NodeMeta {
+            version: 0,
+            old: NO_BUFFER,
+            link: right,
+            left,
+            level: 0,
+            lock: 0,
+        };
+        // SAFETY: fresh, unpublished buffer.
+        build_leaf(unsafe { self.buf_mut(off) }, &self.geo, &refs, &meta)
+            .expect("leaf filled below capacity");
+        self.pt.set(lid, off);
+        let first = items.first().map(|(k, _)| k.clone()).unwrap_or_default();
+        Ok((first, lid, off))
+    }
+
+    /// Builds the interior level above `below`; a level of one node is the root.
+    fn build_level(&self, below: &[Built], height: u8) -> Result<Vec<Built>, Error> {
+        let fill = self.geo.interior_capacity() * self.cfg.bulk_fill_pct / 100;
+        // Group children: each group is [first child, entries...].
+        let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut start = 0;
+        let mut bytes = 0;
+        for (i, (k, _, _)) in below.iter().enumerate().skip(1) {
+            let size = interior_item_size(k.len());
+            if bytes + size > fill && i > start + 1 {
+                groups.push(start..i);
+                start = i;
+                bytes = 0;
+                continue;
+            }
+            bytes += size;
+        }
+        groups.push(start..below.len());
+        let single = groups.len() == 1;
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let lid = if single { ROOT } else { self.lid()? };
+            let off = if single {
+                // Replace the empty root leaf's buffer.
+                self.pt.get(ROOT)
+            } else {
+                self.alloc_buffer()?
+            };
+            let entries: Vec<(&[u8], u64)> = below[g.start + 1..g.end]
+                .iter()
+                .map(|(k, lid, _)| (k.as_slice(), *lid))
+                .collect();
+            let meta = NodeMeta {
+                version: 0,
+                old: NO_BUFFER,
+                link: below[g.start].1,
+                left: NO_LID,
+                level: height,
+                lock: 0,
+            };
+            // SAFETY: the buffer is fresh, or is the unshared empty root of a tree nobody
+            // else can see yet.
+            build_interior(unsafe { self.buf_mut(off) }, &self.geo, &entries, &meta)
+                .expect("interior filled below capacity");
+            self.pt.set(lid, off);
+            out.push((below[g.start].0.clone(), lid, off));
+        }
+        Ok(out)
+    }
+}

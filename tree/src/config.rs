@@ -1,0 +1,105 @@
+//! Store configuration with documented defaults.
+
+use crate::error::{Error, Result};
+use accelkv_node::layout::MAX_KEY;
+use accelkv_node::Geometry;
+
+/// How a store is built. Every field has a default (`Config::default()`).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Node size in bytes, a power of two from 4096 to 65536. Default 8192.
+    pub node_size: usize,
+    /// Bytes of the shortcut block. Default 464.
+    pub shortcut_size: usize,
+    /// Log block size past which a leaf's log is merged into its sorted block. Default 512.
+    pub log_threshold: usize,
+    /// Longest value stored inside a node; longer values are stored out of line. Default 469.
+    pub max_inline_value: usize,
+    /// Smallest segment the shortcut selection aims for. Default 256.
+    pub min_segment: usize,
+    /// Longest key accepted, at most 460. Default 460.
+    pub max_key: usize,
+    /// Largest value accepted. Default 1 MiB.
+    pub max_value: usize,
+    /// Bytes per arena chunk (a multiple of the node size). Default 64 MiB.
+    pub chunk_size: usize,
+    /// Most bytes of node memory the store may allocate; writes past it fail with
+    /// `Error::OutOfMemory`. Default 64 GiB.
+    pub memory_limit: usize,
+    /// A node whose merged contents use less than this percentage of its capacity is merged
+    /// with a sibling. Default 25.
+    pub merge_below_pct: usize,
+    /// How full bulk load fills nodes, in percent. Default 90.
+    pub bulk_fill_pct: usize,
+    /// Test knob: build new node versions without old-version pointers (Honeycomb's
+    /// "MVCC off"), so old snapshots read newer state. Only for tests that show why MVCC is
+    /// needed.
+    #[doc(hidden)]
+    pub debug_no_old_versions: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let g = Geometry::default();
+        Config {
+            node_size: g.node_size,
+            shortcut_size: g.shortcut_size,
+            log_threshold: g.log_threshold,
+            max_inline_value: g.max_inline_value,
+            min_segment: g.min_segment,
+            max_key: MAX_KEY,
+            max_value: 1 << 20,
+            chunk_size: 64 << 20,
+            memory_limit: 64 << 30,
+            merge_below_pct: 25,
+            bulk_fill_pct: 90,
+            debug_no_old_versions: false,
+        }
+    }
+}
+
+impl Config {
+    /// The node geometry this configuration describes.
+    pub fn geometry(&self) -> Geometry {
+        Geometry {
+            node_size: self.node_size,
+            shortcut_size: self.shortcut_size,
+            log_threshold: self.log_threshold,
+            max_inline_value: self.max_inline_value,
+            min_segment: self.min_segment,
+        }
+    }
+
+    /// Checks the configuration.
+    pub fn validate(&self) -> Result<()> {
+        self.geometry()
+            .validate()
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        if self.max_key == 0 || self.max_key > MAX_KEY {
+            return bad(format!("max_key {} must be 1..={MAX_KEY}", self.max_key));
+        }
+        if self.max_value > u32::MAX as usize {
+            return bad(format!("max_value {} exceeds 4 GiB", self.max_value));
+        }
+        if self.chunk_size < self.node_size || !self.chunk_size.is_multiple_of(self.node_size) {
+            return bad(format!(
+                "chunk_size {} must be a multiple of the node size {}",
+                self.chunk_size, self.node_size
+            ));
+        }
+        if self.memory_limit < 4 * self.node_size {
+            return bad(format!("memory_limit {} is too small", self.memory_limit));
+        }
+        if self.merge_below_pct > 40 {
+            return bad("merge_below_pct above 40 makes merges and splits chase each other".into());
+        }
+        if !(10..=100).contains(&self.bulk_fill_pct) {
+            return bad(format!(
+                "bulk_fill_pct {} must be 10..=100",
+                self.bulk_fill_pct
+            ));
+        }
+        Ok(())
+    }
+}

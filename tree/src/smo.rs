@@ -1,0 +1,627 @@
+//! Structural modifications (Honeycomb §3.4–3.5): merge of a leaf's sorted and log blocks
+//! into a new buffer, split with the atomic subtree swap through the page table, node merge
+//! below an occupancy threshold, root growth and shrink.
+//!
+//! Every changed node gets a new buffer (copy on write) at the operation's write version,
+//! whose old-version pointer names the buffer it replaces, so readers at older versions keep
+//! seeing the old subtree. A leaf split keeps the LID for the left half and gives the right
+//! half a new LID; the parent (the root of the split, or every node up to it when splits
+//! propagate) is rebuilt to route to both. The root's LID never changes: growth and shrink
+//! replace its buffer.
+//!
+//! Thread safety: structural modifications are serialised by `Tree::smo` (a fast-path
+//! append runs concurrently on other leaves, and waits for nothing). Interior nodes change
+//! only here, so they are stable while the mutex is held; leaves are locked by CAS.
+//!
+//! Invariants:
+//! 1. New buffers are built completely, created locked, published through the page table,
+//!    and unlocked last, after every superseded buffer has been locked for good.
+//! 2. Superseded buffers, retired LIDs and values no longer referenced are retired only
+//!    after the write version is released.
+//! 3. Right-sibling links are immutable (they live in a new buffer); only left-sibling words
+//!    change in place, and readers never follow them.
+
+use crate::backoff::Backoff;
+use crate::tree::{Garbage, SmoCounters, Tree, ROOT};
+use crate::values;
+use crate::write::{Op, Outcome};
+use accelkv_node::layout::*;
+use accelkv_node::{build_interior, build_leaf, interior_item_size, leaf_item_size};
+use accelkv_node::{NodeMeta, NodeView, ValueRef};
+use std::sync::atomic::Ordering;
+
+type Items<'a> = Vec<(&'a [u8], ValueRef<'a>)>;
+type Entries<'a> = Vec<(&'a [u8], u64)>;
+
+enum Content<'a> {
+    Leaf(Items<'a>),
+    Interior(Entries<'a>),
+}
+
+/// A node to build at the operation's write version.
+struct NewNode<'a> {
+    lid: u64,
+    content: Content<'a>,
+    /// Buffer this one replaces (old-version pointer).
+    old: u64,
+    /// Left sibling (leaves).
+    left: u64,
+    /// Right sibling (leaf) or leftmost child (interior).
+    link: u64,
+    level: u8,
+    off: u64,
+}
+
+/// Change the level below asks of its parent.
+enum Edit<'a> {
+    None,
+    /// Insert a separator and the new right node.
+    Split(&'a [u8], u64),
+    /// Remove the entry of a node merged into its left sibling.
+    Remove(u64),
+}
+
+#[derive(Default)]
+struct Plan<'a> {
+    nodes: Vec<NewNode<'a>>,
+    superseded: Vec<u64>,
+    /// Superseded interior buffers, locked for good on publication.
+    mark: Vec<u64>,
+    /// Leaf buffers this operation locked, with their words before locking.
+    locked: Vec<(u64, u64)>,
+    retired_lids: Vec<u64>,
+    new_lids: Vec<u64>,
+    /// (neighbour LID, new left sibling) for left-sibling words.
+    left_updates: Vec<(u64, u64)>,
+}
+
+fn leaf_bytes(items: &Items<'_>) -> usize {
+    items.iter().map(|(k, v)| leaf_item_size(k.len(), v)).sum()
+}
+
+fn interior_bytes(entries: &Entries<'_>) -> usize {
+    entries
+        .iter()
+        .map(|(k, _)| interior_item_size(k.len()))
+        .sum()
+}
+
+/// Index at which to split `sizes` so both halves fit `cap`, as close to even as possible.
+fn split_point(sizes: &[usize], cap: usize) -> usize {
+    let total: usize = sizes.iter().sum();
+    let mut best = (usize::MAX, 1);
+    let mut prefix = 0;
+    for (i, s) in sizes.iter().enumerate().skip(1) {
+        prefix += sizes[i - 1];
+        let _ = s;
+        if prefix <= cap && total - prefix <= cap {
+            let dist = prefix.abs_diff(total - prefix);
+            if dist < best.0 {
+                best = (dist, i);
+            }
+        }
+    }
+    best.1
+}
+
+impl Tree {
+    /// Locks a leaf buffer that cannot be superseded meanwhile (the caller holds the SMO
+    /// mutex), waiting out fast-path writers. Returns the word before locking.
+    fn lock_spin(&self, off: u64) -> u64 {
+        let word = self.word(off);
+        let mut backoff = Backoff::new();
+        loop {
+            let w = word.load(Ordering::Acquire);
+            if !is_locked(w)
+                && word
+                    .compare_exchange(w, locked(w), Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return w;
+            }
+            backoff.snooze();
+        }
+    }
+
+    fn new_lid(&self, plan: &mut Plan<'_>) -> Result<u64, crate::Error> {
+        let lid = self.pt.alloc_lid().ok_or(crate::Error::OutOfMemory {
+            limit: self.cfg.memory_limit,
+        })?;
+        plan.new_lids.push(lid);
+        Ok(lid)
+    }
+
+    /// The write path for anything the fast path cannot append. Owns `value`: stores it or
+    /// frees it.
+    pub(crate) fn smo_write<'a>(
+        &self,
+        key: &'a [u8],
+        op: Op<'a>,
+        value: Option<ValueRef<'a>>,
+    ) -> Result<(Outcome, u64), crate::Error> {
+        let free_value = || {
+            if let Some(ValueRef::OutOfLine { handle, len }) = value {
+                self.ool_bytes.fetch_sub(u64::from(len), Ordering::Relaxed);
+                // SAFETY: never published.
+                unsafe { values::free(handle, len) };
+            }
+        };
+        let _smo = self.smo.lock().unwrap_or_else(|e| e.into_inner());
+        let pin = self.epochs.pin();
+        let pin = &pin;
+        let mut path: Vec<(u64, u64)> = Vec::new();
+        let mut lid = ROOT;
+        loop {
+            let off = self.pt.get(lid);
+            path.push((lid, off));
+            let v = self.view(off, pin);
+            if v.is_leaf() {
+                break;
+            }
+            lid = v.child_for(key);
+        }
+        let leaf_off = path[path.len() - 1].1;
+        let mut plan = Plan::default();
+        plan.locked.push((leaf_off, self.lock_spin(leaf_off)));
+        let lv = self.view(leaf_off, pin);
+        let mut items: Items<'_> = lv.leaf_iter(u64::MAX).collect();
+        let pos = items.binary_search_by(|(k, _)| (*k).cmp(key));
+        let outcome = match (op, pos, value) {
+            (Op::Put(_), Ok(i), Some(v)) | (Op::Update(_), Ok(i), Some(v)) => {
+                items[i].1 = v;
+                Outcome::Replaced
+            }
+            (Op::Put(_), Err(i), Some(v)) => {
+                items.insert(i, (key, v));
+                Outcome::Inserted
+            }
+            (Op::Delete, Ok(i), _) => {
+                items.remove(i);
+                Outcome::Deleted
+            }
+            _ => {
+                self.abort(&mut plan);
+                free_value();
+                return Ok((Outcome::Absent, self.versions.read_version()));
+            }
+        };
+        if let Err(e) = self.restructure(&path, lv, items, &mut plan, pin) {
+            self.abort(&mut plan);
+            free_value();
+            return Err(e);
+        }
+        SmoCounters::bump(&self.counters.log_merges);
+        let wv = self.versions.begin_write();
+        self.publish(&mut plan, wv);
+        self.versions.release(wv);
+        self.count(outcome);
+        // Values referenced by superseded leaves but by no new leaf are dropped with them.
+        let mut before = Vec::new();
+        for &off in &plan.superseded {
+            let v = self.view(off, pin);
+            if v.is_leaf() {
+                Tree::ool_refs(&v, &mut before);
+            }
+        }
+        let mut after = Vec::new();
+        for n in &plan.nodes {
+            if let Content::Leaf(items) = &n.content {
+                after.extend(items.iter().filter_map(|(_, v)| match v {
+                    ValueRef::OutOfLine { handle, len } => Some((*handle, *len)),
+                    ValueRef::Inline(_) => None,
+                }));
+            }
+        }
+        after.sort_unstable();
+        before.sort_unstable();
+        before.dedup();
+        let dropped = before
+            .into_iter()
+            .filter(|r| after.binary_search(r).is_err())
+            .map(|(h, l)| Garbage::Value(h, l));
+        let garbage: Vec<Garbage> = plan
+            .superseded
+            .iter()
+            .map(|&off| Garbage::Buffer(off))
+            .chain(plan.retired_lids.iter().map(|&l| Garbage::Lid(l)))
+            .chain(dropped)
+            .collect();
+        self.retire(garbage);
+        drop(plan);
+        self.reclaim();
+        Ok((outcome, wv))
+    }
+
+    /// Undoes a plan that was not published: unlock leaves, free buffers and LIDs.
+    fn abort(&self, plan: &mut Plan<'_>) {
+        for n in &plan.nodes {
+            if n.off != NO_BUFFER {
+                self.arena.free(n.off);
+            }
+        }
+        for &lid in &plan.new_lids {
+            self.pt.free_lid(lid);
+        }
+        for &(off, w) in &plan.locked {
+            self.word(off).store(w, Ordering::Release);
+        }
+    }
+
+    fn add_node<'a>(&self, plan: &mut Plan<'a>, mut n: NewNode<'a>) -> Result<(), crate::Error> {
+        n.off = NO_BUFFER;
+        let off = self.alloc_buffer();
+        plan.nodes.push(n);
+        let last = plan.nodes.len() - 1;
+        plan.nodes[last].off = off?;
+        Ok(())
+    }
+
+    /// Decides the new nodes for the change of the leaf at the end of `path`.
+    fn restructure<'a>(
+        &'a self,
+        path: &[(u64, u64)],
+        lv: NodeView<'a>,
+        items: Items<'a>,
+        plan: &mut Plan<'a>,
+        pin: &'a crate::epoch::Pin<'_>,
+    ) -> Result<(), crate::Error> {
+        let cap = self.geo.leaf_capacity();
+        let depth = path.len() - 1;
+        let (leaf_lid, leaf_off) = path[depth];
+        plan.superseded.push(leaf_off);
+        let size = leaf_bytes(&items);
+        let leaf = |lid, content, old, left, link| NewNode {
+            lid,
+            content: Content::Leaf(content),
+            old,
+            left,
+            link,
+            level: 0,
+            off: NO_BUFFER,
+        };
+        if depth == 0 {
+            if size > cap {
+                SmoCounters::bump(&self.counters.root_splits);
+                self.grow_root_leaf(items, leaf_off, plan)?;
+            } else {
+                self.add_node(plan, leaf(ROOT, items, leaf_off, NO_LID, NO_LID))?;
+            }
+            return Ok(());
+        }
+        let left = self.left_word(leaf_off).load(Ordering::Acquire);
+        let right = lv.link();
+        let merge_below = cap * self.cfg.merge_below_pct / 100;
+        let (parent_lid, parent_off) = path[depth - 1];
+        let _ = parent_lid;
+        let pv = self.view(parent_off, pin);
+        let (p_leftmost, p_entries) = pv.interior_entries();
+        let edit = if size > cap {
+            let sizes: Vec<usize> = items
+                .iter()
+                .map(|(k, v)| leaf_item_size(k.len(), v))
+                .collect();
+            let at = split_point(&sizes, cap);
+            let mut l = items;
+            let r = l.split_off(at);
+            let sep = r[0].0;
+            let r2 = self.new_lid(plan)?;
+            SmoCounters::bump(&self.counters.splits);
+            self.add_node(plan, leaf(leaf_lid, l, leaf_off, left, r2))?;
+            self.add_node(plan, leaf(r2, r, leaf_off, leaf_lid, right))?;
+            if right != NO_LID {
+                plan.left_updates.push((right, r2));
+            }
+            Edit::Split(sep, r2)
+        } else if size < merge_below && !p_entries.is_empty() {
+            let children: Vec<u64> = std::iter::once(p_leftmost)
+                .chain(p_entries.iter().map(|e| e.1))
+                .collect();
+            let idx = children
+                .iter()
+                .position(|&c| c == leaf_lid)
+                .expect("child of parent");
+            let ours_left = idx + 1 < children.len();
+            let sib_lid = if ours_left {
+                children[idx + 1]
+            } else {
+                children[idx - 1]
+            };
+            let sib_off = self.pt.get(sib_lid);
+            let sib_word = self.lock_spin(sib_off);
+            let sv = self.view(sib_off, pin);
+            let sib_items: Items<'a> = sv.leaf_iter(u64::MAX).collect();
+            if size + leaf_bytes(&sib_items) <= cap * 7 / 8 {
+                plan.locked.push((sib_off, sib_word));
+                plan.superseded.push(sib_off);
+                let (l_lid, l_off, mut merged, r_lid, r_link, rest) = if ours_left {
+                    (leaf_lid, leaf_off, items, sib_lid, sv.link(), sib_items)
+                } else {
+                    (sib_lid, sib_off, sib_items, leaf_lid, right, items)
+                };
+                merged.extend(rest);
+                let l_left = self.left_word(l_off).load(Ordering::Acquire);
+                self.add_node(plan, leaf(l_lid, merged, l_off, l_left, r_link))?;
+                if r_link != NO_LID {
+                    plan.left_updates.push((r_link, l_lid));
+                }
+                plan.retired_lids.push(r_lid);
+                SmoCounters::bump(&self.counters.node_merges);
+                Edit::Remove(r_lid)
+            } else {
+                self.word(sib_off).store(sib_word, Ordering::Release);
+                self.add_node(plan, leaf(leaf_lid, items, leaf_off, left, right))?;
+                Edit::None
+            }
+        } else {
+            self.add_node(plan, leaf(leaf_lid, items, leaf_off, left, right))?;
+            Edit::None
+        };
+        self.propagate(path, depth - 1, edit, plan, pin)
+    }
+
+    /// Root leaf too big: two new leaves under a new interior root buffer (same LID).
+    fn grow_root_leaf<'a>(
+        &self,
+        items: Items<'a>,
+        root_off: u64,
+        plan: &mut Plan<'a>,
+    ) -> Result<(), crate::Error> {
+        let sizes: Vec<usize> = items
+            .iter()
+            .map(|(k, v)| leaf_item_size(k.len(), v))
+            .collect();
+        let at = split_point(&sizes, self.geo.leaf_capacity());
+        let mut l = items;
+        let r = l.split_off(at);
+        let sep = r[0].0;
+        let a = self.new_lid(plan)?;
+        let b = self.new_lid(plan)?;
+        for (lid, content, left, link) in [(a, l, NO_LID, b), (b, r, a, NO_LID)] {
+            self.add_node(
+                plan,
+                NewNode {
+                    lid,
+                    content: Content::Leaf(content),
+                    old: root_off,
+                    left,
+                    link,
+                    level: 0,
+                    off: NO_BUFFER,
+                },
+            )?;
+        }
+        self.add_node(
+            plan,
+            NewNode {
+                lid: ROOT,
+                content: Content::Interior(vec![(sep, b)]),
+                old: root_off,
+                left: NO_LID,
+                link: a,
+                level: 1,
+                off: NO_BUFFER,
+            },
+        )
+    }
+
+    /// Applies `edit` to the interior node at `path[d]` and on up while nodes split or merge.
+    fn propagate<'a>(
+        &'a self,
+        path: &[(u64, u64)],
+        mut d: usize,
+        mut edit: Edit<'a>,
+        plan: &mut Plan<'a>,
+        pin: &'a crate::epoch::Pin<'_>,
+    ) -> Result<(), crate::Error> {
+        let icap = self.geo.interior_capacity();
+        loop {
+            let (lid, off) = path[d];
+            let v = self.view(off, pin);
+            let level = v.level();
+            let (leftmost, mut entries) = v.interior_entries();
+            match edit {
+                Edit::None => return Ok(()),
+                Edit::Split(sep, new) => {
+                    let i = entries.partition_point(|(k, _)| *k < sep);
+                    entries.insert(i, (sep, new));
+                }
+                Edit::Remove(gone) => {
+                    let i = entries
+                        .iter()
+                        .position(|e| e.1 == gone)
+                        .expect("merged node has an entry");
+                    entries.remove(i);
+                }
+            }
+            plan.superseded.push(off);
+            plan.mark.push(off);
+            let interior = |lid, entries, old, link, level| NewNode {
+                lid,
+                content: Content::Interior(entries),
+                old,
+                left: NO_LID,
+                link,
+                level,
+                off: NO_BUFFER,
+            };
+            let size = interior_bytes(&entries);
+            let split = |entries: Entries<'a>| {
+                let sizes: Vec<usize> = entries
+                    .iter()
+                    .map(|(k, _)| interior_item_size(k.len()))
+                    .collect();
+                let mid = split_point(&sizes, icap).min(entries.len() - 1);
+                let mut l = entries;
+                let mut r = l.split_off(mid);
+                let (sep, r_leftmost) = r.remove(0);
+                (l, sep, r_leftmost, r)
+            };
+            if d == 0 {
+                if size > icap {
+                    SmoCounters::bump(&self.counters.root_splits);
+                    let (l, sep, r_leftmost, r) = split(entries);
+                    let a = self.new_lid(plan)?;
+                    let b = self.new_lid(plan)?;
+                    self.add_node(plan, interior(a, l, off, leftmost, level))?;
+                    self.add_node(plan, interior(b, r, off, r_leftmost, level))?;
+                    self.add_node(plan, interior(ROOT, vec![(sep, b)], off, a, level + 1))?;
+                } else if entries.is_empty() {
+                    // Root shrink: the only child's new contents become the root's.
+                    SmoCounters::bump(&self.counters.root_shrinks);
+                    let i = plan
+                        .nodes
+                        .iter()
+                        .position(|n| n.lid == leftmost)
+                        .expect("the only child was just rebuilt");
+                    let n = &mut plan.nodes[i];
+                    n.lid = ROOT;
+                    n.old = off;
+                    if matches!(n.content, Content::Leaf(_)) {
+                        n.left = NO_LID;
+                        n.link = NO_LID;
+                    }
+                    plan.retired_lids.push(leftmost);
+                } else {
+                    self.add_node(plan, interior(ROOT, entries, off, leftmost, level))?;
+                }
+                return Ok(());
+            }
+            edit = if size > icap {
+                let (l, sep, r_leftmost, r) = split(entries);
+                let p2 = self.new_lid(plan)?;
+                SmoCounters::bump(&self.counters.splits);
+                self.add_node(plan, interior(lid, l, off, leftmost, level))?;
+                self.add_node(plan, interior(p2, r, off, r_leftmost, level))?;
+                Edit::Split(sep, p2)
+            } else if size < icap * self.cfg.merge_below_pct / 100 {
+                self.merge_interior(path, d, lid, off, leftmost, entries, level, plan, pin)?
+            } else {
+                self.add_node(plan, interior(lid, entries, off, leftmost, level))?;
+                Edit::None
+            };
+            d -= 1;
+        }
+    }
+
+    /// Merges an underfull interior node with a sibling under the same parent when the
+    /// result fits; otherwise rebuilds it alone.
+    #[allow(clippy::too_many_arguments)]
+    fn merge_interior<'a>(
+        &'a self,
+        path: &[(u64, u64)],
+        d: usize,
+        lid: u64,
+        off: u64,
+        leftmost: u64,
+        entries: Entries<'a>,
+        level: u8,
+        plan: &mut Plan<'a>,
+        pin: &'a crate::epoch::Pin<'_>,
+    ) -> Result<Edit<'a>, crate::Error> {
+        let icap = self.geo.interior_capacity();
+        let gv = self.view(path[d - 1].1, pin);
+        let (g_leftmost, g_entries) = gv.interior_entries();
+        let node = |lid, entries, old, link| NewNode {
+            lid,
+            content: Content::Interior(entries),
+            old,
+            left: NO_LID,
+            link,
+            level,
+            off: NO_BUFFER,
+        };
+        if g_entries.is_empty() {
+            self.add_node(plan, node(lid, entries, off, leftmost))?;
+            return Ok(Edit::None);
+        }
+        let children: Vec<u64> = std::iter::once(g_leftmost)
+            .chain(g_entries.iter().map(|e| e.1))
+            .collect();
+        let idx = children
+            .iter()
+            .position(|&c| c == lid)
+            .expect("child of parent");
+        let ours_left = idx + 1 < children.len();
+        let sib_lid = if ours_left {
+            children[idx + 1]
+        } else {
+            children[idx - 1]
+        };
+        let sib_off = self.pt.get(sib_lid);
+        let sv = self.view(sib_off, pin);
+        let (s_leftmost, s_entries) = sv.interior_entries();
+        let (l_lid, l_off, l_leftmost, mut l_entries, r_lid, r_leftmost, r_entries) = if ours_left {
+            (lid, off, leftmost, entries, sib_lid, s_leftmost, s_entries)
+        } else {
+            (
+                sib_lid, sib_off, s_leftmost, s_entries, lid, leftmost, entries,
+            )
+        };
+        let sep = g_entries
+            .iter()
+            .find(|e| e.1 == r_lid)
+            .expect("right node has a separator")
+            .0;
+        let combined =
+            interior_bytes(&l_entries) + interior_item_size(sep.len()) + interior_bytes(&r_entries);
+        if combined > icap * 7 / 8 {
+            let (entries, leftmost) = if ours_left {
+                (l_entries, l_leftmost)
+            } else {
+                (r_entries, r_leftmost)
+            };
+            self.add_node(plan, node(lid, entries, off, leftmost))?;
+            return Ok(Edit::None);
+        }
+        l_entries.push((sep, r_leftmost));
+        l_entries.extend(r_entries);
+        plan.superseded.push(sib_off);
+        plan.mark.push(sib_off);
+        self.add_node(plan, node(l_lid, l_entries, l_off, l_leftmost))?;
+        plan.retired_lids.push(r_lid);
+        SmoCounters::bump(&self.counters.node_merges);
+        Ok(Edit::Remove(r_lid))
+    }
+
+    /// Builds every new buffer at `wv` and publishes the plan (invariant 1).
+    fn publish(&self, plan: &mut Plan<'_>, wv: u64) {
+        let mut used = Vec::with_capacity(plan.nodes.len());
+        for n in &plan.nodes {
+            let meta = NodeMeta {
+                version: wv,
+                old: if self.cfg.debug_no_old_versions {
+                    NO_BUFFER
+                } else {
+                    n.old
+                },
+                link: n.link,
+                left: n.left,
+                level: n.level,
+                lock: LOCK_BIT,
+            };
+            // SAFETY: the buffer was allocated for this plan and is unpublished.
+            let buf = unsafe { self.buf_mut(n.off) };
+            let u = match &n.content {
+                Content::Leaf(items) => build_leaf(buf, &self.geo, items, &meta),
+                Content::Interior(entries) => build_interior(buf, &self.geo, entries, &meta),
+            }
+            .expect("contents sized to fit");
+            used.push(u);
+        }
+        for &off in &plan.mark {
+            let w = self.word(off);
+            w.store(locked(w.load(Ordering::Acquire)), Ordering::Release);
+        }
+        for n in &plan.nodes {
+            self.pt.set(n.lid, n.off);
+        }
+        for &(neighbour, left) in &plan.left_updates {
+            let off = self.pt.get(neighbour);
+            self.left_word(off).store(left, Ordering::Release);
+        }
+        for (n, u) in plan.nodes.iter().zip(used) {
+            self.word(n.off)
+                .store(pack_lock_used(1, u as u32), Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The in-process public API: a `Store` opened from a `Config`, with get/put/update/delete,
+//! scans, snapshots and stats. Reads go through the reference reader.
+
+use crate::config::Config;
+use crate::epoch::ReaderSlot;
+use crate::error::{Error, Result};
+use crate::tree::{Tree, ROOT};
+use crate::write::{Op, Outcome};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+/// An ordered key-value store held in memory.
+///
+/// Thread safety: `Store` is `Send + Sync`; share it (`Arc<Store>`) among any number of
+/// reader and writer threads. Reads are wait-free and linearizable; writes return once
+/// visible to every later read.
+pub struct Store {
+    tree: Tree,
+}
+
+/// What a write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// The write version (for a delete of an absent key, the read version at which the key
+    /// was seen absent). Reads at this version or later see the write.
+    pub version: u64,
+    /// Whether the key was present before the write.
+    pub existed: bool,
+}
+
+/// Size and shape of the store.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Items visible at the current read version.
+    pub items: u64,
+    /// Levels in the tree (1 when the root is a leaf).
+    pub depth: usize,
+    /// Leaf nodes.
+    pub leaves: usize,
+    /// Interior nodes.
+    pub interiors: usize,
+    /// Node size in bytes.
+    pub node_size: usize,
+    /// Bytes of the current version's nodes (nodes × node size).
+    pub node_bytes: usize,
+    /// Bytes in use inside those nodes (headers, shortcuts, items, logs).
+    pub used_bytes: usize,
+    /// Bytes of values stored out of line.
+    pub out_of_line_bytes: u64,
+    /// Bytes of the page table.
+    pub page_table_bytes: usize,
+    /// Node buffers allocated, old versions awaiting reclamation included.
+    pub buffers_live: usize,
+    /// Bytes of arena chunks reserved from the system.
+    pub arena_reserved_bytes: usize,
+    /// Raw bytes of keys and values.
+    pub raw_bytes: u64,
+    /// (node bytes + out-of-line bytes + page table) / items.
+    pub bytes_per_item: f64,
+    /// The global read version.
+    pub read_version: u64,
+    /// Structural modifications so far: log merges (every structural write rebuilds a leaf).
+    pub log_merges: u64,
+    /// Node splits (leaf and interior, root excluded).
+    pub splits: u64,
+    /// Node merges (leaf and interior).
+    pub node_merges: u64,
+    /// Root splits (tree growth).
+    pub root_splits: u64,
+    /// Root shrinks.
+    pub root_shrinks: u64,
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new(cfg: Config) -> Result<Store> {
+        Ok(Store {
+            tree: Tree::new(cfg)?,
+        })
+    }
+
+    /// A store built from `items`, which must be sorted by key with no duplicates; nodes are
+    /// filled to `cfg.bulk_fill_pct`.
+    pub fn bulk_load<K, V>(cfg: Config, items: impl IntoIterator<Item = (K, V)>) -> Result<Store>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let store = Store::new(cfg)?;
+        store.tree.bulk_load(items, |k, v| {
+            store.check_key(k)?;
+            store.check_value(v)
+        })?;
+        Ok(store)
+    }
+
+    /// The configuration the store was built with.
+    pub fn config(&self) -> &Config {
+        &self.tree.cfg
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::EmptyKey);
+        }
+        if key.len() > self.tree.cfg.max_key {
+            return Err(Error::KeyTooLong {
+                len: key.len(),
+                max: self.tree.cfg.max_key,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.tree.cfg.max_value {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: self.tree.cfg.max_value,
+            });
+        }
+        Ok(())
+    }
+
+    /// The global read version: every write with a version up to it is visible.
+    pub fn read_version(&self) -> u64 {
+        self.tree.versions.read_version()
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, |v| v.to_vec())
+    }
+
+    /// Calls `f` with the value of `key` without copying it.
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        self.check_key(key)?;
+        let pin = self.tree.epochs.pin();
+        let rv = self.tree.versions.read_version();
+        Ok(self.tree.get_at(key, rv, &pin, f))
+    }
+
+    /// Inserts or replaces.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Write> {
+        self.check_key(key)?;
+        self.check_value(value)?;
+        let (o, version) = self.tree.write(key, Op::Put(value))?;
+        Ok(Write {
+            version,
+            existed: o == Outcome::Replaced,
+        })
+    }
+
+    /// Replaces the value of a present key; `Error::NotFound` when absent.
+    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<Write> {
+        self.check_key(key)?;
+        self.check_value(value)?;
+        match self.tree.write(key, Op::Update(value))? {
+            (Outcome::Absent, _) => Err(Error::NotFound),
+            (_, version) => Ok(Write {
+                version,
+                existed: true,
+            }),
+        }
+    }
+
+    /// Deletes `key`; `existed` says whether it was there.
+    pub fn delete(&self, key: &[u8]) -> Result<Write> {
+        self.check_key(key)?;
+        let (o, version) = self.tree.write(key, Op::Delete)?;
+        Ok(Write {
+            version,
+            existed: o == Outcome::Deleted,
+        })
+    }
+
+    /// Items with keys in `[lo, hi)` (`hi = None`: no upper bound), ascending, at most
+    /// `limit`.
+    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        self.scan_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())));
+        out
+    }
+
+    /// As [`Store::scan`], calling `f` for each item without copying.
+    pub fn scan_with(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) {
+        let pin = self.tree.epochs.pin();
+        let rv = self.tree.versions.read_version();
+        self.tree.scan_at(lo, upper(hi), limit, rv, &pin, f);
+    }
+
+    /// Honeycomb's SCAN(kl, ku): the items from the largest key <= `kl` (from the first key
+    /// when there is none) through `ku` inclusive, at most `limit`.
+    pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let pin = self.tree.epochs.pin();
+        let rv = self.tree.versions.read_version();
+        let mut out = Vec::new();
+        self.tree.scan_floor_at(kl, ku, limit, rv, &pin, |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        });
+        out
+    }
+
+    /// A consistent read-only view at the current read version. Old node versions it may
+    /// need are kept until it is dropped, so do not hold one for long.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        let slot = self.tree.epochs.register();
+        slot.enter();
+        let rv = self.tree.versions.read_version();
+        Snapshot {
+            store: self,
+            rv,
+            _slot: slot,
+        }
+    }
+
+    /// A reader slot for a population of readers managed outside this API (a read engine):
+    /// publish the epoch of the oldest request in flight with [`ReaderSlot::hold`].
+    pub fn reader_slot(&self) -> ReaderSlot {
+        self.tree.epochs.register()
+    }
+
+    /// Items in the store.
+    pub fn len(&self) -> usize {
+        self.tree.items.load(Ordering::Relaxed).max(0) as usize
+    }
+
+    /// Whether the store holds no items.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Walks the current version of the tree and reports its size and shape.
+    pub fn stats(&self) -> Stats {
+        let t = &self.tree;
+        let pin = t.epochs.pin();
+        let rv = t.versions.read_version();
+        let mut s = Stats {
+            node_size: t.geo.node_size,
+            read_version: rv,
+            ..Stats::default()
+        };
+        let mut stack = vec![(ROOT, 1usize)];
+        while let Some((lid, depth)) = stack.pop() {
+            let v = t.resolve(lid, rv, &pin);
+            s.depth = s.depth.max(depth);
+            s.used_bytes += v.used();
+            if v.is_leaf() {
+                s.leaves += 1;
+                for (k, val) in v.leaf_iter(rv) {
+                    s.items += 1;
+                    s.raw_bytes += (k.len() + val.value_len()) as u64;
+                }
+            } else {
+                s.interiors += 1;
+                let (leftmost, entries) = v.interior_entries();
+                stack.push((leftmost, depth + 1));
+                stack.extend(entries.iter().map(|e| (e.1, depth + 1)));
+            }
+        }
+        s.node_bytes = (s.leaves + s.interiors) * t.geo.node_size;
+        s.out_of_line_bytes = t.ool_bytes.load(Ordering::Relaxed);
+        s.page_table_bytes = t.pt.bytes();
+        let c = &t.counters;
+        s.log_merges = c.log_merges.load(Ordering::Relaxed);
+        s.splits = c.splits.load(Ordering::Relaxed);
+        s.node_merges = c.node_merges.load(Ordering::Relaxed);
+        s.root_splits = c.root_splits.load(Ordering::Relaxed);
+        s.root_shrinks = c.root_shrinks.load(Ordering::Relaxed);
+        s.buffers_live = t.arena.live_buffers();
+        s.arena_reserved_bytes = t.arena.reserved_bytes();
+        let total = s.node_bytes as u64 + s.out_of_line_bytes + s.page_table_bytes as u64;
+        s.bytes_per_item = if s.items == 0 {
+            0.0
+        } else {
+            total as f64 / s.items as f64
+        };
+        s
+    }
+}
+
+fn upper(hi: Option<&[u8]>) -> Bound<&[u8]> {
+    match hi {
+        Some(h) => Bound::Excluded(h),
+        None => Bound::Unbounded,
+    }
+}
+
+/// A read-only view of the store at one read version; see [`Store::snapshot`].
+pub struct Snapshot<'s> {
+    store: &'s Store,
+    rv: u64,
+    _slot: ReaderSlot,
+}
+
+impl Snapshot<'_> {
+    /// The read version this snapshot sees.
+    pub fn version(&self) -> u64 {
+        self.rv
+    }
+
+    /// The value of `key` at this snapshot.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.store.check_key(key)?;
+        let t = &self.store.tree;
+        let pin = t.epochs.pin();
+        Ok(t.get_at(key, self.rv, &pin, |v| v.to_vec()))
+    }
+
+    /// [`Store::scan`] at this snapshot.
+    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let t = &self.store.tree;
+        let pin = t.epochs.pin();
+        let mut out = Vec::new();
+        t.scan_at(lo, upper(hi), limit, self.rv, &pin, |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        });
+        out
+    }
+
+    /// [`Store::scan_floor`] at this snapshot.
+    pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let t = &self.store.tree;
+        let pin = t.epochs.pin();
+        let mut out = Vec::new();
+        t.scan_floor_at(kl, ku, limit, self.rv, &pin, |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        });
+        out
+    }
+}

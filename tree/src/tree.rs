@@ -1,0 +1,408 @@
+//! The B+tree: shared state (arena, page table, version clocks, reclamation), access to node
+//! memory, and the reference reader — one request at a time, wait-free, plainly correct; the
+//! oracle every read engine is tested against.
+//!
+//! Thread safety: any number of readers and writers share a `Tree`. Readers take no lock and
+//! never retry: they pin an epoch, take the read version, and follow page-table entries and
+//! old-version chains to the node versions of their snapshot. Writers: see write.rs and
+//! smo.rs.
+//!
+//! Invariants (DESIGN.md §3):
+//! 1. Bytes `[16, used)` of a published buffer never change; `[0, 16)` (lock/used word, left
+//!    sibling word) are only accessed atomically. A writer publishes by a release store of
+//!    the lock/used word or of a page-table entry; readers acquire them. So a reader's
+//!    shared slice never overlaps a concurrent write.
+//! 2. A buffer reachable at read version `rv` (through the root's page-table entry, interior
+//!    children, right-sibling links and old-version chains, stopping at the first version
+//!    <= `rv`) holds the state of its node as of `rv`.
+//! 3. A buffer is freed only after every reader that could reach it has unpinned
+//!    (epoch.rs).
+
+use crate::arena::Arena;
+use crate::config::Config;
+use crate::epoch::{Epochs, Pin};
+use crate::page_table::PageTable;
+use crate::values;
+use crate::version::Versions;
+use accelkv_node::layout::*;
+use accelkv_node::{Geometry, NodeView, ValueRef};
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// LID of the root; it never changes (root growth and shrink replace its buffer).
+pub(crate) const ROOT: u64 = 1;
+
+/// Byte reclaimed buffers are filled with in the `poison` test build.
+pub(crate) const POISON: u8 = 0xA5;
+
+/// Something retired that is freed once no reader can reach it.
+#[derive(Debug)]
+pub(crate) enum Garbage {
+    Buffer(u64),
+    Lid(u64),
+    Value(u64, u32),
+}
+
+pub(crate) struct Tree {
+    pub(crate) cfg: Config,
+    pub(crate) geo: Geometry,
+    pub(crate) arena: Arena,
+    pub(crate) pt: PageTable,
+    pub(crate) versions: Versions,
+    pub(crate) epochs: Arc<Epochs>,
+    /// Serialises structural modifications (merge, split, node merge, root changes).
+    pub(crate) smo: Mutex<()>,
+    pub(crate) garbage: Mutex<VecDeque<(u64, Garbage)>>,
+    pub(crate) items: AtomicI64,
+    pub(crate) ool_bytes: AtomicU64,
+    pub(crate) counters: SmoCounters,
+}
+
+/// How many structural modifications of each kind have run.
+#[derive(Default)]
+pub(crate) struct SmoCounters {
+    pub(crate) log_merges: AtomicU64,
+    pub(crate) splits: AtomicU64,
+    pub(crate) node_merges: AtomicU64,
+    pub(crate) root_splits: AtomicU64,
+    pub(crate) root_shrinks: AtomicU64,
+}
+
+impl SmoCounters {
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Tree {
+    /// An empty tree: the root is an empty leaf at version 0.
+    pub(crate) fn new(cfg: Config) -> Result<Tree, crate::Error> {
+        cfg.validate()?;
+        let geo = cfg.geometry();
+        let tree = Tree {
+            arena: Arena::new(cfg.node_size, cfg.chunk_size, cfg.memory_limit),
+            pt: PageTable::new(),
+            versions: Versions::new(0),
+            epochs: Arc::new(Epochs::new()),
+            smo: Mutex::new(()),
+            garbage: Mutex::new(VecDeque::new()),
+            items: AtomicI64::new(0),
+            ool_bytes: AtomicU64::new(0),
+            counters: SmoCounters::default(),
+            geo,
+            cfg,
+        };
+        let off = tree.alloc_buffer()?;
+        let meta = accelkv_node::NodeMeta {
+            version: 0,
+            old: NO_BUFFER,
+            link: NO_LID,
+            left: NO_LID,
+            level: 0,
+            lock: 0,
+        };
+        // SAFETY: the buffer is fresh and unpublished.
+        accelkv_node::build_leaf(unsafe { tree.buf_mut(off) }, &geo, &[], &meta)
+            .expect("empty leaf fits");
+        tree.pt.set(ROOT, off);
+        Ok(tree)
+    }
+
+    pub(crate) fn alloc_buffer(&self) -> Result<u64, crate::Error> {
+        self.arena.alloc().map_err(|_| crate::Error::OutOfMemory {
+            limit: self.cfg.memory_limit,
+        })
+    }
+
+    /// The lock/used word of the buffer at `off`.
+    #[inline]
+    pub(crate) fn word(&self, off: u64) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: buffers are node-size aligned (arena invariant 2), so the header word is
+        // 8-byte aligned, and it is only ever accessed atomically once published (invariant
+        // 1); the arena keeps the memory alive as long as `self`.
+        unsafe { AtomicU64::from_ptr(self.arena.ptr(off).add(OFF_LOCK_USED) as *mut u64) }
+    }
+
+    /// The left-sibling word of the buffer at `off`.
+    #[inline]
+    pub(crate) fn left_word(&self, off: u64) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: as for `word`.
+        unsafe { AtomicU64::from_ptr(self.arena.ptr(off).add(OFF_LEFT) as *mut u64) }
+    }
+
+    /// A view of the published part of the buffer at `off`, valid while `_pin` is held.
+    #[inline]
+    pub(crate) fn view<'g>(&'g self, off: u64, _pin: &'g Pin<'_>) -> NodeView<'g> {
+        let w = self.word(off).load(Ordering::Acquire);
+        if cfg!(feature = "poison") && w == u64::from_ne_bytes([POISON; 8]) {
+            panic!("reader touched reclaimed buffer at arena offset {off}");
+        }
+        let used = used_of(w);
+        debug_assert!(used >= HEADER_SIZE && used <= self.geo.node_size);
+        // SAFETY: bytes [ATOMIC_END, used) were written before the release store of `used`
+        // that our acquire load saw, and never change again (invariant 1); the pin keeps the
+        // buffer from being freed (invariant 3).
+        let imm = unsafe {
+            std::slice::from_raw_parts(self.arena.ptr(off).add(ATOMIC_END), used - ATOMIC_END)
+        };
+        NodeView::new(imm)
+    }
+
+    /// The whole buffer at `off`, for building it.
+    ///
+    /// # Safety
+    /// The buffer must be unpublished and owned by the caller.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn buf_mut(&self, off: u64) -> &mut [u8] {
+        // SAFETY: per the contract nobody else accesses these bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.arena.ptr(off), self.geo.node_size) }
+    }
+
+    /// Bytes `[from, from + len)` of the buffer at `off`, past its published `used`.
+    ///
+    /// # Safety
+    /// The caller holds the buffer's lock and `from` is at least its published `used`.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn tail_mut(&self, off: u64, from: usize, len: usize) -> &mut [u8] {
+        debug_assert!(from + len <= self.geo.node_size);
+        // SAFETY: readers read only below `used` and other writers need the lock.
+        unsafe { std::slice::from_raw_parts_mut(self.arena.ptr(off).add(from), len) }
+    }
+
+    /// Bytes of a value, valid while the pin that protects its item is held.
+    #[inline]
+    pub(crate) fn value_bytes<'g>(&self, v: ValueRef<'g>) -> &'g [u8] {
+        match v {
+            ValueRef::Inline(b) => b,
+            // SAFETY: out-of-line values are freed only with the buffers that reference
+            // them, after reclamation (invariant 3), and the caller's pin covers `'g`.
+            ValueRef::OutOfLine { handle, len } => unsafe { values::bytes(handle, len) },
+        }
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Reference reader.
+
+    /// The version of node `lid` that readers at `rv` see.
+    #[inline]
+    pub(crate) fn resolve<'g>(&'g self, lid: u64, rv: u64, pin: &'g Pin<'_>) -> NodeView<'g> {
+        let mut off = self.pt.get(lid);
+        loop {
+            let v = self.view(off, pin);
+            let old = v.old_version();
+            if v.version() <= rv || old == NO_BUFFER {
+                return v;
+            }
+            off = old;
+        }
+    }
+
+    /// The leaf whose key range holds `key`, at `rv`.
+    pub(crate) fn leaf_for<'g>(&'g self, key: &[u8], rv: u64, pin: &'g Pin<'_>) -> NodeView<'g> {
+        let mut v = self.resolve(ROOT, rv, pin);
+        while !v.is_leaf() {
+            v = self.resolve(v.child_for(key), rv, pin);
+        }
+        v
+    }
+
+    /// GET at `rv`: calls `f` with the value, if present.
+    pub(crate) fn get_at<R>(
+        &self,
+        key: &[u8],
+        rv: u64,
+        pin: &Pin<'_>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        let leaf = self.leaf_for(key, rv, pin);
+        leaf.leaf_get(key, rv).map(|v| f(self.value_bytes(v)))
+    }
+
+    /// SCAN at `rv`: calls `f` for each item with key >= `lo` within `hi`, ascending, at most
+    /// `limit` items.
+    pub(crate) fn scan_at(
+        &self,
+        lo: &[u8],
+        hi: Bound<&[u8]>,
+        limit: usize,
+        rv: u64,
+        pin: &Pin<'_>,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) {
+        if limit == 0 {
+            return;
+        }
+        let mut n = 0;
+        let mut leaf = self.leaf_for(lo, rv, pin);
+        loop {
+            for (k, v) in leaf.leaf_lower_bound(lo, rv) {
+                let beyond = match hi {
+                    Bound::Included(h) => k > h,
+                    Bound::Excluded(h) => k >= h,
+                    Bound::Unbounded => false,
+                };
+                if beyond {
+                    return;
+                }
+                f(k, self.value_bytes(v));
+                n += 1;
+                if n == limit {
+                    return;
+                }
+            }
+            let next = leaf.link();
+            if next == NO_LID {
+                return;
+            }
+            leaf = self.resolve(next, rv, pin);
+        }
+    }
+
+    /// The largest key <= `key` at `rv` (Honeycomb's K_s), found by descending for `key` and,
+    /// when that leaf holds no such key, descending again for the keys just below the
+    /// leaf's lower fence — never through left-sibling links, so every step stays inside
+    /// the snapshot.
+    pub(crate) fn floor_at<'g>(
+        &'g self,
+        key: &[u8],
+        rv: u64,
+        pin: &'g Pin<'_>,
+    ) -> Option<&'g [u8]> {
+        let mut probe: &[u8] = key;
+        let mut strict = false;
+        loop {
+            let mut v = self.resolve(ROOT, rv, pin);
+            let mut fence: Option<&'g [u8]> = None;
+            while !v.is_leaf() {
+                let (child, sep) = v.route(probe, strict);
+                if sep.is_some() {
+                    fence = sep;
+                }
+                v = self.resolve(child, rv, pin);
+            }
+            let found = if strict {
+                v.leaf_iter(rv)
+                    .map(|(k, _)| k)
+                    .take_while(|k| *k < probe)
+                    .last()
+            } else {
+                v.leaf_floor(probe, rv)
+            };
+            if found.is_some() {
+                return found;
+            }
+            probe = fence?;
+            strict = true;
+        }
+    }
+
+    /// Honeycomb's SCAN(kl, ku): from the largest key <= `kl` (or the first key when there
+    /// is none) through `ku` inclusive, at most `limit` items.
+    pub(crate) fn scan_floor_at(
+        &self,
+        kl: &[u8],
+        ku: &[u8],
+        limit: usize,
+        rv: u64,
+        pin: &Pin<'_>,
+        f: impl FnMut(&[u8], &[u8]),
+    ) {
+        let start = self.floor_at(kl, rv, pin).unwrap_or(&[]);
+        self.scan_at(start, Bound::Included(ku), limit, rv, pin, f);
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Reclamation.
+
+    /// Retires garbage unlinked by a write that has been released (epoch invariant 2).
+    pub(crate) fn retire(&self, items: impl IntoIterator<Item = Garbage>) {
+        let tag = self.epochs.retire_tag();
+        let mut g = self.garbage.lock().unwrap_or_else(|e| e.into_inner());
+        g.extend(items.into_iter().map(|x| (tag, x)));
+    }
+
+    /// Frees the garbage no reader can reach any more.
+    pub(crate) fn reclaim(&self) {
+        let safe = self.epochs.safe_below();
+        let mut g = self.garbage.lock().unwrap_or_else(|e| e.into_inner());
+        while g.front().is_some_and(|(tag, _)| *tag < safe) {
+            if let Some((_, x)) = g.pop_front() {
+                self.free_garbage(x);
+            }
+        }
+    }
+
+    fn free_garbage(&self, x: Garbage) {
+        match x {
+            Garbage::Buffer(off) => {
+                if cfg!(feature = "poison") {
+                    // SAFETY: no reader can reach the buffer (epochs), so we own it.
+                    unsafe { self.buf_mut(off) }.fill(POISON);
+                }
+                self.arena.free(off);
+            }
+            Garbage::Lid(lid) => self.pt.free_lid(lid),
+            Garbage::Value(handle, len) => {
+                self.ool_bytes.fetch_sub(u64::from(len), Ordering::Relaxed);
+                // SAFETY: the value's last referencing buffer is unreachable.
+                unsafe { values::free(handle, len) }
+            }
+        }
+    }
+
+    /// Out-of-line value handles referenced anywhere in a leaf buffer (sorted and log).
+    pub(crate) fn ool_refs(view: &NodeView<'_>, out: &mut Vec<(u64, u32)>) {
+        let mut it = view.sorted_items();
+        while let Some(item) = it.next_item() {
+            if let ValueRef::OutOfLine { handle, len } = view.value_at(item.body).0 {
+                out.push((handle, len));
+            }
+        }
+        for e in view.log_entries() {
+            if let Some(ValueRef::OutOfLine { handle, len }) = e.value {
+                out.push((handle, len));
+            }
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        // Free retired garbage, then every out-of-line value still referenced by the newest
+        // version of the tree. (Older buffers' values were retired with those buffers.)
+        let g: Vec<_> = self
+            .garbage
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for (_, x) in g {
+            if let Garbage::Value(h, l) = x {
+                // SAFETY: no reader exists any more (we have `&mut self`).
+                unsafe { values::free(h, l) };
+            }
+        }
+        let pin = self.epochs.pin();
+        let mut refs = Vec::new();
+        let mut stack = vec![ROOT];
+        while let Some(lid) = stack.pop() {
+            let v = self.view(self.pt.get(lid), &pin);
+            if v.is_leaf() {
+                Tree::ool_refs(&v, &mut refs);
+            } else {
+                let (leftmost, entries) = v.interior_entries();
+                stack.push(leftmost);
+                stack.extend(entries.iter().map(|e| e.1));
+            }
+        }
+        drop(pin);
+        refs.sort_unstable();
+        refs.dedup();
+        for (h, l) in refs {
+            // SAFETY: as above; each value is freed once (deduplicated).
+            unsafe { values::free(h, l) };
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The write path's fast path (Honeycomb §3.4 "fast-path insert", §3.5): traverse without
+//! locks, lock the leaf by compare-and-swap on its lock word expecting the sequence number
+//! seen during the traversal, append one entry to the log block, take the write version,
+//! publish size and unlock in one store, release.
+//!
+//! Anything else — the log past its threshold, a full node, 255 log entries, a version
+//! delta that would not fit — goes to the structural path (smo.rs).
+//!
+//! Invariants:
+//! 1. The entry is fully written (version delta included) before the release store of the
+//!    lock/used word that makes it visible.
+//! 2. The write version is taken while holding the leaf lock, so entries in one buffer are
+//!    in version order and every entry is newer than its buffer's node version.
+//! 3. A writer that locked a buffer checks that the parent it came through is not
+//!    superseded (superseded buffers stay locked forever). New buffers are created locked
+//!    and unlocked only after the parent that routes to them is published, so a locked,
+//!    current buffer with a current parent is the right leaf for the key.
+
+use crate::backoff::Backoff;
+use crate::tree::{Tree, ROOT};
+use crate::values;
+use accelkv_node::layout::*;
+use accelkv_node::{encode_log_entry, log_entry_len, plan_append, set_log_delta, ValueRef};
+use std::sync::atomic::Ordering;
+
+/// A write operation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op<'a> {
+    /// Insert or replace.
+    Put(&'a [u8]),
+    /// Replace; absent keys are left alone.
+    Update(&'a [u8]),
+    /// Remove; absent keys are left alone.
+    Delete,
+}
+
+/// What a write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The key was absent and is now present.
+    Inserted,
+    /// The key was present and its value was replaced.
+    Replaced,
+    /// The key was present and is now deleted.
+    Deleted,
+    /// The key was absent; nothing changed (update or delete).
+    Absent,
+}
+
+/// Margin kept below the 40-bit version delta: a leaf whose node version is this close to
+/// overflowing is merged instead of appended to.
+const DELTA_MARGIN: u64 = 1 << 39;
+
+impl Tree {
+    /// Applies `op` to `key`; returns what happened and the write version (the read version
+    /// at which absence was observed for `Outcome::Absent`).
+    pub(crate) fn write(&self, key: &[u8], op: Op<'_>) -> Result<(Outcome, u64), crate::Error> {
+        // The value as it will be stored: inline, or copied out of line once.
+        let value: Option<ValueRef<'_>> = match op {
+            Op::Put(v) | Op::Update(v) => Some(if v.len() > self.geo.max_inline_value {
+                self.ool_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
+                values::alloc(v)
+            } else {
+                ValueRef::Inline(v)
+            }),
+            Op::Delete => None,
+        };
+        let free_unused = |v: Option<ValueRef<'_>>| {
+            if let Some(ValueRef::OutOfLine { handle, len }) = v {
+                self.ool_bytes.fetch_sub(u64::from(len), Ordering::Relaxed);
+                // SAFETY: never published, so no reader or buffer references it.
+                unsafe { values::free(handle, len) };
+            }
+        };
+        let entry_len = log_entry_len(key.len(), value.as_ref());
+        let mut backoff = Backoff::new();
+        loop {
+            let pin = self.epochs.pin();
+            // Traverse the newest versions without locks.
+            let mut off = self.pt.get(ROOT);
+            let mut parent = None;
+            loop {
+                let v = self.view(off, &pin);
+                if v.is_leaf() {
+                    break;
+                }
+                parent = Some(off);
+                off = self.pt.get(v.child_for(key));
+            }
+            let word = self.word(off);
+            let w = word.load(Ordering::Acquire);
+            if is_locked(w)
+                || word
+                    .compare_exchange(w, locked(w), Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+            {
+                drop(pin);
+                backoff.snooze();
+                continue;
+            }
+            if let Some(p) = parent {
+                if is_locked(self.word(p).load(Ordering::Acquire)) {
+                    word.store(w, Ordering::Release);
+                    drop(pin);
+                    backoff.snooze();
+                    continue;
+                }
+            }
+            let view = self.view(off, &pin);
+            let plan = plan_append(&view, key);
+            let present = plan.current.is_some();
+            let outcome = match (op, present) {
+                (Op::Put(_), false) => Outcome::Inserted,
+                (Op::Put(_), true) | (Op::Update(_), true) => Outcome::Replaced,
+                (Op::Delete, true) => Outcome::Deleted,
+                (Op::Update(_), false) | (Op::Delete, false) => {
+                    word.store(w, Ordering::Release);
+                    let rv = self.versions.read_version();
+                    drop(pin);
+                    free_unused(value);
+                    return Ok((Outcome::Absent, rv));
+                }
+            };
+            let used = used_of(w);
+            let needs_smo = view.log_len() >= self.geo.log_threshold
+                || used + entry_len > self.geo.node_size
+                || plan.log_entries >= MAX_LOG_ENTRIES
+                || self.versions.last_write() + DELTA_MARGIN - view.version() > MAX_VERSION_DELTA;
+            if needs_smo {
+                word.store(w, Ordering::Release);
+                drop(pin);
+                // The structural path owns `value` from here (stores or frees it).
+                return self.smo_write(key, op, value);
+            }
+            // SAFETY: we hold the leaf lock and write past its published `used`.
+            let dst = unsafe { self.tail_mut(off, used, entry_len) };
+            encode_log_entry(dst, &plan, key, value.as_ref());
+            let wv = self.versions.begin_write();
+            set_log_delta(dst, wv - view.version());
+            word.store(unlocked_next(w, used + entry_len), Ordering::Release);
+            drop(pin);
+            self.versions.release(wv);
+            self.count(outcome);
+            return Ok((outcome, wv));
+        }
+    }
+
+    pub(crate) fn count(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Inserted => self.items.fetch_add(1, Ordering::Relaxed),
+            Outcome::Deleted => self.items.fetch_sub(1, Ordering::Relaxed),
+            _ => 0,
+        };
+    }
+}
