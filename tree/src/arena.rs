@@ -18,6 +18,9 @@ use std::sync::Mutex;
 /// Alignment of a chunk: 2 MiB, so chunks can be backed by huge pages and mapped by devices.
 pub const CHUNK_ALIGN: usize = 2 << 20;
 
+/// Buffers kept in quarantine in `poison` builds.
+const QUARANTINE: usize = 16384;
+
 /// The arena has no room left under its memory limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArenaFull;
@@ -27,6 +30,9 @@ struct State {
     bump: u64,
     /// Offsets of freed buffers, reused first.
     free: Vec<u64>,
+    /// `poison` builds: freed buffers wait here (FIFO) before reuse, so a reader that
+    /// touches one soon after reclamation sees the poison rather than another node.
+    quarantine: std::collections::VecDeque<u64>,
     chunks: usize,
 }
 
@@ -54,6 +60,7 @@ impl Arena {
             state: Mutex::new(State {
                 bump: 0,
                 free: Vec::new(),
+                quarantine: std::collections::VecDeque::new(),
                 chunks: 0,
             }),
             live: AtomicUsize::new(0),
@@ -96,8 +103,11 @@ impl Arena {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.live.fetch_sub(1, Ordering::Relaxed);
         if cfg!(feature = "poison") {
-            // Quarantine: a poisoned buffer is never handed out again, so a reader that
-            // touches it later sees the poison rather than some other node.
+            st.quarantine.push_back(off);
+            if st.quarantine.len() > QUARANTINE {
+                let oldest = st.quarantine.pop_front().expect("non-empty");
+                st.free.push(oldest);
+            }
             return;
         }
         st.free.push(off);
@@ -161,7 +171,9 @@ mod tests {
             assert_eq!(a.ptr(o) as usize % 4096, 0);
         }
         a.free(offs[3]);
-        if !cfg!(feature = "poison") {
+        if cfg!(feature = "poison") {
+            assert_eq!(a.alloc(), Err(ArenaFull), "quarantined");
+        } else {
             assert_eq!(a.alloc(), Ok(offs[3]));
         }
         assert_eq!(a.reserved_bytes(), 4096 * 8);

@@ -147,8 +147,8 @@ impl Tree {
             }
         };
         let _smo = self.smo.lock().unwrap_or_else(|e| e.into_inner());
-        let pin = self.epochs.pin();
-        let pin = &pin;
+        let pin_guard = self.epochs.pin();
+        let pin = &pin_guard;
         let mut path: Vec<(u64, u64)> = Vec::new();
         let mut lid = ROOT;
         loop {
@@ -228,6 +228,7 @@ impl Tree {
             .collect();
         self.retire(garbage);
         drop(plan);
+        drop(pin_guard);
         self.reclaim();
         Ok((outcome, wv))
     }

@@ -110,10 +110,18 @@ impl Tree {
         Ok(tree)
     }
 
+    /// A node buffer; when the arena is full, garbage that no reader can reach is freed
+    /// first (Honeycomb §3.2: a writer that cannot allocate retries after reclamation).
     pub(crate) fn alloc_buffer(&self) -> Result<u64, crate::Error> {
-        self.arena.alloc().map_err(|_| crate::Error::OutOfMemory {
-            limit: self.cfg.memory_limit,
-        })
+        self.arena
+            .alloc()
+            .or_else(|_| {
+                self.reclaim();
+                self.arena.alloc()
+            })
+            .map_err(|_| crate::Error::OutOfMemory {
+                limit: self.cfg.memory_limit,
+            })
     }
 
     /// The lock/used word of the buffer at `off`.
@@ -404,5 +412,30 @@ impl Drop for Tree {
             // SAFETY: as above; each value is freed once (deduplicated).
             unsafe { values::free(h, l) };
         }
+    }
+}
+
+#[cfg(all(test, feature = "poison"))]
+mod poison_tests {
+    use super::*;
+    use crate::write::Op;
+
+    /// The poison build's check fires: a view of a reclaimed buffer panics.
+    #[test]
+    #[should_panic(expected = "reclaimed buffer")]
+    fn reading_a_reclaimed_buffer_panics() {
+        let t = Tree::new(Config {
+            log_threshold: 0,
+            chunk_size: 1 << 20,
+            ..Config::default()
+        })
+        .unwrap();
+        let old_root = t.pt.get(ROOT);
+        // With the log block off every write rebuilds the root leaf, retiring the old one,
+        // and with no reader pinned it is reclaimed at once.
+        t.write(b"k", Op::Put(b"v")).unwrap();
+        t.write(b"k2", Op::Put(b"v")).unwrap();
+        let pin = t.epochs.pin();
+        let _ = t.view(old_root, &pin);
     }
 }

@@ -1,0 +1,294 @@
+//! The public API: typed errors on bad input, update/delete semantics, snapshots, bulk load,
+//! stats, out-of-line values and the memory limit.
+
+use accelkv_tree::{Config, Error, Store};
+
+fn store() -> Store {
+    Store::new(Config {
+        chunk_size: 1 << 20,
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_changes_nothing() {
+    let s = store();
+    assert_eq!(s.put(b"", b"v"), Err(Error::EmptyKey));
+    assert_eq!(s.get(b""), Err(Error::EmptyKey));
+    let long = vec![b'k'; 461];
+    assert_eq!(
+        s.put(&long, b"v"),
+        Err(Error::KeyTooLong { len: 461, max: 460 })
+    );
+    assert_eq!(s.get(&long), Err(Error::KeyTooLong { len: 461, max: 460 }));
+    let big = vec![0u8; (1 << 20) + 1];
+    assert_eq!(
+        s.put(b"k", &big),
+        Err(Error::ValueTooLarge {
+            len: big.len(),
+            max: 1 << 20
+        })
+    );
+    assert_eq!(s.update(b"k", b"v"), Err(Error::NotFound));
+    assert!(!s.delete(b"k").unwrap().existed);
+    assert!(s.is_empty());
+    assert_eq!(s.read_version(), 0, "failed writes take no version");
+    // Maximum sizes are accepted.
+    let max_key = vec![b'k'; 460];
+    s.put(&max_key, &vec![1u8; 1 << 20]).unwrap();
+    assert_eq!(s.get(&max_key).unwrap().map(|v| v.len()), Some(1 << 20));
+    assert!(Error::KeyTooLong { len: 461, max: 460 }
+        .to_string()
+        .contains("461"));
+}
+
+#[test]
+fn put_update_delete_semantics() {
+    let s = store();
+    let w1 = s.put(b"a", b"1").unwrap();
+    assert!(!w1.existed);
+    let w2 = s.put(b"a", b"2").unwrap();
+    assert!(w2.existed && w2.version > w1.version);
+    let w3 = s.update(b"a", b"3").unwrap();
+    assert!(w3.existed);
+    assert_eq!(s.get(b"a").unwrap(), Some(b"3".to_vec()));
+    assert!(s.delete(b"a").unwrap().existed);
+    assert_eq!(s.get(b"a").unwrap(), None);
+    assert_eq!(s.update(b"a", b"4"), Err(Error::NotFound));
+    assert_eq!(s.len(), 0);
+    assert!(s.read_version() > w3.version);
+}
+
+#[test]
+fn snapshots_are_stable() {
+    let s = store();
+    for i in 0..2000u32 {
+        s.put(format!("k{i:05}").as_bytes(), b"old").unwrap();
+    }
+    let snap = s.snapshot();
+    for i in 0..2000u32 {
+        if i % 2 == 0 {
+            s.put(format!("k{i:05}").as_bytes(), b"new").unwrap();
+        } else {
+            s.delete(format!("k{i:05}").as_bytes()).unwrap();
+        }
+    }
+    for i in 2000..4000u32 {
+        s.put(format!("k{i:05}").as_bytes(), b"new").unwrap();
+    }
+    let all = snap.scan(b"", None, usize::MAX);
+    assert_eq!(all.len(), 2000);
+    assert!(all.iter().all(|(_, v)| v == b"old"));
+    assert_eq!(snap.get(b"k00001").unwrap(), Some(b"old".to_vec()));
+    assert_eq!(s.get(b"k00001").unwrap(), None);
+    assert_eq!(s.scan(b"", None, usize::MAX).len(), 3000);
+    let floor = snap.scan_floor(b"k00001x", b"k00003", 10);
+    let keys: Vec<_> = floor.iter().map(|x| x.0.clone()).collect();
+    assert_eq!(
+        keys,
+        vec![b"k00001".to_vec(), b"k00002".to_vec(), b"k00003".to_vec()]
+    );
+}
+
+#[test]
+fn scan_floor_semantics() {
+    let s = store();
+    for k in [b"b", b"d", b"f"] {
+        s.put(k, k).unwrap();
+    }
+    let keys = |v: Vec<(Vec<u8>, Vec<u8>)>| v.into_iter().map(|x| x.0).collect::<Vec<_>>();
+    // Starts at the largest key <= kl ...
+    assert_eq!(
+        keys(s.scan_floor(b"c", b"e", 10)),
+        vec![b"b".to_vec(), b"d".to_vec()]
+    );
+    // ... which may be kl itself ...
+    assert_eq!(keys(s.scan_floor(b"d", b"d", 10)), vec![b"d".to_vec()]);
+    // ... or the first key when none is <= kl; ku is inclusive.
+    assert_eq!(keys(s.scan_floor(b"a", b"b", 10)), vec![b"b".to_vec()]);
+    assert_eq!(keys(s.scan_floor(b"z", b"zz", 10)), vec![b"f".to_vec()]);
+    assert_eq!(keys(s.scan_floor(b"c", b"f", 2)).len(), 2);
+    // Deleted keys are skipped when looking for the floor.
+    s.delete(b"b").unwrap();
+    assert_eq!(keys(s.scan_floor(b"c", b"d", 10)), vec![b"d".to_vec()]);
+}
+
+#[test]
+fn scan_floor_crosses_empty_leaves() {
+    let s = Store::new(Config {
+        node_size: 4096,
+        chunk_size: 1 << 20,
+        merge_below_pct: 0,
+        ..Config::default()
+    })
+    .unwrap();
+    for i in 0..5000u32 {
+        s.put(format!("{i:06}").as_bytes(), &[0u8; 40]).unwrap();
+    }
+    // Delete a long run so several leaves are empty (node merges off), then ask for the
+    // floor of a key inside the run.
+    for i in 100..4000u32 {
+        s.delete(format!("{i:06}").as_bytes()).unwrap();
+    }
+    let r = s.scan_floor(b"003000", b"004001", 10);
+    let keys: Vec<_> = r
+        .iter()
+        .map(|x| String::from_utf8(x.0.clone()).unwrap())
+        .collect();
+    assert_eq!(keys, vec!["000099", "004000", "004001"]);
+}
+
+#[test]
+fn bulk_load_and_stats() {
+    let n = 200_000u32;
+    let items = (0..n).map(|i| (format!("user{i:010}"), format!("value{i:011}")));
+    let s = Store::bulk_load(
+        Config {
+            chunk_size: 1 << 20,
+            ..Config::default()
+        },
+        items,
+    )
+    .unwrap();
+    assert_eq!(s.len(), n as usize);
+    let st = s.stats();
+    assert_eq!(st.items, u64::from(n));
+    assert_eq!(st.raw_bytes, u64::from(n) * 30);
+    assert!(st.depth >= 2);
+    assert!(st.bytes_per_item < 1.5 * 30.0, "{st:?}");
+    assert_eq!(
+        s.get(b"user0000012345").unwrap(),
+        Some(b"value00000012345".to_vec())
+    );
+    let r = s.scan(b"user0000199998", None, 10);
+    assert_eq!(r.len(), 2);
+    // Writes after a bulk load work as on any store.
+    s.put(b"user0000012345x", b"v").unwrap();
+    s.delete(b"user0000000000").unwrap();
+    assert_eq!(s.len(), n as usize);
+    assert_eq!(s.scan(b"", None, 1)[0].0, b"user0000000001");
+}
+
+#[test]
+fn bulk_load_rejects_bad_input() {
+    let cfg = Config {
+        chunk_size: 1 << 20,
+        ..Config::default()
+    };
+    let unsorted = vec![
+        (b"b".to_vec(), b"1".to_vec()),
+        (b"a".to_vec(), b"2".to_vec()),
+    ];
+    assert_eq!(
+        Store::bulk_load(cfg.clone(), unsorted).err(),
+        Some(Error::Unsorted { index: 1 })
+    );
+    let dup = vec![
+        (b"a".to_vec(), vec![0u8; 600]),
+        (b"a".to_vec(), b"2".to_vec()),
+    ];
+    assert_eq!(
+        Store::bulk_load(cfg.clone(), dup).err(),
+        Some(Error::Unsorted { index: 1 })
+    );
+    let empty_key = vec![(Vec::new(), b"1".to_vec())];
+    assert_eq!(
+        Store::bulk_load(cfg.clone(), empty_key).err(),
+        Some(Error::EmptyKey)
+    );
+    let none: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let s = Store::bulk_load(cfg, none).unwrap();
+    assert!(s.is_empty());
+    s.put(b"x", b"y").unwrap();
+    assert_eq!(s.get(b"x").unwrap(), Some(b"y".to_vec()));
+}
+
+#[test]
+fn out_of_line_values_round_trip_through_merges() {
+    let s = Store::new(Config {
+        node_size: 4096,
+        chunk_size: 1 << 20,
+        ..Config::default()
+    })
+    .unwrap();
+    for round in 0..3u8 {
+        for i in 0..300u32 {
+            let v = vec![round.wrapping_add(i as u8); 470 + (i as usize * 37) % 5000];
+            s.put(format!("big{i:04}").as_bytes(), &v).unwrap();
+        }
+    }
+    for i in 0..300u32 {
+        let v = s.get(format!("big{i:04}").as_bytes()).unwrap().unwrap();
+        assert_eq!(v.len(), 470 + (i as usize * 37) % 5000);
+        assert!(v.iter().all(|b| *b == 2u8.wrapping_add(i as u8)));
+    }
+    let st = s.stats();
+    let live: u64 = (0..300u64).map(|i| 470 + (i * 37) % 5000).sum();
+    // Replaced values are freed once no reader can reach them: at most one merge's worth
+    // of old values may still wait for reclamation.
+    assert!(
+        st.out_of_line_bytes >= live && st.out_of_line_bytes < live * 2,
+        "{st:?}"
+    );
+}
+
+#[test]
+fn memory_limit_is_a_clear_error() {
+    let s = Store::new(Config {
+        node_size: 4096,
+        chunk_size: 4096 * 4,
+        memory_limit: 4096 * 16,
+        ..Config::default()
+    })
+    .unwrap();
+    let mut err = None;
+    for i in 0..100_000u32 {
+        if let Err(e) = s.put(format!("{i:08}").as_bytes(), &[0u8; 100]) {
+            err = Some((i, e));
+            break;
+        }
+    }
+    let (stopped_at, e) = err.expect("the limit is reached");
+    assert_eq!(e, Error::OutOfMemory { limit: 4096 * 16 });
+    // Nothing acknowledged was lost and the store stays readable.
+    for i in 0..stopped_at {
+        assert!(
+            s.get(format!("{i:08}").as_bytes()).unwrap().is_some(),
+            "key {i}"
+        );
+    }
+    assert_eq!(s.get(format!("{stopped_at:08}").as_bytes()).unwrap(), None);
+    assert_eq!(s.len(), stopped_at as usize);
+    // Deleting makes room again (emptied leaves merge away).
+    for i in 0..stopped_at {
+        s.delete(format!("{i:08}").as_bytes()).unwrap();
+    }
+    let st = s.stats();
+    s.put(b"after", b"ok")
+        .unwrap_or_else(|e| panic!("{e}: {st:?}"));
+}
+
+#[test]
+fn invalid_config_is_rejected() {
+    for cfg in [
+        Config {
+            node_size: 1000,
+            ..Config::default()
+        },
+        Config {
+            max_key: 500,
+            ..Config::default()
+        },
+        Config {
+            chunk_size: 5000,
+            ..Config::default()
+        },
+        Config {
+            bulk_fill_pct: 5,
+            ..Config::default()
+        },
+    ] {
+        assert!(matches!(Store::new(cfg), Err(Error::InvalidConfig(_))));
+    }
+}
