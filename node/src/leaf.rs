@@ -5,7 +5,7 @@
 
 use crate::layout::*;
 use crate::log::{LogEntry, LogOrder};
-use crate::view::{NodeView, SortedItem, SortedIter, ValueRef};
+use crate::view::{NodeView, SortedIter, ValueRef};
 
 /// Merged, version-filtered iterator over a leaf's items in key order.
 pub struct LeafIter<'a> {
@@ -14,7 +14,6 @@ pub struct LeafIter<'a> {
     order: LogOrder,
     li: usize,
     sorted: SortedIter<'a>,
-    pending: Option<SortedItem<'a>>,
 }
 
 impl<'a> LeafIter<'a> {
@@ -27,16 +26,13 @@ impl<'a> LeafIter<'a> {
             .iter()
             .position(|&off| view.log_entry(usize::from(off)).back >= start)
             .unwrap_or(order.len());
-        let mut it = LeafIter {
+        LeafIter {
             view,
             rv,
             order,
             li,
             sorted,
-            pending: None,
-        };
-        it.pending = it.sorted.next_item();
-        it
+        }
     }
 
     fn entry(&self, i: usize) -> LogEntry<'a> {
@@ -44,52 +40,49 @@ impl<'a> LeafIter<'a> {
     }
 
     /// Next visible (key, value) in key order.
+    #[inline]
     pub fn next_kv(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
         loop {
-            let e = (self.li < self.order.len()).then(|| self.entry(self.li));
-            match (e, self.pending) {
-                (None, None) => return None,
-                (Some(e), s) if s.is_none_or(|s| e.back <= s.rel) => {
-                    // A run of entries for one key, newest first, linked by FLAG_DUP.
-                    let mut chosen: Option<LogEntry<'a>> = None;
-                    let mut cur = e;
-                    loop {
-                        self.li += 1;
-                        if chosen.is_none() && cur.version <= self.rv {
-                            chosen = Some(cur);
-                        }
-                        if cur.flags & FLAG_DUP == 0 || self.li >= self.order.len() {
-                            break;
-                        }
-                        cur = self.entry(self.li);
+            if self.li < self.order.len() {
+                let e = self.entry(self.li);
+                // The back pointer says where the entry falls among sorted items: before the
+                // item at that offset (or on it, with FLAG_EQ).
+                if self.sorted.at_end() || e.back <= self.sorted.position() {
+                    if let Some(kv) = self.log_group(e) {
+                        return Some(kv);
                     }
-                    let shadowed = if e.flags & FLAG_EQ != 0 {
-                        // The sorted item at the back pointer has this key: consume it.
-                        let s = self.pending.take();
-                        self.pending = self.sorted.next_item();
-                        s
-                    } else {
-                        None
-                    };
-                    match chosen {
-                        Some(c) => {
-                            if let Some(v) = c.value {
-                                return Some((c.key, v));
-                            }
-                        }
-                        None => {
-                            if let Some(s) = shadowed {
-                                return Some((s.key, self.view.value_at(s.body).0));
-                            }
-                        }
-                    }
+                    continue;
                 }
-                (_, Some(s)) => {
-                    self.pending = self.sorted.next_item();
-                    return Some((s.key, self.view.value_at(s.body).0));
-                }
-                (Some(_), None) => unreachable!("covered by the guard above"),
             }
+            let s = self.sorted.next_item()?;
+            return Some((s.key, self.view.value_at(s.body).0));
+        }
+    }
+
+    /// Consumes the run of entries for `e`'s key (newest first, linked by FLAG_DUP) and the
+    /// sorted item it shadows; returns the visible version, if any.
+    fn log_group(&mut self, e: LogEntry<'a>) -> Option<(&'a [u8], ValueRef<'a>)> {
+        let mut chosen: Option<LogEntry<'a>> = None;
+        let mut cur = e;
+        loop {
+            self.li += 1;
+            if chosen.is_none() && cur.version <= self.rv {
+                chosen = Some(cur);
+            }
+            if cur.flags & FLAG_DUP == 0 || self.li >= self.order.len() {
+                break;
+            }
+            cur = self.entry(self.li);
+        }
+        let shadowed = if e.flags & FLAG_EQ != 0 {
+            // The sorted item at the back pointer has this key: consume it.
+            self.sorted.next_item()
+        } else {
+            None
+        };
+        match chosen {
+            Some(c) => c.value.map(|v| (c.key, v)),
+            None => shadowed.map(|s| (s.key, self.view.value_at(s.body).0)),
         }
     }
 }
@@ -115,13 +108,30 @@ impl<'a> NodeView<'a> {
         it
     }
 
-    /// The visible value of `key` at `rv`.
+    /// The visible value of `key` at `rv`: the newest log entry for `key` within `rv` if
+    /// there is one (a delete marker hides the key), else the sorted block's item. Gives the
+    /// same answer as the first item of [`NodeView::leaf_lower_bound`] when its key is `key`
+    /// (tested), without ordering the log.
     pub fn leaf_get(&self, key: &[u8], rv: u64) -> Option<ValueRef<'a>> {
-        let mut it = self.leaf_lower_bound(key, rv);
-        match it.next() {
-            Some((k, v)) if k == key => Some(v),
-            _ => None,
+        let mut newest: Option<LogEntry<'a>> = None;
+        for e in self.log_entries() {
+            // Entries are appended in version order, so the last visible match is newest.
+            if e.version <= rv && e.key == key {
+                newest = Some(e);
+            }
         }
+        if let Some(e) = newest {
+            return e.value;
+        }
+        let mut it = self.seek_segment(key);
+        while let Some(item) = it.next_item() {
+            match item.key.cmp(key) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Equal => return Some(self.value_at(item.body).0),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
     }
 
     /// The largest visible key <= `key` in this leaf.

@@ -85,12 +85,12 @@ impl<'a> NodeView<'a> {
     /// The log entries in key order, newest first among equal keys, computed from the order
     /// hints alone: no key comparisons, one insertion into the indirection array per entry.
     pub fn log_order(&self) -> LogOrder {
-        let mut order = LogOrder {
-            offs: [0; MAX_LOG_ENTRIES],
-            len: 0,
-        };
-        for e in self.log_entries() {
-            order.insert(usize::from(e.hint), e.off as u16);
+        let mut order = LogOrder { offs: Vec::new() };
+        if self.log_len() > 0 {
+            order.offs.reserve(32);
+            for e in self.log_entries() {
+                order.insert(usize::from(e.hint), e.off as u16);
+            }
         }
         order
     }
@@ -115,38 +115,34 @@ impl<'a> Iterator for LogEntries<'a> {
 }
 
 /// The indirection array of Honeycomb figure 8: offsets of log entries in key order.
-#[derive(Clone)]
+/// (Allocated only for a non-empty log.)
+#[derive(Clone, Default)]
 pub struct LogOrder {
-    offs: [u16; MAX_LOG_ENTRIES],
-    len: usize,
+    offs: Vec<u16>,
 }
 
 impl LogOrder {
     /// Inserts the entry at `off` at position `hint`, shifting later positions right (the
     /// shift register of the hardware sorter).
     fn insert(&mut self, hint: usize, off: u16) {
-        let at = hint.min(self.len);
-        if self.len == MAX_LOG_ENTRIES {
-            return; // never written by the appender; a validated node has <= 255 entries
+        if self.offs.len() < MAX_LOG_ENTRIES {
+            self.offs.insert(hint.min(self.offs.len()), off);
         }
-        self.offs.copy_within(at..self.len, at + 1);
-        self.offs[at] = off;
-        self.len += 1;
     }
 
     /// Entry offsets in key order.
     pub fn as_slice(&self) -> &[u16] {
-        &self.offs[..self.len]
+        &self.offs
     }
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.len
+        self.offs.len()
     }
 
     /// Whether the log is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.offs.is_empty()
     }
 }
 

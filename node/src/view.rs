@@ -225,6 +225,17 @@ impl<'a> NodeView<'a> {
         }
     }
 
+    /// The offset just past a leaf item's value whose body starts at `body`.
+    #[inline]
+    pub fn value_end(&self, body: usize) -> usize {
+        let hdr = self.u16_at(body);
+        if hdr & VALUE_OUT_OF_LINE != 0 {
+            body + 2 + OUT_OF_LINE_REF
+        } else {
+            body + 2 + usize::from(hdr & VALUE_LEN_MASK)
+        }
+    }
+
     /// The child LID of an interior item whose body starts at node offset `body`.
     #[inline]
     pub fn child_at(&self, body: usize) -> u64 {
@@ -292,6 +303,10 @@ pub struct SortedIter<'a> {
     /// Node offset of the next shortcut entry not yet passed, if any.
     next_sc: Option<usize>,
     sc_left: usize,
+    /// Sorted block start and length, and the node kind, read once.
+    base: usize,
+    len: usize,
+    leaf: bool,
 }
 
 impl<'a> SortedIter<'a> {
@@ -301,12 +316,20 @@ impl<'a> SortedIter<'a> {
             pos: rel,
             next_sc: (sc_left > 0).then_some(sc_entry),
             sc_left,
+            base: view.sorted_start(),
+            len: view.sorted_len(),
+            leaf: view.is_leaf(),
         }
     }
 
     /// Position (relative to the sorted block) of the next item.
     pub fn position(&self) -> usize {
         self.pos
+    }
+
+    /// Whether every item has been returned.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.len
     }
 
     /// End (relative) of the segment that contains the current position: the start of the
@@ -336,15 +359,14 @@ impl<'a> SortedIter<'a> {
     /// Next item of the sorted block.
     #[inline]
     pub fn next_item(&mut self) -> Option<SortedItem<'a>> {
-        let v = self.view;
-        if self.pos >= v.sorted_len() {
+        if self.pos >= self.len {
             return None;
         }
-        let base = v.sorted_start();
-        let at = base + self.pos;
+        let v = self.view;
+        let at = self.base + self.pos;
         let rel = self.pos;
         let (key, body) = match self.next_sc {
-            Some(scp) if self.sc_left > 0 && usize::from(v.u16_at(scp)) == rel => {
+            Some(scp) if usize::from(v.u16_at(scp)) == rel => {
                 let (_, k, next) = v.shortcut_at(scp);
                 self.sc_left -= 1;
                 self.next_sc = (self.sc_left > 0).then_some(next);
@@ -355,12 +377,12 @@ impl<'a> SortedIter<'a> {
                 (v.bytes(at + 2, klen), at + 2 + klen)
             }
         };
-        let end = if v.is_leaf() {
-            v.value_at(body).1
+        let end = if self.leaf {
+            v.value_end(body)
         } else {
             body + LID_SIZE
         };
-        self.pos = end - base;
+        self.pos = end - self.base;
         Some(SortedItem { rel, key, body })
     }
 }

@@ -197,7 +197,8 @@ impl Tree {
         self.count(outcome);
         // Values referenced by superseded leaves but by no new leaf are dropped with them.
         let mut before = Vec::new();
-        for &off in &plan.superseded {
+        let any_out_of_line = self.ool_bytes.load(Ordering::Relaxed) > 0;
+        for &off in plan.superseded.iter().filter(|_| any_out_of_line) {
             let v = self.view(off, pin);
             if v.is_leaf() {
                 Tree::ool_refs(&v, &mut before);
@@ -292,10 +293,7 @@ impl Tree {
         let left = self.left_word(leaf_off).load(Ordering::Acquire);
         let right = lv.link();
         let merge_below = cap * self.cfg.merge_below_pct / 100;
-        let (parent_lid, parent_off) = path[depth - 1];
-        let _ = parent_lid;
-        let pv = self.view(parent_off, pin);
-        let (p_leftmost, p_entries) = pv.interior_entries();
+        let parent = self.view(path[depth - 1].1, pin);
         let edit = if size > cap {
             let sizes: Vec<usize> = items
                 .iter()
@@ -313,7 +311,8 @@ impl Tree {
                 plan.left_updates.push((right, r2));
             }
             Edit::Split(sep, r2)
-        } else if size < merge_below && !p_entries.is_empty() {
+        } else if size < merge_below && parent.sorted_len() > 0 {
+            let (p_leftmost, p_entries) = parent.interior_entries();
             let children: Vec<u64> = std::iter::once(p_leftmost)
                 .chain(p_entries.iter().map(|e| e.1))
                 .collect();
