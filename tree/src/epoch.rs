@@ -207,7 +207,7 @@ impl ReaderSlot {
         e
     }
 
-    /// Publishes `epoch` (obtained from [`ReaderSlot::enter`] or [`Epochs::current`] before
+    /// Publishes `epoch` (obtained from [`ReaderSlot::enter`] or [`ReaderSlot::current`] before
     /// the oldest request still in flight started): memory retired after that epoch is held.
     /// An engine calls this as its oldest in-flight request changes.
     pub fn hold(&self, epoch: u64) {
