@@ -104,6 +104,25 @@ fn split_point(sizes: &[usize], cap: usize) -> usize {
     best.1
 }
 
+/// The sibling under the same parent to merge `child` with: its right neighbour, or its
+/// left one when `child` is the last child; and whether `child` is the left of the pair.
+/// The parent has at least two children.
+fn merge_partner(parent: &NodeView<'_>, child: u64) -> (u64, bool) {
+    let (leftmost, entries) = parent.interior_entries();
+    let children: Vec<u64> = std::iter::once(leftmost)
+        .chain(entries.iter().map(|e| e.1))
+        .collect();
+    let idx = children
+        .iter()
+        .position(|&c| c == child)
+        .expect("child of parent");
+    if idx + 1 < children.len() {
+        (children[idx + 1], true)
+    } else {
+        (children[idx - 1], false)
+    }
+}
+
 impl Tree {
     /// Locks a leaf buffer that cannot be superseded meanwhile (the caller holds the SMO
     /// mutex), waiting out fast-path writers. Returns the word before locking.
@@ -312,20 +331,7 @@ impl Tree {
             }
             Edit::Split(sep, r2)
         } else if size < merge_below && parent.sorted_len() > 0 {
-            let (p_leftmost, p_entries) = parent.interior_entries();
-            let children: Vec<u64> = std::iter::once(p_leftmost)
-                .chain(p_entries.iter().map(|e| e.1))
-                .collect();
-            let idx = children
-                .iter()
-                .position(|&c| c == leaf_lid)
-                .expect("child of parent");
-            let ours_left = idx + 1 < children.len();
-            let sib_lid = if ours_left {
-                children[idx + 1]
-            } else {
-                children[idx - 1]
-            };
+            let (sib_lid, ours_left) = merge_partner(&parent, leaf_lid);
             let sib_off = self.pt.get(sib_lid);
             let sib_word = self.lock_spin(sib_off);
             let sv = self.view(sib_off, pin);
@@ -520,7 +526,7 @@ impl Tree {
     ) -> Result<Edit<'a>, crate::Error> {
         let icap = self.geo.interior_capacity();
         let gv = self.view(path[d - 1].1, pin);
-        let (g_leftmost, g_entries) = gv.interior_entries();
+        let (_, g_entries) = gv.interior_entries();
         let node = |lid, entries, old, link| NewNode {
             lid,
             content: Content::Interior(entries),
@@ -534,19 +540,7 @@ impl Tree {
             self.add_node(plan, node(lid, entries, off, leftmost))?;
             return Ok(Edit::None);
         }
-        let children: Vec<u64> = std::iter::once(g_leftmost)
-            .chain(g_entries.iter().map(|e| e.1))
-            .collect();
-        let idx = children
-            .iter()
-            .position(|&c| c == lid)
-            .expect("child of parent");
-        let ours_left = idx + 1 < children.len();
-        let sib_lid = if ours_left {
-            children[idx + 1]
-        } else {
-            children[idx - 1]
-        };
+        let (sib_lid, ours_left) = merge_partner(&gv, lid);
         let sib_off = self.pt.get(sib_lid);
         let sv = self.view(sib_off, pin);
         let (s_leftmost, s_entries) = sv.interior_entries();
