@@ -18,7 +18,7 @@
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Slot value of a reader that is not reading.
@@ -110,6 +110,7 @@ impl Epochs {
                 e.slot
                     .epoch
                     .store(self.global.load(Ordering::SeqCst), Ordering::SeqCst);
+                fence(Ordering::SeqCst);
             }
             e.depth += 1;
         });
@@ -204,6 +205,7 @@ impl ReaderSlot {
     pub fn enter(&self) -> u64 {
         let e = self.epochs.current();
         self.slot.epoch.store(e, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         e
     }
 
@@ -213,6 +215,7 @@ impl ReaderSlot {
     pub fn hold(&self, epoch: u64) {
         debug_assert!(epoch != IDLE);
         self.slot.epoch.store(epoch, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
     }
 
     /// Stops holding anything.

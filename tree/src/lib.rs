@@ -26,6 +26,7 @@ mod config;
 mod epoch;
 mod error;
 mod page_table;
+mod raw;
 mod smo;
 mod store;
 mod tree;
@@ -33,7 +34,9 @@ mod values;
 mod version;
 mod write;
 
+pub use accelkv_node::{NodeView, ValueRef};
 pub use config::Config;
 pub use epoch::ReaderSlot;
 pub use error::{Error, Result};
-pub use store::{Snapshot, Stats, Store, Write};
+pub use raw::{Raw, WriteObserver, ROOT_LID};
+pub use store::{Snapshot, Stats, Store, VersionView, Write};

@@ -64,6 +64,14 @@ impl PageTable {
         }
     }
 
+    /// Address of `lid`'s entry (for prefetching), or null when its block is not allocated.
+    pub fn entry_addr(&self, lid: u64) -> *const u8 {
+        match self.block(lid) {
+            Some(b) => &b[lid as usize & (BLOCK - 1)] as *const AtomicU64 as *const u8,
+            None => std::ptr::null(),
+        }
+    }
+
     /// Maps `lid` to `off` (release).
     pub fn set(&self, lid: u64, off: u64) {
         let b = match self.block(lid) {

@@ -212,6 +212,7 @@ impl Tree {
         SmoCounters::bump(&self.counters.log_merges);
         let wv = self.versions.begin_write();
         self.publish(&mut plan, wv);
+        self.observe(key, op.value(), wv);
         self.versions.release(wv);
         self.count(outcome);
         // Values referenced by superseded leaves but by no new leaf are dropped with them.

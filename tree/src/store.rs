@@ -4,10 +4,12 @@
 use crate::config::Config;
 use crate::epoch::ReaderSlot;
 use crate::error::{Error, Result};
+use crate::raw::{Raw, WriteObserver};
 use crate::tree::{Tree, ROOT};
 use crate::write::{Op, Outcome};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// An ordered key-value store held in memory.
 ///
@@ -226,6 +228,17 @@ impl Store {
         self.tree.epochs.register()
     }
 
+    /// Low-level read access for read engines (see [`Raw`]).
+    pub fn raw(&self) -> Raw<'_> {
+        Raw { tree: &self.tree }
+    }
+
+    /// Registers the observer told about every write before its release (once per store).
+    /// Returns `false` if one was already registered.
+    pub fn set_write_observer(&self, observer: Arc<dyn WriteObserver>) -> bool {
+        self.tree.observer.set(observer).is_ok()
+    }
+
     /// Items in the store.
     pub fn len(&self) -> usize {
         self.tree.items.load(Ordering::Relaxed).max(0) as usize
@@ -305,7 +318,51 @@ impl Snapshot<'_> {
         self.rv
     }
 
+    /// A view at read version `rv`, which must be at least this snapshot's version (the
+    /// snapshot holds everything such a view needs) and already released. `None` otherwise.
+    pub fn at(&self, rv: u64) -> Option<VersionView<'_>> {
+        (rv >= self.rv && rv <= self.store.read_version()).then_some(VersionView {
+            store: self.store,
+            rv,
+        })
+    }
+
+    fn here(&self) -> VersionView<'_> {
+        VersionView {
+            store: self.store,
+            rv: self.rv,
+        }
+    }
+
     /// The value of `key` at this snapshot.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.here().get(key)
+    }
+
+    /// [`Store::scan`] at this snapshot.
+    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.here().scan(lo, hi, limit)
+    }
+
+    /// [`Store::scan_floor`] at this snapshot.
+    pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.here().scan_floor(kl, ku, limit)
+    }
+}
+
+/// Reads at one read version, borrowed from a [`Snapshot`] that keeps it readable.
+pub struct VersionView<'s> {
+    store: &'s Store,
+    rv: u64,
+}
+
+impl VersionView<'_> {
+    /// The read version.
+    pub fn version(&self) -> u64 {
+        self.rv
+    }
+
+    /// The value of `key` at this version.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.store.check_key(key)?;
         let t = &self.store.tree;
@@ -313,7 +370,7 @@ impl Snapshot<'_> {
         Ok(t.get_at(key, self.rv, &pin, |v| v.to_vec()))
     }
 
-    /// [`Store::scan`] at this snapshot.
+    /// [`Store::scan`] at this version.
     pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
@@ -324,7 +381,7 @@ impl Snapshot<'_> {
         out
     }
 
-    /// [`Store::scan_floor`] at this snapshot.
+    /// [`Store::scan_floor`] at this version.
     pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();

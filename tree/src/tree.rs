@@ -38,11 +38,12 @@ pub(crate) const ROOT: u64 = 1;
 pub(crate) const POISON: u8 = 0xA5;
 
 /// Something retired that is freed once no reader can reach it.
-#[derive(Debug)]
 pub(crate) enum Garbage {
     Buffer(u64),
     Lid(u64),
     Value(u64, u32),
+    /// Memory owned outside the tree (a read engine's cache) that readers may still hold.
+    Boxed(#[allow(dead_code)] Box<dyn Send>),
 }
 
 pub(crate) struct Tree {
@@ -58,6 +59,8 @@ pub(crate) struct Tree {
     pub(crate) items: AtomicI64,
     pub(crate) ool_bytes: AtomicU64,
     pub(crate) counters: SmoCounters,
+    /// Told about every write before it is released (the hot-key cache).
+    pub(crate) observer: std::sync::OnceLock<Arc<dyn crate::WriteObserver>>,
 }
 
 /// How many structural modifications of each kind have run.
@@ -91,6 +94,7 @@ impl Tree {
             items: AtomicI64::new(0),
             ool_bytes: AtomicU64::new(0),
             counters: SmoCounters::default(),
+            observer: std::sync::OnceLock::new(),
             geo,
             cfg,
         };
@@ -143,6 +147,17 @@ impl Tree {
     /// A view of the published part of the buffer at `off`, valid while `_pin` is held.
     #[inline]
     pub(crate) fn view<'g>(&'g self, off: u64, _pin: &'g Pin<'_>) -> NodeView<'g> {
+        // SAFETY: the pin keeps the buffer from being freed for 'g (invariant 3).
+        unsafe { self.view_raw(off) }
+    }
+
+    /// A view of the published part of the buffer at `off`.
+    ///
+    /// # Safety
+    /// The caller keeps the buffer from being reclaimed for as long as it uses the view (an
+    /// epoch pinned or held before it reached the buffer).
+    #[inline]
+    pub(crate) unsafe fn view_raw(&self, off: u64) -> NodeView<'_> {
         let w = self.word(off).load(Ordering::Acquire);
         if cfg!(feature = "poison") && w == u64::from_ne_bytes([POISON; 8]) {
             panic!("reader touched reclaimed buffer at arena offset {off}");
@@ -150,8 +165,8 @@ impl Tree {
         let used = used_of(w);
         debug_assert!(used >= HEADER_SIZE && used <= self.geo.node_size);
         // SAFETY: bytes [ATOMIC_END, used) were written before the release store of `used`
-        // that our acquire load saw, and never change again (invariant 1); the pin keeps the
-        // buffer from being freed (invariant 3).
+        // that our acquire load saw, and never change again (invariant 1); the caller keeps
+        // the buffer alive (contract).
         let imm = unsafe {
             std::slice::from_raw_parts(self.arena.ptr(off).add(ATOMIC_END), used - ATOMIC_END)
         };
@@ -342,6 +357,14 @@ impl Tree {
         }
     }
 
+    /// Tells the write observer, if any, about a write that is visible in node memory and
+    /// not yet released.
+    pub(crate) fn observe(&self, key: &[u8], value: Option<&[u8]>, wv: u64) {
+        if let Some(o) = self.observer.get() {
+            o.on_write(key, value, wv);
+        }
+    }
+
     fn free_garbage(&self, x: Garbage) {
         match x {
             Garbage::Buffer(off) => {
@@ -357,6 +380,7 @@ impl Tree {
                 // SAFETY: the value's last referencing buffer is unreachable.
                 unsafe { values::free(handle, len) }
             }
+            Garbage::Boxed(b) => drop(b),
         }
     }
 

@@ -34,6 +34,16 @@ pub(crate) enum Op<'a> {
     Delete,
 }
 
+impl<'a> Op<'a> {
+    /// The value the key has after the operation (`None` for a delete).
+    pub(crate) fn value(&self) -> Option<&'a [u8]> {
+        match *self {
+            Op::Put(v) | Op::Update(v) => Some(v),
+            Op::Delete => None,
+        }
+    }
+}
+
 /// What a write did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -139,6 +149,7 @@ impl Tree {
             set_log_delta(dst, wv - view.version());
             word.store(unlocked_next(w, used + entry_len), Ordering::Release);
             drop(pin);
+            self.observe(key, op.value(), wv);
             self.versions.release(wv);
             self.count(outcome);
             return Ok((outcome, wv));

@@ -1,0 +1,274 @@
+//! One request as an explicit state machine (AMAC, asynchronous memory access chaining).
+//! Each `step` does the work for one memory access whose bytes were prefetched by the step
+//! before, issues the prefetch for the next access, and returns, so the engine thread can
+//! run the other requests in its window while the memory system fetches.
+//!
+//! Stages mirror Honeycomb's accelerator: `Page` reads the page-table entry (the memory
+//! subsystem), `Node` checks the version and searches the shortcut block (a key search
+//! unit on the header and shortcut block), `Search` searches the chosen segment or, at a
+//! leaf, the segment and log block (the range scan units). The traversal is the reference
+//! reader's (tree.rs): same routing, same old-version chains, same right-sibling links, the
+//! same in-node functions, so the answers are the same.
+
+use crate::prefetch::prefetch;
+use crate::request::{Reply, Request};
+use accelkv_tree::{NodeView, Raw, ValueRef, ROOT_LID};
+use std::ops::Bound;
+
+/// Bytes of a node's header and shortcut block fetched together.
+const HEAD_BYTES: usize = 512;
+/// `old_version` of a buffer with no older version.
+const NO_BUFFER: u64 = u64::MAX;
+const NO_LID: u64 = 0;
+
+enum Kind {
+    Get(Vec<u8>),
+    Scan {
+        lo: Vec<u8>,
+        hi: Bound<Vec<u8>>,
+        limit: usize,
+        items: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    /// Looking for the largest key <= `probe` (< `probe` when `strict`).
+    Floor {
+        probe: Vec<u8>,
+        strict: bool,
+        fence: Option<Vec<u8>>,
+        ku: Vec<u8>,
+        limit: usize,
+    },
+}
+
+#[derive(Clone, Copy)]
+enum Stage {
+    Page(u64),
+    Node(u64),
+    Search(u64),
+}
+
+/// A request in flight.
+pub(crate) struct Flight {
+    pub(crate) tag: u64,
+    pub(crate) rv: u64,
+    pub(crate) batch: u64,
+    pub(crate) sink: usize,
+    kind: Kind,
+    stage: Stage,
+}
+
+pub(crate) enum Step {
+    Pending,
+    Done(Reply),
+}
+
+impl Flight {
+    /// A request entering the window; prefetches the root's page-table entry.
+    pub(crate) fn new(
+        raw: Raw<'_>,
+        tag: u64,
+        rv: u64,
+        batch: u64,
+        sink: usize,
+        req: Request,
+    ) -> Flight {
+        let kind = match req {
+            Request::Get { key } => Kind::Get(key),
+            Request::Scan { lo, hi, limit } => Kind::Scan {
+                lo,
+                hi: hi.map_or(Bound::Unbounded, Bound::Excluded),
+                limit,
+                items: Vec::new(),
+            },
+            Request::ScanFloor { kl, ku, limit } => Kind::Floor {
+                probe: kl,
+                strict: false,
+                fence: None,
+                ku,
+                limit,
+            },
+        };
+        prefetch(raw.page_entry_addr(ROOT_LID), 8);
+        Flight {
+            tag,
+            rv,
+            batch,
+            sink,
+            kind,
+            stage: Stage::Page(ROOT_LID),
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        match &self.kind {
+            Kind::Get(k) => k,
+            Kind::Scan { lo, .. } => lo,
+            Kind::Floor { probe, .. } => probe,
+        }
+    }
+
+    fn goto_page(&mut self, raw: Raw<'_>, lid: u64) {
+        prefetch(raw.page_entry_addr(lid), 8);
+        self.stage = Stage::Page(lid);
+    }
+
+    /// Runs one stage.
+    ///
+    /// # Safety
+    /// The engine holds an epoch published before this request's read version was taken.
+    pub(crate) unsafe fn step(&mut self, raw: Raw<'_>) -> Step {
+        match self.stage {
+            Stage::Page(lid) => {
+                let off = raw.page(lid);
+                prefetch(raw.node_addr(off), HEAD_BYTES);
+                self.stage = Stage::Node(off);
+                Step::Pending
+            }
+            Stage::Node(off) => {
+                // SAFETY: reached by this request's walk under the engine's epoch (contract).
+                let v = unsafe { raw.view(off) };
+                let old = v.old_version();
+                if v.version() > self.rv && old != NO_BUFFER {
+                    prefetch(raw.node_addr(old), HEAD_BYTES);
+                    self.stage = Stage::Node(old);
+                    return Step::Pending;
+                }
+                // Shortcut search, then fetch only the chosen segment (and the log block).
+                let it = v.seek_segment(self.key());
+                let base = raw.node_addr(off);
+                let start = v.sorted_start() + it.position();
+                let end = v.sorted_start() + it.segment_end();
+                prefetch(base.wrapping_add(start), end - start);
+                if v.is_leaf() && v.log_len() > 0 {
+                    prefetch(base.wrapping_add(v.sorted_end()), v.log_len());
+                }
+                self.stage = Stage::Search(off);
+                Step::Pending
+            }
+            Stage::Search(off) => {
+                // SAFETY: as above.
+                let v = unsafe { raw.view(off) };
+                if v.is_leaf() {
+                    // SAFETY: as above.
+                    unsafe { self.at_leaf(raw, v) }
+                } else {
+                    let child = match &mut self.kind {
+                        Kind::Floor {
+                            probe,
+                            strict,
+                            fence,
+                            ..
+                        } => {
+                            let (child, sep) = v.route(probe, *strict);
+                            if let Some(s) = sep {
+                                *fence = Some(s.to_vec());
+                            }
+                            child
+                        }
+                        _ => v.child_for(self.key()),
+                    };
+                    self.goto_page(raw, child);
+                    Step::Pending
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// As for [`Flight::step`].
+    unsafe fn at_leaf(&mut self, raw: Raw<'_>, v: NodeView<'_>) -> Step {
+        let rv = self.rv;
+        // SAFETY: values of a node read under the engine's epoch (contract).
+        let bytes = |x: ValueRef<'_>| unsafe { raw.value(x) }.to_vec();
+        match &mut self.kind {
+            Kind::Get(key) => Step::Done(Reply::Value(v.leaf_get(key, rv).map(bytes))),
+            Kind::Scan {
+                lo,
+                hi,
+                limit,
+                items,
+            } => {
+                if items.len() < *limit {
+                    for (k, val) in v.leaf_lower_bound(lo, rv) {
+                        let beyond = match hi {
+                            Bound::Included(h) => k > h.as_slice(),
+                            Bound::Excluded(h) => k >= h.as_slice(),
+                            Bound::Unbounded => false,
+                        };
+                        if beyond {
+                            return Step::Done(Reply::Items(std::mem::take(items)));
+                        }
+                        items.push((k.to_vec(), bytes(val)));
+                        if items.len() == *limit {
+                            break;
+                        }
+                    }
+                }
+                let next = v.link();
+                if items.len() == *limit || next == NO_LID {
+                    return Step::Done(Reply::Items(std::mem::take(items)));
+                }
+                self.goto_page(raw, next);
+                Step::Pending
+            }
+            Kind::Floor {
+                probe,
+                strict,
+                fence,
+                ku,
+                limit,
+            } => {
+                let found = if *strict {
+                    v.leaf_iter(rv)
+                        .map(|(k, _)| k)
+                        .take_while(|k| *k < probe.as_slice())
+                        .last()
+                } else {
+                    v.leaf_floor(probe, rv)
+                };
+                let (ku, limit) = (std::mem::take(ku), *limit);
+                match (found, fence.take()) {
+                    (Some(start), _) => {
+                        // The floor key is in this leaf: scan from it, here.
+                        self.kind = Kind::Scan {
+                            lo: start.to_vec(),
+                            hi: Bound::Included(ku),
+                            limit,
+                            items: Vec::new(),
+                        };
+                        if limit == 0 {
+                            return Step::Done(Reply::Items(Vec::new()));
+                        }
+                        // SAFETY: as above.
+                        unsafe { self.at_leaf(raw, v) }
+                    }
+                    (None, Some(f)) => {
+                        // Keys just below this leaf's lower fence: descend again.
+                        self.kind = Kind::Floor {
+                            probe: f,
+                            strict: true,
+                            fence: None,
+                            ku,
+                            limit,
+                        };
+                        self.goto_page(raw, ROOT_LID);
+                        Step::Pending
+                    }
+                    (None, None) => {
+                        // No key <= kl: scan from the first key.
+                        self.kind = Kind::Scan {
+                            lo: Vec::new(),
+                            hi: Bound::Included(ku),
+                            limit,
+                            items: Vec::new(),
+                        };
+                        if limit == 0 {
+                            return Step::Done(Reply::Items(Vec::new()));
+                        }
+                        self.goto_page(raw, ROOT_LID);
+                        Step::Pending
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The CPU back end: engine threads, each keeping up to `G` requests in flight (amac.rs) and
+//! completing them out of order; the hot-key cache in front of GETs; the epoch each thread
+//! publishes so reclamation never frees what an in-flight request can reach.
+//!
+//! Thread safety: `submit` may be called from any number of threads. Each engine thread
+//! owns a shard: a queue of submitted requests and a reader slot.
+//!
+//! Invariants:
+//! 1. A batch is given its read version after its shard's slot publishes an epoch no newer
+//!    than the current one (the oldest in-flight batch's epoch, Honeycomb's S_old), and the
+//!    slot moves forward only when every request of the oldest batch has completed.
+//! 2. Completions are delivered after the engine has copied everything out of node memory.
+
+use crate::amac::{Flight, Step};
+use crate::hot::{HotCache, MAX_CACHED_KEY};
+use crate::manager::Manager;
+use crate::request::{Completion, Reply, Request, Sink};
+use crate::{EngineStats, ReadEngine};
+use accelkv_tree::{ReaderSlot, Store};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How the CPU engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Engine threads. Default: one per two cores, at least one.
+    pub threads: usize,
+    /// Requests each thread keeps in flight (G). Default 16, chosen by measurement
+    /// (docs/BENCHMARKS.md).
+    pub window: usize,
+    /// Buckets of the hot-key cache (one item each); 0 turns the cache off. Default 0.
+    pub cache_buckets: usize,
+    /// One GET in this many is sampled for the popularity sketch. Default 8.
+    pub sample_every: u32,
+    /// How often the cache manager installs hot keys. Default 20 ms.
+    pub manager_interval: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        EngineConfig {
+            threads: (cores / 2).max(1),
+            window: 16,
+            cache_buckets: 0,
+            sample_every: 8,
+            manager_interval: Duration::from_millis(20),
+        }
+    }
+}
+
+struct Pending {
+    tag: u64,
+    rv: u64,
+    batch: u64,
+    sink: Arc<Sink>,
+    req: Request,
+}
+
+#[derive(Default)]
+struct Queue {
+    incoming: VecDeque<Pending>,
+    /// (batch id, epoch held for it, requests not yet completed), oldest first.
+    batches: VecDeque<(u64, u64, usize)>,
+    next_batch: u64,
+}
+
+struct Shard {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    slot: ReaderSlot,
+}
+
+#[derive(Default)]
+struct Counters {
+    completed: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// The CPU read engine; see the module docs. Dropping it stops its threads.
+pub struct CpuEngine {
+    store: Arc<Store>,
+    shards: Vec<Arc<Shard>>,
+    next: AtomicUsize,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    cache: Option<Arc<HotCache>>,
+    counters: Arc<Counters>,
+}
+
+impl CpuEngine {
+    /// Starts the engine threads (and the cache manager when the cache is on).
+    pub fn start(store: Arc<Store>, cfg: EngineConfig) -> CpuEngine {
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let cache = HotCache::attach(&store, cfg.cache_buckets);
+        let mut threads = Vec::new();
+        let samples = cache.as_ref().map(|c| {
+            let (tx, rx) = channel();
+            let m = Manager {
+                store: store.clone(),
+                cache: c.clone(),
+                samples: rx,
+                stop: stop.clone(),
+                interval: cfg.manager_interval,
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name("accelkv-cache-mgr".into())
+                    .spawn(move || m.run())
+                    .expect("spawn cache manager"),
+            );
+            tx
+        });
+        let shards: Vec<Arc<Shard>> = (0..cfg.threads.max(1))
+            .map(|_| {
+                Arc::new(Shard {
+                    queue: Mutex::new(Queue::default()),
+                    ready: Condvar::new(),
+                    slot: store.raw().reader_slot(),
+                })
+            })
+            .collect();
+        for (i, shard) in shards.iter().enumerate() {
+            let w = Worker {
+                store: store.clone(),
+                shard: shard.clone(),
+                stop: stop.clone(),
+                window: cfg.window.max(1),
+                cache: cache.clone(),
+                samples: samples.clone(),
+                sample_every: cfg.sample_every.max(1),
+                counters: counters.clone(),
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("accelkv-engine-{i}"))
+                    .spawn(move || w.run())
+                    .expect("spawn engine thread"),
+            );
+        }
+        CpuEngine {
+            store,
+            shards,
+            next: AtomicUsize::new(0),
+            stop,
+            threads,
+            cache,
+            counters,
+        }
+    }
+
+    /// The hot-key cache, when on.
+    pub fn cache(&self) -> Option<&Arc<HotCache>> {
+        self.cache.as_ref()
+    }
+
+    /// The store the engine reads.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+}
+
+impl ReadEngine for CpuEngine {
+    fn submit(&self, sink: &Arc<Sink>, batch: Vec<(u64, Request)>) {
+        if batch.is_empty() {
+            return;
+        }
+        let shard = &self.shards[self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()];
+        let raw = self.store.raw();
+        let mut q = shard.queue.lock().unwrap_or_else(|e| e.into_inner());
+        // Invariant 1: publish before taking the read version.
+        let epoch = raw.current_epoch();
+        if q.batches.is_empty() {
+            shard.slot.hold(epoch);
+        }
+        let rv = raw.read_version();
+        let id = q.next_batch;
+        q.next_batch += 1;
+        q.batches.push_back((id, epoch, batch.len()));
+        for (tag, req) in batch {
+            q.incoming.push_back(Pending {
+                tag,
+                rv,
+                batch: id,
+                sink: sink.clone(),
+                req,
+            });
+        }
+        drop(q);
+        shard.ready.notify_one();
+    }
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn stats(&self) -> EngineStats {
+        let c = &self.counters;
+        let cs = self.cache.as_ref().map(|c| c.stats()).unwrap_or_default();
+        EngineStats {
+            completed: c.completed.load(Ordering::Relaxed),
+            cache_hits: c.hits.load(Ordering::Relaxed),
+            cache_misses: c.misses.load(Ordering::Relaxed),
+            cache_installs: cs.installs,
+            cache_evictions: cs.evictions,
+        }
+    }
+}
+
+impl Drop for CpuEngine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for s in &self.shards {
+            s.ready.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Worker {
+    store: Arc<Store>,
+    shard: Arc<Shard>,
+    stop: Arc<AtomicBool>,
+    window: usize,
+    cache: Option<Arc<HotCache>>,
+    samples: Option<Sender<Vec<Vec<u8>>>>,
+    sample_every: u32,
+    counters: Arc<Counters>,
+}
+
+/// Validates a request the way the store's API does.
+fn check(store: &Store, req: &Request) -> Option<Reply> {
+    let key = match req {
+        Request::Get { key } => key,
+        _ => return None,
+    };
+    let max = store.config().max_key;
+    if key.is_empty() {
+        Some(Reply::Error(accelkv_tree::Error::EmptyKey))
+    } else if key.len() > max {
+        Some(Reply::Error(accelkv_tree::Error::KeyTooLong {
+            len: key.len(),
+            max,
+        }))
+    } else {
+        None
+    }
+}
+
+impl Worker {
+    fn run(self) {
+        let raw = self.store.raw();
+        let mut flights: Vec<Flight> = Vec::with_capacity(self.window);
+        let mut sinks: Vec<Arc<Sink>> = Vec::new();
+        let mut out: Vec<Vec<Completion>> = Vec::new();
+        let mut finished: Vec<u64> = Vec::new();
+        let mut sampled: Vec<Vec<u8>> = Vec::new();
+        let mut gets = 0u32;
+        let (mut hits, mut misses) = (0u64, 0u64);
+        loop {
+            // Admit requests up to the window.
+            if flights.len() < self.window {
+                let mut q = self.shard.queue.lock().unwrap_or_else(|e| e.into_inner());
+                while flights.is_empty() && q.incoming.is_empty() {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    q = self
+                        .shard
+                        .ready
+                        .wait_timeout(q, Duration::from_millis(50))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                while flights.len() < self.window {
+                    let Some(p) = q.incoming.pop_front() else {
+                        break;
+                    };
+                    let si = match sinks.iter().position(|s| Arc::ptr_eq(s, &p.sink)) {
+                        Some(i) => i,
+                        None => {
+                            sinks.push(p.sink.clone());
+                            out.push(Vec::new());
+                            sinks.len() - 1
+                        }
+                    };
+                    let done = |reply: Reply, from_cache: bool| Completion {
+                        tag: p.tag,
+                        version: p.rv,
+                        reply,
+                        from_cache,
+                    };
+                    if let Some(err) = check(&self.store, &p.req) {
+                        out[si].push(done(err, false));
+                        finished.push(p.batch);
+                        continue;
+                    }
+                    if let (Request::Get { key }, Some(cache)) = (&p.req, &self.cache) {
+                        gets = gets.wrapping_add(1);
+                        if gets.is_multiple_of(self.sample_every) && key.len() <= MAX_CACHED_KEY {
+                            sampled.push(key.clone());
+                        }
+                        if let Some(v) = cache.lookup(key, p.rv) {
+                            hits += 1;
+                            out[si].push(done(Reply::Value(Some(v)), true));
+                            finished.push(p.batch);
+                            continue;
+                        }
+                        misses += 1;
+                    }
+                    flights.push(Flight::new(raw, p.tag, p.rv, p.batch, si, p.req));
+                }
+            }
+            // One stage of every request in flight, round robin.
+            let mut i = 0;
+            while i < flights.len() {
+                // SAFETY: every flight's batch holds an epoch in this shard's slot that was
+                // published before its read version was taken (invariant 1).
+                match unsafe { flights[i].step(raw) } {
+                    Step::Pending => i += 1,
+                    Step::Done(reply) => {
+                        let f = flights.swap_remove(i);
+                        out[f.sink].push(Completion {
+                            tag: f.tag,
+                            version: f.rv,
+                            reply,
+                            from_cache: false,
+                        });
+                        finished.push(f.batch);
+                    }
+                }
+            }
+            if !finished.is_empty() {
+                self.deliver(&sinks, &mut out, &mut finished);
+            }
+            if sampled.len() >= 256 {
+                if let Some(tx) = &self.samples {
+                    let _ = tx.send(std::mem::take(&mut sampled));
+                }
+            }
+            if hits + misses >= 1024 {
+                self.counters.hits.fetch_add(hits, Ordering::Relaxed);
+                self.counters.misses.fetch_add(misses, Ordering::Relaxed);
+                (hits, misses) = (0, 0);
+            }
+            if flights.is_empty() {
+                if hits + misses > 0 {
+                    self.counters.hits.fetch_add(hits, Ordering::Relaxed);
+                    self.counters.misses.fetch_add(misses, Ordering::Relaxed);
+                    (hits, misses) = (0, 0);
+                }
+                // Everything is delivered: forget the sinks seen so far.
+                sinks.clear();
+                out.clear();
+            }
+        }
+    }
+
+    /// Hands completions to their sinks, then releases the epochs of finished batches
+    /// (invariant 2: nothing is read from node memory after this for those requests).
+    fn deliver(&self, sinks: &[Arc<Sink>], out: &mut [Vec<Completion>], finished: &mut Vec<u64>) {
+        let mut n = 0;
+        for (sink, done) in sinks.iter().zip(out.iter_mut()) {
+            if !done.is_empty() {
+                n += done.len() as u64;
+                sink.push_all(done.drain(..));
+            }
+        }
+        self.counters.completed.fetch_add(n, Ordering::Relaxed);
+        let mut q = self.shard.queue.lock().unwrap_or_else(|e| e.into_inner());
+        for id in finished.drain(..) {
+            if let Some(b) = q.batches.iter_mut().find(|b| b.0 == id) {
+                b.2 -= 1;
+            }
+        }
+        while q.batches.front().is_some_and(|b| b.2 == 0) {
+            q.batches.pop_front();
+        }
+        match q.batches.front() {
+            Some(&(_, epoch, _)) => self.shard.slot.hold(epoch),
+            None => self.shard.slot.clear(),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The hot-key cache's control plane (the RISC-V NIC accelerator's software side): engine
+//! threads sample GET keys; this thread feeds them to the popularity sketch and, every
+//! interval, installs the hottest keys not yet cached, evicting an occupant only for a hotter
+//! key. Installation follows invariant 2 of hot.rs.
+
+use crate::hot::HotCache;
+use crate::sketch::Sketch;
+use accelkv_tree::Store;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most keys installed per interval.
+const PER_ROUND: usize = 4096;
+
+pub(crate) struct Manager {
+    pub(crate) store: Arc<Store>,
+    pub(crate) cache: Arc<HotCache>,
+    pub(crate) samples: Receiver<Vec<Vec<u8>>>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) interval: Duration,
+}
+
+impl Manager {
+    pub(crate) fn run(self) {
+        let buckets = self.cache.stats().buckets;
+        let mut sketch = Sketch::new(buckets.min(1 << 20));
+        let mut last = Instant::now();
+        let mut rounds = 0u64;
+        while !self.stop.load(Ordering::Relaxed) {
+            match self.samples.recv_timeout(self.interval) {
+                Ok(batch) => batch.iter().for_each(|k| sketch.add(k)),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if last.elapsed() >= self.interval {
+                last = Instant::now();
+                rounds += 1;
+                self.refresh(&sketch, buckets);
+                if rounds.is_multiple_of(50) {
+                    sketch.decay();
+                }
+            }
+        }
+    }
+
+    /// Installs the hottest keys that are not cached yet.
+    fn refresh(&self, sketch: &Sketch, buckets: usize) {
+        let mut installed = 0;
+        for (key, count) in sketch.top(buckets) {
+            if installed == PER_ROUND {
+                break;
+            }
+            if self.cache.contains(&key) {
+                continue;
+            }
+            let Some(cands) = self.cache.candidates(&key) else {
+                continue;
+            };
+            // An empty bucket, else the occupant with the lowest estimate if colder.
+            let victim = cands
+                .iter()
+                .map(|(b, w, occ)| (*b, *w, occ.as_ref().map_or(0, |o| sketch.estimate(&o.key))))
+                .min_by_key(|c| c.2);
+            let Some((b, _, victim_count)) = victim else {
+                continue;
+            };
+            if victim_count >= count {
+                continue;
+            }
+            let seen = [(cands[0].0, cands[0].1), (cands[1].0, cands[1].1)];
+            // Every write whose version was handed out before this point must be released
+            // before the value is read (hot.rs invariant 2).
+            let raw = self.store.raw();
+            let last = raw.last_write_version();
+            while raw.read_version() < last {
+                std::thread::yield_now();
+            }
+            let snap = self.store.snapshot();
+            let Ok(Some(value)) = snap.get(&key) else {
+                continue;
+            };
+            if self.cache.install(b, seen, &key, &value, snap.version()) {
+                installed += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Popularity sketch for the hot-key cache's control plane: a count-min sketch estimates how
+//! often each sampled key was seen, and a bounded candidate set remembers the keys with the
+//! highest estimates (the heavy hitters). Counts decay by halving so the cache follows a
+//! changing workload.
+
+use crate::hash::hash;
+use std::collections::HashMap;
+
+const ROWS: usize = 4;
+
+/// Count-min sketch plus heavy-hitter candidates.
+pub(crate) struct Sketch {
+    width: usize,
+    counts: Vec<u32>,
+    candidates: HashMap<Vec<u8>, u32>,
+    capacity: usize,
+}
+
+impl Sketch {
+    /// A sketch that tracks about `capacity` candidate keys.
+    pub(crate) fn new(capacity: usize) -> Sketch {
+        let width = (capacity * 4).next_power_of_two().clamp(1024, 1 << 22);
+        Sketch {
+            width,
+            counts: vec![0; ROWS * width],
+            candidates: HashMap::new(),
+            capacity: capacity.max(16),
+        }
+    }
+
+    fn cells(&self, key: &[u8]) -> [usize; ROWS] {
+        let h = hash(key);
+        std::array::from_fn(|r| {
+            let x = h.rotate_left(16 * r as u32)
+                ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(r as u64 + 1));
+            r * self.width + (x.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 40) as usize % self.width
+        })
+    }
+
+    /// Counts one sighting of `key`.
+    pub(crate) fn add(&mut self, key: &[u8]) {
+        let mut est = u32::MAX;
+        for c in self.cells(key) {
+            self.counts[c] = self.counts[c].saturating_add(1);
+            est = est.min(self.counts[c]);
+        }
+        if let Some(v) = self.candidates.get_mut(key) {
+            *v = est;
+            return;
+        }
+        self.candidates.insert(key.to_vec(), est);
+        if self.candidates.len() > 2 * self.capacity {
+            self.prune();
+        }
+    }
+
+    /// Estimated sightings of `key`.
+    pub(crate) fn estimate(&self, key: &[u8]) -> u32 {
+        self.cells(key)
+            .iter()
+            .map(|&c| self.counts[c])
+            .min()
+            .unwrap_or(0)
+    }
+
+    fn prune(&mut self) {
+        let mut v: Vec<(Vec<u8>, u32)> = self.candidates.drain().collect();
+        v.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
+        v.truncate(self.capacity);
+        self.candidates = v.into_iter().collect();
+    }
+
+    /// The `n` hottest candidates, hottest first.
+    pub(crate) fn top(&self, n: usize) -> Vec<(Vec<u8>, u32)> {
+        let mut v: Vec<(Vec<u8>, u32)> = self
+            .candidates
+            .keys()
+            .map(|k| (k.clone(), self.estimate(k)))
+            .collect();
+        v.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
+        v.truncate(n);
+        v
+    }
+
+    /// Halves every count.
+    pub(crate) fn decay(&mut self) {
+        for c in &mut self.counts {
+            *c /= 2;
+        }
+        self.candidates.retain(|_, v| {
+            *v /= 2;
+            *v > 0
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_heavy_hitters() {
+        let mut s = Sketch::new(64);
+        for round in 0..100u32 {
+            for hot in 0..10u32 {
+                s.add(format!("hot{hot}").as_bytes());
+            }
+            for cold in 0..50u32 {
+                s.add(format!("cold{}", round * 50 + cold).as_bytes());
+            }
+        }
+        let top: Vec<String> = s
+            .top(10)
+            .into_iter()
+            .map(|(k, _)| String::from_utf8(k).unwrap())
+            .collect();
+        for hot in 0..10 {
+            assert!(top.contains(&format!("hot{hot}")), "{top:?}");
+        }
+        assert!(s.estimate(b"hot3") >= 100);
+        s.decay();
+        assert!(s.estimate(b"hot3") >= 50 && s.estimate(b"hot3") < 100);
+    }
+}
