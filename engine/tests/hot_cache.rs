@@ -18,7 +18,7 @@ fn key(k: u64) -> Vec<u8> {
 fn value(k: u64, g: u64) -> Vec<u8> {
     // Every fourth generation is too long to inline, so values by reference are exercised.
     let mut v = format!("{k}:{g}:").into_bytes();
-    v.resize(if g % 4 == 3 { 100 } else { 20 }, b'.');
+    v.resize(if g.rem_euclid(4) == 3 { 100 } else { 20 }, b'.');
     v
 }
 

@@ -62,7 +62,7 @@ fn engine_never_reads_reclaimed_memory() {
                         store.delete(&key(i)).unwrap();
                     } else {
                         let mut v = format!("{i}:{g}:").into_bytes();
-                        v.resize(if g % 13 == 0 { 600 } else { 24 }, b'.');
+                        v.resize(if g.is_multiple_of(13) { 600 } else { 24 }, b'.');
                         store.put(&key(i), &v).unwrap();
                     }
                 }
