@@ -11,8 +11,8 @@
 //! same in-node functions, so the answers are the same.
 
 use crate::prefetch::prefetch;
-use crate::request::{Reply, Request};
-use accelkv_tree::{NodeView, Raw, ValueRef, ROOT_LID};
+use crate::request::{Items, Reply, Request};
+use accelkv_tree::{NodeView, Raw, SegmentCursor, ValueRef, ROOT_LID};
 use std::ops::Bound;
 
 /// Bytes of a node's header and shortcut block fetched together.
@@ -27,7 +27,7 @@ enum Kind {
         lo: Vec<u8>,
         hi: Bound<Vec<u8>>,
         limit: usize,
-        items: Vec<(Vec<u8>, Vec<u8>)>,
+        items: Items,
     },
     /// Looking for the largest key <= `probe` (< `probe` when `strict`).
     Floor {
@@ -43,7 +43,8 @@ enum Kind {
 enum Stage {
     Page(u64),
     Node(u64),
-    Search(u64),
+    /// Buffer offset and the segment the shortcut search chose.
+    Search(u64, SegmentCursor),
 }
 
 /// A request in flight.
@@ -77,7 +78,7 @@ impl Flight {
                 lo,
                 hi: hi.map_or(Bound::Unbounded, Bound::Excluded),
                 limit,
-                items: Vec::new(),
+                items: Items::default(),
             },
             Request::ScanFloor { kl, ku, limit } => Kind::Floor {
                 probe: kl,
@@ -98,11 +99,11 @@ impl Flight {
         }
     }
 
-    fn key(&self) -> &[u8] {
+    fn key(&self) -> (&[u8], bool) {
         match &self.kind {
-            Kind::Get(k) => k,
-            Kind::Scan { lo, .. } => lo,
-            Kind::Floor { probe, .. } => probe,
+            Kind::Get(k) => (k, false),
+            Kind::Scan { lo, .. } => (lo, false),
+            Kind::Floor { probe, strict, .. } => (probe, *strict),
         }
     }
 
@@ -133,7 +134,8 @@ impl Flight {
                     return Step::Pending;
                 }
                 // Shortcut search, then fetch only the chosen segment (and the log block).
-                let it = v.seek_segment(self.key());
+                let (key, strict) = self.key();
+                let it = v.seek(key, strict);
                 let base = raw.node_addr(off);
                 let start = v.sorted_start() + it.position();
                 let end = v.sorted_start() + it.segment_end();
@@ -141,16 +143,17 @@ impl Flight {
                 if v.is_leaf() && v.log_len() > 0 {
                     prefetch(base.wrapping_add(v.sorted_end()), v.log_len());
                 }
-                self.stage = Stage::Search(off);
+                self.stage = Stage::Search(off, it.cursor());
                 Step::Pending
             }
-            Stage::Search(off) => {
+            Stage::Search(off, cursor) => {
                 // SAFETY: as above.
                 let v = unsafe { raw.view(off) };
                 if v.is_leaf() {
                     // SAFETY: as above.
-                    unsafe { self.at_leaf(raw, v) }
+                    unsafe { self.at_leaf(raw, v, cursor) }
                 } else {
+                    let seg = v.resume(cursor);
                     let child = match &mut self.kind {
                         Kind::Floor {
                             probe,
@@ -158,13 +161,13 @@ impl Flight {
                             fence,
                             ..
                         } => {
-                            let (child, sep) = v.route(probe, *strict);
+                            let (child, sep) = v.route_from(seg, probe, *strict);
                             if let Some(s) = sep {
                                 *fence = Some(s.to_vec());
                             }
                             child
                         }
-                        _ => v.child_for(self.key()),
+                        _ => v.route_from(seg, self.key().0, false).0,
                     };
                     self.goto_page(raw, child);
                     Step::Pending
@@ -175,12 +178,17 @@ impl Flight {
 
     /// # Safety
     /// As for [`Flight::step`].
-    unsafe fn at_leaf(&mut self, raw: Raw<'_>, v: NodeView<'_>) -> Step {
+    unsafe fn at_leaf(&mut self, raw: Raw<'_>, v: NodeView<'_>, cursor: SegmentCursor) -> Step {
         let rv = self.rv;
-        // SAFETY: values of a node read under the engine's epoch (contract).
-        let bytes = |x: ValueRef<'_>| unsafe { raw.value(x) }.to_vec();
+        fn bytes<'v>(raw: Raw<'_>, x: ValueRef<'v>) -> &'v [u8] {
+            // SAFETY: values of a node read under the engine's epoch (the caller's contract).
+            unsafe { raw.value(x) }
+        }
         match &mut self.kind {
-            Kind::Get(key) => Step::Done(Reply::Value(v.leaf_get(key, rv).map(bytes))),
+            Kind::Get(key) => Step::Done(Reply::Value(
+                v.leaf_get_from(v.resume(cursor), key, rv)
+                    .map(|x| bytes(raw, x).to_vec()),
+            )),
             Kind::Scan {
                 lo,
                 hi,
@@ -188,7 +196,7 @@ impl Flight {
                 items,
             } => {
                 if items.len() < *limit {
-                    for (k, val) in v.leaf_lower_bound(lo, rv) {
+                    for (k, val) in v.leaf_lower_bound_from(v.resume(cursor), lo, rv) {
                         let beyond = match hi {
                             Bound::Included(h) => k > h.as_slice(),
                             Bound::Excluded(h) => k >= h.as_slice(),
@@ -197,7 +205,7 @@ impl Flight {
                         if beyond {
                             return Step::Done(Reply::Items(std::mem::take(items)));
                         }
-                        items.push((k.to_vec(), bytes(val)));
+                        items.push(k, bytes(raw, val));
                         if items.len() == *limit {
                             break;
                         }
@@ -233,13 +241,14 @@ impl Flight {
                             lo: start.to_vec(),
                             hi: Bound::Included(ku),
                             limit,
-                            items: Vec::new(),
+                            items: Items::default(),
                         };
                         if limit == 0 {
-                            return Step::Done(Reply::Items(Vec::new()));
+                            return Step::Done(Reply::Items(Items::default()));
                         }
-                        // SAFETY: as above.
-                        unsafe { self.at_leaf(raw, v) }
+                        // SAFETY: as above. The scan starts at the floor key's segment.
+                        let start_seg = v.seek_segment(start).cursor();
+                        unsafe { self.at_leaf(raw, v, start_seg) }
                     }
                     (None, Some(f)) => {
                         // Keys just below this leaf's lower fence: descend again.
@@ -259,10 +268,10 @@ impl Flight {
                             lo: Vec::new(),
                             hi: Bound::Included(ku),
                             limit,
-                            items: Vec::new(),
+                            items: Items::default(),
                         };
                         if limit == 0 {
-                            return Step::Done(Reply::Items(Vec::new()));
+                            return Step::Done(Reply::Items(Items::default()));
                         }
                         self.goto_page(raw, ROOT_LID);
                         Step::Pending

@@ -67,6 +67,8 @@ struct Queue {
     /// (batch id, epoch held for it, requests not yet completed), oldest first.
     batches: VecDeque<(u64, u64, usize)>,
     next_batch: u64,
+    /// The engine thread is waiting for work (so `submit` must wake it).
+    idle: bool,
 }
 
 struct Shard {
@@ -192,8 +194,11 @@ impl ReadEngine for CpuEngine {
                 req,
             });
         }
+        let wake = q.idle;
         drop(q);
-        shard.ready.notify_one();
+        if wake {
+            shard.ready.notify_one();
+        }
     }
 
     fn name(&self) -> &'static str {
@@ -273,12 +278,14 @@ impl Worker {
                     if self.stop.load(Ordering::Relaxed) {
                         return;
                     }
+                    q.idle = true;
                     q = self
                         .shard
                         .ready
                         .wait_timeout(q, Duration::from_millis(50))
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
+                    q.idle = false;
                 }
                 while flights.len() < self.window {
                     let Some(p) = q.incoming.pop_front() else {
@@ -376,8 +383,12 @@ impl Worker {
         }
         self.counters.completed.fetch_add(n, Ordering::Relaxed);
         let mut q = self.shard.queue.lock().unwrap_or_else(|e| e.into_inner());
+        // Batch ids are consecutive, so a batch's place in the queue is its id minus the
+        // oldest id.
+        let first = q.batches.front().map_or(0, |b| b.0);
         for id in finished.drain(..) {
-            if let Some(b) = q.batches.iter_mut().find(|b| b.0 == id) {
+            if let Some(b) = q.batches.get_mut((id - first) as usize) {
+                debug_assert_eq!(b.0, id);
                 b.2 -= 1;
             }
         }

@@ -43,7 +43,7 @@ mod sketch;
 
 pub use cpu::{CpuEngine, EngineConfig};
 pub use hot::{HotCache, HotCacheStats};
-pub use request::{Completion, Reply, Request, Sink};
+pub use request::{Completion, Items, Reply, Request, Sink};
 pub use routed::EngineStore;
 
 /// Counters an engine reports.

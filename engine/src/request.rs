@@ -1,6 +1,7 @@
 //! Requests, replies and the completion sink.
 
 use accelkv_tree::Error;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,13 +59,76 @@ impl Request {
     }
 }
 
+/// Items returned by a scan, stored flat (one buffer for all keys and values) so a scan
+/// costs two allocations, not two per item.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Items {
+    bytes: Vec<u8>,
+    /// (key end, value end) offsets into `bytes` for each item.
+    ends: Vec<(u32, u32)>,
+}
+
+impl Items {
+    /// Appends an item.
+    pub fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        let k = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(value);
+        self.ends.push((k, self.bytes.len() as u32));
+    }
+
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are no items.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The items in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let mut start = 0usize;
+        self.ends.iter().map(move |&(k, v)| {
+            let (k, v) = (k as usize, v as usize);
+            let item = (&self.bytes[start..k], &self.bytes[k..v]);
+            start = v;
+            item
+        })
+    }
+
+    /// The items as owned pairs.
+    pub fn to_vec(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect()
+    }
+}
+
+impl<K: AsRef<[u8]>, V: AsRef<[u8]>> FromIterator<(K, V)> for Items {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Items {
+        let mut items = Items::default();
+        for (k, v) in iter {
+            items.push(k.as_ref(), v.as_ref());
+        }
+        items
+    }
+}
+
+impl std::fmt::Debug for Items {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(|(k, v)| (String::from_utf8_lossy(k), v.len())))
+            .finish()
+    }
+}
+
 /// The answer to a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
     /// GET: the value, or `None` when absent.
     Value(Option<Vec<u8>>),
     /// SCAN and SCAN_FLOOR: the items in key order.
-    Items(Vec<(Vec<u8>, Vec<u8>)>),
+    Items(Items),
     /// The request was invalid (for example a key longer than the store allows).
     Error(Error),
 }
@@ -83,10 +147,22 @@ pub struct Completion {
 }
 
 /// Where an engine delivers completions; one per submitter (a connection, a thread).
-#[derive(Default)]
 pub struct Sink {
     done: Mutex<Vec<Completion>>,
     ready: Condvar,
+    /// How many completions a waiter needs (usize::MAX: nobody waits), so the engine wakes
+    /// a waiter only when it can return.
+    want: AtomicUsize,
+}
+
+impl Default for Sink {
+    fn default() -> Self {
+        Sink {
+            done: Mutex::new(Vec::new()),
+            ready: Condvar::new(),
+            want: AtomicUsize::new(usize::MAX),
+        }
+    }
 }
 
 impl Sink {
@@ -98,8 +174,12 @@ impl Sink {
     pub(crate) fn push_all(&self, c: impl IntoIterator<Item = Completion>) {
         let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
         d.extend(c);
+        let len = d.len();
         drop(d);
-        self.ready.notify_all();
+        // The waiter stored `want` while holding the lock, before waiting.
+        if len >= self.want.load(Ordering::Acquire) {
+            self.ready.notify_all();
+        }
     }
 
     /// Moves every completion that is ready into `out`; returns how many.
@@ -120,12 +200,14 @@ impl Sink {
             if now >= deadline {
                 break;
             }
+            self.want.store(min, Ordering::Release);
             d = self
                 .ready
                 .wait_timeout(d, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+        self.want.store(usize::MAX, Ordering::Release);
         let n = d.len();
         out.append(&mut d);
         n

@@ -57,7 +57,7 @@ impl<E: ReadEngine> EngineStore<E> {
     /// SCAN of `[lo, hi)` through the engine.
     pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         match self.one(Request::scan(lo, hi, limit)) {
-            Reply::Items(items) => items,
+            Reply::Items(items) => items.to_vec(),
             _ => Vec::new(),
         }
     }
@@ -65,7 +65,7 @@ impl<E: ReadEngine> EngineStore<E> {
     /// SCAN_FLOOR through the engine.
     pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         match self.one(Request::scan_floor(kl, ku, limit)) {
-            Reply::Items(items) => items,
+            Reply::Items(items) => items.to_vec(),
             _ => Vec::new(),
         }
     }

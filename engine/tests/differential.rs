@@ -120,8 +120,12 @@ fn reference(snap: &Snapshot<'_>, c: &Completion, req: &Request) -> Reply {
             Ok(v) => Reply::Value(v),
             Err(e) => Reply::Error(e),
         },
-        Request::Scan { lo, hi, limit } => Reply::Items(view.scan(lo, hi.as_deref(), *limit)),
-        Request::ScanFloor { kl, ku, limit } => Reply::Items(view.scan_floor(kl, ku, *limit)),
+        Request::Scan { lo, hi, limit } => {
+            Reply::Items(view.scan(lo, hi.as_deref(), *limit).into_iter().collect())
+        }
+        Request::ScanFloor { kl, ku, limit } => {
+            Reply::Items(view.scan_floor(kl, ku, *limit).into_iter().collect())
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 //! items come out in key order with no key comparison between log and sorted items. The
 //! newest entry within the read version wins for each key; delete markers hide older items.
 
+use crate::keys::cmp_keys;
 use crate::layout::*;
+use std::cmp::Ordering::{Equal, Greater, Less};
 use crate::log::{LogEntry, LogOrder};
 use crate::view::{NodeView, SortedIter, ValueRef};
 
@@ -103,8 +105,18 @@ impl<'a> NodeView<'a> {
     /// Visible items with key >= `key`, starting the search at the segment the shortcut
     /// block picks.
     pub fn leaf_lower_bound(&self, key: &[u8], rv: u64) -> std::iter::Peekable<LeafIter<'a>> {
-        let mut it = LeafIter::new(*self, rv, self.seek_segment(key)).peekable();
-        while it.next_if(|(k, _)| *k < key).is_some() {}
+        self.leaf_lower_bound_from(self.seek_segment(key), key, rv)
+    }
+
+    /// [`NodeView::leaf_lower_bound`] from the segment [`NodeView::seek_segment`] chose.
+    pub fn leaf_lower_bound_from(
+        &self,
+        seg: SortedIter<'a>,
+        key: &[u8],
+        rv: u64,
+    ) -> std::iter::Peekable<LeafIter<'a>> {
+        let mut it = LeafIter::new(*self, rv, seg).peekable();
+        while it.next_if(|(k, _)| cmp_keys(k, key) == Less).is_some() {}
         it
     }
 
@@ -113,22 +125,26 @@ impl<'a> NodeView<'a> {
     /// same answer as the first item of [`NodeView::leaf_lower_bound`] when its key is `key`
     /// (tested), without ordering the log.
     pub fn leaf_get(&self, key: &[u8], rv: u64) -> Option<ValueRef<'a>> {
+        self.leaf_get_from(self.seek_segment(key), key, rv)
+    }
+
+    /// [`NodeView::leaf_get`] from the segment [`NodeView::seek_segment`] chose.
+    pub fn leaf_get_from(&self, mut it: SortedIter<'a>, key: &[u8], rv: u64) -> Option<ValueRef<'a>> {
         let mut newest: Option<LogEntry<'a>> = None;
         for e in self.log_entries() {
             // Entries are appended in version order, so the last visible match is newest.
-            if e.version <= rv && e.key == key {
+            if e.version <= rv && cmp_keys(e.key, key) == Equal {
                 newest = Some(e);
             }
         }
         if let Some(e) = newest {
             return e.value;
         }
-        let mut it = self.seek_segment(key);
         while let Some(item) = it.next_item() {
-            match item.key.cmp(key) {
-                std::cmp::Ordering::Less => continue,
-                std::cmp::Ordering::Equal => return Some(self.value_at(item.body).0),
-                std::cmp::Ordering::Greater => return None,
+            match cmp_keys(item.key, key) {
+                Less => continue,
+                Equal => return Some(self.value_at(item.body).0),
+                Greater => return None,
             }
         }
         None
@@ -138,7 +154,7 @@ impl<'a> NodeView<'a> {
     pub fn leaf_floor(&self, key: &[u8], rv: u64) -> Option<&'a [u8]> {
         let mut best = None;
         for (k, _) in LeafIter::new(*self, rv, self.seek_segment(key)) {
-            if k > key {
+            if cmp_keys(k, key) == Greater {
                 break;
             }
             best = Some(k);

@@ -9,6 +9,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod builder;
+pub mod keys;
 pub mod layout;
 pub mod leaf;
 pub mod log;
@@ -25,4 +26,5 @@ pub use layout::Geometry;
 pub use leaf::LeafIter;
 pub use log::{encode_log_entry, log_entry_len, plan_append, set_log_delta, AppendPlan};
 pub use validate::{validate_node, Corrupt};
-pub use view::{NodeView, ValueRef};
+pub use keys::cmp_keys;
+pub use view::{NodeView, SegmentCursor, SortedIter, ValueRef};

@@ -168,9 +168,10 @@ pub fn plan_append<'a>(view: &NodeView<'a>, key: &[u8]) -> AppendPlan<'a> {
     let mut back = view.sorted_len();
     let mut eq_value = None;
     while let Some(item) = it.next_item() {
-        if item.key >= key {
+        let ord = crate::keys::cmp_keys(item.key, key);
+        if ord.is_ge() {
             back = item.rel;
-            if item.key == key {
+            if ord.is_eq() {
                 eq_value = Some(view.value_at(item.body).0);
             }
             break;
@@ -181,7 +182,7 @@ pub fn plan_append<'a>(view: &NodeView<'a>, key: &[u8]) -> AppendPlan<'a> {
     let mut count = 0;
     for e in view.log_entries() {
         count += 1;
-        match e.key.cmp(key) {
+        match crate::keys::cmp_keys(e.key, key) {
             std::cmp::Ordering::Less => hint += 1,
             std::cmp::Ordering::Equal => newest_same = Some(e),
             std::cmp::Ordering::Greater => {}

@@ -4,7 +4,9 @@
 //! A [`NodeView`] borrows bytes `[ATOMIC_END, used)` of a node, the part that never changes
 //! once published (layout.rs); the atomic header words are read by the caller.
 
+use crate::keys::cmp_keys;
 use crate::layout::*;
+use std::cmp::Ordering::{Equal, Greater};
 
 /// A value as stored in an item: inline bytes, or a reference to bytes kept out of line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,14 +186,16 @@ impl<'a> NodeView<'a> {
 
     /// As [`NodeView::seek_segment`], but with `strict` the segment of the last boundary key
     /// strictly below `key`.
-    fn seek(&self, key: &[u8], strict: bool) -> SortedIter<'a> {
+    pub fn seek(&self, key: &[u8], strict: bool) -> SortedIter<'a> {
         let n = self.shortcut_count();
         let mut pos = HEADER_SIZE;
         let mut chosen: Option<(usize, usize, usize)> = None; // (segment rel, entry pos, index)
         for i in 0..n {
             let (seg, k, next) = self.shortcut_at(pos);
-            if k > key || (strict && k == key) {
-                break;
+            match cmp_keys(k, key) {
+                Greater => break,
+                Equal if strict => break,
+                _ => {}
             }
             chosen = Some((seg, pos, i));
             pos = next;
@@ -257,17 +261,35 @@ impl<'a> NodeView<'a> {
     /// Interior node: the child of the largest separator <= `key` (< `key` when `strict`)
     /// and that separator (`None` for the leftmost child).
     pub fn route(&self, key: &[u8], strict: bool) -> (u64, Option<&'a [u8]>) {
+        self.route_from(self.seek(key, strict), key, strict)
+    }
+
+    /// [`NodeView::route`] continuing from the segment `it` that [`NodeView::seek`] chose
+    /// for the same key and strictness (an engine searches the shortcut block and the
+    /// segment in separate steps).
+    pub fn route_from(
+        &self,
+        mut it: SortedIter<'a>,
+        key: &[u8],
+        strict: bool,
+    ) -> (u64, Option<&'a [u8]>) {
         debug_assert!(!self.is_leaf());
-        let mut it = self.seek(key, strict);
         let seg_end = it.segment_end();
         let mut child = (self.link(), None);
         while let Some(item) = it.next_within(seg_end) {
-            if item.key > key || (strict && item.key == key) {
-                break;
+            match cmp_keys(item.key, key) {
+                Greater => break,
+                Equal if strict => break,
+                _ => {}
             }
             child = (self.child_at(item.body), Some(item.key));
         }
         child
+    }
+
+    /// Resumes a sorted-block iterator saved with [`SortedIter::cursor`] on this node.
+    pub fn resume(&self, c: SegmentCursor) -> SortedIter<'a> {
+        SortedIter::at(*self, c.pos, c.next_sc, c.sc_left)
     }
 
     /// Interior node: the leftmost child and every (separator, child) entry in order.
@@ -292,6 +314,15 @@ pub fn read_lid(b: &[u8]) -> u64 {
 pub fn write_lid(dst: &mut [u8], lid: u64) {
     debug_assert!(lid <= MAX_LID);
     dst[..LID_SIZE].copy_from_slice(&lid.to_le_bytes()[..LID_SIZE]);
+}
+
+/// A sorted-block position saved without borrowing the node (plain data), to resume with
+/// [`NodeView::resume`] on the same immutable buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentCursor {
+    pos: usize,
+    next_sc: usize,
+    sc_left: usize,
 }
 
 /// Iterator over sorted-block items from some position to the end of the block.
@@ -325,6 +356,15 @@ impl<'a> SortedIter<'a> {
     /// Position (relative to the sorted block) of the next item.
     pub fn position(&self) -> usize {
         self.pos
+    }
+
+    /// The position as plain data, to resume later with [`NodeView::resume`].
+    pub fn cursor(&self) -> SegmentCursor {
+        SegmentCursor {
+            pos: self.pos,
+            next_sc: self.next_sc.unwrap_or(0),
+            sc_left: self.sc_left,
+        }
     }
 
     /// Whether every item has been returned.

@@ -40,6 +40,9 @@ struct State {
 pub struct Arena {
     node_size: usize,
     chunk_size: usize,
+    /// log2 of the chunk size (a power of two), so translating an offset is a shift and a
+    /// mask rather than a division.
+    chunk_shift: u32,
     table: Box<[AtomicPtr<u8>]>,
     state: Mutex<State>,
     live: AtomicUsize,
@@ -49,11 +52,12 @@ impl Arena {
     /// An arena of `node_size` buffers in chunks of `chunk_size` bytes (a multiple of the
     /// node size), holding at most `limit` bytes of chunks.
     pub fn new(node_size: usize, chunk_size: usize, limit: usize) -> Arena {
-        assert!(chunk_size.is_multiple_of(node_size) && chunk_size >= node_size);
+        assert!(chunk_size.is_power_of_two() && chunk_size >= node_size);
         let max_chunks = limit.div_ceil(chunk_size).max(1);
         Arena {
             node_size,
             chunk_size,
+            chunk_shift: chunk_size.trailing_zeros(),
             table: (0..max_chunks)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
@@ -116,12 +120,12 @@ impl Arena {
     /// Address of the buffer at `off`.
     #[inline]
     pub fn ptr(&self, off: u64) -> *mut u8 {
-        let chunk = off as usize / self.chunk_size;
+        let chunk = (off >> self.chunk_shift) as usize;
         let base = self.table[chunk].load(Ordering::Acquire);
         debug_assert!(!base.is_null());
         // SAFETY: `off` came from `alloc`, so its chunk is installed (invariant 1) and the
         // offset within the chunk is below `chunk_size`.
-        unsafe { base.add(off as usize % self.chunk_size) }
+        unsafe { base.add(off as usize & (self.chunk_size - 1)) }
     }
 
     /// Node buffers currently allocated.

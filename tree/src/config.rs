@@ -21,7 +21,7 @@ pub struct Config {
     pub max_key: usize,
     /// Largest value accepted. Default 1 MiB.
     pub max_value: usize,
-    /// Bytes per arena chunk (a multiple of the node size). Default 64 MiB.
+    /// Bytes per arena chunk (a power of two, at least the node size). Default 64 MiB.
     pub chunk_size: usize,
     /// Most bytes of node memory the store may allocate; writes past it fail with
     /// `Error::OutOfMemory`. Default 64 GiB.
@@ -82,9 +82,9 @@ impl Config {
         if self.max_value > u32::MAX as usize {
             return bad(format!("max_value {} exceeds 4 GiB", self.max_value));
         }
-        if self.chunk_size < self.node_size || !self.chunk_size.is_multiple_of(self.node_size) {
+        if self.chunk_size < self.node_size || !self.chunk_size.is_power_of_two() {
             return bad(format!(
-                "chunk_size {} must be a multiple of the node size {}",
+                "chunk_size {} must be a power of two and at least the node size {}",
                 self.chunk_size, self.node_size
             ));
         }

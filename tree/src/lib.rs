@@ -34,7 +34,7 @@ mod values;
 mod version;
 mod write;
 
-pub use accelkv_node::{NodeView, ValueRef};
+pub use accelkv_node::{NodeView, SegmentCursor, ValueRef};
 pub use config::Config;
 pub use epoch::ReaderSlot;
 pub use error::{Error, Result};
