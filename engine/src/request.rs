@@ -117,7 +117,10 @@ impl<K: AsRef<[u8]>, V: AsRef<[u8]>> FromIterator<(K, V)> for Items {
 impl std::fmt::Debug for Items {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.iter().map(|(k, v)| (String::from_utf8_lossy(k), v.len())))
+            .entries(
+                self.iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k), v.len())),
+            )
             .finish()
     }
 }

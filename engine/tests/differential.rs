@@ -141,6 +141,7 @@ fn run(cache_buckets: usize, writers: bool, seed: u64) {
             cache_buckets,
             sample_every: 1,
             manager_interval: Duration::from_millis(2),
+            ..EngineConfig::default()
         },
     );
     let stop = Arc::new(AtomicBool::new(false));

@@ -57,6 +57,7 @@ fn cache_never_serves_stale_values() {
             cache_buckets: 4096,
             sample_every: 1,
             manager_interval: Duration::from_millis(1),
+            ..EngineConfig::default()
         },
     ));
     let stop = Arc::new(AtomicBool::new(false));

@@ -5,9 +5,9 @@
 
 use crate::keys::cmp_keys;
 use crate::layout::*;
-use std::cmp::Ordering::{Equal, Greater, Less};
 use crate::log::{LogEntry, LogOrder};
 use crate::view::{NodeView, SortedIter, ValueRef};
+use std::cmp::Ordering::{Equal, Greater, Less};
 
 /// Merged, version-filtered iterator over a leaf's items in key order.
 pub struct LeafIter<'a> {
@@ -129,7 +129,12 @@ impl<'a> NodeView<'a> {
     }
 
     /// [`NodeView::leaf_get`] from the segment [`NodeView::seek_segment`] chose.
-    pub fn leaf_get_from(&self, mut it: SortedIter<'a>, key: &[u8], rv: u64) -> Option<ValueRef<'a>> {
+    pub fn leaf_get_from(
+        &self,
+        mut it: SortedIter<'a>,
+        key: &[u8],
+        rv: u64,
+    ) -> Option<ValueRef<'a>> {
         let mut newest: Option<LogEntry<'a>> = None;
         for e in self.log_entries() {
             // Entries are appended in version order, so the last visible match is newest.

@@ -22,9 +22,9 @@ mod tests;
 pub use builder::{
     build_interior, build_leaf, interior_item_size, leaf_item_size, NodeMeta, Overflow,
 };
+pub use keys::cmp_keys;
 pub use layout::Geometry;
 pub use leaf::LeafIter;
 pub use log::{encode_log_entry, log_entry_len, plan_append, set_log_delta, AppendPlan};
 pub use validate::{validate_node, Corrupt};
-pub use keys::cmp_keys;
 pub use view::{NodeView, SegmentCursor, SortedIter, ValueRef};
