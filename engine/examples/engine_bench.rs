@@ -34,8 +34,8 @@ struct Args {
     /// Window G for the suites other than the G sweep.
     #[arg(long, default_value_t = 16)]
     window: usize,
-    /// Hot-cache buckets for the Zipfian suite.
-    #[arg(long, default_value_t = 1 << 16)]
+    /// Hot-cache buckets for the Zipfian suite (64 bytes each).
+    #[arg(long, default_value_t = 1 << 20)]
     cache_buckets: usize,
     /// Which suites to run (comma separated): get, zipf, scan, window, latency.
     #[arg(long, default_value = "get,zipf,scan,window,latency")]
@@ -232,7 +232,7 @@ fn main() {
             let eng = engine(&store, a.window, a.cache_buckets);
             let mut rng = SmallRng::seed_from_u64(10);
             // Warm up: let the control plane learn the hot keys.
-            engine_rate(&eng, 1.0, || Request::get(&key(z.next(&mut rng))));
+            engine_rate(&eng, 3.0, || Request::get(&key(z.next(&mut rng))));
             let before = ReadEngine::stats(&eng);
             let rate = engine_rate(&eng, secs, || Request::get(&key(z.next(&mut rng))));
             let after = ReadEngine::stats(&eng);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Most keys installed per interval.
-const PER_ROUND: usize = 4096;
+const PER_ROUND: usize = 16384;
 
 pub(crate) struct Manager {
     pub(crate) store: Arc<Store>,
