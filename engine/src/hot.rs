@@ -44,6 +44,32 @@ struct Bucket {
     w: [AtomicU64; 8],
 }
 
+impl Bucket {
+    /// The 48 data bytes (relaxed loads: callers order them with the sequence word).
+    fn data(&self) -> [u8; DATA] {
+        let mut data = [0u8; DATA];
+        for (i, chunk) in data.chunks_exact_mut(8).enumerate() {
+            chunk.copy_from_slice(&self.w[2 + i].load(Ordering::Relaxed).to_le_bytes());
+        }
+        data
+    }
+
+    fn store_data(&self, data: &[u8; DATA]) {
+        for (i, chunk) in data.chunks_exact(8).enumerate() {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            self.w[2 + i].store(word, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The pointer to the boxed value of an entry held by reference.
+fn boxed_ptr(m: Meta, data: &[u8; DATA]) -> u64 {
+    let k = usize::from(m.klen);
+    let mut p = [0u8; 8];
+    p.copy_from_slice(&data[k..k + 8]);
+    u64::from_le_bytes(p)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Meta {
     seq: u32,
@@ -155,10 +181,7 @@ impl HotCache {
             return None;
         }
         let version = bucket.w[1].load(Ordering::Relaxed);
-        let mut data = [0u8; DATA];
-        for (i, chunk) in data.chunks_exact_mut(8).enumerate() {
-            chunk.copy_from_slice(&bucket.w[2 + i].load(Ordering::Relaxed).to_le_bytes());
-        }
+        let data = bucket.data();
         fence(Ordering::Acquire);
         (bucket.w[0].load(Ordering::Relaxed) == w0).then_some((m, version, data))
     }
@@ -183,7 +206,7 @@ impl HotCache {
                 return None;
             }
             return Some(if m.vlen == BY_REF {
-                let p = u64::from_le_bytes(data[k..k + 8].try_into().ok()?) as *const Vec<u8>;
+                let p = boxed_ptr(m, &data) as *const Vec<u8>;
                 // SAFETY: the pointer was current when the bucket was read consistently, and
                 // boxed values are freed only through reclamation (invariant 3), which the
                 // caller's engine epoch holds back.
@@ -256,15 +279,8 @@ impl HotCache {
         version: u64,
     ) -> Meta {
         let bucket = &self.buckets[b];
-        let old_box = (old.occupied() && old.vlen == BY_REF).then(|| {
-            let k = usize::from(old.klen);
-            let mut ptr = [0u8; 8];
-            for (i, byte) in ptr.iter_mut().enumerate() {
-                let at = k + i;
-                *byte = bucket.w[2 + at / 8].load(Ordering::Relaxed).to_le_bytes()[at % 8];
-            }
-            u64::from_le_bytes(ptr)
-        });
+        let old_box =
+            (old.occupied() && old.vlen == BY_REF).then(|| boxed_ptr(old, &bucket.data()));
         let empty = Meta {
             seq: 0,
             aux: 0,
@@ -297,10 +313,7 @@ impl HotCache {
             _ => empty,
         };
         bucket.w[1].store(version, Ordering::Relaxed);
-        for (i, chunk) in data.chunks_exact(8).enumerate() {
-            let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            bucket.w[2 + i].store(word, Ordering::Relaxed);
-        }
+        bucket.store_data(&data);
         if let Some(p) = old_box {
             self.retire_box(p);
         }
@@ -324,14 +337,7 @@ impl HotCache {
             return None;
         }
         let k = usize::from(m.klen);
-        let mut data = [0u8; DATA];
-        for (i, chunk) in data.chunks_exact_mut(8).enumerate() {
-            chunk.copy_from_slice(
-                &self.buckets[b].w[2 + i]
-                    .load(Ordering::Relaxed)
-                    .to_le_bytes(),
-            );
-        }
+        let data = self.buckets[b].data();
         (&data[..k] == key).then_some(m)
     }
 
@@ -426,19 +432,10 @@ impl WriteObserver for HotCache {
 
 impl Drop for HotCache {
     fn drop(&mut self) {
-        for b in 0..self.buckets.len() {
-            let m = Meta::decode(self.buckets[b].w[0].load(Ordering::Relaxed));
+        for bucket in self.buckets.iter() {
+            let m = Meta::decode(bucket.w[0].load(Ordering::Relaxed));
             if m.occupied() && m.vlen == BY_REF {
-                let k = usize::from(m.klen);
-                let mut data = [0u8; DATA];
-                for (i, chunk) in data.chunks_exact_mut(8).enumerate() {
-                    chunk.copy_from_slice(
-                        &self.buckets[b].w[2 + i]
-                            .load(Ordering::Relaxed)
-                            .to_le_bytes(),
-                    );
-                }
-                let p = u64::from_le_bytes(data[k..k + 8].try_into().unwrap_or([0; 8]));
+                let p = boxed_ptr(m, &bucket.data());
                 // SAFETY: no reader is left (we are dropped); each box is freed once.
                 drop(unsafe { Box::from_raw(p as *mut Vec<u8>) });
             }
