@@ -1,0 +1,21 @@
+//! accelkv wire formats, pure encode/decode with no I/O (docs/PROTOCOL.md):
+//!
+//! * [`frame`]: the batched binary protocol v1 — many operations per frame, one frame per
+//!   UDP datagram or length-delimited on TCP, per-operation status codes, replies in any
+//!   order within a frame;
+//! * [`resp`]: the RESP2 subset that lets Redis clients and tools talk to accelkv;
+//! * [`Limits`]: the sizes every decoder enforces.
+//!
+//! Decoders never panic on any input and never allocate beyond a limit; the fuzz targets in
+//! `fuzz/` and the property tests check it.
+
+#![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod frame;
+mod limits;
+pub mod resp;
+
+pub use frame::{Body, FrameError, Header, Opcode, Request, Response, Status};
+pub use limits::Limits;
+pub use resp::{RespError, Value};

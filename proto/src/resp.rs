@@ -1,0 +1,322 @@
+//! RESP2 (the Redis serialization protocol), the subset accelkv speaks: commands as arrays
+//! of bulk strings or inline lines (what `redis-cli`, client libraries and
+//! `redis-benchmark`'s PING_INLINE send), and replies as simple strings, errors, integers,
+//! bulk strings and arrays.
+//!
+//! ```text
+//! command  := '*' n CRLF ( '$' len CRLF bytes CRLF ){n}  |  inline-line CRLF
+//! reply    := '+' line CRLF | '-' line CRLF | ':' int CRLF | '$' len CRLF bytes CRLF
+//!           | '$-1' CRLF | '*' n CRLF reply{n} | '*-1' CRLF
+//! ```
+//! Parsers never panic, return `Ok(None)` when more bytes are needed, and check declared
+//! sizes against [`Limits`] before allocating.
+
+use crate::limits::Limits;
+use std::fmt;
+
+/// Why RESP input was rejected (the connection should get `-ERR Protocol error` and close).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RespError {
+    /// Not RESP.
+    Protocol(&'static str),
+    /// A declared size over its limit.
+    TooLarge {
+        /// What.
+        what: &'static str,
+        /// Declared size.
+        len: usize,
+        /// Limit.
+        max: usize,
+    },
+}
+
+impl fmt::Display for RespError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RespError::Protocol(why) => write!(f, "Protocol error: {why}"),
+            RespError::TooLarge { what, len, max } => {
+                write!(
+                    f,
+                    "Protocol error: {what} of {len} exceeds the limit of {max}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for RespError {}
+
+/// Finds the CRLF-terminated line starting at `at`; `Ok(None)` if it is not complete.
+fn line(buf: &[u8], at: usize, max: usize) -> Result<Option<(&[u8], usize)>, RespError> {
+    let rest = buf.get(at..).unwrap_or(&[]);
+    match rest.iter().position(|&b| b == b'\n') {
+        Some(nl) => {
+            if nl > max + 1 {
+                return Err(RespError::TooLarge {
+                    what: "line",
+                    len: nl,
+                    max,
+                });
+            }
+            if nl == 0 || rest.get(nl - 1) != Some(&b'\r') {
+                return Err(RespError::Protocol("expected CRLF"));
+            }
+            if rest.get(..nl - 1).is_some_and(|l| l.contains(&b'\r')) {
+                return Err(RespError::Protocol("CR inside a line"));
+            }
+            Ok(rest.get(..nl - 1).map(|l| (l, at + nl + 1)))
+        }
+        None if rest.len() > max + 2 => Err(RespError::TooLarge {
+            what: "line",
+            len: rest.len(),
+            max,
+        }),
+        None => Ok(None),
+    }
+}
+
+fn int(s: &[u8]) -> Result<i64, RespError> {
+    std::str::from_utf8(s)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or(RespError::Protocol("invalid integer"))
+}
+
+/// A parsed command: its arguments (borrowed from the input) and the bytes it took.
+pub type Command<'a> = (Vec<&'a [u8]>, usize);
+
+/// Parses one command at the start of `buf`, or `Ok(None)` if more bytes are needed.
+pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Command<'a>>, RespError> {
+    let Some(&first) = buf.first() else {
+        return Ok(None);
+    };
+    if first != b'*' {
+        // Inline command: words separated by spaces.
+        let Some((l, end)) = line(buf, 0, limits.max_inline)? else {
+            return Ok(None);
+        };
+        let args: Vec<&[u8]> = l.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
+        if args.len() > limits.max_array {
+            return Err(RespError::TooLarge {
+                what: "inline arguments",
+                len: args.len(),
+                max: limits.max_array,
+            });
+        }
+        return Ok(Some((args, end)));
+    }
+    let Some((l, mut at)) = line(buf, 1, 32)? else {
+        return Ok(None);
+    };
+    let n = int(l)?;
+    if n < 0 {
+        return Err(RespError::Protocol("negative array length in a command"));
+    }
+    let n = n as usize;
+    if n > limits.max_array {
+        return Err(RespError::TooLarge {
+            what: "array",
+            len: n,
+            max: limits.max_array,
+        });
+    }
+    let mut args = Vec::with_capacity(n);
+    for _ in 0..n {
+        match buf.get(at) {
+            None => return Ok(None),
+            Some(b'$') => {}
+            Some(_) => return Err(RespError::Protocol("expected '$' (bulk string)")),
+        }
+        let Some((l, start)) = line(buf, at + 1, 32)? else {
+            return Ok(None);
+        };
+        let len = int(l)?;
+        if len < 0 {
+            return Err(RespError::Protocol("null bulk string in a command"));
+        }
+        let len = len as usize;
+        if len > limits.max_bulk {
+            return Err(RespError::TooLarge {
+                what: "bulk string",
+                len,
+                max: limits.max_bulk,
+            });
+        }
+        let end = start + len;
+        if buf.len() < end + 2 {
+            return Ok(None);
+        }
+        if buf.get(end..end + 2) != Some(b"\r\n") {
+            return Err(RespError::Protocol("bulk string not followed by CRLF"));
+        }
+        args.push(buf.get(start..end).unwrap_or(&[]));
+        at = end + 2;
+    }
+    Ok(Some((args, at)))
+}
+
+/// A reply value (for clients and tests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// `+OK`
+    Simple(String),
+    /// `-ERR ...`
+    Error(String),
+    /// `:42`
+    Integer(i64),
+    /// `$3\r\nfoo` or `$-1` (None).
+    Bulk(Option<Vec<u8>>),
+    /// `*2 ...` or `*-1` (None).
+    Array(Option<Vec<Value>>),
+}
+
+/// Parses one reply at the start of `buf`: the value and the bytes it took, or `Ok(None)`.
+pub fn parse_reply(buf: &[u8], limits: &Limits) -> Result<Option<(Value, usize)>, RespError> {
+    parse_reply_at(buf, 0, limits, 0)
+}
+
+fn parse_reply_at(
+    buf: &[u8],
+    at: usize,
+    limits: &Limits,
+    depth: usize,
+) -> Result<Option<(Value, usize)>, RespError> {
+    if depth > limits.max_depth {
+        return Err(RespError::TooLarge {
+            what: "nesting",
+            len: depth,
+            max: limits.max_depth,
+        });
+    }
+    let Some(&t) = buf.get(at) else {
+        return Ok(None);
+    };
+    let Some((l, next)) = line(buf, at + 1, limits.max_inline)? else {
+        return Ok(None);
+    };
+    let text = || String::from_utf8_lossy(l).into_owned();
+    Ok(Some(match t {
+        b'+' => (Value::Simple(text()), next),
+        b'-' => (Value::Error(text()), next),
+        b':' => (Value::Integer(int(l)?), next),
+        b'$' => {
+            let n = int(l)?;
+            if n < 0 {
+                return Ok(Some((Value::Bulk(None), next)));
+            }
+            let n = n as usize;
+            if n > limits.max_bulk {
+                return Err(RespError::TooLarge {
+                    what: "bulk string",
+                    len: n,
+                    max: limits.max_bulk,
+                });
+            }
+            if buf.len() < next + n + 2 {
+                return Ok(None);
+            }
+            if buf.get(next + n..next + n + 2) != Some(b"\r\n") {
+                return Err(RespError::Protocol("bulk string not followed by CRLF"));
+            }
+            (
+                Value::Bulk(buf.get(next..next + n).map(<[u8]>::to_vec)),
+                next + n + 2,
+            )
+        }
+        b'*' => {
+            let n = int(l)?;
+            if n < 0 {
+                return Ok(Some((Value::Array(None), next)));
+            }
+            let n = n as usize;
+            if n > limits.max_array {
+                return Err(RespError::TooLarge {
+                    what: "array",
+                    len: n,
+                    max: limits.max_array,
+                });
+            }
+            let mut items = Vec::with_capacity(n);
+            let mut pos = next;
+            for _ in 0..n {
+                let Some((v, p)) = parse_reply_at(buf, pos, limits, depth + 1)? else {
+                    return Ok(None);
+                };
+                items.push(v);
+                pos = p;
+            }
+            (Value::Array(Some(items)), pos)
+        }
+        _ => return Err(RespError::Protocol("unknown reply type")),
+    }))
+}
+
+/// Appends `+s\r\n`.
+pub fn simple(out: &mut Vec<u8>, s: &str) {
+    out.push(b'+');
+    out.extend_from_slice(s.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `-msg\r\n` (line breaks in `msg` become spaces).
+pub fn error(out: &mut Vec<u8>, msg: &str) {
+    out.push(b'-');
+    out.extend(
+        msg.bytes()
+            .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `:n\r\n`.
+pub fn integer(out: &mut Vec<u8>, n: i64) {
+    out.push(b':');
+    out.extend_from_slice(n.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a bulk string, or `$-1\r\n` for `None`.
+pub fn bulk(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        Some(b) => {
+            out.push(b'$');
+            out.extend_from_slice(b.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(b);
+            out.extend_from_slice(b"\r\n");
+        }
+        None => out.extend_from_slice(b"$-1\r\n"),
+    }
+}
+
+/// Appends an array header `*n\r\n` (the caller appends `n` elements).
+pub fn array(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    out.extend_from_slice(n.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a command as an array of bulk strings (what clients send).
+pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    array(out, args.len());
+    for a in args {
+        bulk(out, Some(a));
+    }
+}
+
+/// Appends a reply value.
+pub fn value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Simple(s) => simple(out, s),
+        Value::Error(s) => error(out, s),
+        Value::Integer(n) => integer(out, *n),
+        Value::Bulk(b) => bulk(out, b.as_deref()),
+        Value::Array(None) => out.extend_from_slice(b"*-1\r\n"),
+        Value::Array(Some(items)) => {
+            array(out, items.len());
+            for i in items {
+                value(out, i);
+            }
+        }
+    }
+}
