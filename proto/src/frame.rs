@@ -53,6 +53,9 @@ pub enum Opcode {
     Auth = 0x08,
     /// Server statistics as `name:value` lines.
     Stats = 0x09,
+    /// Padding: the value is ignored and the answer is an empty OK. Lets an unauthenticated
+    /// UDP client make its datagram as large as the reply it expects (no amplification).
+    Pad = 0x0A,
 }
 
 impl Opcode {
@@ -68,6 +71,7 @@ impl Opcode {
             0x07 => Opcode::Ping,
             0x08 => Opcode::Auth,
             0x09 => Opcode::Stats,
+            0x0A => Opcode::Pad,
             _ => return None,
         })
     }
@@ -213,6 +217,8 @@ pub enum Request<'a> {
     Auth { id: u16, password: &'a [u8] },
     /// STATS.
     Stats { id: u16 },
+    /// PAD with `len` ignored bytes.
+    Pad { id: u16, len: usize },
     /// An opcode this decoder does not know (answered with `Status::Unsupported`).
     Unknown { id: u16, opcode: u8 },
     /// An operation over a limit or malformed, answered with that status; the frame's
@@ -233,6 +239,7 @@ impl Request<'_> {
             | Request::Ping { id, .. }
             | Request::Auth { id, .. }
             | Request::Stats { id }
+            | Request::Pad { id, .. }
             | Request::Unknown { id, .. }
             | Request::Invalid { id, .. } => id,
         }
@@ -250,6 +257,7 @@ impl Request<'_> {
             Request::Ping { .. } => Opcode::Ping as u8,
             Request::Auth { .. } => Opcode::Auth as u8,
             Request::Stats { .. } => Opcode::Stats as u8,
+            Request::Pad { .. } => Opcode::Pad as u8,
             Request::Unknown { opcode, .. } | Request::Invalid { opcode, .. } => *opcode,
         }
     }
@@ -278,6 +286,10 @@ impl Request<'_> {
                 &[]
             }
             Request::Auth { password, .. } => password,
+            Request::Pad { len, .. } => {
+                scratch.resize(*len, 0);
+                &[]
+            }
             Request::Stats { .. } | Request::Unknown { .. } | Request::Invalid { .. } => &[],
         };
         (key, scratch.len())
@@ -506,6 +518,10 @@ fn decode_op<'a>(
         Opcode::Ping => Request::Ping { id, payload: value },
         Opcode::Auth => Request::Auth { id, password: key },
         Opcode::Stats => Request::Stats { id },
+        Opcode::Pad => Request::Pad {
+            id,
+            len: value.len(),
+        },
     }
 }
 
@@ -671,7 +687,7 @@ pub fn decode_response<'a>(
                     Body::Version(u64::from_le_bytes(*v))
                 }
                 Some(Opcode::Scan | Opcode::ScanFloor) => decode_items(b, limits)?,
-                Some(Opcode::Auth) | None => {
+                Some(Opcode::Auth | Opcode::Pad) | None => {
                     if !b.is_empty() {
                         return Err(FrameError::Malformed("unexpected body"));
                     }

@@ -26,6 +26,7 @@ enum Op {
     Ping(Vec<u8>),
     Auth(Vec<u8>),
     Stats,
+    Pad(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -39,6 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
         bytes(30).prop_map(Op::Ping),
         bytes(30).prop_map(Op::Auth),
         Just(Op::Stats),
+        (0usize..100).prop_map(Op::Pad),
     ]
 }
 
@@ -72,6 +74,7 @@ fn as_request(i: usize, op: &Op) -> Request<'_> {
         Op::Ping(p) => Request::Ping { id, payload: p },
         Op::Auth(p) => Request::Auth { id, password: p },
         Op::Stats => Request::Stats { id },
+        Op::Pad(len) => Request::Pad { id, len: *len },
     }
 }
 

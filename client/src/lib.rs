@@ -1,0 +1,368 @@
+//! Rust client for accelkv's binary protocol (docs/PROTOCOL.md): a blocking TCP client that
+//! sends many operations per frame, and a UDP client for reads and idempotent writes that
+//! retries on timeout and pads its datagrams so replies are never larger than requests.
+//!
+//! ```no_run
+//! use accelkv_client::Client;
+//! let mut c = Client::connect("127.0.0.1:7707", None)?;
+//! c.put(b"user:1", b"alice")?;
+//! assert_eq!(c.get(b"user:1")?, Some(b"alice".to_vec()));
+//! # Ok::<(), accelkv_client::ClientError>(())
+//! ```
+
+use accelkv_proto::frame::{decode_header, decode_response, encode_request};
+use accelkv_proto::{Body, FrameError, Limits, Request, Status};
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs, UdpSocket};
+use std::time::Duration;
+
+/// What went wrong.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The connection failed.
+    Io(std::io::Error),
+    /// The server's reply could not be decoded.
+    Protocol(FrameError),
+    /// The server answered an operation with a status other than OK.
+    Status(Status, String),
+    /// No reply within the timeout after every retry (UDP).
+    Timeout,
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Io(e) => write!(f, "connection error: {e}"),
+            ClientError::Protocol(e) => write!(f, "protocol error: {e}"),
+            ClientError::Status(s, m) if m.is_empty() => write!(f, "server answered {s:?}"),
+            ClientError::Status(s, m) => write!(f, "server answered {s:?}: {m}"),
+            ClientError::Timeout => write!(f, "no reply from the server"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<std::io::Error> for ClientError {
+    fn from(e: std::io::Error) -> Self {
+        ClientError::Io(e)
+    }
+}
+
+/// Result of client calls.
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// Scan items and whether the server cut the reply at its limit.
+pub type ScanReply = (Vec<(Vec<u8>, Vec<u8>)>, bool);
+
+/// An operation's answer, owning its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The operation id it answers.
+    pub id: u16,
+    /// Status.
+    pub status: Status,
+    /// Body.
+    pub body: Owned,
+}
+
+/// Owned response bodies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owned {
+    /// No body.
+    Empty,
+    /// Bytes (GET, PING, STATS).
+    Bytes(Vec<u8>),
+    /// Write version.
+    Version(u64),
+    /// Scan items and whether the server cut the reply short.
+    Items(Vec<(Vec<u8>, Vec<u8>)>, bool),
+    /// Error message.
+    Message(String),
+}
+
+impl Answer {
+    fn ok(self) -> Result<Owned> {
+        match (self.status, self.body) {
+            (Status::Ok, b) => Ok(b),
+            (s, Owned::Message(m)) => Err(ClientError::Status(s, m)),
+            (s, _) => Err(ClientError::Status(s, String::new())),
+        }
+    }
+}
+
+fn own(status: Status, id: u16, body: &Body<'_>) -> Answer {
+    let body = match body {
+        Body::Empty => Owned::Empty,
+        Body::Bytes(b) => Owned::Bytes(b.to_vec()),
+        Body::Version(v) => Owned::Version(*v),
+        Body::Items { truncated, items } => Owned::Items(
+            items
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
+            *truncated,
+        ),
+        Body::Message(m) => Owned::Message(String::from_utf8_lossy(m).into_owned()),
+    };
+    Answer { id, status, body }
+}
+
+/// Decodes a response frame into answers ordered by operation id.
+fn answers(buf: &[u8], limits: &Limits, frame_id: u32) -> Result<Vec<Answer>> {
+    let (h, ops) = decode_response(buf, limits).map_err(ClientError::Protocol)?;
+    if h.frame_id != frame_id {
+        return Err(ClientError::Protocol(FrameError::Malformed(
+            "reply to another frame",
+        )));
+    }
+    let mut out: Vec<Answer> = ops.iter().map(|r| own(r.status, r.id, &r.body)).collect();
+    out.sort_by_key(|a| a.id);
+    Ok(out)
+}
+
+/// A blocking client over TCP.
+pub struct Client {
+    stream: TcpStream,
+    token: Option<Vec<u8>>,
+    next_frame: u32,
+    limits: Limits,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Connects; with a password, every frame carries it as its token.
+    pub fn connect(addr: impl ToSocketAddrs, password: Option<&str>) -> Result<Client> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            stream,
+            token: password.map(|p| p.as_bytes().to_vec()),
+            next_frame: 1,
+            limits: Limits::default(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// Sends `ops` in one frame and returns their answers ordered by operation id (give
+    /// the operations ids 0, 1, 2, ... to index the answers by position).
+    pub fn execute(&mut self, ops: &[Request<'_>]) -> Result<Vec<Answer>> {
+        let id = self.next_frame;
+        self.next_frame = self.next_frame.wrapping_add(1);
+        let mut out = Vec::new();
+        encode_request(&mut out, id, self.token.as_deref(), ops);
+        self.stream.write_all(&out)?;
+        self.buf.clear();
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if let Ok(h) = decode_header(&self.buf, &self.limits) {
+                if self.buf.len() >= h.frame_len {
+                    return answers(&self.buf[..h.frame_len], &self.limits, id);
+                }
+            }
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn one(&mut self, op: Request<'_>) -> Result<Owned> {
+        let mut a = self.execute(&[op])?;
+        a.pop()
+            .ok_or(ClientError::Protocol(FrameError::Malformed("no answer")))?
+            .ok()
+    }
+
+    /// GET.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.one(Request::Get { id: 0, key }) {
+            Ok(Owned::Bytes(v)) => Ok(Some(v)),
+            Err(ClientError::Status(Status::NotFound, _)) => Ok(None),
+            Ok(_) => Err(ClientError::Protocol(FrameError::Malformed(
+                "unexpected body",
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn version(r: Result<Owned>) -> Result<u64> {
+        match r? {
+            Owned::Version(v) => Ok(v),
+            _ => Err(ClientError::Protocol(FrameError::Malformed(
+                "unexpected body",
+            ))),
+        }
+    }
+
+    /// PUT; returns the write version.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<u64> {
+        Self::version(self.one(Request::Put { id: 0, key, value }))
+    }
+
+    /// UPDATE (fails with NotFound when absent); returns the write version.
+    pub fn update(&mut self, key: &[u8], value: &[u8]) -> Result<u64> {
+        Self::version(self.one(Request::Update { id: 0, key, value }))
+    }
+
+    /// DELETE; `false` when the key was absent.
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        match Self::version(self.one(Request::Delete { id: 0, key })) {
+            Ok(_) => Ok(true),
+            Err(ClientError::Status(Status::NotFound, _)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn items(r: Result<Owned>) -> Result<ScanReply> {
+        match r? {
+            Owned::Items(items, truncated) => Ok((items, truncated)),
+            _ => Err(ClientError::Protocol(FrameError::Malformed(
+                "unexpected body",
+            ))),
+        }
+    }
+
+    /// SCAN `[lo, hi)` (`hi` empty: unbounded); the flag says the server cut the reply.
+    pub fn scan(&mut self, lo: &[u8], hi: &[u8], limit: u32) -> Result<ScanReply> {
+        Self::items(self.one(Request::Scan {
+            id: 0,
+            lo,
+            hi,
+            limit,
+        }))
+    }
+
+    /// SCAN_FLOOR from the largest key <= `kl` through `ku`.
+    pub fn scan_floor(&mut self, kl: &[u8], ku: &[u8], limit: u32) -> Result<ScanReply> {
+        Self::items(self.one(Request::ScanFloor {
+            id: 0,
+            kl,
+            ku,
+            limit,
+        }))
+    }
+
+    /// PING with a payload; returns the echo.
+    pub fn ping(&mut self, payload: &[u8]) -> Result<Vec<u8>> {
+        match self.one(Request::Ping { id: 0, payload })? {
+            Owned::Bytes(b) => Ok(b),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// STATS as text.
+    pub fn stats(&mut self) -> Result<String> {
+        match self.one(Request::Stats { id: 0 })? {
+            Owned::Bytes(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+            _ => Ok(String::new()),
+        }
+    }
+}
+
+/// A UDP client: one frame per datagram, for GET, SCAN, SCAN_FLOOR, PUT and DELETE.
+pub struct UdpClient {
+    socket: UdpSocket,
+    token: Option<Vec<u8>>,
+    next_frame: u32,
+    limits: Limits,
+    /// Per-try timeout and tries.
+    pub timeout: Duration,
+    /// Tries before giving up.
+    pub tries: u32,
+    /// Without a token, pad each datagram to at least this many bytes so replies of up to
+    /// this size are allowed (the server never answers an unauthenticated datagram with a
+    /// larger one). Default 512.
+    pub pad_to: usize,
+}
+
+impl UdpClient {
+    /// A client for the server at `server`.
+    pub fn connect(server: impl ToSocketAddrs, password: Option<&str>) -> Result<UdpClient> {
+        let socket = UdpSocket::bind("127.0.0.1:0")?;
+        socket.connect(server)?;
+        Ok(UdpClient {
+            socket,
+            token: password.map(|p| p.as_bytes().to_vec()),
+            next_frame: 1,
+            limits: Limits::default(),
+            timeout: Duration::from_millis(200),
+            tries: 5,
+            pad_to: 512,
+        })
+    }
+
+    /// Sends `ops` in one datagram (retrying on timeout; only for idempotent operations) and
+    /// returns the answers ordered by operation id. A PAD operation with the next free id is
+    /// added when padding is needed; its answer is dropped.
+    pub fn execute(&mut self, ops: &[Request<'_>]) -> Result<Vec<Answer>> {
+        let id = self.next_frame;
+        self.next_frame = self.next_frame.wrapping_add(1);
+        let mut out = Vec::new();
+        encode_request(&mut out, id, self.token.as_deref(), ops);
+        let pad_id = ops
+            .iter()
+            .map(Request::id)
+            .max()
+            .map_or(0, |m| m.wrapping_add(1));
+        let did_pad =
+            self.token.is_none() && out.len() + accelkv_proto::frame::REQ_OP_LEN <= self.pad_to;
+        if did_pad {
+            let len = self.pad_to - out.len() - accelkv_proto::frame::REQ_OP_LEN;
+            let mut padded: Vec<Request<'_>> = ops.to_vec();
+            padded.push(Request::Pad { id: pad_id, len });
+            out.clear();
+            encode_request(&mut out, id, None, &padded);
+        }
+        self.socket.set_read_timeout(Some(self.timeout))?;
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..self.tries.max(1) {
+            self.socket.send(&out)?;
+            loop {
+                match self.socket.recv(&mut buf) {
+                    Ok(n) => match answers(&buf[..n], &self.limits, id) {
+                        Ok(a) => {
+                            return Ok(a
+                                .into_iter()
+                                .filter(|x| !(did_pad && x.id == pad_id))
+                                .collect());
+                        }
+                        Err(_) => continue, // a late reply to an earlier frame
+                    },
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        break
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Err(ClientError::Timeout)
+    }
+
+    /// GET over UDP.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let a = self.execute(&[Request::Get { id: 0, key }])?;
+        match a.into_iter().next().map(Answer::ok) {
+            Some(Ok(Owned::Bytes(v))) => Ok(Some(v)),
+            Some(Err(ClientError::Status(Status::NotFound, _))) => Ok(None),
+            Some(Err(e)) => Err(e),
+            _ => Err(ClientError::Protocol(FrameError::Malformed("no answer"))),
+        }
+    }
+
+    /// PUT over UDP; returns the write version.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<u64> {
+        let a = self.execute(&[Request::Put { id: 0, key, value }])?;
+        match a.into_iter().next().map(Answer::ok) {
+            Some(Ok(Owned::Version(v))) => Ok(v),
+            Some(Err(e)) => Err(e),
+            _ => Err(ClientError::Protocol(FrameError::Malformed("no answer"))),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Server configuration: command-line flags (every one documented in `--help`), an optional
+//! TOML file with the same names, and the password from `ACCELKV_PASSWORD`.
+//! Precedence: flag > file > default.
+
+use clap::Parser;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// accelkv-server: an in-memory ordered key-value store served over a batched binary
+/// protocol (TCP and UDP) and RESP (Redis clients and tools).
+#[derive(Parser, Debug, Default, Deserialize)]
+#[command(version, about)]
+#[serde(deny_unknown_fields, default)]
+pub struct Args {
+    /// Address to listen on. Default 127.0.0.1 (loopback only); give another address to
+    /// accept remote clients.
+    #[arg(long)]
+    pub bind: Option<IpAddr>,
+    /// Port of the binary protocol, on TCP and UDP. Default 7707; 0 picks free ports.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Port of the RESP (Redis protocol) endpoint. Default 7379 (not Redis's 6379); 0 picks a
+    /// free port.
+    #[arg(long)]
+    pub resp_port: Option<u16>,
+    /// Port of the admin HTTP endpoint serving Prometheus metrics at /metrics. Default 7708;
+    /// 0 picks a free port.
+    #[arg(long)]
+    pub admin_port: Option<u16>,
+    /// Require this password: RESP clients send AUTH, binary frames carry it as their token.
+    /// Prefer the ACCELKV_PASSWORD environment variable (flags show in `ps`).
+    #[arg(long)]
+    pub password: Option<String>,
+    /// Read-engine threads. Default: one per two cores, at least one.
+    #[arg(long)]
+    pub engine_threads: Option<usize>,
+    /// Requests each engine thread keeps in flight. Default 16.
+    #[arg(long)]
+    pub engine_window: Option<usize>,
+    /// Buckets of the hot-key cache (64 bytes each); 0 turns it off. Default 65536.
+    #[arg(long)]
+    pub cache_buckets: Option<usize>,
+    /// Node size in bytes (4096–65536, power of two). Default 8192.
+    #[arg(long)]
+    pub node_size: Option<usize>,
+    /// Memory limit for tree nodes in MiB; writes past it fail with an out-of-memory error.
+    /// Default 16384.
+    #[arg(long)]
+    pub memory_limit_mib: Option<usize>,
+    /// Most client connections (TCP and RESP together). Default 1024.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Close a connection idle for this many seconds; 0 never. Default 300.
+    #[arg(long)]
+    pub idle_timeout_secs: Option<u64>,
+    /// Most reply bytes buffered for one connection; a client that does not read is
+    /// disconnected. Default 64 MiB.
+    #[arg(long)]
+    pub max_output_mib: Option<usize>,
+    /// Most operations in flight in the whole server; beyond it operations get BUSY (binary)
+    /// or -BUSY (RESP). Default 65536.
+    #[arg(long)]
+    pub max_inflight: Option<usize>,
+    /// Most operations in one binary frame. Default 1024.
+    #[arg(long)]
+    pub max_ops_per_frame: Option<usize>,
+    /// Largest binary frame in bytes. Default 4 MiB.
+    #[arg(long)]
+    pub max_frame: Option<usize>,
+    /// Largest value in bytes. Default 1 MiB.
+    #[arg(long)]
+    pub max_value: Option<usize>,
+    /// Most items in one scan reply. Default 1000.
+    #[arg(long)]
+    pub max_scan_items: Option<usize>,
+    /// Read settings from this TOML file (keys as the flags, with underscores).
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+}
+
+/// The resolved configuration.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub bind: IpAddr,
+    pub port: u16,
+    pub resp_port: u16,
+    pub admin_port: u16,
+    pub password: Option<String>,
+    pub engine_threads: usize,
+    pub engine_window: usize,
+    pub cache_buckets: usize,
+    pub node_size: usize,
+    pub memory_limit: usize,
+    pub max_connections: usize,
+    pub idle_timeout: Option<Duration>,
+    pub max_output: usize,
+    pub max_inflight: usize,
+    pub limits: accelkv_proto::Limits,
+}
+
+macro_rules! pick {
+    ($flag:expr, $file:expr, $default:expr) => {
+        $flag.or($file).unwrap_or($default)
+    };
+}
+
+impl Settings {
+    /// Resolves flags, the TOML file they name, and the environment.
+    pub fn resolve(flags: Args) -> Result<Settings, String> {
+        let file: Args = match &flags.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            None => Args::default(),
+        };
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let mut limits = accelkv_proto::Limits::default();
+        limits.max_ops = pick!(
+            flags.max_ops_per_frame,
+            file.max_ops_per_frame,
+            limits.max_ops
+        );
+        limits.max_frame = pick!(flags.max_frame, file.max_frame, limits.max_frame);
+        limits.max_value = pick!(flags.max_value, file.max_value, limits.max_value);
+        limits.max_bulk = limits.max_value + 1024;
+        limits.max_scan_items = pick!(
+            flags.max_scan_items,
+            file.max_scan_items,
+            limits.max_scan_items
+        );
+        if limits.max_ops == 0 || limits.max_ops > 65535 {
+            return Err("max_ops_per_frame must be 1..=65535".into());
+        }
+        let password = flags
+            .password
+            .or(std::env::var("ACCELKV_PASSWORD")
+                .ok()
+                .filter(|p| !p.is_empty()))
+            .or(file.password);
+        if password.as_ref().is_some_and(|p| p.len() > 255) {
+            return Err("password longer than 255 bytes".into());
+        }
+        let idle = pick!(flags.idle_timeout_secs, file.idle_timeout_secs, 300);
+        Ok(Settings {
+            bind: pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1])),
+            port: pick!(flags.port, file.port, 7707),
+            resp_port: pick!(flags.resp_port, file.resp_port, 7379),
+            admin_port: pick!(flags.admin_port, file.admin_port, 7708),
+            password,
+            engine_threads: pick!(
+                flags.engine_threads,
+                file.engine_threads,
+                (cores / 2).max(1)
+            ),
+            engine_window: pick!(flags.engine_window, file.engine_window, 16),
+            cache_buckets: pick!(flags.cache_buckets, file.cache_buckets, 1 << 16),
+            node_size: pick!(flags.node_size, file.node_size, 8192),
+            memory_limit: pick!(flags.memory_limit_mib, file.memory_limit_mib, 16384) << 20,
+            max_connections: pick!(flags.max_connections, file.max_connections, 1024),
+            idle_timeout: (idle > 0).then(|| Duration::from_secs(idle)),
+            max_output: pick!(flags.max_output_mib, file.max_output_mib, 64) << 20,
+            max_inflight: pick!(flags.max_inflight, file.max_inflight, 65536),
+            limits,
+        })
+    }
+}

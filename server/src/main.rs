@@ -1,0 +1,114 @@
+//! `accelkv-server`: starts an in-memory store with the read engine and serves it over the
+//! binary protocol (TCP and UDP), RESP, and an admin HTTP endpoint. `--help` lists every
+//! flag; see the README for a first session.
+
+mod config;
+mod exec;
+mod metrics;
+mod net;
+mod resp_cmd;
+mod state;
+
+use clap::Parser;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn main() {
+    let settings = match config::Settings::resolve(config::Args::parse()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("accelkv-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("accelkv-server: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(run(settings)) {
+        eprintln!("accelkv-server: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(settings: config::Settings) -> Result<(), String> {
+    let addr = |port| SocketAddr::new(settings.bind, port);
+    let bind_err = |what: &str, a: SocketAddr, e: std::io::Error| {
+        format!("cannot listen for {what} on {a}: {e}")
+    };
+    let tcp = tokio::net::TcpListener::bind(addr(settings.port))
+        .await
+        .map_err(|e| bind_err("binary TCP", addr(settings.port), e))?;
+    let bin_port = tcp.local_addr().map_err(|e| e.to_string())?.port();
+    let udp = std::net::UdpSocket::bind(addr(bin_port))
+        .map_err(|e| bind_err("binary UDP", addr(bin_port), e))?;
+    let resp = tokio::net::TcpListener::bind(addr(settings.resp_port))
+        .await
+        .map_err(|e| bind_err("RESP", addr(settings.resp_port), e))?;
+    let admin = tokio::net::TcpListener::bind(addr(settings.admin_port))
+        .await
+        .map_err(|e| bind_err("admin HTTP", addr(settings.admin_port), e))?;
+    let resp_port = resp.local_addr().map_err(|e| e.to_string())?.port();
+    let admin_port = admin.local_addr().map_err(|e| e.to_string())?.port();
+    let auth = if settings.password.is_some() {
+        "on"
+    } else {
+        "off"
+    };
+    let shared = state::Shared::new(settings.clone())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let udp_thread = {
+        let (sh, stop) = (shared.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("accelkv-udp".into())
+            .spawn(move || net::serve_udp(sh, udp, stop))
+            .map_err(|e| e.to_string())?
+    };
+    tokio::spawn(net::serve_binary_tcp(shared.clone(), tcp));
+    tokio::spawn(net::serve_resp(shared.clone(), resp));
+    tokio::spawn(net::serve_admin(shared.clone(), admin));
+    println!(
+        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine cpu, {} engine threads, hot cache {} buckets)",
+        addr(bin_port),
+        addr(resp_port),
+        addr(admin_port),
+        settings.engine_threads,
+        settings.cache_buckets
+    );
+    shutdown_signal().await;
+    println!("accelkv-server: shutting down");
+    stop.store(true, Ordering::Relaxed);
+    let _ = udp_thread.join();
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,86 @@
+//! Prometheus text metrics for the admin endpoint: operation counts, latency percentiles
+//! (hdrhistogram), engine completions and queue depth, hot-cache hit rate, memory,
+//! connections.
+
+use crate::state::{Shared, CLASSES};
+use accelkv_engine::ReadEngine;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+pub fn prometheus(sh: &Shared) -> String {
+    let mut o = String::new();
+    let m = &sh.metrics;
+    let _ = writeln!(o, "# TYPE accelkv_ops_total counter");
+    for (i, c) in CLASSES.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "accelkv_ops_total{{op=\"{c}\"}} {}",
+            m.ops[i].load(Ordering::Relaxed)
+        );
+    }
+    let counters = [
+        ("accelkv_errors_total", &m.errors),
+        ("accelkv_busy_total", &m.busy),
+        ("accelkv_frames_total", &m.frames),
+        ("accelkv_resp_commands_total", &m.resp_commands),
+        ("accelkv_udp_datagrams_total", &m.udp_datagrams),
+        ("accelkv_bad_input_total", &m.bad_input),
+        ("accelkv_connections_total", &m.connections_total),
+        (
+            "accelkv_connections_rejected_total",
+            &m.connections_rejected,
+        ),
+    ];
+    for (name, c) in counters {
+        let _ = writeln!(
+            o,
+            "# TYPE {name} counter\n{name} {}",
+            c.load(Ordering::Relaxed)
+        );
+    }
+    if let Ok(h) = m.latency.lock() {
+        let _ = writeln!(o, "# TYPE accelkv_request_latency_microseconds summary");
+        for q in [0.5, 0.9, 0.99, 0.999] {
+            let _ = writeln!(
+                o,
+                "accelkv_request_latency_microseconds{{quantile=\"{q}\"}} {}",
+                h.value_at_quantile(q)
+            );
+        }
+        let _ = writeln!(o, "accelkv_request_latency_microseconds_count {}", h.len());
+    }
+    let e = sh.engine.stats();
+    let s = sh.store.stats();
+    let hit = if e.cache_hits + e.cache_misses > 0 {
+        e.cache_hits as f64 / (e.cache_hits + e.cache_misses) as f64
+    } else {
+        0.0
+    };
+    let gauges = [
+        (
+            "accelkv_connections",
+            sh.connections.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "accelkv_inflight_operations",
+            sh.inflight.load(Ordering::Relaxed) as f64,
+        ),
+        ("accelkv_keys", s.items as f64),
+        (
+            "accelkv_memory_bytes",
+            (s.node_bytes as u64 + s.out_of_line_bytes + s.page_table_bytes as u64) as f64,
+        ),
+        ("accelkv_tree_depth", s.depth as f64),
+        ("accelkv_hot_cache_hit_ratio", hit),
+    ];
+    for (name, v) in gauges {
+        let _ = writeln!(o, "# TYPE {name} gauge\n{name} {v}");
+    }
+    let _ = writeln!(
+        o,
+        "# TYPE accelkv_engine_completed_total counter\naccelkv_engine_completed_total{{engine=\"{}\"}} {}",
+        sh.engine.name(),
+        e.completed
+    );
+    o
+}

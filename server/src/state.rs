@@ -1,0 +1,200 @@
+//! State shared by every connection: the store, the read engine, write stripes, limits,
+//! counters and latency histograms.
+
+use crate::config::Settings;
+use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine};
+use accelkv_tree::{Config, Store};
+use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Operation classes counted in metrics.
+#[derive(Clone, Copy, Debug)]
+pub enum OpClass {
+    Get = 0,
+    Put = 1,
+    Update = 2,
+    Delete = 3,
+    Scan = 4,
+    Floor = 5,
+    Other = 6,
+}
+
+pub const CLASSES: [&str; 7] = [
+    "get",
+    "put",
+    "update",
+    "delete",
+    "scan",
+    "scan_floor",
+    "other",
+];
+
+/// Counters and histograms.
+pub struct Metrics {
+    pub ops: [AtomicU64; 7],
+    pub errors: AtomicU64,
+    pub busy: AtomicU64,
+    pub frames: AtomicU64,
+    pub resp_commands: AtomicU64,
+    pub udp_datagrams: AtomicU64,
+    pub bad_input: AtomicU64,
+    pub connections_total: AtomicU64,
+    pub connections_rejected: AtomicU64,
+    /// Latency of binary frames and RESP command batches, in microseconds.
+    pub latency: Mutex<Histogram<u64>>,
+}
+
+/// Everything a connection handler needs.
+pub struct Shared {
+    pub settings: Settings,
+    pub store: Arc<Store>,
+    pub engine: CpuEngine,
+    stripes: Vec<Mutex<()>>,
+    pub metrics: Metrics,
+    pub connections: AtomicUsize,
+    pub inflight: AtomicUsize,
+    pub next_client: AtomicU64,
+    pub started: Instant,
+}
+
+impl Shared {
+    pub fn new(settings: Settings) -> Result<Arc<Shared>, String> {
+        let store = Arc::new(
+            Store::new(Config {
+                node_size: settings.node_size,
+                memory_limit: settings.memory_limit,
+                max_value: settings.limits.max_value,
+                ..Config::default()
+            })
+            .map_err(|e| e.to_string())?,
+        );
+        let engine = CpuEngine::start(
+            store.clone(),
+            EngineConfig {
+                threads: settings.engine_threads.max(1),
+                window: settings.engine_window.max(1),
+                cache_buckets: settings.cache_buckets,
+                ..EngineConfig::default()
+            },
+        );
+        Ok(Arc::new(Shared {
+            settings,
+            store,
+            engine,
+            stripes: (0..1024).map(|_| Mutex::new(())).collect(),
+            metrics: Metrics {
+                ops: Default::default(),
+                errors: AtomicU64::new(0),
+                busy: AtomicU64::new(0),
+                frames: AtomicU64::new(0),
+                resp_commands: AtomicU64::new(0),
+                udp_datagrams: AtomicU64::new(0),
+                bad_input: AtomicU64::new(0),
+                connections_total: AtomicU64::new(0),
+                connections_rejected: AtomicU64::new(0),
+                latency: Mutex::new(
+                    Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?,
+                ),
+            },
+            connections: AtomicUsize::new(0),
+            inflight: AtomicUsize::new(0),
+            next_client: AtomicU64::new(1),
+            started: Instant::now(),
+        }))
+    }
+
+    /// Serialises writes to keys that hash alike, so read-modify-write commands (INCR,
+    /// SET NX, GETSET) are atomic with respect to every other write of the server.
+    pub fn stripe(&self, key: &[u8]) -> MutexGuard<'_, ()> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in key {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.stripes[(h % self.stripes.len() as u64) as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn count(&self, class: OpClass) {
+        self.metrics.ops[class as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn record_latency(&self, d: Duration) {
+        let us = d.as_micros().max(1) as u64;
+        if let Ok(mut h) = self.metrics.latency.lock() {
+            h.saturating_record(us);
+        }
+    }
+
+    /// Reserves room for `n` operations in flight; false (and nothing reserved) when the
+    /// server is at its limit.
+    pub fn admit(&self, n: usize) -> bool {
+        let cur = self.inflight.fetch_add(n, Ordering::AcqRel);
+        if cur + n > self.settings.max_inflight {
+            self.inflight.fetch_sub(n, Ordering::AcqRel);
+            self.metrics.busy.fetch_add(n as u64, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    pub fn release(&self, n: usize) {
+        self.inflight.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// `name:value` lines for STATS and INFO.
+    pub fn stats_text(&self) -> String {
+        let s = self.store.stats();
+        let e = self.engine.stats();
+        let m = &self.metrics;
+        let hit_rate = if e.cache_hits + e.cache_misses > 0 {
+            e.cache_hits as f64 / (e.cache_hits + e.cache_misses) as f64
+        } else {
+            0.0
+        };
+        let mut out = String::new();
+        let mut line = |k: &str, v: String| {
+            out.push_str(k);
+            out.push(':');
+            out.push_str(&v);
+            out.push_str("\r\n");
+        };
+        line(
+            "uptime_in_seconds",
+            self.started.elapsed().as_secs().to_string(),
+        );
+        line("engine", self.engine.name().to_string());
+        line(
+            "connected_clients",
+            self.connections.load(Ordering::Relaxed).to_string(),
+        );
+        line("keys", s.items.to_string());
+        line("tree_depth", s.depth.to_string());
+        line("tree_leaves", s.leaves.to_string());
+        line(
+            "used_memory",
+            (s.node_bytes as u64 + s.out_of_line_bytes + s.page_table_bytes as u64).to_string(),
+        );
+        line("bytes_per_item", format!("{:.1}", s.bytes_per_item));
+        line("read_version", s.read_version.to_string());
+        line("engine_completed", e.completed.to_string());
+        line("hot_cache_hits", e.cache_hits.to_string());
+        line("hot_cache_misses", e.cache_misses.to_string());
+        line("hot_cache_hit_rate", format!("{hit_rate:.3}"));
+        line(
+            "inflight",
+            self.inflight.load(Ordering::Relaxed).to_string(),
+        );
+        for (i, c) in CLASSES.iter().enumerate() {
+            line(
+                &format!("ops_{c}"),
+                m.ops[i].load(Ordering::Relaxed).to_string(),
+            );
+        }
+        line("errors", m.errors.load(Ordering::Relaxed).to_string());
+        line("busy", m.busy.load(Ordering::Relaxed).to_string());
+        out
+    }
+}

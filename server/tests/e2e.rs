@@ -1,0 +1,465 @@
+//! End-to-end tests: start the real `accelkv-server` binary on free ports and drive it with
+//! the Rust client over TCP and UDP, with raw bytes, and over RESP with raw commands,
+//! `redis-cli` and `redis-py` (installed by .ci/run; outside CI those two are skipped when
+//! missing).
+
+use accelkv_client::{Client, ClientError, Owned, UdpClient};
+use accelkv_proto::frame::{decode_response, encode_request};
+use accelkv_proto::{Body, Limits, Request, Status};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    bin: SocketAddr,
+    resp: SocketAddr,
+    admin: SocketAddr,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+            .args([
+                "--port",
+                "0",
+                "--resp-port",
+                "0",
+                "--admin-port",
+                "0",
+                "--engine-threads",
+                "1",
+            ])
+            .args(args)
+            .env_remove("ACCELKV_PASSWORD")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start accelkv-server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("listening line");
+        let addr = |tag: &str| -> SocketAddr {
+            let at = line
+                .find(tag)
+                .unwrap_or_else(|| panic!("no {tag} in {line}"))
+                + tag.len();
+            line[at..]
+                .split_whitespace()
+                .next()
+                .expect("address")
+                .parse()
+                .expect("socket address")
+        };
+        Server {
+            bin: addr("tcp+udp "),
+            resp: addr("resp "),
+            admin: addr("admin http "),
+            child,
+        }
+    }
+
+    fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends raw RESP and reads until the reply stops arriving.
+fn resp_raw(addr: SocketAddr, input: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    s.write_all(input).expect("write");
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn status_of(r: Result<u64, ClientError>) -> Option<Status> {
+    match r {
+        Err(ClientError::Status(s, _)) => Some(s),
+        _ => None,
+    }
+}
+
+#[test]
+fn tcp_binary_protocol() {
+    let srv = Server::start(&[]);
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    assert_eq!(c.ping(b"hi").unwrap(), b"hi");
+    let v1 = c.put(b"user:1", b"alice").unwrap();
+    assert_eq!(c.get(b"user:1").unwrap(), Some(b"alice".to_vec()));
+    let v2 = c.update(b"user:1", b"alice2").unwrap();
+    assert!(v2 > v1);
+    assert_eq!(status_of(c.update(b"user:9", b"x")), Some(Status::NotFound));
+    assert_eq!(c.get(b"user:9").unwrap(), None);
+    for i in 2..=5 {
+        c.put(format!("user:{i}").as_bytes(), format!("v{i}").as_bytes())
+            .unwrap();
+    }
+    let (items, cut) = c.scan(b"user:2", b"user:5", 100).unwrap();
+    assert_eq!(items.len(), 3);
+    assert!(!cut);
+    let (items, _) = c.scan_floor(b"user:3x", b"user:4", 10).unwrap();
+    assert_eq!(
+        items.iter().map(|x| x.0.clone()).collect::<Vec<_>>(),
+        vec![b"user:3".to_vec(), b"user:4".to_vec()]
+    );
+    assert!(c.delete(b"user:1").unwrap());
+    assert!(!c.delete(b"user:1").unwrap());
+    // Many operations in one frame; answers come back by id.
+    let keys: Vec<Vec<u8>> = (0..200)
+        .map(|i| format!("batch:{i:04}").into_bytes())
+        .collect();
+    let puts: Vec<Request> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Request::Put {
+            id: i as u16,
+            key: k,
+            value: k,
+        })
+        .collect();
+    let a = c.execute(&puts).unwrap();
+    assert_eq!(a.len(), 200);
+    assert!(a.iter().all(|x| x.status == Status::Ok));
+    let gets: Vec<Request> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Request::Get {
+            id: i as u16,
+            key: k,
+        })
+        .collect();
+    let a = c.execute(&gets).unwrap();
+    for (i, x) in a.iter().enumerate() {
+        assert_eq!(x.id, i as u16);
+        assert_eq!(x.body, Owned::Bytes(keys[i].clone()));
+    }
+    assert!(c.stats().unwrap().contains("keys:204"));
+    // Prometheus metrics.
+    let mut h = TcpStream::connect(srv.admin).unwrap();
+    h.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    h.read_to_string(&mut text).unwrap();
+    assert!(text.contains("accelkv_ops_total{op=\"get\"}"), "{text}");
+    assert!(text.contains("accelkv_request_latency_microseconds{quantile=\"0.99\"}"));
+}
+
+#[test]
+fn udp_reads_and_idempotent_writes() {
+    let srv = Server::start(&[]);
+    let mut u = UdpClient::connect(srv.bin, None).unwrap();
+    u.put(b"k", b"v").unwrap();
+    assert_eq!(u.get(b"k").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(u.get(b"nope").unwrap(), None);
+    let a = u
+        .execute(&[Request::Update {
+            id: 0,
+            key: b"k",
+            value: b"w",
+        }])
+        .unwrap();
+    assert_eq!(a[0].status, Status::Unsupported);
+    // No amplification: an unpadded, unauthenticated GET of a 300-byte value gets TOO_LARGE.
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    c.put(b"big", &[7u8; 300]).unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut frame = Vec::new();
+    encode_request(&mut frame, 9, None, &[Request::Get { id: 1, key: b"big" }]);
+    sock.send_to(&frame, srv.bin).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = sock.recv(&mut buf).unwrap();
+    assert!(
+        n <= frame.len(),
+        "reply of {n} bytes to a {}-byte datagram",
+        frame.len()
+    );
+    let (_, ops) = decode_response(&buf[..n], &Limits::default()).unwrap();
+    assert_eq!(ops[0].status, Status::TooLarge);
+    // The client pads its datagrams (512 bytes by default), so the value comes back.
+    assert_eq!(u.get(b"big").unwrap(), Some(vec![7u8; 300]));
+    // Garbage datagrams are dropped, and the server keeps answering.
+    sock.send_to(b"garbage", srv.bin).unwrap();
+    assert_eq!(u.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn auth_is_enforced_everywhere() {
+    let srv = Server::start(&["--password", "s3cret"]);
+    let mut anon = Client::connect(srv.bin, None).unwrap();
+    assert_eq!(status_of(anon.put(b"k", b"v")), Some(Status::Unauthorized));
+    let mut c = Client::connect(srv.bin, Some("s3cret")).unwrap();
+    c.put(b"k", b"v").unwrap();
+    assert_eq!(c.get(b"k").unwrap(), Some(b"v".to_vec()));
+    let mut wrong = Client::connect(srv.bin, Some("nope")).unwrap();
+    assert!(matches!(
+        wrong.get(b"k"),
+        Err(ClientError::Status(Status::Unauthorized, _))
+    ));
+    // An AUTH operation authenticates the rest of the connection.
+    let a = anon
+        .execute(&[Request::Auth {
+            id: 0,
+            password: b"s3cret",
+        }])
+        .unwrap();
+    assert_eq!(a[0].status, Status::Ok);
+    assert_eq!(anon.get(b"k").unwrap(), Some(b"v".to_vec()));
+    let mut u = UdpClient::connect(srv.bin, Some("s3cret")).unwrap();
+    assert_eq!(u.get(b"k").unwrap(), Some(b"v".to_vec()));
+    let mut u_anon = UdpClient::connect(srv.bin, None).unwrap();
+    assert!(matches!(
+        u_anon.get(b"k"),
+        Err(ClientError::Status(Status::Unauthorized, _))
+    ));
+    let r = resp_raw(srv.resp, b"GET k\r\nAUTH bad\r\nAUTH s3cret\r\nGET k\r\n");
+    assert_eq!(r, "-NOAUTH Authentication required.\r\n-WRONGPASS invalid username-password pair or user is disabled.\r\n+OK\r\n$1\r\nv\r\n");
+}
+
+#[test]
+fn limits_return_their_documented_errors() {
+    let srv = Server::start(&[
+        "--max-value",
+        "1000",
+        "--max-scan-items",
+        "5",
+        "--max-ops-per-frame",
+        "8",
+    ]);
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    assert_eq!(status_of(c.put(&[b'k'; 461], b"v")), Some(Status::TooLarge));
+    assert_eq!(status_of(c.put(b"k", &[0u8; 1001])), Some(Status::TooLarge));
+    assert_eq!(status_of(c.put(b"", b"v")), Some(Status::Malformed));
+    for i in 0..20 {
+        c.put(format!("s{i:02}").as_bytes(), b"x").unwrap();
+    }
+    let (items, cut) = c.scan(b"s", b"", 100).unwrap();
+    assert_eq!(items.len(), 5);
+    assert!(cut, "the reply says it was cut at the server's limit");
+    let (items, cut) = c.scan(b"s", b"", 3).unwrap();
+    assert_eq!((items.len(), cut), (3, false));
+    // A frame with more operations than allowed ends the connection.
+    let gets: Vec<Request> = (0..9)
+        .map(|i| Request::Get { id: i, key: b"s01" })
+        .collect();
+    assert!(matches!(c.execute(&gets), Err(ClientError::Io(_))));
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    assert_eq!(c.get(b"s01").unwrap(), Some(b"x".to_vec()));
+    // RESP: unknown command, wrong arity, expiry not supported, bad integer.
+    let r = resp_raw(
+        srv.resp,
+        b"NOPE a\r\nGET\r\nSET a b EX 5\r\nSET n x\r\nINCR n\r\n",
+    );
+    assert_eq!(
+        r,
+        "-ERR unknown command 'NOPE', with args beginning with: 'a'\r\n\
+         -ERR wrong number of arguments for 'get' command\r\n\
+         -ERR expiry (EX/PX/EXAT/PXAT/KEEPTTL) is not supported by accelkv yet\r\n\
+         +OK\r\n-ERR value is not an integer or out of range\r\n"
+    );
+}
+
+#[test]
+fn bad_input_leaves_the_server_healthy() {
+    let srv = Server::start(&["--idle-timeout-secs", "1", "--max-connections", "64"]);
+    let rss_before = srv.rss_kib();
+    // Random bytes, a truncated frame, a huge declared length.
+    for junk in [
+        &b"\x00\x01\x02garbage"[..],
+        &[0xAC, 0x4B, 0x01, 0x00, 0xFF, 0xFF, 0xFF, 0x7F][..],
+    ] {
+        let mut s = TcpStream::connect(srv.bin).unwrap();
+        s.write_all(junk).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut b = [0u8; 16];
+        assert!(
+            matches!(s.read(&mut b), Ok(0) | Err(_)),
+            "connection closed"
+        );
+    }
+    let mut frame = Vec::new();
+    encode_request(&mut frame, 1, None, &[Request::Get { id: 0, key: b"k" }]);
+    let mut s = TcpStream::connect(srv.bin).unwrap();
+    s.write_all(&frame[..frame.len() - 3]).unwrap();
+    drop(s);
+    // RESP garbage gets a protocol error and a closed connection.
+    assert!(resp_raw(srv.resp, b"*1\r\n$-5\r\n").starts_with("-ERR Protocol error"));
+    assert!(resp_raw(srv.resp, b"*99999999\r\n").starts_with("-ERR Protocol error"));
+    // Thousands of connections opened and dropped.
+    for _ in 0..2000 {
+        let _ = TcpStream::connect(srv.bin);
+    }
+    // Connections beyond the limit are refused, and the slots come back.
+    let held: Vec<TcpStream> = (0..64)
+        .filter_map(|_| TcpStream::connect(srv.resp).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(resp_raw(srv.resp, b"PING\r\n").contains("max number of clients"));
+    drop(held);
+    // A client that sends and never reads is dropped after the idle timeout.
+    let mut hog = TcpStream::connect(srv.bin).unwrap();
+    hog.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut big = Vec::new();
+    let ops: Vec<Request> = (0..64)
+        .map(|i| Request::Ping {
+            id: i,
+            payload: &[1u8; 4096],
+        })
+        .collect();
+    encode_request(&mut big, 1, None, &ops);
+    let start = Instant::now();
+    let mut sent = 0usize;
+    while start.elapsed() < Duration::from_secs(8) {
+        match hog.write_all(&big) {
+            Ok(()) => sent += big.len(),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "the server kept a non-reading client ({sent} bytes sent)"
+    );
+    // A good client is still served, and memory stayed bounded.
+    std::thread::sleep(Duration::from_millis(1200));
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    c.put(b"after", b"ok").unwrap();
+    assert_eq!(c.get(b"after").unwrap(), Some(b"ok".to_vec()));
+    let grown = srv.rss_kib().saturating_sub(rss_before);
+    assert!(grown < 256 * 1024, "server grew by {grown} KiB");
+}
+
+fn have(cmd: &str, arg: &str) -> bool {
+    let ok = Command::new(cmd)
+        .arg(arg)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{cmd} is required in CI (.ci/run installs it)"
+        );
+        eprintln!("skipping: {cmd} not installed");
+    }
+    ok
+}
+
+#[test]
+fn redis_cli_session() {
+    if !have("redis-cli", "--version") {
+        return;
+    }
+    let srv = Server::start(&[]);
+    let port = srv.resp.port().to_string();
+    let cli = |args: &[&str]| -> String {
+        let o = Command::new("redis-cli")
+            .args(["-p", &port])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["PING"]), "PONG");
+    assert_eq!(cli(&["SET", "greeting", "hello"]), "OK");
+    assert_eq!(cli(&["GET", "greeting"]), "hello");
+    assert_eq!(cli(&["INCRBY", "counter", "5"]), "5");
+    assert_eq!(cli(&["MSET", "a", "1", "b", "2", "c", "3"]), "OK");
+    assert_eq!(cli(&["RANGE", "a", "c"]), "a\n1\nb\n2");
+    assert_eq!(cli(&["FLOOR", "bz", "c"]), "b\n2\nc\n3");
+    assert_eq!(cli(&["MGET", "a", "zz"]), "1");
+    assert_eq!(cli(&["DEL", "a", "zz"]), "1");
+    assert_eq!(cli(&["EXISTS", "a", "b"]), "1");
+    assert_eq!(cli(&["DBSIZE"]), "4");
+    assert!(cli(&["INFO"]).contains("loading:0"));
+    assert_eq!(cli(&["SET", "b", "x", "NX"]), "");
+    assert_eq!(cli(&["GETSET", "b", "y"]), "2");
+    assert_eq!(cli(&["STRLEN", "greeting"]), "5");
+    assert_eq!(cli(&["FLUSHALL"]), "OK");
+    assert_eq!(cli(&["DBSIZE"]), "0");
+}
+
+#[test]
+fn redis_py_session() {
+    if !have("python3", "-c")
+        || !Command::new("python3")
+            .args(["-c", "import redis"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "redis-py is required in CI (.ci/run installs it)"
+        );
+        eprintln!("skipping: redis-py not installed");
+        return;
+    }
+    let srv = Server::start(&["--password", "pw"]);
+    let script = format!(
+        "import redis\n\
+         r = redis.Redis(host='127.0.0.1', port={}, password='pw')\n\
+         assert r.ping()\n\
+         r.set('k', 'v')\n\
+         assert r.get('k') == b'v'\n\
+         assert r.incr('n') == 1 and r.incrby('n', 9) == 10\n\
+         p = r.pipeline(transaction=False)\n\
+         for i in range(100): p.set(f'p{{i:03}}', i)\n\
+         p.execute()\n\
+         assert r.mget(['p000', 'p099', 'none']) == [b'0', b'99', None]\n\
+         assert r.execute_command('RANGE', 'p010', 'p013') == [b'p010', b'10', b'p011', b'11', b'p012', b'12']\n\
+         assert r.dbsize() == 102\n\
+         print('ok')\n",
+        srv.resp.port()
+    );
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .expect("python3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+}
+
+#[test]
+fn scan_reply_carries_items() {
+    // Body::Items decodes with owned keys through the client.
+    let srv = Server::start(&[]);
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    c.put(b"x1", b"1").unwrap();
+    let a = c
+        .execute(&[Request::Scan {
+            id: 0,
+            lo: b"x",
+            hi: b"",
+            limit: 10,
+        }])
+        .unwrap();
+    assert_eq!(
+        a[0].body,
+        Owned::Items(vec![(b"x1".to_vec(), b"1".to_vec())], false)
+    );
+    let _ = Body::Empty;
+}
