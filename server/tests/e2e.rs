@@ -404,7 +404,7 @@ fn redis_cli_session() {
 
 #[test]
 fn redis_py_session() {
-    if !have("python3", "-c")
+    if !have("python3", "--version")
         || !Command::new("python3")
             .args(["-c", "import redis"])
             .status()
@@ -421,7 +421,7 @@ fn redis_py_session() {
     let srv = Server::start(&["--password", "pw"]);
     let script = format!(
         "import redis\n\
-         r = redis.Redis(host='127.0.0.1', port={}, password='pw')\n\
+         r = redis.Redis(host='127.0.0.1', port={}, password='pw', protocol=2)\n\
          assert r.ping()\n\
          r.set('k', 'v')\n\
          assert r.get('k') == b'v'\n\
