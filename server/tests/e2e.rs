@@ -60,6 +60,19 @@ impl Server {
         }
     }
 
+    /// Open connections, from the admin endpoint's metrics.
+    fn connections(&self) -> u64 {
+        let mut h = TcpStream::connect(self.admin).expect("admin");
+        h.write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+            .expect("write");
+        let mut text = String::new();
+        let _ = h.read_to_string(&mut text);
+        text.lines()
+            .find_map(|l| l.strip_prefix("accelkv_connections "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or(u64::MAX, |v| v as u64)
+    }
+
     fn rss_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .ok()
@@ -313,11 +326,23 @@ fn bad_input_leaves_the_server_healthy() {
     for _ in 0..2000 {
         let _ = TcpStream::connect(srv.bin);
     }
-    // Connections beyond the limit are refused, and the slots come back.
+    // Once those are gone, connections beyond the limit are refused, and the slots come
+    // back.
+    let drained = Instant::now();
+    while srv.connections() > 0 {
+        assert!(
+            drained.elapsed() < Duration::from_secs(10),
+            "dropped connections never closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let held: Vec<TcpStream> = (0..64)
         .filter_map(|_| TcpStream::connect(srv.resp).ok())
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    let filled = Instant::now();
+    while srv.connections() < 64 && filled.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(resp_raw(srv.resp, b"PING\r\n").contains("max number of clients"));
     drop(held);
     // A client that sends and never reads is dropped after the idle timeout.
