@@ -391,7 +391,7 @@ fn items_reply(out: &mut Vec<u8>, items: &[(Vec<u8>, Vec<u8>)]) {
     }
 }
 
-/// SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL].
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`.
 fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
     let (mut nx, mut xx, mut get) = (false, false, false);
     for opt in &c[3..] {
