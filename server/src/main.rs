@@ -10,6 +10,7 @@ mod resp_cmd;
 mod state;
 
 use clap::Parser;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -75,7 +76,9 @@ async fn run(settings: config::Settings) -> Result<(), String> {
     tokio::spawn(net::serve_binary_tcp(shared.clone(), tcp));
     tokio::spawn(net::serve_resp(shared.clone(), resp));
     tokio::spawn(net::serve_admin(shared.clone(), admin));
-    println!(
+    // Never panic on a closed stdout (a supervisor that stopped reading it).
+    let _ = writeln!(
+        std::io::stdout(),
         "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine cpu, {} engine threads, hot cache {} buckets)",
         addr(bin_port),
         addr(resp_port),
@@ -84,7 +87,7 @@ async fn run(settings: config::Settings) -> Result<(), String> {
         settings.cache_buckets
     );
     shutdown_signal().await;
-    println!("accelkv-server: shutting down");
+    eprintln!("accelkv-server: shutting down");
     stop.store(true, Ordering::Relaxed);
     let _ = udp_thread.join();
     Ok(())

@@ -488,3 +488,73 @@ fn scan_reply_carries_items() {
     );
     let _ = Body::Empty;
 }
+
+#[test]
+fn help_config_file_and_graceful_shutdown() {
+    let help = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--bind",
+        "--port",
+        "--resp-port",
+        "--admin-port",
+        "--password",
+        "--max-connections",
+        "--config",
+    ] {
+        assert!(text.contains(flag), "--help lacks {flag}");
+    }
+    // Settings from a TOML file; a flag overrides the file.
+    let dir = std::env::temp_dir().join(format!("accelkv-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("server.toml");
+    std::fs::write(
+        &file,
+        "password = \"fromfile\"\nmax_scan_items = 2\nresp_port = 1\n",
+    )
+    .unwrap();
+    let srv = Server::start(&["--config", file.to_str().unwrap()]);
+    assert_ne!(
+        srv.resp.port(),
+        1,
+        "the --resp-port flag overrides the file"
+    );
+    let mut c = Client::connect(srv.bin, Some("fromfile")).unwrap();
+    for k in [b"a", b"b", b"c"] {
+        c.put(k, b"1").unwrap();
+    }
+    let (items, cut) = c.scan(b"", b"", 10).unwrap();
+    assert_eq!((items.len(), cut), (2, true));
+    // A bad file is a clear error at start.
+    std::fs::write(&file, "no_such_setting = 1\n").unwrap();
+    let bad = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .args(["--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no_such_setting"));
+    // SIGTERM stops the server cleanly.
+    let mut srv = srv;
+    let pid = srv.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let start = Instant::now();
+    loop {
+        if let Some(status) = srv.child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "server did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
