@@ -75,6 +75,9 @@ pub struct Args {
     /// Most items in one scan reply. Default 1000.
     #[arg(long)]
     pub max_scan_items: Option<usize>,
+    /// Poll the UDP socket instead of sleeping in the kernel: lower latency, one core busy.
+    #[arg(long)]
+    pub udp_busy_poll: Option<bool>,
     /// Read settings from this TOML file (keys as the flags, with underscores).
     #[arg(long)]
     #[serde(skip)]
@@ -98,6 +101,7 @@ pub struct Settings {
     pub idle_timeout: Option<Duration>,
     pub max_output: usize,
     pub max_inflight: usize,
+    pub udp_busy_poll: bool,
     pub limits: accelkv_proto::Limits,
 }
 
@@ -165,6 +169,7 @@ impl Settings {
             idle_timeout: (idle > 0).then(|| Duration::from_secs(idle)),
             max_output: pick!(flags.max_output_mib, file.max_output_mib, 64) << 20,
             max_inflight: pick!(flags.max_inflight, file.max_inflight, 65536),
+            udp_busy_poll: pick!(flags.udp_busy_poll, file.udp_busy_poll, false),
             limits,
         })
     }

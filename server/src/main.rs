@@ -8,6 +8,7 @@ mod metrics;
 mod net;
 mod resp_cmd;
 mod state;
+mod udp;
 
 use clap::Parser;
 use std::io::Write;
@@ -66,11 +67,12 @@ async fn run(settings: config::Settings) -> Result<(), String> {
     };
     let shared = state::Shared::new(settings.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
+    let busy_poll = settings.udp_busy_poll;
     let udp_thread = {
         let (sh, stop) = (shared.clone(), stop.clone());
         std::thread::Builder::new()
             .name("accelkv-udp".into())
-            .spawn(move || net::serve_udp(sh, udp, stop))
+            .spawn(move || udp::serve(sh, udp, stop, busy_poll))
             .map_err(|e| e.to_string())?
     };
     tokio::spawn(net::serve_binary_tcp(shared.clone(), tcp));

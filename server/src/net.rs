@@ -9,8 +9,7 @@ use crate::state::Shared;
 use accelkv_engine::Sink;
 use accelkv_proto::frame::decode_header;
 use accelkv_proto::{resp, FrameError};
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -218,37 +217,6 @@ async fn resp_conn(sh: Arc<Shared>, mut sock: TcpStream) {
             )
             .await;
             return;
-        }
-    }
-}
-
-/// UDP: one frame per datagram, answered from this thread.
-pub fn serve_udp(sh: Arc<Shared>, socket: UdpSocket, stop: Arc<AtomicBool>) {
-    let _ = socket.set_read_timeout(Some(Duration::from_millis(200)));
-    let sink = Sink::new();
-    let mut buf = vec![0u8; 65536];
-    let mut out = Vec::with_capacity(65536);
-    while !stop.load(Ordering::Relaxed) {
-        let (n, peer): (usize, SocketAddr) = match socket.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(_) => continue,
-        };
-        sh.metrics.udp_datagrams.fetch_add(1, Ordering::Relaxed);
-        let frame = &buf[..n];
-        out.clear();
-        let mut authed = false;
-        match decode_header(frame, &sh.settings.limits) {
-            // One frame per datagram: it must be whole and exact.
-            Ok(h) if h.frame_len == n => {
-                if execute_frame(&sh, frame, Transport::Udp, &mut authed, &sink, &mut out).is_ok()
-                    && !out.is_empty()
-                {
-                    let _ = socket.send_to(&out, peer);
-                }
-            }
-            _ => {
-                sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
-            }
         }
     }
 }

@@ -183,7 +183,16 @@ fn tcp_binary_protocol() {
 
 #[test]
 fn udp_reads_and_idempotent_writes() {
-    let srv = Server::start(&[]);
+    udp_session(&[]);
+}
+
+#[test]
+fn udp_with_busy_polling() {
+    udp_session(&["--udp-busy-poll", "true"]);
+}
+
+fn udp_session(args: &[&str]) {
+    let srv = Server::start(args);
     let mut u = UdpClient::connect(srv.bin, None).unwrap();
     u.put(b"k", b"v").unwrap();
     assert_eq!(u.get(b"k").unwrap(), Some(b"v".to_vec()));
@@ -215,6 +224,33 @@ fn udp_reads_and_idempotent_writes() {
     assert_eq!(ops[0].status, Status::TooLarge);
     // The client pads its datagrams (512 bytes by default), so the value comes back.
     assert_eq!(u.get(b"big").unwrap(), Some(vec![7u8; 300]));
+    // A burst of datagrams (taken by recvmmsg in batches) gets every reply.
+    let mut sent = Vec::new();
+    for id in 0..100u32 {
+        let mut f = Vec::new();
+        encode_request(
+            &mut f,
+            1000 + id,
+            None,
+            &[
+                Request::Get { id: 0, key: b"k" },
+                Request::Pad { id: 1, len: 64 },
+            ],
+        );
+        sock.send_to(&f, srv.bin).unwrap();
+        sent.push(1000 + id);
+    }
+    let mut got = Vec::new();
+    while got.len() < sent.len() {
+        let n = sock
+            .recv(&mut buf)
+            .expect("a reply for every datagram of the burst");
+        let (h, ops) = decode_response(&buf[..n], &Limits::default()).unwrap();
+        assert_eq!(ops[0].body, Body::Bytes(b"v"));
+        got.push(h.frame_id);
+    }
+    got.sort_unstable();
+    assert_eq!(got, sent);
     // Garbage datagrams are dropped, and the server keeps answering.
     sock.send_to(b"garbage", srv.bin).unwrap();
     assert_eq!(u.get(b"k").unwrap(), Some(b"v".to_vec()));
