@@ -1,5 +1,6 @@
 //! Rust client for accelkv's binary protocol (docs/PROTOCOL.md): a blocking TCP client that
-//! sends many operations per frame, and a UDP client for reads and idempotent writes that
+//! sends many operations per frame (std sockets, no runtime), the same calls asynchronously
+//! on tokio ([`AsyncClient`]), and a UDP client for reads and idempotent writes that
 //! retries on timeout and pads its datagrams so replies are never larger than requests.
 //!
 //! ```no_run
@@ -9,6 +10,10 @@
 //! assert_eq!(c.get(b"user:1")?, Some(b"alice".to_vec()));
 //! # Ok::<(), accelkv_client::ClientError>(())
 //! ```
+
+mod async_client;
+
+pub use async_client::AsyncClient;
 
 use accelkv_proto::frame::{decode_header, decode_response, encode_request};
 use accelkv_proto::{Body, FrameError, Limits, Request, Status};
@@ -82,7 +87,7 @@ pub enum Owned {
 }
 
 impl Answer {
-    fn ok(self) -> Result<Owned> {
+    pub(crate) fn ok(self) -> Result<Owned> {
         match (self.status, self.body) {
             (Status::Ok, b) => Ok(b),
             (s, Owned::Message(m)) => Err(ClientError::Status(s, m)),
@@ -109,7 +114,7 @@ fn own(status: Status, id: u16, body: &Body<'_>) -> Answer {
 }
 
 /// Decodes a response frame into answers ordered by operation id.
-fn answers(buf: &[u8], limits: &Limits, frame_id: u32) -> Result<Vec<Answer>> {
+pub(crate) fn answers(buf: &[u8], limits: &Limits, frame_id: u32) -> Result<Vec<Answer>> {
     let (h, ops) = decode_response(buf, limits).map_err(ClientError::Protocol)?;
     if h.frame_id != frame_id {
         return Err(ClientError::Protocol(FrameError::Malformed(
@@ -187,7 +192,7 @@ impl Client {
         }
     }
 
-    fn version(r: Result<Owned>) -> Result<u64> {
+    pub(crate) fn version(r: Result<Owned>) -> Result<u64> {
         match r? {
             Owned::Version(v) => Ok(v),
             _ => Err(ClientError::Protocol(FrameError::Malformed(
@@ -215,7 +220,7 @@ impl Client {
         }
     }
 
-    fn items(r: Result<Owned>) -> Result<ScanReply> {
+    pub(crate) fn items(r: Result<Owned>) -> Result<ScanReply> {
         match r? {
             Owned::Items(items, truncated) => Ok((items, truncated)),
             _ => Err(ClientError::Protocol(FrameError::Malformed(

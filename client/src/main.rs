@@ -132,6 +132,12 @@ fn print_items((items, truncated): accelkv_client::ScanReply) {
 fn bench(c: &mut Client, ops: u32, batch: u32) -> Result<(), ClientError> {
     let key = |i: u32| format!("bench:{i:010}").into_bytes();
     for (phase, is_put) in [("PUT", true), ("GET", false)] {
+        let bar = indicatif::ProgressBar::new(u64::from(ops));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} {per_sec}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(phase);
         let t = Instant::now();
         let mut done = 0u32;
         while done < ops {
@@ -157,12 +163,10 @@ fn bench(c: &mut Client, ops: u32, batch: u32) -> Result<(), ClientError> {
                 .collect();
             c.execute(&reqs)?;
             done += n;
-            if done % (ops / 10).max(1) < n {
-                eprint!("\r{phase}: {:>3}%", u64::from(done) * 100 / u64::from(ops));
-            }
+            bar.inc(u64::from(n));
         }
         let secs = t.elapsed().as_secs_f64();
-        eprintln!();
+        bar.finish_and_clear();
         println!(
             "{phase}: {ops} operations in {secs:.2} s = {:.0} ops/s ({batch} per frame)",
             f64::from(ops) / secs

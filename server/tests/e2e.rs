@@ -3,7 +3,7 @@
 //! `redis-cli` and `redis-py` (installed by .ci/run; outside CI those two are skipped when
 //! missing).
 
-use accelkv_client::{Client, ClientError, Owned, UdpClient};
+use accelkv_client::{AsyncClient, Client, ClientError, Owned, UdpClient};
 use accelkv_proto::frame::{decode_response, encode_request};
 use accelkv_proto::{Body, Limits, Request, Status};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -593,4 +593,41 @@ fn help_config_file_and_graceful_shutdown() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn async_client_and_cli() {
+    let srv = Server::start(&[]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = AsyncClient::connect(srv.bin, None).await.unwrap();
+        c.put(b"ak", b"av").await.unwrap();
+        assert_eq!(c.get(b"ak").await.unwrap(), Some(b"av".to_vec()));
+        assert_eq!(c.scan(b"a", b"", 10).await.unwrap().0.len(), 1);
+        assert!(c.delete(b"ak").await.unwrap());
+        assert_eq!(c.get(b"ak").await.unwrap(), None);
+    });
+    // The accelkv CLI (built beside the server in the same workspace target directory).
+    let cli = std::path::Path::new(env!("CARGO_BIN_EXE_accelkv-server")).with_file_name("accelkv");
+    if !cli.exists() {
+        eprintln!("skipping the CLI part: {} not built", cli.display());
+        return;
+    }
+    let run = |args: &[&str]| -> String {
+        let o = Command::new(&cli)
+            .arg("--addr")
+            .arg(srv.bin.to_string())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(run(&["put", "greeting", "hello"]).starts_with("OK"));
+    assert_eq!(run(&["get", "greeting"]), "hello\n");
+    assert!(run(&["scan", "g"]).contains("greeting = hello"));
+    assert!(run(&["bench", "--ops", "2000", "--batch", "16"]).contains("GET: 2000 operations"));
 }
