@@ -415,30 +415,43 @@ fn header_end(h: &Header<'_>) -> usize {
     HEADER_LEN + h.token.map_or(0, |t| 1 + t.len())
 }
 
-/// Decodes a whole request frame at the start of `buf`; returns it and its length.
-pub fn decode_request<'a>(
+/// The header of a whole frame at the start of `buf` of the expected direction, its bytes,
+/// and where its operations start, after checking that `op_count` operations of at least
+/// `min_op` bytes each fit (so the caller may allocate for `op_count`).
+fn frame_body<'a>(
     buf: &'a [u8],
     limits: &Limits,
-) -> Result<(Header<'a>, Vec<Request<'a>>), FrameError> {
+    response: bool,
+    min_op: usize,
+) -> Result<(Header<'a>, &'a [u8], usize), FrameError> {
     let h = decode_header(buf, limits)?;
-    if h.flags & FLAG_RESPONSE != 0 {
-        return Err(FrameError::Malformed(
-            "response frame where a request was expected",
-        ));
+    if (h.flags & FLAG_RESPONSE != 0) != response {
+        return Err(FrameError::Malformed(if response {
+            "request frame where a response was expected"
+        } else {
+            "response frame where a request was expected"
+        }));
     }
     if buf.len() < h.frame_len {
         return Err(FrameError::Incomplete {
             needed: Some(h.frame_len),
         });
     }
-    let body = &buf[..h.frame_len];
-    let mut at = header_end(&h);
-    // Every operation takes at least REQ_OP_LEN bytes: the count is bounded by the bytes.
-    if h.op_count > (h.frame_len - at) / REQ_OP_LEN {
+    let at = header_end(&h);
+    if h.op_count > (h.frame_len - at) / min_op {
         return Err(FrameError::Malformed(
             "operation count larger than the frame",
         ));
     }
+    Ok((h.clone(), &buf[..h.frame_len], at))
+}
+
+/// Decodes a whole request frame at the start of `buf`; returns it and its length.
+pub fn decode_request<'a>(
+    buf: &'a [u8],
+    limits: &Limits,
+) -> Result<(Header<'a>, Vec<Request<'a>>), FrameError> {
+    let (h, body, mut at) = frame_body(buf, limits, false, REQ_OP_LEN)?;
     let mut ops = Vec::with_capacity(h.op_count);
     for _ in 0..h.op_count {
         if body.len() < at + REQ_OP_LEN {
@@ -635,24 +648,7 @@ pub fn decode_response<'a>(
     buf: &'a [u8],
     limits: &Limits,
 ) -> Result<(Header<'a>, Vec<Response<'a>>), FrameError> {
-    let h = decode_header(buf, limits)?;
-    if h.flags & FLAG_RESPONSE == 0 {
-        return Err(FrameError::Malformed(
-            "request frame where a response was expected",
-        ));
-    }
-    if buf.len() < h.frame_len {
-        return Err(FrameError::Incomplete {
-            needed: Some(h.frame_len),
-        });
-    }
-    let body = &buf[..h.frame_len];
-    let mut at = header_end(&h);
-    if h.op_count > (h.frame_len - at) / RESP_OP_LEN {
-        return Err(FrameError::Malformed(
-            "operation count larger than the frame",
-        ));
-    }
+    let (h, body, mut at) = frame_body(buf, limits, true, RESP_OP_LEN)?;
     let mut ops = Vec::with_capacity(h.op_count);
     for _ in 0..h.op_count {
         if body.len() < at + RESP_OP_LEN {

@@ -75,6 +75,38 @@ fn line(buf: &[u8], at: usize, max: usize) -> Result<Option<(&[u8], usize)>, Res
     }
 }
 
+/// A bulk string's bytes (`None`: the null bulk string) and the offset after it.
+type Bulk<'a> = (Option<&'a [u8]>, usize);
+
+/// The body of a bulk string whose length line `l` ended at `start`: (bytes, or `None` for a
+/// null bulk string; the offset after it), or `Ok(None)` if more bytes are needed.
+fn bulk_body<'a>(
+    buf: &'a [u8],
+    l: &[u8],
+    start: usize,
+    limits: &Limits,
+) -> Result<Option<Bulk<'a>>, RespError> {
+    let n = int(l)?;
+    if n < 0 {
+        return Ok(Some((None, start)));
+    }
+    let n = n as usize;
+    if n > limits.max_bulk {
+        return Err(RespError::TooLarge {
+            what: "bulk string",
+            len: n,
+            max: limits.max_bulk,
+        });
+    }
+    if buf.len() < start + n + 2 {
+        return Ok(None);
+    }
+    if buf.get(start + n..start + n + 2) != Some(b"\r\n") {
+        return Err(RespError::Protocol("bulk string not followed by CRLF"));
+    }
+    Ok(Some((buf.get(start..start + n), start + n + 2)))
+}
+
 fn int(s: &[u8]) -> Result<i64, RespError> {
     std::str::from_utf8(s)
         .ok()
@@ -130,27 +162,14 @@ pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Comman
         let Some((l, start)) = line(buf, at + 1, 32)? else {
             return Ok(None);
         };
-        let len = int(l)?;
-        if len < 0 {
-            return Err(RespError::Protocol("null bulk string in a command"));
+        match bulk_body(buf, l, start, limits)? {
+            None => return Ok(None),
+            Some((None, _)) => return Err(RespError::Protocol("null bulk string in a command")),
+            Some((Some(arg), end)) => {
+                args.push(arg);
+                at = end;
+            }
         }
-        let len = len as usize;
-        if len > limits.max_bulk {
-            return Err(RespError::TooLarge {
-                what: "bulk string",
-                len,
-                max: limits.max_bulk,
-            });
-        }
-        let end = start + len;
-        if buf.len() < end + 2 {
-            return Ok(None);
-        }
-        if buf.get(end..end + 2) != Some(b"\r\n") {
-            return Err(RespError::Protocol("bulk string not followed by CRLF"));
-        }
-        args.push(buf.get(start..end).unwrap_or(&[]));
-        at = end + 2;
     }
     Ok(Some((args, at)))
 }
@@ -199,30 +218,10 @@ fn parse_reply_at(
         b'+' => (Value::Simple(text()), next),
         b'-' => (Value::Error(text()), next),
         b':' => (Value::Integer(int(l)?), next),
-        b'$' => {
-            let n = int(l)?;
-            if n < 0 {
-                return Ok(Some((Value::Bulk(None), next)));
-            }
-            let n = n as usize;
-            if n > limits.max_bulk {
-                return Err(RespError::TooLarge {
-                    what: "bulk string",
-                    len: n,
-                    max: limits.max_bulk,
-                });
-            }
-            if buf.len() < next + n + 2 {
-                return Ok(None);
-            }
-            if buf.get(next + n..next + n + 2) != Some(b"\r\n") {
-                return Err(RespError::Protocol("bulk string not followed by CRLF"));
-            }
-            (
-                Value::Bulk(buf.get(next..next + n).map(<[u8]>::to_vec)),
-                next + n + 2,
-            )
-        }
+        b'$' => match bulk_body(buf, l, next, limits)? {
+            None => return Ok(None),
+            Some((b, end)) => (Value::Bulk(b.map(<[u8]>::to_vec)), end),
+        },
         b'*' => {
             let n = int(l)?;
             if n < 0 {
