@@ -36,6 +36,10 @@ pub struct Args {
     /// Read-engine threads. Default: one per two cores, at least one.
     #[arg(long)]
     pub engine_threads: Option<usize>,
+    /// Writer threads that run PUT, UPDATE, DELETE and RESP write commands. Default: one per
+    /// two cores, at least one.
+    #[arg(long)]
+    pub writer_threads: Option<usize>,
     /// Requests each engine thread keeps in flight. Default 16.
     #[arg(long)]
     pub engine_window: Option<usize>,
@@ -93,6 +97,7 @@ pub struct Settings {
     pub admin_port: u16,
     pub password: Option<String>,
     pub engine_threads: usize,
+    pub writer_threads: usize,
     pub engine_window: usize,
     pub cache_buckets: usize,
     pub node_size: usize,
@@ -159,6 +164,11 @@ impl Settings {
             engine_threads: pick!(
                 flags.engine_threads,
                 file.engine_threads,
+                (cores / 2).max(1)
+            ),
+            writer_threads: pick!(
+                flags.writer_threads,
+                file.writer_threads,
                 (cores / 2).max(1)
             ),
             engine_window: pick!(flags.engine_window, file.engine_window, 16),

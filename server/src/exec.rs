@@ -18,6 +18,13 @@ pub enum Transport {
     Udp,
 }
 
+/// A write copied out of the frame, to run on a writer thread.
+enum WriteOp {
+    Put(Vec<u8>, Vec<u8>),
+    Update(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
 /// An answer owning its bytes until the response frame is encoded.
 enum Answer {
     Fail(Status, String),
@@ -52,7 +59,7 @@ pub fn wait_all(sink: &Sink, n: usize) -> Vec<accelkv_engine::Completion> {
 /// `authed` is the connection's AUTH state (always false for UDP). An error means the frame
 /// could not be decoded at all: drop the datagram or close the connection.
 pub fn execute_frame(
-    sh: &Shared,
+    sh: &Arc<Shared>,
     frame: &[u8],
     transport: Transport,
     authed: &mut bool,
@@ -70,6 +77,7 @@ pub fn execute_frame(
     let admitted = sh.admit(n);
     let mut answers: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
     let mut reads: Vec<(u64, EngineRequest)> = Vec::new();
+    let mut writes: Vec<(usize, WriteOp)> = Vec::new();
     let max_items = limits.max_scan_items;
     for (i, op) in ops.iter().enumerate() {
         let a = if !admitted {
@@ -95,9 +103,22 @@ pub fn execute_frame(
                 "authentication required".into(),
             ))
         } else {
-            execute_op(sh, op, transport, i as u64, max_items, &mut reads)
+            execute_op(sh, op, transport, i, max_items, &mut reads, &mut writes)
         };
         answers[i] = a;
+    }
+    if !writes.is_empty() {
+        // The frame's writes, in frame order, as one job on a writer thread.
+        let shared = sh.clone();
+        let done = sh.writers.run(move || {
+            writes
+                .into_iter()
+                .map(|(i, w)| (i, apply(&shared, w)))
+                .collect::<Vec<_>>()
+        });
+        for (i, a) in done {
+            answers[i] = Some(a);
+        }
     }
     if !reads.is_empty() {
         let count = reads.len();
@@ -149,21 +170,15 @@ fn execute_op(
     sh: &Shared,
     op: &Request<'_>,
     transport: Transport,
-    tag: u64,
+    index: usize,
     max_items: usize,
     reads: &mut Vec<(u64, EngineRequest)>,
+    writes: &mut Vec<(usize, WriteOp)>,
 ) -> Option<Answer> {
-    let write = |class, r: Result<accelkv_tree::Write, Error>, absent_is_error: bool| {
-        sh.count(class);
-        Some(match r {
-            Ok(w) if absent_is_error && !w.existed => Answer::Fail(Status::NotFound, String::new()),
-            Ok(w) => Answer::Version(w.version),
-            Err(e) => {
-                sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
-                let (s, m) = status_of(&e);
-                Answer::Fail(s, m)
-            }
-        })
+    let tag = index as u64;
+    let mut write = |w| {
+        writes.push((index, w));
+        None
     };
     // A scan asks the engine for one item more than the server sends, to know whether the
     // reply is cut short by the server's limit.
@@ -185,22 +200,13 @@ fn execute_op(
             reads.push((tag, EngineRequest::scan_floor(kl, ku, ask(limit))));
             None
         }
-        Request::Put { key, value, .. } => {
-            let _g = sh.stripe(key);
-            write(OpClass::Put, sh.store.put(key, value), false)
-        }
-        Request::Delete { key, .. } => {
-            let _g = sh.stripe(key);
-            write(OpClass::Delete, sh.store.delete(key), true)
-        }
+        Request::Put { key, value, .. } => write(WriteOp::Put(key.to_vec(), value.to_vec())),
+        Request::Delete { key, .. } => write(WriteOp::Delete(key.to_vec())),
         Request::Update { .. } if transport == Transport::Udp => Some(Answer::Fail(
             Status::Unsupported,
             "UPDATE is not allowed over UDP (not idempotent)".into(),
         )),
-        Request::Update { key, value, .. } => {
-            let _g = sh.stripe(key);
-            write(OpClass::Update, sh.store.update(key, value), true)
-        }
+        Request::Update { key, value, .. } => write(WriteOp::Update(key.to_vec(), value.to_vec())),
         Request::Ping { payload, .. } => {
             sh.count(OpClass::Other);
             Some(Answer::Bytes(payload.to_vec()))
@@ -216,6 +222,36 @@ fn execute_op(
             format!("unknown opcode {opcode:#04x}"),
         )),
         Request::Invalid { status, .. } => Some(Answer::Fail(status, String::new())),
+    }
+}
+
+/// Runs one write on the store (on a writer thread), under its key's stripe.
+fn apply(sh: &Shared, w: WriteOp) -> Answer {
+    let (class, r, absent_is_error) = match &w {
+        WriteOp::Put(k, v) => {
+            let _g = sh.stripe(k);
+            (OpClass::Put, sh.store.put(k, v), false)
+        }
+        WriteOp::Update(k, v) => {
+            let _g = sh.stripe(k);
+            (OpClass::Update, sh.store.update(k, v), true)
+        }
+        WriteOp::Delete(k) => {
+            let _g = sh.stripe(k);
+            (OpClass::Delete, sh.store.delete(k), true)
+        }
+    };
+    sh.count(class);
+    match r {
+        Ok(w) if absent_is_error && !w.existed => Answer::Fail(Status::NotFound, String::new()),
+        Ok(w) => Answer::Version(w.version),
+        Err(e) => {
+            if !matches!(e, Error::NotFound) {
+                sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            let (s, m) = status_of(&e);
+            Answer::Fail(s, m)
+        }
     }
 }
 

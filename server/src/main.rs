@@ -9,6 +9,7 @@ mod net;
 mod resp_cmd;
 mod state;
 mod udp;
+mod writers;
 
 use clap::Parser;
 use std::io::Write;

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Per-connection RESP state.
+#[derive(Clone)]
 pub struct Session {
     pub id: u64,
     pub authed: bool,
@@ -37,32 +38,52 @@ fn parse_i64(a: &[u8]) -> Option<i64> {
     std::str::from_utf8(a).ok()?.parse().ok()
 }
 
-/// Executes pipelined commands in order, appending every reply to `out`.
+/// Executes pipelined commands in order, appending every reply to `out`: runs of GET/MGET
+/// go to the engine as one batch, runs of other commands to a writer thread as one job.
 pub fn execute(
-    sh: &Shared,
+    sh: &Arc<Shared>,
     s: &mut Session,
     cmds: &[Vec<&[u8]>],
     sink: &Arc<Sink>,
     out: &mut Vec<u8>,
 ) {
+    let is_read = |c: &Vec<&[u8]>| match c.first() {
+        Some(n) if n.eq_ignore_ascii_case(b"GET") => c.len() == 2,
+        Some(n) if n.eq_ignore_ascii_case(b"MGET") => c.len() >= 2,
+        _ => false,
+    };
     let mut i = 0;
     while i < cmds.len() && !s.quit {
-        // A run of GET / MGET commands goes to the engine as one batch.
         let authed = s.authed || sh.settings.password.is_none();
-        let is_read = |c: &Vec<&[u8]>| {
-            let name = c.first().map(|n| upper(n)).unwrap_or_default();
-            (name == b"GET" && c.len() == 2) || (name == b"MGET" && c.len() >= 2)
-        };
+        let start = i;
         if authed && is_read(&cmds[i]) {
-            let start = i;
             while i < cmds.len() && is_read(&cmds[i]) {
                 i += 1;
             }
             read_batch(sh, &cmds[start..i], sink, out);
             continue;
         }
-        command(sh, s, &cmds[i], out);
-        i += 1;
+        while i < cmds.len() && !(authed && is_read(&cmds[i])) {
+            i += 1;
+        }
+        let owned: Vec<Vec<Vec<u8>>> = cmds[start..i]
+            .iter()
+            .map(|c| c.iter().map(|a| a.to_vec()).collect())
+            .collect();
+        let (shared, mut session) = (sh.clone(), s.clone());
+        let (session, part) = sh.writers.run(move || {
+            let mut o = Vec::new();
+            for c in &owned {
+                if session.quit {
+                    break;
+                }
+                let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+                command(&shared, &mut session, &args, &mut o);
+            }
+            (session, o)
+        });
+        *s = session;
+        out.extend_from_slice(&part);
     }
 }
 
@@ -254,7 +275,21 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             }
             resp::simple(out, "OK");
         }
-        b"GET" => wrong_args(out, &name),
+        b"GET" if argc == 2 => {
+            sh.count(OpClass::Get);
+            match store.get(c[1]) {
+                Ok(v) => resp::bulk(out, v.as_deref()),
+                Err(e) => err_store(out, &e),
+            }
+        }
+        b"MGET" if argc >= 2 => {
+            resp::array(out, argc - 1);
+            for k in &c[1..] {
+                sh.count(OpClass::Get);
+                resp::bulk(out, store.get(k).ok().flatten().as_deref());
+            }
+        }
+        b"GET" | b"MGET" => wrong_args(out, &name),
         b"SET" if argc >= 3 => set(sh, c, out),
         b"SETNX" if argc == 3 => {
             sh.count(OpClass::Put);

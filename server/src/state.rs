@@ -51,6 +51,7 @@ pub struct Shared {
     pub settings: Settings,
     pub store: Arc<Store>,
     pub engine: CpuEngine,
+    pub writers: crate::writers::Writers,
     stripes: Vec<Mutex<()>>,
     pub metrics: Metrics,
     pub connections: AtomicUsize,
@@ -79,10 +80,12 @@ impl Shared {
                 ..EngineConfig::default()
             },
         );
+        let writers = crate::writers::Writers::start(settings.writer_threads);
         Ok(Arc::new(Shared {
             settings,
             store,
             engine,
+            writers,
             stripes: (0..1024).map(|_| Mutex::new(())).collect(),
             metrics: Metrics {
                 ops: Default::default(),

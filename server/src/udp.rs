@@ -17,7 +17,7 @@ const BATCH: usize = 32;
 const MAX_DATAGRAM: usize = 65536;
 
 /// Answers one datagram into `out` (empty: no reply).
-fn answer(sh: &Shared, sink: &Arc<Sink>, frame: &[u8], out: &mut Vec<u8>) {
+fn answer(sh: &Arc<Shared>, sink: &Arc<Sink>, frame: &[u8], out: &mut Vec<u8>) {
     out.clear();
     sh.metrics.udp_datagrams.fetch_add(1, Ordering::Relaxed);
     let mut authed = false;
@@ -69,7 +69,7 @@ mod linux {
     use std::os::fd::AsRawFd;
 
     pub(super) fn serve(
-        sh: &Shared,
+        sh: &Arc<Shared>,
         socket: &UdpSocket,
         stop: &AtomicBool,
         busy_poll: bool,
