@@ -230,6 +230,17 @@ impl ReadEngine for CpuEngine {
             cache_misses: c.misses.load(Ordering::Relaxed),
             cache_installs: cs.installs,
             cache_evictions: cs.evictions,
+            queued: self
+                .shards
+                .iter()
+                .map(|s| {
+                    s.queue
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .incoming
+                        .len() as u64
+                })
+                .sum(),
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct EngineStats {
     pub cache_installs: u64,
     /// Keys evicted from the cache to make room.
     pub cache_evictions: u64,
+    /// Requests submitted and not yet taken into an engine thread's window.
+    pub queued: u64,
 }
 
 /// A read engine: takes batches of read requests and completes them in any order.

@@ -72,6 +72,7 @@ pub fn prometheus(sh: &Shared) -> String {
         ),
         ("accelkv_tree_depth", s.depth as f64),
         ("accelkv_hot_cache_hit_ratio", hit),
+        ("accelkv_engine_queue_depth", e.queued as f64),
     ];
     for (name, v) in gauges {
         let _ = writeln!(o, "# TYPE {name} gauge\n{name} {v}");

@@ -179,6 +179,8 @@ fn tcp_binary_protocol() {
     h.read_to_string(&mut text).unwrap();
     assert!(text.contains("accelkv_ops_total{op=\"get\"}"), "{text}");
     assert!(text.contains("accelkv_request_latency_microseconds{quantile=\"0.99\"}"));
+    assert!(text.contains("accelkv_engine_queue_depth "));
+    assert!(text.contains("accelkv_hot_cache_hit_ratio "));
 }
 
 #[test]
