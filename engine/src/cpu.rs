@@ -434,14 +434,16 @@ impl Worker {
     /// Hands completions to their sinks, then releases the epochs of finished batches
     /// (invariant 2: nothing is read from node memory after this for those requests).
     fn deliver(&self, sinks: &[Arc<Sink>], out: &mut [Vec<Completion>], finished: &mut Vec<u64>) {
-        let mut n = 0;
+        // Count first, so a submitter that has all its completions sees them counted.
+        let n: usize = out.iter().map(Vec::len).sum();
+        self.counters
+            .completed
+            .fetch_add(n as u64, Ordering::Relaxed);
         for (sink, done) in sinks.iter().zip(out.iter_mut()) {
             if !done.is_empty() {
-                n += done.len() as u64;
                 sink.push_all(done.drain(..));
             }
         }
-        self.counters.completed.fetch_add(n, Ordering::Relaxed);
         let mut q = self.shard.queue.lock().unwrap_or_else(|e| e.into_inner());
         // Batch ids are consecutive, so a batch's place in the queue is its id minus the
         // oldest id.
