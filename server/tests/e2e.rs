@@ -633,3 +633,23 @@ fn async_client_and_cli() {
     assert!(run(&["scan", "g"]).contains("greeting = hello"));
     assert!(run(&["bench", "--ops", "2000", "--batch", "16"]).contains("GET: 2000 operations"));
 }
+
+#[test]
+fn busy_and_frame_size_limits() {
+    let srv = Server::start(&["--max-inflight", "2", "--max-frame", "2000"]);
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    let gets: Vec<Request> = (0..3).map(|i| Request::Get { id: i, key: b"k" }).collect();
+    let a = c.execute(&gets).unwrap();
+    assert!(a.iter().all(|x| x.status == Status::Busy), "{a:?}");
+    let two: Vec<Request> = (0..2).map(|i| Request::Get { id: i, key: b"k" }).collect();
+    assert!(c
+        .execute(&two)
+        .unwrap()
+        .iter()
+        .all(|x| x.status == Status::NotFound));
+    // A frame over --max-frame ends the connection; a new one is served.
+    assert!(matches!(c.put(b"k", &[0u8; 3000]), Err(ClientError::Io(_))));
+    let mut c = Client::connect(srv.bin, None).unwrap();
+    c.put(b"k", b"small").unwrap();
+    assert!(resp_raw(srv.resp, b"MGET a b c\r\n").starts_with("-BUSY"));
+}
