@@ -61,6 +61,33 @@ fn measure(name: String, batches: usize, per: usize, mut f: impl FnMut(usize)) -
     }
 }
 
+/// Requests pipelined 16 at a time on one connection: `cmd` appends request `i`, `replies`
+/// counts the complete replies in what has been read.
+fn pipelined(
+    s: &mut TcpStream,
+    name: &str,
+    n: usize,
+    cmd: &dyn Fn(usize, &mut Vec<u8>),
+    replies: &dyn Fn(&[u8]) -> usize,
+) -> Row {
+    const PER: usize = 16;
+    s.set_nodelay(true).expect("nodelay");
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 65536];
+    measure(format!("{name}, {PER} pipelined"), n / PER, PER, |b| {
+        let mut out = Vec::new();
+        for i in 0..PER {
+            cmd(b * PER + i, &mut out);
+        }
+        s.write_all(&out).expect("write");
+        buf.clear();
+        while replies(&buf) < PER {
+            let r = s.read(&mut chunk).expect("read");
+            buf.extend_from_slice(&chunk[..r]);
+        }
+    })
+}
+
 fn main() {
     let a = Args::parse();
     let n = a.ops;
@@ -122,81 +149,59 @@ fn main() {
     }
     if let Some(addr) = &a.redis {
         let mut s = TcpStream::connect(addr.as_str()).expect("connect redis");
-        s.set_nodelay(true).expect("nodelay");
-        let per = 16;
-        let mut buf = Vec::new();
-        let mut run = |name: &str, cmd: &dyn Fn(usize, &mut Vec<u8>)| {
-            measure(format!("Redis {name}, 16 pipelined"), n / per, per, |b| {
-                let mut out = Vec::new();
-                for i in 0..per {
-                    cmd(b * per + i, &mut out);
-                }
-                s.write_all(&out).expect("write");
-                buf.clear();
-                let mut got = 0;
-                let mut chunk = [0u8; 65536];
-                while got < per {
-                    let r = s.read(&mut chunk).expect("read");
-                    buf.extend_from_slice(&chunk[..r]);
-                    got = 0;
-                    let mut at = 0;
-                    while let Ok(Some((_, used))) =
-                        resp::parse_reply(&buf[at..], &Limits::default())
-                    {
-                        at += used;
-                        got += 1;
-                    }
-                }
-            })
+        let replies = |buf: &[u8]| {
+            let (mut at, mut got) = (0, 0);
+            while let Ok(Some((_, used))) = resp::parse_reply(&buf[at..], &Limits::default()) {
+                at += used;
+                got += 1;
+            }
+            got
         };
-        rows.push(run("SET", &|i, out| {
-            resp::command(out, &[b"SET", &key(i), VALUE])
-        }));
-        rows.push(run("GET", &|i, out| resp::command(out, &[b"GET", &key(i)])));
+        rows.push(pipelined(
+            &mut s,
+            "Redis SET",
+            n,
+            &|i, out| resp::command(out, &[b"SET", &key(i), VALUE]),
+            &replies,
+        ));
+        rows.push(pipelined(
+            &mut s,
+            "Redis GET",
+            n,
+            &|i, out| resp::command(out, &[b"GET", &key(i)]),
+            &replies,
+        ));
     }
     if let Some(addr) = &a.memcached {
         let mut s = TcpStream::connect(addr.as_str()).expect("connect memcached");
-        s.set_nodelay(true).expect("nodelay");
-        let per = 16;
-        let mut run = |name: &str, cmd: &dyn Fn(usize, &mut Vec<u8>), end: &'static [u8]| {
-            measure(
-                format!("memcached {name}, 16 pipelined"),
-                n / per,
-                per,
-                |b| {
-                    let mut out = Vec::new();
-                    for i in 0..per {
-                        cmd(b * per + i, &mut out);
-                    }
-                    s.write_all(&out).expect("write");
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 65536];
-                    while buf.windows(end.len()).filter(|w| *w == end).count() < per {
-                        let r = s.read(&mut chunk).expect("read");
-                        buf.extend_from_slice(&chunk[..r]);
-                    }
-                },
-            )
+        let count = |end: &'static [u8]| {
+            move |buf: &[u8]| buf.windows(end.len()).filter(|w| *w == end).count()
         };
-        rows.push(run(
-            "SET",
-            &|i, out| {
-                out.extend_from_slice(b"set ");
-                out.extend_from_slice(&key(i));
-                out.extend_from_slice(format!(" 0 0 {}\r\n", VALUE.len()).as_bytes());
-                out.extend_from_slice(VALUE);
-                out.extend_from_slice(b"\r\n");
-            },
-            b"STORED\r\n",
+        let set = |i: usize, out: &mut Vec<u8>| {
+            out.extend_from_slice(b"set ");
+            out.extend_from_slice(&key(i));
+            out.extend_from_slice(format!(" 0 0 {}\r\n", VALUE.len()).as_bytes());
+            out.extend_from_slice(VALUE);
+            out.extend_from_slice(b"\r\n");
+        };
+        let get = |i: usize, out: &mut Vec<u8>| {
+            out.extend_from_slice(b"get ");
+            out.extend_from_slice(&key(i));
+            out.extend_from_slice(b"\r\n");
+        };
+        rows.push(pipelined(
+            &mut s,
+            "memcached SET",
+            n,
+            &set,
+            &count(b"STORED\r\n"),
         ));
-        rows.push(run(
-            "GET",
-            &|i, out| {
-                out.extend_from_slice(b"get ");
-                out.extend_from_slice(&key(i));
-                out.extend_from_slice(b"\r\n");
-            },
-            b"END\r\n",
+        rows.push(pipelined(
+            &mut s,
+            "memcached GET",
+            n,
+            &get,
+            &count(b"END\r\n"),
         ));
     }
     // Raw UDP ping-pong on loopback: the floor for any UDP round trip on this machine.

@@ -107,6 +107,24 @@ fn bulk_body<'a>(
     Ok(Some((buf.get(start..start + n), start + n + 2)))
 }
 
+/// An array length line: the length (checked against the limit before anything is
+/// allocated), or `None` for a negative (null) length.
+fn array_len(l: &[u8], limits: &Limits) -> Result<Option<usize>, RespError> {
+    let n = int(l)?;
+    if n < 0 {
+        return Ok(None);
+    }
+    let n = n as usize;
+    if n > limits.max_array {
+        return Err(RespError::TooLarge {
+            what: "array",
+            len: n,
+            max: limits.max_array,
+        });
+    }
+    Ok(Some(n))
+}
+
 fn int(s: &[u8]) -> Result<i64, RespError> {
     std::str::from_utf8(s)
         .ok()
@@ -140,18 +158,9 @@ pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Comman
     let Some((l, mut at)) = line(buf, 1, 32)? else {
         return Ok(None);
     };
-    let n = int(l)?;
-    if n < 0 {
+    let Some(n) = array_len(l, limits)? else {
         return Err(RespError::Protocol("negative array length in a command"));
-    }
-    let n = n as usize;
-    if n > limits.max_array {
-        return Err(RespError::TooLarge {
-            what: "array",
-            len: n,
-            max: limits.max_array,
-        });
-    }
+    };
     let mut args = Vec::with_capacity(n);
     for _ in 0..n {
         match buf.get(at) {
@@ -223,18 +232,9 @@ fn parse_reply_at(
             Some((b, end)) => (Value::Bulk(b.map(<[u8]>::to_vec)), end),
         },
         b'*' => {
-            let n = int(l)?;
-            if n < 0 {
+            let Some(n) = array_len(l, limits)? else {
                 return Ok(Some((Value::Array(None), next)));
-            }
-            let n = n as usize;
-            if n > limits.max_array {
-                return Err(RespError::TooLarge {
-                    what: "array",
-                    len: n,
-                    max: limits.max_array,
-                });
-            }
+            };
             let mut items = Vec::with_capacity(n);
             let mut pos = next;
             for _ in 0..n {
