@@ -52,6 +52,34 @@ struct NewNode<'a> {
     off: u64,
 }
 
+impl<'a> NewNode<'a> {
+    /// A leaf to build; its buffer is allocated by `add_node`.
+    fn leaf(lid: u64, items: Items<'a>, old: u64, left: u64, right: u64) -> NewNode<'a> {
+        NewNode {
+            lid,
+            content: Content::Leaf(items),
+            old,
+            left,
+            link: right,
+            level: 0,
+            off: NO_BUFFER,
+        }
+    }
+
+    /// An interior node to build.
+    fn interior(lid: u64, entries: Entries<'a>, old: u64, leftmost: u64, level: u8) -> NewNode<'a> {
+        NewNode {
+            lid,
+            content: Content::Interior(entries),
+            old,
+            left: NO_LID,
+            link: leftmost,
+            level,
+            off: NO_BUFFER,
+        }
+    }
+}
+
 /// Change the level below asks of its parent.
 enum Edit<'a> {
     None,
@@ -292,15 +320,7 @@ impl Tree {
         let (leaf_lid, leaf_off) = path[depth];
         plan.superseded.push(leaf_off);
         let size = leaf_bytes(&items);
-        let leaf = |lid, content, old, left, link| NewNode {
-            lid,
-            content: Content::Leaf(content),
-            old,
-            left,
-            link,
-            level: 0,
-            off: NO_BUFFER,
-        };
+        let leaf = NewNode::leaf;
         if depth == 0 {
             if size > cap {
                 SmoCounters::bump(&self.counters.root_splits);
@@ -384,30 +404,11 @@ impl Tree {
         let a = self.new_lid(plan)?;
         let b = self.new_lid(plan)?;
         for (lid, content, left, link) in [(a, l, NO_LID, b), (b, r, a, NO_LID)] {
-            self.add_node(
-                plan,
-                NewNode {
-                    lid,
-                    content: Content::Leaf(content),
-                    old: root_off,
-                    left,
-                    link,
-                    level: 0,
-                    off: NO_BUFFER,
-                },
-            )?;
+            self.add_node(plan, NewNode::leaf(lid, content, root_off, left, link))?;
         }
         self.add_node(
             plan,
-            NewNode {
-                lid: ROOT,
-                content: Content::Interior(vec![(sep, b)]),
-                old: root_off,
-                left: NO_LID,
-                link: a,
-                level: 1,
-                off: NO_BUFFER,
-            },
+            NewNode::interior(ROOT, vec![(sep, b)], root_off, a, 1),
         )
     }
 
@@ -442,15 +443,7 @@ impl Tree {
             }
             plan.superseded.push(off);
             plan.mark.push(off);
-            let interior = |lid, entries, old, link, level| NewNode {
-                lid,
-                content: Content::Interior(entries),
-                old,
-                left: NO_LID,
-                link,
-                level,
-                off: NO_BUFFER,
-            };
+            let interior = NewNode::interior;
             let size = interior_bytes(&entries);
             let split = |entries: Entries<'a>| {
                 let sizes: Vec<usize> = entries
@@ -528,15 +521,8 @@ impl Tree {
         let icap = self.geo.interior_capacity();
         let gv = self.view(path[d - 1].1, pin);
         let (_, g_entries) = gv.interior_entries();
-        let node = |lid, entries, old, link| NewNode {
-            lid,
-            content: Content::Interior(entries),
-            old,
-            left: NO_LID,
-            link,
-            level,
-            off: NO_BUFFER,
-        };
+        let node =
+            |lid, entries, old, leftmost| NewNode::interior(lid, entries, old, leftmost, level);
         if g_entries.is_empty() {
             self.add_node(plan, node(lid, entries, off, leftmost))?;
             return Ok(Edit::None);
