@@ -3,7 +3,7 @@
 
 use crate::{answers, ClientError, Owned, Result, ScanReply};
 use accelkv_proto::frame::{decode_header, encode_request};
-use accelkv_proto::{FrameError, Limits, Request, Status};
+use accelkv_proto::{FrameError, Limits, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
@@ -62,14 +62,7 @@ impl AsyncClient {
 
     /// GET.
     pub async fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.one(Request::Get { id: 0, key }).await {
-            Ok(Owned::Bytes(v)) => Ok(Some(v)),
-            Err(ClientError::Status(Status::NotFound, _)) => Ok(None),
-            Ok(_) => Err(ClientError::Protocol(FrameError::Malformed(
-                "unexpected body",
-            ))),
-            Err(e) => Err(e),
-        }
+        crate::Client::value(self.one(Request::Get { id: 0, key }).await)
     }
 
     /// PUT; returns the write version.
@@ -84,11 +77,7 @@ impl AsyncClient {
 
     /// DELETE; `false` when the key was absent.
     pub async fn delete(&mut self, key: &[u8]) -> Result<bool> {
-        match crate::Client::version(self.one(Request::Delete { id: 0, key }).await) {
-            Ok(_) => Ok(true),
-            Err(ClientError::Status(Status::NotFound, _)) => Ok(false),
-            Err(e) => Err(e),
-        }
+        crate::Client::deleted(self.one(Request::Delete { id: 0, key }).await)
     }
 
     /// SCAN `[lo, hi)`.

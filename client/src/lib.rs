@@ -182,14 +182,7 @@ impl Client {
 
     /// GET.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.one(Request::Get { id: 0, key }) {
-            Ok(Owned::Bytes(v)) => Ok(Some(v)),
-            Err(ClientError::Status(Status::NotFound, _)) => Ok(None),
-            Ok(_) => Err(ClientError::Protocol(FrameError::Malformed(
-                "unexpected body",
-            ))),
-            Err(e) => Err(e),
-        }
+        Self::value(self.one(Request::Get { id: 0, key }))
     }
 
     pub(crate) fn version(r: Result<Owned>) -> Result<u64> {
@@ -213,7 +206,24 @@ impl Client {
 
     /// DELETE; `false` when the key was absent.
     pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
-        match Self::version(self.one(Request::Delete { id: 0, key })) {
+        Self::deleted(self.one(Request::Delete { id: 0, key }))
+    }
+
+    /// A GET's answer: the value, `None` for NOT_FOUND.
+    pub(crate) fn value(r: Result<Owned>) -> Result<Option<Vec<u8>>> {
+        match r {
+            Ok(Owned::Bytes(v)) => Ok(Some(v)),
+            Err(ClientError::Status(Status::NotFound, _)) => Ok(None),
+            Ok(_) => Err(ClientError::Protocol(FrameError::Malformed(
+                "unexpected body",
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A DELETE's answer: whether the key was there.
+    pub(crate) fn deleted(r: Result<Owned>) -> Result<bool> {
+        match Self::version(r) {
             Ok(_) => Ok(true),
             Err(ClientError::Status(Status::NotFound, _)) => Ok(false),
             Err(e) => Err(e),
@@ -353,12 +363,11 @@ impl UdpClient {
     /// GET over UDP.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let a = self.execute(&[Request::Get { id: 0, key }])?;
-        match a.into_iter().next().map(Answer::ok) {
-            Some(Ok(Owned::Bytes(v))) => Ok(Some(v)),
-            Some(Err(ClientError::Status(Status::NotFound, _))) => Ok(None),
-            Some(Err(e)) => Err(e),
-            _ => Err(ClientError::Protocol(FrameError::Malformed("no answer"))),
-        }
+        let answer = a
+            .into_iter()
+            .next()
+            .ok_or(ClientError::Protocol(FrameError::Malformed("no answer")))?;
+        Client::value(answer.ok())
     }
 
     /// PUT over UDP; returns the write version.
