@@ -86,18 +86,9 @@ fn bulk_body<'a>(
     start: usize,
     limits: &Limits,
 ) -> Result<Option<Bulk<'a>>, RespError> {
-    let n = int(l)?;
-    if n < 0 {
+    let Some(n) = declared_len(l, "bulk string", limits.max_bulk)? else {
         return Ok(Some((None, start)));
-    }
-    let n = n as usize;
-    if n > limits.max_bulk {
-        return Err(RespError::TooLarge {
-            what: "bulk string",
-            len: n,
-            max: limits.max_bulk,
-        });
-    }
+    };
     if buf.len() < start + n + 2 {
         return Ok(None);
     }
@@ -107,20 +98,16 @@ fn bulk_body<'a>(
     Ok(Some((buf.get(start..start + n), start + n + 2)))
 }
 
-/// An array length line: the length (checked against the limit before anything is
-/// allocated), or `None` for a negative (null) length.
-fn array_len(l: &[u8], limits: &Limits) -> Result<Option<usize>, RespError> {
+/// A declared length (of a bulk string or an array), checked against `max` before anything
+/// is allocated; `None` for a negative (null) length.
+fn declared_len(l: &[u8], what: &'static str, max: usize) -> Result<Option<usize>, RespError> {
     let n = int(l)?;
     if n < 0 {
         return Ok(None);
     }
     let n = n as usize;
-    if n > limits.max_array {
-        return Err(RespError::TooLarge {
-            what: "array",
-            len: n,
-            max: limits.max_array,
-        });
+    if n > max {
+        return Err(RespError::TooLarge { what, len: n, max });
     }
     Ok(Some(n))
 }
@@ -158,7 +145,7 @@ pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Comman
     let Some((l, mut at)) = line(buf, 1, 32)? else {
         return Ok(None);
     };
-    let Some(n) = array_len(l, limits)? else {
+    let Some(n) = declared_len(l, "array", limits.max_array)? else {
         return Err(RespError::Protocol("negative array length in a command"));
     };
     let mut args = Vec::with_capacity(n);
@@ -232,7 +219,7 @@ fn parse_reply_at(
             Some((b, end)) => (Value::Bulk(b.map(<[u8]>::to_vec)), end),
         },
         b'*' => {
-            let Some(n) = array_len(l, limits)? else {
+            let Some(n) = declared_len(l, "array", limits.max_array)? else {
                 return Ok(Some((Value::Array(None), next)));
             };
             let mut items = Vec::with_capacity(n);
