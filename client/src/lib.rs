@@ -87,6 +87,21 @@ pub enum Owned {
 }
 
 impl Answer {
+    /// A GET's answer: the value, `None` for NOT_FOUND, the status as an error otherwise.
+    pub fn into_value(self) -> Result<Option<Vec<u8>>> {
+        Client::value(self.ok())
+    }
+
+    /// A write's answer: its version, or the status as an error.
+    pub fn into_version(self) -> Result<u64> {
+        Client::version(self.ok())
+    }
+
+    /// A SCAN's answer: the items and whether the server cut the reply.
+    pub fn into_items(self) -> Result<ScanReply> {
+        Client::items(self.ok())
+    }
+
     pub(crate) fn ok(self) -> Result<Owned> {
         match (self.status, self.body) {
             (Status::Ok, b) => Ok(b),

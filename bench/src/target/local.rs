@@ -1,0 +1,176 @@
+//! In-process targets: accelkv through its reference reader, accelkv through the CPU read
+//! engine (with the hot-key cache, as the server runs it), and a `BTreeMap` behind a
+//! `RwLock` (the baseline a Rust program would write first).
+
+use super::{Conn, Op, Outcome, Result, Target, TargetError};
+use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine, Reply, Request, Sink};
+use accelkv_tree::{Config, Store};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// Hot-key cache buckets of the engine target: the server's default.
+const CACHE_BUCKETS: usize = 1 << 16;
+
+/// accelkv in this process.
+pub struct Accelkv {
+    store: Arc<Store>,
+    engine: Option<Arc<CpuEngine>>,
+}
+
+impl Accelkv {
+    /// Reads through the reference reader on the calling thread.
+    pub fn reference() -> Result<Accelkv> {
+        let store =
+            Store::new(Config::default()).map_err(|e| TargetError::from_display("store", e))?;
+        Ok(Accelkv {
+            store: Arc::new(store),
+            engine: None,
+        })
+    }
+
+    /// Reads (GET, SCAN) through the CPU engine; writes on the calling thread.
+    pub fn engine() -> Result<Accelkv> {
+        let store = Arc::new(
+            Store::new(Config::default()).map_err(|e| TargetError::from_display("store", e))?,
+        );
+        let engine = CpuEngine::start(
+            store.clone(),
+            EngineConfig {
+                cache_buckets: CACHE_BUCKETS,
+                ..EngineConfig::default()
+            },
+        );
+        Ok(Accelkv {
+            store,
+            engine: Some(Arc::new(engine)),
+        })
+    }
+}
+
+impl Target for Accelkv {
+    fn name(&self) -> String {
+        match self.engine {
+            Some(_) => "accelkv-engine".into(),
+            None => "accelkv".into(),
+        }
+    }
+
+    fn connect(&self) -> Result<Box<dyn Conn>> {
+        Ok(Box::new(AccelkvConn {
+            store: self.store.clone(),
+            engine: self.engine.clone(),
+            sink: Sink::new(),
+            batch: Vec::new(),
+        }))
+    }
+}
+
+struct AccelkvConn {
+    store: Arc<Store>,
+    engine: Option<Arc<CpuEngine>>,
+    sink: Arc<Sink>,
+    batch: Vec<(u64, Request)>,
+}
+
+fn store_err(e: accelkv_tree::Error) -> TargetError {
+    TargetError::from_display("accelkv", e)
+}
+
+impl Conn for AccelkvConn {
+    fn execute(&mut self, ops: &[Op], out: &mut Vec<Outcome>) -> Result<()> {
+        let first = out.len();
+        // Writes run here (the CPU runs writes); reads are collected into one engine batch.
+        for (i, op) in ops.iter().enumerate() {
+            let outcome = match op {
+                Op::Update(k, v) | Op::Insert(k, v) => {
+                    self.store.put(k, v).map_err(store_err)?;
+                    Outcome::Written
+                }
+                Op::Read(k) if self.engine.is_some() => {
+                    self.batch.push((i as u64, Request::get(k)));
+                    Outcome::Written // replaced by the completion below
+                }
+                Op::Scan(k, n) if self.engine.is_some() => {
+                    self.batch.push((i as u64, Request::scan(k, None, *n)));
+                    Outcome::Written
+                }
+                Op::Read(k) => Outcome::Value(self.store.get(k).map_err(store_err)?),
+                Op::Scan(k, n) => Outcome::Items(self.store.scan(k, None, *n)),
+            };
+            out.push(outcome);
+        }
+        let Some(engine) = &self.engine else {
+            return Ok(());
+        };
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let want = self.batch.len();
+        engine.submit(&self.sink, std::mem::take(&mut self.batch));
+        let mut done = Vec::with_capacity(want);
+        while done.len() < want {
+            if self.sink.wait(&mut done, want, Duration::from_secs(30)) == 0 {
+                return Err(TargetError("the engine did not answer in 30 s".into()));
+            }
+        }
+        for c in done {
+            out[first + c.tag as usize] = match c.reply {
+                Reply::Value(v) => Outcome::Value(v),
+                Reply::Items(items) => Outcome::Items(items.to_vec()),
+                Reply::Error(e) => return Err(store_err(e)),
+            };
+        }
+        Ok(())
+    }
+}
+
+/// `BTreeMap` behind a `RwLock`.
+#[derive(Default)]
+pub struct BTree {
+    map: Arc<RwLock<BTreeMap<Vec<u8>, Vec<u8>>>>,
+}
+
+impl Target for BTree {
+    fn name(&self) -> String {
+        "btreemap".into()
+    }
+
+    fn connect(&self) -> Result<Box<dyn Conn>> {
+        Ok(Box::new(BTreeConn {
+            map: self.map.clone(),
+        }))
+    }
+}
+
+struct BTreeConn {
+    map: Arc<RwLock<BTreeMap<Vec<u8>, Vec<u8>>>>,
+}
+
+impl Conn for BTreeConn {
+    fn execute(&mut self, ops: &[Op], out: &mut Vec<Outcome>) -> Result<()> {
+        for op in ops {
+            out.push(match op {
+                Op::Update(k, v) | Op::Insert(k, v) => {
+                    let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+                    m.insert(k.clone(), v.clone());
+                    Outcome::Written
+                }
+                Op::Read(k) => {
+                    let m = self.map.read().unwrap_or_else(|e| e.into_inner());
+                    Outcome::Value(m.get(k).cloned())
+                }
+                Op::Scan(k, n) => {
+                    let m = self.map.read().unwrap_or_else(|e| e.into_inner());
+                    Outcome::Items(
+                        m.range(k.clone()..)
+                            .take(*n)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    )
+                }
+            });
+        }
+        Ok(())
+    }
+}
