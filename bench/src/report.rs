@@ -21,7 +21,21 @@ fn rows(runs: &[RunResult]) -> Vec<(String, String)> {
     seen
 }
 
-/// Targets in the order first run.
+/// Where a target's column goes: in-process targets, then accelkv over the network, then the
+/// network peers, then anything else in the order first run.
+const ORDER: [&str; 9] = [
+    "accelkv",
+    "accelkv-engine",
+    "btreemap",
+    "rocksdb",
+    "accelkv-tcp",
+    "accelkv-udp",
+    "accelkv-resp",
+    "redis",
+    "memcached",
+];
+
+/// Targets in column order.
 fn targets(runs: &[RunResult]) -> Vec<String> {
     let mut seen: Vec<String> = Vec::new();
     for r in runs {
@@ -29,6 +43,8 @@ fn targets(runs: &[RunResult]) -> Vec<String> {
             seen.push(r.target.clone());
         }
     }
+    let rank = |t: &String| ORDER.iter().position(|o| o == t).unwrap_or(ORDER.len());
+    seen.sort_by_key(rank); // stable: unknown targets keep their order
     seen
 }
 
@@ -155,14 +171,16 @@ pub fn plot(result: &SuiteResult, title: &str, path: &Path) -> Result<(), String
         return Err("nothing to plot".into());
     }
     let by = index(runs);
-    let max = runs
-        .iter()
-        .filter(|r| r.error.is_none())
-        .map(|r| r.throughput)
-        .fold(0.0f64, f64::max)
-        .max(1.0)
-        / 1e3
-        * 1.1;
+    let ok = || {
+        runs.iter()
+            .filter(|r| r.error.is_none() && r.skipped.is_none() && r.throughput > 0.0)
+            .map(|r| r.throughput / 1e3)
+    };
+    // Log scale: in-process and network targets differ by orders of magnitude.
+    let max = ok().fold(1.0f64, f64::max) * 1.5;
+    let floor = 10f64
+        .powf(ok().fold(max, f64::min).log10().floor())
+        .min(max / 10.0);
     let width = (140 + rs.len() * (ts.len() * 14 + 24).max(120)).max(640) as u32;
     let root = SVGBackend::new(path, (width, 480)).into_drawing_area();
     let e = |e: &dyn std::fmt::Display| e.to_string();
@@ -172,7 +190,7 @@ pub fn plot(result: &SuiteResult, title: &str, path: &Path) -> Result<(), String
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(90)
-        .build_cartesian_2d(0f64..rs.len() as f64, 0f64..max)
+        .build_cartesian_2d(0f64..rs.len() as f64, (floor..max).log_scale())
         .map_err(|x| e(&x))?;
     let labels: Vec<String> = rs.iter().map(|(w, d)| format!("{w} {d}")).collect();
     chart
@@ -187,8 +205,14 @@ pub fn plot(result: &SuiteResult, title: &str, path: &Path) -> Result<(), String
                 String::new()
             }
         })
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .y_desc("thousand operations per second")
+        .y_label_formatter(&|y| {
+            if *y >= 1.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y}")
+            }
+        })
+        .y_desc("thousand operations per second (log scale)")
         .draw()
         .map_err(|x| e(&x))?;
     let bar = 0.8 / ts.len() as f64;
@@ -204,7 +228,7 @@ pub fn plot(result: &SuiteResult, title: &str, path: &Path) -> Result<(), String
                 }
                 let x0 = ri as f64 + 0.1 + ti as f64 * bar;
                 Some(Rectangle::new(
-                    [(x0, 0.0), (x0 + bar * 0.9, r.throughput / 1e3)],
+                    [(x0, floor), (x0 + bar * 0.9, r.throughput / 1e3)],
                     color.filled(),
                 ))
             })

@@ -302,3 +302,45 @@ fn quick_suite_over_the_network() {
     s.password = Some("bench-secret".into());
     check_complete(&s);
 }
+
+#[test]
+fn the_binary_runs_quick_and_writes_its_report() {
+    let dir = std::env::temp_dir().join(format!("accelkv-bench-quick-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_accelkv-bench"))
+        .args([
+            "--quick",
+            "-t",
+            "accelkv",
+            "-t",
+            "btreemap",
+            "--baseline",
+            "btreemap",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run accelkv-bench");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(md.contains("| A | uniform |"), "{md}");
+    assert!(md.contains("×)"), "ratios to the baseline: {md}");
+    for f in ["report.md", "results.json", "throughput.svg"] {
+        assert!(dir.join(f).exists(), "{f} written");
+    }
+    // The results merge back into the same report.
+    let m = Command::new(env!("CARGO_BIN_EXE_accelkv-bench"))
+        .arg("--merge")
+        .arg(dir.join("results.json"))
+        .output()
+        .expect("merge");
+    assert!(m.status.success());
+    assert!(String::from_utf8_lossy(&m.stdout).contains("| cloud-90 | zipfian |"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_accelkv-bench"))
+        .args(["--quick", "-t", "mongodb"])
+        .output()
+        .expect("run accelkv-bench");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown target 'mongodb'"));
+}
