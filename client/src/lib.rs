@@ -254,6 +254,78 @@ impl Client {
         }
     }
 
+    /// FETCH_ADD: adds `delta` to the key's 64-bit little-endian value (absent: 0) and returns
+    /// the original value's 8 bytes. `kind` is `operand::U64` or `operand::I64`, `overflow`
+    /// one of `operand::{WRAP, CHECKED, SATURATE}` (docs/PROTOCOL.md).
+    pub fn fetch_add(&mut self, key: &[u8], delta: i64, kind: u8, overflow: u8) -> Result<[u8; 8]> {
+        let v = Self::value(self.one(Request::FetchAdd {
+            id: 0,
+            key,
+            kind,
+            overflow,
+            delta,
+        }))?
+        .unwrap_or_default();
+        v.try_into().map_err(|_| {
+            ClientError::Protocol(FrameError::Malformed("fetch-and-add answer is not 8 bytes"))
+        })
+    }
+
+    /// Adds `delta` to an unsigned 64-bit counter (wrapping) and returns its previous value.
+    pub fn fetch_add_u64(&mut self, key: &[u8], delta: i64) -> Result<u64> {
+        use accelkv_proto::frame::operand::{U64, WRAP};
+        Ok(u64::from_le_bytes(self.fetch_add(key, delta, U64, WRAP)?))
+    }
+
+    /// Adds `delta` to a signed 64-bit counter (failing with `Status::Overflow` instead of
+    /// wrapping) and returns its previous value.
+    pub fn fetch_add_i64(&mut self, key: &[u8], delta: i64) -> Result<i64> {
+        use accelkv_proto::frame::operand::{CHECKED, I64};
+        Ok(i64::from_le_bytes(
+            self.fetch_add(key, delta, I64, CHECKED)?,
+        ))
+    }
+
+    /// Compare-and-swap: sets the value to `new` if it is `expected` (`None`: if the key is
+    /// absent). `Ok(true)` if swapped, `Ok(false)` if the value differed.
+    pub fn cas(&mut self, key: &[u8], expected: Option<&[u8]>, new: &[u8]) -> Result<bool> {
+        match Self::version(self.one(Request::Cas {
+            id: 0,
+            key,
+            expected,
+            new,
+        })) {
+            Ok(_) => Ok(true),
+            Err(ClientError::Status(Status::Mismatch, _)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A vector operation (`operand::UPDATE_SCALAR2SCALAR` .. `operand::FILTER`) on the key's
+    /// value read as `elem` elements, with the registered function `function`; returns what
+    /// KV-Direct's table says it returns (the original value, the reduced scalar or the
+    /// filtered elements) as little-endian bytes.
+    pub fn vector(
+        &mut self,
+        key: &[u8],
+        op: u8,
+        elem: u8,
+        overflow: u8,
+        function: &str,
+        operand: &[u8],
+    ) -> Result<Vec<u8>> {
+        Self::value(self.one(Request::Vector {
+            id: 0,
+            key,
+            op,
+            elem,
+            overflow,
+            function: function.as_bytes(),
+            operand,
+        }))?
+        .ok_or(ClientError::Status(Status::NotFound, String::new()))
+    }
+
     /// SCAN `[lo, hi)` (`hi` empty: unbounded); the flag says the server cut the reply.
     pub fn scan(&mut self, lo: &[u8], hi: &[u8], limit: u32) -> Result<ScanReply> {
         Self::items(self.one(Request::Scan {

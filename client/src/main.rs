@@ -4,10 +4,15 @@
 //! accelkv put user:1 alice
 //! accelkv get user:1
 //! accelkv scan user: user; --limit 10
+//! accelkv incr hits 5                              # fetch-and-add, prints the old value
+//! accelkv cas lock "" owner-1 --absent              # compare-and-swap
+//! accelkv vput v --elem u32 1 2 3 4                 # a vector value
+//! accelkv vector reduce v add 0 --elem u32          # 10
 //! accelkv bench --ops 100000 --batch 64
 //! ```
 
 use accelkv_client::{Client, ClientError};
+use accelkv_proto::frame::operand;
 use accelkv_proto::Request;
 use clap::{Parser, Subcommand};
 use std::time::Instant;
@@ -51,6 +56,51 @@ enum Cmd {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// Fetch-and-add on a 64-bit counter; prints the previous value.
+    Incr {
+        key: String,
+        #[arg(default_value_t = 1, allow_negative_numbers = true)]
+        delta: i64,
+        /// Signed (i64) instead of unsigned (u64).
+        #[arg(long)]
+        signed: bool,
+        /// wrap, checked or saturate.
+        #[arg(long, default_value = "wrap")]
+        overflow: String,
+    },
+    /// Compare-and-swap: set KEY to NEW if its value is EXPECTED (or, with --absent, if the
+    /// key is absent).
+    Cas {
+        key: String,
+        expected: String,
+        new: String,
+        #[arg(long)]
+        absent: bool,
+    },
+    /// Set a key to a vector of numbers (little-endian elements of --elem).
+    Vput {
+        key: String,
+        #[arg(allow_negative_numbers = true)]
+        values: Vec<String>,
+        /// u8, u16, u32, u64, i32, i64, f32 or f64.
+        #[arg(long, default_value = "u32")]
+        elem: String,
+    },
+    /// A vector operation: s2s, s2v, v2v, reduce or filter, with a registered function
+    /// (add, sub, min, max, and, or, xor, set; eq, ne, lt, le, gt, ge for filters) and its
+    /// operand (one number, or one per element for v2v). Prints the answer as numbers.
+    Vector {
+        op: String,
+        key: String,
+        function: String,
+        #[arg(allow_negative_numbers = true)]
+        operand: Vec<String>,
+        #[arg(long, default_value = "u32")]
+        elem: String,
+        /// wrap, checked or saturate.
+        #[arg(long, default_value = "wrap")]
+        overflow: String,
+    },
     /// Check the server answers.
     Ping,
     /// Print server statistics.
@@ -72,6 +122,87 @@ fn main() {
         eprintln!("accelkv: {e}");
         std::process::exit(1);
     }
+}
+
+fn usage(m: String) -> ClientError {
+    ClientError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m))
+}
+
+fn policy(s: &str) -> Result<u8, ClientError> {
+    match s {
+        "wrap" => Ok(operand::WRAP),
+        "checked" => Ok(operand::CHECKED),
+        "saturate" => Ok(operand::SATURATE),
+        o => Err(usage(format!(
+            "unknown overflow policy '{o}' (wrap, checked, saturate)"
+        ))),
+    }
+}
+
+const ELEMS: [(&str, u8, usize); 8] = [
+    ("u8", operand::U8, 1),
+    ("u16", operand::U16, 2),
+    ("u32", operand::U32, 4),
+    ("u64", operand::U64, 8),
+    ("i32", operand::I32, 4),
+    ("i64", operand::I64, 8),
+    ("f32", operand::F32, 4),
+    ("f64", operand::F64, 8),
+];
+
+fn elem_of(s: &str) -> Result<u8, ClientError> {
+    ELEMS.iter().find(|e| e.0 == s).map(|e| e.1).ok_or_else(|| {
+        usage(format!(
+            "unknown element type '{s}' (u8, u16, u32, u64, i32, i64, f32, f64)"
+        ))
+    })
+}
+
+/// Numbers as little-endian elements of type `elem`.
+fn encode_numbers(elem: u8, xs: &[String]) -> Result<Vec<u8>, ClientError> {
+    let (name, _, width) = ELEMS[usize::from(elem)];
+    let mut out = Vec::with_capacity(xs.len() * width);
+    for x in xs {
+        let bad = || usage(format!("'{x}' is not a {name}"));
+        match name {
+            "f32" => out.extend_from_slice(&x.parse::<f32>().map_err(|_| bad())?.to_le_bytes()),
+            "f64" => out.extend_from_slice(&x.parse::<f64>().map_err(|_| bad())?.to_le_bytes()),
+            _ => {
+                let n: i128 = x.parse().map_err(|_| bad())?;
+                let signed = name.starts_with('i');
+                let bits = width as u32 * 8;
+                let (lo, hi) = if signed {
+                    (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+                } else {
+                    (0, (1i128 << bits) - 1)
+                };
+                if !(lo..=hi).contains(&n) {
+                    return Err(bad());
+                }
+                out.extend_from_slice(&(n as u64).to_le_bytes()[..width]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Little-endian elements of type `elem` as numbers.
+fn decode_numbers(elem: u8, b: &[u8]) -> Vec<String> {
+    let (name, _, width) = ELEMS[usize::from(elem)];
+    b.chunks(width)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            let raw = u64::from_le_bytes(w);
+            match name {
+                "f32" => f32::from_bits(raw as u32).to_string(),
+                "f64" => f64::from_bits(raw).to_string(),
+                "i32" => (raw as u32 as i32).to_string(),
+                "i64" => (raw as i64).to_string(),
+                _ => raw.to_string(),
+            }
+        })
+        .collect()
 }
 
 fn show(b: &[u8]) -> String {
@@ -102,6 +233,66 @@ fn run(cli: Cli) -> Result<(), ClientError> {
         Cmd::Scan { lo, hi, limit } => print_items(c.scan(lo.as_bytes(), hi.as_bytes(), limit)?),
         Cmd::Floor { kl, ku, limit } => {
             print_items(c.scan_floor(kl.as_bytes(), ku.as_bytes(), limit)?)
+        }
+        Cmd::Incr {
+            key,
+            delta,
+            signed,
+            overflow,
+        } => {
+            let kind = if signed { operand::I64 } else { operand::U64 };
+            let old = c.fetch_add(key.as_bytes(), delta, kind, policy(&overflow)?)?;
+            if signed {
+                println!("{}", i64::from_le_bytes(old));
+            } else {
+                println!("{}", u64::from_le_bytes(old));
+            }
+        }
+        Cmd::Cas {
+            key,
+            expected,
+            new,
+            absent,
+        } => {
+            let exp = (!absent).then_some(expected.as_bytes());
+            let swapped = c.cas(key.as_bytes(), exp, new.as_bytes())?;
+            println!("{}", if swapped { "swapped" } else { "mismatch" });
+        }
+        Cmd::Vput { key, values, elem } => {
+            let e = elem_of(&elem)?;
+            let v = c.put(key.as_bytes(), &encode_numbers(e, &values)?)?;
+            println!("OK (version {v})");
+        }
+        Cmd::Vector {
+            op,
+            key,
+            function,
+            operand: args,
+            elem,
+            overflow,
+        } => {
+            let code = match op.as_str() {
+                "s2s" => operand::UPDATE_SCALAR2SCALAR,
+                "s2v" => operand::UPDATE_SCALAR2VECTOR,
+                "v2v" => operand::UPDATE_VECTOR2VECTOR,
+                "reduce" => operand::REDUCE,
+                "filter" => operand::FILTER,
+                other => {
+                    return Err(usage(format!(
+                        "unknown vector operation '{other}' (s2s, s2v, v2v, reduce, filter)"
+                    )))
+                }
+            };
+            let e = elem_of(&elem)?;
+            let out = c.vector(
+                key.as_bytes(),
+                code,
+                e,
+                policy(&overflow)?,
+                &function,
+                &encode_numbers(e, &args)?,
+            )?;
+            println!("{}", decode_numbers(e, &out).join(" "));
         }
         Cmd::Ping => {
             let t = Instant::now();

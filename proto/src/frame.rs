@@ -31,6 +31,42 @@ pub const REQ_OP_LEN: usize = 10;
 /// Bytes of a response operation's fixed part.
 pub const RESP_OP_LEN: usize = 8;
 
+/// Byte values of FETCH_ADD and VECTOR operands.
+pub mod operand {
+    /// Overflow policy: wrap around (two's complement).
+    pub const WRAP: u8 = 0;
+    /// Overflow policy: fail with `Status::Overflow`, value unchanged.
+    pub const CHECKED: u8 = 1;
+    /// Overflow policy: clamp to the type's range.
+    pub const SATURATE: u8 = 2;
+    /// Element types (FETCH_ADD takes `U64` or `I64`).
+    pub const U8: u8 = 0;
+    /// Unsigned 16-bit elements.
+    pub const U16: u8 = 1;
+    /// Unsigned 32-bit elements.
+    pub const U32: u8 = 2;
+    /// Unsigned 64-bit elements.
+    pub const U64: u8 = 3;
+    /// Signed 32-bit elements.
+    pub const I32: u8 = 4;
+    /// Signed 64-bit elements.
+    pub const I64: u8 = 5;
+    /// binary32 elements.
+    pub const F32: u8 = 6;
+    /// binary64 elements.
+    pub const F64: u8 = 7;
+    /// Vector operation: the value is one element, v = f(v, operand); answers the original.
+    pub const UPDATE_SCALAR2SCALAR: u8 = 0;
+    /// Vector operation: every element v_i = f(v_i, operand); answers the original vector.
+    pub const UPDATE_SCALAR2VECTOR: u8 = 1;
+    /// Vector operation: v_i = f(v_i, operand_i); answers the original vector.
+    pub const UPDATE_VECTOR2VECTOR: u8 = 2;
+    /// Vector operation: s = f(s, v_i) from s = operand; answers s.
+    pub const REDUCE: u8 = 3;
+    /// Vector operation: the elements with f(v_i, operand); answers them.
+    pub const FILTER: u8 = 4;
+}
+
 /// Operation codes. 0x10–0x1F are reserved for atomics, 0x20–0x2F for vector operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -56,6 +92,15 @@ pub enum Opcode {
     /// Padding: the value is ignored and the answer is an empty OK. Lets an unauthenticated
     /// UDP client make its datagram as large as the reply it expects (no amplification).
     Pad = 0x0A,
+    /// Atomic fetch-and-add on a 64-bit value; value = kind:u8 (3 unsigned, 5 signed)
+    /// overflow:u8 (0 wrap, 1 checked, 2 saturate) delta:i64. Answer: the original 8 bytes.
+    FetchAdd = 0x10,
+    /// Compare-and-swap of the whole value; value = expect_present:u8 expected_len:u32
+    /// expected new. Answer: the write version, or MISMATCH.
+    Cas = 0x11,
+    /// A vector operation; value = op:u8 elem:u8 overflow:u8 name_len:u8 name operand.
+    /// Answer: bytes (original vector, reduced scalar or filtered vector).
+    Vector = 0x20,
 }
 
 impl Opcode {
@@ -72,6 +117,9 @@ impl Opcode {
             0x08 => Opcode::Auth,
             0x09 => Opcode::Stats,
             0x0A => Opcode::Pad,
+            0x10 => Opcode::FetchAdd,
+            0x11 => Opcode::Cas,
+            0x20 => Opcode::Vector,
             _ => return None,
         })
     }
@@ -99,6 +147,17 @@ pub enum Status {
     Unsupported = 7,
     /// The server failed (out of memory, internal error); the message says why.
     Error = 8,
+    /// Compare-and-swap: the value was not the expected one (nothing written).
+    Mismatch = 9,
+    /// An integer result left its type's range under the `checked` policy (nothing written).
+    Overflow = 10,
+    /// A value or operand is not a whole number of elements, or not one element where one
+    /// is needed (an atomic on a value that is not 8 bytes).
+    BadLength = 11,
+    /// A vector operation names a function the server does not have.
+    UnknownFunction = 12,
+    /// The function does not apply to the element type (for example `xor` on floats).
+    TypeMismatch = 13,
 }
 
 impl Status {
@@ -114,6 +173,11 @@ impl Status {
             6 => Status::Unauthorized,
             7 => Status::Unsupported,
             8 => Status::Error,
+            9 => Status::Mismatch,
+            10 => Status::Overflow,
+            11 => Status::BadLength,
+            12 => Status::UnknownFunction,
+            13 => Status::TypeMismatch,
             _ => return None,
         })
     }
@@ -219,6 +283,37 @@ pub enum Request<'a> {
     Stats { id: u16 },
     /// PAD with `len` ignored bytes.
     Pad { id: u16, len: usize },
+    /// FETCH_ADD: add `delta` to the 64-bit value (absent: 0), answer the original.
+    FetchAdd {
+        id: u16,
+        key: &'a [u8],
+        /// Element type byte: 3 (u64) or 5 (i64).
+        kind: u8,
+        /// Overflow policy byte: 0 wrap, 1 checked, 2 saturate.
+        overflow: u8,
+        delta: i64,
+    },
+    /// CAS: replace the value with `new` if it equals `expected` (`None`: if absent).
+    Cas {
+        id: u16,
+        key: &'a [u8],
+        expected: Option<&'a [u8]>,
+        new: &'a [u8],
+    },
+    /// A vector operation (docs/PROTOCOL.md, "Atomics and vector operations").
+    Vector {
+        id: u16,
+        key: &'a [u8],
+        /// 0 update_scalar2scalar, 1 update_scalar2vector, 2 update_vector2vector,
+        /// 3 reduce, 4 filter.
+        op: u8,
+        /// Element type byte (0 u8, 1 u16, 2 u32, 3 u64, 4 i32, 5 i64, 6 f32, 7 f64).
+        elem: u8,
+        /// Overflow policy byte.
+        overflow: u8,
+        function: &'a [u8],
+        operand: &'a [u8],
+    },
     /// An opcode this decoder does not know (answered with `Status::Unsupported`).
     Unknown { id: u16, opcode: u8 },
     /// An operation over a limit or malformed, answered with that status; the frame's
@@ -240,6 +335,9 @@ impl Request<'_> {
             | Request::Auth { id, .. }
             | Request::Stats { id }
             | Request::Pad { id, .. }
+            | Request::FetchAdd { id, .. }
+            | Request::Cas { id, .. }
+            | Request::Vector { id, .. }
             | Request::Unknown { id, .. }
             | Request::Invalid { id, .. } => id,
         }
@@ -258,6 +356,9 @@ impl Request<'_> {
             Request::Auth { .. } => Opcode::Auth as u8,
             Request::Stats { .. } => Opcode::Stats as u8,
             Request::Pad { .. } => Opcode::Pad as u8,
+            Request::FetchAdd { .. } => Opcode::FetchAdd as u8,
+            Request::Cas { .. } => Opcode::Cas as u8,
+            Request::Vector { .. } => Opcode::Vector as u8,
             Request::Unknown { opcode, .. } | Request::Invalid { opcode, .. } => *opcode,
         }
     }
@@ -289,6 +390,42 @@ impl Request<'_> {
             Request::Pad { len, .. } => {
                 scratch.resize(*len, 0);
                 &[]
+            }
+            Request::FetchAdd {
+                key,
+                kind,
+                overflow,
+                delta,
+                ..
+            } => {
+                scratch.push(*kind);
+                scratch.push(*overflow);
+                scratch.extend_from_slice(&delta.to_le_bytes());
+                key
+            }
+            Request::Cas {
+                key, expected, new, ..
+            } => {
+                scratch.push(u8::from(expected.is_some()));
+                let e = expected.unwrap_or(&[]);
+                scratch.extend_from_slice(&(e.len() as u32).to_le_bytes());
+                scratch.extend_from_slice(e);
+                scratch.extend_from_slice(new);
+                key
+            }
+            Request::Vector {
+                key,
+                op,
+                elem,
+                overflow,
+                function,
+                operand,
+                ..
+            } => {
+                scratch.extend_from_slice(&[*op, *elem, *overflow, function.len() as u8]);
+                scratch.extend_from_slice(function);
+                scratch.extend_from_slice(operand);
+                key
             }
             Request::Stats { .. } | Request::Unknown { .. } | Request::Invalid { .. } => &[],
         };
@@ -493,7 +630,13 @@ fn decode_op<'a>(
     };
     let needs_key = matches!(
         op,
-        Opcode::Get | Opcode::Put | Opcode::Update | Opcode::Delete
+        Opcode::Get
+            | Opcode::Put
+            | Opcode::Update
+            | Opcode::Delete
+            | Opcode::FetchAdd
+            | Opcode::Cas
+            | Opcode::Vector
     );
     if needs_key && key.is_empty() {
         return invalid(Status::Malformed);
@@ -534,6 +677,59 @@ fn decode_op<'a>(
         Opcode::Pad => Request::Pad {
             id,
             len: value.len(),
+        },
+        Opcode::FetchAdd => match value {
+            [kind @ (3 | 5), overflow @ 0..=2, d @ ..] if d.len() == 8 => Request::FetchAdd {
+                id,
+                key,
+                kind: *kind,
+                overflow: *overflow,
+                delta: i64::from_le_bytes(d.try_into().unwrap_or([0; 8])),
+            },
+            _ => invalid(Status::Malformed),
+        },
+        Opcode::Cas => {
+            let parsed = (|| {
+                let (&present, rest) = value.split_first()?;
+                let (l, rest) = rest.split_first_chunk::<4>()?;
+                let l = u32::from_le_bytes(*l) as usize;
+                if present > 1 || l > rest.len() || (present == 0 && l != 0) {
+                    return None;
+                }
+                let (e, new) = rest.split_at(l);
+                Some((if present == 1 { Some(e) } else { None }, new))
+            })();
+            match parsed {
+                None => invalid(Status::Malformed),
+                Some((_, new)) if new.len() > limits.max_value => invalid(Status::TooLarge),
+                Some((expected, new)) => Request::Cas {
+                    id,
+                    key,
+                    expected,
+                    new,
+                },
+            }
+        }
+        Opcode::Vector => match value {
+            [op @ 0..=4, elem @ 0..=7, overflow @ 0..=2, n, rest @ ..]
+                if usize::from(*n) <= rest.len() =>
+            {
+                let (function, operand) = rest.split_at(usize::from(*n));
+                if operand.len() > limits.max_value {
+                    invalid(Status::TooLarge)
+                } else {
+                    Request::Vector {
+                        id,
+                        key,
+                        op: *op,
+                        elem: *elem,
+                        overflow: *overflow,
+                        function,
+                        operand,
+                    }
+                }
+            }
+            _ => invalid(Status::Malformed),
         },
     }
 }
@@ -672,8 +868,10 @@ pub fn decode_response<'a>(
             Body::Message(b)
         } else {
             match Opcode::from_u8(opcode) {
-                Some(Opcode::Get | Opcode::Ping | Opcode::Stats) => Body::Bytes(b),
-                Some(Opcode::Put | Opcode::Update | Opcode::Delete) => {
+                Some(
+                    Opcode::Get | Opcode::Ping | Opcode::Stats | Opcode::FetchAdd | Opcode::Vector,
+                ) => Body::Bytes(b),
+                Some(Opcode::Put | Opcode::Update | Opcode::Delete | Opcode::Cas) => {
                     let v = b
                         .first_chunk::<8>()
                         .ok_or(FrameError::Malformed("short version"))?;

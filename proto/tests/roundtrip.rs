@@ -27,6 +27,9 @@ enum Op {
     Auth(Vec<u8>),
     Stats,
     Pad(usize),
+    FetchAdd(Vec<u8>, bool, u8, i64),
+    Cas(Vec<u8>, Option<Vec<u8>>, Vec<u8>),
+    Vector(Vec<u8>, u8, u8, u8, Vec<u8>, Vec<u8>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -41,6 +44,11 @@ fn op() -> impl Strategy<Value = Op> {
         bytes(30).prop_map(Op::Auth),
         Just(Op::Stats),
         (0usize..100).prop_map(Op::Pad),
+        (key(), any::<bool>(), 0u8..3, any::<i64>())
+            .prop_map(|(k, s, o, d)| Op::FetchAdd(k, s, o, d)),
+        (key(), proptest::option::of(bytes(20)), bytes(20)).prop_map(|(k, e, n)| Op::Cas(k, e, n)),
+        (key(), 0u8..5, 0u8..8, 0u8..3, bytes(12), bytes(64))
+            .prop_map(|(k, o, e, p, f, d)| Op::Vector(k, o, e, p, f, d)),
     ]
 }
 
@@ -75,6 +83,28 @@ fn as_request(i: usize, op: &Op) -> Request<'_> {
         Op::Auth(p) => Request::Auth { id, password: p },
         Op::Stats => Request::Stats { id },
         Op::Pad(len) => Request::Pad { id, len: *len },
+        Op::FetchAdd(k, signed, o, d) => Request::FetchAdd {
+            id,
+            key: k,
+            kind: if *signed { 5 } else { 3 },
+            overflow: *o,
+            delta: *d,
+        },
+        Op::Cas(k, e, n) => Request::Cas {
+            id,
+            key: k,
+            expected: e.as_deref(),
+            new: n,
+        },
+        Op::Vector(k, o, e, p, f, d) => Request::Vector {
+            id,
+            key: k,
+            op: *o,
+            elem: *e,
+            overflow: *p,
+            function: f,
+            operand: d,
+        },
     }
 }
 

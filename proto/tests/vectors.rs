@@ -70,6 +70,34 @@ fn request_meaning(name: &str) -> Option<RequestMeaning> {
                 },
             ],
         ),
+        "atomics" => (
+            4,
+            None,
+            vec![
+                Request::FetchAdd {
+                    id: 1,
+                    key: b"n",
+                    kind: 3,
+                    overflow: 0,
+                    delta: 5,
+                },
+                Request::Cas {
+                    id: 2,
+                    key: b"c",
+                    expected: Some(b"a"),
+                    new: b"b",
+                },
+                Request::Vector {
+                    id: 3,
+                    key: b"v",
+                    op: 3,
+                    elem: 2,
+                    overflow: 0,
+                    function: b"add",
+                    operand: &[0, 0, 0, 0],
+                },
+            ],
+        ),
         _ => return None,
     })
 }
@@ -114,6 +142,29 @@ fn response_meaning(name: &str) -> Option<(u32, Vec<Response<'static>>)> {
                 },
             }],
         ),
+        "atomics_resp" => (
+            4,
+            vec![
+                Response {
+                    id: 1,
+                    opcode: 0x10,
+                    status: Status::Ok,
+                    body: Body::Bytes(&[5, 0, 0, 0, 0, 0, 0, 0]),
+                },
+                Response {
+                    id: 2,
+                    opcode: 0x11,
+                    status: Status::Mismatch,
+                    body: Body::Message(b""),
+                },
+                Response {
+                    id: 3,
+                    opcode: 0x20,
+                    status: Status::Ok,
+                    body: Body::Bytes(&[10, 0, 0, 0]),
+                },
+            ],
+        ),
         _ => return None,
     })
 }
@@ -124,7 +175,7 @@ fn every_documented_vector_decodes_and_round_trips() {
     let vs = vectors();
     assert_eq!(
         vs.len(),
-        6,
+        8,
         "vectors found in PROTOCOL.md: {:?}",
         vs.iter().map(|v| &v.0).collect::<Vec<_>>()
     );

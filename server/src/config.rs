@@ -43,6 +43,15 @@ pub struct Args {
     /// Requests each engine thread keeps in flight. Default 16.
     #[arg(long)]
     pub engine_window: Option<usize>,
+    /// Slots of the reservation station that orders writes by key hash and forwards values
+    /// within a burst (KV-Direct). Default 1024.
+    #[arg(long)]
+    pub station_slots: Option<usize>,
+    /// Data forwarding in the reservation station: a burst of operations on one key costs
+    /// one tree write. `false` writes every operation to the tree (for comparison). Default
+    /// true.
+    #[arg(long)]
+    pub forwarding: Option<bool>,
     /// Buckets of the hot-key cache (64 bytes each); 0 turns it off. Default 65536.
     #[arg(long)]
     pub cache_buckets: Option<usize>,
@@ -99,6 +108,8 @@ pub struct Settings {
     pub engine_threads: usize,
     pub writer_threads: usize,
     pub engine_window: usize,
+    pub station_slots: usize,
+    pub forwarding: bool,
     pub cache_buckets: usize,
     pub node_size: usize,
     pub memory_limit: usize,
@@ -172,6 +183,8 @@ impl Settings {
                 (cores / 2).max(1)
             ),
             engine_window: pick!(flags.engine_window, file.engine_window, 16),
+            station_slots: pick!(flags.station_slots, file.station_slots, 1024).max(1),
+            forwarding: pick!(flags.forwarding, file.forwarding, true),
             cache_buckets: pick!(flags.cache_buckets, file.cache_buckets, 1 << 16),
             node_size: pick!(flags.node_size, file.node_size, 8192),
             memory_limit: pick!(flags.memory_limit_mib, file.memory_limit_mib, 16384) << 20,

@@ -3,12 +3,14 @@
 //! response frame with an answer per operation.
 
 use crate::state::{OpClass, Shared};
+use crate::station::{Effect, Finish, KeyFn};
+use crate::vector::{Elem, Overflow, Scalar, VectorCall, VectorError, VectorOp};
 use accelkv_engine::{Items, ReadEngine, Reply, Request as EngineRequest, Sink};
 use accelkv_proto::frame::{begin_response, decode_request, encode_response_op, finish_response};
 use accelkv_proto::{Body, FrameError, Request, Response, Status};
 use accelkv_tree::Error;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Which transport a frame came on.
@@ -18,11 +20,30 @@ pub enum Transport {
     Udp,
 }
 
-/// A write copied out of the frame, to run on a writer thread.
+/// A write copied out of the frame, to run on a writer thread through the station.
 enum WriteOp {
     Put(Vec<u8>, Vec<u8>),
     Update(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    FetchAdd {
+        key: Vec<u8>,
+        elem: Elem,
+        overflow: Overflow,
+        delta: i64,
+    },
+    Cas {
+        key: Vec<u8>,
+        expected: Option<Vec<u8>>,
+        new: Vec<u8>,
+    },
+    Vector {
+        key: Vec<u8>,
+        op: VectorOp,
+        elem: Elem,
+        overflow: Overflow,
+        function: String,
+        operand: Vec<u8>,
+    },
 }
 
 /// An answer owning its bytes until the response frame is encoded.
@@ -108,14 +129,8 @@ pub fn execute_frame(
         answers[i] = a;
     }
     if !writes.is_empty() {
-        // The frame's writes, in frame order, as one job on a writer thread.
-        let shared = sh.clone();
-        let done = sh.writers.run(move || {
-            writes
-                .into_iter()
-                .map(|(i, w)| (i, apply(&shared, w)))
-                .collect::<Vec<_>>()
-        });
+        // The frame's writes, in frame order, through the reservation station.
+        let done = run_writes(sh, writes);
         for (i, a) in done {
             answers[i] = Some(a);
         }
@@ -207,6 +222,60 @@ fn execute_op(
             "UPDATE is not allowed over UDP (not idempotent)".into(),
         )),
         Request::Update { key, value, .. } => write(WriteOp::Update(key.to_vec(), value.to_vec())),
+        Request::FetchAdd { .. } | Request::Cas { .. } if transport == Transport::Udp => {
+            Some(Answer::Fail(
+                Status::Unsupported,
+                "atomics are not allowed over UDP (a retried datagram would apply twice)".into(),
+            ))
+        }
+        Request::Vector { op, .. } if transport == Transport::Udp && op <= 2 => Some(Answer::Fail(
+            Status::Unsupported,
+            "vector updates are not allowed over UDP (a retried datagram would apply twice)".into(),
+        )),
+        Request::FetchAdd {
+            key,
+            kind,
+            overflow,
+            delta,
+            ..
+        } => write(WriteOp::FetchAdd {
+            key: key.to_vec(),
+            elem: Elem::from_u8(kind).unwrap_or(Elem::U64),
+            overflow: Overflow::from_u8(overflow).unwrap_or(Overflow::Wrap),
+            delta,
+        }),
+        Request::Cas {
+            key, expected, new, ..
+        } => write(WriteOp::Cas {
+            key: key.to_vec(),
+            expected: expected.map(<[u8]>::to_vec),
+            new: new.to_vec(),
+        }),
+        Request::Vector {
+            key,
+            op,
+            elem,
+            overflow,
+            function,
+            operand,
+            ..
+        } => {
+            let op = match op {
+                0 => VectorOp::UpdateScalarToScalar,
+                1 => VectorOp::UpdateScalarToVector,
+                2 => VectorOp::UpdateVectorToVector,
+                3 => VectorOp::Reduce,
+                _ => VectorOp::Filter,
+            };
+            write(WriteOp::Vector {
+                key: key.to_vec(),
+                op,
+                elem: Elem::from_u8(elem).unwrap_or(Elem::U8),
+                overflow: Overflow::from_u8(overflow).unwrap_or(Overflow::Wrap),
+                function: String::from_utf8_lossy(function).into_owned(),
+                operand: operand.to_vec(),
+            })
+        }
         Request::Ping { payload, .. } => {
             sh.count(OpClass::Other);
             Some(Answer::Bytes(payload.to_vec()))
@@ -225,32 +294,196 @@ fn execute_op(
     }
 }
 
-/// Runs one write on the store (on a writer thread), under its key's stripe.
-fn apply(sh: &Shared, w: WriteOp) -> Answer {
-    let (class, r, absent_is_error) = match &w {
+/// Answers of a frame's writes by operation index, and the signal that one arrived.
+type Answers = (Mutex<Vec<(usize, Answer)>>, Condvar);
+
+/// Runs a frame's writes (on the connection's thread) through the reservation station and returns
+/// their answers once every one is visible in the tree.
+fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> Vec<(usize, Answer)> {
+    let n = writes.len();
+    let results: Arc<Answers> = Arc::new((Mutex::new(Vec::with_capacity(n)), Condvar::new()));
+    let ops: Vec<(Vec<u8>, KeyFn)> = writes
+        .into_iter()
+        .map(|(i, w)| {
+            let results = results.clone();
+            let reply = move |a: Answer| {
+                let (m, cv) = &*results;
+                m.lock().unwrap_or_else(|e| e.into_inner()).push((i, a));
+                cv.notify_all();
+            };
+            key_fn(sh.clone(), w, Box::new(reply))
+        })
+        .collect();
+    sh.station.submit(sh, ops);
+    let (m, cv) = &*results;
+    let mut done = m.lock().unwrap_or_else(|e| e.into_inner());
+    while done.len() < n {
+        done = cv.wait(done).unwrap_or_else(|e| e.into_inner());
+    }
+    std::mem::take(&mut *done)
+}
+
+fn fail_store(sh: &Shared, e: &Error) -> Answer {
+    if !matches!(e, Error::NotFound) {
+        sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    let (s, m) = status_of(e);
+    Answer::Fail(s, m)
+}
+
+fn vector_status(e: &VectorError) -> Status {
+    match e {
+        VectorError::BadLength(_) => Status::BadLength,
+        VectorError::UnknownFunction(_) => Status::UnknownFunction,
+        VectorError::TypeMismatch(_) => Status::TypeMismatch,
+        VectorError::Overflow => Status::Overflow,
+    }
+}
+
+/// The station operation of one write: its effect on the key's current value, and its answer
+/// once that effect is in the tree.
+fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) -> (Vec<u8>, KeyFn) {
+    // An answer that does not depend on the write's outcome beyond its success.
+    let then = |sh: Arc<Shared>, ok: Answer, reply: Box<dyn FnOnce(Answer) + Send>| -> Finish {
+        Box::new(move |r| {
+            reply(match r {
+                Ok(v) => match ok {
+                    Answer::Version(_) => Answer::Version(v),
+                    a => a,
+                },
+                Err(e) => fail_store(&sh, &e),
+            })
+        })
+    };
+    let now = |a: Answer, reply: Box<dyn FnOnce(Answer) + Send>| -> Finish {
+        Box::new(move |_| reply(a))
+    };
+    match w {
         WriteOp::Put(k, v) => {
-            let _g = sh.stripe(k);
-            (OpClass::Put, sh.store.put(k, v), false)
+            sh.count(OpClass::Put);
+            let f: KeyFn = Box::new(move |_| (Effect::Set(v), then(sh, Answer::Version(0), reply)));
+            (k, f)
         }
         WriteOp::Update(k, v) => {
-            let _g = sh.stripe(k);
-            (OpClass::Update, sh.store.update(k, v), true)
+            sh.count(OpClass::Update);
+            let f: KeyFn = Box::new(move |cur| match cur {
+                None => (
+                    Effect::Keep,
+                    now(Answer::Fail(Status::NotFound, String::new()), reply),
+                ),
+                Some(_) => (Effect::Set(v), then(sh, Answer::Version(0), reply)),
+            });
+            (k, f)
         }
         WriteOp::Delete(k) => {
-            let _g = sh.stripe(k);
-            (OpClass::Delete, sh.store.delete(k), true)
+            sh.count(OpClass::Delete);
+            let f: KeyFn = Box::new(move |cur| match cur {
+                None => (
+                    Effect::Keep,
+                    now(Answer::Fail(Status::NotFound, String::new()), reply),
+                ),
+                Some(_) => (Effect::Remove, then(sh, Answer::Version(0), reply)),
+            });
+            (k, f)
         }
-    };
-    sh.count(class);
-    match r {
-        Ok(w) if absent_is_error && !w.existed => Answer::Fail(Status::NotFound, String::new()),
-        Ok(w) => Answer::Version(w.version),
-        Err(e) => {
-            if !matches!(e, Error::NotFound) {
-                sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
-            }
-            let (s, m) = status_of(&e);
-            Answer::Fail(s, m)
+        WriteOp::FetchAdd {
+            key,
+            elem,
+            overflow,
+            delta,
+        } => {
+            sh.count(OpClass::Atomic);
+            let f: KeyFn = Box::new(move |cur| {
+                let old = match cur {
+                    None => [0u8; 8],
+                    Some(c) => match <[u8; 8]>::try_from(c) {
+                        Ok(b) => b,
+                        Err(_) => {
+                            let m = format!(
+                                "fetch-and-add needs an 8-byte value, not {} bytes",
+                                c.len()
+                            );
+                            return (Effect::Keep, now(Answer::Fail(Status::BadLength, m), reply));
+                        }
+                    },
+                };
+                let Scalar::Int(o) = elem.read(&old) else {
+                    return (
+                        Effect::Keep,
+                        now(Answer::Fail(Status::TypeMismatch, String::new()), reply),
+                    );
+                };
+                match overflow.fit(elem, o + i128::from(delta)) {
+                    Err(e) => (
+                        Effect::Keep,
+                        now(Answer::Fail(vector_status(&e), e.to_string()), reply),
+                    ),
+                    Ok(n) => {
+                        let mut new = Vec::with_capacity(8);
+                        elem.write(Scalar::Int(n), &mut new);
+                        (
+                            Effect::Set(new),
+                            then(sh, Answer::Bytes(old.to_vec()), reply),
+                        )
+                    }
+                }
+            });
+            (key, f)
+        }
+        WriteOp::Cas { key, expected, new } => {
+            sh.count(OpClass::Atomic);
+            let f: KeyFn = Box::new(move |cur| {
+                if cur == expected.as_deref() {
+                    (Effect::Set(new), then(sh, Answer::Version(0), reply))
+                } else {
+                    let m = if cur.is_none() {
+                        "the key is absent"
+                    } else {
+                        "the value differs"
+                    };
+                    (
+                        Effect::Keep,
+                        now(Answer::Fail(Status::Mismatch, m.into()), reply),
+                    )
+                }
+            });
+            (key, f)
+        }
+        WriteOp::Vector {
+            key,
+            op,
+            elem,
+            overflow,
+            function,
+            operand,
+        } => {
+            sh.count(OpClass::Vector);
+            let f: KeyFn = Box::new(move |cur| {
+                let Some(cur) = cur else {
+                    return (
+                        Effect::Keep,
+                        now(Answer::Fail(Status::NotFound, String::new()), reply),
+                    );
+                };
+                let call = VectorCall {
+                    op,
+                    elem,
+                    overflow,
+                    function: &function,
+                    operand: &operand,
+                };
+                match crate::vector::run(&sh.registry, &call, cur) {
+                    Err(e) => (
+                        Effect::Keep,
+                        now(Answer::Fail(vector_status(&e), e.to_string()), reply),
+                    ),
+                    Ok(r) => {
+                        let effect = r.new_value.map_or(Effect::Keep, Effect::Set);
+                        (effect, then(sh, Answer::Bytes(r.reply), reply))
+                    }
+                }
+            });
+            (key, f)
         }
     }
 }

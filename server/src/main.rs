@@ -2,20 +2,8 @@
 //! binary protocol (TCP and UDP), RESP, and an admin HTTP endpoint. `--help` lists every
 //! flag; see the README for a first session.
 
-mod config;
-mod exec;
-mod metrics;
-mod net;
-mod resp_cmd;
-mod state;
-mod udp;
-mod writers;
-
+use accelkv_server::config;
 use clap::Parser;
-use std::io::Write;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 fn main() {
     let settings = match config::Settings::resolve(config::Args::parse()) {
@@ -36,85 +24,8 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = rt.block_on(run(settings)) {
+    if let Err(e) = rt.block_on(accelkv_server::serve(settings)) {
         eprintln!("accelkv-server: {e}");
         std::process::exit(1);
-    }
-}
-
-async fn run(settings: config::Settings) -> Result<(), String> {
-    let addr = |port| SocketAddr::new(settings.bind, port);
-    let bind_err = |what: &str, a: SocketAddr, e: std::io::Error| {
-        format!("cannot listen for {what} on {a}: {e}")
-    };
-    let tcp = tokio::net::TcpListener::bind(addr(settings.port))
-        .await
-        .map_err(|e| bind_err("binary TCP", addr(settings.port), e))?;
-    let bin_port = tcp.local_addr().map_err(|e| e.to_string())?.port();
-    let udp = std::net::UdpSocket::bind(addr(bin_port))
-        .map_err(|e| bind_err("binary UDP", addr(bin_port), e))?;
-    let resp = tokio::net::TcpListener::bind(addr(settings.resp_port))
-        .await
-        .map_err(|e| bind_err("RESP", addr(settings.resp_port), e))?;
-    let admin = tokio::net::TcpListener::bind(addr(settings.admin_port))
-        .await
-        .map_err(|e| bind_err("admin HTTP", addr(settings.admin_port), e))?;
-    let resp_port = resp.local_addr().map_err(|e| e.to_string())?.port();
-    let admin_port = admin.local_addr().map_err(|e| e.to_string())?.port();
-    let auth = if settings.password.is_some() {
-        "on"
-    } else {
-        "off"
-    };
-    let shared = state::Shared::new(settings.clone())?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let busy_poll = settings.udp_busy_poll;
-    let udp_thread = {
-        let (sh, stop) = (shared.clone(), stop.clone());
-        std::thread::Builder::new()
-            .name("accelkv-udp".into())
-            .spawn(move || udp::serve(sh, udp, stop, busy_poll))
-            .map_err(|e| e.to_string())?
-    };
-    tokio::spawn(net::serve_binary_tcp(shared.clone(), tcp));
-    tokio::spawn(net::serve_resp(shared.clone(), resp));
-    tokio::spawn(net::serve_admin(shared.clone(), admin));
-    // Never panic on a closed stdout (a supervisor that stopped reading it).
-    let _ = writeln!(
-        std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine cpu, {} engine threads, hot cache {} buckets)",
-        addr(bin_port),
-        addr(resp_port),
-        addr(admin_port),
-        settings.engine_threads,
-        settings.cache_buckets
-    );
-    shutdown_signal().await;
-    eprintln!("accelkv-server: shutting down");
-    stop.store(true, Ordering::Relaxed);
-    let _ = udp_thread.join();
-    Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }

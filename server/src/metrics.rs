@@ -77,6 +77,20 @@ pub fn prometheus(sh: &Shared) -> String {
     for (name, v) in gauges {
         let _ = writeln!(o, "# TYPE {name} gauge\n{name} {v}");
     }
+    let st = &sh.station.stats;
+    for (name, v) in [
+        ("accelkv_station_ops_total", st.ops.load(Ordering::Relaxed)),
+        (
+            "accelkv_station_tree_writes_total",
+            st.tree_writes.load(Ordering::Relaxed),
+        ),
+        (
+            "accelkv_station_forwarded_total",
+            st.forwarded.load(Ordering::Relaxed),
+        ),
+    ] {
+        let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
+    }
     let _ = writeln!(
         o,
         "# TYPE accelkv_engine_completed_total counter\naccelkv_engine_completed_total{{engine=\"{}\"}} {}",

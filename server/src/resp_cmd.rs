@@ -5,6 +5,7 @@
 
 use crate::exec::wait_all;
 use crate::state::{OpClass, Shared};
+use crate::station::{Effect, Finish, KeyFn};
 use accelkv_engine::{ReadEngine, Reply, Request as EngineRequest, Sink};
 use accelkv_proto::resp;
 use accelkv_tree::Error;
@@ -471,23 +472,39 @@ fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
 }
 
 /// INCRBY with overflow checked (Redis's behaviour: an error, the value unchanged).
+/// INCR and friends: one operation of the reservation station, like the binary protocol's
+/// fetch-and-add (a burst of INCRs on one key is one tree write).
 fn incr(sh: &Shared, key: &[u8], by: i64, out: &mut Vec<u8>) {
-    sh.count(OpClass::Update);
-    let store = &sh.store;
-    let _g = sh.stripe(key);
-    let cur = match store.get(key) {
-        Ok(None) => 0,
-        Ok(Some(v)) => match parse_i64(&v) {
-            Some(n) => n,
-            None => return resp::error(out, "ERR value is not an integer or out of range"),
-        },
-        Err(e) => return err_store(out, &e),
-    };
-    let Some(next) = cur.checked_add(by) else {
-        return resp::error(out, "ERR increment or decrement would overflow");
-    };
-    match store.put(key, next.to_string().as_bytes()) {
-        Ok(_) => resp::integer(out, next),
-        Err(e) => err_store(out, &e),
+    sh.count(OpClass::Atomic);
+    type Reply = Box<dyn FnOnce(&mut Vec<u8>) + Send>;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Reply>(1);
+    let f: KeyFn = Box::new(move |cur| {
+        let fail = |tx: std::sync::mpsc::SyncSender<Reply>, m: &'static str| -> (Effect, Finish) {
+            let r: Reply = Box::new(move |o| resp::error(o, m));
+            (Effect::Keep, Box::new(move |_| drop(tx.send(r))))
+        };
+        let cur = match cur {
+            None => 0,
+            Some(v) => match parse_i64(v) {
+                Some(n) => n,
+                None => return fail(tx, "ERR value is not an integer or out of range"),
+            },
+        };
+        let Some(next) = cur.checked_add(by) else {
+            return fail(tx, "ERR increment or decrement would overflow");
+        };
+        let finish: Finish = Box::new(move |r| {
+            let r: Reply = match r {
+                Ok(_) => Box::new(move |o| resp::integer(o, next)),
+                Err(e) => Box::new(move |o| err_store(o, &e)),
+            };
+            let _ = tx.send(r);
+        });
+        (Effect::Set(next.to_string().into_bytes()), finish)
+    });
+    sh.station.submit(sh, vec![(key.to_vec(), f)]);
+    match rx.recv() {
+        Ok(r) => r(out),
+        Err(_) => resp::error(out, "ERR internal error: the write was lost"),
     }
 }

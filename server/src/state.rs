@@ -19,9 +19,11 @@ pub enum OpClass {
     Scan = 4,
     Floor = 5,
     Other = 6,
+    Atomic = 7,
+    Vector = 8,
 }
 
-pub const CLASSES: [&str; 7] = [
+pub const CLASSES: [&str; 9] = [
     "get",
     "put",
     "update",
@@ -29,11 +31,13 @@ pub const CLASSES: [&str; 7] = [
     "scan",
     "scan_floor",
     "other",
+    "atomic",
+    "vector",
 ];
 
 /// Counters and histograms.
 pub struct Metrics {
-    pub ops: [AtomicU64; 7],
+    pub ops: [AtomicU64; 9],
     pub errors: AtomicU64,
     pub busy: AtomicU64,
     pub frames: AtomicU64,
@@ -52,6 +56,8 @@ pub struct Shared {
     pub store: Arc<Store>,
     pub engine: CpuEngine,
     pub writers: crate::writers::Writers,
+    pub station: crate::station::Station,
+    pub registry: crate::vector::Registry,
     stripes: Vec<Mutex<()>>,
     pub metrics: Metrics,
     pub connections: AtomicUsize,
@@ -61,7 +67,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(settings: Settings) -> Result<Arc<Shared>, String> {
+    /// Shared state whose vector operations use `registry`.
+    pub fn with_registry(
+        settings: Settings,
+        registry: crate::vector::Registry,
+    ) -> Result<Arc<Shared>, String> {
         let store = Arc::new(
             Store::new(Config {
                 node_size: settings.node_size,
@@ -82,10 +92,11 @@ impl Shared {
         );
         let writers = crate::writers::Writers::start(settings.writer_threads);
         Ok(Arc::new(Shared {
-            settings,
             store,
             engine,
             writers,
+            station: crate::station::Station::new(settings.station_slots, settings.forwarding),
+            registry,
             stripes: (0..1024).map(|_| Mutex::new(())).collect(),
             metrics: Metrics {
                 ops: Default::default(),
@@ -105,19 +116,24 @@ impl Shared {
             inflight: AtomicUsize::new(0),
             next_client: AtomicU64::new(1),
             started: Instant::now(),
+            settings,
         }))
     }
 
     /// Serialises writes to keys that hash alike, so read-modify-write commands (INCR,
     /// SET NX, GETSET) are atomic with respect to every other write of the server.
     pub fn stripe(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for &b in key {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.stripes[(h % self.stripes.len() as u64) as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.stripe_at(self.stripe_index(key))
+    }
+
+    /// Which stripe `key` belongs to.
+    pub fn stripe_index(&self, key: &[u8]) -> usize {
+        (crate::station::key_hash(key) % self.stripes.len() as u64) as usize
+    }
+
+    /// Locks stripe `i`.
+    pub fn stripe_at(&self, i: usize) -> MutexGuard<'_, ()> {
+        self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn count(&self, class: OpClass) {
@@ -169,6 +185,16 @@ impl Shared {
             self.started.elapsed().as_secs().to_string(),
         );
         line("engine", self.engine.name().to_string());
+        let st = &self.station.stats;
+        line("station_ops", st.ops.load(Ordering::Relaxed).to_string());
+        line(
+            "station_tree_writes",
+            st.tree_writes.load(Ordering::Relaxed).to_string(),
+        );
+        line(
+            "station_forwarded",
+            st.forwarded.load(Ordering::Relaxed).to_string(),
+        );
         line(
             "connected_clients",
             self.connections.load(Ordering::Relaxed).to_string(),

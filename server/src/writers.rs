@@ -1,7 +1,6 @@
-//! Writer threads: the CPU side of Honeycomb's split, where PUT, UPDATE and DELETE (and the
-//! RESP commands that write) run while reads go to the engine. Connections hand a frame's
-//! writes (a pipeline's run of write commands) to the pool as one job and wait for it, so a
-//! frame costs one handoff. The reservation station of KV-Direct will sit here.
+//! Writer threads for RESP write commands: a connection hands a pipeline's run of write
+//! commands to the pool as one job and waits for it. (Binary-protocol writes and INCR go
+//! through the reservation station, `station.rs`, on the connection's own thread.)
 //!
 //! Thread safety: any thread may submit; jobs run on the pool's threads in submission order
 //! per thread, concurrently across threads (the store serialises what must be).

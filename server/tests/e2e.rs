@@ -6,91 +6,13 @@
 use accelkv_client::{AsyncClient, Client, ClientError, Owned, UdpClient};
 use accelkv_proto::frame::{decode_response, encode_request};
 use accelkv_proto::{Body, Limits, Request, Status};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+
+mod common;
+use common::Server;
 use std::time::{Duration, Instant};
-
-struct Server {
-    child: Child,
-    bin: SocketAddr,
-    resp: SocketAddr,
-    admin: SocketAddr,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
-            .args([
-                "--port",
-                "0",
-                "--resp-port",
-                "0",
-                "--admin-port",
-                "0",
-                "--engine-threads",
-                "1",
-            ])
-            .args(args)
-            .env_remove("ACCELKV_PASSWORD")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start accelkv-server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("listening line");
-        let addr = |tag: &str| -> SocketAddr {
-            let at = line
-                .find(tag)
-                .unwrap_or_else(|| panic!("no {tag} in {line}"))
-                + tag.len();
-            line[at..]
-                .split_whitespace()
-                .next()
-                .expect("address")
-                .parse()
-                .expect("socket address")
-        };
-        Server {
-            bin: addr("tcp+udp "),
-            resp: addr("resp "),
-            admin: addr("admin http "),
-            child,
-        }
-    }
-
-    /// Open connections, from the admin endpoint's metrics.
-    fn connections(&self) -> u64 {
-        let mut h = TcpStream::connect(self.admin).expect("admin");
-        h.write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
-            .expect("write");
-        let mut text = String::new();
-        let _ = h.read_to_string(&mut text);
-        text.lines()
-            .find_map(|l| l.strip_prefix("accelkv_connections "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map_or(u64::MAX, |v| v as u64)
-    }
-
-    fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-            })
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Sends raw RESP and reads until the reply stops arriving.
 fn resp_raw(addr: SocketAddr, input: &[u8]) -> String {

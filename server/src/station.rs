@@ -1,0 +1,193 @@
+//! KV-Direct's reservation station (§ "out-of-order execution" of the KV-Direct seed) in the
+//! server's write dispatch. Operations in flight are indexed by a hash of their key into
+//! slots (1024 by default); operations in one slot are chained and applied in arrival order,
+//! so a hash collision can make a false dependency but never misses a true one.
+//!
+//! Data forwarding: the thread that finds a slot idle becomes its executor and drains the
+//! chain in bursts. Within a burst each operation runs on the latest value the station holds
+//! for its key (read from the tree once), and each key's final value is written back to the
+//! tree once; only then does every operation of the burst get its answer. A burst of N
+//! operations on one hot key costs one tree write, and each operation still has its own
+//! linearizable result (all of a burst's operations take effect, in order, at its write).
+//!
+//! Operations of the burst hold their keys' write stripes from the first read to the
+//! write-back, so the RESP commands that use stripes stay atomic with station operations.
+//!
+//! Thread safety: any thread may submit. An executor never waits for another slot while it
+//! owns one (it finishes its own bursts first), so executors cannot deadlock.
+
+use crate::state::Shared;
+use accelkv_tree::Error;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// What an operation does to its key's value.
+pub enum Effect {
+    /// Leaves it.
+    Keep,
+    /// Replaces it (inserting the key if absent).
+    Set(Vec<u8>),
+    /// Removes the key.
+    Remove,
+}
+
+/// Called once the operation's effect is visible in the tree: with the version of the
+/// write that made it visible (the store's read version when nothing was written), or
+/// the error that write failed with.
+pub type Finish = Box<dyn FnOnce(Result<u64, Error>) + Send>;
+
+/// An operation: given its key's current value, its effect and what to do when done.
+pub type KeyFn = Box<dyn FnOnce(Option<&[u8]>) -> (Effect, Finish) + Send>;
+
+struct Slot {
+    busy: bool,
+    queue: VecDeque<(Vec<u8>, KeyFn)>,
+}
+
+/// Counters.
+#[derive(Debug, Default)]
+pub struct StationStats {
+    /// Operations executed.
+    pub ops: AtomicU64,
+    /// Tree writes issued (one per key per burst that changed it).
+    pub tree_writes: AtomicU64,
+    /// Operations that ran on a value forwarded from an earlier operation of their burst.
+    pub forwarded: AtomicU64,
+}
+
+/// The reservation station.
+pub struct Station {
+    slots: Vec<Mutex<Slot>>,
+    forwarding: bool,
+    /// Counters.
+    pub stats: StationStats,
+}
+
+/// FNV-1a 64 of a key: the station's and the write stripes' hash.
+pub fn key_hash(key: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+impl Station {
+    /// A station of `slots` slots (at least one); without `forwarding` every operation is
+    /// its own burst (one tree write each).
+    pub fn new(slots: usize, forwarding: bool) -> Station {
+        Station {
+            slots: (0..slots.max(1))
+                .map(|_| {
+                    Mutex::new(Slot {
+                        busy: false,
+                        queue: VecDeque::new(),
+                    })
+                })
+                .collect(),
+            forwarding,
+            stats: StationStats::default(),
+        }
+    }
+
+    fn slot_of(&self, key: &[u8]) -> usize {
+        (key_hash(key) % self.slots.len() as u64) as usize
+    }
+
+    /// Enqueues `ops` (in order) and runs the bursts of every slot that was idle on this
+    /// thread. Each operation's [`Finish`] runs, on whichever thread ran its burst, after its
+    /// effect is in the tree; the caller waits for those it needs.
+    pub fn submit(&self, sh: &Shared, ops: Vec<(Vec<u8>, KeyFn)>) {
+        let mut owned = Vec::new();
+        for (key, f) in ops {
+            let i = self.slot_of(&key);
+            let mut s = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
+            s.queue.push_back((key, f));
+            if !s.busy {
+                s.busy = true;
+                owned.push(i);
+            }
+        }
+        for i in owned {
+            self.drain(sh, i);
+        }
+    }
+
+    fn drain(&self, sh: &Shared, i: usize) {
+        loop {
+            let burst: Vec<(Vec<u8>, KeyFn)> = {
+                let mut s = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
+                if s.queue.is_empty() {
+                    s.busy = false;
+                    return;
+                }
+                if self.forwarding {
+                    s.queue.drain(..).collect()
+                } else {
+                    s.queue.pop_front().into_iter().collect()
+                }
+            };
+            self.run_burst(sh, burst);
+        }
+    }
+
+    fn run_burst(&self, sh: &Shared, burst: Vec<(Vec<u8>, KeyFn)>) {
+        // Hold the stripes of the burst's keys (ascending, so no two threads deadlock).
+        let mut stripes: Vec<usize> = burst.iter().map(|(k, _)| sh.stripe_index(k)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _guards: Vec<_> = stripes.iter().map(|&s| sh.stripe_at(s)).collect();
+        // Latest value per key (None: absent) and whether the burst changed it.
+        let mut latest: HashMap<Vec<u8>, (Option<Vec<u8>>, bool)> = HashMap::new();
+        let mut finishes: Vec<(Vec<u8>, Finish)> = Vec::with_capacity(burst.len());
+        let mut read_errors: HashMap<Vec<u8>, Error> = HashMap::new();
+        for (key, f) in burst {
+            self.stats.ops.fetch_add(1, Ordering::Relaxed);
+            let entry = match latest.entry(key.clone()) {
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+                    o.into_mut()
+                }
+                std::collections::hash_map::Entry::Vacant(v) => match sh.store.get(&key) {
+                    Ok(cur) => v.insert((cur, false)),
+                    Err(e) => {
+                        read_errors.insert(key.clone(), e);
+                        v.insert((None, false))
+                    }
+                },
+            };
+            let (effect, finish) = f(entry.0.as_deref());
+            match effect {
+                Effect::Keep => {}
+                Effect::Set(v) => *entry = (Some(v), true),
+                Effect::Remove => *entry = (None, true),
+            }
+            finishes.push((key, finish));
+        }
+        // Write each changed key back once.
+        let mut outcome: HashMap<Vec<u8>, Result<u64, Error>> = HashMap::new();
+        for (key, (value, dirty)) in latest {
+            let r = if let Some(e) = read_errors.remove(&key) {
+                Err(e)
+            } else if !dirty {
+                Ok(sh.store.read_version())
+            } else {
+                self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
+                match &value {
+                    Some(v) => sh.store.put(&key, v).map(|w| w.version),
+                    None => sh.store.delete(&key).map(|w| w.version),
+                }
+            };
+            outcome.insert(key, r);
+        }
+        for (key, finish) in finishes {
+            let r = match outcome.get(&key) {
+                Some(Ok(v)) => Ok(*v),
+                Some(Err(e)) => Err(e.clone()),
+                None => Ok(sh.store.read_version()),
+            };
+            finish(r);
+        }
+    }
+}
