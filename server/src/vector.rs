@@ -335,7 +335,7 @@ pub struct VectorCall<'a> {
     pub overflow: Overflow,
     /// Function name.
     pub function: &'a str,
-    /// Δ (one element), [Δ] (a vector), initial Σ or the filter parameter.
+    /// Δ (one element), the vector of Δ_i, the initial Σ or the filter parameter.
     pub operand: &'a [u8],
 }
 
