@@ -80,6 +80,57 @@ impl AsyncClient {
         crate::Client::deleted(self.one(Request::Delete { id: 0, key }).await)
     }
 
+    /// FETCH_ADD (see [`crate::Client::fetch_add`]); returns the original 8 bytes.
+    pub async fn fetch_add(
+        &mut self,
+        key: &[u8],
+        delta: i64,
+        kind: u8,
+        overflow: u8,
+    ) -> Result<[u8; 8]> {
+        let op = Request::FetchAdd {
+            id: 0,
+            key,
+            kind,
+            overflow,
+            delta,
+        };
+        crate::Client::fetch_added(self.one(op).await)
+    }
+
+    /// Compare-and-swap (see [`crate::Client::cas`]); whether it swapped.
+    pub async fn cas(&mut self, key: &[u8], expected: Option<&[u8]>, new: &[u8]) -> Result<bool> {
+        let op = Request::Cas {
+            id: 0,
+            key,
+            expected,
+            new,
+        };
+        crate::Client::swapped(self.one(op).await)
+    }
+
+    /// A vector operation (see [`crate::Client::vector`]).
+    pub async fn vector(
+        &mut self,
+        key: &[u8],
+        op: u8,
+        elem: u8,
+        overflow: u8,
+        function: &str,
+        operand: &[u8],
+    ) -> Result<Vec<u8>> {
+        let op = Request::Vector {
+            id: 0,
+            key,
+            op,
+            elem,
+            overflow,
+            function: function.as_bytes(),
+            operand,
+        };
+        crate::Client::vector_answer(self.one(op).await)
+    }
+
     /// SCAN `[lo, hi)`.
     pub async fn scan(&mut self, lo: &[u8], hi: &[u8], limit: u32) -> Result<ScanReply> {
         crate::Client::items(

@@ -258,15 +258,18 @@ impl Client {
     /// the original value's 8 bytes. `kind` is `operand::U64` or `operand::I64`, `overflow`
     /// one of `operand::{WRAP, CHECKED, SATURATE}` (docs/PROTOCOL.md).
     pub fn fetch_add(&mut self, key: &[u8], delta: i64, kind: u8, overflow: u8) -> Result<[u8; 8]> {
-        let v = Self::value(self.one(Request::FetchAdd {
+        Self::fetch_added(self.one(Request::FetchAdd {
             id: 0,
             key,
             kind,
             overflow,
             delta,
-        }))?
-        .unwrap_or_default();
-        v.try_into().map_err(|_| {
+        }))
+    }
+
+    /// A FETCH_ADD's answer: the original 8 bytes.
+    pub(crate) fn fetch_added(r: Result<Owned>) -> Result<[u8; 8]> {
+        Self::value(r)?.unwrap_or_default().try_into().map_err(|_| {
             ClientError::Protocol(FrameError::Malformed("fetch-and-add answer is not 8 bytes"))
         })
     }
@@ -289,12 +292,17 @@ impl Client {
     /// Compare-and-swap: sets the value to `new` if it is `expected` (`None`: if the key is
     /// absent). `Ok(true)` if swapped, `Ok(false)` if the value differed.
     pub fn cas(&mut self, key: &[u8], expected: Option<&[u8]>, new: &[u8]) -> Result<bool> {
-        match Self::version(self.one(Request::Cas {
+        Self::swapped(self.one(Request::Cas {
             id: 0,
             key,
             expected,
             new,
-        })) {
+        }))
+    }
+
+    /// A CAS answer: whether it swapped.
+    pub(crate) fn swapped(r: Result<Owned>) -> Result<bool> {
+        match Self::version(r) {
             Ok(_) => Ok(true),
             Err(ClientError::Status(Status::Mismatch, _)) => Ok(false),
             Err(e) => Err(e),
@@ -314,7 +322,7 @@ impl Client {
         function: &str,
         operand: &[u8],
     ) -> Result<Vec<u8>> {
-        Self::value(self.one(Request::Vector {
+        Self::vector_answer(self.one(Request::Vector {
             id: 0,
             key,
             op,
@@ -322,8 +330,12 @@ impl Client {
             overflow,
             function: function.as_bytes(),
             operand,
-        }))?
-        .ok_or(ClientError::Status(Status::NotFound, String::new()))
+        }))
+    }
+
+    /// A VECTOR answer: its bytes (NOT_FOUND as an error: the operation needs a value).
+    pub(crate) fn vector_answer(r: Result<Owned>) -> Result<Vec<u8>> {
+        Self::value(r)?.ok_or(ClientError::Status(Status::NotFound, String::new()))
     }
 
     /// SCAN `[lo, hi)` (`hi` empty: unbounded); the flag says the server cut the reply.

@@ -514,6 +514,20 @@ fn async_client_and_cli() {
         assert_eq!(c.scan(b"a", b"", 10).await.unwrap().0.len(), 1);
         assert!(c.delete(b"ak").await.unwrap());
         assert_eq!(c.get(b"ak").await.unwrap(), None);
+        use accelkv_proto::frame::operand::{REDUCE, U32, U64, WRAP};
+        assert_eq!(c.fetch_add(b"an", 3, U64, WRAP).await.unwrap(), [0; 8]);
+        assert_eq!(
+            c.fetch_add(b"an", 1, U64, WRAP).await.unwrap(),
+            3u64.to_le_bytes()
+        );
+        assert!(c.cas(b"ac", None, b"x").await.unwrap());
+        assert!(!c.cas(b"ac", None, b"y").await.unwrap());
+        c.put(b"av", &[1, 0, 0, 0, 2, 0, 0, 0]).await.unwrap();
+        let sum = c
+            .vector(b"av", REDUCE, U32, WRAP, "add", &[0; 4])
+            .await
+            .unwrap();
+        assert_eq!(sum, 3u32.to_le_bytes());
     });
     // The accelkv CLI (built beside the server in the same workspace target directory).
     let cli = std::path::Path::new(env!("CARGO_BIN_EXE_accelkv-server")).with_file_name("accelkv");
@@ -535,6 +549,27 @@ fn async_client_and_cli() {
     assert_eq!(run(&["get", "greeting"]), "hello\n");
     assert!(run(&["scan", "g"]).contains("greeting = hello"));
     assert!(run(&["bench", "--ops", "2000", "--batch", "16"]).contains("GET: 2000 operations"));
+    assert_eq!(run(&["incr", "hits", "5"]), "0\n");
+    assert_eq!(run(&["incr", "hits", "-2"]), "5\n");
+    assert_eq!(run(&["cas", "lock", "", "me", "--absent"]), "swapped\n");
+    assert_eq!(run(&["cas", "lock", "you", "me"]), "mismatch\n");
+    assert!(run(&["vput", "v", "--elem", "i32", "-1", "2", "3"]).starts_with("OK"));
+    assert_eq!(
+        run(&["vector", "reduce", "v", "add", "0", "--elem", "i32"]),
+        "4\n"
+    );
+    assert_eq!(
+        run(&["vector", "filter", "v", "gt", "0", "--elem", "i32"]),
+        "2 3\n"
+    );
+    assert_eq!(
+        run(&["vector", "s2v", "v", "max", "0", "--elem", "i32"]),
+        "-1 2 3\n"
+    );
+    assert_eq!(
+        run(&["vector", "reduce", "v", "min", "100", "--elem", "i32"]),
+        "0\n"
+    );
 }
 
 #[test]
