@@ -240,12 +240,11 @@ impl Tally {
     }
 }
 
-/// One planned YCSB operation of a batch.
+/// One planned YCSB operation of a batch; the i-th is the i-th first-phase operation (a
+/// read-modify-write's write goes to the second phase).
 struct Planned {
     kind: Kind,
     keynum: u64,
-    /// Index of its first-phase operation.
-    first: usize,
 }
 
 /// Runs `workload` under `dist` against `target` (loaded, with `state`).
@@ -438,11 +437,7 @@ fn thread_loop(
                 Kind::Insert => state.inserts.next(),
                 _ => chooser.keynum(&mut rng, &state.inserts),
             };
-            planned.push(Planned {
-                kind,
-                keynum,
-                first: first.len(),
-            });
+            planned.push(Planned { kind, keynum });
             match kind {
                 Kind::Read | Kind::Rmw => {
                     s.shape.key(keynum, &mut key);
@@ -479,7 +474,7 @@ fn thread_loop(
             after: state.base,
             upto: state.version.load(Ordering::Relaxed),
         };
-        for p in &planned {
+        for (p, (op, outcome)) in planned.iter().zip(first.iter().zip(&out)) {
             let ns = match p.kind {
                 Kind::Rmw => (t2 - t0).as_nanos() as u64,
                 _ => (t1 - t0).as_nanos() as u64,
@@ -491,7 +486,7 @@ fn thread_loop(
             if full {
                 checks = s.full_check_every.max(1);
             }
-            match (&first[p.first], &out[p.first]) {
+            match (op, outcome) {
                 (Op::Read(k), Outcome::Value(v)) => {
                     let Some(v) = v else {
                         return Err(format!(
