@@ -228,22 +228,25 @@ fn execute_op(
                 "atomics are not allowed over UDP (a retried datagram would apply twice)".into(),
             ))
         }
-        Request::Vector { op, .. } if transport == Transport::Udp && op <= 2 => Some(Answer::Fail(
-            Status::Unsupported,
-            "vector updates are not allowed over UDP (a retried datagram would apply twice)".into(),
-        )),
         Request::FetchAdd {
             key,
             kind,
             overflow,
             delta,
             ..
-        } => write(WriteOp::FetchAdd {
-            key: key.to_vec(),
-            elem: Elem::from_u8(kind).unwrap_or(Elem::U64),
-            overflow: Overflow::from_u8(overflow).unwrap_or(Overflow::Wrap),
-            delta,
-        }),
+        } => {
+            // The decoder admits only valid bytes; anything else is malformed, not guessed.
+            let (Some(elem), Some(overflow)) = (Elem::from_u8(kind), Overflow::from_u8(overflow))
+            else {
+                return Some(Answer::Fail(Status::Malformed, String::new()));
+            };
+            write(WriteOp::FetchAdd {
+                key: key.to_vec(),
+                elem,
+                overflow,
+                delta,
+            })
+        }
         Request::Cas {
             key, expected, new, ..
         } => write(WriteOp::Cas {
@@ -260,18 +263,25 @@ fn execute_op(
             operand,
             ..
         } => {
-            let op = match op {
-                0 => VectorOp::UpdateScalarToScalar,
-                1 => VectorOp::UpdateScalarToVector,
-                2 => VectorOp::UpdateVectorToVector,
-                3 => VectorOp::Reduce,
-                _ => VectorOp::Filter,
+            let (Some(op), Some(elem), Some(overflow)) = (
+                VectorOp::from_u8(op),
+                Elem::from_u8(elem),
+                Overflow::from_u8(overflow),
+            ) else {
+                return Some(Answer::Fail(Status::Malformed, String::new()));
             };
+            if transport == Transport::Udp && op.updates() {
+                return Some(Answer::Fail(
+                    Status::Unsupported,
+                    "vector updates are not allowed over UDP (a retried datagram would apply twice)"
+                        .into(),
+                ));
+            }
             write(WriteOp::Vector {
                 key: key.to_vec(),
                 op,
-                elem: Elem::from_u8(elem).unwrap_or(Elem::U8),
-                overflow: Overflow::from_u8(overflow).unwrap_or(Overflow::Wrap),
+                elem,
+                overflow,
                 function: String::from_utf8_lossy(function).into_owned(),
                 operand: operand.to_vec(),
             })

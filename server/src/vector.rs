@@ -7,47 +7,40 @@
 //!
 //! Everything here is a pure function of bytes; the server runs it atomically per key.
 
+use accelkv_proto::frame::operand;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-/// Element types.
+/// Element types (discriminants are the wire bytes of `accelkv_proto::frame::operand`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Elem {
     /// Unsigned 8-bit.
-    U8 = 0,
+    U8 = operand::U8,
     /// Unsigned 16-bit.
-    U16 = 1,
+    U16 = operand::U16,
     /// Unsigned 32-bit.
-    U32 = 2,
+    U32 = operand::U32,
     /// Unsigned 64-bit.
-    U64 = 3,
+    U64 = operand::U64,
     /// Signed 32-bit.
-    I32 = 4,
+    I32 = operand::I32,
     /// Signed 64-bit.
-    I64 = 5,
+    I64 = operand::I64,
     /// IEEE 754 binary32.
-    F32 = 6,
+    F32 = operand::F32,
     /// IEEE 754 binary64.
-    F64 = 7,
+    F64 = operand::F64,
 }
 
 impl Elem {
     /// The type for its wire byte.
     pub fn from_u8(b: u8) -> Option<Elem> {
         use Elem::*;
-        Some(match b {
-            0 => U8,
-            1 => U16,
-            2 => U32,
-            3 => U64,
-            4 => I32,
-            5 => I64,
-            6 => F32,
-            7 => F64,
-            _ => return None,
-        })
+        [U8, U16, U32, U64, I32, I64, F32, F64]
+            .into_iter()
+            .find(|e| *e as u8 == b)
     }
 
     /// Bytes per element.
@@ -122,22 +115,19 @@ pub enum Scalar {
 #[repr(u8)]
 pub enum Overflow {
     /// Two's-complement wrap-around (the default, as CPU and SIMD integer arithmetic).
-    Wrap = 0,
+    Wrap = operand::WRAP,
     /// Fail with [`VectorError::Overflow`]; the value is left unchanged.
-    Checked = 1,
+    Checked = operand::CHECKED,
     /// Clamp to the type's range.
-    Saturate = 2,
+    Saturate = operand::SATURATE,
 }
 
 impl Overflow {
     /// The policy for its wire byte.
     pub fn from_u8(b: u8) -> Option<Overflow> {
-        match b {
-            0 => Some(Overflow::Wrap),
-            1 => Some(Overflow::Checked),
-            2 => Some(Overflow::Saturate),
-            _ => None,
-        }
+        [Overflow::Wrap, Overflow::Checked, Overflow::Saturate]
+            .into_iter()
+            .find(|o| *o as u8 == b)
     }
 
     /// Brings an exact integer result into `elem`'s range.
@@ -311,17 +301,39 @@ impl Registry {
 
 /// The vector operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum VectorOp {
     /// The value is one element: v ← λ(v, Δ); returns the original value.
-    UpdateScalarToScalar,
+    UpdateScalarToScalar = operand::UPDATE_SCALAR2SCALAR,
     /// Every element: v_i ← λ(v_i, Δ); returns the original vector.
-    UpdateScalarToVector,
+    UpdateScalarToVector = operand::UPDATE_SCALAR2VECTOR,
     /// Every element with its own operand: v_i ← λ(v_i, Δ_i); returns the original vector.
-    UpdateVectorToVector,
+    UpdateVectorToVector = operand::UPDATE_VECTOR2VECTOR,
     /// Σ ← λ(Σ, v_i) over the elements from the initial Σ; returns Σ (the value unchanged).
-    Reduce,
+    Reduce = operand::REDUCE,
     /// The elements v_i with λ(v_i, p); returns them (the value unchanged).
-    Filter,
+    Filter = operand::FILTER,
+}
+
+impl VectorOp {
+    /// The operation for its wire byte.
+    pub fn from_u8(b: u8) -> Option<VectorOp> {
+        use VectorOp::*;
+        [
+            UpdateScalarToScalar,
+            UpdateScalarToVector,
+            UpdateVectorToVector,
+            Reduce,
+            Filter,
+        ]
+        .into_iter()
+        .find(|o| *o as u8 == b)
+    }
+
+    /// Whether it changes the value (not idempotent: a retried datagram would apply twice).
+    pub fn updates(self) -> bool {
+        !matches!(self, VectorOp::Reduce | VectorOp::Filter)
+    }
 }
 
 /// A decoded vector operation.
