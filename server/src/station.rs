@@ -138,56 +138,65 @@ impl Station {
         stripes.sort_unstable();
         stripes.dedup();
         let _guards: Vec<_> = stripes.iter().map(|&s| sh.stripe_at(s)).collect();
-        // Latest value per key (None: absent) and whether the burst changed it.
-        let mut latest: HashMap<Vec<u8>, (Option<Vec<u8>>, bool)> = HashMap::new();
-        let mut finishes: Vec<(Vec<u8>, Finish)> = Vec::with_capacity(burst.len());
-        let mut read_errors: HashMap<Vec<u8>, Error> = HashMap::new();
+        // Per distinct key, in order of first appearance: the latest value (None: absent),
+        // whether the burst changed it, and why reading it failed, if it did.
+        struct KeyState {
+            key: Vec<u8>,
+            value: Option<Vec<u8>>,
+            dirty: bool,
+            read_error: Option<Error>,
+        }
+        let mut keys: Vec<KeyState> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut finishes: Vec<(usize, Finish)> = Vec::with_capacity(burst.len());
         for (key, f) in burst {
             self.stats.ops.fetch_add(1, Ordering::Relaxed);
-            let entry = match latest.entry(key.clone()) {
-                std::collections::hash_map::Entry::Occupied(o) => {
+            let i = match index.get(&key) {
+                Some(&i) => {
                     self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
-                    o.into_mut()
+                    i
                 }
-                std::collections::hash_map::Entry::Vacant(v) => match sh.store.get(&key) {
-                    Ok(cur) => v.insert((cur, false)),
-                    Err(e) => {
-                        read_errors.insert(key.clone(), e);
-                        v.insert((None, false))
-                    }
-                },
+                None => {
+                    let (value, read_error) = match sh.store.get(&key) {
+                        Ok(v) => (v, None),
+                        Err(e) => (None, Some(e)),
+                    };
+                    keys.push(KeyState {
+                        key: key.clone(),
+                        value,
+                        dirty: false,
+                        read_error,
+                    });
+                    index.insert(key, keys.len() - 1);
+                    keys.len() - 1
+                }
             };
-            let (effect, finish) = f(entry.0.as_deref());
+            let k = &mut keys[i];
+            let (effect, finish) = f(k.value.as_deref());
             match effect {
                 Effect::Keep => {}
-                Effect::Set(v) => *entry = (Some(v), true),
-                Effect::Remove => *entry = (None, true),
+                Effect::Set(v) => (k.value, k.dirty) = (Some(v), true),
+                Effect::Remove => (k.value, k.dirty) = (None, true),
             }
-            finishes.push((key, finish));
+            finishes.push((i, finish));
         }
         // Write each changed key back once.
-        let mut outcome: HashMap<Vec<u8>, Result<u64, Error>> = HashMap::new();
-        for (key, (value, dirty)) in latest {
-            let r = if let Some(e) = read_errors.remove(&key) {
-                Err(e)
-            } else if !dirty {
-                Ok(sh.store.read_version())
-            } else {
-                self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
-                match &value {
-                    Some(v) => sh.store.put(&key, v).map(|w| w.version),
-                    None => sh.store.delete(&key).map(|w| w.version),
+        let outcomes: Vec<Result<u64, Error>> = keys
+            .into_iter()
+            .map(|k| match k.read_error {
+                Some(e) => Err(e),
+                None if !k.dirty => Ok(sh.store.read_version()),
+                None => {
+                    self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
+                    match &k.value {
+                        Some(v) => sh.store.put(&k.key, v).map(|w| w.version),
+                        None => sh.store.delete(&k.key).map(|w| w.version),
+                    }
                 }
-            };
-            outcome.insert(key, r);
-        }
-        for (key, finish) in finishes {
-            let r = match outcome.get(&key) {
-                Some(Ok(v)) => Ok(*v),
-                Some(Err(e)) => Err(e.clone()),
-                None => Ok(sh.store.read_version()),
-            };
-            finish(r);
+            })
+            .collect();
+        for (i, finish) in finishes {
+            finish(outcomes[i].clone());
         }
     }
 }
