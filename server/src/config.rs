@@ -36,8 +36,9 @@ pub struct Args {
     /// Read-engine threads. Default: one per two cores, at least one.
     #[arg(long)]
     pub engine_threads: Option<usize>,
-    /// Writer threads that run PUT, UPDATE, DELETE and RESP write commands. Default: one per
-    /// two cores, at least one.
+    /// Writer threads that run RESP write commands (binary-protocol writes and INCR run through
+    /// the reservation station on the connection's thread). Default: one per two cores, at
+    /// least one.
     #[arg(long)]
     pub writer_threads: Option<usize>,
     /// Requests each engine thread keeps in flight. Default 16.
