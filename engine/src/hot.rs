@@ -135,8 +135,8 @@ pub(crate) struct Occupant {
 
 impl HotCache {
     /// A cache of at least `buckets` buckets (rounded up to a power of two) for `store`, and
-    /// registers it as the store's write observer. `None` if `buckets` is 0 or the store
-    /// already has an observer.
+    /// registers it as one of the store's write observers. `None` if `buckets` is 0 or the
+    /// store has no free observer slot.
     pub fn attach(store: &Arc<Store>, buckets: usize) -> Option<Arc<HotCache>> {
         if buckets == 0 {
             return None;

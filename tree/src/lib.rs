@@ -39,4 +39,4 @@ pub use config::Config;
 pub use epoch::ReaderSlot;
 pub use error::{Error, Result};
 pub use raw::{Raw, WriteObserver, ROOT_LID};
-pub use store::{Snapshot, Stats, Store, VersionView, Write};
+pub use store::{LeafImage, Snapshot, Stats, Store, VersionView, Write};

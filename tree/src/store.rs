@@ -96,6 +96,22 @@ impl Store {
         Ok(store)
     }
 
+    /// [`Store::bulk_load`] for recovery: the store's version clocks start at `version`, so
+    /// every later write gets a version above it. (Nodes built here carry version 0.)
+    pub fn bulk_load_at<K, V>(
+        cfg: Config,
+        items: impl IntoIterator<Item = (K, V)>,
+        version: u64,
+    ) -> Result<Store>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let store = Store::bulk_load(cfg, items)?;
+        store.tree.versions.advance_to(version);
+        Ok(store)
+    }
+
     /// The configuration the store was built with.
     pub fn config(&self) -> &Config {
         &self.tree.cfg
@@ -233,10 +249,16 @@ impl Store {
         Raw { tree: &self.tree }
     }
 
-    /// Registers the observer told about every write before its release (once per store).
-    /// Returns `false` if one was already registered.
+    /// Registers an observer told about every write before its release. A store takes up
+    /// to four; returns `false` when all are taken. Observers are called in registration
+    /// order.
     pub fn set_write_observer(&self, observer: Arc<dyn WriteObserver>) -> bool {
-        self.tree.observer.set(observer).is_ok()
+        let t = &self.tree;
+        let _g = t.observers_lock.lock().unwrap_or_else(|e| e.into_inner());
+        match t.observers.iter().find(|s| s.get().is_none()) {
+            Some(slot) => slot.set(observer).is_ok(),
+            None => false,
+        }
     }
 
     /// Items in the store.
@@ -327,6 +349,41 @@ impl Snapshot<'_> {
         })
     }
 
+    /// Calls `f` with the leaf whose key range holds `key` at this snapshot: its LID, its
+    /// fences (the separators that route to it; `None` = unbounded) and its items. The
+    /// durability layer persists leaves this way.
+    pub fn leaf<R>(&self, key: &[u8], f: impl FnOnce(&LeafImage<'_>) -> R) -> R {
+        let t = &self.store.tree;
+        let pin = t.epochs.pin();
+        let mut v = t.resolve(ROOT, self.rv, &pin);
+        let (mut lid, mut low, mut high) = (ROOT, None, None);
+        while !v.is_leaf() {
+            let (leftmost, entries) = v.interior_entries();
+            let i = entries.partition_point(|(s, _)| *s <= key);
+            if i > 0 {
+                low = Some(entries[i - 1].0);
+            }
+            if i < entries.len() {
+                high = Some(entries[i].0);
+            }
+            lid = if i == 0 { leftmost } else { entries[i - 1].1 };
+            v = t.resolve(lid, self.rv, &pin);
+        }
+        let items: Vec<(&[u8], &[u8])> = v
+            .leaf_iter(self.rv)
+            .map(|(k, val)| (k, t.value_bytes(val)))
+            .collect();
+        debug_assert!(items
+            .iter()
+            .all(|(k, _)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)));
+        f(&LeafImage {
+            lid,
+            low,
+            high,
+            items,
+        })
+    }
+
     fn here(&self) -> VersionView<'_> {
         VersionView {
             store: self.store,
@@ -348,6 +405,18 @@ impl Snapshot<'_> {
     pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.here().scan_floor(kl, ku, limit)
     }
+}
+
+/// One leaf at a snapshot; see [`Snapshot::leaf`].
+pub struct LeafImage<'a> {
+    /// The leaf's LID.
+    pub lid: u64,
+    /// Lower fence: the leaf holds keys >= it (`None`: no lower bound).
+    pub low: Option<&'a [u8]>,
+    /// Upper fence: the leaf holds keys < it (`None`: no upper bound).
+    pub high: Option<&'a [u8]>,
+    /// The leaf's items at the snapshot, in key order.
+    pub items: Vec<(&'a [u8], &'a [u8])>,
 }
 
 /// Reads at one read version, borrowed from a [`Snapshot`] that keeps it readable.

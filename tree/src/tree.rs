@@ -34,6 +34,9 @@ use std::sync::{Arc, Mutex};
 /// LID of the root; it never changes (root growth and shrink replace its buffer).
 pub(crate) const ROOT: u64 = 1;
 
+/// Most write observers a tree accepts.
+pub(crate) const MAX_OBSERVERS: usize = 4;
+
 /// Byte reclaimed buffers are filled with in the `poison` test build.
 pub(crate) const POISON: u8 = 0xA5;
 
@@ -59,8 +62,11 @@ pub(crate) struct Tree {
     pub(crate) items: AtomicI64,
     pub(crate) ool_bytes: AtomicU64,
     pub(crate) counters: SmoCounters,
-    /// Told about every write before it is released (the hot-key cache).
-    pub(crate) observer: std::sync::OnceLock<Arc<dyn crate::WriteObserver>>,
+    /// Told about every write before it is released (the hot-key cache, the durability
+    /// layer's dirty set); filled front to back.
+    pub(crate) observers: [std::sync::OnceLock<Arc<dyn crate::WriteObserver>>; MAX_OBSERVERS],
+    /// Serialises registration of observers.
+    pub(crate) observers_lock: Mutex<()>,
 }
 
 /// How many structural modifications of each kind have run.
@@ -94,7 +100,8 @@ impl Tree {
             items: AtomicI64::new(0),
             ool_bytes: AtomicU64::new(0),
             counters: SmoCounters::default(),
-            observer: std::sync::OnceLock::new(),
+            observers: Default::default(),
+            observers_lock: Mutex::new(()),
             geo,
             cfg,
         };
@@ -357,11 +364,14 @@ impl Tree {
         }
     }
 
-    /// Tells the write observer, if any, about a write that is visible in node memory and
+    /// Tells the write observers, if any, about a write that is visible in node memory and
     /// not yet released.
     pub(crate) fn observe(&self, key: &[u8], value: Option<&[u8]>, wv: u64) {
-        if let Some(o) = self.observer.get() {
-            o.on_write(key, value, wv);
+        for slot in &self.observers {
+            match slot.get() {
+                Some(o) => o.on_write(key, value, wv),
+                None => return,
+            }
         }
     }
 

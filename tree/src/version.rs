@@ -50,6 +50,13 @@ impl Versions {
         self.read.store(wv, Ordering::SeqCst);
     }
 
+    /// Moves both clocks forward to `v` (recovery, before any write): no effect when they
+    /// are already past it.
+    pub fn advance_to(&self, v: u64) {
+        self.write.fetch_max(v, Ordering::AcqRel);
+        self.read.fetch_max(v, Ordering::SeqCst);
+    }
+
     /// The global read version.
     #[inline]
     pub fn read_version(&self) -> u64 {

@@ -292,3 +292,55 @@ fn invalid_config_is_rejected() {
         assert!(matches!(Store::new(cfg), Err(Error::InvalidConfig(_))));
     }
 }
+
+/// A snapshot's leaves, walked by their fences, partition the key space: every item is in
+/// exactly one leaf, inside its fences, and the images hold the snapshot's items even while
+/// later writes split and merge those leaves.
+#[test]
+fn leaf_images_partition_the_key_space() {
+    let s = Store::new(Config {
+        node_size: 4096,
+        ..Config::default()
+    })
+    .unwrap();
+    for i in 0..5000u32 {
+        s.put(format!("k{:06}", i * 7 % 5000).as_bytes(), &[i as u8; 40])
+            .unwrap();
+    }
+    let snap = s.snapshot();
+    let expected = snap.scan(b"", None, usize::MAX);
+    // Writes after the snapshot change the newest leaves, not the snapshot's.
+    for i in 0..2500u32 {
+        s.delete(format!("k{:06}", i * 2).as_bytes()).unwrap();
+        s.put(format!("x{i}").as_bytes(), b"later").unwrap();
+    }
+    let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut lids = std::collections::HashSet::new();
+    let mut probe: Vec<u8> = Vec::new();
+    let mut leaves = 0;
+    loop {
+        let next = snap.leaf(&probe, |leaf| {
+            assert!(lids.insert(leaf.lid), "leaf {} seen twice", leaf.lid);
+            assert_eq!(
+                leaf.low.map(|l| l.to_vec()),
+                (!probe.is_empty()).then(|| probe.clone())
+            );
+            for (k, v) in &leaf.items {
+                assert!(leaf.low.is_none_or(|l| l <= *k));
+                assert!(leaf.high.is_none_or(|h| *k < h));
+                got.push((k.to_vec(), v.to_vec()));
+            }
+            leaf.high.map(|h| h.to_vec())
+        });
+        leaves += 1;
+        match next {
+            Some(h) => probe = h,
+            None => break,
+        }
+    }
+    assert!(
+        leaves > 10,
+        "the test wants a tree with many leaves ({leaves})"
+    );
+    assert_eq!(got, expected);
+}

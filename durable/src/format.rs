@@ -1,0 +1,607 @@
+//! The page file's byte format (docs/FORMAT.md, "Page file"): superblock, slab
+//! descriptors, leaf pages and extension pages. Pure code: encode, decode, validate. Every
+//! decoder takes untrusted bytes (a torn or corrupted device) and returns an error, never
+//! panics; `fuzz/fuzz_targets/page_decode.rs` holds it to that.
+//!
+//! All integers are little-endian. A page's checksum is CRC-32C over its header (without
+//! the checksum field) and body.
+
+use std::fmt;
+
+/// Alignment unit of the file: the superblock, slab descriptors and the smallest size class.
+pub const BLOCK: u64 = 4096;
+/// log2 of the smallest size class (4 KiB).
+pub const MIN_CLASS_LOG2: u8 = 12;
+/// Largest size class log2 a file may use (1 GiB).
+pub const MAX_CLASS_LOG2: u8 = 30;
+/// Smallest slab (256 KiB): slabs are twice the largest page a store can write, at least this.
+pub const MIN_SLAB: u64 = 256 << 10;
+/// Fixed page header length.
+pub const HEADER: usize = 64;
+/// Superblock magic.
+pub const SUPER_MAGIC: [u8; 8] = *b"ACKVPAGE";
+/// Format version this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Slab descriptor magic.
+pub const SLAB_MAGIC: [u8; 4] = *b"SLAB";
+/// Page magic.
+pub const PAGE_MAGIC: [u8; 4] = *b"AKVP";
+/// Page kind: a leaf.
+pub const KIND_LEAF: u8 = 1;
+/// Page kind: an extension page (one large value).
+pub const KIND_EXT: u8 = 2;
+/// Page flag: the slot holds a page (a zeroed, never-written slot does not).
+pub const ALIVE: u8 = 1;
+
+/// Why bytes are not a valid page (or superblock, or descriptor).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FormatError {
+    /// All zeros or no alive flag: an empty slot, not damage.
+    Empty,
+    /// Wrong magic number.
+    BadMagic,
+    /// The checksum does not match: a torn or corrupted write.
+    BadChecksum,
+    /// The page claims more bytes than there are.
+    Truncated,
+    /// Checksummed but inconsistent (written by other software or a bug).
+    Malformed(&'static str),
+    /// A valid page found at another offset than the one it was written to.
+    Misplaced {
+        /// Offset recorded in the page.
+        recorded: u64,
+        /// Offset it was read from.
+        found: u64,
+    },
+    /// A format version this build does not read.
+    Version(u32),
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FormatError::Empty => write!(f, "empty slot"),
+            FormatError::BadMagic => write!(f, "bad magic number"),
+            FormatError::BadChecksum => write!(f, "checksum mismatch (torn or corrupted)"),
+            FormatError::Truncated => write!(f, "truncated"),
+            FormatError::Malformed(m) => write!(f, "malformed: {m}"),
+            FormatError::Misplaced { recorded, found } => {
+                write!(f, "page written at {recorded} found at {found}")
+            }
+            FormatError::Version(v) => {
+                write!(f, "format version {v} (this build reads {FORMAT_VERSION})")
+            }
+        }
+    }
+}
+
+type R<T> = Result<T, FormatError>;
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+// ---------------------------------------------------------------------------------------
+// Superblock and slab descriptors.
+
+/// The superblock (offset 0, one block): what the rest of the file is cut into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Super {
+    /// Bytes per slab (a power of two, at least [`MIN_SLAB`]).
+    pub slab_size: u64,
+}
+
+/// Encodes the superblock into one block.
+pub fn encode_super(s: &Super) -> Vec<u8> {
+    let mut b = vec![0u8; BLOCK as usize];
+    b[0..8].copy_from_slice(&SUPER_MAGIC);
+    b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b[12..16].copy_from_slice(&(BLOCK as u32).to_le_bytes());
+    b[16..24].copy_from_slice(&s.slab_size.to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..24]);
+    b[24..28].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Decodes a superblock.
+pub fn decode_super(b: &[u8]) -> R<Super> {
+    if b.len() < 28 {
+        return Err(FormatError::Truncated);
+    }
+    if b[0..28].iter().all(|&x| x == 0) {
+        return Err(FormatError::Empty);
+    }
+    if b[0..8] != SUPER_MAGIC {
+        return Err(FormatError::BadMagic);
+    }
+    if crc32c::crc32c(&b[0..24]) != u32_at(b, 24) {
+        return Err(FormatError::BadChecksum);
+    }
+    let v = u32_at(b, 8);
+    if v != FORMAT_VERSION {
+        return Err(FormatError::Version(v));
+    }
+    if u32_at(b, 12) as u64 != BLOCK {
+        return Err(FormatError::Malformed("block size"));
+    }
+    let slab_size = u64_at(b, 16);
+    if !slab_size.is_power_of_two() || !(MIN_SLAB..=1 << (MAX_CLASS_LOG2 + 2)).contains(&slab_size)
+    {
+        return Err(FormatError::Malformed("slab size"));
+    }
+    Ok(Super { slab_size })
+}
+
+/// A slab descriptor (the first block of every slab): the slab's size class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlabDesc {
+    /// The slab's index in the file.
+    pub index: u64,
+    /// log2 of its slots' size.
+    pub class_log2: u8,
+}
+
+/// Encodes a slab descriptor into one block.
+pub fn encode_slab(d: &SlabDesc) -> Vec<u8> {
+    let mut b = vec![0u8; BLOCK as usize];
+    b[0..4].copy_from_slice(&SLAB_MAGIC);
+    b[4] = d.class_log2;
+    b[8..16].copy_from_slice(&d.index.to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..16]);
+    b[16..20].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Decodes a slab descriptor.
+pub fn decode_slab(b: &[u8]) -> R<SlabDesc> {
+    if b.len() < 20 {
+        return Err(FormatError::Truncated);
+    }
+    if b[0..20].iter().all(|&x| x == 0) {
+        return Err(FormatError::Empty);
+    }
+    if b[0..4] != SLAB_MAGIC {
+        return Err(FormatError::BadMagic);
+    }
+    if crc32c::crc32c(&b[0..16]) != u32_at(b, 16) {
+        return Err(FormatError::BadChecksum);
+    }
+    let class_log2 = b[4];
+    if !(MIN_CLASS_LOG2..=MAX_CLASS_LOG2).contains(&class_log2) {
+        return Err(FormatError::Malformed("size class"));
+    }
+    Ok(SlabDesc {
+        index: u64_at(b, 8),
+        class_log2,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Pages.
+
+/// Where a large value lives: an extension page, with the value's length and CRC-32C so a
+/// leaf page can check that the extension it names is the one it was written with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExtRef {
+    /// File offset of the extension page.
+    pub off: u64,
+    /// Value length.
+    pub len: u32,
+    /// CRC-32C of the value bytes.
+    pub crc: u32,
+}
+
+/// A leaf item's value in a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageValue<'a> {
+    /// Stored in the leaf page.
+    Inline(&'a [u8]),
+    /// Stored in an extension page.
+    Ext(ExtRef),
+}
+
+/// A leaf page: the items of key range `[low, high)` as of `version`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeafPage<'a> {
+    /// The leaf's LID when it was written.
+    pub lid: u64,
+    /// The version of the snapshot the page was taken at.
+    pub version: u64,
+    /// Lower fence (`None`: unbounded).
+    pub low: Option<&'a [u8]>,
+    /// Upper fence, exclusive (`None`: unbounded).
+    pub high: Option<&'a [u8]>,
+    /// Items in key order.
+    pub items: Vec<(&'a [u8], PageValue<'a>)>,
+}
+
+/// An extension page: one large value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtPage<'a> {
+    /// LID of the leaf that first referenced it.
+    pub lid: u64,
+    /// The version of the snapshot it was written for.
+    pub version: u64,
+    /// The key the value belongs to.
+    pub key: &'a [u8],
+    /// The lower fence (anchor key) of the leaf that first referenced it.
+    pub anchor: Option<&'a [u8]>,
+    /// The value.
+    pub value: &'a [u8],
+}
+
+/// A decoded page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Page<'a> {
+    /// A leaf page.
+    Leaf(LeafPage<'a>),
+    /// An extension page.
+    Ext(ExtPage<'a>),
+}
+
+/// The fixed header of a page, readable before the whole page is (it says how long it is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// `KIND_LEAF` or `KIND_EXT`.
+    pub kind: u8,
+    /// log2 of the slot size the page was written into.
+    pub class_log2: u8,
+    /// Page length in bytes, header included.
+    pub len: u32,
+    /// Offset the page was written at.
+    pub offset: u64,
+    /// LID (leaf) or parent LID (extension).
+    pub lid: u64,
+    /// Snapshot version.
+    pub version: u64,
+}
+
+/// The smallest size class (log2) that holds `len` bytes.
+pub fn class_for(len: usize) -> u8 {
+    let l = len.max(1).next_power_of_two().trailing_zeros() as u8;
+    l.max(MIN_CLASS_LOG2)
+}
+
+fn put_fence(out: &mut Vec<u8>, f: Option<&[u8]>) {
+    match f {
+        None => out.push(0),
+        Some(k) => {
+            out.push(1);
+            out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+            out.extend_from_slice(k);
+        }
+    }
+}
+
+fn start(kind: u8, lid: u64, version: u64, count: u32, offset: u64) -> Vec<u8> {
+    let mut out = vec![0u8; HEADER];
+    out[0..4].copy_from_slice(&PAGE_MAGIC);
+    out[4] = kind;
+    out[5] = ALIVE;
+    out[16..24].copy_from_slice(&offset.to_le_bytes());
+    out[24..32].copy_from_slice(&lid.to_le_bytes());
+    out[32..40].copy_from_slice(&version.to_le_bytes());
+    out[40..44].copy_from_slice(&count.to_le_bytes());
+    out
+}
+
+fn seal(mut out: Vec<u8>) -> Vec<u8> {
+    let len = out.len() as u32;
+    out[6] = class_for(out.len());
+    out[12..16].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[0..8]), &out[12..]);
+    out[8..12].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Encoded length of a leaf page (to choose its slot before encoding it at that offset).
+pub fn leaf_len(p: &LeafPage<'_>) -> usize {
+    let fence = |f: Option<&[u8]>| 1 + f.map_or(0, |k| 2 + k.len());
+    HEADER
+        + fence(p.low)
+        + fence(p.high)
+        + p.items
+            .iter()
+            .map(|(k, v)| {
+                2 + k.len()
+                    + 1
+                    + match v {
+                        PageValue::Inline(b) => 4 + b.len(),
+                        PageValue::Ext(_) => 16,
+                    }
+            })
+            .sum::<usize>()
+}
+
+/// Encodes a leaf page to be written at `offset`.
+pub fn encode_leaf(p: &LeafPage<'_>, offset: u64) -> Vec<u8> {
+    let mut out = start(KIND_LEAF, p.lid, p.version, p.items.len() as u32, offset);
+    out.reserve(leaf_len(p) - HEADER);
+    put_fence(&mut out, p.low);
+    put_fence(&mut out, p.high);
+    for (k, v) in &p.items {
+        out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+        out.extend_from_slice(k);
+        match v {
+            PageValue::Inline(b) => {
+                out.push(0);
+                out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                out.extend_from_slice(b);
+            }
+            PageValue::Ext(r) => {
+                out.push(1);
+                out.extend_from_slice(&r.off.to_le_bytes());
+                out.extend_from_slice(&r.len.to_le_bytes());
+                out.extend_from_slice(&r.crc.to_le_bytes());
+            }
+        }
+    }
+    seal(out)
+}
+
+/// Encoded length of an extension page.
+pub fn ext_len(p: &ExtPage<'_>) -> usize {
+    HEADER + 2 + p.key.len() + 1 + p.anchor.map_or(0, |a| 2 + a.len()) + 4 + p.value.len()
+}
+
+/// Encodes an extension page to be written at `offset`.
+pub fn encode_ext(p: &ExtPage<'_>, offset: u64) -> Vec<u8> {
+    let mut out = start(KIND_EXT, p.lid, p.version, 0, offset);
+    out.reserve(ext_len(p) - HEADER);
+    out.extend_from_slice(&(p.key.len() as u16).to_le_bytes());
+    out.extend_from_slice(p.key);
+    put_fence(&mut out, p.anchor);
+    out.extend_from_slice(&(p.value.len() as u32).to_le_bytes());
+    out.extend_from_slice(p.value);
+    seal(out)
+}
+
+/// Decodes the header of the page at the start of `b` (at least [`HEADER`] bytes) without
+/// checking its checksum (that needs the whole page: [`decode_page`]).
+pub fn decode_header(b: &[u8]) -> R<Header> {
+    if b.len() < HEADER {
+        return Err(FormatError::Truncated);
+    }
+    if b[5] & ALIVE == 0 || b[0..HEADER].iter().all(|&x| x == 0) {
+        return Err(FormatError::Empty);
+    }
+    if b[0..4] != PAGE_MAGIC {
+        return Err(FormatError::BadMagic);
+    }
+    let h = Header {
+        kind: b[4],
+        class_log2: b[6],
+        len: u32_at(b, 12),
+        offset: u64_at(b, 16),
+        lid: u64_at(b, 24),
+        version: u64_at(b, 32),
+    };
+    if (h.len as usize) < HEADER {
+        return Err(FormatError::Malformed("length below the header"));
+    }
+    if !(MIN_CLASS_LOG2..=MAX_CLASS_LOG2).contains(&h.class_log2)
+        || u64::from(h.len) > 1u64 << h.class_log2
+    {
+        return Err(FormatError::Malformed("size class"));
+    }
+    Ok(h)
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> R<&'a [u8]> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or(FormatError::Malformed("field past the end"))?;
+        let s = &self.b[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> R<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> R<u16> {
+        Ok(u16_at(self.take(2)?, 0))
+    }
+    fn u32(&mut self) -> R<u32> {
+        Ok(u32_at(self.take(4)?, 0))
+    }
+    fn u64(&mut self) -> R<u64> {
+        Ok(u64_at(self.take(8)?, 0))
+    }
+    fn key(&mut self) -> R<&'a [u8]> {
+        let n = self.u16()? as usize;
+        if n == 0 {
+            return Err(FormatError::Malformed("empty key"));
+        }
+        self.take(n)
+    }
+    fn fence(&mut self) -> R<Option<&'a [u8]>> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(self.key()?)),
+            _ => Err(FormatError::Malformed("fence flag")),
+        }
+    }
+}
+
+/// Decodes and checks the page at the start of `b`, read from file offset `found`.
+pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
+    let h = decode_header(b)?;
+    let len = h.len as usize;
+    if b.len() < len {
+        return Err(FormatError::Truncated);
+    }
+    let b = &b[..len];
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..8]), &b[12..]);
+    if crc != u32_at(b, 8) {
+        return Err(FormatError::BadChecksum);
+    }
+    if h.offset != found {
+        return Err(FormatError::Misplaced {
+            recorded: h.offset,
+            found,
+        });
+    }
+    let count = u32_at(b, 40) as usize;
+    let mut c = Cursor { b, pos: HEADER };
+    let page = match h.kind {
+        KIND_LEAF => {
+            let low = c.fence()?;
+            let high = c.fence()?;
+            if let (Some(l), Some(hi)) = (low, high) {
+                if l >= hi {
+                    return Err(FormatError::Malformed("fences out of order"));
+                }
+            }
+            // Each item takes at least 8 bytes: do not trust `count` for an allocation.
+            let mut items = Vec::with_capacity(count.min((len - c.pos) / 8));
+            let mut prev: Option<&[u8]> = None;
+            for _ in 0..count {
+                let k = c.key()?;
+                if prev.is_some_and(|p| p >= k)
+                    || low.is_some_and(|l| k < l)
+                    || high.is_some_and(|hi| k >= hi)
+                {
+                    return Err(FormatError::Malformed(
+                        "items out of order or outside the fences",
+                    ));
+                }
+                prev = Some(k);
+                let v = match c.u8()? {
+                    0 => {
+                        let n = c.u32()? as usize;
+                        PageValue::Inline(c.take(n)?)
+                    }
+                    1 => PageValue::Ext(ExtRef {
+                        off: c.u64()?,
+                        len: c.u32()?,
+                        crc: c.u32()?,
+                    }),
+                    _ => return Err(FormatError::Malformed("value tag")),
+                };
+                items.push((k, v));
+            }
+            Page::Leaf(LeafPage {
+                lid: h.lid,
+                version: h.version,
+                low,
+                high,
+                items,
+            })
+        }
+        KIND_EXT => {
+            let key = c.key()?;
+            let anchor = c.fence()?;
+            let n = c.u32()? as usize;
+            let value = c.take(n)?;
+            Page::Ext(ExtPage {
+                lid: h.lid,
+                version: h.version,
+                key,
+                anchor,
+                value,
+            })
+        }
+        _ => return Err(FormatError::Malformed("page kind")),
+    };
+    if c.pos != len {
+        return Err(FormatError::Malformed("trailing bytes"));
+    }
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf() -> LeafPage<'static> {
+        LeafPage {
+            lid: 7,
+            version: 99,
+            low: Some(b"b"),
+            high: Some(b"m"),
+            items: vec![
+                (b"b", PageValue::Inline(b"")),
+                (b"cat", PageValue::Inline(b"meow")),
+                (
+                    b"dog",
+                    PageValue::Ext(ExtRef {
+                        off: 4096 * 3,
+                        len: 5000,
+                        crc: 42,
+                    }),
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn pages_round_trip() {
+        let p = leaf();
+        let b = encode_leaf(&p, 8192);
+        assert_eq!(b.len(), leaf_len(&p));
+        assert_eq!(decode_page(&b, 8192).unwrap(), Page::Leaf(p));
+        let e = ExtPage {
+            lid: 7,
+            version: 99,
+            key: b"dog",
+            anchor: None,
+            value: &[5u8; 5000],
+        };
+        let b = encode_ext(&e, 4096 * 3);
+        assert_eq!(b.len(), ext_len(&e));
+        assert_eq!(decode_header(&b).unwrap().class_log2, 13);
+        assert_eq!(decode_page(&b, 4096 * 3).unwrap(), Page::Ext(e));
+        let s = Super { slab_size: 4 << 20 };
+        assert_eq!(decode_super(&encode_super(&s)).unwrap(), s);
+        let d = SlabDesc {
+            index: 3,
+            class_log2: 14,
+        };
+        assert_eq!(decode_slab(&encode_slab(&d)).unwrap(), d);
+    }
+
+    #[test]
+    fn every_flipped_bit_and_every_truncation_is_an_error() {
+        let b = encode_leaf(&leaf(), 8192);
+        for i in 0..b.len() * 8 {
+            let mut c = b.clone();
+            c[i / 8] ^= 1 << (i % 8);
+            assert!(
+                decode_page(&c, 8192).is_err(),
+                "bit {i} flipped went unnoticed"
+            );
+        }
+        for n in 0..b.len() {
+            assert!(decode_page(&b[..n], 8192).is_err());
+        }
+        assert_eq!(decode_page(&[0u8; 4096], 0), Err(FormatError::Empty));
+        assert!(matches!(
+            decode_page(&b, 4096),
+            Err(FormatError::Misplaced { .. })
+        ));
+    }
+
+    #[test]
+    fn classes() {
+        assert_eq!(class_for(1), 12);
+        assert_eq!(class_for(4096), 12);
+        assert_eq!(class_for(4097), 13);
+        assert_eq!(class_for(1 << 20), 20);
+    }
+}

@@ -1,0 +1,39 @@
+//! accelkv durability without a write-ahead log (Retina's version-based crash consistency,
+//! DESIGN.md "durability"): leaves are persisted as pages that carry their LID, version,
+//! key range and a CRC-32C, written out of place into slab-allocated slots of one page file;
+//! values too large for a leaf go to extension pages written (and synced) before the leaf
+//! pages that name them; writes share `fdatasync`s (group commit); recovery scans the page
+//! file, keeps the newest intact image of every key range, and rebuilds the tree. Interior
+//! nodes are never written. docs/FORMAT.md ("Page file") and docs/ARCHITECTURE.md
+//! ("Durability") describe the format and the argument.
+//!
+//! ```
+//! use accelkv_durable::Store;
+//! let dir = std::env::temp_dir().join(format!("accelkv-doc-{}", std::process::id()));
+//! {
+//!     let store = Store::open(&dir).unwrap();
+//!     store.put(b"apple", b"red").unwrap(); // returns once durable
+//! }
+//! let store = Store::open(&dir).unwrap(); // recovers
+//! assert_eq!(store.get(b"apple").unwrap(), Some(b"red".to_vec()));
+//! # drop(store);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+#![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod commit;
+mod cover;
+mod error;
+pub mod fault;
+pub mod format;
+pub mod io;
+mod recovery;
+mod slab;
+mod store;
+
+pub use commit::{Callback, SyncPolicy};
+pub use error::{Error, Result};
+pub use recovery::RecoveryReport;
+pub use store::{Durability, DurableStats, Options, Store, LOCK_FILE, PAGE_FILE};

@@ -1,0 +1,380 @@
+//! Recovery (Retina §4.5), in two passes over the page file and no log:
+//! 1. Leaf pages: read every slot of every described slab; keep the pages whose checksum
+//!    holds; build the cover (cover.rs) in version order, so the newest page wins for each
+//!    key range and older versions are discarded.
+//! 2. Extension pages: check that every extension a winning leaf names is intact and is
+//!    the one it was written with (key, length, CRC-32C); a leaf page naming a bad one is
+//!    dropped in favour of the previous version of its range, and the cover rebuilt.
+//!
+//! Then the tree is bulk-loaded from the winning items (interior nodes rebuilt from the
+//! leaves' keys), its version clock set past every version on the device, and the slab
+//! allocator's live map rebuilt: live leaf pages and the extensions they name; every other
+//! slot is free (orphaned extensions included).
+
+use crate::commit::Disk;
+use crate::cover::Cover;
+use crate::error::{disk, Error, Result};
+use crate::format::{
+    class_for, decode_header, decode_page, decode_slab, decode_super, encode_super, ext_len,
+    ExtRef, FormatError, Page, PageValue, Super, BLOCK, HEADER,
+};
+use crate::io::Storage;
+use crate::slab::Slabs;
+use accelkv_tree::{Config, Store as Tree};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// What recovery found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Whether the page file was created by this open.
+    pub created: bool,
+    /// Bytes in the page file.
+    pub file_bytes: u64,
+    /// Slabs with a valid descriptor.
+    pub slabs: u64,
+    /// Slabs whose descriptor is damaged (their slots are treated as unwritten).
+    pub bad_slabs: u64,
+    /// Valid leaf pages read.
+    pub leaf_pages: u64,
+    /// Valid extension pages read.
+    pub ext_pages: u64,
+    /// Leaf pages still providing a key range (kept).
+    pub live_pages: u64,
+    /// Leaf pages shadowed everywhere by newer versions (their slots freed).
+    pub versions_discarded: u64,
+    /// Written slots whose checksum or structure failed (torn or corrupted), ignored.
+    pub torn_pages: u64,
+    /// Leaf pages dropped because an extension they name is missing or damaged.
+    pub bad_references: u64,
+    /// Extension pages no live leaf names (freed).
+    pub orphaned_exts: u64,
+    /// Items recovered.
+    pub items: u64,
+    /// The newest version on the device; new writes get larger versions.
+    pub version: u64,
+    /// Time the recovery took.
+    pub elapsed: Duration,
+}
+
+impl std::fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.created {
+            return write!(f, "created a new page file");
+        }
+        write!(
+            f,
+            "recovered {} items at version {} in {:.3} s: {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
+            self.items,
+            self.version,
+            self.elapsed.as_secs_f64(),
+            self.leaf_pages,
+            self.live_pages,
+            self.versions_discarded,
+            self.ext_pages,
+            self.orphaned_exts,
+            self.torn_pages,
+            self.bad_references,
+            self.slabs,
+            self.bad_slabs,
+            self.file_bytes
+        )
+    }
+}
+
+/// A leaf page read in pass 1 (owned).
+struct Leaf {
+    off: u64,
+    version: u64,
+    low: Option<Vec<u8>>,
+    high: Option<Vec<u8>>,
+    items: Vec<(Vec<u8>, Val)>,
+}
+
+enum Val {
+    Inline(Vec<u8>),
+    Ext(ExtRef),
+}
+
+/// Slab size for a store whose largest value is `max_value` with keys up to `max_key`.
+pub(crate) fn slab_size_for(max_key: usize, max_value: usize) -> u64 {
+    let biggest = HEADER + 2 + max_key + 3 + max_key + 4 + max_value;
+    let class = class_for(biggest);
+    (1u64 << (class + 1)).max(crate::format::MIN_SLAB)
+}
+
+/// Opens the page file on `storage`: formats an empty one, or recovers the tree from it.
+pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk, RecoveryReport)> {
+    let t0 = Instant::now();
+    let mut rep = RecoveryReport::default();
+    let len = storage
+        .len()
+        .map_err(|e| disk("reading the page file's length", e))?;
+    rep.file_bytes = len;
+    let mut sb = vec![0u8; BLOCK as usize];
+    storage
+        .read_at(&mut sb, 0)
+        .map_err(|e| disk("reading the superblock", e))?;
+    let sup = match decode_super(&sb) {
+        Ok(s) => s,
+        // A superblock that never became durable: the file was being created.
+        Err(_) if len <= BLOCK => {
+            let s = Super {
+                slab_size: slab_size_for(cfg.max_key, cfg.max_value),
+            };
+            storage
+                .write_at(&encode_super(&s), 0)
+                .map_err(|e| disk("writing the superblock", e))?;
+            storage
+                .sync()
+                .map_err(|e| disk("fdatasync of the superblock", e))?;
+            rep.created = true;
+            let tree = Tree::new(cfg)?;
+            let disk = Disk {
+                slabs: Slabs::new(s.slab_size),
+                cover: Cover::new(),
+                pages: HashMap::new(),
+                ext_refs: HashMap::new(),
+                ext_of: BTreeMap::new(),
+            };
+            rep.elapsed = t0.elapsed();
+            return Ok((tree, disk, rep));
+        }
+        Err(e) => return Err(Error::Corrupt(format!("superblock: {e}"))),
+    };
+    let needed = slab_size_for(cfg.max_key, cfg.max_value);
+    if needed > sup.slab_size {
+        return Err(Error::Config(format!(
+            "max_value {} needs {needed}-byte slabs; this page file has {}-byte slabs",
+            cfg.max_value, sup.slab_size
+        )));
+    }
+    let mut slabs = Slabs::new(sup.slab_size);
+    let nslabs = len.saturating_sub(BLOCK).div_ceil(sup.slab_size);
+    // Pass 1: every slot of every described slab.
+    let mut leaves: Vec<Leaf> = Vec::new();
+    let mut exts: HashMap<u64, u64> = HashMap::new(); // offset -> version
+    let mut max_version = 0u64;
+    let mut buf = vec![0u8; sup.slab_size as usize];
+    for index in 0..nslabs {
+        let base = slabs.base(index);
+        storage
+            .read_at(&mut buf, base)
+            .map_err(|e| disk("reading a slab", e))?;
+        let desc = match decode_slab(&buf[..BLOCK as usize]) {
+            Ok(d) if d.index == index && d.class_log2 <= slabs.max_class() => d,
+            Ok(_) => {
+                rep.bad_slabs += 1;
+                continue;
+            }
+            Err(FormatError::Empty) => continue,
+            Err(_) => {
+                rep.bad_slabs += 1;
+                continue;
+            }
+        };
+        rep.slabs += 1;
+        slabs.describe(index, desc.class_log2);
+        for off in slabs
+            .slot_offsets(index, desc.class_log2)
+            .collect::<Vec<_>>()
+        {
+            let at = (off - base) as usize;
+            let slot = &buf[at..at + (1usize << desc.class_log2)];
+            match decode_header(slot) {
+                Err(FormatError::Empty) => continue,
+                Err(_) => {
+                    rep.torn_pages += 1;
+                    continue;
+                }
+                Ok(h) if h.class_log2 != desc.class_log2 => {
+                    rep.torn_pages += 1;
+                    continue;
+                }
+                Ok(_) => {}
+            }
+            match decode_page(slot, off) {
+                Ok(Page::Leaf(p)) => {
+                    rep.leaf_pages += 1;
+                    max_version = max_version.max(p.version);
+                    leaves.push(Leaf {
+                        off,
+                        version: p.version,
+                        low: p.low.map(<[u8]>::to_vec),
+                        high: p.high.map(<[u8]>::to_vec),
+                        items: p
+                            .items
+                            .into_iter()
+                            .map(|(k, v)| {
+                                (
+                                    k.to_vec(),
+                                    match v {
+                                        PageValue::Inline(b) => Val::Inline(b.to_vec()),
+                                        PageValue::Ext(r) => Val::Ext(r),
+                                    },
+                                )
+                            })
+                            .collect(),
+                    });
+                }
+                Ok(Page::Ext(p)) => {
+                    rep.ext_pages += 1;
+                    max_version = max_version.max(p.version);
+                    exts.insert(off, p.version);
+                }
+                Err(_) => rep.torn_pages += 1,
+            }
+        }
+    }
+    drop(buf);
+    leaves.sort_by_key(|l| (l.version, l.off));
+    // Pass 2: extensions named by winning items must be intact; drop pages that name a bad
+    // one and rebuild the cover until none does.
+    let mut dropped: HashSet<u64> = HashSet::new();
+    let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
+    let by_off: HashMap<u64, usize> = leaves.iter().enumerate().map(|(i, l)| (l.off, i)).collect();
+    let cover = loop {
+        let mut cover = Cover::new();
+        for l in leaves.iter().filter(|l| !dropped.contains(&l.off)) {
+            cover.insert(l.low.as_deref(), l.high.as_deref(), l.off);
+        }
+        let mut bad = Vec::new();
+        for (lo, hi, page) in cover.ranges() {
+            let l = &leaves[by_off[&page]];
+            for (k, v) in in_range(&l.items, lo, hi) {
+                if let Val::Ext(r) = v {
+                    let ok = match checked.get(&(r.off, k.clone())) {
+                        Some(ok) => *ok,
+                        None => {
+                            let ok = read_ext(storage, &slabs, r, k)?.is_some();
+                            checked.insert((r.off, k.clone()), ok);
+                            ok
+                        }
+                    };
+                    if !ok {
+                        bad.push(page);
+                        break;
+                    }
+                }
+            }
+        }
+        if bad.is_empty() {
+            break cover;
+        }
+        rep.bad_references += bad.len() as u64;
+        dropped.extend(bad);
+    };
+    // The winning items, in key order.
+    let mut items: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut ext_of = BTreeMap::new();
+    for (lo, hi, page) in cover.ranges() {
+        let l = &leaves[by_off[&page]];
+        for (k, v) in in_range(&l.items, lo, hi) {
+            let value = match v {
+                Val::Inline(b) => b.clone(),
+                Val::Ext(r) => {
+                    ext_of.insert(k.clone(), *r);
+                    read_ext(storage, &slabs, r, k)?.ok_or_else(|| {
+                        Error::Corrupt("extension page changed during recovery".into())
+                    })?
+                }
+            };
+            items.push((k.clone(), value));
+        }
+    }
+    rep.items = items.len() as u64;
+    rep.version = max_version;
+    let tree = Tree::bulk_load_at(cfg, items, max_version)?;
+    // The live map: live leaf pages and the extensions they name; the rest is free.
+    let mut pages = HashMap::new();
+    let mut ext_refs: HashMap<u64, usize> = HashMap::new();
+    for page in cover.pages() {
+        let l = &leaves[by_off[&page]];
+        let named: Vec<u64> = l
+            .items
+            .iter()
+            .filter_map(|(_, v)| match v {
+                Val::Ext(r) => Some(r.off),
+                Val::Inline(_) => None,
+            })
+            .collect();
+        for e in &named {
+            *ext_refs.entry(*e).or_insert(0) += 1;
+        }
+        pages.insert(page, named);
+    }
+    rep.live_pages = pages.len() as u64;
+    rep.versions_discarded = rep
+        .leaf_pages
+        .saturating_sub(rep.live_pages + dropped.len() as u64);
+    rep.orphaned_exts = exts.keys().filter(|e| !ext_refs.contains_key(e)).count() as u64;
+    for index in 0..slabs.len() {
+        if let Some(class) = slabs.class_of_slab(index) {
+            let free: Vec<u64> = slabs
+                .slot_offsets(index, class)
+                .filter(|o| !pages.contains_key(o) && !ext_refs.contains_key(o))
+                .collect();
+            for o in free.into_iter().rev() {
+                slabs.free(o);
+            }
+        }
+    }
+    rep.elapsed = t0.elapsed();
+    let disk = Disk {
+        slabs,
+        cover,
+        pages,
+        ext_refs,
+        ext_of,
+    };
+    Ok((tree, disk, rep))
+}
+
+fn in_range<'a>(
+    items: &'a [(Vec<u8>, Val)],
+    lo: &'a [u8],
+    hi: Option<&'a [u8]>,
+) -> impl Iterator<Item = (&'a Vec<u8>, &'a Val)> + 'a {
+    let start = items.partition_point(|(k, _)| k.as_slice() < lo);
+    items[start..]
+        .iter()
+        .take_while(move |(k, _)| hi.is_none_or(|h| k.as_slice() < h))
+        .map(|(k, v)| (k, v))
+}
+
+/// The value in the extension page `r` names, if that page is intact and belongs to `key`.
+fn read_ext(
+    storage: &dyn Storage,
+    slabs: &Slabs,
+    r: &ExtRef,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let Some(class) = slabs.class_of(r.off) else {
+        return Ok(None);
+    };
+    let want = ext_len(&crate::format::ExtPage {
+        lid: 0,
+        version: 0,
+        key,
+        anchor: None,
+        value: &[],
+    }) + r.len as usize;
+    if want > 1usize << class {
+        return Ok(None);
+    }
+    // The anchor's length is unknown up front: read the whole slot.
+    let mut b = vec![0u8; 1usize << class];
+    storage
+        .read_at(&mut b, r.off)
+        .map_err(|e| disk("reading an extension page", e))?;
+    Ok(match decode_page(&b, r.off) {
+        Ok(Page::Ext(p))
+            if p.key == key
+                && p.value.len() == r.len as usize
+                && crc32c::crc32c(p.value) == r.crc =>
+        {
+            Some(p.value.to_vec())
+        }
+        _ => None,
+    })
+}

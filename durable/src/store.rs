@@ -1,0 +1,304 @@
+//! The durable store: an in-memory `accelkv_tree::Store` whose writes are acknowledged once
+//! durable (per the sync policy), opened from a data directory (or any [`Storage`]).
+//! Reads never touch the device.
+
+use crate::commit::{Callback, Core, Counters, DirtyObserver, Queue, Status, SyncPolicy};
+use crate::error::{Error, Result};
+use crate::io::{sync_dir, FileStorage, Storage};
+use crate::recovery::{recover, RecoveryReport};
+use accelkv_tree::{Config, Store as Tree, Write};
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Name of the page file inside a data directory.
+pub const PAGE_FILE: &str = "pages";
+/// Name of the lock file inside a data directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// How a durable store is opened.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The in-memory store's configuration.
+    pub config: Config,
+    /// When writes are acknowledged. Default [`SyncPolicy::Sync`].
+    pub sync: SyncPolicy,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            config: Config::default(),
+            sync: SyncPolicy::Sync,
+        }
+    }
+}
+
+/// Counters of the durability layer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DurableStats {
+    /// The sync policy.
+    pub policy: String,
+    /// Every write with a version up to this one is durable.
+    pub durable_version: u64,
+    /// Commits that wrote pages.
+    pub commits: u64,
+    /// Leaf pages written.
+    pub leaf_pages_written: u64,
+    /// Extension pages written.
+    pub ext_pages_written: u64,
+    /// Bytes written to the device.
+    pub bytes_written: u64,
+    /// `fdatasync` calls.
+    pub syncs: u64,
+    /// Failed commits.
+    pub failures: u64,
+    /// Dirty keys persisted (one per key per commit).
+    pub keys_persisted: u64,
+    /// Leaf pages providing the newest state of some key range.
+    pub live_pages: u64,
+    /// Free slots in the page file.
+    pub free_slots: u64,
+    /// The device error the store is stuck on, if any (writes are refused meanwhile).
+    pub failed: Option<String>,
+}
+
+/// The durability side of a store: the committer, the wait for durability, stats. Shared
+/// by a server's write paths; closing the last handle flushes and stops the committer.
+pub struct Durability {
+    core: Arc<Core>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+    tree: Arc<Tree>,
+    _lock: Option<File>,
+}
+
+impl Durability {
+    /// Fails when the device is failing: writes must not start (nothing is changed).
+    pub fn writable(&self) -> Result<()> {
+        self.core.failed().map_or(Ok(()), Err)
+    }
+
+    /// Blocks until the write with `version` is durable (policy `sync`; at once otherwise).
+    pub fn wait(&self, version: u64) -> Result<()> {
+        self.core.wait(version)
+    }
+
+    /// Calls `cb` (on the committer's thread, so briefly) once `version` is durable, or
+    /// with the error if its commit failed. At once under policies other than `sync`.
+    pub fn on_durable(&self, version: u64, cb: Callback) {
+        self.core.on_durable(version, cb)
+    }
+
+    /// Writes and syncs everything written so far, whatever the policy.
+    pub fn flush(&self) -> Result<()> {
+        self.core.commit(&self.tree, true).map(|_| ())
+    }
+
+    /// The sync policy.
+    pub fn policy(&self) -> SyncPolicy {
+        self.core.policy
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DurableStats {
+        let c: &Counters = &self.core.counters;
+        let s = self.core.status.lock().unwrap_or_else(|e| e.into_inner());
+        let (durable_version, failed) = (s.durable, s.failed.as_ref().map(ToString::to_string));
+        drop(s);
+        let d = self.core.disk.lock().unwrap_or_else(|e| e.into_inner());
+        DurableStats {
+            policy: self.core.policy.to_string(),
+            durable_version,
+            commits: c.commits.load(Ordering::Relaxed),
+            leaf_pages_written: c.leaf_pages.load(Ordering::Relaxed),
+            ext_pages_written: c.ext_pages.load(Ordering::Relaxed),
+            bytes_written: c.bytes.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            failures: c.failures.load(Ordering::Relaxed),
+            keys_persisted: c.keys.load(Ordering::Relaxed),
+            live_pages: d.cover.live_pages() as u64,
+            free_slots: d.slabs.free_slots() as u64,
+            failed,
+        }
+    }
+}
+
+impl Drop for Durability {
+    fn drop(&mut self) {
+        self.core
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .shutdown = true;
+        self.core.wake.notify_all();
+        if let Some(h) = self
+            .committer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A durable ordered key-value store; see the crate docs.
+pub struct Store {
+    tree: Arc<Tree>,
+    durability: Arc<Durability>,
+    report: RecoveryReport,
+    path: Option<PathBuf>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in directory `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(path, Options::default())
+    }
+
+    /// Opens (creating if needed) the store in directory `path`.
+    pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let dir = path.as_ref();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Disk(format!("creating {}: {e}", dir.display())))?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(LOCK_FILE))
+            .map_err(|e| Error::Disk(format!("opening {}: {e}", dir.join(LOCK_FILE).display())))?;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(Error::Locked(format!(
+                "{} is open in another process",
+                dir.display()
+            )));
+        }
+        let file = dir.join(PAGE_FILE);
+        let existed = file.exists();
+        let storage = FileStorage::open(&file)
+            .map_err(|e| Error::Disk(format!("opening {}: {e}", file.display())))?;
+        if !existed {
+            sync_dir(dir).map_err(|e| Error::Disk(format!("syncing {}: {e}", dir.display())))?;
+        }
+        let mut s = Store::open_on(Arc::new(storage), opts, Some(lock))?;
+        s.path = Some(dir.to_path_buf());
+        Ok(s)
+    }
+
+    /// Opens the store on `storage` (a file, or the fault-injecting device in tests).
+    pub fn open_storage(storage: Arc<dyn Storage>, opts: Options) -> Result<Store> {
+        Store::open_on(storage, opts, None)
+    }
+
+    fn open_on(storage: Arc<dyn Storage>, opts: Options, lock: Option<File>) -> Result<Store> {
+        opts.config.validate().map_err(Error::Tree)?;
+        let (tree, disk, report) = recover(storage.as_ref(), opts.config.clone())?;
+        let tree = Arc::new(tree);
+        let core = Arc::new(Core {
+            storage,
+            policy: opts.sync,
+            inline_max: opts.config.max_inline_value,
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            status: Mutex::new(Status {
+                durable: report.version,
+                ..Status::default()
+            }),
+            done: Condvar::new(),
+            disk: Mutex::new(disk),
+            counters: Counters::default(),
+        });
+        if !tree.set_write_observer(Arc::new(DirtyObserver(core.clone()))) {
+            return Err(Error::Config(
+                "the store has no free write-observer slot".into(),
+            ));
+        }
+        let (c, t) = (core.clone(), tree.clone());
+        let committer = std::thread::Builder::new()
+            .name("accelkv-commit".into())
+            .spawn(move || c.run(&t))
+            .map_err(|e| Error::Disk(format!("starting the committer thread: {e}")))?;
+        let durability = Arc::new(Durability {
+            core,
+            committer: Mutex::new(Some(committer)),
+            tree: tree.clone(),
+            _lock: lock,
+        });
+        Ok(Store {
+            tree,
+            durability,
+            report,
+            path: None,
+        })
+    }
+
+    /// What recovery found when the store was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The data directory, if opened from one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The in-memory store: reads, snapshots, stats, and the read engines' access. Writes
+    /// made directly on it are persisted but not waited for; use [`Store::put`] and friends
+    /// (or [`Durability::wait`]) to acknowledge only durable writes.
+    pub fn tree(&self) -> &Arc<Tree> {
+        &self.tree
+    }
+
+    /// The durability handle (wait for a version, flush, stats).
+    pub fn durability(&self) -> &Arc<Durability> {
+        &self.durability
+    }
+
+    fn durable(&self, w: accelkv_tree::Result<Write>) -> Result<Write> {
+        let w = w?;
+        self.durability.wait(w.version)?;
+        Ok(w)
+    }
+
+    /// Inserts or replaces; returns once durable (per the sync policy).
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Write> {
+        self.durability.writable()?;
+        self.durable(self.tree.put(key, value))
+    }
+
+    /// Replaces the value of a present key (`Error::Tree(NotFound)` if absent).
+    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<Write> {
+        self.durability.writable()?;
+        self.durable(self.tree.update(key, value))
+    }
+
+    /// Deletes a key (`Error::Tree(NotFound)` if absent).
+    pub fn delete(&self, key: &[u8]) -> Result<Write> {
+        self.durability.writable()?;
+        self.durable(self.tree.delete(key))
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.tree.get(key)?)
+    }
+
+    /// Items with `lo <= key < hi` (no upper bound with `None`), at most `limit`.
+    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.tree.scan(lo, hi, limit)
+    }
+
+    /// Writes and syncs everything written so far, whatever the policy.
+    pub fn flush(&self) -> Result<()> {
+        self.durability.flush()
+    }
+
+    /// Counters of the durability layer.
+    pub fn stats(&self) -> DurableStats {
+        self.durability.stats()
+    }
+}
