@@ -104,9 +104,9 @@ pub fn markdown(result: &SuiteResult, baseline: Option<&str>) -> String {
     );
     let _ = writeln!(
         md,
-        "| workload | keys | target | ops/s | p50 | p99 | p999 | validated | note |"
+        "| workload | keys | target | ops/s | p50 | p99 | p999 | validated | device bytes/op | note |"
     );
-    let _ = writeln!(md, "|---|---|---|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(md, "|---|---|---|---:|---:|---:|---:|---:|---:|---|");
     for r in runs {
         let note = r
             .error
@@ -118,10 +118,13 @@ pub fn markdown(result: &SuiteResult, baseline: Option<&str>) -> String {
             .all
             .as_ref()
             .map_or((0.0, 0.0, 0.0), |l| (l.p50_us, l.p99_us, l.p999_us));
+        let device = r
+            .device_bytes_per_op
+            .map_or_else(|| "-".to_string(), |b| format!("{b:.0}"));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} |",
-            r.workload, r.dist, r.target, r.throughput, p50, p99, p999, r.validated, note
+            "| {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {} |",
+            r.workload, r.dist, r.target, r.throughput, p50, p99, p999, r.validated, device, note
         );
     }
     if !result.loads.is_empty() {

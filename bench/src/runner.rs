@@ -107,6 +107,10 @@ pub struct RunResult {
     pub error: Option<String>,
     /// Why the run was skipped (the target cannot run the workload), if it was.
     pub skipped: Option<String>,
+    /// Bytes written to the block devices per operation during the run (whole devices, see
+    /// [`device_write_bytes`]; in-process targets with a device only).
+    #[serde(default)]
+    pub device_bytes_per_op: Option<f64>,
 }
 
 /// State kept across the runs of one target: inserted records and issued versions.
@@ -248,6 +252,29 @@ struct Planned {
 }
 
 /// Runs `workload` under `dist` against `target` (loaded, with `state`).
+/// Bytes written to the machine's block devices so far (sectors written in
+/// /sys/block/*/stat, loop, ram and zram devices left out; `ACCELKV_BENCH_DEVICE=vda` picks
+/// one). Device-wide: it counts file-system journal and metadata writes too, and every
+/// process's writes, so the bench should be the only writer.
+pub fn device_write_bytes() -> Option<u64> {
+    let only = std::env::var("ACCELKV_BENCH_DEVICE").ok();
+    let mut total = None;
+    for e in std::fs::read_dir("/sys/block").ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let skip = match &only {
+            Some(d) => *d != name,
+            None => ["loop", "ram", "zram"].iter().any(|p| name.starts_with(p)),
+        };
+        if skip {
+            continue;
+        }
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let sectors: u64 = stat.split_whitespace().nth(6)?.parse().ok()?;
+        total = Some(total.unwrap_or(0) + sectors * 512);
+    }
+    total
+}
+
 pub fn run(
     target: &dyn Target,
     state: &TargetState,
@@ -273,6 +300,7 @@ pub fn run(
         validated: 0,
         error: None,
         skipped: None,
+        device_bytes_per_op: None,
     };
     if workload.scans() && !target.supports_scan() {
         result.skipped = Some(format!("{} does not scan", target.name()));
@@ -299,6 +327,7 @@ pub fn run(
         ),
     };
     let pb = bar(s.progress, pb_len, label);
+    let io_before = target.uses_device().then(device_write_bytes).flatten();
     std::thread::scope(|scope| {
         for t in 0..threads {
             let (remaining, stop, failed, tallies, barrier, pb) =
@@ -378,6 +407,9 @@ pub fn run(
     }
     result.secs = elapsed.as_secs_f64();
     result.throughput = result.ops as f64 / result.secs.max(1e-9);
+    if let (Some(a), Some(b)) = (io_before, device_write_bytes()) {
+        result.device_bytes_per_op = Some(b.saturating_sub(a) as f64 / result.ops.max(1) as f64);
+    }
     if !all.is_empty() {
         result.all = Some(Latency::of(&all));
     }

@@ -41,6 +41,24 @@ fn quick_suite_runs_every_in_process_target() {
     check_complete(&Suite::quick(Suite::local_targets()));
 }
 
+/// The durable targets (accelkv with a data directory under each sync policy, and RocksDB
+/// with the same policies when built with it) answer every workload correctly.
+#[test]
+fn quick_suite_runs_the_durable_targets() {
+    let mut t = vec![
+        "accelkv-durable".to_string(),
+        "accelkv-durable=none".into(),
+        "accelkv-durable=interval=2".into(),
+    ];
+    if cfg!(feature = "rocksdb") {
+        t.extend(["rocksdb=sync".to_string(), "rocksdb=none".into()]);
+    }
+    let mut s = Suite::quick(t);
+    s.settings.shape = RecordShape::Ycsb;
+    check_complete(&s);
+    assert!(target::parse("accelkv-durable=sometimes", None).is_err());
+}
+
 #[test]
 fn quick_suite_with_ycsb_records_and_single_operations() {
     let mut s = Suite::quick(vec!["accelkv".into(), "accelkv-engine".into()]);

@@ -41,9 +41,10 @@ pub enum SyncPolicy {
     /// Pages are written and synced every interval; writes are acknowledged before they are
     /// durable, so a crash loses at most about one interval of acknowledged writes.
     Interval(Duration),
-    /// Pages are written as writes arrive but never synced (except by `flush` and on close):
-    /// survives a process crash (`kill -9`: the page cache keeps them), not a power loss or
-    /// kernel crash, which may lose or tear anything written since the last sync.
+    /// Pages are written every millisecond but never synced (except by `flush` and on
+    /// close); writes are acknowledged at once. A process crash (`kill -9`) loses the last
+    /// millisecond or so (what was written is in the page cache); a power loss or kernel
+    /// crash may lose or tear anything written since the last sync.
     None,
 }
 
@@ -77,6 +78,9 @@ impl std::fmt::Display for SyncPolicy {
         }
     }
 }
+
+/// How often the `none` policy writes pages.
+const NONE_PERIOD: Duration = Duration::from_millis(1);
 
 /// Called once a version is durable (or its commit failed).
 pub type Callback = Box<dyn FnOnce(Result<()>) + Send>;
@@ -153,8 +157,8 @@ impl accelkv_tree::WriteObserver for DirtyObserver {
         let was_empty = q.dirty.is_empty();
         q.dirty.push((key.to_vec(), version));
         drop(q);
-        // The interval committer wakes on its own clock.
-        if was_empty && !matches!(self.0.policy, SyncPolicy::Interval(_)) {
+        // Only the `sync` committer waits for writes; the others run on a clock.
+        if was_empty && self.0.policy == SyncPolicy::Sync {
             self.0.wake.notify_one();
         }
     }
@@ -170,7 +174,19 @@ struct Planned {
 
 enum Val {
     Inline(Vec<u8>),
+    /// The key's durable extension, kept.
     Ext(ExtRef),
+    /// An extension page written by this commit.
+    NewExt(ExtRef),
+}
+
+impl Val {
+    fn ext(&self) -> Option<ExtRef> {
+        match self {
+            Val::Ext(r) | Val::NewExt(r) => Some(*r),
+            Val::Inline(_) => None,
+        }
+    }
 }
 
 impl Core {
@@ -226,13 +242,18 @@ impl Core {
 
     /// The committer thread's loop.
     pub(crate) fn run(self: &Arc<Core>, tree: &Tree) {
+        // After a commit that found only unreleased writes, wait a little for their release
+        // instead of spinning on them.
+        let mut starved = false;
         loop {
             let failed = self.failed().is_some();
             let mut q = lock(&self.queue);
             let period = match self.policy {
                 SyncPolicy::Interval(d) => Some(d),
-                _ if failed => Some(Duration::from_millis(100)),
-                _ => None,
+                SyncPolicy::None => Some(NONE_PERIOD),
+                SyncPolicy::Sync if failed => Some(Duration::from_millis(100)),
+                SyncPolicy::Sync if starved => Some(Duration::from_micros(50)),
+                SyncPolicy::Sync => None,
             };
             match period {
                 Some(d) => {
@@ -258,12 +279,14 @@ impl Core {
                 return;
             }
             let sync = self.policy != SyncPolicy::None;
-            let _ = self.commit(tree, sync);
+            starved = matches!(self.commit(tree, sync), Ok((_, 0)))
+                && !lock(&self.queue).dirty.is_empty();
         }
     }
 
     /// One group commit at the current read version; `sync` = with `fdatasync` barriers.
-    pub(crate) fn commit(&self, tree: &Tree, sync: bool) -> Result<u64> {
+    /// Returns the version now durable (written, under `none`) and the keys it persisted.
+    pub(crate) fn commit(&self, tree: &Tree, sync: bool) -> Result<(u64, usize)> {
         let mut d = lock(&self.disk);
         let snap = tree.snapshot();
         let v = snap.version();
@@ -285,7 +308,7 @@ impl Core {
                 }
             }
             self.succeed(v);
-            return Ok(v);
+            return Ok((v, 0));
         }
         mine.sort_unstable();
         mine.dedup_by(|a, b| a.0 == b.0);
@@ -294,6 +317,7 @@ impl Core {
         let mut plans: Vec<Planned> = Vec::new();
         let mut i = 0;
         while i < keys.len() {
+            let ext_of = &d.ext_of;
             let p = snap.leaf(&keys[i], |leaf| Planned {
                 lid: leaf.lid,
                 low: leaf.low.map(<[u8]>::to_vec),
@@ -301,7 +325,20 @@ impl Core {
                 items: leaf
                     .items
                     .iter()
-                    .map(|(k, val)| (k.to_vec(), Val::Inline(val.to_vec())))
+                    .map(|(k, val)| {
+                        // A large value not written since the last commit keeps its durable
+                        // extension page: no copy, no write.
+                        let kept = (val.len() > self.inline_max)
+                            .then(|| ext_of.get(*k))
+                            .flatten()
+                            .filter(|r| r.len as usize == val.len())
+                            .filter(|_| keys.binary_search_by(|x| x.as_slice().cmp(k)).is_err());
+                        let v = match kept {
+                            Some(r) => Val::Ext(*r),
+                            None => Val::Inline(val.to_vec()),
+                        };
+                        (k.to_vec(), v)
+                    })
                     .collect(),
             });
             i += 1;
@@ -311,17 +348,17 @@ impl Core {
             plans.push(p);
         }
         drop(snap);
-        let r = self.write_plans(&mut d, &keys, &mut plans, v, sync);
+        let r = self.write_plans(&mut d, &mut plans, v, sync);
         match r {
             Ok(taken) => {
-                self.apply(&mut d, plans, taken);
+                self.apply(&mut d, &keys, plans, taken);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .keys
                     .fetch_add(keys.len() as u64, Ordering::Relaxed);
                 drop(d);
                 self.succeed(v);
-                Ok(v)
+                Ok((v, keys.len()))
             }
             Err((e, taken)) => {
                 for off in taken.exts.into_iter().chain(taken.leaves) {
@@ -353,10 +390,15 @@ impl Core {
         }
         let desc = d.slabs.next_slab(class);
         let base = d.slabs.base(desc.index);
+        // The whole slab is written once (zeros after the descriptor): later page writes
+        // then overwrite allocated blocks, and their fdatasync has no block allocation to
+        // journal (half the latency of writing into a hole on ext4, docs/BENCHMARKS.md).
+        let mut slab = vec![0u8; d.slabs.slab_bytes() as usize];
+        slab[..BLOCK as usize].copy_from_slice(&encode_slab(&desc));
         self.storage
-            .write_at(&encode_slab(&desc), base)
+            .write_at(&slab, base)
             .map_err(|e| disk("writing a slab descriptor", e))?;
-        self.count_write(BLOCK as usize);
+        self.count_write(slab.len());
         self.storage
             .sync()
             .map_err(|e| disk("fdatasync after a slab descriptor", e))?;
@@ -376,7 +418,6 @@ impl Core {
     fn write_plans(
         &self,
         d: &mut Disk,
-        dirty: &[Vec<u8>],
         plans: &mut [Planned],
         v: u64,
         sync: bool,
@@ -390,20 +431,11 @@ impl Core {
                 }
             };
         }
-        // Extension pages for large values; reuse the durable one of a key not written since.
+        // Extension pages for the large values the plan did not keep.
         for p in plans.iter_mut() {
             for (k, val) in p.items.iter_mut() {
                 let Val::Inline(bytes) = val else { continue };
                 if bytes.len() <= self.inline_max {
-                    continue;
-                }
-                let clean = dirty.binary_search(k).is_err();
-                if let Some(r) = d
-                    .ext_of
-                    .get(k.as_slice())
-                    .filter(|r| clean && r.len as usize == bytes.len())
-                {
-                    *val = Val::Ext(*r);
                     continue;
                 }
                 let page = ExtPage {
@@ -427,7 +459,7 @@ impl Core {
                     len: bytes.len() as u32,
                     crc: crc32c::crc32c(bytes),
                 };
-                *val = Val::Ext(r);
+                *val = Val::NewExt(r);
             }
         }
         if sync && !taken.exts.is_empty() {
@@ -451,7 +483,7 @@ impl Core {
                             k.as_slice(),
                             match val {
                                 Val::Inline(b) => PageValue::Inline(b),
-                                Val::Ext(r) => PageValue::Ext(*r),
+                                Val::Ext(r) | Val::NewExt(r) => PageValue::Ext(*r),
                             },
                         )
                     })
@@ -478,26 +510,34 @@ impl Core {
     }
 
     /// Records durable pages: the cover, extension references, freed slots.
-    fn apply(&self, d: &mut Disk, plans: Vec<Planned>, taken: Taken) {
+    fn apply(&self, d: &mut Disk, dirty: &[Vec<u8>], plans: Vec<Planned>, taken: Taken) {
         let mut freed = Vec::new();
         for (p, off) in plans.into_iter().zip(taken.leaves) {
             let mut exts = Vec::new();
-            // Keys of the range now map to this page's extensions only.
-            let lo = p.low.clone().unwrap_or_default();
-            let stale: Vec<Vec<u8>> = d
-                .ext_of
-                .range(lo..)
-                .take_while(|(k, _)| p.high.as_deref().is_none_or(|h| k.as_slice() < h))
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in stale {
-                d.ext_of.remove(&k);
-            }
-            for (k, val) in p.items {
-                if let Val::Ext(r) = val {
+            for (k, val) in &p.items {
+                if let Some(r) = val.ext() {
                     *d.ext_refs.entry(r.off).or_insert(0) += 1;
                     exts.push(r.off);
-                    d.ext_of.insert(k, r);
+                }
+                if let Val::NewExt(r) = val {
+                    d.ext_of.insert(k.clone(), *r);
+                }
+            }
+            // Keys written since the last commit whose value is no longer an extension
+            // (inline now, or deleted) lose their entry; every other key kept its extension
+            // (the plan reuses only what `ext_of` names) or got a new one (above).
+            let from =
+                dirty.partition_point(|k| p.low.as_deref().is_some_and(|l| k.as_slice() < l));
+            for k in dirty[from..]
+                .iter()
+                .take_while(|k| p.high.as_deref().is_none_or(|h| k.as_slice() < h))
+            {
+                let now_ext = p
+                    .items
+                    .binary_search_by(|(x, _)| x.cmp(k))
+                    .is_ok_and(|i| p.items[i].1.ext().is_some());
+                if !now_ext {
+                    d.ext_of.remove(k);
                 }
             }
             d.pages.insert(off, exts);

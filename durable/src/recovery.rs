@@ -21,6 +21,7 @@ use crate::format::{
 use crate::io::Storage;
 use crate::slab::Slabs;
 use accelkv_tree::{Config, Store as Tree};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -82,18 +83,23 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
-/// A leaf page read in pass 1 (owned).
+/// A leaf page read in pass 1: its bytes (checked), decoded again when its items are
+/// needed, so shadowed pages cost no per-item allocation.
 struct Leaf {
     off: u64,
     version: u64,
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
-    items: Vec<(Vec<u8>, Val)>,
+    bytes: Vec<u8>,
 }
 
-enum Val {
-    Inline(Vec<u8>),
-    Ext(ExtRef),
+impl Leaf {
+    fn items(&self) -> Vec<(&[u8], PageValue<'_>)> {
+        match decode_page(&self.bytes, self.off) {
+            Ok(Page::Leaf(p)) => p.items,
+            _ => Vec::new(), // checked in pass 1
+        }
+    }
 }
 
 /// Slab size for a store whose largest value is `max_value` with keys up to `max_key`.
@@ -197,24 +203,13 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
                 Ok(Page::Leaf(p)) => {
                     rep.leaf_pages += 1;
                     max_version = max_version.max(p.version);
+                    let len = decode_header(slot).map_or(0, |h| h.len as usize);
                     leaves.push(Leaf {
                         off,
                         version: p.version,
                         low: p.low.map(<[u8]>::to_vec),
                         high: p.high.map(<[u8]>::to_vec),
-                        items: p
-                            .items
-                            .into_iter()
-                            .map(|(k, v)| {
-                                (
-                                    k.to_vec(),
-                                    match v {
-                                        PageValue::Inline(b) => Val::Inline(b.to_vec()),
-                                        PageValue::Ext(r) => Val::Ext(r),
-                                    },
-                                )
-                            })
-                            .collect(),
+                        bytes: slot[..len].to_vec(),
                     });
                 }
                 Ok(Page::Ext(p)) => {
@@ -241,13 +236,14 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         let mut bad = Vec::new();
         for (lo, hi, page) in cover.ranges() {
             let l = &leaves[by_off[&page]];
-            for (k, v) in in_range(&l.items, lo, hi) {
-                if let Val::Ext(r) = v {
-                    let ok = match checked.get(&(r.off, k.clone())) {
+            let items = l.items();
+            for (k, v) in in_range(&items, lo, hi) {
+                if let PageValue::Ext(r) = v {
+                    let ok = match checked.get(&(r.off, k.to_vec())) {
                         Some(ok) => *ok,
                         None => {
                             let ok = read_ext(storage, &slabs, r, k)?.is_some();
-                            checked.insert((r.off, k.clone()), ok);
+                            checked.insert((r.off, k.to_vec()), ok);
                             ok
                         }
                     };
@@ -264,22 +260,31 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         rep.bad_references += bad.len() as u64;
         dropped.extend(bad);
     };
-    // The winning items, in key order.
-    let mut items: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    // Only the pages that provide a range are needed from here on.
+    let live: HashSet<u64> = cover.pages().collect();
+    for l in leaves.iter_mut().filter(|l| !live.contains(&l.off)) {
+        l.bytes = Vec::new();
+    }
+    // The winning items, in key order, borrowed from the page bytes.
+    let decoded: HashMap<u64, Vec<(&[u8], PageValue<'_>)>> = leaves
+        .iter()
+        .filter(|l| live.contains(&l.off))
+        .map(|l| (l.off, l.items()))
+        .collect();
+    let mut items: Vec<(&[u8], Cow<'_, [u8]>)> = Vec::new();
     let mut ext_of = BTreeMap::new();
     for (lo, hi, page) in cover.ranges() {
-        let l = &leaves[by_off[&page]];
-        for (k, v) in in_range(&l.items, lo, hi) {
+        for (k, v) in in_range(&decoded[&page], lo, hi) {
             let value = match v {
-                Val::Inline(b) => b.clone(),
-                Val::Ext(r) => {
-                    ext_of.insert(k.clone(), *r);
-                    read_ext(storage, &slabs, r, k)?.ok_or_else(|| {
+                PageValue::Inline(b) => Cow::Borrowed(*b),
+                PageValue::Ext(r) => {
+                    ext_of.insert(k.to_vec(), *r);
+                    Cow::Owned(read_ext(storage, &slabs, r, k)?.ok_or_else(|| {
                         Error::Corrupt("extension page changed during recovery".into())
-                    })?
+                    })?)
                 }
             };
-            items.push((k.clone(), value));
+            items.push((k, value));
         }
     }
     rep.items = items.len() as u64;
@@ -288,14 +293,12 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     // The live map: live leaf pages and the extensions they name; the rest is free.
     let mut pages = HashMap::new();
     let mut ext_refs: HashMap<u64, usize> = HashMap::new();
-    for page in cover.pages() {
-        let l = &leaves[by_off[&page]];
-        let named: Vec<u64> = l
-            .items
+    for (&page, its) in &decoded {
+        let named: Vec<u64> = its
             .iter()
             .filter_map(|(_, v)| match v {
-                Val::Ext(r) => Some(r.off),
-                Val::Inline(_) => None,
+                PageValue::Ext(r) => Some(r.off),
+                PageValue::Inline(_) => None,
             })
             .collect();
         for e in &named {
@@ -330,16 +333,16 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     Ok((tree, disk, rep))
 }
 
-fn in_range<'a>(
-    items: &'a [(Vec<u8>, Val)],
-    lo: &'a [u8],
-    hi: Option<&'a [u8]>,
-) -> impl Iterator<Item = (&'a Vec<u8>, &'a Val)> + 'a {
-    let start = items.partition_point(|(k, _)| k.as_slice() < lo);
+fn in_range<'p, 'a>(
+    items: &'p [(&'a [u8], PageValue<'a>)],
+    lo: &'p [u8],
+    hi: Option<&'p [u8]>,
+) -> impl Iterator<Item = (&'a [u8], &'p PageValue<'a>)> + 'p {
+    let start = items.partition_point(|(k, _)| *k < lo);
     items[start..]
         .iter()
-        .take_while(move |(k, _)| hi.is_none_or(|h| k.as_slice() < h))
-        .map(|(k, v)| (k, v))
+        .take_while(move |(k, _)| hi.is_none_or(|h| *k < h))
+        .map(|(k, v)| (*k, v))
 }
 
 /// The value in the extension page `r` names, if that page is intact and belongs to `key`.

@@ -26,6 +26,11 @@ impl Slabs {
         }
     }
 
+    /// Bytes per slab.
+    pub fn slab_bytes(&self) -> u64 {
+        self.slab_size
+    }
+
     /// The largest class (log2) a slab holds.
     pub fn max_class(&self) -> u8 {
         (self.slab_size.trailing_zeros() - 1) as u8

@@ -158,6 +158,9 @@ pub enum Status {
     UnknownFunction = 12,
     /// The function does not apply to the element type (for example `xor` on floats).
     TypeMismatch = 13,
+    /// The write could not be made durable (disk full, I/O error): it may or may not be
+    /// applied, and the server refuses writes until the disk works again; reads go on.
+    Disk = 14,
 }
 
 impl Status {
@@ -178,6 +181,7 @@ impl Status {
             11 => Status::BadLength,
             12 => Status::UnknownFunction,
             13 => Status::TypeMismatch,
+            14 => Status::Disk,
             _ => return None,
         })
     }

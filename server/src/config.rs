@@ -92,6 +92,16 @@ pub struct Args {
     /// Poll the UDP socket instead of sleeping in the kernel: lower latency, one core busy.
     #[arg(long)]
     pub udp_busy_poll: Option<bool>,
+    /// Keep the data in this directory (created if needed): writes are persisted as pages
+    /// (no write-ahead log) and recovered at start. Without it the store is in memory only.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// With --data-dir, when writes are acknowledged: `sync` (after they are durable, sharing
+    /// fdatasyncs; the default), `interval=<ms>` (synced every <ms>, acknowledged before:
+    /// a crash may lose up to about one interval), or `none` (written every millisecond, never
+    /// synced: a process crash loses about the last millisecond, a power loss more).
+    #[arg(long)]
+    pub sync: Option<String>,
     /// Read settings from this TOML file (keys as the flags, with underscores).
     #[arg(long)]
     #[serde(skip)]
@@ -120,6 +130,9 @@ pub struct Settings {
     pub max_inflight: usize,
     pub udp_busy_poll: bool,
     pub limits: accelkv_proto::Limits,
+    /// Where the page file lives; `None` = in memory only.
+    pub data_dir: Option<PathBuf>,
+    pub sync: accelkv_durable::SyncPolicy,
 }
 
 macro_rules! pick {
@@ -167,6 +180,12 @@ impl Settings {
             return Err("password longer than 255 bytes".into());
         }
         let idle = pick!(flags.idle_timeout_secs, file.idle_timeout_secs, 300);
+        let data_dir = flags.data_dir.or(file.data_dir);
+        let sync_text = flags.sync.or(file.sync);
+        if sync_text.is_some() && data_dir.is_none() {
+            return Err("--sync needs --data-dir (without one the store is in memory only)".into());
+        }
+        let sync = sync_text.as_deref().unwrap_or("sync").parse()?;
         Ok(Settings {
             bind: pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1])),
             port: pick!(flags.port, file.port, 7707),
@@ -195,6 +214,8 @@ impl Settings {
             max_inflight: pick!(flags.max_inflight, file.max_inflight, 65536),
             udp_busy_poll: pick!(flags.udp_busy_poll, file.udp_busy_poll, false),
             limits,
+            data_dir,
+            sync,
         })
     }
 }

@@ -78,7 +78,8 @@ pub fn wait_all(sink: &Sink, n: usize) -> Vec<accelkv_engine::Completion> {
 
 /// Executes the request frame in `frame` and appends its response frame to `out`.
 /// `authed` is the connection's AUTH state (always false for UDP). An error means the frame
-/// could not be decoded at all: drop the datagram or close the connection.
+/// could not be decoded at all: drop the datagram or close the connection. With a data
+/// directory under the `sync` policy, blocks until the frame's writes are durable.
 pub fn execute_frame(
     sh: &Arc<Shared>,
     frame: &[u8],
@@ -87,6 +88,77 @@ pub fn execute_frame(
     sink: &Arc<Sink>,
     out: &mut Vec<u8>,
 ) -> Result<(), FrameError> {
+    let ran = run_frame(sh, frame, transport, authed, sink)?;
+    let durable = if ran.must_wait(sh) {
+        sh.wait_durable()
+    } else {
+        Ok(())
+    };
+    ran.finish(sh, durable, out);
+    Ok(())
+}
+
+/// A frame whose operations have run, waiting (if it wrote) for durability before its
+/// response is encoded.
+pub struct Ran<'a> {
+    frame_id: u32,
+    frame_len: usize,
+    ops: Vec<Request<'a>>,
+    answers: Vec<Option<Answer>>,
+    /// Operations that wrote (their answers turn into DISK if durability fails).
+    wrote: Vec<usize>,
+    transport: Transport,
+    token_ok: bool,
+    start: Instant,
+}
+
+impl Ran<'_> {
+    /// Whether the response must wait until the frame's writes are durable.
+    pub fn must_wait(&self, sh: &Shared) -> bool {
+        !self.wrote.is_empty() && sh.waits_for_durability()
+    }
+
+    /// Encodes the response into `out`; `durable` is the outcome of waiting for the frame's
+    /// writes (`Ok` when nothing was waited for).
+    pub fn finish(mut self, sh: &Shared, durable: Result<(), String>, out: &mut Vec<u8>) {
+        if let Err(m) = durable {
+            sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
+            for &i in &self.wrote {
+                if !matches!(self.answers[i], Some(Answer::Fail(..))) {
+                    self.answers[i] = Some(Answer::Fail(Status::Disk, m.clone()));
+                }
+            }
+        }
+        let (ops, answers) = (&self.ops, self.answers);
+        encode(self.frame_id, ops, &answers, out);
+        // UDP never amplifies: an unauthenticated datagram gets no larger reply (DESIGN §3.7).
+        if self.transport == Transport::Udp && !self.token_ok && out.len() > self.frame_len {
+            out.clear();
+            let squeezed: Vec<Option<Answer>> = answers
+                .into_iter()
+                .map(|a| match a {
+                    Some(Answer::Fail(s, _)) => Some(Answer::Fail(s, String::new())),
+                    Some(Answer::Empty) => Some(Answer::Empty),
+                    _ => Some(Answer::Fail(Status::TooLarge, String::new())),
+                })
+                .collect();
+            encode(self.frame_id, ops, &squeezed, out);
+            if out.len() > self.frame_len {
+                out.clear(); // not even the statuses fit: no reply at all
+            }
+        }
+        sh.record_latency(self.start.elapsed());
+    }
+}
+
+/// Runs the operations of the request frame in `frame` (see [`execute_frame`]).
+pub fn run_frame<'a>(
+    sh: &Arc<Shared>,
+    frame: &'a [u8],
+    transport: Transport,
+    authed: &mut bool,
+    sink: &Arc<Sink>,
+) -> Result<Ran<'a>, FrameError> {
     let limits = &sh.settings.limits;
     let (h, ops) = decode_request(frame, limits)?;
     let start = Instant::now();
@@ -128,11 +200,20 @@ pub fn execute_frame(
         };
         answers[i] = a;
     }
+    let mut wrote = Vec::new();
     if !writes.is_empty() {
-        // The frame's writes, in frame order, through the reservation station.
-        let done = run_writes(sh, writes);
-        for (i, a) in done {
-            answers[i] = Some(a);
+        if let Err(m) = sh.writable() {
+            // The device is failing: refuse the writes before they change anything.
+            for (i, _) in writes {
+                answers[i] = Some(Answer::Fail(Status::Disk, m.clone()));
+            }
+        } else {
+            // The frame's writes, in frame order, through the reservation station.
+            wrote = writes.iter().map(|w| w.0).collect();
+            let done = run_writes(sh, writes);
+            for (i, a) in done {
+                answers[i] = Some(a);
+            }
         }
     }
     if !reads.is_empty() {
@@ -159,28 +240,18 @@ pub fn execute_frame(
     if admitted {
         sh.release(n);
     }
-    encode(h.frame_id, &ops, &answers, out);
-    // UDP never amplifies: an unauthenticated datagram gets no larger reply (DESIGN §3.7).
-    if transport == Transport::Udp && !token_ok && out.len() > frame.len() {
-        out.clear();
-        let squeezed: Vec<Option<Answer>> = answers
-            .into_iter()
-            .map(|a| match a {
-                Some(Answer::Fail(s, _)) => Some(Answer::Fail(s, String::new())),
-                Some(Answer::Empty) => Some(Answer::Empty),
-                _ => Some(Answer::Fail(Status::TooLarge, String::new())),
-            })
-            .collect();
-        encode(h.frame_id, &ops, &squeezed, out);
-        if out.len() > frame.len() {
-            out.clear(); // not even the statuses fit: no reply at all
-        }
-    }
-    sh.record_latency(start.elapsed());
-    Ok(())
+    Ok(Ran {
+        frame_id: h.frame_id,
+        frame_len: frame.len(),
+        ops,
+        answers,
+        wrote,
+        transport,
+        token_ok,
+        start,
+    })
 }
 
-/// Runs one operation: writes and local answers now; reads are queued for the engine.
 fn execute_op(
     sh: &Shared,
     op: &Request<'_>,

@@ -66,10 +66,17 @@ pub async fn serve_with(settings: config::Settings, registry: Registry) -> Resul
     tokio::spawn(net::serve_binary_tcp(shared.clone(), tcp));
     tokio::spawn(net::serve_resp(shared.clone(), resp));
     tokio::spawn(net::serve_admin(shared.clone(), admin));
+    let storage = match (&shared.persist, &settings.data_dir) {
+        (Some(p), Some(dir)) => {
+            eprintln!("accelkv-server: {}: {}", dir.display(), p.recovery());
+            format!("data dir {}, sync {}", dir.display(), settings.sync)
+        }
+        _ => "in memory".to_string(),
+    };
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine cpu, {} engine threads, hot cache {} buckets)",
+        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine cpu, {} engine threads, hot cache {} buckets, {storage})",
         addr(bin_port),
         addr(resp_port),
         addr(admin_port),
@@ -80,6 +87,11 @@ pub async fn serve_with(settings: config::Settings, registry: Registry) -> Resul
     eprintln!("accelkv-server: shutting down");
     stop.store(true, Ordering::Relaxed);
     let _ = udp_thread.join();
+    if let Some(p) = &shared.persist {
+        if let Err(e) = p.flush() {
+            return Err(format!("flushing the data directory at shutdown: {e}"));
+        }
+    }
     Ok(())
 }
 

@@ -91,6 +91,31 @@ pub fn prometheus(sh: &Shared) -> String {
     ] {
         let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
     }
+    if let Some(p) = &sh.persist {
+        let d = p.stats();
+        for (name, v) in [
+            ("accelkv_durable_commits_total", d.commits),
+            ("accelkv_durable_syncs_total", d.syncs),
+            ("accelkv_durable_bytes_written_total", d.bytes_written),
+            (
+                "accelkv_durable_leaf_pages_written_total",
+                d.leaf_pages_written,
+            ),
+            (
+                "accelkv_durable_ext_pages_written_total",
+                d.ext_pages_written,
+            ),
+            ("accelkv_durable_failures_total", d.failures),
+        ] {
+            let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
+        }
+        let failed = u8::from(d.failed.is_some());
+        let _ = writeln!(
+            o,
+            "# TYPE accelkv_durable_live_pages gauge\naccelkv_durable_live_pages {}\n# TYPE accelkv_durable_failing gauge\naccelkv_durable_failing {failed}",
+            d.live_pages
+        );
+    }
     let _ = writeln!(
         o,
         "# TYPE accelkv_engine_completed_total counter\naccelkv_engine_completed_total{{engine=\"{}\"}} {}",

@@ -2,7 +2,7 @@
 //! UDP (one frame per datagram), RESP over TCP, and the admin HTTP endpoint. Connection
 //! limits, idle timeouts and the output-buffer cap live here.
 
-use crate::exec::{execute_frame, Transport};
+use crate::exec::{run_frame, Transport};
 use crate::metrics::prometheus;
 use crate::resp_cmd::{execute, Session};
 use crate::state::Shared;
@@ -104,12 +104,18 @@ async fn binary_conn(sh: Arc<Shared>, mut sock: TcpStream) {
                 Ok(h) if rest.len() < h.frame_len => break,
                 Ok(h) => {
                     let frame = &rest[..h.frame_len];
-                    if execute_frame(&sh, frame, Transport::Tcp, &mut authed, &sink, &mut out)
-                        .is_err()
-                    {
+                    let Ok(ran) = run_frame(&sh, frame, Transport::Tcp, &mut authed, &sink) else {
                         fatal = true;
                         break;
-                    }
+                    };
+                    // Writes are answered once durable (data directory, `sync` policy); the
+                    // wait yields the worker so other connections' writes join the commit.
+                    let durable = if ran.must_wait(&sh) {
+                        sh.wait_durable_async().await
+                    } else {
+                        Ok(())
+                    };
+                    ran.finish(&sh, durable, &mut out);
                     pos += h.frame_len;
                     if out.len() > sh.settings.max_output {
                         fatal = true;
@@ -162,6 +168,7 @@ async fn resp_conn(sh: Arc<Shared>, mut sock: TcpStream) {
         authed: false,
         name: None,
         quit: false,
+        wrote: false,
     };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::new();
@@ -196,6 +203,17 @@ async fn resp_conn(sh: Arc<Shared>, mut sock: TcpStream) {
         }
         if out.len() > sh.settings.max_output {
             return;
+        }
+        if std::mem::take(&mut session.wrote) && sh.waits_for_durability() {
+            if let Err(m) = sh.wait_durable_async().await {
+                // The replies cannot be split by command: withhold them all, say why, close.
+                sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                let msg = format!(
+                    "-ERR {m} (replies withheld: the writes of this pipeline may or may not be applied)\r\n"
+                );
+                let _ = write_out(&mut sock, msg.as_bytes(), idle).await;
+                return;
+            }
         }
         if !out.is_empty() {
             if write_out(&mut sock, &out, idle).await.is_none() {

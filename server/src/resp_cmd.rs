@@ -20,7 +20,25 @@ pub struct Session {
     pub name: Option<Vec<u8>>,
     /// QUIT was received: close after the reply.
     pub quit: bool,
+    /// A write command ran since the connection last waited for durability.
+    pub wrote: bool,
 }
+
+/// Commands that change the store: refused while the disk is failing, and their replies
+/// wait for durability (data directory, `sync` policy).
+const WRITE_COMMANDS: &[&[u8]] = &[
+    b"SET",
+    b"SETNX",
+    b"GETSET",
+    b"MSET",
+    b"DEL",
+    b"INCR",
+    b"DECR",
+    b"INCRBY",
+    b"DECRBY",
+    b"FLUSHALL",
+    b"FLUSHDB",
+];
 
 fn upper(a: &[u8]) -> Vec<u8> {
     a.to_ascii_uppercase()
@@ -210,6 +228,12 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     if sh.settings.password.is_some() && !s.authed {
         return resp::error(out, "NOAUTH Authentication required.");
     }
+    if WRITE_COMMANDS.contains(&name.as_slice()) {
+        if let Err(m) = sh.writable() {
+            return resp::error(out, &format!("ERR {m}"));
+        }
+        s.wrote = true;
+    }
     match name.as_slice() {
         b"PING" => match argc {
             1 => resp::simple(out, "PONG"),
@@ -244,6 +268,7 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             let key = c[2].to_vec();
             let value: &[u8] = match upper(&key).as_slice() {
                 b"SAVE" => b"",
+                // No append-only file: durability is the page file (--data-dir).
                 b"APPENDONLY" => b"no",
                 _ => return resp::array(out, 0),
             };

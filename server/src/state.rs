@@ -54,6 +54,8 @@ pub struct Metrics {
 pub struct Shared {
     pub settings: Settings,
     pub store: Arc<Store>,
+    /// The durable store around `store` when the server has a data directory.
+    pub persist: Option<accelkv_durable::Store>,
     pub engine: CpuEngine,
     pub writers: crate::writers::Writers,
     pub station: crate::station::Station,
@@ -72,15 +74,27 @@ impl Shared {
         settings: Settings,
         registry: crate::vector::Registry,
     ) -> Result<Arc<Shared>, String> {
-        let store = Arc::new(
-            Store::new(Config {
-                node_size: settings.node_size,
-                memory_limit: settings.memory_limit,
-                max_value: settings.limits.max_value,
-                ..Config::default()
-            })
-            .map_err(|e| e.to_string())?,
-        );
+        let config = Config {
+            node_size: settings.node_size,
+            memory_limit: settings.memory_limit,
+            max_value: settings.limits.max_value,
+            ..Config::default()
+        };
+        let (store, persist) = match &settings.data_dir {
+            None => (
+                Arc::new(Store::new(config).map_err(|e| e.to_string())?),
+                None,
+            ),
+            Some(dir) => {
+                let opts = accelkv_durable::Options {
+                    config,
+                    sync: settings.sync,
+                };
+                let p = accelkv_durable::Store::open_with(dir, opts)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?;
+                (p.tree().clone(), Some(p))
+            }
+        };
         let engine = CpuEngine::start(
             store.clone(),
             EngineConfig {
@@ -93,6 +107,7 @@ impl Shared {
         let writers = crate::writers::Writers::start(settings.writer_threads);
         Ok(Arc::new(Shared {
             store,
+            persist,
             engine,
             writers,
             station: crate::station::Station::new(settings.station_slots, settings.forwarding),
@@ -118,6 +133,52 @@ impl Shared {
             started: Instant::now(),
             settings,
         }))
+    }
+
+    /// Whether writes may start: `Err` with the disk error while the data directory's device
+    /// is failing (nothing is changed then).
+    pub fn writable(&self) -> Result<(), String> {
+        match &self.persist {
+            Some(p) => p.durability().writable().map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a reply to a write must wait for durability (a data directory with the
+    /// `sync` policy).
+    pub fn waits_for_durability(&self) -> bool {
+        self.persist
+            .as_ref()
+            .is_some_and(|p| p.durability().policy() == accelkv_durable::SyncPolicy::Sync)
+    }
+
+    /// Blocks until every write released so far is durable.
+    pub fn wait_durable(&self) -> Result<(), String> {
+        match &self.persist {
+            Some(p) => p
+                .durability()
+                .wait(self.store.read_version())
+                .map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Shared::wait_durable`] without blocking the thread.
+    pub async fn wait_durable_async(&self) -> Result<(), String> {
+        let Some(p) = &self.persist else {
+            return Ok(());
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        p.durability().on_durable(
+            self.store.read_version(),
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        match rx.await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("disk error: the committer stopped".into()),
+        }
     }
 
     /// Serialises writes to keys that hash alike, so read-modify-write commands (INCR,
@@ -185,6 +246,30 @@ impl Shared {
             self.started.elapsed().as_secs().to_string(),
         );
         line("engine", self.engine.name().to_string());
+        match &self.persist {
+            None => line("durability", "none (in memory)".into()),
+            Some(p) => {
+                let d = p.stats();
+                let path = p
+                    .path()
+                    .map(|x| x.display().to_string())
+                    .unwrap_or_default();
+                line("durability", format!("pages {}", d.policy));
+                line("data_dir", path);
+                line("durable_version", d.durable_version.to_string());
+                line("durable_commits", d.commits.to_string());
+                line("durable_syncs", d.syncs.to_string());
+                line("durable_bytes_written", d.bytes_written.to_string());
+                line(
+                    "durable_leaf_pages_written",
+                    d.leaf_pages_written.to_string(),
+                );
+                line("durable_ext_pages_written", d.ext_pages_written.to_string());
+                line("durable_live_pages", d.live_pages.to_string());
+                line("durable_failed", d.failed.unwrap_or_else(|| "no".into()));
+                line("recovery", p.recovery().to_string());
+            }
+        }
         let st = &self.station.stats;
         line("station_ops", st.ops.load(Ordering::Relaxed).to_string());
         line(

@@ -18,6 +18,68 @@ pub struct Accelkv {
     engine: Option<Arc<CpuEngine>>,
 }
 
+/// accelkv with a data directory (a fresh temporary one, removed when dropped): writes
+/// return once durable per the sync policy; reads run on the calling thread through the
+/// reference reader (as RocksDB's do), never touching the device.
+pub struct Durable {
+    durable: Arc<accelkv_durable::Store>,
+    dir: std::path::PathBuf,
+    policy: String,
+}
+
+impl Durable {
+    /// Opens a fresh store with sync policy `policy` (`sync`, `interval=<ms>`, `none`).
+    pub fn open(policy: &str) -> Result<Durable> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let sync = policy.parse().map_err(TargetError)?;
+        let dir = std::env::temp_dir().join(format!(
+            "accelkv-bench-durable-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let opts = accelkv_durable::Options {
+            config: Config::default(),
+            sync,
+        };
+        let durable = Arc::new(
+            accelkv_durable::Store::open_with(&dir, opts)
+                .map_err(|e| TargetError::from_display("accelkv-durable", e))?,
+        );
+        Ok(Durable {
+            durable,
+            dir,
+            policy: policy.to_string(),
+        })
+    }
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Target for Durable {
+    fn name(&self) -> String {
+        format!("accelkv-durable({})", self.policy)
+    }
+
+    fn connect(&self) -> Result<Box<dyn Conn>> {
+        Ok(Box::new(AccelkvConn {
+            store: self.durable.tree().clone(),
+            engine: None,
+            durable: Some(self.durable.clone()),
+            sink: Sink::new(),
+            batch: Vec::new(),
+        }))
+    }
+
+    fn uses_device(&self) -> bool {
+        true
+    }
+}
+
 impl Accelkv {
     /// Reads through the reference reader on the calling thread.
     pub fn reference() -> Result<Accelkv> {
@@ -60,6 +122,7 @@ impl Target for Accelkv {
         Ok(Box::new(AccelkvConn {
             store: self.store.clone(),
             engine: self.engine.clone(),
+            durable: None,
             sink: Sink::new(),
             batch: Vec::new(),
         }))
@@ -69,6 +132,7 @@ impl Target for Accelkv {
 struct AccelkvConn {
     store: Arc<Store>,
     engine: Option<Arc<CpuEngine>>,
+    durable: Option<Arc<accelkv_durable::Store>>,
     sink: Arc<Sink>,
     batch: Vec<(u64, Request)>,
 }
@@ -84,7 +148,15 @@ impl Conn for AccelkvConn {
         for (i, op) in ops.iter().enumerate() {
             let outcome = match op {
                 Op::Update(k, v) | Op::Insert(k, v) => {
-                    self.store.put(k, v).map_err(store_err)?;
+                    match &self.durable {
+                        Some(d) => {
+                            d.put(k, v)
+                                .map_err(|e| TargetError::from_display("accelkv-durable", e))?;
+                        }
+                        None => {
+                            self.store.put(k, v).map_err(store_err)?;
+                        }
+                    }
                     Outcome::Written
                 }
                 Op::Read(k) if self.engine.is_some() => {

@@ -68,6 +68,12 @@ pub trait Target: Send + Sync {
 
     /// A connection for one driver thread.
     fn connect(&self) -> Result<Box<dyn Conn>>;
+
+    /// Whether it writes to a storage device from this process (its device bytes per
+    /// operation are measured).
+    fn uses_device(&self) -> bool {
+        false
+    }
 }
 
 /// One driver thread's connection.
@@ -77,7 +83,9 @@ pub trait Conn: Send {
     fn execute(&mut self, ops: &[Op], out: &mut Vec<Outcome>) -> Result<()>;
 }
 
-/// Parses a target specification: `accelkv`, `accelkv-engine`, `btreemap`, `rocksdb`, or
+/// Parses a target specification: `accelkv`, `accelkv-engine`, `btreemap`, `rocksdb`,
+/// `accelkv-durable[=POLICY]` (POLICY `sync`, `interval=<ms>` or `none`; default `sync`),
+/// `rocksdb=sync|none` (RocksDB with its WAL synced on every write or not), or
 /// `accelkv-tcp=ADDR`, `accelkv-udp=ADDR`, `accelkv-resp=ADDR`, `redis=ADDR`,
 /// `memcached=ADDR`. `password` is used by the accelkv network targets.
 pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
@@ -93,9 +101,10 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
     Ok(match kind {
         "accelkv" => Box::new(local::Accelkv::reference()?),
         "accelkv-engine" => Box::new(local::Accelkv::engine()?),
+        "accelkv-durable" => Box::new(local::Durable::open(addr.as_deref().unwrap_or("sync"))?),
         "btreemap" => Box::new(local::BTree::default()),
         #[cfg(feature = "rocksdb")]
-        "rocksdb" => Box::new(rocks::Rocks::open()?),
+        "rocksdb" => Box::new(rocks::Rocks::open(addr.as_deref())?),
         #[cfg(not(feature = "rocksdb"))]
         "rocksdb" => {
             return Err(TargetError(
@@ -111,7 +120,8 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
         "memcached" => Box::new(net::Memcached::new(need(kind)?)),
         other => {
             return Err(TargetError(format!(
-                "unknown target '{other}' (accelkv, accelkv-engine, btreemap, rocksdb, \
+                "unknown target '{other}' (accelkv, accelkv-engine, accelkv-durable[=POLICY], \
+                 btreemap, rocksdb[=sync|none], \
                  accelkv-tcp=ADDR, accelkv-udp=ADDR, accelkv-resp=ADDR, redis=ADDR, memcached=ADDR)"
             )))
         }

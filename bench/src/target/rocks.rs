@@ -5,7 +5,7 @@
 //! directory under the system's temporary directory, removed when the target is dropped.
 
 use super::{Conn, Op, Outcome, Result, Target, TargetError};
-use rocksdb::{BlockBasedOptions, Cache, Direction, IteratorMode, Options, DB};
+use rocksdb::{BlockBasedOptions, Cache, Direction, IteratorMode, Options, WriteOptions, DB};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -13,6 +13,8 @@ use std::sync::Arc;
 pub struct Rocks {
     db: Arc<DB>,
     dir: PathBuf,
+    /// `Some(true)`: sync on every write; `Some(false)`/`None`: never (named or default).
+    sync: Option<bool>,
 }
 
 fn err(e: rocksdb::Error) -> TargetError {
@@ -20,8 +22,20 @@ fn err(e: rocksdb::Error) -> TargetError {
 }
 
 impl Rocks {
-    /// Opens a new database in a fresh temporary directory.
-    pub fn open() -> Result<Rocks> {
+    /// Opens a new database in a fresh temporary directory; `sync` = `Some("sync")` syncs
+    /// the WAL on every write (`WriteOptions::set_sync`), `None` or `Some("none")` leaves
+    /// it to the OS (YCSB's default).
+    pub fn open(sync: Option<&str>) -> Result<Rocks> {
+        let sync = match sync {
+            None => None,
+            Some("none") => Some(false),
+            Some("sync") => Some(true),
+            Some(other) => {
+                return Err(TargetError(format!(
+                    "rocksdb={other}: expected rocksdb=sync or rocksdb=none"
+                )))
+            }
+        };
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "accelkv-bench-rocksdb-{}-{}",
@@ -40,6 +54,7 @@ impl Rocks {
         Ok(Rocks {
             db: Arc::new(db),
             dir,
+            sync,
         })
     }
 }
@@ -52,18 +67,30 @@ impl Drop for Rocks {
 
 impl Target for Rocks {
     fn name(&self) -> String {
-        "rocksdb".into()
+        match self.sync {
+            None => "rocksdb".into(),
+            Some(true) => "rocksdb(sync)".into(),
+            Some(false) => "rocksdb(none)".into(),
+        }
     }
 
     fn connect(&self) -> Result<Box<dyn Conn>> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(self.sync == Some(true));
         Ok(Box::new(RocksConn {
             db: self.db.clone(),
+            wo,
         }))
+    }
+
+    fn uses_device(&self) -> bool {
+        true
     }
 }
 
 struct RocksConn {
     db: Arc<DB>,
+    wo: WriteOptions,
 }
 
 impl Conn for RocksConn {
@@ -71,7 +98,7 @@ impl Conn for RocksConn {
         for op in ops {
             out.push(match op {
                 Op::Update(k, v) | Op::Insert(k, v) => {
-                    self.db.put(k, v).map_err(err)?;
+                    self.db.put_opt(k, v, &self.wo).map_err(err)?;
                     Outcome::Written
                 }
                 Op::Read(k) => Outcome::Value(self.db.get(k).map_err(err)?),

@@ -1,0 +1,175 @@
+//! The real server with a data directory, killed with SIGKILL under a write load again and
+//! again: every write a client saw acknowledged (binary frames and RESP SET) is there after
+//! each restart, whole. Also: a clean restart keeps everything, INFO reports the recovery,
+//! and `--sync` without `--data-dir` is refused.
+
+mod common;
+
+use accelkv_client::Client;
+use common::Server;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn data_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("accelkv-server-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A value that carries its step, 20 bytes or (every 7th step) 2 KB, so extension pages are
+/// in the mix.
+fn value(step: u64) -> Vec<u8> {
+    let n = if step.is_multiple_of(7) { 100 } else { 1 };
+    format!("{step:020}").repeat(n).into_bytes()
+}
+
+fn step_of(v: &[u8]) -> u64 {
+    assert!(
+        v.len().is_multiple_of(20) && !v.is_empty(),
+        "torn value of {} bytes",
+        v.len()
+    );
+    let s: u64 = std::str::from_utf8(&v[..20]).unwrap().parse().unwrap();
+    assert_eq!(v, value(s).as_slice(), "value mixed up");
+    s
+}
+
+/// RESP SET over a raw socket: `true` once `+OK` came back.
+fn resp_set(r: &mut BufReader<TcpStream>, key: &[u8], val: &[u8]) -> bool {
+    let mut cmd = format!("*3\r\n$3\r\nSET\r\n${}\r\n", key.len()).into_bytes();
+    cmd.extend_from_slice(key);
+    cmd.extend_from_slice(format!("\r\n${}\r\n", val.len()).as_bytes());
+    cmd.extend_from_slice(val);
+    cmd.extend_from_slice(b"\r\n");
+    if r.get_mut().write_all(&cmd).is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    matches!(r.read_line(&mut line), Ok(n) if n > 0) && line == "+OK\r\n"
+}
+
+#[test]
+fn kill_9_under_write_load_loses_no_acknowledged_write() {
+    let dir = data_dir("kill9");
+    let d = dir.to_str().unwrap().to_string();
+    let mut acked: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    let t0 = Instant::now();
+    for round in 0..6u64 {
+        let mut server = Server::start(&["--data-dir", &d]);
+        // Everything acknowledged in earlier rounds survived the kill.
+        {
+            let mut c = Client::connect(server.bin, None).unwrap();
+            for (k, step) in &acked {
+                let v = c.get(k).unwrap().unwrap_or_else(|| {
+                    panic!(
+                        "round {round}: acknowledged {} lost",
+                        String::from_utf8_lossy(k)
+                    )
+                });
+                let got = step_of(&v);
+                assert!(
+                    got >= *step,
+                    "round {round}: key went back from {step} to {got}"
+                );
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (stop, bin, resp) = (stop.clone(), server.bin, server.resp);
+                std::thread::spawn(move || {
+                    let mut mine: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+                    let mut step = round * 1_000_000 + 1;
+                    if t == 3 {
+                        // RESP clients are acknowledged after durability too.
+                        let Ok(s) = TcpStream::connect(resp) else {
+                            return mine;
+                        };
+                        let mut r = BufReader::new(s);
+                        while !stop.load(Ordering::Relaxed) {
+                            let k = format!("resp-k{:03}", step % 150).into_bytes();
+                            if !resp_set(&mut r, &k, &value(step)) {
+                                break;
+                            }
+                            mine.insert(k, step);
+                            step += 1;
+                        }
+                        return mine;
+                    }
+                    let Ok(mut c) = Client::connect(bin, None) else {
+                        return mine;
+                    };
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = format!("t{t}-k{:03}", step % 150).into_bytes();
+                        match c.put(&k, &value(step)) {
+                            Ok(_) => {
+                                mine.insert(k, step);
+                            }
+                            Err(_) => break,
+                        }
+                        step += 1;
+                    }
+                    mine
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300 + 150 * round));
+        // SIGKILL: no shutdown path runs.
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let mut wrote = 0;
+        for w in writers {
+            let mine = w.join().unwrap();
+            wrote += mine.len();
+            acked.extend(mine);
+        }
+        assert!(
+            wrote > 0,
+            "round {round}: no write was acknowledged before the kill"
+        );
+    }
+    // A last start checks the last round; then a clean stop and start keeps it all too.
+    let server = Server::start(&["--data-dir", &d]);
+    let mut c = Client::connect(server.bin, None).unwrap();
+    for (k, step) in &acked {
+        let got = step_of(&c.get(k).unwrap().expect("acknowledged key present"));
+        assert!(got >= *step);
+    }
+    let info = c.stats().unwrap();
+    assert!(info.contains("recovered"), "{info}");
+    assert!(info.contains("durability:pages sync"), "{info}");
+    drop(c);
+    drop(server);
+    assert!(t0.elapsed() < Duration::from_secs(120));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sync_policy_needs_a_data_directory() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .args(["--sync", "none", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sync needs --data-dir"));
+    let dir = data_dir("badsync");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .args([
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--sync",
+            "sometimes",
+            "--port",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown sync policy"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
