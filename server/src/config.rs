@@ -97,7 +97,7 @@ pub struct Args {
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// With --data-dir, when writes are acknowledged: `sync` (after they are durable, sharing
-    /// fdatasyncs; the default), `interval=<ms>` (synced every <ms>, acknowledged before:
+    /// fdatasyncs; the default), `interval=<ms>` (synced every so many ms, acknowledged before:
     /// a crash may lose up to about one interval), or `none` (written every millisecond, never
     /// synced: a process crash loses about the last millisecond, a power loss more).
     #[arg(long)]
