@@ -7,7 +7,9 @@
 
 use accelkv_durable::fault::FaultStorage;
 use accelkv_durable::{Error, Options, Store, SyncPolicy};
-use accelkv_tree::Config;
+mod common;
+
+use common::test_options;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -20,15 +22,7 @@ enum Op {
 }
 
 fn opts() -> Options {
-    Options {
-        config: Config {
-            node_size: 4096,
-            chunk_size: 1 << 20,
-            max_value: 64 << 10,
-            ..Config::default()
-        },
-        sync: SyncPolicy::Sync,
-    }
+    test_options(SyncPolicy::Sync)
 }
 
 /// A value that names its key and step, so a mix-up or a torn value cannot pass.

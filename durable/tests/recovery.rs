@@ -3,7 +3,9 @@
 
 use accelkv_durable::fault::FaultStorage;
 use accelkv_durable::{Error, Options, Store, SyncPolicy};
-use accelkv_tree::Config;
+mod common;
+
+use common::test_options;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -11,15 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn opts(sync: SyncPolicy) -> Options {
-    Options {
-        config: Config {
-            node_size: 4096,
-            chunk_size: 1 << 20,
-            max_value: 64 << 10,
-            ..Config::default()
-        },
-        sync,
-    }
+    test_options(sync)
 }
 
 fn dump(s: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
