@@ -149,6 +149,77 @@ fn kill_9_under_write_load_loses_no_acknowledged_write() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A disk that fills up (here: the server's file-size limit, so `pwrite` fails with EFBIG):
+/// the write that needed the space gets status DISK with the device's error, later writes
+/// are refused with DISK (binary) and `-ERR disk error` (RESP), reads go on, INFO says so,
+/// and after a restart with room again every acknowledged write is there.
+#[test]
+fn full_disk_gives_disk_status_and_reads_go_on() {
+    use std::os::unix::process::CommandExt;
+    let dir = data_dir("full");
+    let d = dir.to_str().unwrap().to_string();
+    let server = Server::start_with(&["--data-dir", &d], |cmd| {
+        // SAFETY: between fork and exec only async-signal-safe calls (setrlimit, signal),
+        // touching no memory shared with the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                // 6 MiB: the superblock and one 4 MiB slab fit, a second slab does not.
+                let lim = libc::rlimit {
+                    rlim_cur: 6 << 20,
+                    rlim_max: 6 << 20,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Past the limit a write fails with EFBIG instead of killing the process.
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    });
+    let mut c = Client::connect(server.bin, None).unwrap();
+    c.put(b"small", b"kept").unwrap();
+    // A 100 KB value needs a slot of a class no slab has yet: a new slab past the limit.
+    let e = c.put(b"big", &vec![7u8; 100_000]).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(&e, accelkv_client::ClientError::Status(accelkv_proto::Status::Disk, m) if m.contains("disk error")),
+        "{msg}"
+    );
+    let e = c.put(b"later", b"refused").unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            accelkv_client::ClientError::Status(accelkv_proto::Status::Disk, _)
+        ),
+        "{e}"
+    );
+    assert_eq!(c.get(b"small").unwrap(), Some(b"kept".to_vec()));
+    assert_eq!(
+        c.get(b"later").unwrap(),
+        None,
+        "a refused write changed nothing"
+    );
+    let info = c.stats().unwrap();
+    assert!(!info.contains("durable_failed:no"), "{info}");
+    let s = TcpStream::connect(server.resp).unwrap();
+    let mut r = BufReader::new(s);
+    r.get_mut().write_all(b"SET x y\r\n").unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("-ERR disk error"), "{line}");
+    drop(c);
+    drop(server);
+    // Room again: everything acknowledged is there, and writes work.
+    let server = Server::start(&["--data-dir", &d]);
+    let mut c = Client::connect(server.bin, None).unwrap();
+    assert_eq!(c.get(b"small").unwrap(), Some(b"kept".to_vec()));
+    c.put(b"after", b"ok").unwrap();
+    drop(c);
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn sync_policy_needs_a_data_directory() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_accelkv-server"))

@@ -16,7 +16,14 @@ pub struct Server {
 
 impl Server {
     pub fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        Server::start_with(args, |_| {})
+    }
+
+    /// [`Server::start`] after `configure` adjusted the command (resource limits, say).
+    pub fn start_with(args: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_accelkv-server"));
+        configure(&mut cmd);
+        let mut child = cmd
             .args([
                 "--port",
                 "0",
