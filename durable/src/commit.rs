@@ -194,25 +194,30 @@ impl Core {
         lock(&self.status).failed.clone()
     }
 
-    /// Blocks until `version` is durable (policy `Sync`) or its commit failed.
-    pub(crate) fn wait(&self, version: u64) -> Result<()> {
-        let s = lock(&self.status);
+    /// The outcome for a writer of `version`, if there is one yet: at once under policies
+    /// other than `sync` (the failure, if the device is failing), `Ok` once the version is
+    /// durable, the error while the device fails.
+    fn settled(&self, s: &Status, version: u64) -> Option<Result<()>> {
         if self.policy != SyncPolicy::Sync {
-            return s.failed.clone().map_or(Ok(()), Err);
+            return Some(s.failed.clone().map_or(Ok(()), Err));
         }
         if s.durable >= version {
-            return Ok(());
+            return Some(Ok(()));
+        }
+        s.failed.clone().map(Err)
+    }
+
+    /// Blocks until `version` is durable (policy `Sync`) or its commit failed.
+    pub(crate) fn wait(&self, version: u64) -> Result<()> {
+        if let Some(r) = self.settled(&lock(&self.status), version) {
+            return r;
         }
         // Lock order: queue before status (never the other way).
-        drop(s);
         self.poke();
         let mut s = lock(&self.status);
         loop {
-            if s.durable >= version {
-                return Ok(());
-            }
-            if let Some(e) = &s.failed {
-                return Err(e.clone());
+            if let Some(r) = self.settled(&s, version) {
+                return r;
             }
             s = self.done.wait(s).unwrap_or_else(|e| e.into_inner());
         }
@@ -221,14 +226,9 @@ impl Core {
     /// Calls `cb` once `version` is durable (at once under other policies).
     pub(crate) fn on_durable(&self, version: u64, cb: Callback) {
         let mut s = lock(&self.status);
-        if self.policy != SyncPolicy::Sync || s.durable >= version {
-            let r = s.failed.clone().map_or(Ok(()), Err);
+        if let Some(r) = self.settled(&s, version) {
             drop(s);
             return cb(r);
-        }
-        if let Some(e) = s.failed.clone() {
-            drop(s);
-            return cb(Err(e));
         }
         s.callbacks.push((version, cb));
         drop(s);
@@ -290,7 +290,7 @@ impl Core {
         let mut d = lock(&self.disk);
         let snap = tree.snapshot();
         let v = snap.version();
-        let mut mine = {
+        let mine = {
             let mut q = lock(&self.queue);
             let all = std::mem::take(&mut q.dirty);
             let (mine, later): (Vec<_>, Vec<_>) = all.into_iter().partition(|e| e.1 <= v);
@@ -299,10 +299,8 @@ impl Core {
         };
         if mine.is_empty() {
             // Nothing to write; a failed device is retried with a sync.
-            let was_failed = self.failed().is_some();
-            if was_failed {
-                if let Err(e) = self.storage.sync() {
-                    let e = disk("retrying fdatasync", e);
+            if self.failed().is_some() {
+                if let Err(e) = self.sync("retrying fdatasync") {
                     self.fail(v, e.clone());
                     return Err(e);
                 }
@@ -310,9 +308,9 @@ impl Core {
             self.succeed(v);
             return Ok((v, 0));
         }
-        mine.sort_unstable();
-        mine.dedup_by(|a, b| a.0 == b.0);
-        let keys: Vec<Vec<u8>> = mine.iter().map(|e| e.0.clone()).collect();
+        let mut keys: Vec<Vec<u8>> = mine.into_iter().map(|e| e.0).collect();
+        keys.sort_unstable();
+        keys.dedup();
         // Plan: image every leaf holding a dirty key, at `v`.
         let mut plans: Vec<Planned> = Vec::new();
         let mut i = 0;
@@ -348,9 +346,9 @@ impl Core {
             plans.push(p);
         }
         drop(snap);
-        let r = self.write_plans(&mut d, &mut plans, v, sync);
-        match r {
-            Ok(taken) => {
+        let mut taken = Taken::default();
+        match self.write_plans(&mut d, &mut plans, &mut taken, v, sync) {
+            Ok(()) => {
                 self.apply(&mut d, &keys, plans, taken);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
                 self.counters
@@ -360,14 +358,14 @@ impl Core {
                 self.succeed(v);
                 Ok((v, keys.len()))
             }
-            Err((e, taken)) => {
+            Err(e) => {
                 for off in taken.exts.into_iter().chain(taken.leaves) {
                     d.slabs.free(off);
                 }
                 drop(d);
+                // Back to the queue, at `v`: the next commit's snapshot is at least that new.
                 let mut q = lock(&self.queue);
-                mine.append(&mut q.dirty);
-                q.dirty = mine;
+                q.dirty.extend(keys.into_iter().map(|k| (k, v)));
                 drop(q);
                 self.counters.failures.fetch_add(1, Ordering::Relaxed);
                 self.fail(v, e.clone());
@@ -395,42 +393,40 @@ impl Core {
         // journal (half the latency of writing into a hole on ext4, docs/BENCHMARKS.md).
         let mut slab = vec![0u8; d.slabs.slab_bytes() as usize];
         slab[..BLOCK as usize].copy_from_slice(&encode_slab(&desc));
-        self.storage
-            .write_at(&slab, base)
-            .map_err(|e| disk("writing a slab descriptor", e))?;
-        self.count_write(slab.len());
-        self.storage
-            .sync()
-            .map_err(|e| disk("fdatasync after a slab descriptor", e))?;
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        self.write(&slab, base, "writing a slab descriptor")?;
+        self.sync("fdatasync after a slab descriptor")?;
         d.slabs.add_slab(desc);
         d.slabs
             .alloc(class)
             .ok_or_else(|| Error::Config("new slab has no slot".into()))
     }
 
-    fn count_write(&self, n: usize) {
-        self.counters.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    /// Writes `b` at `off`, counting the bytes; `what` names it in the error.
+    fn write(&self, b: &[u8], off: u64, what: &str) -> Result<()> {
+        self.storage.write_at(b, off).map_err(|e| disk(what, e))?;
+        self.counters
+            .bytes
+            .fetch_add(b.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
-    /// Writes the extension pages, syncs, writes the leaf pages, syncs. Returns the slots
-    /// taken (to free on failure, or to record on success).
+    /// `fdatasync`, counted; `what` names it in the error.
+    fn sync(&self, what: &str) -> Result<()> {
+        self.storage.sync().map_err(|e| disk(what, e))?;
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes the extension pages, syncs, writes the leaf pages, syncs. Records the slots it
+    /// takes in `taken` (to free on failure, or to record on success).
     fn write_plans(
         &self,
         d: &mut Disk,
         plans: &mut [Planned],
+        taken: &mut Taken,
         v: u64,
         sync: bool,
-    ) -> std::result::Result<Taken, (Error, Taken)> {
-        let mut taken = Taken::default();
-        macro_rules! try_or {
-            ($e:expr) => {
-                match $e {
-                    Ok(x) => x,
-                    Err(e) => return Err((e, taken)),
-                }
-            };
-        }
+    ) -> Result<()> {
         // Extension pages for the large values the plan did not keep.
         for p in plans.iter_mut() {
             for (k, val) in p.items.iter_mut() {
@@ -445,14 +441,9 @@ impl Core {
                     anchor: p.low.as_deref(),
                     value: bytes,
                 };
-                let off = try_or!(self.take_slot(d, ext_len(&page)));
+                let off = self.take_slot(d, ext_len(&page))?;
                 taken.exts.push(off);
-                let b = encode_ext(&page, off);
-                try_or!(self
-                    .storage
-                    .write_at(&b, off)
-                    .map_err(|e| disk("writing an extension page", e)));
-                self.count_write(b.len());
+                self.write(&encode_ext(&page, off), off, "writing an extension page")?;
                 self.counters.ext_pages.fetch_add(1, Ordering::Relaxed);
                 let r = ExtRef {
                     off,
@@ -463,11 +454,7 @@ impl Core {
             }
         }
         if sync && !taken.exts.is_empty() {
-            try_or!(self
-                .storage
-                .sync()
-                .map_err(|e| disk("fdatasync of extension pages", e)));
-            self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            self.sync("fdatasync of extension pages")?;
         }
         for p in plans.iter() {
             let page = LeafPage {
@@ -489,24 +476,15 @@ impl Core {
                     })
                     .collect(),
             };
-            let off = try_or!(self.take_slot(d, leaf_len(&page)));
+            let off = self.take_slot(d, leaf_len(&page))?;
             taken.leaves.push(off);
-            let b = encode_leaf(&page, off);
-            try_or!(self
-                .storage
-                .write_at(&b, off)
-                .map_err(|e| disk("writing a leaf page", e)));
-            self.count_write(b.len());
+            self.write(&encode_leaf(&page, off), off, "writing a leaf page")?;
             self.counters.leaf_pages.fetch_add(1, Ordering::Relaxed);
         }
         if sync {
-            try_or!(self
-                .storage
-                .sync()
-                .map_err(|e| disk("fdatasync of leaf pages", e)));
-            self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            self.sync("fdatasync of leaf pages")?;
         }
-        Ok(taken)
+        Ok(())
     }
 
     /// Records durable pages: the cover, extension references, freed slots.

@@ -159,7 +159,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     let nslabs = len.saturating_sub(BLOCK).div_ceil(sup.slab_size);
     // Pass 1: every slot of every described slab.
     let mut leaves: Vec<Leaf> = Vec::new();
-    let mut exts: HashMap<u64, u64> = HashMap::new(); // offset -> version
+    let mut exts: HashSet<u64> = HashSet::new(); // offsets of intact extension pages
     let mut max_version = 0u64;
     let mut buf = vec![0u8; sup.slab_size as usize];
     for index in 0..nslabs {
@@ -181,29 +181,21 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         };
         rep.slabs += 1;
         slabs.describe(index, desc.class_log2);
-        for off in slabs
-            .slot_offsets(index, desc.class_log2)
-            .collect::<Vec<_>>()
-        {
+        for off in slabs.slot_offsets(index, desc.class_log2) {
             let at = (off - base) as usize;
             let slot = &buf[at..at + (1usize << desc.class_log2)];
-            match decode_header(slot) {
+            let len = match decode_header(slot) {
                 Err(FormatError::Empty) => continue,
-                Err(_) => {
+                Ok(h) if h.class_log2 == desc.class_log2 => h.len as usize,
+                _ => {
                     rep.torn_pages += 1;
                     continue;
                 }
-                Ok(h) if h.class_log2 != desc.class_log2 => {
-                    rep.torn_pages += 1;
-                    continue;
-                }
-                Ok(_) => {}
-            }
+            };
             match decode_page(slot, off) {
                 Ok(Page::Leaf(p)) => {
                     rep.leaf_pages += 1;
                     max_version = max_version.max(p.version);
-                    let len = decode_header(slot).map_or(0, |h| h.len as usize);
                     leaves.push(Leaf {
                         off,
                         version: p.version,
@@ -215,7 +207,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
                 Ok(Page::Ext(p)) => {
                     rep.ext_pages += 1;
                     max_version = max_version.max(p.version);
-                    exts.insert(off, p.version);
+                    exts.insert(off);
                 }
                 Err(_) => rep.torn_pages += 1,
             }
@@ -310,14 +302,14 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     rep.versions_discarded = rep
         .leaf_pages
         .saturating_sub(rep.live_pages + dropped.len() as u64);
-    rep.orphaned_exts = exts.keys().filter(|e| !ext_refs.contains_key(e)).count() as u64;
+    rep.orphaned_exts = exts.iter().filter(|e| !ext_refs.contains_key(e)).count() as u64;
     for index in 0..slabs.len() {
         if let Some(class) = slabs.class_of_slab(index) {
-            let free: Vec<u64> = slabs
+            let free = slabs
                 .slot_offsets(index, class)
-                .filter(|o| !pages.contains_key(o) && !ext_refs.contains_key(o))
-                .collect();
-            for o in free.into_iter().rev() {
+                .rev()
+                .filter(|o| !pages.contains_key(o) && !ext_refs.contains_key(o));
+            for o in free {
                 slabs.free(o);
             }
         }

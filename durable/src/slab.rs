@@ -42,7 +42,7 @@ impl Slabs {
     }
 
     /// Offsets of the slots of slab `index` at class `class`.
-    pub fn slot_offsets(&self, index: u64, class: u8) -> impl Iterator<Item = u64> {
+    pub fn slot_offsets(&self, index: u64, class: u8) -> impl DoubleEndedIterator<Item = u64> {
         let first = self.base(index) + BLOCK;
         let n = (self.slab_size - BLOCK) >> class;
         (0..n).map(move |i| first + (i << class))
@@ -97,9 +97,8 @@ impl Slabs {
     /// Adds a slab whose descriptor is durable; all its slots become free.
     pub fn add_slab(&mut self, d: SlabDesc) {
         self.describe(d.index, d.class_log2);
-        let slots: Vec<u64> = self.slot_offsets(d.index, d.class_log2).collect();
-        let list = self.free.entry(d.class_log2).or_default();
-        list.extend(slots.into_iter().rev());
+        let slots = self.slot_offsets(d.index, d.class_log2).rev();
+        self.free.entry(d.class_log2).or_default().extend(slots);
     }
 
     /// Returns the slot at `off` to its class's free list.
