@@ -174,7 +174,9 @@ impl Sink {
         Arc::new(Sink::default())
     }
 
-    pub(crate) fn push_all(&self, c: impl IntoIterator<Item = Completion>) {
+    /// Delivers completions and wakes a waiter that has enough (for engines, including
+    /// back ends in other crates).
+    pub fn push_all(&self, c: impl IntoIterator<Item = Completion>) {
         let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
         d.extend(c);
         let len = d.len();

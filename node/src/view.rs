@@ -103,6 +103,12 @@ impl<'a> NodeView<'a> {
         read_lid(self.bytes(off, LID_SIZE))
     }
 
+    /// The published bytes `[16, used)` of the node (offset 16 first), for an engine that
+    /// copies nodes into memory of its own.
+    pub fn published(&self) -> &'a [u8] {
+        self.imm
+    }
+
     /// Bytes published (the `used` the view was made with).
     pub fn used(&self) -> usize {
         self.imm.len() + ATOMIC_END

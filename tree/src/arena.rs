@@ -46,6 +46,8 @@ pub struct Arena {
     table: Box<[AtomicPtr<u8>]>,
     state: Mutex<State>,
     live: AtomicUsize,
+    /// Engines told about every new chunk (remap.rs invariant 3).
+    pub(crate) feeds: std::sync::Arc<crate::remap::Feeds>,
 }
 
 impl Arena {
@@ -68,6 +70,7 @@ impl Arena {
                 chunks: 0,
             }),
             live: AtomicUsize::new(0),
+            feeds: Default::default(),
         }
     }
 
@@ -101,6 +104,12 @@ impl Arena {
             }
             self.table[chunk].store(p, Ordering::Release);
             st.chunks += 1;
+            // Announced under the lock, before any buffer of the chunk is handed out.
+            self.feeds.chunk(crate::remap::Chunk {
+                index: chunk,
+                base: p as usize,
+                len: self.chunk_size,
+            });
         }
         st.bump += self.node_size as u64;
         self.live.fetch_add(1, Ordering::Relaxed);
@@ -131,6 +140,34 @@ impl Arena {
         // SAFETY: `off` came from `alloc`, so its chunk is installed (invariant 1) and the
         // offset within the chunk is below `chunk_size`.
         unsafe { base.add(off as usize & (self.chunk_size - 1)) }
+    }
+
+    /// Registers `feed` for chunk announcements and announces every chunk allocated so far,
+    /// atomically with respect to `alloc`.
+    pub(crate) fn subscribe(&self, feed: &std::sync::Arc<crate::remap::RemapFeed>) {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut chunks = feed.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        for index in 0..st.chunks {
+            chunks.push(crate::remap::Chunk {
+                index,
+                base: self.table[index].load(Ordering::Acquire) as usize,
+                len: self.chunk_size,
+            });
+        }
+        drop(chunks);
+        let mut l = self.feeds.list.lock().unwrap_or_else(|e| e.into_inner());
+        l.push(std::sync::Arc::downgrade(feed));
+        self.feeds.any.store(true, Ordering::Release);
+    }
+
+    /// Chunk size in bytes (a power of two).
+    pub fn chunk_size(&self) -> usize {
+        self.chunk_size
+    }
+
+    /// Most chunks the arena can hold under its memory limit.
+    pub fn max_chunks(&self) -> usize {
+        self.table.len()
     }
 
     /// Node buffers currently allocated.

@@ -114,6 +114,11 @@ impl PageTable {
             .push(lid);
     }
 
+    /// One past the largest LID handed out so far.
+    pub fn lid_bound(&self) -> u64 {
+        self.lids.lock().unwrap_or_else(|e| e.into_inner()).next
+    }
+
     /// Bytes of table blocks allocated.
     pub fn bytes(&self) -> usize {
         self.dirs

@@ -78,16 +78,97 @@ impl<'s> Raw<'s> {
         self.tree.value_bytes(v)
     }
 
+    /// The reference reader's GET at read version `rv` (an engine's answer for a request it
+    /// cannot run itself).
+    ///
+    /// # Safety
+    /// As for [`Raw::view`]: an epoch published before `rv` was taken is still published.
+    pub unsafe fn reference_get(&self, key: &[u8], rv: u64) -> Option<Vec<u8>> {
+        let pin = self.tree.epochs.pin();
+        self.tree.get_at(key, rv, &pin, <[u8]>::to_vec)
+    }
+
+    /// The reference reader's SCAN of `[lo, hi)` at `rv`.
+    ///
+    /// # Safety
+    /// As for [`Raw::reference_get`].
+    pub unsafe fn reference_scan(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        rv: u64,
+        f: impl FnMut(&[u8], &[u8]),
+    ) {
+        let pin = self.tree.epochs.pin();
+        let hi = hi.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        self.tree.scan_at(lo, hi, limit, rv, &pin, f)
+    }
+
+    /// The reference reader's SCAN_FLOOR at `rv`.
+    ///
+    /// # Safety
+    /// As for [`Raw::reference_get`].
+    pub unsafe fn reference_scan_floor(
+        &self,
+        kl: &[u8],
+        ku: &[u8],
+        limit: usize,
+        rv: u64,
+        f: impl FnMut(&[u8], &[u8]),
+    ) {
+        let pin = self.tree.epochs.pin();
+        self.tree.scan_floor_at(kl, ku, limit, rv, &pin, f)
+    }
+
     /// Frees `b` once every reader that may still hold a reference to it is done: the caller
     /// unlinked it from everything readers can reach before calling.
     pub fn retire<T: Send + 'static>(&self, b: Box<T>) {
         self.tree.retire([Garbage::Boxed(b)]);
     }
 
+    /// Subscribes to the tree's page-table changes and chunk announcements (remap.rs):
+    /// returns the feed and a copy of the page table (`table[lid]` = arena offset, or
+    /// `u64::MAX` when unmapped) taken atomically with the registration, so the copy plus the
+    /// remaps drained later name every mapping. Writers' structural modifications wait
+    /// while the table is copied.
+    pub fn subscribe_remaps(&self) -> RemapSubscription {
+        let t = self.tree;
+        let _smo = t.smo.lock().unwrap_or_else(|e| e.into_inner());
+        let feed = std::sync::Arc::new(crate::remap::RemapFeed::default());
+        t.arena.subscribe(&feed);
+        let table = (0..t.pt.lid_bound()).map(|lid| t.pt.get(lid)).collect();
+        RemapSubscription { feed, table }
+    }
+
+    /// Node size in bytes.
+    pub fn node_size(&self) -> usize {
+        self.tree.geo.node_size
+    }
+
+    /// Arena chunk size in bytes (a power of two): offset `off` lies in chunk
+    /// `off / chunk_size` at `off % chunk_size`.
+    pub fn chunk_size(&self) -> usize {
+        self.tree.arena.chunk_size()
+    }
+
+    /// Most arena chunks the store can allocate.
+    pub fn max_chunks(&self) -> usize {
+        self.tree.arena.max_chunks()
+    }
+
     /// The last write version handed out (writers may not have released it yet).
     pub fn last_write_version(&self) -> u64 {
         self.tree.versions.last_write()
     }
+}
+
+/// What [`Raw::subscribe_remaps`] returns.
+pub struct RemapSubscription {
+    /// Remaps and chunk announcements from the moment of subscription.
+    pub feed: std::sync::Arc<crate::remap::RemapFeed>,
+    /// The page table at that moment, indexed by LID.
+    pub table: Vec<u64>,
 }
 
 /// Told about every write after it is visible in node memory and before it is released to

@@ -596,6 +596,14 @@ impl Tree {
         for n in &plan.nodes {
             self.pt.set(n.lid, n.off);
         }
+        // remap.rs invariant 1: after the entries are set, before `wv` is released.
+        self.arena
+            .feeds
+            .remapped(plan.nodes.iter().map(|n| crate::remap::Remap {
+                lid: n.lid,
+                off: n.off,
+                version: wv,
+            }));
         for &(neighbour, left) in &plan.left_updates {
             let off = self.pt.get(neighbour);
             self.left_word(off).store(left, Ordering::Release);
