@@ -19,11 +19,17 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Targets, run one after another: accelkv, accelkv-engine, btreemap, rocksdb (in this
-    /// process), accelkv-tcp=ADDR, accelkv-udp=ADDR, accelkv-resp=ADDR, redis=ADDR,
+    /// Targets, run one after another: accelkv, accelkv-engine[=auto|cpu|gpu], btreemap,
+    /// rocksdb (in this process), accelkv-tcp=ADDR, accelkv-udp=ADDR, accelkv-resp=ADDR, redis=ADDR,
     /// memcached=ADDR. Default: every in-process target.
     #[arg(long = "target", short = 't')]
     targets: Vec<String>,
+    /// Read engine of the `accelkv-engine` target when it names none: auto (the GPU engine
+    /// when an NVIDIA GPU, its driver and NVRTC are present, else the CPU engine), cpu or
+    /// gpu. Reports name the engine that ran (accelkv-engine for the CPU engine,
+    /// accelkv-gpu for the GPU engine).
+    #[arg(long, default_value = "cpu")]
+    engine: String,
     /// Workloads: a, b, c, d, e, f, cloud<read %> (50..100), comma separated.
     #[arg(long, default_value = "a,b,c,d,e,f,cloud50,cloud90,cloud100")]
     workloads: String,
@@ -98,11 +104,18 @@ fn parse_list<T>(s: &str, what: &str, f: impl Fn(&str) -> Option<T>) -> Result<V
 }
 
 fn suite(a: &Args) -> Result<Suite, String> {
+    let engine: accelkv_gpu::EngineKind = a.engine.parse()?;
     let targets = if a.targets.is_empty() {
         Suite::local_targets()
     } else {
         a.targets.clone()
-    };
+    }
+    .into_iter()
+    .map(|t| match t.as_str() {
+        "accelkv-engine" => format!("accelkv-engine={engine}"),
+        _ => t,
+    })
+    .collect();
     let mut s = Suite::quick(targets);
     s.workloads = parse_list(&a.workloads, "workload", Workload::parse)?;
     s.dists = parse_list(&a.dist, "distribution", Dist::parse)?;

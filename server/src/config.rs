@@ -33,6 +33,11 @@ pub struct Args {
     /// Prefer the ACCELKV_PASSWORD environment variable (flags show in `ps`).
     #[arg(long)]
     pub password: Option<String>,
+    /// Read engine: `auto` (the GPU engine when an NVIDIA GPU, its driver and NVRTC are
+    /// present, else the CPU engine; the log and INFO say which and why), `cpu` or `gpu` (an
+    /// error at start without a usable GPU). Default auto.
+    #[arg(long)]
+    pub engine: Option<String>,
     /// Read-engine threads. Default: one per two cores, at least one.
     #[arg(long)]
     pub engine_threads: Option<usize>,
@@ -116,6 +121,7 @@ pub struct Settings {
     pub resp_port: u16,
     pub admin_port: u16,
     pub password: Option<String>,
+    pub engine: accelkv_gpu::EngineKind,
     pub engine_threads: usize,
     pub writer_threads: usize,
     pub engine_window: usize,
@@ -192,6 +198,12 @@ impl Settings {
             resp_port: pick!(flags.resp_port, file.resp_port, 7379),
             admin_port: pick!(flags.admin_port, file.admin_port, 7708),
             password,
+            engine: flags
+                .engine
+                .or(file.engine)
+                .as_deref()
+                .unwrap_or("auto")
+                .parse()?,
             engine_threads: pick!(
                 flags.engine_threads,
                 file.engine_threads,

@@ -4,6 +4,7 @@
 //! functions, see docs/VECTOR_FUNCTIONS.md).
 
 pub mod config;
+mod engines;
 mod exec;
 mod metrics;
 mod net;
@@ -76,10 +77,11 @@ pub async fn serve_with(settings: config::Settings, registry: Registry) -> Resul
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine cpu, {} engine threads, hot cache {} buckets, {storage})",
+        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine {}, {} engine threads, hot cache {} buckets, {storage})",
         addr(bin_port),
         addr(resp_port),
         addr(admin_port),
+        shared.engine.describe(),
         settings.engine_threads,
         settings.cache_buckets
     );

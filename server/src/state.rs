@@ -2,7 +2,8 @@
 //! counters and latency histograms.
 
 use crate::config::Settings;
-use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine};
+use crate::engines::Engine;
+use accelkv_engine::ReadEngine;
 use accelkv_tree::{Config, Store};
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -56,7 +57,7 @@ pub struct Shared {
     pub store: Arc<Store>,
     /// The durable store around `store` when the server has a data directory.
     pub persist: Option<accelkv_durable::Store>,
-    pub engine: CpuEngine,
+    pub engine: Engine,
     pub writers: crate::writers::Writers,
     pub station: crate::station::Station,
     pub registry: crate::vector::Registry,
@@ -95,15 +96,7 @@ impl Shared {
                 (p.tree().clone(), Some(p))
             }
         };
-        let engine = CpuEngine::start(
-            store.clone(),
-            EngineConfig {
-                threads: settings.engine_threads.max(1),
-                window: settings.engine_window.max(1),
-                cache_buckets: settings.cache_buckets,
-                ..EngineConfig::default()
-            },
-        );
+        let engine = Engine::start(store.clone(), &settings)?;
         let writers = crate::writers::Writers::start(settings.writer_threads);
         Ok(Arc::new(Shared {
             store,
@@ -246,6 +239,9 @@ impl Shared {
             self.started.elapsed().as_secs().to_string(),
         );
         line("engine", self.engine.name().to_string());
+        for (k, v) in self.engine.info() {
+            line(k, v);
+        }
         match &self.persist {
             None => line("durability", "none (in memory)".into()),
             Some(p) => {

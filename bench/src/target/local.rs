@@ -1,5 +1,5 @@
-//! In-process targets: accelkv through its reference reader, accelkv through the CPU read
-//! engine (with the hot-key cache, as the server runs it), and a `BTreeMap` behind a
+//! In-process targets: accelkv through its reference reader, accelkv through a read engine
+//! (the CPU engine with the hot-key cache, as the server runs it, or the GPU engine), and a `BTreeMap` behind a
 //! `RwLock` (the baseline a Rust program would write first).
 
 use super::{Conn, Op, Outcome, Result, Target, TargetError};
@@ -15,7 +15,7 @@ const CACHE_BUCKETS: usize = 1 << 16;
 /// accelkv in this process.
 pub struct Accelkv {
     store: Arc<Store>,
-    engine: Option<Arc<CpuEngine>>,
+    engine: Option<Arc<dyn ReadEngine>>,
 }
 
 /// accelkv with a data directory (a fresh temporary one, removed when dropped): writes
@@ -91,29 +91,39 @@ impl Accelkv {
         })
     }
 
-    /// Reads (GET, SCAN) through the CPU engine; writes on the calling thread.
-    pub fn engine() -> Result<Accelkv> {
+    /// Reads (GET, SCAN) through the read engine `kind` picks (`auto`: the GPU engine when
+    /// a GPU is usable, else the CPU engine); writes on the calling thread.
+    pub fn engine(kind: accelkv_gpu::EngineKind) -> Result<Accelkv> {
         let store = Arc::new(
             Store::new(Config::default()).map_err(|e| TargetError::from_display("store", e))?,
         );
-        let engine = CpuEngine::start(
-            store.clone(),
-            EngineConfig {
-                cache_buckets: CACHE_BUCKETS,
-                ..EngineConfig::default()
-            },
-        );
+        let sel = accelkv_gpu::select(kind)
+            .map_err(|e| TargetError::from_display("accelkv-engine=gpu", e))?;
+        let engine: Arc<dyn ReadEngine> = match sel {
+            accelkv_gpu::Selection::Gpu(_) => Arc::new(
+                accelkv_gpu::GpuEngine::start(store.clone(), accelkv_gpu::GpuConfig::default())
+                    .map_err(|e| TargetError::from_display("accelkv-gpu", e))?,
+            ),
+            accelkv_gpu::Selection::Cpu { .. } => Arc::new(CpuEngine::start(
+                store.clone(),
+                EngineConfig {
+                    cache_buckets: CACHE_BUCKETS,
+                    ..EngineConfig::default()
+                },
+            )),
+        };
         Ok(Accelkv {
             store,
-            engine: Some(Arc::new(engine)),
+            engine: Some(engine),
         })
     }
 }
 
 impl Target for Accelkv {
     fn name(&self) -> String {
-        match self.engine {
-            Some(_) => "accelkv-engine".into(),
+        match &self.engine {
+            Some(e) if e.name() == "cpu" => "accelkv-engine".into(),
+            Some(e) => format!("accelkv-{}", e.name()),
             None => "accelkv".into(),
         }
     }
@@ -131,7 +141,7 @@ impl Target for Accelkv {
 
 struct AccelkvConn {
     store: Arc<Store>,
-    engine: Option<Arc<CpuEngine>>,
+    engine: Option<Arc<dyn ReadEngine>>,
     durable: Option<Arc<accelkv_durable::Store>>,
     sink: Arc<Sink>,
     batch: Vec<(u64, Request)>,

@@ -83,7 +83,8 @@ pub trait Conn: Send {
     fn execute(&mut self, ops: &[Op], out: &mut Vec<Outcome>) -> Result<()>;
 }
 
-/// Parses a target specification: `accelkv`, `accelkv-engine`, `btreemap`, `rocksdb`,
+/// Parses a target specification: `accelkv`, `accelkv-engine[=auto|cpu|gpu]` (default
+/// `cpu`), `btreemap`, `rocksdb`,
 /// `accelkv-durable[=POLICY]` (POLICY `sync`, `interval=<ms>` or `none`; default `sync`),
 /// `rocksdb=sync|none` (RocksDB with its WAL synced on every write or not), or
 /// `accelkv-tcp=ADDR`, `accelkv-udp=ADDR`, `accelkv-resp=ADDR`, `redis=ADDR`,
@@ -100,7 +101,9 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
     let pw = password.map(str::to_string);
     Ok(match kind {
         "accelkv" => Box::new(local::Accelkv::reference()?),
-        "accelkv-engine" => Box::new(local::Accelkv::engine()?),
+        "accelkv-engine" => Box::new(local::Accelkv::engine(
+            addr.as_deref().unwrap_or("cpu").parse().map_err(TargetError)?,
+        )?),
         "accelkv-durable" => Box::new(local::Durable::open(addr.as_deref().unwrap_or("sync"))?),
         "btreemap" => Box::new(local::BTree::default()),
         #[cfg(feature = "rocksdb")]
@@ -120,7 +123,7 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
         "memcached" => Box::new(net::Memcached::new(need(kind)?)),
         other => {
             return Err(TargetError(format!(
-                "unknown target '{other}' (accelkv, accelkv-engine, accelkv-durable[=POLICY], \
+                "unknown target '{other}' (accelkv, accelkv-engine[=auto|cpu|gpu], accelkv-durable[=POLICY], \
                  btreemap, rocksdb[=sync|none], \
                  accelkv-tcp=ADDR, accelkv-udp=ADDR, accelkv-resp=ADDR, redis=ADDR, memcached=ADDR)"
             )))
