@@ -271,21 +271,7 @@ struct Worker {
 
 /// Validates a request the way the store's API does.
 fn check(store: &Store, req: &Request) -> Option<Reply> {
-    let key = match req {
-        Request::Get { key } => key,
-        _ => return None,
-    };
-    let max = store.config().max_key;
-    if key.is_empty() {
-        Some(Reply::Error(accelkv_tree::Error::EmptyKey))
-    } else if key.len() > max {
-        Some(Reply::Error(accelkv_tree::Error::KeyTooLong {
-            len: key.len(),
-            max,
-        }))
-    } else {
-        None
-    }
+    req.invalid(store.config().max_key).map(Reply::Error)
 }
 
 impl Worker {

@@ -40,6 +40,24 @@ impl Request {
         Request::Get { key: key.to_vec() }
     }
 
+    /// The error the store's API gives for this request, if any: an empty or too long GET
+    /// key (scans accept any bounds). Every engine checks requests this way.
+    pub fn invalid(&self, max_key: usize) -> Option<Error> {
+        let Request::Get { key } = self else {
+            return None;
+        };
+        if key.is_empty() {
+            Some(Error::EmptyKey)
+        } else if key.len() > max_key {
+            Some(Error::KeyTooLong {
+                len: key.len(),
+                max: max_key,
+            })
+        } else {
+            None
+        }
+    }
+
     /// A SCAN of `[lo, hi)`.
     pub fn scan(lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Request {
         Request::Scan {

@@ -6,128 +6,14 @@
 //! A snapshot taken before the requests are submitted keeps every version they can read
 //! alive, so the reference reader can answer at each completion's read version afterwards.
 
-use accelkv_engine::{Completion, CpuEngine, EngineConfig, ReadEngine, Reply, Request, Sink};
-use accelkv_tree::{Config, Snapshot, Store};
+mod common;
+
+use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine, Request, Sink};
+use common::{fill, key, reference, request, small_store, value, KEYS};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-const KEYS: u64 = 20_000;
-
-fn key(i: u64) -> Vec<u8> {
-    // Variable lengths; ordered by i within each length class is not needed.
-    let mut k = format!("k{:07}", i).into_bytes();
-    k.extend(std::iter::repeat_n(b'x', (i % 5) as usize * 3));
-    k
-}
-
-fn value(i: u64, g: u64) -> Vec<u8> {
-    let len = match (i + g) % 17 {
-        0 => 700, // out of line
-        1..=3 => 40,
-        _ => 16,
-    };
-    let mut v = format!("{i}:{g}:").into_bytes();
-    v.resize(len, b'v');
-    v
-}
-
-fn small_store() -> Arc<Store> {
-    Arc::new(
-        Store::new(Config {
-            node_size: 4096,
-            chunk_size: 1 << 20,
-            ..Config::default()
-        })
-        .unwrap(),
-    )
-}
-
-fn fill(store: &Store, rng: &mut SmallRng) {
-    for i in 0..KEYS {
-        if rng.gen_bool(0.7) {
-            store.put(&key(i), &value(i, 0)).unwrap();
-        }
-    }
-    // Leave logs, tombstones and several node versions behind.
-    for _ in 0..5000 {
-        let i = rng.gen_range(0..KEYS);
-        if rng.gen_bool(0.3) {
-            store.delete(&key(i)).unwrap();
-        } else {
-            store.put(&key(i), &value(i, 1)).unwrap();
-        }
-    }
-}
-
-/// A random request, biased to present keys, boundaries and odd ranges.
-fn request(rng: &mut SmallRng) -> Request {
-    let probe = |rng: &mut SmallRng| -> Vec<u8> {
-        match rng.gen_range(0..10) {
-            0 => b"a".to_vec(), // below every key
-            1 => b"z".to_vec(), // above every key
-            2 => {
-                let mut k = key(rng.gen_range(0..KEYS));
-                k.push(b'!'); // just after a key
-                k
-            }
-            3 => {
-                let mut k = key(rng.gen_range(0..KEYS));
-                k.pop(); // just before (or a prefix)
-                k
-            }
-            _ => key(rng.gen_range(0..KEYS)),
-        }
-    };
-    match rng.gen_range(0..10) {
-        0..=4 => Request::Get { key: probe(rng) },
-        5..=7 => {
-            let lo = probe(rng);
-            let hi = match rng.gen_range(0..4) {
-                0 => None,
-                1 => Some(lo.clone()), // empty range
-                _ => Some(probe(rng)), // possibly inverted
-            };
-            Request::Scan {
-                lo,
-                hi,
-                limit: [0, 1, 3, 4, 17, 100][rng.gen_range(0..6)],
-            }
-        }
-        _ => {
-            let kl = probe(rng);
-            let ku = if rng.gen_bool(0.8) {
-                probe(rng)
-            } else {
-                kl.clone()
-            };
-            Request::ScanFloor {
-                kl,
-                ku,
-                limit: [0, 1, 4, 50][rng.gen_range(0..4)],
-            }
-        }
-    }
-}
-
-fn reference(snap: &Snapshot<'_>, c: &Completion, req: &Request) -> Reply {
-    let view = snap
-        .at(c.version)
-        .unwrap_or_else(|| panic!("completion version {} not readable", c.version));
-    match req {
-        Request::Get { key } => match view.get(key) {
-            Ok(v) => Reply::Value(v),
-            Err(e) => Reply::Error(e),
-        },
-        Request::Scan { lo, hi, limit } => {
-            Reply::Items(view.scan(lo, hi.as_deref(), *limit).into_iter().collect())
-        }
-        Request::ScanFloor { kl, ku, limit } => {
-            Reply::Items(view.scan_floor(kl, ku, *limit).into_iter().collect())
-        }
-    }
-}
 
 fn run(cache_buckets: usize, writers: bool, seed: u64) {
     let store = small_store();

@@ -360,7 +360,7 @@ impl Inner {
             for (tag, req) in &s.reqs {
                 let idx = works.len();
                 dest.push((si, *tag));
-                let early = check(self.store.config().max_key, req);
+                let early = req.invalid(max_key).map(Reply::Error);
                 replies.push(early.clone());
                 // Keys longer than any node can hold never reach the device.
                 let host_only = early.is_none() && longest_key(req) > max_key;
@@ -465,23 +465,6 @@ impl Inner {
             }
         }
         Reply::Items(items)
-    }
-}
-
-/// Validates a request as the CPU engine does (GET keys).
-fn check(max: usize, req: &Request) -> Option<Reply> {
-    let Request::Get { key } = req else {
-        return None;
-    };
-    if key.is_empty() {
-        Some(Reply::Error(accelkv_tree::Error::EmptyKey))
-    } else if key.len() > max {
-        Some(Reply::Error(accelkv_tree::Error::KeyTooLong {
-            len: key.len(),
-            max,
-        }))
-    } else {
-        None
     }
 }
 
