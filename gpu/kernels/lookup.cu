@@ -106,7 +106,7 @@ AKV_DEV akv_u64 load_word(nptr p, int on_device) {
 #ifdef __CUDACC__
     akv_u64 v;
     if (on_device) return *(const volatile akv_u64 *)p;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"((const akv_u64 *)p) : "memory");
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"((const akv_u64 *)p) : "memory");
     return v;
 #else
     (void)on_device;

@@ -338,7 +338,37 @@ impl Inner {
                 q.running = q.subs.len();
                 q.subs.drain(..).collect()
             };
-            self.run(i, &subs);
+            // A bug in this worker must not leave its submitters waiting forever (nor its
+            // epoch held): whatever it had not delivered is answered by the reference reader.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(i, &subs)));
+            if let Err(p) = ran {
+                let why = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic".into());
+                *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(format!("engine worker {i} panicked: {why}"));
+                self.inflight[i].store(u64::MAX, Ordering::Release);
+                for s in &subs {
+                    let done: Vec<Completion> = s
+                        .reqs
+                        .iter()
+                        .map(|(tag, req)| Completion {
+                            tag: *tag,
+                            version: s.rv,
+                            reply: req
+                                .invalid(self.store.config().max_key)
+                                .map(Reply::Error)
+                                .unwrap_or_else(|| {
+                                    self.fallback(&Work::new(req.clone(), s.rv, 0, 0))
+                                }),
+                            from_cache: false,
+                        })
+                        .collect();
+                    s.sink.push_all(done);
+                }
+            }
             let mut q = shard.q.lock().unwrap_or_else(|e| e.into_inner());
             q.running = 0;
             match q.subs.front() {

@@ -74,26 +74,37 @@ impl Mirror {
             let (_, s) = self.retired.pop_front().expect("non-empty");
             self.free.push(s);
         }
-        // Only the newest remap of each LID matters; keep remap order otherwise.
+        // Only the newest mapping of each LID matters (older batches follow old-version
+        // pointers back from it); keep remap order otherwise.
         let mut last: HashMap<u64, usize> = HashMap::with_capacity(remaps.len());
+        let mut last_map: HashMap<u64, usize> = HashMap::with_capacity(remaps.len());
         for (i, r) in remaps.iter().enumerate() {
             last.insert(r.lid, i);
+            if r.off != u64::MAX {
+                last_map.insert(r.lid, i);
+            }
         }
         let mut u = Updates::default();
         for (i, r) in remaps.iter().enumerate() {
-            if last.get(&r.lid) != Some(&i) {
+            if last_map.get(&r.lid) != Some(&i) {
                 continue;
             }
             if r.lid >= self.pt_cap {
                 return Err(TableFull(r.lid));
             }
+            // Removed after this mapping (in the same drain): batches whose read versions
+            // predate the removal may still need this buffer, so the device maps it; but it
+            // may be freed by now, so nothing reads it and it is not cached. Removals leave
+            // the device's entries as they are otherwise: the LID is reused (and remapped)
+            // only once no batch can reach the removed node.
+            let removed = last.get(&r.lid) != Some(&i);
             u.pt.push((r.lid, r.off));
             let old = self.slot_of.remove(&r.lid);
             if let Some(s) = old {
                 self.retired.push_back((tag, s));
                 self.cached -= 1;
             }
-            let new = if r.off != u64::MAX && interior(r.off) {
+            let new = if !removed && interior(r.off) {
                 let s = self.free.pop();
                 if s.is_none() {
                     self.uncached += 1;
@@ -189,11 +200,110 @@ mod tests {
     }
 
     #[test]
+    fn a_removed_lid_keeps_its_entries_until_reused() {
+        let mut m = Mirror::new(100, 4);
+        m.apply(&[remap(5, 10)], &mut interior, 0, u64::MAX)
+            .unwrap();
+        // Removed: nothing changes on the device, and the removed buffer is never read
+        // (the interior check would panic on it).
+        let mut never = |off: u64| -> bool { panic!("read buffer {off} of a removed LID") };
+        let u = m
+            .apply(&[remap(6, 12), remap(6, u64::MAX)], &mut never, 1, u64::MAX)
+            .unwrap();
+        // Mapped (older batches may need buffer 12) but neither read nor cached.
+        assert_eq!(u.pt, vec![(6, 12)]);
+        assert!(u.slots.is_empty() && u.copies.is_empty());
+        let u = m
+            .apply(&[remap(5, u64::MAX)], &mut never, 1, u64::MAX)
+            .unwrap();
+        assert!(u.pt.is_empty() && u.slots.is_empty() && u.copies.is_empty());
+        assert_eq!(m.cached, 1);
+        // A mapping newer than the removal is not the removed node's: the cached image of
+        // LID 5 is dropped with it.
+        let u = m
+            .apply(&[remap(5, 11), remap(5, u64::MAX)], &mut never, 2, u64::MAX)
+            .unwrap();
+        assert_eq!((u.pt, u.slots), (vec![(5, 11)], vec![(5, 0)]));
+        assert_eq!(m.cached, 0);
+        // Reused as an interior node later (no launch in flight: the retired slot is free).
+        let u = m
+            .apply(&[remap(5, 30)], &mut interior, 3, u64::MAX)
+            .unwrap();
+        assert_eq!((u.slots, u.copies), (vec![(5, 1)], vec![(0, 30)]));
+    }
+
+    #[test]
     fn a_lid_past_the_table_is_an_error() {
         let mut m = Mirror::new(8, 1);
         assert_eq!(
             m.apply(&[remap(8, 1)], &mut interior, 0, u64::MAX),
             Err(TableFull(8))
         );
+    }
+
+    use proptest::prelude::*;
+    use std::collections::{HashMap, HashSet};
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Remaps of (LID, 0 leaf / 1 interior / 2 removed), then a launch starts (as a
+        /// worker does).
+        Launch(Vec<(u64, u8)>),
+        /// The n-th oldest launch in flight finishes.
+        Finish(usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => prop::collection::vec((1u64..12, 0u8..3), 0..6).prop_map(Step::Launch),
+            2 => (0usize..4).prop_map(Step::Finish),
+        ]
+    }
+
+    proptest! {
+        /// Invariant 1 against a model of the device: a slot is overwritten only when no
+        /// launch in flight could see it in the slot table; no two LIDs share a slot; the
+        /// device slot table names a slot for exactly the interior LIDs that got one.
+        #[test]
+        fn slots_in_use_are_never_overwritten(steps in prop::collection::vec(step(), 1..60), slots in 1u32..6) {
+            let mut m = Mirror::new(16, slots);
+            let mut device: HashMap<u64, u64> = HashMap::new(); // LID -> slot + 1
+            let mut inflight: Vec<(u64, HashSet<u64>)> = Vec::new(); // (tag, visible slots)
+            let mut next_tag = 0u64;
+            let mut off = 0u64;
+            for s in steps {
+                match s {
+                    Step::Launch(remaps) => {
+                        let rs: Vec<Remap> = remaps.iter().map(|&(lid, kind)| {
+                            off += 1;
+                            remap(lid, match kind { 0 => 1000 + off, 1 => off % 1000, _ => u64::MAX })
+                        }).collect();
+                        let oldest = inflight.iter().map(|x| x.0).min().unwrap_or(u64::MAX);
+                        let u = m.apply(&rs, &mut interior, next_tag, oldest).unwrap();
+                        for &(slot, _) in &u.copies {
+                            for (tag, seen) in &inflight {
+                                prop_assert!(!seen.contains(&(u64::from(slot) + 1)),
+                                    "slot {slot} overwritten while launch {tag} can read it");
+                            }
+                        }
+                        for &(lid, v) in &u.slots {
+                            if v == 0 { device.remove(&lid); } else { device.insert(lid, v); }
+                        }
+                        let used: Vec<u64> = device.values().copied().collect();
+                        let distinct: HashSet<u64> = used.iter().copied().collect();
+                        prop_assert_eq!(used.len(), distinct.len(), "two LIDs share a slot");
+                        prop_assert_eq!(device.len(), m.cached);
+                        inflight.push((next_tag, distinct));
+                        next_tag += 1;
+                    }
+                    Step::Finish(i) => {
+                        if !inflight.is_empty() {
+                            let i = i % inflight.len();
+                            inflight.remove(i);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

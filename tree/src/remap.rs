@@ -15,6 +15,10 @@
 //!    under the SMO lock at the moment the feed is registered.
 //! 3. A chunk is announced before any buffer in it is handed out, so a remap into a chunk is
 //!    always preceded by that chunk's announcement.
+//! 4. A buffer stops being its LID's newest only through a later remap of that LID (a new
+//!    buffer, or the LID's removal). So the buffer the last remap of a LID in a drain names
+//!    is still current at the drain, or was superseded by an event pushed after the drain —
+//!    and so retired after it, protected by an epoch published before the drain.
 
 use std::sync::{Mutex, Weak};
 
@@ -24,7 +28,7 @@ use std::sync::{Mutex, Weak};
 pub struct Remap {
     /// The LID remapped.
     pub lid: u64,
-    /// Arena offset of its new newest buffer.
+    /// Arena offset of its new newest buffer; `u64::MAX` when the LID was removed.
     pub off: u64,
     /// Write version of the modification that published it.
     pub version: u64,

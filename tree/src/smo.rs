@@ -596,14 +596,19 @@ impl Tree {
         for n in &plan.nodes {
             self.pt.set(n.lid, n.off);
         }
-        // remap.rs invariant 1: after the entries are set, before `wv` is released.
-        self.arena
-            .feeds
-            .remapped(plan.nodes.iter().map(|n| crate::remap::Remap {
-                lid: n.lid,
-                off: n.off,
-                version: wv,
-            }));
+        // remap.rs invariant 1: after the entries are set, before `wv` is released. LIDs
+        // this modification removes (merges, root shrink) are announced as unmapped.
+        self.arena.feeds.remapped(
+            plan.nodes
+                .iter()
+                .map(|n| (n.lid, n.off))
+                .chain(plan.retired_lids.iter().map(|&l| (l, NO_BUFFER)))
+                .map(|(lid, off)| crate::remap::Remap {
+                    lid,
+                    off,
+                    version: wv,
+                }),
+        );
         for &(neighbour, left) in &plan.left_updates {
             let off = self.pt.get(neighbour);
             self.left_word(off).store(left, Ordering::Release);
