@@ -104,6 +104,14 @@ impl Engine {
         }
     }
 
+    /// The GPU engine's counters, when it runs.
+    pub fn gpu_stats(&self) -> Option<accelkv_gpu::GpuStats> {
+        match self {
+            Engine::Gpu(g) => Some(g.gpu_stats()),
+            Engine::Cpu { .. } => None,
+        }
+    }
+
     fn inner(&self) -> &dyn ReadEngine {
         match self {
             Engine::Cpu { engine, .. } => engine,

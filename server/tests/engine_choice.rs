@@ -50,6 +50,12 @@ fn auto_says_which_engine_runs() {
     let at = line.find("resp ").unwrap() + 5;
     let resp = line[at..].split_whitespace().next().unwrap().to_string();
     let text = info(&resp);
+    let at = line.find("admin http ").unwrap() + 11;
+    let admin = line[at..].split_whitespace().next().unwrap().to_string();
+    let mut m = TcpStream::connect(&admin).unwrap();
+    m.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    m.read_to_string(&mut metrics).unwrap();
     child.kill().unwrap();
     let mut stderr = String::new();
     child
@@ -77,6 +83,7 @@ fn auto_says_which_engine_runs() {
             assert!(line.contains("engine gpu on"), "{line}");
             assert!(text.contains("engine:gpu\r\n"), "{text}");
             assert!(text.contains("gpu_launches:"), "{text}");
+            assert!(metrics.contains("accelkv_gpu_launches_total"), "{metrics}");
         }
     }
 }
