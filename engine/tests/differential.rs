@@ -9,7 +9,7 @@
 mod common;
 
 use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine, Request, Sink};
-use common::{fill, key, reference, request, small_store, value, KEYS};
+use common::{fill, key, reference, request, small_store, submit, value, wait_all, KEYS};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -73,18 +73,8 @@ fn run(cache_buckets: usize, writers: bool, seed: u64) {
             };
             reqs.push(r);
         }
-        engine.submit(
-            &sink,
-            reqs.iter()
-                .cloned()
-                .enumerate()
-                .map(|(t, r)| (t as u64, r))
-                .collect(),
-        );
-        let mut done = Vec::new();
-        while done.len() < reqs.len() {
-            sink.wait(&mut done, reqs.len(), Duration::from_secs(30));
-        }
+        submit(&engine, &sink, &reqs, 0);
+        let done = wait_all(&sink, reqs.len());
         for c in &done {
             let req = &reqs[c.tag as usize];
             let want = reference(&snap, c, req);

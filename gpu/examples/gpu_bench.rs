@@ -183,9 +183,9 @@ fn main() {
                 GpuEngine::start(store.clone(), cfg)
             }
         };
-        let (engine, g): (Box<dyn ReadEngine>, Option<*const GpuEngine>) = match name {
+        let (cpu, gpu) = match name {
             "cpu" => (
-                Box::new(CpuEngine::start(
+                Some(CpuEngine::start(
                     store.clone(),
                     EngineConfig {
                         threads: cores,
@@ -197,9 +197,7 @@ fn main() {
             "gpu" | "emulated" => match gpu(name == "emulated") {
                 Ok(e) => {
                     eprintln!("{name}: {}", e.device());
-                    let b = Box::new(e);
-                    let p: *const GpuEngine = &*b;
-                    (b, Some(p))
+                    (None, Some(e))
                 }
                 Err(e) => {
                     eprintln!("{name}: not run: {e}");
@@ -211,13 +209,17 @@ fn main() {
                 std::process::exit(2);
             }
         };
-        // SAFETY: `p` points into `engine`'s box, alive for this iteration.
-        let stats = |p: Option<*const GpuEngine>| p.map(|p| unsafe { &*p }.gpu_stats());
-        let before = stats(g);
-        let gets = throughput(&*engine, &a, Kind::Get, &wrong);
-        let mid = stats(g);
-        let scans = throughput(&*engine, &a, Kind::Scan4, &wrong);
-        let after = stats(g);
+        let engine: &dyn ReadEngine = match (&cpu, &gpu) {
+            (Some(c), _) => c,
+            (None, Some(g)) => g,
+            (None, None) => unreachable!("one engine was started"),
+        };
+        let stats = || gpu.as_ref().map(GpuEngine::gpu_stats);
+        let before = stats();
+        let gets = throughput(engine, &a, Kind::Get, &wrong);
+        let mid = stats();
+        let scans = throughput(engine, &a, Kind::Scan4, &wrong);
+        let after = stats();
         let per =
             |x: &Option<accelkv_gpu::GpuStats>, y: &Option<accelkv_gpu::GpuStats>| match (x, y) {
                 (Some(x), Some(y)) if y.device_requests > x.device_requests => format!(
@@ -237,8 +239,8 @@ fn main() {
             .split(',')
             .filter_map(|x| x.trim().parse::<usize>().ok())
         {
-            let (g50, g99) = latency(&*engine, &a, b, Kind::Get, &wrong);
-            let (s50, s99) = latency(&*engine, &a, b, Kind::Scan4, &wrong);
+            let (g50, g99) = latency(engine, &a, b, Kind::Get, &wrong);
+            let (s50, s99) = latency(engine, &a, b, Kind::Scan4, &wrong);
             lat.push(format!("| {name} | {b} | {g50} | {g99} | {s50} | {s99} |"));
         }
         if let Some(s) = after {

@@ -83,8 +83,8 @@ struct Sub {
 #[derive(Default)]
 struct ShardQ {
     subs: VecDeque<Sub>,
-    /// Batches taken by the worker and not yet delivered.
-    running: usize,
+    /// The worker has taken batches it has not delivered yet.
+    running: bool,
 }
 
 struct Shard {
@@ -335,7 +335,7 @@ impl Inner {
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
                 }
-                q.running = q.subs.len();
+                q.running = true;
                 q.subs.drain(..).collect()
             };
             // A bug in this worker must not leave its submitters waiting forever (nor its
@@ -347,8 +347,7 @@ impl Inner {
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "panic".into());
-                *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(format!("engine worker {i} panicked: {why}"));
+                self.record_error(format!("engine worker {i} panicked: {why}"));
                 self.inflight[i].store(u64::MAX, Ordering::Release);
                 for s in &subs {
                     let done: Vec<Completion> = s
@@ -357,12 +356,7 @@ impl Inner {
                         .map(|(tag, req)| Completion {
                             tag: *tag,
                             version: s.rv,
-                            reply: req
-                                .invalid(self.store.config().max_key)
-                                .map(Reply::Error)
-                                .unwrap_or_else(|| {
-                                    self.fallback(&Work::new(req.clone(), s.rv, 0, 0))
-                                }),
+                            reply: self.host_answer(req, s.rv),
                             from_cache: false,
                         })
                         .collect();
@@ -370,7 +364,7 @@ impl Inner {
                 }
             }
             let mut q = shard.q.lock().unwrap_or_else(|e| e.into_inner());
-            q.running = 0;
+            q.running = false;
             match q.subs.front() {
                 Some(s) => shard.slot.hold(s.epoch),
                 None => shard.slot.clear(),
@@ -381,30 +375,25 @@ impl Inner {
     /// Runs the requests of `subs` to completion and delivers them.
     fn run(&self, stream: usize, subs: &[Sub]) {
         let cfg = self.store.config();
-        let (max_key, max_inline) = (cfg.max_key, cfg.max_inline_value);
         let mut works: Vec<Work> = Vec::new();
         let mut dest: Vec<(usize, u64)> = Vec::new();
         let mut replies: Vec<Option<Reply>> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
         for (si, s) in subs.iter().enumerate() {
             for (tag, req) in &s.reqs {
-                let idx = works.len();
                 dest.push((si, *tag));
-                let early = req.invalid(max_key).map(Reply::Error);
-                replies.push(early.clone());
-                // Keys longer than any node can hold never reach the device.
-                let host_only = early.is_none() && longest_key(req) > max_key;
-                works.push(Work::new(req.clone(), s.rv, max_key, max_inline));
-                if early.is_none() {
-                    if host_only {
-                        replies[idx] = Some(self.fallback(&works[idx]));
-                    } else {
-                        pending.push(idx);
-                    }
+                // Invalid requests, and keys longer than any node can hold, never reach the
+                // device.
+                if req.invalid(cfg.max_key).is_some() || longest_key(req) > cfg.max_key {
+                    replies.push(Some(self.host_answer(req, s.rv)));
+                } else {
+                    pending.push(works.len());
+                    replies.push(None);
                 }
+                works.push(Work::new(req.clone(), s.rv));
             }
         }
-        let mut batch = Batch::default();
+        let mut batch = Batch::new(cfg.max_key, cfg.max_inline_value);
         let raw = self.store.raw();
         while !pending.is_empty() {
             let mut again = Vec::new();
@@ -429,7 +418,9 @@ impl Inner {
                             match o {
                                 Outcome::Done(r) => replies[w] = Some(r),
                                 Outcome::Again => again.push(w),
-                                Outcome::BadNode => replies[w] = Some(self.fallback(&works[w])),
+                                Outcome::BadNode => {
+                                    replies[w] = Some(self.fallback(&works[w].req, works[w].rv))
+                                }
                             }
                         }
                     });
@@ -445,11 +436,10 @@ impl Inner {
                             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(e.to_string());
+                        self.record_error(e.to_string());
                         for &w in chunk {
                             if replies[w].is_none() {
-                                replies[w] = Some(self.fallback(&works[w]));
+                                replies[w] = Some(self.fallback(&works[w].req, works[w].rv));
                             }
                         }
                         again.retain(|w| replies[*w].is_none());
@@ -477,20 +467,33 @@ impl Inner {
         }
     }
 
-    /// The reference reader's answer at the request's read version.
-    fn fallback(&self, w: &Work) -> Reply {
+    fn record_error(&self, e: String) {
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+    }
+
+    /// The answer of a request the device does not run: the store API's error for an
+    /// invalid one, else the reference reader's.
+    fn host_answer(&self, req: &Request, rv: u64) -> Reply {
+        match req.invalid(self.store.config().max_key) {
+            Some(e) => Reply::Error(e),
+            None => self.fallback(req, rv),
+        }
+    }
+
+    /// The reference reader's answer at read version `rv`.
+    fn fallback(&self, req: &Request, rv: u64) -> Reply {
         self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         let raw = self.store.raw();
         let mut items = Items::default();
-        // SAFETY: invariant 1 — the shard's slot protects everything reachable at `w.rv`.
+        // SAFETY: invariant 1 — the shard's slot protects everything reachable at `rv`.
         unsafe {
-            match &w.req {
-                Request::Get { key } => return Reply::Value(raw.reference_get(key, w.rv)),
+            match req {
+                Request::Get { key } => return Reply::Value(raw.reference_get(key, rv)),
                 Request::Scan { lo, hi, limit } => {
-                    raw.reference_scan(lo, hi.as_deref(), *limit, w.rv, |k, v| items.push(k, v))
+                    raw.reference_scan(lo, hi.as_deref(), *limit, rv, |k, v| items.push(k, v))
                 }
                 Request::ScanFloor { kl, ku, limit } => {
-                    raw.reference_scan_floor(kl, ku, *limit, w.rv, |k, v| items.push(k, v))
+                    raw.reference_scan_floor(kl, ku, *limit, rv, |k, v| items.push(k, v))
                 }
             }
         }
@@ -517,7 +520,7 @@ impl ReadEngine for GpuEngine {
         let mut q = shard.q.lock().unwrap_or_else(|e| e.into_inner());
         // Invariant 1: publish before taking the read version.
         let epoch = raw.current_epoch();
-        if q.subs.is_empty() && q.running == 0 {
+        if q.subs.is_empty() && !q.running {
             shard.slot.hold(epoch);
         }
         let rv = raw.read_version();

@@ -52,27 +52,15 @@ pub(crate) struct Work {
     /// A scan continuing after this key (exclusive), with these items already found.
     pub after: Option<Vec<u8>>,
     pub found: Items,
-    /// Output room to reserve: always at least one largest item, so every launch makes
-    /// progress.
-    pub cap: usize,
 }
 
 impl Work {
-    pub(crate) fn new(req: Request, rv: u64, max_key: usize, max_inline: usize) -> Work {
-        let one = OUT_HEADER + ITEM_HEADER + 8 + max_key + max_inline;
-        let cap = match &req {
-            Request::Get { key } => OUT_HEADER + ITEM_HEADER + 8 + key.len() + max_inline,
-            Request::Scan { lo, limit, .. } | Request::ScanFloor { kl: lo, limit, .. } => {
-                let per = ITEM_HEADER + 8 + 2 * lo.len().max(16) + 16;
-                (OUT_HEADER + per * (*limit).min(64)).clamp(one, SCAN_CAP.max(one))
-            }
-        };
+    pub(crate) fn new(req: Request, rv: u64) -> Work {
         Work {
             req,
             rv,
             after: None,
             found: Items::default(),
-            cap,
         }
     }
 
@@ -88,14 +76,39 @@ impl Work {
 }
 
 /// A batch laid out for a launch.
-#[derive(Default)]
 pub(crate) struct Batch {
     pub reqs: Vec<Req>,
     pub keys: Vec<u8>,
     pub out_len: usize,
+    /// The store's longest key and longest inline value: every output area holds one
+    /// largest item, so every launch makes progress.
+    max_key: usize,
+    max_inline: usize,
 }
 
 impl Batch {
+    pub(crate) fn new(max_key: usize, max_inline: usize) -> Batch {
+        Batch {
+            reqs: Vec::new(),
+            keys: Vec::new(),
+            out_len: 0,
+            max_key,
+            max_inline,
+        }
+    }
+
+    /// Output room to reserve for `w`.
+    fn out_cap(&self, w: &Work) -> usize {
+        let one = OUT_HEADER + ITEM_HEADER + 8 + self.max_key + self.max_inline;
+        match &w.req {
+            Request::Get { key } => OUT_HEADER + ITEM_HEADER + 8 + key.len() + self.max_inline,
+            Request::Scan { lo, limit, .. } | Request::ScanFloor { kl: lo, limit, .. } => {
+                let per = ITEM_HEADER + 8 + 2 * lo.len().max(16) + 16;
+                (OUT_HEADER + per * (*limit).min(64)).clamp(one, SCAN_CAP.max(one))
+            }
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.reqs.clear();
         self.keys.clear();
@@ -110,10 +123,11 @@ impl Batch {
 
     /// Appends `w` and reserves its output area.
     pub(crate) fn push(&mut self, w: &Work) {
+        let cap = self.out_cap(w);
         let mut r = Req {
             rv: w.rv,
             out_off: self.out_len as u32,
-            out_cap: w.cap as u32,
+            out_cap: cap as u32,
             ..Req::default()
         };
         match (&w.req, &w.after) {
@@ -149,7 +163,7 @@ impl Batch {
             }
         }
         // Output areas start 8-byte aligned (the header is read as words).
-        self.out_len += w.cap.next_multiple_of(8);
+        self.out_len += cap.next_multiple_of(8);
         self.reqs.push(r);
     }
 
@@ -315,7 +329,7 @@ mod tests {
     }
 
     fn one(w: &Work, a: &[u8]) -> (Batch, Vec<u8>) {
-        let mut b = Batch::default();
+        let mut b = Batch::new(460, 469);
         b.push(w);
         let mut out = vec![0u8; b.out_len];
         out[..a.len()].copy_from_slice(a);
@@ -324,10 +338,10 @@ mod tests {
 
     #[test]
     fn layout_of_requests() {
-        let mut b = Batch::default();
-        b.push(&Work::new(Request::get(b"k1"), 5, 460, 469));
-        b.push(&Work::new(Request::scan(b"a", Some(b"z"), 4), 6, 460, 469));
-        b.push(&Work::new(Request::scan_floor(b"m", b"q", 3), 7, 460, 469));
+        let mut b = Batch::new(460, 469);
+        b.push(&Work::new(Request::get(b"k1"), 5));
+        b.push(&Work::new(Request::scan(b"a", Some(b"z"), 4), 6));
+        b.push(&Work::new(Request::scan_floor(b"m", b"q", 3), 7));
         assert_eq!(b.keys, b"k1azmq");
         let r = &b.reqs;
         assert_eq!(
@@ -354,7 +368,7 @@ mod tests {
 
     #[test]
     fn get_outcomes() {
-        let mut w = Work::new(Request::get(b"k"), 1, 460, 469);
+        let mut w = Work::new(Request::get(b"k"), 1);
         let (b, out) = one(&w, &area(OK, &[(b"k", b"v")], None));
         let (o, fetched) = decode(&mut w, &b.reqs[0], &out, &mut |_, _| unreachable!());
         assert!(matches!(o, Outcome::Done(Reply::Value(Some(ref v))) if v == b"v"));
@@ -378,7 +392,7 @@ mod tests {
 
     #[test]
     fn scans_continue_after_the_last_key_and_resolve_out_of_line_values() {
-        let mut w = Work::new(Request::scan_floor(b"c", b"z", 4), 9, 460, 469);
+        let mut w = Work::new(Request::scan_floor(b"c", b"z", 4), 9);
         let (b, out) = one(&w, &area(TRUNCATED, &[(b"b", b"1"), (b"c", b"2")], None));
         assert!(matches!(
             decode(&mut w, &b.reqs[0], &out, &mut |_, _| unreachable!()).0,
@@ -386,7 +400,7 @@ mod tests {
         ));
         assert_eq!(w.after.as_deref(), Some(&b"c"[..]));
         // The continuation is a plain scan after "c" through "z", for the 2 items left.
-        let mut b = Batch::default();
+        let mut b = Batch::new(460, 469);
         b.push(&w);
         let r = b.reqs[0];
         assert_eq!(
@@ -409,7 +423,7 @@ mod tests {
 
     #[test]
     fn malformed_output_is_a_bad_node_not_a_panic() {
-        let mut w = Work::new(Request::scan(b"a", None, 4), 1, 460, 469);
+        let mut w = Work::new(Request::scan(b"a", None, 4), 1);
         // Out of room before a single item, though the area holds the largest one.
         let (b, out) = one(&w, &area(TRUNCATED, &[], None));
         assert!(matches!(

@@ -14,11 +14,10 @@ mod common;
 use accelkv_engine::{ReadEngine, Request, Sink};
 use accelkv_gpu::{GpuConfig, GpuEngine};
 use accelkv_tree::Store;
-use common::{fill, key, reference, request, small_store, value, KEYS};
+use common::{fill, key, reference, request, small_store, submit, value, wait_all, KEYS};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 fn run(engine: impl Fn(Arc<Store>) -> GpuEngine, writers: bool, seed: u64, rounds: usize) {
     let store = small_store();
@@ -61,20 +60,9 @@ fn run(engine: impl Fn(Arc<Store>) -> GpuEngine, writers: bool, seed: u64, round
         let reqs: Vec<Request> = (0..200).map(|_| request(&mut rng)).collect();
         // Two submissions per round: a worker may take both into one launch.
         let (a, b) = reqs.split_at(100);
-        for (base, part) in [(0u64, a), (100, b)] {
-            engine.submit(
-                &sink,
-                part.iter()
-                    .cloned()
-                    .enumerate()
-                    .map(|(t, r)| (base + t as u64, r))
-                    .collect(),
-            );
-        }
-        let mut done = Vec::new();
-        while done.len() < reqs.len() {
-            sink.wait(&mut done, reqs.len(), Duration::from_secs(60));
-        }
+        submit(&engine, &sink, a, 0);
+        submit(&engine, &sink, b, 100);
+        let done = wait_all(&sink, reqs.len());
         for c in &done {
             let req = &reqs[c.tag as usize];
             assert_eq!(

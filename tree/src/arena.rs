@@ -47,7 +47,7 @@ pub struct Arena {
     state: Mutex<State>,
     live: AtomicUsize,
     /// Engines told about every new chunk (remap.rs invariant 3).
-    pub(crate) feeds: std::sync::Arc<crate::remap::Feeds>,
+    pub(crate) feeds: crate::remap::Feeds,
 }
 
 impl Arena {
@@ -105,11 +105,7 @@ impl Arena {
             self.table[chunk].store(p, Ordering::Release);
             st.chunks += 1;
             // Announced under the lock, before any buffer of the chunk is handed out.
-            self.feeds.chunk(crate::remap::Chunk {
-                index: chunk,
-                base: p as usize,
-                len: self.chunk_size,
-            });
+            self.feeds.chunk(self.chunk(chunk));
         }
         st.bump += self.node_size as u64;
         self.live.fetch_add(1, Ordering::Relaxed);
@@ -146,18 +142,20 @@ impl Arena {
     /// atomically with respect to `alloc`.
     pub(crate) fn subscribe(&self, feed: &std::sync::Arc<crate::remap::RemapFeed>) {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let mut chunks = feed.chunks.lock().unwrap_or_else(|e| e.into_inner());
-        for index in 0..st.chunks {
-            chunks.push(crate::remap::Chunk {
-                index,
-                base: self.table[index].load(Ordering::Acquire) as usize,
-                len: self.chunk_size,
-            });
+        feed.chunks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend((0..st.chunks).map(|i| self.chunk(i)));
+        self.feeds.add(feed);
+    }
+
+    /// Chunk `index` (installed) as announced to engines.
+    fn chunk(&self, index: usize) -> crate::remap::Chunk {
+        crate::remap::Chunk {
+            index,
+            base: self.table[index].load(Ordering::Acquire) as usize,
+            len: self.chunk_size,
         }
-        drop(chunks);
-        let mut l = self.feeds.list.lock().unwrap_or_else(|e| e.into_inner());
-        l.push(std::sync::Arc::downgrade(feed));
-        self.feeds.any.store(true, Ordering::Release);
     }
 
     /// Chunk size in bytes (a power of two).

@@ -68,8 +68,8 @@ impl RemapFeed {
 /// The feeds of a tree (weak: a dropped subscription is pruned at the next push).
 #[derive(Default)]
 pub(crate) struct Feeds {
-    pub(crate) list: Mutex<Vec<Weak<RemapFeed>>>,
-    pub(crate) any: std::sync::atomic::AtomicBool,
+    list: Mutex<Vec<Weak<RemapFeed>>>,
+    any: std::sync::atomic::AtomicBool,
 }
 
 impl Feeds {
@@ -88,6 +88,13 @@ impl Feeds {
         if l.is_empty() {
             self.any.store(false, std::sync::atomic::Ordering::Release);
         }
+    }
+
+    /// Registers `feed`.
+    pub(crate) fn add(&self, feed: &std::sync::Arc<RemapFeed>) {
+        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        l.push(std::sync::Arc::downgrade(feed));
+        self.any.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Pushes remaps to every feed (invariant 1 is the caller's).

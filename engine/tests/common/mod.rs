@@ -2,10 +2,11 @@
 //! gpu/tests/differential.rs): random data, random requests biased to boundaries, and the
 //! reference reader's answer at a completion's read version.
 
-use accelkv_engine::{Completion, Reply, Request};
+use accelkv_engine::{Completion, ReadEngine, Reply, Request, Sink};
 use accelkv_tree::{Config, Snapshot, Store};
 use rand::{rngs::SmallRng, Rng};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub const KEYS: u64 = 20_000;
 
@@ -121,4 +122,25 @@ pub fn reference(snap: &Snapshot<'_>, c: &Completion, req: &Request) -> Reply {
             Reply::Items(view.scan_floor(kl, ku, *limit).into_iter().collect())
         }
     }
+}
+
+/// Submits `reqs` to `engine`, each tagged with `base` plus its index.
+pub fn submit(engine: &dyn ReadEngine, sink: &Arc<Sink>, reqs: &[Request], base: u64) {
+    engine.submit(
+        sink,
+        reqs.iter()
+            .cloned()
+            .enumerate()
+            .map(|(t, r)| (base + t as u64, r))
+            .collect(),
+    );
+}
+
+/// Waits until `n` completions have arrived in `sink`.
+pub fn wait_all(sink: &Sink, n: usize) -> Vec<Completion> {
+    let mut done = Vec::with_capacity(n);
+    while done.len() < n {
+        sink.wait(&mut done, n, Duration::from_secs(60));
+    }
+    done
 }
