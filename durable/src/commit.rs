@@ -1,9 +1,17 @@
 //! Group commit (Retina §4.3 without a log): the tree tells the dirty-key observer about
 //! every write before releasing it; the committer takes a snapshot at read version `V`,
 //! takes every dirty key with a version <= `V`, images each leaf that holds one of them at
-//! `V`, writes new extension pages, syncs, writes the leaf pages out of place, syncs, and
-//! only then marks `V` durable, answers the writers waiting on it, and frees the slots of
-//! pages the new ones shadow everywhere (cover.rs).
+//! `V`, writes new extension pages and the leaf pages out of place, tagged with the
+//! commit's number and its count of leaf pages, syncs once, and only then marks `V`
+//! durable, answers the writers waiting on it, and frees the slots of pages the new ones
+//! shadow everywhere (cover.rs). Recovery uses a commit only if all of its leaf pages and
+//! the extensions they name are intact, so a crash in the middle of a commit loses the
+//! whole commit, never part of it (recovery.rs).
+//!
+//! Under the relaxed policies (`interval`, `none`) writers are answered before their
+//! writes are on disk, but only while the window a crash could lose stays under the
+//! policy's bound ([`SyncPolicy::max_lag`]): when the committer falls behind, writers wait
+//! for it (backpressure) instead of the window growing.
 //!
 //! Thread safety: one committer thread; writers only push to the dirty queue and wait on
 //! the status. `disk` (cover, slabs, extension map) is locked for a whole commit, so commits
@@ -12,25 +20,29 @@
 //! Invariants:
 //! 1. Every write with version <= `V` is in the queue when the committer reads `V` (the
 //!    observer runs before the write's release; the queue mutex orders the two).
-//! 2. A slot is reused only after the pages that shadow its page are durable.
-//! 3. An extension page is durable before the first leaf page that names it.
+//! 2. A slot is reused only after the pages that shadow its page are written (and, under
+//!    `sync` and `interval`, synced): only the newest commit can be incomplete on the
+//!    device, and the pages an incomplete commit would shadow are still there.
+//! 3. Every write released before `durable_at` is durable: it is read before the snapshot
+//!    of the last commit that succeeded.
 //! 4. A failed commit changes nothing in `disk` but the slots it took, which go back to
-//!    the free lists; its keys go back to the queue.
+//!    the free lists, and the commit number it used; its keys go back to the queue, so the
+//!    next commit that succeeds images every range the failed one did.
 //! 5. Locks are taken in the order disk → queue → status, and never more than two at once.
 
 use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
-    class_for, encode_ext, encode_leaf, encode_slab, ext_len, leaf_len, ExtPage, ExtRef, LeafPage,
-    PageValue, BLOCK,
+    class_for, encode_ext, encode_leaf, encode_slab, ext_len, leaf_len, CommitTag, ExtPage, ExtRef,
+    LeafPage, PageValue, BLOCK,
 };
 use crate::io::Storage;
 use crate::slab::Slabs;
 use accelkv_tree::Store as Tree;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// When writes are acknowledged relative to the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,13 +51,44 @@ pub enum SyncPolicy {
     /// writes share one sync (group commit). The default with a data directory.
     Sync,
     /// Pages are written and synced every interval; writes are acknowledged before they are
-    /// durable, so a crash loses at most about one interval of acknowledged writes.
+    /// durable, while the oldest write not yet durable is younger than twice the interval
+    /// (after that, writers wait for the page writer). A crash loses at most the writes
+    /// acknowledged in the last two intervals.
     Interval(Duration),
     /// Pages are written every millisecond but never synced (except by `flush` and on
-    /// close); writes are acknowledged at once. A process crash (`kill -9`) loses the last
-    /// millisecond or so (what was written is in the page cache); a power loss or kernel
+    /// close); writes are acknowledged before they are written, while the oldest write not
+    /// yet written is younger than [`NONE_MAX_LAG`] (after that, writers wait). A process
+    /// crash (`kill -9`) loses at most the writes acknowledged in the last
+    /// [`NONE_MAX_LAG`] (what was written is in the page cache); a power loss or kernel
     /// crash may lose or tear anything written since the last sync.
     None,
+}
+
+/// How far (in time) the `none` policy lets the page writer fall behind the writes it
+/// acknowledges before writers wait.
+pub const NONE_MAX_LAG: Duration = Duration::from_millis(10);
+
+impl SyncPolicy {
+    /// The longest a write may stay acknowledged but not durable (written, under `none`)
+    /// before later writers wait for the page writer: zero for `sync`, twice the interval
+    /// for `interval`, [`NONE_MAX_LAG`] for `none`. What a crash can lose is the writes
+    /// acknowledged within this window.
+    pub fn max_lag(&self) -> Duration {
+        match self {
+            SyncPolicy::Sync => Duration::ZERO,
+            SyncPolicy::Interval(d) => *d * 2,
+            SyncPolicy::None => NONE_MAX_LAG,
+        }
+    }
+
+    /// How often the page writer runs (zero: as soon as there are writes).
+    fn period(&self) -> Duration {
+        match self {
+            SyncPolicy::Sync => Duration::ZERO,
+            SyncPolicy::Interval(d) => *d,
+            SyncPolicy::None => NONE_PERIOD,
+        }
+    }
 }
 
 impl std::str::FromStr for SyncPolicy {
@@ -85,6 +128,10 @@ const NONE_PERIOD: Duration = Duration::from_millis(1);
 /// Called once a version is durable (or its commit failed).
 pub type Callback = Box<dyn FnOnce(Result<()>) + Send>;
 
+/// A writer's callback waiting for durability (or, under a relaxed policy, for the page
+/// writer to catch up): its version, since when it waits, the callback.
+pub(crate) type Waiting = (u64, Instant, Callback);
+
 #[derive(Default)]
 pub(crate) struct Queue {
     pub(crate) dirty: Vec<(Vec<u8>, u64)>,
@@ -96,7 +143,7 @@ pub(crate) struct Queue {
 pub(crate) struct Status {
     pub(crate) durable: u64,
     pub(crate) failed: Option<Error>,
-    pub(crate) callbacks: Vec<(u64, Callback)>,
+    pub(crate) callbacks: Vec<Waiting>,
 }
 
 /// What is on the device: kept by the committer, rebuilt by recovery.
@@ -108,7 +155,9 @@ pub(crate) struct Disk {
     /// Live extension page → number of live leaf pages naming it.
     pub(crate) ext_refs: HashMap<u64, usize>,
     /// Key → its value's extension page, for keys whose newest durable value is one.
-    pub(crate) ext_of: BTreeMap<Vec<u8>, ExtRef>,
+    pub(crate) ext_of: HashMap<Vec<u8>, ExtRef>,
+    /// The number of the last commit started (the next one takes the one after).
+    pub(crate) seq: u64,
 }
 
 /// Counters of what the committer did.
@@ -128,6 +177,14 @@ pub struct Counters {
     pub failures: AtomicU64,
     /// Dirty keys taken by commits (several writes of one key count once per commit).
     pub keys: AtomicU64,
+    /// Writers that waited for the page writer to catch up (relaxed policies).
+    pub stalls: AtomicU64,
+    /// Microseconds writers spent waiting so (summed over writers).
+    pub stall_us: AtomicU64,
+    /// Microseconds the last commit took, snapshot to durable.
+    pub last_commit_us: AtomicU64,
+    /// The longest commit so far, in microseconds.
+    pub max_commit_us: AtomicU64,
 }
 
 /// The durability core shared by the store, the committer and the observer.
@@ -142,6 +199,11 @@ pub(crate) struct Core {
     pub(crate) done: Condvar,
     pub(crate) disk: Mutex<Disk>,
     pub(crate) counters: Counters,
+    /// The clock `durable_at` counts from.
+    pub(crate) epoch: Instant,
+    /// Nanoseconds after `epoch` before which every released write is durable (the start
+    /// of the last successful commit's snapshot): the age of the window a crash can lose.
+    pub(crate) durable_at: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -164,16 +226,43 @@ impl accelkv_tree::WriteObserver for DirtyObserver {
     }
 }
 
-/// A leaf image planned for writing.
+/// A leaf image planned for writing: its items' keys and copied values live back to back in
+/// one buffer (one allocation per leaf, not two per item).
 struct Planned {
     lid: u64,
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
-    items: Vec<(Vec<u8>, Val)>,
+    bytes: Vec<u8>,
+    /// In key order: the key's bytes, the value.
+    items: Vec<(Span, Val)>,
+}
+
+/// A range of `Planned::bytes`.
+#[derive(Clone, Copy)]
+struct Span {
+    at: u32,
+    len: u32,
+}
+
+impl Planned {
+    fn at(&self, s: Span) -> &[u8] {
+        &self.bytes[s.at as usize..(s.at + s.len) as usize]
+    }
+
+    /// Copies `b` into the buffer.
+    fn push(&mut self, b: &[u8]) -> Span {
+        let at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(b);
+        Span {
+            at,
+            len: b.len() as u32,
+        }
+    }
 }
 
 enum Val {
-    Inline(Vec<u8>),
+    /// Copied into the plan: written inline, or to a new extension page if large.
+    Inline(Span),
     /// The key's durable extension, kept.
     Ext(ExtRef),
     /// An extension page written by this commit.
@@ -194,43 +283,76 @@ impl Core {
         lock(&self.status).failed.clone()
     }
 
-    /// The outcome for a writer of `version`, if there is one yet: at once under policies
-    /// other than `sync` (the failure, if the device is failing), `Ok` once the version is
-    /// durable, the error while the device fails.
-    fn settled(&self, s: &Status, version: u64) -> Option<Result<()>> {
-        if self.policy != SyncPolicy::Sync {
-            return Some(s.failed.clone().map_or(Ok(()), Err));
-        }
-        if s.durable >= version {
-            return Some(Ok(()));
-        }
-        s.failed.clone().map(Err)
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// Blocks until `version` is durable (policy `Sync`) or its commit failed.
+    /// How long ago the window a crash can lose opened: every write released before then is
+    /// durable (written, under `none`).
+    pub(crate) fn lag(&self) -> Duration {
+        let at = self.durable_at.load(Ordering::Acquire);
+        Duration::from_nanos(self.now_ns().saturating_sub(at))
+    }
+
+    /// Whether writers must wait for the page writer before being answered: always under
+    /// `sync`; under the relaxed policies, while the window is older than the policy allows.
+    pub(crate) fn must_wait(&self) -> bool {
+        self.policy == SyncPolicy::Sync || self.lag() > self.policy.max_lag()
+    }
+
+    /// The outcome for a writer of `version`, if there is one yet: `Ok` once the version is
+    /// durable or, under a relaxed policy, while the window is within bounds; the error
+    /// while the device fails.
+    fn settled(&self, s: &Status, version: u64) -> Option<Result<()>> {
+        if let Some(e) = &s.failed {
+            // Under `sync` a write made durable before the failure is still answered `Ok`.
+            if self.policy != SyncPolicy::Sync || s.durable < version {
+                return Some(Err(e.clone()));
+            }
+        }
+        if s.durable >= version || !self.must_wait() {
+            return Some(Ok(()));
+        }
+        None
+    }
+
+    fn stalled(&self, since: Instant) {
+        if self.policy != SyncPolicy::Sync {
+            self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .stall_us
+                .fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Blocks until `version` is durable (policy `sync`), until the page writer is within
+    /// the policy's window (relaxed policies), or until its commit failed.
     pub(crate) fn wait(&self, version: u64) -> Result<()> {
         if let Some(r) = self.settled(&lock(&self.status), version) {
             return r;
         }
+        let since = Instant::now();
         // Lock order: queue before status (never the other way).
         self.poke();
         let mut s = lock(&self.status);
         loop {
             if let Some(r) = self.settled(&s, version) {
+                drop(s);
+                self.stalled(since);
                 return r;
             }
             s = self.done.wait(s).unwrap_or_else(|e| e.into_inner());
         }
     }
 
-    /// Calls `cb` once `version` is durable (at once under other policies).
+    /// Calls `cb` once [`Core::wait`] would return for `version` (at once when it would).
     pub(crate) fn on_durable(&self, version: u64, cb: Callback) {
         let mut s = lock(&self.status);
         if let Some(r) = self.settled(&s, version) {
             drop(s);
             return cb(r);
         }
-        s.callbacks.push((version, cb));
+        s.callbacks.push((version, Instant::now(), cb));
         drop(s);
         self.poke();
     }
@@ -245,19 +367,22 @@ impl Core {
         // After a commit that found only unreleased writes, wait a little for their release
         // instead of spinning on them.
         let mut starved = false;
+        // Relaxed policies: commits start one period apart (snapshot to snapshot), so the
+        // window a crash can lose is the period plus one commit, not the period plus two.
+        let mut last = Instant::now();
         loop {
             let failed = self.failed().is_some();
             let mut q = lock(&self.queue);
             let period = match self.policy {
-                SyncPolicy::Interval(d) => Some(d),
-                SyncPolicy::None => Some(NONE_PERIOD),
                 SyncPolicy::Sync if failed => Some(Duration::from_millis(100)),
                 SyncPolicy::Sync if starved => Some(Duration::from_micros(50)),
                 SyncPolicy::Sync => None,
+                p => Some(p.period().saturating_sub(last.elapsed())),
             };
             match period {
                 Some(d) => {
-                    if !q.shutdown {
+                    // A writer waiting for the page writer (poke) cuts the wait short.
+                    if !q.shutdown && !q.poke && !d.is_zero() {
                         q = self
                             .wake
                             .wait_timeout(q, d)
@@ -278,16 +403,20 @@ impl Core {
                 let _ = self.commit(tree, true);
                 return;
             }
+            last = Instant::now();
             let sync = self.policy != SyncPolicy::None;
             starved = matches!(self.commit(tree, sync), Ok((_, 0)))
                 && !lock(&self.queue).dirty.is_empty();
         }
     }
 
-    /// One group commit at the current read version; `sync` = with `fdatasync` barriers.
-    /// Returns the version now durable (written, under `none`) and the keys it persisted.
+    /// One group commit at the current read version; `sync` = with an `fdatasync` at the
+    /// end. Returns the version now durable (written, under `none`) and the keys it
+    /// persisted.
     pub(crate) fn commit(&self, tree: &Tree, sync: bool) -> Result<(u64, usize)> {
         let mut d = lock(&self.disk);
+        // Read before the snapshot: every write released before `at` is in it.
+        let at = self.now_ns();
         let snap = tree.snapshot();
         let v = snap.version();
         let mine = {
@@ -305,7 +434,7 @@ impl Core {
                     return Err(e);
                 }
             }
-            self.succeed(v);
+            self.succeed(v, at);
             return Ok((v, 0));
         }
         let mut keys: Vec<Vec<u8>> = mine.into_iter().map(|e| e.0).collect();
@@ -316,28 +445,35 @@ impl Core {
         let mut i = 0;
         while i < keys.len() {
             let ext_of = &d.ext_of;
-            let p = snap.leaf(&keys[i], |leaf| Planned {
-                lid: leaf.lid,
-                low: leaf.low.map(<[u8]>::to_vec),
-                high: leaf.high.map(<[u8]>::to_vec),
-                items: leaf
-                    .items
-                    .iter()
-                    .map(|(k, val)| {
-                        // A large value not written since the last commit keeps its durable
-                        // extension page: no copy, no write.
-                        let kept = (val.len() > self.inline_max)
-                            .then(|| ext_of.get(*k))
-                            .flatten()
-                            .filter(|r| r.len as usize == val.len())
-                            .filter(|_| keys.binary_search_by(|x| x.as_slice().cmp(k)).is_err());
-                        let v = match kept {
-                            Some(r) => Val::Ext(*r),
-                            None => Val::Inline(val.to_vec()),
-                        };
-                        (k.to_vec(), v)
-                    })
-                    .collect(),
+            let p = snap.leaf(&keys[i], |leaf| {
+                let mut p = Planned {
+                    lid: leaf.lid,
+                    low: leaf.low.map(<[u8]>::to_vec),
+                    high: leaf.high.map(<[u8]>::to_vec),
+                    bytes: Vec::with_capacity(
+                        leaf.items
+                            .iter()
+                            .map(|(k, v)| k.len() + v.len().min(self.inline_max + 1))
+                            .sum(),
+                    ),
+                    items: Vec::with_capacity(leaf.items.len()),
+                };
+                for (k, val) in &leaf.items {
+                    // A large value not written since the last commit keeps its durable
+                    // extension page: no copy, no write.
+                    let kept = (val.len() > self.inline_max)
+                        .then(|| ext_of.get(*k))
+                        .flatten()
+                        .filter(|r| r.len as usize == val.len())
+                        .filter(|_| keys.binary_search_by(|x| x.as_slice().cmp(k)).is_err());
+                    let key = p.push(k);
+                    let v = match kept {
+                        Some(r) => Val::Ext(*r),
+                        None => Val::Inline(p.push(val)),
+                    };
+                    p.items.push((key, v));
+                }
+                p
             });
             i += 1;
             while i < keys.len() && p.high.as_deref().is_none_or(|h| keys[i].as_slice() < h) {
@@ -346,8 +482,13 @@ impl Core {
             plans.push(p);
         }
         drop(snap);
+        d.seq += 1;
+        let tag = CommitTag {
+            seq: d.seq,
+            pages: plans.len() as u32,
+        };
         let mut taken = Taken::default();
-        match self.write_plans(&mut d, &mut plans, &mut taken, v, sync) {
+        match self.write_plans(&mut d, &mut plans, &mut taken, v, tag, sync) {
             Ok(()) => {
                 self.apply(&mut d, &keys, plans, taken);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
@@ -355,7 +496,12 @@ impl Core {
                     .keys
                     .fetch_add(keys.len() as u64, Ordering::Relaxed);
                 drop(d);
-                self.succeed(v);
+                let took = self.now_ns().saturating_sub(at) / 1000;
+                self.counters.last_commit_us.store(took, Ordering::Relaxed);
+                self.counters
+                    .max_commit_us
+                    .fetch_max(took, Ordering::Relaxed);
+                self.succeed(v, at);
                 Ok((v, keys.len()))
             }
             Err(e) => {
@@ -374,8 +520,7 @@ impl Core {
         }
     }
 
-    /// Takes a free slot of the class for `len` bytes, adding a slab (descriptor written and
-    /// synced first) when there is none.
+    /// Takes a free slot of the class for `len` bytes, adding a slab when there is none.
     fn take_slot(&self, d: &mut Disk, len: usize) -> Result<u64> {
         let class = class_for(len);
         if class > d.slabs.max_class() {
@@ -388,13 +533,21 @@ impl Core {
         }
         let desc = d.slabs.next_slab(class);
         let base = d.slabs.base(desc.index);
-        // The whole slab is written once (zeros after the descriptor): later page writes
-        // then overwrite allocated blocks, and their fdatasync has no block allocation to
-        // journal (half the latency of writing into a hole on ext4, docs/BENCHMARKS.md).
-        let mut slab = vec![0u8; d.slabs.slab_bytes() as usize];
+        // Under the syncing policies the whole slab is written once (zeros after the
+        // descriptor): later page writes then overwrite allocated blocks, and their
+        // fdatasync has no block allocation to journal (half the latency of writing into a
+        // hole on ext4, docs/BENCHMARKS.md). Under `none`, which never syncs, the zeros
+        // would only double the bytes written: the descriptor alone. No sync of its own
+        // either way: the commit's sync makes the descriptor durable with the pages in the
+        // slab, and a commit whose pages are not all durable is not used.
+        let fill = if self.policy == SyncPolicy::None {
+            BLOCK
+        } else {
+            d.slabs.slab_bytes()
+        };
+        let mut slab = vec![0u8; fill as usize];
         slab[..BLOCK as usize].copy_from_slice(&encode_slab(&desc));
         self.write(&slab, base, "writing a slab descriptor")?;
-        self.sync("fdatasync after a slab descriptor")?;
         d.slabs.add_slab(desc);
         d.slabs
             .alloc(class)
@@ -417,27 +570,34 @@ impl Core {
         Ok(())
     }
 
-    /// Writes the extension pages, syncs, writes the leaf pages, syncs. Records the slots it
-    /// takes in `taken` (to free on failure, or to record on success).
+    /// Writes the extension pages, then the leaf pages, then syncs (with `sync`). Records the
+    /// slots it takes in `taken` (to free on failure, or to record on success). One sync is
+    /// enough: recovery uses the commit only if every leaf page it wrote and every extension
+    /// they name is intact, whatever order the device made them durable in.
     fn write_plans(
         &self,
         d: &mut Disk,
         plans: &mut [Planned],
         taken: &mut Taken,
         v: u64,
+        tag: CommitTag,
         sync: bool,
     ) -> Result<()> {
         // Extension pages for the large values the plan did not keep.
         for p in plans.iter_mut() {
-            for (k, val) in p.items.iter_mut() {
-                let Val::Inline(bytes) = val else { continue };
-                if bytes.len() <= self.inline_max {
+            for j in 0..p.items.len() {
+                let (k, Val::Inline(b)) = p.items[j] else {
+                    continue;
+                };
+                if b.len as usize <= self.inline_max {
                     continue;
                 }
+                let bytes = p.at(b);
                 let page = ExtPage {
                     lid: p.lid,
                     version: v,
-                    key: k,
+                    commit: CommitTag { pages: 0, ..tag },
+                    key: p.at(k),
                     anchor: p.low.as_deref(),
                     value: bytes,
                 };
@@ -450,16 +610,14 @@ impl Core {
                     len: bytes.len() as u32,
                     crc: crc32c::crc32c(bytes),
                 };
-                *val = Val::NewExt(r);
+                p.items[j].1 = Val::NewExt(r);
             }
-        }
-        if sync && !taken.exts.is_empty() {
-            self.sync("fdatasync of extension pages")?;
         }
         for p in plans.iter() {
             let page = LeafPage {
                 lid: p.lid,
                 version: v,
+                commit: tag,
                 low: p.low.as_deref(),
                 high: p.high.as_deref(),
                 items: p
@@ -467,9 +625,9 @@ impl Core {
                     .iter()
                     .map(|(k, val)| {
                         (
-                            k.as_slice(),
+                            p.at(*k),
                             match val {
-                                Val::Inline(b) => PageValue::Inline(b),
+                                Val::Inline(b) => PageValue::Inline(p.at(*b)),
                                 Val::Ext(r) | Val::NewExt(r) => PageValue::Ext(*r),
                             },
                         )
@@ -482,7 +640,7 @@ impl Core {
             self.counters.leaf_pages.fetch_add(1, Ordering::Relaxed);
         }
         if sync {
-            self.sync("fdatasync of leaf pages")?;
+            self.sync("fdatasync of a commit")?;
         }
         Ok(())
     }
@@ -498,7 +656,7 @@ impl Core {
                     exts.push(r.off);
                 }
                 if let Val::NewExt(r) = val {
-                    d.ext_of.insert(k.clone(), *r);
+                    d.ext_of.insert(p.at(*k).to_vec(), *r);
                 }
             }
             // Keys written since the last commit whose value is no longer an extension
@@ -512,7 +670,7 @@ impl Core {
             {
                 let now_ext = p
                     .items
-                    .binary_search_by(|(x, _)| x.cmp(k))
+                    .binary_search_by(|(x, _)| p.at(*x).cmp(k))
                     .is_ok_and(|i| p.items[i].1.ext().is_some());
                 if !now_ext {
                     d.ext_of.remove(k);
@@ -535,18 +693,25 @@ impl Core {
         }
     }
 
-    fn succeed(&self, v: u64) {
+    /// Marks `v` durable, with every write released before `at` (ns after `epoch`), and
+    /// answers the writers whose wait is over.
+    fn succeed(&self, v: u64, at: u64) {
         let mut s = lock(&self.status);
         s.durable = s.durable.max(v);
         s.failed = None;
-        let durable = s.durable;
-        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut s.callbacks)
-            .into_iter()
-            .partition(|c| c.0 <= durable);
-        s.callbacks = wait;
+        self.durable_at.fetch_max(at, Ordering::AcqRel);
+        let all = std::mem::take(&mut s.callbacks);
+        let mut ready = Vec::new();
+        for (version, since, cb) in all {
+            match self.settled(&s, version) {
+                Some(_) => ready.push((since, cb)),
+                None => s.callbacks.push((version, since, cb)),
+            }
+        }
         drop(s);
         self.done.notify_all();
-        for (_, cb) in ready {
+        for (since, cb) in ready {
+            self.stalled(since);
             cb(Ok(()));
         }
     }
@@ -554,13 +719,16 @@ impl Core {
     fn fail(&self, v: u64, e: Error) {
         let mut s = lock(&self.status);
         s.failed = Some(e.clone());
+        // Under a relaxed policy every waiting writer learns of the failure (new writes are
+        // refused while it lasts); under `sync`, those whose version the commit held.
+        let relaxed = self.policy != SyncPolicy::Sync;
         let (hit, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut s.callbacks)
             .into_iter()
-            .partition(|c| c.0 <= v);
+            .partition(|c| relaxed || c.0 <= v);
         s.callbacks = wait;
         drop(s);
         self.done.notify_all();
-        for (_, cb) in hit {
+        for (_, _, cb) in hit {
             cb(Err(e.clone()));
         }
     }

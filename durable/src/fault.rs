@@ -1,7 +1,8 @@
 //! A fault-injecting [`Storage`] for crash tests: it keeps apart the bytes a crash would
 //! keep (synced) and the bytes only written, stops at a chosen write or sync (a failpoint),
 //! builds the device image a crash at that moment could leave (each unsynced write kept,
-//! lost or torn at sector granularity), and injects disk errors (full disk, I/O error).
+//! lost or torn at sector granularity) or that a process crash leaves (every write kept:
+//! the page cache survives), injects disk errors (full disk, I/O error) and slow syncs.
 //!
 //! Thread safety: one mutex around the state; it is a test device, not a fast one.
 
@@ -21,6 +22,7 @@ struct State {
     crash_at: Option<u64>,
     crashed: bool,
     error: Option<i32>,
+    sync_delay: std::time::Duration,
     bytes_written: u64,
     syncs: u64,
 }
@@ -74,6 +76,12 @@ impl FaultStorage {
         self.state().error = errno;
     }
 
+    /// Every later sync takes `d` longer (a slow device), without holding up reads and
+    /// writes meanwhile.
+    pub fn set_sync_delay(&self, d: std::time::Duration) {
+        self.state().sync_delay = d;
+    }
+
     /// Bytes passed to `write_at` so far.
     pub fn bytes_written(&self) -> u64 {
         self.state().bytes_written
@@ -87,6 +95,12 @@ impl FaultStorage {
     /// The synced bytes only: what a crash that loses every unsynced write leaves.
     pub fn durable_image(&self) -> Vec<u8> {
         self.state().durable.clone()
+    }
+
+    /// Every byte written, synced or not: what a process crash (`kill -9`) leaves, the
+    /// kernel's page cache surviving it.
+    pub fn written_image(&self) -> Vec<u8> {
+        self.state().written.clone()
     }
 
     /// A device image a crash now could leave: the synced bytes, then each unsynced write,
@@ -162,6 +176,10 @@ impl Storage for FaultStorage {
     }
 
     fn sync(&self) -> io::Result<()> {
+        let delay = self.state().sync_delay;
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         let mut s = self.state();
         if let Some(e) = FaultStorage::fail(&mut s) {
             return Err(e);

@@ -20,8 +20,12 @@ pub const MIN_SLAB: u64 = 256 << 10;
 pub const HEADER: usize = 64;
 /// Superblock magic.
 pub const SUPER_MAGIC: [u8; 8] = *b"ACKVPAGE";
-/// Format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version this code writes. Version 2 added commit numbers to page headers; files
+/// of version 1 are read (their pages count as one finished commit, number 0) and upgraded
+/// to version 2 when opened.
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest format version this code reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Slab descriptor magic.
 pub const SLAB_MAGIC: [u8; 4] = *b"SLAB";
 /// Page magic.
@@ -69,7 +73,10 @@ impl fmt::Display for FormatError {
                 write!(f, "page written at {recorded} found at {found}")
             }
             FormatError::Version(v) => {
-                write!(f, "format version {v} (this build reads {FORMAT_VERSION})")
+                write!(
+                    f,
+                    "format version {v} (this build reads {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
+                )
             }
         }
     }
@@ -97,6 +104,9 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 pub struct Super {
     /// Bytes per slab (a power of two, at least [`MIN_SLAB`]).
     pub slab_size: u64,
+    /// The format version the file was written with ([`encode_super`] writes
+    /// [`FORMAT_VERSION`] whatever this says).
+    pub version: u32,
 }
 
 /// Encodes the superblock into one block.
@@ -125,9 +135,9 @@ pub fn decode_super(b: &[u8]) -> R<Super> {
     if crc32c::crc32c(&b[0..24]) != u32_at(b, 24) {
         return Err(FormatError::BadChecksum);
     }
-    let v = u32_at(b, 8);
-    if v != FORMAT_VERSION {
-        return Err(FormatError::Version(v));
+    let version = u32_at(b, 8);
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
+        return Err(FormatError::Version(version));
     }
     if u32_at(b, 12) as u64 != BLOCK {
         return Err(FormatError::Malformed("block size"));
@@ -137,7 +147,7 @@ pub fn decode_super(b: &[u8]) -> R<Super> {
     {
         return Err(FormatError::Malformed("slab size"));
     }
-    Ok(Super { slab_size })
+    Ok(Super { slab_size, version })
 }
 
 /// A slab descriptor (the first block of every slab): the slab's size class.
@@ -208,6 +218,17 @@ pub enum PageValue<'a> {
     Ext(ExtRef),
 }
 
+/// Which commit wrote a page. Recovery uses a commit only if every leaf page it wrote is
+/// intact (a crash in the middle of a commit leaves some of its pages and not others).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CommitTag {
+    /// The commit's number: one more than the previous commit's, whether that one succeeded
+    /// or not. 0: written by format 1, before commits were numbered.
+    pub seq: u64,
+    /// Leaf pages the commit wrote (in a leaf page; 0 in an extension page).
+    pub pages: u32,
+}
+
 /// A leaf page: the items of key range `[low, high)` as of `version`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeafPage<'a> {
@@ -215,6 +236,8 @@ pub struct LeafPage<'a> {
     pub lid: u64,
     /// The version of the snapshot the page was taken at.
     pub version: u64,
+    /// The commit that wrote it.
+    pub commit: CommitTag,
     /// Lower fence (`None`: unbounded).
     pub low: Option<&'a [u8]>,
     /// Upper fence, exclusive (`None`: unbounded).
@@ -230,6 +253,8 @@ pub struct ExtPage<'a> {
     pub lid: u64,
     /// The version of the snapshot it was written for.
     pub version: u64,
+    /// The commit that wrote it (`pages` is 0).
+    pub commit: CommitTag,
     /// The key the value belongs to.
     pub key: &'a [u8],
     /// The lower fence (anchor key) of the leaf that first referenced it.
@@ -262,6 +287,8 @@ pub struct Header {
     pub lid: u64,
     /// Snapshot version.
     pub version: u64,
+    /// The commit that wrote it.
+    pub commit: CommitTag,
 }
 
 /// The smallest size class (log2) that holds `len` bytes.
@@ -281,7 +308,7 @@ fn put_fence(out: &mut Vec<u8>, f: Option<&[u8]>) {
     }
 }
 
-fn start(kind: u8, lid: u64, version: u64, count: u32, offset: u64) -> Vec<u8> {
+fn start(kind: u8, lid: u64, version: u64, count: u32, commit: CommitTag, offset: u64) -> Vec<u8> {
     let mut out = vec![0u8; HEADER];
     out[0..4].copy_from_slice(&PAGE_MAGIC);
     out[4] = kind;
@@ -290,6 +317,8 @@ fn start(kind: u8, lid: u64, version: u64, count: u32, offset: u64) -> Vec<u8> {
     out[24..32].copy_from_slice(&lid.to_le_bytes());
     out[32..40].copy_from_slice(&version.to_le_bytes());
     out[40..44].copy_from_slice(&count.to_le_bytes());
+    out[44..48].copy_from_slice(&commit.pages.to_le_bytes());
+    out[48..56].copy_from_slice(&commit.seq.to_le_bytes());
     out
 }
 
@@ -323,7 +352,14 @@ pub fn leaf_len(p: &LeafPage<'_>) -> usize {
 
 /// Encodes a leaf page to be written at `offset`.
 pub fn encode_leaf(p: &LeafPage<'_>, offset: u64) -> Vec<u8> {
-    let mut out = start(KIND_LEAF, p.lid, p.version, p.items.len() as u32, offset);
+    let mut out = start(
+        KIND_LEAF,
+        p.lid,
+        p.version,
+        p.items.len() as u32,
+        p.commit,
+        offset,
+    );
     out.reserve(leaf_len(p) - HEADER);
     put_fence(&mut out, p.low);
     put_fence(&mut out, p.high);
@@ -354,7 +390,7 @@ pub fn ext_len(p: &ExtPage<'_>) -> usize {
 
 /// Encodes an extension page to be written at `offset`.
 pub fn encode_ext(p: &ExtPage<'_>, offset: u64) -> Vec<u8> {
-    let mut out = start(KIND_EXT, p.lid, p.version, 0, offset);
+    let mut out = start(KIND_EXT, p.lid, p.version, 0, p.commit, offset);
     out.reserve(ext_len(p) - HEADER);
     out.extend_from_slice(&(p.key.len() as u16).to_le_bytes());
     out.extend_from_slice(p.key);
@@ -383,6 +419,10 @@ pub fn decode_header(b: &[u8]) -> R<Header> {
         offset: u64_at(b, 16),
         lid: u64_at(b, 24),
         version: u64_at(b, 32),
+        commit: CommitTag {
+            seq: u64_at(b, 48),
+            pages: u32_at(b, 44),
+        },
     };
     if (h.len as usize) < HEADER {
         return Err(FormatError::Malformed("length below the header"));
@@ -499,6 +539,7 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
             Page::Leaf(LeafPage {
                 lid: h.lid,
                 version: h.version,
+                commit: h.commit,
                 low,
                 high,
                 items,
@@ -509,9 +550,13 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
             let anchor = c.fence()?;
             let n = c.u32()? as usize;
             let value = c.take(n)?;
+            if h.commit.pages != 0 {
+                return Err(FormatError::Malformed("extension page with a page count"));
+            }
             Page::Ext(ExtPage {
                 lid: h.lid,
                 version: h.version,
+                commit: h.commit,
                 key,
                 anchor,
                 value,
@@ -533,6 +578,7 @@ mod tests {
         LeafPage {
             lid: 7,
             version: 99,
+            commit: CommitTag { seq: 5, pages: 3 },
             low: Some(b"b"),
             high: Some(b"m"),
             items: vec![
@@ -559,6 +605,7 @@ mod tests {
         let e = ExtPage {
             lid: 7,
             version: 99,
+            commit: CommitTag { seq: 5, pages: 0 },
             key: b"dog",
             anchor: None,
             value: &[5u8; 5000],
@@ -567,7 +614,10 @@ mod tests {
         assert_eq!(b.len(), ext_len(&e));
         assert_eq!(decode_header(&b).unwrap().class_log2, 13);
         assert_eq!(decode_page(&b, 4096 * 3).unwrap(), Page::Ext(e));
-        let s = Super { slab_size: 4 << 20 };
+        let s = Super {
+            slab_size: 4 << 20,
+            version: FORMAT_VERSION,
+        };
         assert_eq!(decode_super(&encode_super(&s)).unwrap(), s);
         let d = SlabDesc {
             index: 3,

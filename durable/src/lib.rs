@@ -1,11 +1,14 @@
 //! accelkv durability without a write-ahead log (Retina's version-based crash consistency,
 //! DESIGN.md "durability"): leaves are persisted as pages that carry their LID, version,
-//! key range and a CRC-32C, written out of place into slab-allocated slots of one page file;
-//! values too large for a leaf go to extension pages written (and synced) before the leaf
-//! pages that name them; writes share `fdatasync`s (group commit); recovery scans the page
-//! file, keeps the newest intact image of every key range, and rebuilds the tree. Interior
-//! nodes are never written. docs/FORMAT.md ("Page file") and docs/ARCHITECTURE.md
-//! ("Durability") describe the format and the argument.
+//! key range, commit number and a CRC-32C, written out of place into slab-allocated slots of
+//! one page file; values too large for a leaf go to extension pages; writes share
+//! `fdatasync`s (group commit). Recovery scans the page file, finds the newest commit whose
+//! pages are all intact (discarding what a crash left of a later one), keeps the newest
+//! image of every key range up to it, and rebuilds the tree: the state as of one version, a
+//! prefix of the writes. Under the relaxed sync policies, writers are slowed when the page
+//! writer falls behind, so what a crash can lose stays bounded. Interior nodes are never
+//! written. docs/FORMAT.md ("Page file") and docs/ARCHITECTURE.md ("Durability") describe
+//! the format and the argument.
 //!
 //! ```
 //! use accelkv_durable::Store;
@@ -33,7 +36,7 @@ mod recovery;
 mod slab;
 mod store;
 
-pub use commit::{Callback, SyncPolicy};
+pub use commit::{Callback, SyncPolicy, NONE_MAX_LAG};
 pub use error::{Error, Result};
 pub use recovery::RecoveryReport;
 pub use store::{Durability, DurableStats, Options, Store, LOCK_FILE, PAGE_FILE};

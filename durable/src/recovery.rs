@@ -1,10 +1,17 @@
 //! Recovery (Retina §4.5), in two passes over the page file and no log:
 //! 1. Leaf pages: read every slot of every described slab; keep the pages whose checksum
-//!    holds; build the cover (cover.rs) in version order, so the newest page wins for each
-//!    key range and older versions are discarded.
-//! 2. Extension pages: check that every extension a winning leaf names is intact and is
-//!    the one it was written with (key, length, CRC-32C); a leaf page naming a bad one is
-//!    dropped in favour of the previous version of its range, and the cover rebuilt.
+//!    holds. Find the newest *complete* commit: every leaf page it wrote is intact (their
+//!    count is in each of them) and so is every extension they name. Only the newest commit
+//!    can be incomplete (commit.rs, invariant 2), so pages of commits after the complete one
+//!    are a crash's leftovers: they are discarded and their slots wiped (their headers
+//!    zeroed and synced) so that no later recovery can take them for part of a newer
+//!    commit. The state recovered is therefore the state at one commit's version: a prefix
+//!    of the writes by version, never some of a commit's pages without the others.
+//! 2. Build the cover (cover.rs) in commit order, so the newest page wins for each key
+//!    range and older versions are discarded. Check that every extension a winning leaf
+//!    names is intact and is the one it was written with (key, length, CRC-32C); a leaf
+//!    page naming a bad one (damage, not a crash) is dropped in favour of the previous
+//!    version of its range, and the cover rebuilt.
 //!
 //! Then the tree is bulk-loaded from the winning items (interior nodes rebuilt from the
 //! leaves' keys), its version clock set past every version on the device, and the slab
@@ -16,7 +23,7 @@ use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
     class_for, decode_header, decode_page, decode_slab, decode_super, encode_super, ext_len,
-    ExtRef, FormatError, Page, PageValue, Super, BLOCK, HEADER,
+    CommitTag, ExtRef, FormatError, Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
 };
 use crate::io::Storage;
 use crate::slab::Slabs;
@@ -52,8 +59,14 @@ pub struct RecoveryReport {
     pub orphaned_exts: u64,
     /// Items recovered.
     pub items: u64,
-    /// The newest version on the device; new writes get larger versions.
+    /// The version recovered: every write up to it is in the store, none after it. New
+    /// writes get larger versions.
     pub version: u64,
+    /// The number of the commit recovered (0: none, or a file written by format 1).
+    pub commit: u64,
+    /// Pages (leaf and extension) of commits after it, which a crash left incomplete:
+    /// discarded and wiped.
+    pub incomplete_pages: u64,
     /// Time the recovery took.
     pub elapsed: Duration,
 }
@@ -65,10 +78,12 @@ impl std::fmt::Display for RecoveryReport {
         }
         write!(
             f,
-            "recovered {} items at version {} in {:.3} s: {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
+            "recovered {} items at version {} (commit {}) in {:.3} s: {} pages of an incomplete commit discarded, {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
             self.items,
             self.version,
+            self.commit,
             self.elapsed.as_secs_f64(),
+            self.incomplete_pages,
             self.leaf_pages,
             self.live_pages,
             self.versions_discarded,
@@ -88,6 +103,7 @@ impl std::fmt::Display for RecoveryReport {
 struct Leaf {
     off: u64,
     version: u64,
+    commit: CommitTag,
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
     bytes: Vec<u8>,
@@ -127,6 +143,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         Err(_) if len <= BLOCK => {
             let s = Super {
                 slab_size: slab_size_for(cfg.max_key, cfg.max_value),
+                version: FORMAT_VERSION,
             };
             storage
                 .write_at(&encode_super(&s), 0)
@@ -141,7 +158,8 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
                 cover: Cover::new(),
                 pages: HashMap::new(),
                 ext_refs: HashMap::new(),
-                ext_of: BTreeMap::new(),
+                ext_of: HashMap::new(),
+                seq: 0,
             };
             rep.elapsed = t0.elapsed();
             return Ok((tree, disk, rep));
@@ -159,8 +177,8 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     let nslabs = len.saturating_sub(BLOCK).div_ceil(sup.slab_size);
     // Pass 1: every slot of every described slab.
     let mut leaves: Vec<Leaf> = Vec::new();
-    let mut exts: HashSet<u64> = HashSet::new(); // offsets of intact extension pages
-    let mut max_version = 0u64;
+    let mut exts: HashMap<u64, u64> = HashMap::new(); // intact extension page → its commit
+    let mut max_seq = 0u64;
     let mut buf = vec![0u8; sup.slab_size as usize];
     for index in 0..nslabs {
         let base = slabs.base(index);
@@ -195,10 +213,11 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
             match decode_page(slot, off) {
                 Ok(Page::Leaf(p)) => {
                     rep.leaf_pages += 1;
-                    max_version = max_version.max(p.version);
+                    max_seq = max_seq.max(p.commit.seq);
                     leaves.push(Leaf {
                         off,
                         version: p.version,
+                        commit: p.commit,
                         low: p.low.map(<[u8]>::to_vec),
                         high: p.high.map(<[u8]>::to_vec),
                         bytes: slot[..len].to_vec(),
@@ -206,19 +225,47 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
                 }
                 Ok(Page::Ext(p)) => {
                     rep.ext_pages += 1;
-                    max_version = max_version.max(p.version);
-                    exts.insert(off);
+                    max_seq = max_seq.max(p.commit.seq);
+                    exts.insert(off, p.commit.seq);
                 }
                 Err(_) => rep.torn_pages += 1,
             }
         }
     }
     drop(buf);
-    leaves.sort_by_key(|l| (l.version, l.off));
+    let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
+    let cut = newest_complete_commit(storage, &slabs, &leaves, &mut checked)?;
+    rep.commit = cut;
+    let stale: Vec<u64> = leaves
+        .iter()
+        .filter(|l| l.commit.seq > cut)
+        .map(|l| l.off)
+        .chain(exts.iter().filter(|e| *e.1 > cut).map(|e| *e.0))
+        .collect();
+    if !stale.is_empty() {
+        wipe(storage, &stale)?;
+        rep.incomplete_pages = stale.len() as u64;
+        rep.leaf_pages -= leaves.iter().filter(|l| l.commit.seq > cut).count() as u64;
+        rep.ext_pages -= exts.values().filter(|&&s| s > cut).count() as u64;
+        leaves.retain(|l| l.commit.seq <= cut);
+        exts.retain(|_, s| *s <= cut);
+    }
+    if sup.version < FORMAT_VERSION {
+        // Pages written from now on carry commit numbers: an older build must not read them.
+        let up = Super {
+            version: FORMAT_VERSION,
+            ..sup
+        };
+        storage
+            .write_at(&encode_super(&up), 0)
+            .and_then(|()| storage.sync())
+            .map_err(|e| disk("upgrading the superblock", e))?;
+    }
+    let max_version = leaves.iter().map(|l| l.version).max().unwrap_or(0);
+    leaves.sort_by_key(|l| (l.commit.seq, l.version, l.off));
     // Pass 2: extensions named by winning items must be intact; drop pages that name a bad
     // one and rebuild the cover until none does.
     let mut dropped: HashSet<u64> = HashSet::new();
-    let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
     let by_off: HashMap<u64, usize> = leaves.iter().enumerate().map(|(i, l)| (l.off, i)).collect();
     let cover = loop {
         let mut cover = Cover::new();
@@ -231,15 +278,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
             let items = l.items();
             for (k, v) in in_range(&items, lo, hi) {
                 if let PageValue::Ext(r) = v {
-                    let ok = match checked.get(&(r.off, k.to_vec())) {
-                        Some(ok) => *ok,
-                        None => {
-                            let ok = read_ext(storage, &slabs, r, k)?.is_some();
-                            checked.insert((r.off, k.to_vec()), ok);
-                            ok
-                        }
-                    };
-                    if !ok {
+                    if !ext_ok(storage, &slabs, r, k, &mut checked)? {
                         bad.push(page);
                         break;
                     }
@@ -264,7 +303,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         .map(|l| (l.off, l.items()))
         .collect();
     let mut items: Vec<(&[u8], Cow<'_, [u8]>)> = Vec::new();
-    let mut ext_of = BTreeMap::new();
+    let mut ext_of = HashMap::new();
     for (lo, hi, page) in cover.ranges() {
         for (k, v) in in_range(&decoded[&page], lo, hi) {
             let value = match v {
@@ -302,7 +341,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     rep.versions_discarded = rep
         .leaf_pages
         .saturating_sub(rep.live_pages + dropped.len() as u64);
-    rep.orphaned_exts = exts.iter().filter(|e| !ext_refs.contains_key(e)).count() as u64;
+    rep.orphaned_exts = exts.keys().filter(|e| !ext_refs.contains_key(e)).count() as u64;
     for index in 0..slabs.len() {
         if let Some(class) = slabs.class_of_slab(index) {
             let free = slabs
@@ -321,8 +360,71 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         pages,
         ext_refs,
         ext_of,
+        seq: max_seq,
     };
     Ok((tree, disk, rep))
+}
+
+/// The number of the newest commit whose leaf pages are all intact, as are the extensions
+/// they name; 0 when there is none (pages of format 1 files are commit 0). `checked`
+/// caches extension checks for pass 2.
+fn newest_complete_commit(
+    storage: &dyn Storage,
+    slabs: &Slabs,
+    leaves: &[Leaf],
+    checked: &mut HashMap<(u64, Vec<u8>), bool>,
+) -> Result<u64> {
+    let mut by_commit: BTreeMap<u64, Vec<&Leaf>> = BTreeMap::new();
+    for l in leaves.iter().filter(|l| l.commit.seq > 0) {
+        by_commit.entry(l.commit.seq).or_default().push(l);
+    }
+    'commits: for (&seq, pages) in by_commit.iter().rev() {
+        let want = pages[0].commit.pages;
+        if pages.len() != want as usize || pages.iter().any(|l| l.commit.pages != want) {
+            continue;
+        }
+        for l in pages {
+            for (k, v) in l.items() {
+                if let PageValue::Ext(r) = v {
+                    if !ext_ok(storage, slabs, &r, k, checked)? {
+                        continue 'commits;
+                    }
+                }
+            }
+        }
+        return Ok(seq);
+    }
+    Ok(0)
+}
+
+/// Whether the extension `r` names is intact and belongs to `key` (cached in `checked`).
+fn ext_ok(
+    storage: &dyn Storage,
+    slabs: &Slabs,
+    r: &ExtRef,
+    key: &[u8],
+    checked: &mut HashMap<(u64, Vec<u8>), bool>,
+) -> Result<bool> {
+    if let Some(ok) = checked.get(&(r.off, key.to_vec())) {
+        return Ok(*ok);
+    }
+    let ok = read_ext(storage, slabs, r, key)?.is_some();
+    checked.insert((r.off, key.to_vec()), ok);
+    Ok(ok)
+}
+
+/// Zeroes the headers of the pages at `offs` (an incomplete commit's leftovers), so they
+/// read as empty slots, and syncs.
+fn wipe(storage: &dyn Storage, offs: &[u64]) -> Result<()> {
+    let zeros = [0u8; HEADER];
+    for &off in offs {
+        storage
+            .write_at(&zeros, off)
+            .map_err(|e| disk("wiping a page of an incomplete commit", e))?;
+    }
+    storage
+        .sync()
+        .map_err(|e| disk("fdatasync after wiping an incomplete commit", e))
 }
 
 fn in_range<'p, 'a>(
@@ -350,6 +452,7 @@ fn read_ext(
     let want = ext_len(&crate::format::ExtPage {
         lid: 0,
         version: 0,
+        commit: CommitTag::default(),
         key,
         anchor: None,
         value: &[],

@@ -64,6 +64,22 @@ pub struct DurableStats {
     pub free_slots: u64,
     /// The device error the store is stuck on, if any (writes are refused meanwhile).
     pub failed: Option<String>,
+    /// Writes released but not yet durable (written, under `none`): the tree's read version
+    /// minus `durable_version`.
+    pub lag_versions: u64,
+    /// How old the oldest write not yet durable can be (zero when every released write is
+    /// durable): what a crash now could lose, in time.
+    pub lag: std::time::Duration,
+    /// The bound the policy keeps `lag` under by making writers wait (zero for `sync`).
+    pub max_lag: std::time::Duration,
+    /// Writes whose answer waited for the page writer to catch up (relaxed policies).
+    pub stalls: u64,
+    /// Time those writers waited, summed, in microseconds.
+    pub stall_us: u64,
+    /// The last commit's duration (snapshot to durable), in microseconds.
+    pub last_commit_us: u64,
+    /// The longest commit so far, in microseconds.
+    pub max_commit_us: u64,
 }
 
 /// The durability side of a store: the committer, the wait for durability, stats. Shared
@@ -81,15 +97,26 @@ impl Durability {
         self.core.failed().map_or(Ok(()), Err)
     }
 
-    /// Blocks until the write with `version` is durable (policy `sync`; at once otherwise).
+    /// Blocks until the write with `version` may be acknowledged: under `sync`, once it is
+    /// durable; under the relaxed policies, at once while the page writer is within the
+    /// policy's window ([`SyncPolicy::max_lag`]), else once it has caught up.
     pub fn wait(&self, version: u64) -> Result<()> {
         self.core.wait(version)
     }
 
-    /// Calls `cb` (on the committer's thread, so briefly) once `version` is durable, or
-    /// with the error if its commit failed. At once under policies other than `sync`.
+    /// Calls `cb` (on the committer's thread, so briefly) once [`Durability::wait`] would
+    /// return for `version`, or with the error if its commit failed; at once when it would
+    /// not block.
     pub fn on_durable(&self, version: u64, cb: Callback) {
         self.core.on_durable(version, cb)
+    }
+
+    /// Whether an answer to a write must wait ([`Durability::wait`] or
+    /// [`Durability::on_durable`]) before it is sent: always under `sync`; under the
+    /// relaxed policies only while the page writer is further behind than the policy
+    /// allows. One atomic load and a clock read.
+    pub fn must_wait(&self) -> bool {
+        self.core.must_wait()
     }
 
     /// Writes and syncs everything written so far, whatever the policy.
@@ -105,9 +132,16 @@ impl Durability {
     /// Counters.
     pub fn stats(&self) -> DurableStats {
         let c: &Counters = &self.core.counters;
+        let released = self.tree.read_version();
         let s = self.core.status.lock().unwrap_or_else(|e| e.into_inner());
         let (durable_version, failed) = (s.durable, s.failed.as_ref().map(ToString::to_string));
         drop(s);
+        let lag_versions = released.saturating_sub(durable_version);
+        let lag = if lag_versions == 0 {
+            std::time::Duration::ZERO
+        } else {
+            self.core.lag()
+        };
         let d = self.core.disk.lock().unwrap_or_else(|e| e.into_inner());
         DurableStats {
             policy: self.core.policy.to_string(),
@@ -122,6 +156,13 @@ impl Durability {
             live_pages: d.cover.live_pages() as u64,
             free_slots: d.slabs.free_slots() as u64,
             failed,
+            lag_versions,
+            lag,
+            max_lag: self.core.policy.max_lag(),
+            stalls: c.stalls.load(Ordering::Relaxed),
+            stall_us: c.stall_us.load(Ordering::Relaxed),
+            last_commit_us: c.last_commit_us.load(Ordering::Relaxed),
+            max_commit_us: c.max_commit_us.load(Ordering::Relaxed),
         }
     }
 }
@@ -211,6 +252,8 @@ impl Store {
             done: Condvar::new(),
             disk: Mutex::new(disk),
             counters: Counters::default(),
+            epoch: std::time::Instant::now(),
+            durable_at: std::sync::atomic::AtomicU64::new(0),
         });
         if !tree.set_write_observer(Arc::new(DirtyObserver(core.clone()))) {
             return Err(Error::Config(
@@ -276,7 +319,8 @@ impl Store {
         self.durable(self.tree.update(key, value))
     }
 
-    /// Deletes a key (`Error::Tree(NotFound)` if absent).
+    /// Deletes a key (`existed` says whether it was there; deleting an absent key writes
+    /// nothing).
     pub fn delete(&self, key: &[u8]) -> Result<Write> {
         self.durability.writable()?;
         self.durable(self.tree.delete(key))

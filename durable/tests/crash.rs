@@ -1,28 +1,31 @@
-//! Crash consistency with the fault-injecting device: a scripted workload (puts, updates,
-//! deletes, values large enough for extension pages, enough keys for splits and merges) is
-//! stopped at every write and every sync it makes; from each stop, several crash images
-//! (unsynced writes kept, lost or torn by sector) are recovered, and the recovered store
-//! must hold every acknowledged write, each key either at its last acknowledged state or at
-//! the one write in flight, and every value whole.
+//! Crash consistency with the fault-injecting device. Every check is the same strong one:
+//! the recovered store equals the history replayed up to the version recovery reports (a
+//! prefix of the writes by version: nothing after it, nothing missing before it), every
+//! value whole, and nothing acknowledged is lost where the policy promises it.
+//!
+//! - `sync`: a scripted workload (puts, deletes, values large enough for extension pages,
+//!   enough keys for splits and merges) is stopped at every write and every sync it makes;
+//!   from each stop, several crash images (unsynced writes kept, lost or torn by sector)
+//!   and the synced bytes alone are recovered.
+//! - `interval` and `none`: the same workload, stopped at every write and sync, recovered
+//!   from what a process crash leaves (every write, synced or not); `interval` also from
+//!   power-loss images, since it syncs at the end of every commit.
+//! - Writers on several threads, the device's image taken at random moments while they run.
 
 use accelkv_durable::fault::FaultStorage;
-use accelkv_durable::{Error, Options, Store, SyncPolicy};
+use accelkv_durable::{Error, Store, SyncPolicy};
 mod common;
 
-use common::test_options;
+use common::{test_options, History};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Clone, Debug)]
 enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
-}
-
-fn opts() -> Options {
-    test_options(SyncPolicy::Sync)
 }
 
 /// A value that names its key and step, so a mix-up or a torn value cannot pass.
@@ -54,171 +57,231 @@ fn workload(seed: u64, n: usize, keys: usize) -> Vec<Op> {
         .collect()
 }
 
-/// Runs `ops` until one fails; returns the acknowledged state and the op in flight.
-fn run(store: &Store, ops: &[Op]) -> (BTreeMap<Vec<u8>, Vec<u8>>, Option<Op>) {
-    let mut acked = BTreeMap::new();
-    for op in ops {
+/// Runs `ops` until one fails with a disk error; returns the history (every write the
+/// store applied, with its version: the failed one too when it was applied) and the last
+/// version acknowledged. Under the relaxed policies, where writes do not wait for commits,
+/// it commits every 8 operations, so the run makes many commits to crash in.
+fn run(store: &Store, ops: &[Op]) -> (History, u64) {
+    let mut h = History::default();
+    let mut acked = 0;
+    let relaxed = store.durability().policy() != SyncPolicy::Sync;
+    for (i, op) in ops.iter().enumerate() {
+        if relaxed && i % 8 == 7 && store.flush().is_err() {
+            return (h, acked);
+        }
+        let before = store.tree().read_version();
         let r = match op {
-            Op::Put(k, v) => store.put(k, v).map(|_| ()),
-            Op::Delete(k) => match store.delete(k) {
-                Err(Error::Tree(accelkv_tree::Error::NotFound)) => Ok(()),
-                r => r.map(|_| ()),
-            },
+            Op::Put(k, v) => store.put(k, v).map(|w| Some(w.version)),
+            // A delete of an absent key writes nothing (and takes no version).
+            Op::Delete(k) => store.delete(k).map(|w| w.existed.then_some(w.version)),
+        };
+        let (k, v) = match op {
+            Op::Put(k, v) => (k.clone(), Some(v.clone())),
+            Op::Delete(k) => (k.clone(), None),
         };
         match r {
-            Ok(()) => match op {
-                Op::Put(k, v) => {
-                    acked.insert(k.clone(), v.clone());
+            Ok(Some(version)) => {
+                h.record(version, k, v);
+                acked = version;
+            }
+            Ok(None) => {}
+            Err(Error::Disk(_)) => {
+                // Applied (and released) before its wait failed, or refused untouched.
+                let after = store.tree().read_version();
+                if after > before {
+                    h.record(after, k, v);
                 }
-                Op::Delete(k) => {
-                    acked.remove(k);
-                }
-            },
-            Err(Error::Disk(_)) => return (acked, Some(op.clone())),
+                return (h, acked);
+            }
             Err(e) => panic!("unexpected error {e}"),
         }
     }
-    (acked, None)
+    (h, acked)
 }
 
-fn check(
-    recovered: &Store,
-    acked: &BTreeMap<Vec<u8>, Vec<u8>>,
-    in_flight: &Option<Op>,
-    what: &str,
-) {
-    let all = recovered.scan(b"", None, usize::MAX);
-    let got: BTreeMap<Vec<u8>, Vec<u8>> = all.into_iter().collect();
-    let mut keys: Vec<&Vec<u8>> = got.keys().chain(acked.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    for k in keys {
-        let (g, a) = (got.get(k), acked.get(k));
-        if g == a {
-            continue;
-        }
-        let ok = match in_flight {
-            Some(Op::Put(fk, fv)) => fk == k && g == Some(fv),
-            Some(Op::Delete(fk)) => fk == k && g.is_none(),
-            None => false,
-        };
-        assert!(
-            ok,
-            "{what}: key {} recovered as {:?}, acknowledged {:?}",
-            String::from_utf8_lossy(k),
-            g.map(|v| v.len()),
-            a.map(|v| v.len())
-        );
-    }
-}
-
-fn recover(image: Vec<u8>) -> Store {
+fn recover(image: Vec<u8>, policy: SyncPolicy) -> Store {
     let dev = Arc::new(FaultStorage::from_image(image));
-    Store::open_storage(dev, opts()).expect("recovery opens every crash image")
+    Store::open_storage(dev, test_options(policy)).expect("recovery opens every crash image")
 }
 
-#[test]
-fn crash_at_every_write_and_sync_point() {
-    let ops = workload(7, 160, 120);
+/// Crashes a run of `ops` under `policy` at every write and sync point; `images` gives the
+/// crash images to recover from each stop (with a name for messages), and `must_keep`
+/// whether acknowledged writes must survive.
+fn crash_everywhere(
+    policy: SyncPolicy,
+    ops: &[Op],
+    images: impl Fn(&FaultStorage, u64) -> Vec<(String, Vec<u8>)>,
+    must_keep: bool,
+) -> u64 {
+    let opts = test_options(policy);
     // A clean run counts the failpoints.
     let dev = Arc::new(FaultStorage::new());
     let total = {
-        let s = Store::open_storage(dev.clone(), opts()).unwrap();
-        let (acked, fail) = run(&s, &ops);
-        assert!(fail.is_none());
+        let s = Store::open_storage(dev.clone(), opts.clone()).unwrap();
+        let (h, acked) = run(&s, ops);
         drop(s);
-        let r = recover(dev.durable_image());
-        check(&r, &acked, &None, "clean run");
+        let r = recover(dev.durable_image(), policy);
+        h.check(&r, acked, "clean run");
         assert!(r.recovery().leaf_pages > 3, "{}", r.recovery());
         dev.ops()
     };
     assert!(
-        total > 300,
+        total > 100,
         "the workload makes only {total} writes and syncs"
     );
-    let mut torn_seen = 0;
+    let mut torn = 0;
     for n in 0..total {
         let dev = Arc::new(FaultStorage::new());
         dev.crash_at(n);
-        let (acked, in_flight) = match Store::open_storage(dev.clone(), opts()) {
-            Ok(s) => run(&s, &ops),
-            Err(Error::Disk(_)) => (BTreeMap::new(), None),
+        let (h, acked) = match Store::open_storage(dev.clone(), opts.clone()) {
+            Ok(s) => run(&s, ops),
+            Err(Error::Disk(_)) => (History::default(), 0),
             Err(e) => panic!("open failed: {e}"),
         };
-        for seed in 0..3 {
-            let r = recover(dev.crash_image(n * 7 + seed));
-            torn_seen += r.recovery().torn_pages;
-            check(
+        for (what, img) in images(&dev, n) {
+            let r = recover(img, policy);
+            torn += r.recovery().torn_pages;
+            h.check(
                 &r,
-                &acked,
-                &in_flight,
-                &format!("crash at point {n} image {seed}"),
+                if must_keep { acked } else { 0 },
+                &format!("{policy}: crash at point {n}, {what}"),
             );
         }
-        let r = recover(dev.durable_image());
-        check(
-            &r,
-            &acked,
-            &in_flight,
-            &format!("crash at point {n}, synced bytes only"),
-        );
     }
+    torn
+}
+
+/// Power-loss images: the synced bytes, and three mixes of kept, lost and torn writes.
+fn power_loss(dev: &FaultStorage, n: u64) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = (0..3)
+        .map(|seed| (format!("image {seed}"), dev.crash_image(n * 7 + seed)))
+        .collect();
+    v.push(("synced bytes only".into(), dev.durable_image()));
+    v
+}
+
+fn process_crash(dev: &FaultStorage, _n: u64) -> Vec<(String, Vec<u8>)> {
+    vec![("process crash".into(), dev.written_image())]
+}
+
+#[test]
+fn sync_policy_crash_at_every_write_and_sync_point() {
+    let torn = crash_everywhere(SyncPolicy::Sync, &workload(7, 240, 120), power_loss, true);
     assert!(
-        torn_seen > 0,
+        torn > 0,
         "no crash image tore a page: the test is not testing tearing"
     );
 }
 
-/// Writers on several threads, stopped at random points: each key is written by one
-/// thread with increasing steps, and recovery must hold at least each key's acknowledged
-/// step (its in-flight step at most).
 #[test]
-fn concurrent_writers_crash_at_random_points() {
+fn interval_policy_crash_at_every_write_and_sync_point() {
+    let policy = SyncPolicy::Interval(Duration::from_millis(1));
+    let ops = workload(8, 240, 120);
+    crash_everywhere(policy, &ops, process_crash, false);
+    crash_everywhere(policy, &ops, power_loss, false);
+}
+
+#[test]
+fn none_policy_process_crash_at_every_write_point() {
+    crash_everywhere(
+        SyncPolicy::None,
+        &workload(9, 240, 120),
+        process_crash,
+        false,
+    );
+}
+
+/// Writers on several threads under each policy; the image a process crash would leave is
+/// taken at random moments while they run, and each must recover to a prefix.
+#[test]
+fn concurrent_writers_process_crash_images_are_prefixes() {
     let mut rng = SmallRng::seed_from_u64(11);
-    for round in 0..12 {
+    for policy in [
+        SyncPolicy::Sync,
+        SyncPolicy::Interval(Duration::from_millis(2)),
+        SyncPolicy::None,
+    ] {
         let dev = Arc::new(FaultStorage::new());
-        dev.crash_at(rng.gen_range(5..600));
-        let store = Arc::new(Store::open_storage(dev.clone(), opts()).unwrap());
+        let store = Arc::new(Store::open_storage(dev.clone(), test_options(policy)).unwrap());
         let threads: Vec<_> = (0..3)
             .map(|t| {
                 let store = store.clone();
                 std::thread::spawn(move || {
-                    let mut acked: BTreeMap<Vec<u8>, u32> = BTreeMap::new();
-                    for step in 1..400u32 {
-                        let k = format!("t{t}k{:03}", step % 50).into_bytes();
-                        let v = format!("{step:08}").repeat(if step % 13 == 0 { 100 } else { 1 });
-                        match store.put(&k, v.as_bytes()) {
-                            Ok(_) => {
-                                acked.insert(k, step);
+                    let mut h = History::default();
+                    let mut rng = SmallRng::seed_from_u64(t);
+                    for step in 1..1500u32 {
+                        let k = format!("t{t}k{:03}", rng.gen_range(0..200)).into_bytes();
+                        if rng.gen_ratio(1, 6) {
+                            let w = store.delete(&k).unwrap();
+                            if w.existed {
+                                h.record(w.version, k, None);
                             }
-                            Err(Error::Disk(_)) => return (acked, Some(step)),
-                            Err(e) => panic!("{e}"),
+                            continue;
                         }
+                        let n = if rng.gen_ratio(1, 10) { 120 } else { 1 };
+                        let v = format!("{t}:{step:08}").repeat(n).into_bytes();
+                        let w = store.put(&k, &v).unwrap();
+                        h.record(w.version, k, Some(v));
                     }
-                    (acked, None)
+                    h
                 })
             })
             .collect();
-        let results: Vec<_> = threads.into_iter().map(|h| h.join().unwrap()).collect();
-        drop(store);
-        for seed in 0..3 {
-            let r = recover(dev.crash_image(round * 10 + seed));
-            for (acked, _) in &results {
-                for (k, step) in acked {
-                    let v = r.get(k).unwrap().unwrap_or_else(|| {
-                        panic!(
-                            "round {round}: acknowledged key {} lost",
-                            String::from_utf8_lossy(k)
-                        )
-                    });
-                    let got: u32 = std::str::from_utf8(&v[..8]).unwrap().parse().unwrap();
-                    assert!(
-                        got >= *step,
-                        "round {round}: key went back from {step} to {got}"
-                    );
-                    assert_eq!(v, format!("{got:08}").repeat(v.len() / 8).into_bytes());
-                }
-            }
+        let mut images = Vec::new();
+        while !threads.iter().all(|t| t.is_finished()) {
+            std::thread::sleep(Duration::from_micros(rng.gen_range(100..3000)));
+            // Everything durable before the image is taken must be in it.
+            let durable = store.stats().durable_version;
+            images.push((dev.written_image(), durable));
         }
+        let mut h = History::default();
+        for t in threads {
+            h.merge(t.join().unwrap());
+        }
+        drop(store);
+        assert!(images.len() > 3, "the writers finished too soon");
+        for (i, (img, durable)) in images.into_iter().enumerate() {
+            let r = recover(img, policy);
+            h.check(&r, durable, &format!("{policy}: image {i}"));
+        }
+    }
+}
+
+/// A slow device under `interval`: writers are slowed so that the writes a crash can lose
+/// stay within the policy's window, instead of piling up behind the slow syncs.
+#[test]
+fn a_slow_device_slows_writers_instead_of_widening_the_window() {
+    let policy = SyncPolicy::Interval(Duration::from_millis(5));
+    let dev = Arc::new(FaultStorage::new());
+    let store = Store::open_storage(dev.clone(), test_options(policy)).unwrap();
+    dev.set_sync_delay(Duration::from_millis(150));
+    let mut acked: Vec<(u64, std::time::Instant)> = Vec::new();
+    let t0 = std::time::Instant::now();
+    let mut i = 0u32;
+    while t0.elapsed() < Duration::from_millis(1200) {
+        let w = store
+            .put(format!("k{:04}", i % 3000).as_bytes(), &[i as u8; 40])
+            .unwrap();
+        acked.push((w.version, std::time::Instant::now()));
+        i += 1;
+    }
+    let crash = std::time::Instant::now();
+    let r = recover(dev.durable_image(), policy);
+    let lost: Vec<_> = acked
+        .iter()
+        .filter(|(v, _)| *v > r.recovery().version)
+        .collect();
+    let stats = store.stats();
+    assert!(stats.stalls > 0, "no writer waited for the slow device");
+    // Without backpressure the lost writes span at least one 150 ms sync; with it they span
+    // at most the policy's window (10 ms) plus scheduling noise.
+    if let (Some(first), Some(last)) = (lost.first(), lost.last()) {
+        let span = last.1 - first.1;
+        assert!(
+            span < Duration::from_millis(100),
+            "the writes a crash lost span {span:?} of acknowledgements ({} writes, {:?} before the crash)",
+            lost.len(),
+            crash - first.1
+        );
     }
 }

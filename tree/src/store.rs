@@ -358,15 +358,19 @@ impl Snapshot<'_> {
         let mut v = t.resolve(ROOT, self.rv, &pin);
         let (mut lid, mut low, mut high) = (ROOT, None, None);
         while !v.is_leaf() {
-            let (leftmost, entries) = v.interior_entries();
-            let i = entries.partition_point(|(s, _)| *s <= key);
-            if i > 0 {
-                low = Some(entries[i - 1].0);
+            // The shortcut block picks the segment; from there the largest separator <= key
+            // routes (and is the child's lower fence), the next one is its upper fence.
+            let mut it = v.seek(key, false);
+            let mut child = v.link();
+            while let Some(item) = it.next_item() {
+                if item.key > key {
+                    high = Some(item.key);
+                    break;
+                }
+                child = v.child_at(item.body);
+                low = Some(item.key);
             }
-            if i < entries.len() {
-                high = Some(entries[i].0);
-            }
-            lid = if i == 0 { leftmost } else { entries[i - 1].1 };
+            lid = child;
             v = t.resolve(lid, self.rv, &pin);
         }
         let items: Vec<(&[u8], &[u8])> = v
