@@ -102,9 +102,13 @@ pub struct Args {
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// With --data-dir, when writes are acknowledged: `sync` (after they are durable, sharing
-    /// fdatasyncs; the default), `interval=<ms>` (synced every so many ms, acknowledged before:
-    /// a crash may lose up to about one interval), or `none` (written every millisecond, never
-    /// synced: a process crash loses about the last millisecond, a power loss more).
+    /// fdatasyncs; the default: a crash loses nothing acknowledged), `interval=<ms>` (synced
+    /// every so many ms and acknowledged before, while the page writer is less than two
+    /// intervals behind: a crash loses about the last interval plus one commit of
+    /// acknowledged writes), or `none` (written every millisecond, never synced, acknowledged
+    /// before while the page writer is less than 10 ms behind: a process crash loses a few
+    /// milliseconds, a power loss more). A crash always recovers the state as of one version
+    /// (a prefix of the writes)
     #[arg(long)]
     pub sync: Option<String>,
     /// Read settings from this TOML file (keys as the flags, with underscores).

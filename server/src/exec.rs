@@ -364,7 +364,9 @@ fn execute_op(
         Request::Pad { .. } => Some(Answer::Empty),
         Request::Stats { .. } => {
             sh.count(OpClass::Other);
-            Some(Answer::Bytes(sh.stats_text().into_bytes()))
+            Some(Answer::Bytes(
+                (sh.persistence_text() + &sh.stats_text()).into_bytes(),
+            ))
         }
         Request::Auth { .. } => Some(Answer::Empty),
         Request::Unknown { opcode, .. } => Some(Answer::Fail(

@@ -106,9 +106,25 @@ pub fn prometheus(sh: &Shared) -> String {
                 d.ext_pages_written,
             ),
             ("accelkv_durable_failures_total", d.failures),
+            ("accelkv_durable_write_stalls_total", d.stalls),
         ] {
             let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
         }
+        let _ = writeln!(
+            o,
+            "# TYPE accelkv_durable_stall_seconds_total counter\naccelkv_durable_stall_seconds_total {}",
+            d.stall_us as f64 / 1e6
+        );
+        // What a crash now could lose: writes released but not yet durable, and how old the
+        // oldest of them can be; the bound the sync policy holds the age under.
+        let _ = writeln!(
+            o,
+            "# TYPE accelkv_durable_lag_versions gauge\naccelkv_durable_lag_versions {}\n# TYPE accelkv_durable_lag_seconds gauge\naccelkv_durable_lag_seconds {}\n# TYPE accelkv_durable_max_lag_seconds gauge\naccelkv_durable_max_lag_seconds {}\n# TYPE accelkv_durable_last_commit_seconds gauge\naccelkv_durable_last_commit_seconds {}",
+            d.lag_versions,
+            d.lag.as_secs_f64(),
+            d.max_lag.as_secs_f64(),
+            d.last_commit_us as f64 / 1e6
+        );
         let failed = u8::from(d.failed.is_some());
         let _ = writeln!(
             o,

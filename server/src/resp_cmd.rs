@@ -279,7 +279,9 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         b"INFO" => {
             let mut text = String::from("# Server\r\nredis_version:7.0.0\r\naccelkv_version:");
             text.push_str(env!("CARGO_PKG_VERSION"));
-            text.push_str("\r\nloading:0\r\n# Stats\r\n");
+            text.push_str("\r\n# Persistence\r\n");
+            text.push_str(&sh.persistence_text());
+            text.push_str("# Stats\r\n");
             text.push_str(&sh.stats_text());
             text.push_str(&format!(
                 "# Keyspace\r\ndb0:keys={},expires=0\r\n",

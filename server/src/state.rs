@@ -36,6 +36,14 @@ pub const CLASSES: [&str; 9] = [
     "vector",
 ];
 
+/// Appends an INFO line, `name:value\r\n`.
+fn info_line(out: &mut String, k: &str, v: &str) {
+    out.push_str(k);
+    out.push(':');
+    out.push_str(v);
+    out.push_str("\r\n");
+}
+
 /// Counters and histograms.
 pub struct Metrics {
     pub ops: [AtomicU64; 9],
@@ -137,15 +145,18 @@ impl Shared {
         }
     }
 
-    /// Whether a reply to a write must wait for durability (a data directory with the
-    /// `sync` policy).
+    /// Whether a reply to a write must wait for the durability layer: with a data directory
+    /// under `sync`, always (until the write is durable); under `interval` and `none`, only
+    /// while the page writer is further behind than the policy allows (backpressure: the
+    /// window a crash can lose stays bounded).
     pub fn waits_for_durability(&self) -> bool {
         self.persist
             .as_ref()
-            .is_some_and(|p| p.durability().policy() == accelkv_durable::SyncPolicy::Sync)
+            .is_some_and(|p| p.durability().must_wait())
     }
 
-    /// Blocks until every write released so far is durable.
+    /// Blocks until every write released so far may be answered (see
+    /// [`Shared::waits_for_durability`]).
     pub fn wait_durable(&self) -> Result<(), String> {
         match &self.persist {
             Some(p) => p
@@ -217,7 +228,60 @@ impl Shared {
         self.inflight.fetch_sub(n, Ordering::AcqRel);
     }
 
-    /// `name:value` lines for STATS and INFO.
+    /// `name:value` lines of INFO's persistence section: the sync policy, how far the page
+    /// writer is behind (what a crash now could lose), backpressure, commits, recovery.
+    pub fn persistence_text(&self) -> String {
+        let mut out = String::new();
+        let mut line = |k: &str, v: String| info_line(&mut out, k, &v);
+        line("loading", "0".into());
+        line("aof_enabled", "0".into());
+        let Some(p) = &self.persist else {
+            line("durability", "none (in memory)".into());
+            line("rdb_changes_since_last_save", "0".into());
+            return out;
+        };
+        let d = p.stats();
+        let ms = |d: std::time::Duration| format!("{:.3}", d.as_secs_f64() * 1e3);
+        let path = p
+            .path()
+            .map(|x| x.display().to_string())
+            .unwrap_or_default();
+        line("durability", format!("pages {}", d.policy));
+        line("data_dir", path);
+        // Redis's name for writes not yet persisted, which monitoring tools read.
+        line("rdb_changes_since_last_save", d.lag_versions.to_string());
+        line("durable_version", d.durable_version.to_string());
+        line("durable_lag_versions", d.lag_versions.to_string());
+        line("durable_lag_ms", ms(d.lag));
+        line("durable_max_lag_ms", ms(d.max_lag));
+        line("durable_write_stalls", d.stalls.to_string());
+        line(
+            "durable_stall_ms",
+            format!("{:.3}", d.stall_us as f64 / 1e3),
+        );
+        line(
+            "durable_last_commit_ms",
+            format!("{:.3}", d.last_commit_us as f64 / 1e3),
+        );
+        line(
+            "durable_max_commit_ms",
+            format!("{:.3}", d.max_commit_us as f64 / 1e3),
+        );
+        line("durable_commits", d.commits.to_string());
+        line("durable_syncs", d.syncs.to_string());
+        line("durable_bytes_written", d.bytes_written.to_string());
+        line(
+            "durable_leaf_pages_written",
+            d.leaf_pages_written.to_string(),
+        );
+        line("durable_ext_pages_written", d.ext_pages_written.to_string());
+        line("durable_live_pages", d.live_pages.to_string());
+        line("durable_failed", d.failed.unwrap_or_else(|| "no".into()));
+        line("recovery", p.recovery().to_string());
+        out
+    }
+
+    /// `name:value` lines for STATS and INFO's stats section.
     pub fn stats_text(&self) -> String {
         let s = self.store.stats();
         let e = self.engine.stats();
@@ -228,12 +292,7 @@ impl Shared {
             0.0
         };
         let mut out = String::new();
-        let mut line = |k: &str, v: String| {
-            out.push_str(k);
-            out.push(':');
-            out.push_str(&v);
-            out.push_str("\r\n");
-        };
+        let mut line = |k: &str, v: String| info_line(&mut out, k, &v);
         line(
             "uptime_in_seconds",
             self.started.elapsed().as_secs().to_string(),
@@ -241,30 +300,6 @@ impl Shared {
         line("engine", self.engine.name().to_string());
         for (k, v) in self.engine.info() {
             line(k, v);
-        }
-        match &self.persist {
-            None => line("durability", "none (in memory)".into()),
-            Some(p) => {
-                let d = p.stats();
-                let path = p
-                    .path()
-                    .map(|x| x.display().to_string())
-                    .unwrap_or_default();
-                line("durability", format!("pages {}", d.policy));
-                line("data_dir", path);
-                line("durable_version", d.durable_version.to_string());
-                line("durable_commits", d.commits.to_string());
-                line("durable_syncs", d.syncs.to_string());
-                line("durable_bytes_written", d.bytes_written.to_string());
-                line(
-                    "durable_leaf_pages_written",
-                    d.leaf_pages_written.to_string(),
-                );
-                line("durable_ext_pages_written", d.ext_pages_written.to_string());
-                line("durable_live_pages", d.live_pages.to_string());
-                line("durable_failed", d.failed.unwrap_or_else(|| "no".into()));
-                line("recovery", p.recovery().to_string());
-            }
         }
         let st = &self.station.stats;
         line("station_ops", st.ops.load(Ordering::Relaxed).to_string());

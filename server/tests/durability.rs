@@ -244,3 +244,62 @@ fn sync_policy_needs_a_data_directory() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown sync policy"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// INFO's persistence section and /metrics say how far the page writer is behind (what a
+/// crash now could lose) and the bound the policy keeps it under; after a burst of writes
+/// and a pause the lag is back to zero.
+#[test]
+fn info_and_metrics_report_the_durability_lag() {
+    use std::io::Read;
+    let dir = data_dir("lag");
+    let d = dir.to_str().unwrap().to_string();
+    let server = Server::start(&["--data-dir", &d, "--sync", "interval=10"]);
+    let s = TcpStream::connect(server.resp).unwrap();
+    let mut r = BufReader::new(s);
+    for i in 0..200 {
+        assert!(resp_set(&mut r, format!("k{i}").as_bytes(), &value(i)));
+    }
+    let info = |r: &mut BufReader<TcpStream>| -> String {
+        r.get_mut().write_all(b"INFO\r\n").unwrap();
+        let mut head = String::new();
+        r.read_line(&mut head).unwrap();
+        let n: usize = head.trim_start_matches('$').trim().parse().unwrap();
+        let mut body = vec![0u8; n + 2];
+        r.read_exact(&mut body).unwrap();
+        String::from_utf8(body).unwrap()
+    };
+    let field = |text: &str, k: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}:")))
+            .unwrap_or_else(|| panic!("no {k} in {text}"))
+            .trim()
+            .to_string()
+    };
+    let text = info(&mut r);
+    assert!(text.contains("# Persistence\r\nloading:0\r\n"), "{text}");
+    assert_eq!(field(&text, "durability"), "pages interval=10");
+    assert_eq!(field(&text, "durable_max_lag_ms"), "20.000");
+    field(&text, "durable_lag_versions").parse::<u64>().unwrap();
+    field(&text, "durable_write_stalls").parse::<u64>().unwrap();
+    // Idle: the page writer catches up within an interval or two.
+    std::thread::sleep(Duration::from_millis(200));
+    let text = info(&mut r);
+    assert_eq!(field(&text, "durable_lag_versions"), "0", "{text}");
+    assert_eq!(field(&text, "durable_lag_ms"), "0.000", "{text}");
+    assert_eq!(field(&text, "rdb_changes_since_last_save"), "0", "{text}");
+    let mut h = TcpStream::connect(server.admin).unwrap();
+    h.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut m = String::new();
+    let _ = h.read_to_string(&mut m);
+    for name in [
+        "accelkv_durable_lag_versions 0",
+        "accelkv_durable_lag_seconds 0",
+        "accelkv_durable_max_lag_seconds 0.02",
+        "accelkv_durable_write_stalls_total ",
+    ] {
+        assert!(m.contains(name), "no {name} in /metrics:\n{m}");
+    }
+    drop(r);
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
