@@ -236,20 +236,23 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
     let cut = newest_complete_commit(storage, &slabs, &leaves, &mut checked)?;
     rep.commit = cut;
-    let stale: Vec<u64> = leaves
+    // Pages of later commits: counted out of the report, wiped, forgotten.
+    let (kept, stale): (Vec<Leaf>, Vec<Leaf>) =
+        leaves.into_iter().partition(|l| l.commit.seq <= cut);
+    leaves = kept;
+    let stale_exts: Vec<u64> = exts
         .iter()
-        .filter(|l| l.commit.seq > cut)
-        .map(|l| l.off)
-        .chain(exts.iter().filter(|e| *e.1 > cut).map(|e| *e.0))
+        .filter(|(_, &seq)| seq > cut)
+        .map(|(&off, _)| off)
         .collect();
+    exts.retain(|_, seq| *seq <= cut);
+    rep.leaf_pages -= stale.len() as u64;
+    rep.ext_pages -= stale_exts.len() as u64;
+    let stale: Vec<u64> = stale.iter().map(|l| l.off).chain(stale_exts).collect();
     if !stale.is_empty() {
         wipe(storage, &stale)?;
-        rep.incomplete_pages = stale.len() as u64;
-        rep.leaf_pages -= leaves.iter().filter(|l| l.commit.seq > cut).count() as u64;
-        rep.ext_pages -= exts.values().filter(|&&s| s > cut).count() as u64;
-        leaves.retain(|l| l.commit.seq <= cut);
-        exts.retain(|_, s| *s <= cut);
     }
+    rep.incomplete_pages = stale.len() as u64;
     if sup.version < FORMAT_VERSION {
         // Pages written from now on carry commit numbers: an older build must not read them.
         let up = Super {
