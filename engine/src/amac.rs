@@ -11,7 +11,7 @@
 //! same in-node functions, so the answers are the same.
 
 use crate::prefetch::prefetch;
-use crate::request::{Items, Reply, Request};
+use crate::request::{Items, ReadRef, Reply, Request};
 use accelkv_tree::{NodeView, Raw, SegmentCursor, ValueRef, ROOT_LID};
 use std::ops::Bound;
 
@@ -57,9 +57,23 @@ pub(crate) struct Flight {
     stage: Stage,
 }
 
-pub(crate) enum Step {
+/// What one stage left: more to do, a finished reply, or (GET) the value found, borrowed
+/// from node memory, which the caller copies where it is needed while its epoch holds.
+pub(crate) enum Step<'s> {
     Pending,
     Done(Reply),
+    Value(Option<&'s [u8]>),
+}
+
+impl Step<'_> {
+    /// The finished reply (a GET's value copied out), or `None` while pending.
+    pub(crate) fn into_reply(self) -> Option<Reply> {
+        match self {
+            Step::Pending => None,
+            Step::Done(r) => Some(r),
+            Step::Value(v) => Some(Reply::Value(v.map(<[u8]>::to_vec))),
+        }
+    }
 }
 
 impl Flight {
@@ -99,6 +113,20 @@ impl Flight {
         }
     }
 
+    /// Reuses this finished flight for `req`, keeping its key buffer (no allocation for a
+    /// GET whose key fits); prefetches the root's page-table entry.
+    pub(crate) fn renew(&mut self, raw: Raw<'_>, tag: u64, rv: u64, req: &ReadRef<'_>) {
+        match (req, &mut self.kind) {
+            (ReadRef::Get(key), Kind::Get(buf)) => {
+                buf.clear();
+                buf.extend_from_slice(key);
+            }
+            _ => self.kind = Flight::new(raw, 0, 0, 0, 0, req.to_request()).kind,
+        }
+        prefetch(raw.page_entry_addr(ROOT_LID), 8);
+        (self.tag, self.rv, self.stage) = (tag, rv, Stage::Page(ROOT_LID));
+    }
+
     fn key(&self) -> (&[u8], bool) {
         match &self.kind {
             Kind::Get(k) => (k, false),
@@ -116,7 +144,7 @@ impl Flight {
     ///
     /// # Safety
     /// The engine holds an epoch published before this request's read version was taken.
-    pub(crate) unsafe fn step(&mut self, raw: Raw<'_>) -> Step {
+    pub(crate) unsafe fn step<'s>(&mut self, raw: Raw<'s>) -> Step<'s> {
         match self.stage {
             Stage::Page(lid) => {
                 let off = raw.page(lid);
@@ -178,17 +206,22 @@ impl Flight {
 
     /// # Safety
     /// As for [`Flight::step`].
-    unsafe fn at_leaf(&mut self, raw: Raw<'_>, v: NodeView<'_>, cursor: SegmentCursor) -> Step {
+    unsafe fn at_leaf<'s>(
+        &mut self,
+        raw: Raw<'s>,
+        v: NodeView<'s>,
+        cursor: SegmentCursor,
+    ) -> Step<'s> {
         let rv = self.rv;
         fn bytes<'v>(raw: Raw<'_>, x: ValueRef<'v>) -> &'v [u8] {
             // SAFETY: values of a node read under the engine's epoch (the caller's contract).
             unsafe { raw.value(x) }
         }
         match &mut self.kind {
-            Kind::Get(key) => Step::Done(Reply::Value(
+            Kind::Get(key) => Step::Value(
                 v.leaf_get_from(v.resume(cursor), key, rv)
-                    .map(|x| bytes(raw, x).to_vec()),
-            )),
+                    .map(|x| bytes(raw, x)),
+            ),
             Kind::Scan {
                 lo,
                 hi,

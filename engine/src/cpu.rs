@@ -11,10 +11,11 @@
 //!    slot moves forward only when every request of the oldest batch has completed.
 //! 2. Completions are delivered after the engine has copied everything out of node memory.
 
-use crate::amac::{Flight, Step};
+use crate::amac::Flight;
 use crate::hot::{HotCache, MAX_CACHED_KEY};
+use crate::inline::InlineReader;
 use crate::manager::Manager;
-use crate::request::{Completion, Reply, Request, Sink};
+use crate::request::{Completion, ReadRef, Reply, Request, Sink};
 use crate::{EngineStats, ReadEngine};
 use accelkv_tree::{ReaderSlot, Store};
 use std::collections::VecDeque;
@@ -27,7 +28,8 @@ use std::time::Duration;
 /// How the CPU engine runs.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// Engine threads. Default: one per two cores, at least one.
+    /// Engine threads. Default: one per two cores, at least one. 0: none; batches run on the
+    /// submitting thread ([`CpuEngine::reader`]).
     pub threads: usize,
     /// Requests each thread keeps in flight (G). Default 16, chosen by measurement
     /// (docs/BENCHMARKS.md).
@@ -89,10 +91,10 @@ struct Shard {
 }
 
 #[derive(Default)]
-struct Counters {
-    completed: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) completed: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
 }
 
 /// The CPU read engine; see the module docs. Dropping it stops its threads.
@@ -104,10 +106,17 @@ pub struct CpuEngine {
     threads: Vec<JoinHandle<()>>,
     cache: Option<Arc<HotCache>>,
     counters: Arc<Counters>,
+    samples: Option<Sender<Vec<Vec<u8>>>>,
+    window: usize,
+    sample_every: u32,
+    /// With no engine threads: the reader `submit` runs batches on, on the caller's thread.
+    inline: Option<Mutex<InlineReader>>,
 }
 
 impl CpuEngine {
-    /// Starts the engine threads (and the cache manager when the cache is on).
+    /// Starts the engine threads (and the cache manager when the cache is on). With
+    /// `threads: 0` there are none: [`CpuEngine::reader`] gives each caller thread its own
+    /// inline reader, and `submit` runs a batch on the submitting thread.
     pub fn start(store: Arc<Store>, cfg: EngineConfig) -> CpuEngine {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
@@ -130,7 +139,7 @@ impl CpuEngine {
             );
             tx
         });
-        let shards: Vec<Arc<Shard>> = (0..cfg.threads.max(1))
+        let shards: Vec<Arc<Shard>> = (0..cfg.threads)
             .map(|_| {
                 Arc::new(Shard {
                     queue: Mutex::new(Queue::default()),
@@ -158,7 +167,7 @@ impl CpuEngine {
                     .expect("spawn engine thread"),
             );
         }
-        CpuEngine {
+        let mut engine = CpuEngine {
             store,
             shards,
             next: AtomicUsize::new(0),
@@ -166,7 +175,28 @@ impl CpuEngine {
             threads,
             cache,
             counters,
+            samples,
+            window: cfg.window.max(1),
+            sample_every: cfg.sample_every.max(1),
+            inline: None,
+        };
+        if engine.shards.is_empty() {
+            engine.inline = Some(Mutex::new(engine.reader()));
         }
+        engine
+    }
+
+    /// A reader that runs batches on the calling thread, sharing this engine's hot-key
+    /// cache and counters (one per server loop).
+    pub fn reader(&self) -> InlineReader {
+        InlineReader::new(
+            self.store.clone(),
+            self.window,
+            self.cache.clone(),
+            self.samples.clone(),
+            self.sample_every,
+            self.counters.clone(),
+        )
     }
 
     /// The hot-key cache, when on.
@@ -183,6 +213,22 @@ impl CpuEngine {
 impl ReadEngine for CpuEngine {
     fn submit(&self, sink: &Arc<Sink>, batch: Vec<(u64, Request)>) {
         if batch.is_empty() {
+            return;
+        }
+        if let Some(inline) = &self.inline {
+            let reqs: Vec<ReadRef<'_>> = batch.iter().map(|(_, r)| r.as_ref()).collect();
+            let mut done = Vec::with_capacity(batch.len());
+            let mut reader = inline.lock().unwrap_or_else(|e| e.into_inner());
+            let rv = reader.run(&reqs, |i, found| {
+                done.push((i, found.into_reply()));
+            });
+            drop(reader);
+            sink.push_all(done.into_iter().map(|(i, reply)| Completion {
+                tag: batch[i].0,
+                version: rv,
+                reply,
+                from_cache: false,
+            }));
             return;
         }
         let shard = &self.shards[self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()];
@@ -360,9 +406,9 @@ impl Worker {
             while i < flights.len() {
                 // SAFETY: every flight's batch holds an epoch in this shard's slot that was
                 // published before its read version was taken (invariant 1).
-                match unsafe { flights[i].step(raw) } {
-                    Step::Pending => i += 1,
-                    Step::Done(reply) => {
+                match unsafe { flights[i].step(raw) }.into_reply() {
+                    None => i += 1,
+                    Some(reply) => {
                         let f = flights.swap_remove(i);
                         out[f.sink].push(Completion {
                             tag: f.tag,

@@ -189,6 +189,16 @@ impl HotCache {
     /// The cached value of `key` for a reader at `rv`, or `None` (absent, newer than `rv`, or
     /// being written): the caller then reads the tree. The caller holds an engine epoch.
     pub(crate) fn lookup(&self, key: &[u8], rv: u64) -> Option<Vec<u8>> {
+        self.lookup_with(key, rv, <[u8]>::to_vec)
+    }
+
+    /// [`HotCache::lookup`] handing the value to `f` instead of copying it.
+    pub(crate) fn lookup_with<R>(
+        &self,
+        key: &[u8],
+        rv: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
         let s = self.slots(key);
         for b in Self::pair(s) {
             let m = Meta::decode(self.buckets[b].w[0].load(Ordering::Relaxed));
@@ -210,9 +220,9 @@ impl HotCache {
                 // SAFETY: the pointer was current when the bucket was read consistently, and
                 // boxed values are freed only through reclamation (invariant 3), which the
                 // caller's engine epoch holds back.
-                unsafe { (*p).clone() }
+                f(unsafe { &*p })
             } else {
-                data[k..k + usize::from(m.vlen)].to_vec()
+                f(&data[k..k + usize::from(m.vlen)])
             });
         }
         None

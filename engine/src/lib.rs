@@ -35,6 +35,7 @@ mod amac;
 mod cpu;
 mod hash;
 mod hot;
+mod inline;
 mod manager;
 mod prefetch;
 mod request;
@@ -43,7 +44,8 @@ mod sketch;
 
 pub use cpu::{CpuEngine, EngineConfig};
 pub use hot::{HotCache, HotCacheStats};
-pub use request::{Completion, Items, Reply, Request, Sink};
+pub use inline::{Found, InlineReader};
+pub use request::{Completion, Items, ReadRef, Reply, Request, Sink};
 pub use routed::EngineStore;
 
 /// Counters an engine reports.

@@ -43,18 +43,26 @@ impl Request {
     /// The error the store's API gives for this request, if any: an empty or too long GET
     /// key (scans accept any bounds). Every engine checks requests this way.
     pub fn invalid(&self, max_key: usize) -> Option<Error> {
-        let Request::Get { key } = self else {
-            return None;
-        };
-        if key.is_empty() {
-            Some(Error::EmptyKey)
-        } else if key.len() > max_key {
-            Some(Error::KeyTooLong {
-                len: key.len(),
-                max: max_key,
-            })
-        } else {
-            None
+        match self {
+            Request::Get { key } => invalid_key(key, max_key),
+            _ => None,
+        }
+    }
+
+    /// The request borrowed.
+    pub fn as_ref(&self) -> ReadRef<'_> {
+        match self {
+            Request::Get { key } => ReadRef::Get(key),
+            Request::Scan { lo, hi, limit } => ReadRef::Scan {
+                lo,
+                hi: hi.as_deref(),
+                limit: *limit,
+            },
+            Request::ScanFloor { kl, ku, limit } => ReadRef::ScanFloor {
+                kl,
+                ku,
+                limit: *limit,
+            },
         }
     }
 
@@ -73,6 +81,65 @@ impl Request {
             kl: kl.to_vec(),
             ku: ku.to_vec(),
             limit,
+        }
+    }
+}
+
+/// The error the store gives for a GET of `key`: empty or longer than `max_key`.
+fn invalid_key(key: &[u8], max_key: usize) -> Option<Error> {
+    if key.is_empty() {
+        Some(Error::EmptyKey)
+    } else if key.len() > max_key {
+        Some(Error::KeyTooLong {
+            len: key.len(),
+            max: max_key,
+        })
+    } else {
+        None
+    }
+}
+
+/// A read request borrowing its keys from the caller (the inline reader's input: a server
+/// loop decodes requests in place and copies nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadRef<'a> {
+    /// The value of a key.
+    Get(&'a [u8]),
+    /// Items with keys in `[lo, hi)` (`hi = None`: unbounded), at most `limit`.
+    Scan {
+        /// Lower bound, inclusive.
+        lo: &'a [u8],
+        /// Upper bound, exclusive.
+        hi: Option<&'a [u8]>,
+        /// Most items returned.
+        limit: usize,
+    },
+    /// From the largest key <= `kl` (or the first key) through `ku`, at most `limit` items.
+    ScanFloor {
+        /// Floor probe.
+        kl: &'a [u8],
+        /// Upper bound, inclusive.
+        ku: &'a [u8],
+        /// Most items returned.
+        limit: usize,
+    },
+}
+
+impl ReadRef<'_> {
+    /// As [`Request::invalid`].
+    pub fn invalid(&self, max_key: usize) -> Option<Error> {
+        match self {
+            ReadRef::Get(key) => invalid_key(key, max_key),
+            _ => None,
+        }
+    }
+
+    /// The owned request.
+    pub fn to_request(&self) -> Request {
+        match *self {
+            ReadRef::Get(key) => Request::get(key),
+            ReadRef::Scan { lo, hi, limit } => Request::scan(lo, hi, limit),
+            ReadRef::ScanFloor { kl, ku, limit } => Request::scan_floor(kl, ku, limit),
         }
     }
 }

@@ -124,23 +124,57 @@ pub type Command<'a> = (Vec<&'a [u8]>, usize);
 
 /// Parses one command at the start of `buf`, or `Ok(None)` if more bytes are needed.
 pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Command<'a>>, RespError> {
+    let mut spans = Vec::new();
+    Ok(parse_command_spans(buf, limits, &mut spans)?
+        .map(|used| (spans.iter().map(|&(a, b)| &buf[a..b]).collect(), used)))
+}
+
+/// [`parse_command`] without allocating: appends each argument's `(start, end)` offsets in
+/// `buf` to `spans` (a server reuses one list for a whole pipeline) and returns the bytes the
+/// command took. On `Ok(None)` or an error, `spans` is left as it was.
+pub fn parse_command_spans(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Vec<(usize, usize)>,
+) -> Result<Option<usize>, RespError> {
+    let mark = spans.len();
+    let r = spans_of(buf, limits, spans);
+    if !matches!(r, Ok(Some(_))) {
+        spans.truncate(mark);
+    }
+    r
+}
+
+fn spans_of(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Vec<(usize, usize)>,
+) -> Result<Option<usize>, RespError> {
     let Some(&first) = buf.first() else {
         return Ok(None);
+    };
+    let base = buf.as_ptr() as usize;
+    let offsets = |s: &[u8]| {
+        let a = s.as_ptr() as usize - base;
+        (a, a + s.len())
     };
     if first != b'*' {
         // Inline command: words separated by spaces.
         let Some((l, end)) = line(buf, 0, limits.max_inline)? else {
             return Ok(None);
         };
-        let args: Vec<&[u8]> = l.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
-        if args.len() > limits.max_array {
-            return Err(RespError::TooLarge {
-                what: "inline arguments",
-                len: args.len(),
-                max: limits.max_array,
-            });
+        let mark = spans.len();
+        for w in l.split(|&b| b == b' ').filter(|w| !w.is_empty()) {
+            if spans.len() - mark == limits.max_array {
+                return Err(RespError::TooLarge {
+                    what: "inline arguments",
+                    len: l.split(|&b| b == b' ').filter(|w| !w.is_empty()).count(),
+                    max: limits.max_array,
+                });
+            }
+            spans.push(offsets(w));
         }
-        return Ok(Some((args, end)));
+        return Ok(Some(end));
     }
     let Some((l, mut at)) = line(buf, 1, 32)? else {
         return Ok(None);
@@ -148,7 +182,6 @@ pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Comman
     let Some(n) = declared_len(l, "array", limits.max_array)? else {
         return Err(RespError::Protocol("negative array length in a command"));
     };
-    let mut args = Vec::with_capacity(n);
     for _ in 0..n {
         match buf.get(at) {
             None => return Ok(None),
@@ -162,12 +195,12 @@ pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Comman
             None => return Ok(None),
             Some((None, _)) => return Err(RespError::Protocol("null bulk string in a command")),
             Some((Some(arg), end)) => {
-                args.push(arg);
+                spans.push(offsets(arg));
                 at = end;
             }
         }
     }
-    Ok(Some((args, at)))
+    Ok(Some(at))
 }
 
 /// A reply value (for clients and tests).

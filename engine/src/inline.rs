@@ -1,0 +1,168 @@
+//! Reads on the caller's thread: a server loop (or any thread) runs a batch of GETs and
+//! scans through the same interleaved walk (AMAC, amac.rs) as the engine threads, with up to
+//! `G` requests in flight, without handing them to another thread and back. A GET's value is
+//! handed to the caller borrowed from node memory (or the hot-key cache), so the caller
+//! copies it once, straight into its reply, and a GET allocates nothing.
+//!
+//! Thread safety: an `InlineReader` belongs to one thread at a time (`&mut self`); each has
+//! its own reader slot, so any number of them run side by side with the engine's threads
+//! and the writers.
+//!
+//! Invariants:
+//! 1. A batch's read version is taken after its slot publishes the current epoch, and the
+//!    slot is cleared only after the last request of the batch has been handed to the
+//!    caller (so nothing `emit` sees is freed while it looks at it).
+
+use crate::amac::{Flight, Step};
+use crate::cpu::Counters;
+use crate::hot::{HotCache, MAX_CACHED_KEY};
+use crate::request::{ReadRef, Reply};
+use accelkv_tree::{ReaderSlot, Store};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+/// One answer of an inline batch.
+#[derive(Debug)]
+pub enum Found<'v> {
+    /// A GET's value (`None`: absent), borrowed until `emit` returns.
+    Value(Option<&'v [u8]>),
+    /// A scan's items or an error.
+    Reply(Reply),
+}
+
+impl Found<'_> {
+    /// The owned reply.
+    pub fn into_reply(self) -> Reply {
+        match self {
+            Found::Value(v) => Reply::Value(v.map(<[u8]>::to_vec)),
+            Found::Reply(r) => r,
+        }
+    }
+}
+
+/// Runs read batches on the calling thread; made by [`crate::CpuEngine::reader`], sharing the
+/// engine's hot-key cache and counters.
+pub struct InlineReader {
+    store: Arc<Store>,
+    slot: ReaderSlot,
+    window: usize,
+    cache: Option<Arc<HotCache>>,
+    samples: Option<Sender<Vec<Vec<u8>>>>,
+    sample_every: u32,
+    sampled: Vec<Vec<u8>>,
+    gets: u32,
+    counters: Arc<Counters>,
+    flights: Vec<Flight>,
+    /// Finished flights kept for their key buffers.
+    spare: Vec<Flight>,
+}
+
+impl InlineReader {
+    pub(crate) fn new(
+        store: Arc<Store>,
+        window: usize,
+        cache: Option<Arc<HotCache>>,
+        samples: Option<Sender<Vec<Vec<u8>>>>,
+        sample_every: u32,
+        counters: Arc<Counters>,
+    ) -> InlineReader {
+        let slot = store.raw().reader_slot();
+        InlineReader {
+            store,
+            slot,
+            window: window.max(1),
+            cache,
+            samples,
+            sample_every: sample_every.max(1),
+            sampled: Vec::new(),
+            gets: 0,
+            counters,
+            flights: Vec::with_capacity(window.max(1)),
+            spare: Vec::with_capacity(window.max(1)),
+        }
+    }
+
+    /// The store read.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Runs `reqs` at one read version, up to `G` at a time interleaved, and calls
+    /// `emit(i, answer)` once for each `reqs[i]`, in completion order (not request order).
+    /// Returns the read version every answer was read at.
+    pub fn run(&mut self, reqs: &[ReadRef<'_>], mut emit: impl FnMut(usize, Found<'_>)) -> u64 {
+        let store = &self.store;
+        let raw = store.raw();
+        let max_key = store.config().max_key;
+        // Invariant 1: publish the epoch, then take the read version.
+        self.slot.enter();
+        let rv = raw.read_version();
+        let (mut hits, mut misses) = (0u64, 0u64);
+        let mut next = 0;
+        loop {
+            while self.flights.len() < self.window && next < reqs.len() {
+                let (tag, req) = (next, &reqs[next]);
+                next += 1;
+                if let Some(e) = req.invalid(max_key) {
+                    emit(tag, Found::Reply(Reply::Error(e)));
+                    continue;
+                }
+                if let (ReadRef::Get(key), Some(cache)) = (req, &self.cache) {
+                    self.gets = self.gets.wrapping_add(1);
+                    if self.gets.is_multiple_of(self.sample_every) && key.len() <= MAX_CACHED_KEY {
+                        self.sampled.push(key.to_vec());
+                    }
+                    if cache
+                        .lookup_with(key, rv, |v| emit(tag, Found::Value(Some(v))))
+                        .is_some()
+                    {
+                        hits += 1;
+                        continue;
+                    }
+                    misses += 1;
+                }
+                let flight = match self.spare.pop() {
+                    Some(mut f) => {
+                        f.renew(raw, tag as u64, rv, req);
+                        f
+                    }
+                    None => Flight::new(raw, tag as u64, rv, 0, 0, req.to_request()),
+                };
+                self.flights.push(flight);
+            }
+            if self.flights.is_empty() {
+                break;
+            }
+            let mut i = 0;
+            while i < self.flights.len() {
+                // SAFETY: the slot published an epoch before this batch's read version was
+                // taken and is cleared only after the loop (invariant 1).
+                let step = unsafe { self.flights[i].step(raw) };
+                let found = match step {
+                    Step::Pending => {
+                        i += 1;
+                        continue;
+                    }
+                    Step::Value(v) => Found::Value(v),
+                    Step::Done(r) => Found::Reply(r),
+                };
+                emit(self.flights[i].tag as usize, found);
+                self.spare.push(self.flights.swap_remove(i));
+            }
+        }
+        self.slot.clear();
+        let c = &self.counters;
+        c.completed.fetch_add(reqs.len() as u64, Ordering::Relaxed);
+        if hits + misses > 0 {
+            c.hits.fetch_add(hits, Ordering::Relaxed);
+            c.misses.fetch_add(misses, Ordering::Relaxed);
+        }
+        if self.sampled.len() >= 256 {
+            if let Some(tx) = &self.samples {
+                let _ = tx.send(std::mem::take(&mut self.sampled));
+            }
+        }
+        rv
+    }
+}
