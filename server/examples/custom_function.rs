@@ -36,12 +36,7 @@ fn main() {
         }
     });
     registry.register_filter("odd", Odd);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    if let Err(e) = rt.block_on(accelkv_server::serve_with(settings, registry)) {
+    if let Err(e) = accelkv_server::serve_with(settings, registry) {
         eprintln!("custom_function: {e}");
         std::process::exit(1);
     }

@@ -56,14 +56,7 @@ fn server(forwarding: bool) -> SocketAddr {
         ..Args::default()
     };
     let settings = Settings::resolve(args).expect("settings");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(accelkv_server::serve(settings)).expect("serve");
-    });
+    std::thread::spawn(move || accelkv_server::serve(settings).expect("serve"));
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let t = Instant::now();
     while Client::connect(addr, None).is_err() {

@@ -38,15 +38,16 @@ pub struct Args {
     /// error at start without a usable GPU). Default auto.
     #[arg(long)]
     pub engine: Option<String>,
-    /// Read-engine threads. Default: one per two cores, at least one.
+    /// Event loops: each owns its share of the connections and runs every request it reads
+    /// to completion (reads through the CPU engine's interleaved walk, writes through the
+    /// reservation station) on its own thread. Default: the number of cores.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Streams of the GPU engine (the CPU engine runs on the event loops and has no threads
+    /// of its own). Default: one per two cores, at least one.
     #[arg(long)]
     pub engine_threads: Option<usize>,
-    /// Writer threads that run RESP write commands (binary-protocol writes and INCR run through
-    /// the reservation station on the connection's thread). Default: one per two cores, at
-    /// least one.
-    #[arg(long)]
-    pub writer_threads: Option<usize>,
-    /// Requests each engine thread keeps in flight. Default 16.
+    /// Reads each event loop keeps in flight in the interleaved walk (G). Default 16.
     #[arg(long)]
     pub engine_window: Option<usize>,
     /// Slots of the reservation station that orders writes by key hash and forwards values
@@ -94,7 +95,8 @@ pub struct Args {
     /// Most items in one scan reply. Default 1000.
     #[arg(long)]
     pub max_scan_items: Option<usize>,
-    /// Poll the UDP socket instead of sleeping in the kernel: lower latency, one core busy.
+    /// Event loops poll their sockets instead of sleeping in the kernel (every protocol, UDP
+    /// included): lower latency, every loop's core busy. Default false.
     #[arg(long)]
     pub udp_busy_poll: Option<bool>,
     /// Keep the data in this directory (created if needed): writes are persisted as pages
@@ -127,7 +129,7 @@ pub struct Settings {
     pub password: Option<String>,
     pub engine: accelkv_gpu::EngineKind,
     pub engine_threads: usize,
-    pub writer_threads: usize,
+    pub threads: usize,
     pub engine_window: usize,
     pub station_slots: usize,
     pub forwarding: bool,
@@ -213,11 +215,7 @@ impl Settings {
                 file.engine_threads,
                 (cores / 2).max(1)
             ),
-            writer_threads: pick!(
-                flags.writer_threads,
-                file.writer_threads,
-                (cores / 2).max(1)
-            ),
+            threads: pick!(flags.threads, file.threads, cores).max(1),
             engine_window: pick!(flags.engine_window, file.engine_window, 16),
             station_slots: pick!(flags.station_slots, file.station_slots, 1024).max(1),
             forwarding: pick!(flags.forwarding, file.forwarding, true),

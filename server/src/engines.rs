@@ -11,7 +11,7 @@ use std::sync::Arc;
 pub enum Engine {
     /// The CPU engine; `why_not_gpu` says why `auto` did not pick the GPU.
     Cpu {
-        engine: CpuEngine,
+        engine: Box<CpuEngine>,
         why_not_gpu: Option<String>,
     },
     /// The GPU engine.
@@ -23,15 +23,16 @@ impl Engine {
     pub fn start(store: Arc<Store>, settings: &Settings) -> Result<Engine, String> {
         let sel = select(settings.engine).map_err(|e| format!("--engine gpu: {e}"))?;
         let cpu = |store, why_not_gpu| Engine::Cpu {
-            engine: CpuEngine::start(
+            // No engine threads: each event loop runs reads inline (`Engine::reads`).
+            engine: Box::new(CpuEngine::start(
                 store,
                 EngineConfig {
-                    threads: settings.engine_threads.max(1),
+                    threads: 0,
                     window: settings.engine_window.max(1),
                     cache_buckets: settings.cache_buckets,
                     ..EngineConfig::default()
                 },
-            ),
+            )),
             why_not_gpu,
         };
         match sel {
@@ -104,6 +105,15 @@ impl Engine {
         }
     }
 
+    /// The read door of one event loop: the CPU engine's interleaved walk on the loop's own
+    /// thread, or submission to the GPU engine's workers.
+    pub fn reads(&self) -> crate::reads::Reads {
+        match self {
+            Engine::Cpu { engine, .. } => crate::reads::Reads::Inline(engine.reader()),
+            Engine::Gpu(_) => crate::reads::Reads::Engine(Sink::new()),
+        }
+    }
+
     /// The GPU engine's counters, when it runs.
     pub fn gpu_stats(&self) -> Option<accelkv_gpu::GpuStats> {
         match self {
@@ -114,7 +124,7 @@ impl Engine {
 
     fn inner(&self) -> &dyn ReadEngine {
         match self {
-            Engine::Cpu { engine, .. } => engine,
+            Engine::Cpu { engine, .. } => engine.as_ref(),
             Engine::Gpu(g) => g,
         }
     }

@@ -1,17 +1,19 @@
-//! Executes binary request frames (the same code for TCP and UDP): writes on the calling
-//! thread in frame order, then every read of the frame as one engine batch, then one
-//! response frame with an answer per operation.
+//! Executes binary request frames (the same code for TCP and UDP) on the event loop that read
+//! them: writes in frame order through the reservation station, then every read of the frame
+//! as one batch through the loop's read door, then one response frame with an answer per
+//! operation (held back, when the frame wrote, until the writes are durable).
 
+use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
-use crate::station::{Effect, Finish, KeyFn};
+use crate::station::{Effect, Finish, KeyFn, Op};
 use crate::vector::{Elem, Overflow, Scalar, VectorCall, VectorError, VectorOp};
-use accelkv_engine::{Items, ReadEngine, Reply, Request as EngineRequest, Sink};
+use accelkv_engine::{Found, Items, ReadRef, Reply};
 use accelkv_proto::frame::{begin_response, decode_request, encode_response_op, finish_response};
 use accelkv_proto::{Body, FrameError, Request, Response, Status};
 use accelkv_tree::Error;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Which transport a frame came on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -66,44 +68,13 @@ pub fn status_of(e: &Error) -> (Status, String) {
     (s, e.to_string())
 }
 
-/// Waits for `n` completions in `sink`.
-pub fn wait_all(sink: &Sink, n: usize) -> Vec<accelkv_engine::Completion> {
-    let mut done = Vec::with_capacity(n);
-    while done.len() < n {
-        let need = n - done.len();
-        sink.wait(&mut done, need, Duration::from_secs(30));
-    }
-    done
-}
-
-/// Executes the request frame in `frame` and appends its response frame to `out`.
-/// `authed` is the connection's AUTH state (always false for UDP). An error means the frame
-/// could not be decoded at all: drop the datagram or close the connection. With a data
-/// directory under the `sync` policy, blocks until the frame's writes are durable.
-pub fn execute_frame(
-    sh: &Arc<Shared>,
-    frame: &[u8],
-    transport: Transport,
-    authed: &mut bool,
-    sink: &Arc<Sink>,
-    out: &mut Vec<u8>,
-) -> Result<(), FrameError> {
-    let ran = run_frame(sh, frame, transport, authed, sink)?;
-    let durable = if ran.must_wait(sh) {
-        sh.wait_durable()
-    } else {
-        Ok(())
-    };
-    ran.finish(sh, durable, out);
-    Ok(())
-}
-
 /// A frame whose operations have run, waiting (if it wrote) for durability before its
-/// response is encoded.
-pub struct Ran<'a> {
+/// response is encoded. It owns everything it needs, so a loop can park it.
+pub struct Ran {
     frame_id: u32,
     frame_len: usize,
-    ops: Vec<Request<'a>>,
+    /// Each operation's id and opcode, for its answer.
+    heads: Vec<(u16, u8)>,
     answers: Vec<Option<Answer>>,
     /// Operations that wrote (their answers turn into DISK if durability fails).
     wrote: Vec<usize>,
@@ -112,7 +83,7 @@ pub struct Ran<'a> {
     start: Instant,
 }
 
-impl Ran<'_> {
+impl Ran {
     /// Whether the response must wait until the frame's writes are durable.
     pub fn must_wait(&self, sh: &Shared) -> bool {
         !self.wrote.is_empty() && sh.waits_for_durability()
@@ -129,11 +100,13 @@ impl Ran<'_> {
                 }
             }
         }
-        let (ops, answers) = (&self.ops, self.answers);
+        let (ops, answers) = (&self.heads, self.answers);
+        let start = out.len();
         encode(self.frame_id, ops, &answers, out);
         // UDP never amplifies: an unauthenticated datagram gets no larger reply (DESIGN §3.7).
-        if self.transport == Transport::Udp && !self.token_ok && out.len() > self.frame_len {
-            out.clear();
+        if self.transport == Transport::Udp && !self.token_ok && out.len() - start > self.frame_len
+        {
+            out.truncate(start);
             let squeezed: Vec<Option<Answer>> = answers
                 .into_iter()
                 .map(|a| match a {
@@ -143,22 +116,24 @@ impl Ran<'_> {
                 })
                 .collect();
             encode(self.frame_id, ops, &squeezed, out);
-            if out.len() > self.frame_len {
-                out.clear(); // not even the statuses fit: no reply at all
+            if out.len() - start > self.frame_len {
+                out.truncate(start); // not even the statuses fit: no reply at all
             }
         }
         sh.record_latency(self.start.elapsed());
     }
 }
 
-/// Runs the operations of the request frame in `frame` (see [`execute_frame`]).
-pub fn run_frame<'a>(
+/// Runs the operations of the request frame in `frame`, reads through `reads`; an error means
+/// the frame could not be decoded at all (drop the datagram or close the connection).
+/// `authed` is the connection's AUTH state (always false for UDP).
+pub fn run_frame(
     sh: &Arc<Shared>,
-    frame: &'a [u8],
+    frame: &[u8],
     transport: Transport,
     authed: &mut bool,
-    sink: &Arc<Sink>,
-) -> Result<Ran<'a>, FrameError> {
+    reads: &mut Reads,
+) -> Result<Ran, FrameError> {
     let limits = &sh.settings.limits;
     let (h, ops) = decode_request(frame, limits)?;
     let start = Instant::now();
@@ -169,7 +144,7 @@ pub fn run_frame<'a>(
     let n = ops.len();
     let admitted = sh.admit(n);
     let mut answers: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
-    let mut reads: Vec<(u64, EngineRequest)> = Vec::new();
+    let mut to_read: Vec<(usize, ReadRef<'_>)> = Vec::new();
     let mut writes: Vec<(usize, WriteOp)> = Vec::new();
     let max_items = limits.max_scan_items;
     for (i, op) in ops.iter().enumerate() {
@@ -196,7 +171,7 @@ pub fn run_frame<'a>(
                 "authentication required".into(),
             ))
         } else {
-            execute_op(sh, op, transport, i, max_items, &mut reads, &mut writes)
+            execute_op(sh, op, transport, i, max_items, &mut to_read, &mut writes)
         };
         answers[i] = a;
     }
@@ -216,26 +191,26 @@ pub fn run_frame<'a>(
             }
         }
     }
-    if !reads.is_empty() {
-        let count = reads.len();
-        sh.engine.submit(sink, reads);
-        for c in wait_all(sink, count) {
-            answers[c.tag as usize] = Some(match c.reply {
-                Reply::Value(Some(v)) => Answer::Bytes(v),
-                Reply::Value(None) => Answer::Fail(Status::NotFound, String::new()),
-                Reply::Items(items) => {
+    if !to_read.is_empty() {
+        let reqs: Vec<ReadRef<'_>> = to_read.iter().map(|r| r.1).collect();
+        reads.run(&sh.engine, &reqs, |j, found| {
+            answers[to_read[j].0] = Some(match found {
+                Found::Value(Some(v)) => Answer::Bytes(v.to_vec()),
+                Found::Value(None) => Answer::Fail(Status::NotFound, String::new()),
+                Found::Reply(Reply::Value(Some(v))) => Answer::Bytes(v),
+                Found::Reply(Reply::Value(None)) => Answer::Fail(Status::NotFound, String::new()),
+                Found::Reply(Reply::Items(items)) => {
                     // The engine was asked for one item more than the server's limit.
                     let truncated = items.len() > max_items;
                     let items = cap_items(items, max_items, limits.max_scan_bytes);
-                    let cut = truncated || items.1;
-                    Answer::Items(items.0, cut)
+                    Answer::Items(items.0, truncated || items.1)
                 }
-                Reply::Error(e) => {
+                Found::Reply(Reply::Error(e)) => {
                     let (s, m) = status_of(&e);
                     Answer::Fail(s, m)
                 }
             });
-        }
+        });
     }
     if admitted {
         sh.release(n);
@@ -243,7 +218,7 @@ pub fn run_frame<'a>(
     Ok(Ran {
         frame_id: h.frame_id,
         frame_len: frame.len(),
-        ops,
+        heads: ops.iter().map(|op| (op.id(), op.opcode())).collect(),
         answers,
         wrote,
         transport,
@@ -252,16 +227,15 @@ pub fn run_frame<'a>(
     })
 }
 
-fn execute_op(
+fn execute_op<'a>(
     sh: &Shared,
-    op: &Request<'_>,
+    op: &Request<'a>,
     transport: Transport,
     index: usize,
     max_items: usize,
-    reads: &mut Vec<(u64, EngineRequest)>,
+    reads: &mut Vec<(usize, ReadRef<'a>)>,
     writes: &mut Vec<(usize, WriteOp)>,
 ) -> Option<Answer> {
-    let tag = index as u64;
     let mut write = |w| {
         writes.push((index, w));
         None
@@ -272,18 +246,32 @@ fn execute_op(
     match *op {
         Request::Get { key, .. } => {
             sh.count(OpClass::Get);
-            reads.push((tag, EngineRequest::get(key)));
+            reads.push((index, ReadRef::Get(key)));
             None
         }
         Request::Scan { lo, hi, limit, .. } => {
             sh.count(OpClass::Scan);
             let hi = (!hi.is_empty()).then_some(hi);
-            reads.push((tag, EngineRequest::scan(lo, hi, ask(limit))));
+            reads.push((
+                index,
+                ReadRef::Scan {
+                    lo,
+                    hi,
+                    limit: ask(limit),
+                },
+            ));
             None
         }
         Request::ScanFloor { kl, ku, limit, .. } => {
             sh.count(OpClass::Floor);
-            reads.push((tag, EngineRequest::scan_floor(kl, ku, ask(limit))));
+            reads.push((
+                index,
+                ReadRef::ScanFloor {
+                    kl,
+                    ku,
+                    limit: ask(limit),
+                },
+            ));
             None
         }
         Request::Put { key, value, .. } => write(WriteOp::Put(key.to_vec(), value.to_vec())),
@@ -385,7 +373,7 @@ type Answers = (Mutex<Vec<(usize, Answer)>>, Condvar);
 fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> Vec<(usize, Answer)> {
     let n = writes.len();
     let results: Arc<Answers> = Arc::new((Mutex::new(Vec::with_capacity(n)), Condvar::new()));
-    let ops: Vec<(Vec<u8>, KeyFn)> = writes
+    let ops: Vec<Op> = writes
         .into_iter()
         .map(|(i, w)| {
             let results = results.clone();
@@ -397,7 +385,7 @@ fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> Vec<(usize, An
             key_fn(sh.clone(), w, Box::new(reply))
         })
         .collect();
-    sh.station.submit(sh, ops);
+    sh.station.submit(&sh.store, ops);
     let (m, cv) = &*results;
     let mut done = m.lock().unwrap_or_else(|e| e.into_inner());
     while done.len() < n {
@@ -425,7 +413,7 @@ fn vector_status(e: &VectorError) -> Status {
 
 /// The station operation of one write: its effect on the key's current value, and its answer
 /// once that effect is in the tree.
-fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) -> (Vec<u8>, KeyFn) {
+fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) -> Op {
     // An answer that does not depend on the write's outcome beyond its success.
     let then = |sh: Arc<Shared>, ok: Answer, reply: Box<dyn FnOnce(Answer) + Send>| -> Finish {
         Box::new(move |r| {
@@ -445,7 +433,7 @@ fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) ->
         WriteOp::Put(k, v) => {
             sh.count(OpClass::Put);
             let f: KeyFn = Box::new(move |_| (Effect::Set(v), then(sh, Answer::Version(0), reply)));
-            (k, f)
+            Op::blind(k, f)
         }
         WriteOp::Update(k, v) => {
             sh.count(OpClass::Update);
@@ -456,7 +444,7 @@ fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) ->
                 ),
                 Some(_) => (Effect::Set(v), then(sh, Answer::Version(0), reply)),
             });
-            (k, f)
+            Op::reading(k, f)
         }
         WriteOp::Delete(k) => {
             sh.count(OpClass::Delete);
@@ -467,7 +455,7 @@ fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) ->
                 ),
                 Some(_) => (Effect::Remove, then(sh, Answer::Version(0), reply)),
             });
-            (k, f)
+            Op::reading(k, f)
         }
         WriteOp::FetchAdd {
             key,
@@ -511,7 +499,7 @@ fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) ->
                     }
                 }
             });
-            (key, f)
+            Op::reading(key, f)
         }
         WriteOp::Cas { key, expected, new } => {
             sh.count(OpClass::Atomic);
@@ -530,7 +518,7 @@ fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) ->
                     )
                 }
             });
-            (key, f)
+            Op::reading(key, f)
         }
         WriteOp::Vector {
             key,
@@ -566,7 +554,7 @@ fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) ->
                     }
                 }
             });
-            (key, f)
+            Op::reading(key, f)
         }
     }
 }
@@ -587,9 +575,9 @@ fn cap_items(items: Items, max_items: usize, max_bytes: usize) -> (Items, bool) 
     (kept, cut)
 }
 
-fn encode(frame_id: u32, ops: &[Request<'_>], answers: &[Option<Answer>], out: &mut Vec<u8>) {
-    let start = begin_response(out, frame_id, ops.len());
-    for (op, a) in ops.iter().zip(answers) {
+fn encode(frame_id: u32, heads: &[(u16, u8)], answers: &[Option<Answer>], out: &mut Vec<u8>) {
+    let start = begin_response(out, frame_id, heads.len());
+    for (&(id, opcode), a) in heads.iter().zip(answers) {
         let (status, body) = match a {
             Some(Answer::Fail(s, m)) => (*s, Body::Message(m.as_bytes())),
             Some(Answer::Empty) => (Status::Ok, Body::Empty),
@@ -607,8 +595,8 @@ fn encode(frame_id: u32, ops: &[Request<'_>], answers: &[Option<Answer>], out: &
         encode_response_op(
             out,
             &Response {
-                id: op.id(),
-                opcode: op.opcode(),
+                id,
+                opcode,
                 status,
                 body,
             },

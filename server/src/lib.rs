@@ -3,49 +3,59 @@
 //! a program embedding the server calls it itself (after registering its own vector
 //! functions, see docs/VECTOR_FUNCTIONS.md).
 
+mod admin;
 pub mod config;
+mod conn;
 mod engines;
+mod event_loop;
 mod exec;
 mod metrics;
-mod net;
+mod reads;
+mod resp_batch;
 mod resp_cmd;
 mod state;
 mod station;
 mod udp;
 pub mod vector;
-mod writers;
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub use vector::{Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError};
 
+/// How long shutdown waits for the event loops to stop before it flushes anyway.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// Serves until SIGINT or SIGTERM: binds every port, prints the listening line on stdout,
 /// and returns when shut down (or with why it could not start).
-pub async fn serve(settings: config::Settings) -> Result<(), String> {
-    serve_with(settings, Registry::default()).await
+pub fn serve(settings: config::Settings) -> Result<(), String> {
+    serve_with(settings, Registry::default())
 }
 
 /// [`serve`] with the vector functions of `registry` (the built-ins plus what the embedding
 /// program registered; docs/VECTOR_FUNCTIONS.md).
-pub async fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), String> {
+pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), String> {
+    // Before any thread starts, so a signal that arrives from now on is seen.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .map_err(|e| format!("cannot handle signals: {e}"))?;
     let addr = |port| SocketAddr::new(settings.bind, port);
     let bind_err = |what: &str, a: SocketAddr, e: std::io::Error| {
         format!("cannot listen for {what} on {a}: {e}")
     };
-    let tcp = tokio::net::TcpListener::bind(addr(settings.port))
-        .await
+    let bin = std::net::TcpListener::bind(addr(settings.port))
         .map_err(|e| bind_err("binary TCP", addr(settings.port), e))?;
-    let bin_port = tcp.local_addr().map_err(|e| e.to_string())?.port();
+    let bin_port = bin.local_addr().map_err(|e| e.to_string())?.port();
     let udp = std::net::UdpSocket::bind(addr(bin_port))
         .map_err(|e| bind_err("binary UDP", addr(bin_port), e))?;
-    let resp = tokio::net::TcpListener::bind(addr(settings.resp_port))
-        .await
+    let resp = std::net::TcpListener::bind(addr(settings.resp_port))
         .map_err(|e| bind_err("RESP", addr(settings.resp_port), e))?;
-    let admin = tokio::net::TcpListener::bind(addr(settings.admin_port))
-        .await
+    let admin = std::net::TcpListener::bind(addr(settings.admin_port))
         .map_err(|e| bind_err("admin HTTP", addr(settings.admin_port), e))?;
     let resp_port = resp.local_addr().map_err(|e| e.to_string())?.port();
     let admin_port = admin.local_addr().map_err(|e| e.to_string())?.port();
@@ -55,18 +65,31 @@ pub async fn serve_with(settings: config::Settings, registry: Registry) -> Resul
         "off"
     };
     let shared = state::Shared::with_registry(settings.clone(), registry)?;
+    let sockets = event_loop::Sockets { resp, bin, udp };
     let stop = Arc::new(AtomicBool::new(false));
-    let busy_poll = settings.udp_busy_poll;
-    let udp_thread = {
-        let (sh, stop) = (shared.clone(), stop.clone());
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let mut mailboxes = Vec::new();
+    for i in 0..settings.threads {
+        let (lp, mailbox) = event_loop::Loop::new(shared.clone(), &sockets, i as u64)
+            .map_err(|e| format!("cannot start event loop {i}: {e}"))?;
+        mailboxes.push(mailbox);
+        let (stop, done) = (stop.clone(), done_tx.clone());
         std::thread::Builder::new()
-            .name("accelkv-udp".into())
-            .spawn(move || udp::serve(sh, udp, stop, busy_poll))
-            .map_err(|e| e.to_string())?
-    };
-    tokio::spawn(net::serve_binary_tcp(shared.clone(), tcp));
-    tokio::spawn(net::serve_resp(shared.clone(), resp));
-    tokio::spawn(net::serve_admin(shared.clone(), admin));
+            .name(format!("accelkv-loop-{i}"))
+            .spawn(move || {
+                lp.run(&stop);
+                let _ = done.send(());
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    drop(done_tx);
+    {
+        let sh = shared.clone();
+        std::thread::Builder::new()
+            .name("accelkv-admin".into())
+            .spawn(move || admin::serve(sh, admin))
+            .map_err(|e| e.to_string())?;
+    }
     let storage = match (&shared.persist, &settings.data_dir) {
         (Some(p), Some(dir)) => {
             eprintln!("accelkv-server: {}: {}", dir.display(), p.recovery());
@@ -77,45 +100,34 @@ pub async fn serve_with(settings: config::Settings, registry: Registry) -> Resul
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine {}, {} engine threads, hot cache {} buckets, {storage})",
+        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {storage})",
         addr(bin_port),
         addr(resp_port),
         addr(admin_port),
         shared.engine.describe(),
-        settings.engine_threads,
+        settings.threads,
         settings.cache_buckets
     );
-    shutdown_signal().await;
+    let _ = std::io::stdout().flush();
+    let _ = signals.forever().next();
     eprintln!("accelkv-server: shutting down");
     stop.store(true, Ordering::Relaxed);
-    let _ = udp_thread.join();
+    for m in &mailboxes {
+        m.wake();
+    }
+    // Loops stop within a turn; one stuck on a client cannot hold the exit (bounded).
+    let deadline = Instant::now() + STOP_GRACE;
+    for _ in 0..settings.threads {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            eprintln!("accelkv-server: an event loop did not stop in time; exiting anyway");
+            break;
+        }
+    }
     if let Some(p) = &shared.persist {
         if let Err(e) = p.flush() {
             return Err(format!("flushing the data directory at shutdown: {e}"));
         }
     }
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

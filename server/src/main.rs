@@ -13,18 +13,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("accelkv-server: cannot start the runtime: {e}");
-            std::process::exit(1);
-        }
-    };
-    if let Err(e) = rt.block_on(accelkv_server::serve(settings)) {
+    if let Err(e) = accelkv_server::serve(settings) {
         eprintln!("accelkv-server: {e}");
         std::process::exit(1);
     }

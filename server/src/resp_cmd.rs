@@ -1,16 +1,17 @@
 //! The RESP command set: what Redis clients send before their first real command (AUTH,
 //! HELLO, CLIENT, SELECT, INFO, CONFIG GET, COMMAND, READONLY), the string commands, and the
-//! ordered commands RANGE and FLOOR. Consecutive GETs and MGETs of a pipeline go to the
-//! engine as one batch; everything else runs in order.
+//! ordered commands RANGE and FLOOR. Reads go through the loop's read door (`reads.rs`),
+//! every write through the reservation station (`station.rs`), the one write door; runs of
+//! GET and MGET are batched by `resp_batch.rs` before they reach here.
 
-use crate::exec::wait_all;
+use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
-use crate::station::{Effect, Finish, KeyFn};
-use accelkv_engine::{ReadEngine, Reply, Request as EngineRequest, Sink};
+use crate::station::{Effect, KeyFn, Op};
+use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp;
 use accelkv_tree::Error;
+use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// Per-connection RESP state.
 #[derive(Clone)]
@@ -22,6 +23,9 @@ pub struct Session {
     pub quit: bool,
     /// A write command ran since the connection last waited for durability.
     pub wrote: bool,
+    /// Bytes per reply of the last batch (how many commands to decode next, given the room
+    /// left under the output limit).
+    pub reply_hint: usize,
 }
 
 /// Commands that change the store: refused while the disk is failing, and their replies
@@ -40,11 +44,13 @@ const WRITE_COMMANDS: &[&[u8]] = &[
     b"FLUSHDB",
 ];
 
-fn upper(a: &[u8]) -> Vec<u8> {
-    a.to_ascii_uppercase()
+/// A command name or option in upper case (on the stack for anything short).
+fn upper(a: &[u8]) -> SmallVec<[u8; 24]> {
+    a.iter().map(u8::to_ascii_uppercase).collect()
 }
 
-fn err_store(out: &mut Vec<u8>, e: &Error) {
+/// Appends the RESP error for a store error.
+pub fn err_store(out: &mut Vec<u8>, e: &Error) {
     match e {
         Error::OutOfMemory { .. } => {
             resp::error(out, "OOM command not allowed: memory limit reached")
@@ -57,94 +63,87 @@ fn parse_i64(a: &[u8]) -> Option<i64> {
     std::str::from_utf8(a).ok()?.parse().ok()
 }
 
-/// Executes pipelined commands in order, appending every reply to `out`: runs of GET/MGET
-/// go to the engine as one batch, runs of other commands to a writer thread as one job.
-pub fn execute(
-    sh: &Arc<Shared>,
-    s: &mut Session,
-    cmds: &[Vec<&[u8]>],
-    sink: &Arc<Sink>,
-    out: &mut Vec<u8>,
-) {
-    let is_read = |c: &Vec<&[u8]>| match c.first() {
-        Some(n) if n.eq_ignore_ascii_case(b"GET") => c.len() == 2,
-        Some(n) if n.eq_ignore_ascii_case(b"MGET") => c.len() >= 2,
-        _ => false,
-    };
-    let mut i = 0;
-    while i < cmds.len() && !s.quit {
-        let authed = s.authed || sh.settings.password.is_none();
-        let start = i;
-        if authed && is_read(&cmds[i]) {
-            while i < cmds.len() && is_read(&cmds[i]) {
-                i += 1;
-            }
-            read_batch(sh, &cmds[start..i], sink, out);
-            continue;
+/// A write's reply, decided when the station runs it and sent once its effect is in the tree.
+enum Rep {
+    Ok,
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Err(&'static str),
+}
+
+impl Rep {
+    fn write(self, out: &mut Vec<u8>) {
+        match self {
+            Rep::Ok => resp::simple(out, "OK"),
+            Rep::Int(n) => resp::integer(out, n),
+            Rep::Bulk(b) => resp::bulk(out, b.as_deref()),
+            Rep::Err(m) => resp::error(out, m),
         }
-        while i < cmds.len() && !(authed && is_read(&cmds[i])) {
-            i += 1;
-        }
-        let owned: Vec<Vec<Vec<u8>>> = cmds[start..i]
-            .iter()
-            .map(|c| c.iter().map(|a| a.to_vec()).collect())
-            .collect();
-        let (shared, mut session) = (sh.clone(), s.clone());
-        let (session, part) = sh.writers.run(move || {
-            let mut o = Vec::new();
-            for c in &owned {
-                if session.quit {
-                    break;
-                }
-                let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
-                command(&shared, &mut session, &args, &mut o);
-            }
-            (session, o)
-        });
-        *s = session;
-        out.extend_from_slice(&part);
     }
 }
 
-fn read_batch(sh: &Shared, cmds: &[Vec<&[u8]>], sink: &Arc<Sink>, out: &mut Vec<u8>) {
-    let mut reqs = Vec::new();
-    for c in cmds {
-        for k in &c[1..] {
-            sh.count(OpClass::Get);
-            reqs.push((reqs.len() as u64, EngineRequest::get(k)));
-        }
+/// One write for [`through_station`]: its key, whether it reads the current value, and what
+/// it does given that value.
+type Write = (
+    Vec<u8>,
+    bool,
+    Box<dyn FnOnce(Option<&[u8]>) -> (Effect, Rep) + Send>,
+);
+
+/// Runs `writes` through the reservation station (the one write door, so two loops writing
+/// one key are ordered by its slot) and returns each one's reply once its effect is in the
+/// tree. The station usually runs them on this thread; if another loop is draining a slot,
+/// this waits for that burst.
+fn through_station(sh: &Shared, writes: Vec<Write>) -> Vec<Option<Result<Rep, Error>>> {
+    let n = writes.len();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Rep, Error>)>(n);
+    let ops = writes
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, reads, decide))| {
+            let tx = tx.clone();
+            let f: KeyFn = Box::new(move |cur| {
+                let (effect, rep) = decide(cur);
+                (
+                    effect,
+                    Box::new(move |r: Result<u64, Error>| {
+                        let _ = tx.send((i, r.map(|_| rep)));
+                    }),
+                )
+            });
+            Op { key, reads, f }
+        })
+        .collect();
+    drop(tx);
+    sh.station.submit(&sh.store, ops);
+    let mut done: Vec<Option<Result<Rep, Error>>> = (0..n).map(|_| None).collect();
+    for (i, r) in rx.iter().take(n) {
+        done[i] = Some(r);
     }
-    let n = reqs.len();
-    let admitted = sh.admit(n);
-    let mut values: Vec<Option<Reply>> = vec![None; n];
-    if admitted {
-        sh.engine.submit(sink, reqs);
-        for c in wait_all(sink, n) {
-            values[c.tag as usize] = Some(c.reply);
-        }
-        sh.release(n);
+    done
+}
+
+/// One write through the station, its reply appended to `out`.
+fn write_one(
+    sh: &Shared,
+    key: &[u8],
+    reads: bool,
+    decide: impl FnOnce(Option<&[u8]>) -> (Effect, Rep) + Send + 'static,
+    out: &mut Vec<u8>,
+) {
+    let r = through_station(sh, vec![(key.to_vec(), reads, Box::new(decide))]);
+    match r.into_iter().next().flatten() {
+        Some(Ok(rep)) => rep.write(out),
+        Some(Err(e)) => err_store(out, &e),
+        None => resp::error(out, "ERR internal error: the write was lost"),
     }
-    let mut next = 0;
-    for c in cmds {
-        let mget = c[0].eq_ignore_ascii_case(b"MGET");
-        if !admitted {
-            resp::error(out, "BUSY server has too many operations in flight");
-            next += c.len() - 1;
-            continue;
-        }
-        if mget {
-            resp::array(out, c.len() - 1);
-        }
-        for _ in 1..c.len() {
-            match values[next].take() {
-                Some(Reply::Value(v)) => resp::bulk(out, v.as_deref()),
-                Some(Reply::Error(_)) if mget => resp::bulk(out, None),
-                Some(Reply::Error(e)) => err_store(out, &e),
-                _ => resp::bulk(out, None),
-            }
-            next += 1;
-        }
-    }
+}
+
+/// A read through the loop's read door: the owned reply.
+fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Reply {
+    let mut reply = Reply::Value(None);
+    reads.run(&sh.engine, &[req], |_, f: Found<'_>| reply = f.into_reply());
+    reply
 }
 
 fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
@@ -157,8 +156,8 @@ fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
     );
 }
 
-/// One command that is not part of a read batch.
-fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+/// One command (a GET or MGET here is one outside a read batch: before AUTH, say).
+pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
     sh.metrics.resp_commands.fetch_add(1, Ordering::Relaxed);
     let Some(first) = c.first() else {
         return;
@@ -189,7 +188,7 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
                 return resp::error(out, "NOPROTO unsupported protocol version");
             }
             // HELLO [2 [AUTH user pass]]: authenticate if asked.
-            if argc >= 5 && upper(c[2]) == b"AUTH" {
+            if argc >= 5 && c[2].eq_ignore_ascii_case(b"AUTH") {
                 if sh.settings.password.as_deref().map(str::as_bytes) != Some(c[4]) {
                     return resp::error(
                         out,
@@ -263,7 +262,7 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             _ => resp::error(out, "ERR unknown CLIENT subcommand"),
         },
         b"COMMAND" => resp::array(out, 0),
-        b"CONFIG" if argc == 3 && upper(c[1]) == b"GET" => {
+        b"CONFIG" if argc == 3 && c[1].eq_ignore_ascii_case(b"GET") => {
             // redis-benchmark asks for `save` and `appendonly`.
             let key = c[2].to_vec();
             let value: &[u8] = match upper(&key).as_slice() {
@@ -290,77 +289,112 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             resp::bulk(out, Some(text.as_bytes()));
         }
         b"DBSIZE" => resp::integer(out, store.len() as i64),
-        b"FLUSHALL" | b"FLUSHDB" => {
-            loop {
-                let batch = store.scan(b"", None, 1024);
-                if batch.is_empty() {
-                    break;
-                }
-                for (k, _) in batch {
-                    let _g = sh.stripe(&k);
-                    let _ = store.delete(&k);
-                }
+        b"FLUSHALL" | b"FLUSHDB" => loop {
+            let batch = store.scan(b"", None, 1024);
+            if batch.is_empty() {
+                break resp::simple(out, "OK");
             }
-            resp::simple(out, "OK");
-        }
+            let dels: Vec<Write> = batch
+                .into_iter()
+                .map(|(k, _)| -> Write { (k, false, Box::new(|_| (Effect::Remove, Rep::Ok))) })
+                .collect();
+            if let Some(e) = through_station(sh, dels)
+                .into_iter()
+                .flatten()
+                .find_map(Result::err)
+            {
+                break err_store(out, &e);
+            }
+        },
         b"GET" if argc == 2 => {
             sh.count(OpClass::Get);
-            match store.get(c[1]) {
-                Ok(v) => resp::bulk(out, v.as_deref()),
-                Err(e) => err_store(out, &e),
+            match read_one(sh, reads, ReadRef::Get(c[1])) {
+                Reply::Value(v) => resp::bulk(out, v.as_deref()),
+                Reply::Error(e) => err_store(out, &e),
+                Reply::Items(_) => resp::bulk(out, None),
             }
         }
         b"MGET" if argc >= 2 => {
             resp::array(out, argc - 1);
             for k in &c[1..] {
                 sh.count(OpClass::Get);
-                resp::bulk(out, store.get(k).ok().flatten().as_deref());
+                match read_one(sh, reads, ReadRef::Get(k)) {
+                    Reply::Value(v) => resp::bulk(out, v.as_deref()),
+                    _ => resp::bulk(out, None),
+                }
             }
         }
         b"GET" | b"MGET" => wrong_args(out, &name),
         b"SET" if argc >= 3 => set(sh, c, out),
         b"SETNX" if argc == 3 => {
             sh.count(OpClass::Put);
-            let _g = sh.stripe(c[1]);
-            match store.get(c[1]) {
-                Ok(Some(_)) => resp::integer(out, 0),
-                Ok(None) => match store.put(c[1], c[2]) {
-                    Ok(_) => resp::integer(out, 1),
-                    Err(e) => err_store(out, &e),
+            let v = c[2].to_vec();
+            write_one(
+                sh,
+                c[1],
+                true,
+                move |cur| match cur {
+                    Some(_) => (Effect::Keep, Rep::Int(0)),
+                    None => (Effect::Set(v), Rep::Int(1)),
                 },
-                Err(e) => err_store(out, &e),
-            }
+                out,
+            );
         }
         b"GETSET" if argc == 3 => {
             sh.count(OpClass::Put);
-            let _g = sh.stripe(c[1]);
-            match store
-                .get(c[1])
-                .and_then(|old| store.put(c[1], c[2]).map(|_| old))
-            {
-                Ok(old) => resp::bulk(out, old.as_deref()),
-                Err(e) => err_store(out, &e),
-            }
+            let v = c[2].to_vec();
+            write_one(
+                sh,
+                c[1],
+                true,
+                move |cur| (Effect::Set(v), Rep::Bulk(cur.map(<[u8]>::to_vec))),
+                out,
+            );
         }
         b"MSET" if argc >= 3 && argc % 2 == 1 => {
-            for kv in c[1..].chunks(2) {
-                sh.count(OpClass::Put);
-                let _g = sh.stripe(kv[0]);
-                if let Err(e) = store.put(kv[0], kv[1]) {
-                    return err_store(out, &e);
-                }
+            let sets: Vec<Write> = c[1..]
+                .chunks(2)
+                .map(|kv| -> Write {
+                    sh.count(OpClass::Put);
+                    let v = kv[1].to_vec();
+                    (
+                        kv[0].to_vec(),
+                        false,
+                        Box::new(move |_| (Effect::Set(v), Rep::Ok)),
+                    )
+                })
+                .collect();
+            match through_station(sh, sets)
+                .into_iter()
+                .flatten()
+                .find_map(Result::err)
+            {
+                Some(e) => err_store(out, &e),
+                None => resp::simple(out, "OK"),
             }
-            resp::simple(out, "OK");
         }
         b"DEL" if argc >= 2 => {
+            let dels: Vec<Write> = c[1..]
+                .iter()
+                .map(|k| -> Write {
+                    sh.count(OpClass::Delete);
+                    (
+                        k.to_vec(),
+                        true,
+                        Box::new(|cur| match cur {
+                            Some(_) => (Effect::Remove, Rep::Int(1)),
+                            None => (Effect::Keep, Rep::Int(0)),
+                        }),
+                    )
+                })
+                .collect();
             let mut n = 0;
-            for k in &c[1..] {
-                sh.count(OpClass::Delete);
-                let _g = sh.stripe(k);
-                match store.delete(k) {
-                    Ok(w) if w.existed => n += 1,
-                    Ok(_) => {}
-                    Err(e) => return err_store(out, &e),
+            for r in through_station(sh, dels) {
+                match r {
+                    Some(Ok(Rep::Int(k))) => n += k,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return err_store(out, &e),
+                    None => return resp::error(out, "ERR internal error: the write was lost"),
                 }
             }
             resp::integer(out, n);
@@ -368,15 +402,16 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         b"EXISTS" if argc >= 2 => {
             let mut n = 0;
             for k in &c[1..] {
-                if store.get_with(k, |_| ()).ok().flatten().is_some() {
+                if matches!(read_one(sh, reads, ReadRef::Get(k)), Reply::Value(Some(_))) {
                     n += 1;
                 }
             }
             resp::integer(out, n);
         }
-        b"STRLEN" if argc == 2 => match store.get_with(c[1], <[u8]>::len) {
-            Ok(v) => resp::integer(out, v.unwrap_or(0) as i64),
-            Err(e) => err_store(out, &e),
+        b"STRLEN" if argc == 2 => match read_one(sh, reads, ReadRef::Get(c[1])) {
+            Reply::Value(v) => resp::integer(out, v.map_or(0, |v| v.len()) as i64),
+            Reply::Error(e) => err_store(out, &e),
+            Reply::Items(_) => resp::integer(out, 0),
         },
         b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY" => {
             let by = match (name.as_slice(), argc) {
@@ -391,25 +426,37 @@ fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             };
             incr(sh, c[1], by, out);
         }
-        b"RANGE" if argc == 3 || argc == 5 => {
+        b"RANGE" | b"FLOOR" if argc == 3 || argc == 5 => {
             let Some(limit) = limit_arg(c, 3, out) else {
                 return;
             };
-            sh.count(OpClass::Scan);
-            let items = store.scan(
-                c[1],
-                Some(c[2]),
-                limit.min(sh.settings.limits.max_scan_items),
-            );
-            items_reply(out, &items);
-        }
-        b"FLOOR" if argc == 3 || argc == 5 => {
-            let Some(limit) = limit_arg(c, 3, out) else {
-                return;
+            let limit = limit.min(sh.settings.limits.max_scan_items);
+            let req = if name.as_slice() == b"RANGE" {
+                sh.count(OpClass::Scan);
+                ReadRef::Scan {
+                    lo: c[1],
+                    hi: Some(c[2]),
+                    limit,
+                }
+            } else {
+                sh.count(OpClass::Floor);
+                ReadRef::ScanFloor {
+                    kl: c[1],
+                    ku: c[2],
+                    limit,
+                }
             };
-            sh.count(OpClass::Floor);
-            let items = store.scan_floor(c[1], c[2], limit.min(sh.settings.limits.max_scan_items));
-            items_reply(out, &items);
+            match read_one(sh, reads, req) {
+                Reply::Items(items) => {
+                    resp::array(out, items.len() * 2);
+                    for (k, v) in items.iter() {
+                        resp::bulk(out, Some(k));
+                        resp::bulk(out, Some(v));
+                    }
+                }
+                Reply::Error(e) => err_store(out, &e),
+                Reply::Value(_) => resp::array(out, 0),
+            }
         }
         _ => {
             let args: Vec<String> = c[1..]
@@ -433,7 +480,7 @@ fn limit_arg(c: &[&[u8]], at: usize, out: &mut Vec<u8>) -> Option<usize> {
     if c.len() <= at {
         return Some(usize::MAX);
     }
-    if upper(c[at]) != b"LIMIT" {
+    if !c[at].eq_ignore_ascii_case(b"LIMIT") {
         resp::error(out, "ERR syntax error (expected LIMIT n)");
         return None;
     }
@@ -443,14 +490,6 @@ fn limit_arg(c: &[&[u8]], at: usize, out: &mut Vec<u8>) -> Option<usize> {
             resp::error(out, "ERR LIMIT must be a non-negative integer");
             None
         }
-    }
-}
-
-fn items_reply(out: &mut Vec<u8>, items: &[(Vec<u8>, Vec<u8>)]) {
-    resp::array(out, items.len() * 2);
-    for (k, v) in items {
-        resp::bulk(out, Some(k));
-        resp::bulk(out, Some(v));
     }
 }
 
@@ -475,27 +514,23 @@ fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
         return resp::error(out, "ERR syntax error");
     }
     sh.count(OpClass::Put);
-    let store = &sh.store;
-    let _g = sh.stripe(c[1]);
-    let old = if nx || xx || get {
-        match store.get(c[1]) {
-            Ok(v) => v,
-            Err(e) => return err_store(out, &e),
-        }
-    } else {
-        None
-    };
-    let skip = (nx && old.is_some()) || (xx && old.is_none());
-    if !skip {
-        if let Err(e) = store.put(c[1], c[2]) {
-            return err_store(out, &e);
-        }
-    }
-    match (get, skip) {
-        (true, _) => resp::bulk(out, old.as_deref()),
-        (false, true) => resp::bulk(out, None),
-        (false, false) => resp::simple(out, "OK"),
-    }
+    let v = c[2].to_vec();
+    let reads = nx || xx || get;
+    write_one(
+        sh,
+        c[1],
+        reads,
+        move |old| {
+            let skip = (nx && old.is_some()) || (xx && old.is_none());
+            let rep = match (get, skip) {
+                (true, _) => Rep::Bulk(old.map(<[u8]>::to_vec)),
+                (false, true) => Rep::Bulk(None),
+                (false, false) => Rep::Ok,
+            };
+            (if skip { Effect::Keep } else { Effect::Set(v) }, rep)
+        },
+        out,
+    );
 }
 
 /// INCRBY with overflow checked (Redis's behaviour: an error, the value unchanged).
@@ -503,35 +538,31 @@ fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
 /// fetch-and-add (a burst of INCRs on one key is one tree write).
 fn incr(sh: &Shared, key: &[u8], by: i64, out: &mut Vec<u8>) {
     sh.count(OpClass::Atomic);
-    type Reply = Box<dyn FnOnce(&mut Vec<u8>) + Send>;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Reply>(1);
-    let f: KeyFn = Box::new(move |cur| {
-        let fail = |tx: std::sync::mpsc::SyncSender<Reply>, m: &'static str| -> (Effect, Finish) {
-            let r: Reply = Box::new(move |o| resp::error(o, m));
-            (Effect::Keep, Box::new(move |_| drop(tx.send(r))))
-        };
-        let cur = match cur {
-            None => 0,
-            Some(v) => match parse_i64(v) {
-                Some(n) => n,
-                None => return fail(tx, "ERR value is not an integer or out of range"),
-            },
-        };
-        let Some(next) = cur.checked_add(by) else {
-            return fail(tx, "ERR increment or decrement would overflow");
-        };
-        let finish: Finish = Box::new(move |r| {
-            let r: Reply = match r {
-                Ok(_) => Box::new(move |o| resp::integer(o, next)),
-                Err(e) => Box::new(move |o| err_store(o, &e)),
+    write_one(
+        sh,
+        key,
+        true,
+        move |cur| {
+            let cur = match cur {
+                None => 0,
+                Some(v) => match parse_i64(v) {
+                    Some(n) => n,
+                    None => {
+                        return (
+                            Effect::Keep,
+                            Rep::Err("ERR value is not an integer or out of range"),
+                        )
+                    }
+                },
             };
-            let _ = tx.send(r);
-        });
-        (Effect::Set(next.to_string().into_bytes()), finish)
-    });
-    sh.station.submit(sh, vec![(key.to_vec(), f)]);
-    match rx.recv() {
-        Ok(r) => r(out),
-        Err(_) => resp::error(out, "ERR internal error: the write was lost"),
-    }
+            match cur.checked_add(by) {
+                None => (
+                    Effect::Keep,
+                    Rep::Err("ERR increment or decrement would overflow"),
+                ),
+                Some(next) => (Effect::Set(next.to_string().into_bytes()), Rep::Int(next)),
+            }
+        },
+        out,
+    );
 }

@@ -1,5 +1,5 @@
-//! State shared by every connection: the store, the read engine, write stripes, limits,
-//! counters and latency histograms.
+//! State shared by every event loop: the store, the read engine, the reservation station
+//! (the one write door), limits, counters and latency histograms.
 
 use crate::config::Settings;
 use crate::engines::Engine;
@@ -7,7 +7,7 @@ use accelkv_engine::ReadEngine;
 use accelkv_tree::{Config, Store};
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Operation classes counted in metrics.
@@ -66,10 +66,8 @@ pub struct Shared {
     /// The durable store around `store` when the server has a data directory.
     pub persist: Option<accelkv_durable::Store>,
     pub engine: Engine,
-    pub writers: crate::writers::Writers,
     pub station: crate::station::Station,
     pub registry: crate::vector::Registry,
-    stripes: Vec<Mutex<()>>,
     pub metrics: Metrics,
     pub connections: AtomicUsize,
     pub inflight: AtomicUsize,
@@ -105,15 +103,12 @@ impl Shared {
             }
         };
         let engine = Engine::start(store.clone(), &settings)?;
-        let writers = crate::writers::Writers::start(settings.writer_threads);
         Ok(Arc::new(Shared {
             store,
             persist,
             engine,
-            writers,
             station: crate::station::Station::new(settings.station_slots, settings.forwarding),
             registry,
-            stripes: (0..1024).map(|_| Mutex::new(())).collect(),
             metrics: Metrics {
                 ops: Default::default(),
                 errors: AtomicU64::new(0),
@@ -155,50 +150,17 @@ impl Shared {
             .is_some_and(|p| p.durability().must_wait())
     }
 
-    /// Blocks until every write released so far may be answered (see
-    /// [`Shared::waits_for_durability`]).
-    pub fn wait_durable(&self) -> Result<(), String> {
+    /// Calls `done` (on the committer's thread, or at once) when every write released so far
+    /// may be answered (see [`Shared::waits_for_durability`]), with the disk error if it
+    /// cannot be made durable. An event loop parks a connection's replies meanwhile.
+    pub fn when_durable(&self, done: Box<dyn FnOnce(Result<(), String>) + Send>) {
         match &self.persist {
-            Some(p) => p
-                .durability()
-                .wait(self.store.read_version())
-                .map_err(|e| e.to_string()),
-            None => Ok(()),
+            Some(p) => p.durability().on_durable(
+                self.store.read_version(),
+                Box::new(move |r| done(r.map_err(|e| e.to_string()))),
+            ),
+            None => done(Ok(())),
         }
-    }
-
-    /// [`Shared::wait_durable`] without blocking the thread.
-    pub async fn wait_durable_async(&self) -> Result<(), String> {
-        let Some(p) = &self.persist else {
-            return Ok(());
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        p.durability().on_durable(
-            self.store.read_version(),
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        match rx.await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("disk error: the committer stopped".into()),
-        }
-    }
-
-    /// Serialises writes to keys that hash alike, so read-modify-write commands (INCR,
-    /// SET NX, GETSET) are atomic with respect to every other write of the server.
-    pub fn stripe(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        self.stripe_at(self.stripe_index(key))
-    }
-
-    /// Which stripe `key` belongs to.
-    pub fn stripe_index(&self, key: &[u8]) -> usize {
-        (crate::station::key_hash(key) % self.stripes.len() as u64) as usize
-    }
-
-    /// Locks stripe `i`.
-    pub fn stripe_at(&self, i: usize) -> MutexGuard<'_, ()> {
-        self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn count(&self, class: OpClass) {

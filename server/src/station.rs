@@ -10,14 +10,14 @@
 //! operations on one hot key costs one tree write, and each operation still has its own
 //! linearizable result (all of a burst's operations take effect, in order, at its write).
 //!
-//! Operations of the burst hold their keys' write stripes from the first read to the
-//! write-back, so the RESP commands that use stripes stay atomic with station operations.
+//! The station is the server's only door for writes (binary protocol and RESP alike), so
+//! two event loops writing one key are ordered by its slot: no other write path exists that
+//! could slip between a burst's read and its write-back.
 //!
 //! Thread safety: any thread may submit. An executor never waits for another slot while it
 //! owns one (it finishes its own bursts first), so executors cannot deadlock.
 
-use crate::state::Shared;
-use accelkv_tree::Error;
+use accelkv_tree::{Error, Store};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -40,9 +40,40 @@ pub type Finish = Box<dyn FnOnce(Result<u64, Error>) + Send>;
 /// An operation: given its key's current value, its effect and what to do when done.
 pub type KeyFn = Box<dyn FnOnce(Option<&[u8]>) -> (Effect, Finish) + Send>;
 
+/// One operation submitted to the station.
+pub struct Op {
+    /// The key it reads and writes.
+    pub key: Vec<u8>,
+    /// Whether its effect depends on the current value (false for a plain PUT: the station
+    /// then skips reading the key from the tree).
+    pub reads: bool,
+    /// What it does.
+    pub f: KeyFn,
+}
+
+impl Op {
+    /// An operation that reads the current value.
+    pub fn reading(key: Vec<u8>, f: KeyFn) -> Op {
+        Op {
+            key,
+            reads: true,
+            f,
+        }
+    }
+
+    /// An operation whose effect does not depend on the current value (it sees `None`).
+    pub fn blind(key: Vec<u8>, f: KeyFn) -> Op {
+        Op {
+            key,
+            reads: false,
+            f,
+        }
+    }
+}
+
 struct Slot {
     busy: bool,
-    queue: VecDeque<(Vec<u8>, KeyFn)>,
+    queue: VecDeque<Op>,
 }
 
 /// Counters.
@@ -64,7 +95,7 @@ pub struct Station {
     pub stats: StationStats,
 }
 
-/// FNV-1a 64 of a key: the station's and the write stripes' hash.
+/// FNV-1a 64 of a key: the station's hash.
 pub fn key_hash(key: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in key {
@@ -98,25 +129,25 @@ impl Station {
     /// Enqueues `ops` (in order) and runs the bursts of every slot that was idle on this
     /// thread. Each operation's [`Finish`] runs, on whichever thread ran its burst, after its
     /// effect is in the tree; the caller waits for those it needs.
-    pub fn submit(&self, sh: &Shared, ops: Vec<(Vec<u8>, KeyFn)>) {
+    pub fn submit(&self, store: &Store, ops: Vec<Op>) {
         let mut owned = Vec::new();
-        for (key, f) in ops {
-            let i = self.slot_of(&key);
+        for op in ops {
+            let i = self.slot_of(&op.key);
             let mut s = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
-            s.queue.push_back((key, f));
+            s.queue.push_back(op);
             if !s.busy {
                 s.busy = true;
                 owned.push(i);
             }
         }
         for i in owned {
-            self.drain(sh, i);
+            self.drain(store, i);
         }
     }
 
-    fn drain(&self, sh: &Shared, i: usize) {
+    fn drain(&self, store: &Store, i: usize) {
         loop {
-            let burst: Vec<(Vec<u8>, KeyFn)> = {
+            let burst: Vec<Op> = {
                 let mut s = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
                 if s.queue.is_empty() {
                     s.busy = false;
@@ -128,55 +159,68 @@ impl Station {
                     s.queue.pop_front().into_iter().collect()
                 }
             };
-            self.run_burst(sh, burst);
+            self.run_burst(store, burst);
         }
     }
 
-    fn run_burst(&self, sh: &Shared, burst: Vec<(Vec<u8>, KeyFn)>) {
-        // Hold the stripes of the burst's keys (ascending, so no two threads deadlock).
-        let mut stripes: Vec<usize> = burst.iter().map(|(k, _)| sh.stripe_index(k)).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let _guards: Vec<_> = stripes.iter().map(|&s| sh.stripe_at(s)).collect();
+    fn run_burst(&self, store: &Store, burst: Vec<Op>) {
         // Per distinct key, in order of first appearance: the latest value (None: absent),
-        // whether the burst changed it, and why reading it failed, if it did.
+        // whether it was read (or set) yet, whether the burst changed it, and why reading it
+        // failed, if it did.
         struct KeyState {
             key: Vec<u8>,
             value: Option<Vec<u8>>,
+            known: bool,
             dirty: bool,
             read_error: Option<Error>,
         }
         let mut keys: Vec<KeyState> = Vec::new();
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut finishes: Vec<(usize, Finish)> = Vec::with_capacity(burst.len());
-        for (key, f) in burst {
+        for Op { key, reads, f } in burst {
             self.stats.ops.fetch_add(1, Ordering::Relaxed);
-            let i = match index.get(&key) {
-                Some(&i) => {
+            // The common burst of one key needs no index: it is built from the second key on.
+            let found = if index.is_empty() {
+                keys.first().filter(|k| k.key == key).map(|_| 0)
+            } else {
+                index.get(&key).copied()
+            };
+            let i = match found {
+                Some(i) => {
                     self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
                     i
                 }
                 None => {
-                    let (value, read_error) = match sh.store.get(&key) {
-                        Ok(v) => (v, None),
-                        Err(e) => (None, Some(e)),
-                    };
+                    if keys.len() == 1 {
+                        index.insert(keys[0].key.clone(), 0);
+                    }
+                    if !keys.is_empty() {
+                        index.insert(key.clone(), keys.len());
+                    }
                     keys.push(KeyState {
-                        key: key.clone(),
-                        value,
+                        key,
+                        value: None,
+                        known: false,
                         dirty: false,
-                        read_error,
+                        read_error: None,
                     });
-                    index.insert(key, keys.len() - 1);
                     keys.len() - 1
                 }
             };
             let k = &mut keys[i];
-            let (effect, finish) = f(k.value.as_deref());
+            if reads && !k.known {
+                match store.get(&k.key) {
+                    Ok(v) => k.value = v,
+                    Err(e) => k.read_error = Some(e),
+                }
+                k.known = true;
+            }
+            let cur = if reads { k.value.as_deref() } else { None };
+            let (effect, finish) = f(cur);
             match effect {
                 Effect::Keep => {}
-                Effect::Set(v) => (k.value, k.dirty) = (Some(v), true),
-                Effect::Remove => (k.value, k.dirty) = (None, true),
+                Effect::Set(v) => (k.value, k.known, k.dirty) = (Some(v), true, true),
+                Effect::Remove => (k.value, k.known, k.dirty) = (None, true, true),
             }
             finishes.push((i, finish));
         }
@@ -185,12 +229,12 @@ impl Station {
             .into_iter()
             .map(|k| match k.read_error {
                 Some(e) => Err(e),
-                None if !k.dirty => Ok(sh.store.read_version()),
+                None if !k.dirty => Ok(store.read_version()),
                 None => {
                     self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
                     match &k.value {
-                        Some(v) => sh.store.put(&k.key, v).map(|w| w.version),
-                        None => sh.store.delete(&k.key).map(|w| w.version),
+                        Some(v) => store.put(&k.key, v).map(|w| w.version),
+                        None => store.delete(&k.key).map(|w| w.version),
                     }
                 }
             })

@@ -1,66 +1,135 @@
-//! UDP with batched system calls: `recvmmsg` takes up to 32 datagrams per call and
-//! `sendmmsg` sends their replies in one call (Linux; elsewhere one datagram per call).
-//! With busy polling the thread never sleeps in the kernel: it polls the socket, trading a
-//! core for latency.
+//! The UDP port of an event loop: one frame per datagram, answered on the loop that received
+//! it. On Linux `recvmmsg` takes up to 32 datagrams per call and `sendmmsg` sends their
+//! replies in one call; elsewhere one datagram per call. A reply whose writes must be durable
+//! first is parked and sent when the committer settles it.
 
-use crate::exec::{execute_frame, Transport};
+use crate::event_loop::{Mailbox, Release};
+use crate::exec::{run_frame, Ran, Transport};
+use crate::reads::Reads;
 use crate::state::Shared;
-use accelkv_engine::Sink;
 use accelkv_proto::frame::decode_header;
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
+use mio::net::UdpSocket;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Datagrams per batched call.
 const BATCH: usize = 32;
 const MAX_DATAGRAM: usize = 65536;
 
-/// Answers one datagram into `out` (empty: no reply).
-fn answer(sh: &Arc<Shared>, sink: &Arc<Sink>, frame: &[u8], out: &mut Vec<u8>) {
+/// A loop's handle of the UDP socket, with its buffers.
+pub struct UdpPort {
+    socket: UdpSocket,
+    bufs: Vec<Vec<u8>>,
+    outs: Vec<Vec<u8>>,
+    peers: Vec<Option<SocketAddr>>,
+}
+
+impl UdpPort {
+    pub fn new(socket: UdpSocket) -> UdpPort {
+        UdpPort {
+            socket,
+            bufs: (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
+            outs: (0..BATCH)
+                .map(|_| Vec::with_capacity(MAX_DATAGRAM))
+                .collect(),
+            peers: vec![None; BATCH],
+        }
+    }
+
+    pub fn socket_mut(&mut self) -> &mut UdpSocket {
+        &mut self.socket
+    }
+
+    /// Answers every datagram waiting on the socket.
+    pub fn drain(&mut self, sh: &Arc<Shared>, reads: &mut Reads, mailbox: &Arc<Mailbox>) {
+        loop {
+            let n = self.receive();
+            if n == 0 {
+                return;
+            }
+            for i in 0..n {
+                let (buf, out) = (&self.bufs[i], &mut self.outs[i]);
+                let Some(peer) = self.peers[i] else {
+                    out.clear();
+                    continue;
+                };
+                // `bufs[i]` was truncated to the datagram's length by `receive`.
+                if let Some(ran) = answer(sh, reads, buf, out) {
+                    let mb = mailbox.clone();
+                    sh.when_durable(Box::new(move |result| {
+                        mb.post(Release::Datagram { ran, peer, result })
+                    }));
+                }
+            }
+            self.send(n);
+            for b in &mut self.bufs {
+                b.resize(MAX_DATAGRAM, 0);
+            }
+        }
+    }
+
+    /// Sends a parked reply once its writes are settled.
+    pub fn answer_parked(
+        &mut self,
+        sh: &Shared,
+        ran: Ran,
+        peer: SocketAddr,
+        result: Result<(), String>,
+    ) {
+        let out = &mut self.outs[0];
+        out.clear();
+        ran.finish(sh, result, out);
+        if !out.is_empty() {
+            let _ = self.socket.send_to(out, peer);
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn receive(&mut self) -> usize {
+        for b in &mut self.bufs[..1] {
+            match self.socket.recv_from(b) {
+                Ok((n, peer)) => {
+                    b.truncate(n);
+                    self.peers[0] = Some(peer);
+                    return 1;
+                }
+                Err(_) => return 0,
+            }
+        }
+        0
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn send(&mut self, n: usize) {
+        for i in 0..n {
+            if let (Some(peer), false) = (self.peers[i], self.outs[i].is_empty()) {
+                let _ = self.socket.send_to(&self.outs[i], peer);
+            }
+        }
+    }
+}
+
+/// Answers one datagram into `out` (empty: no reply). Returns the frame instead when its
+/// reply must wait for durability (`out` stays empty then).
+fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) -> Option<Ran> {
     out.clear();
     sh.metrics.udp_datagrams.fetch_add(1, Ordering::Relaxed);
     let mut authed = false;
     match decode_header(frame, &sh.settings.limits) {
         // One frame per datagram: it must be whole and exact.
         Ok(h) if h.frame_len == frame.len() => {
-            if execute_frame(sh, frame, Transport::Udp, &mut authed, sink, out).is_err() {
-                out.clear();
+            let ran = run_frame(sh, frame, Transport::Udp, &mut authed, reads).ok()?;
+            if ran.must_wait(sh) {
+                return Some(ran);
             }
+            ran.finish(sh, Ok(()), out);
         }
         _ => {
             sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
         }
     }
-}
-
-/// Serves UDP until `stop`.
-pub fn serve(sh: Arc<Shared>, socket: UdpSocket, stop: Arc<AtomicBool>, busy_poll: bool) {
-    if busy_poll {
-        let _ = socket.set_nonblocking(true);
-    } else {
-        let _ = socket.set_read_timeout(Some(Duration::from_millis(200)));
-    }
-    let sink = Sink::new();
-    #[cfg(target_os = "linux")]
-    linux::serve(&sh, &socket, &stop, busy_poll, &sink);
-    #[cfg(not(target_os = "linux"))]
-    {
-        let mut buf = vec![0u8; MAX_DATAGRAM];
-        let mut out = Vec::with_capacity(MAX_DATAGRAM);
-        while !stop.load(Ordering::Relaxed) {
-            let Ok((n, peer)) = socket.recv_from(&mut buf) else {
-                if busy_poll {
-                    std::hint::spin_loop();
-                }
-                continue;
-            };
-            answer(&sh, &sink, &buf[..n], &mut out);
-            if !out.is_empty() {
-                let _ = socket.send_to(&out, peer);
-            }
-        }
-    }
+    None
 }
 
 #[cfg(target_os = "linux")]
@@ -68,108 +137,146 @@ mod linux {
     use super::*;
     use std::os::fd::AsRawFd;
 
-    pub(super) fn serve(
-        sh: &Arc<Shared>,
-        socket: &UdpSocket,
-        stop: &AtomicBool,
-        busy_poll: bool,
-        sink: &Arc<Sink>,
-    ) {
-        let fd = socket.as_raw_fd();
-        let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect();
-        let mut outs: Vec<Vec<u8>> = (0..BATCH)
-            .map(|_| Vec::with_capacity(MAX_DATAGRAM))
-            .collect();
+    fn to_addr(a: &libc::sockaddr_storage) -> Option<SocketAddr> {
+        match i32::from(a.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the family says this storage holds a sockaddr_in.
+                let v4 =
+                    unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+                Some(SocketAddr::from((
+                    u32::from_be(v4.sin_addr.s_addr).to_be_bytes(),
+                    u16::from_be(v4.sin_port),
+                )))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the family says this storage holds a sockaddr_in6.
+                let v6 =
+                    unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+                Some(SocketAddr::from((
+                    v6.sin6_addr.s6_addr,
+                    u16::from_be(v6.sin6_port),
+                )))
+            }
+            _ => None,
+        }
+    }
+
+    fn to_storage(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
         // SAFETY: sockaddr_storage is plain data for which all zero bytes are valid.
-        let mut addrs: Vec<libc::sockaddr_storage> =
-            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-        let mut iovs: Vec<libc::iovec> = Vec::with_capacity(BATCH);
-        // SAFETY: mmsghdr is plain data for which all zero bytes are valid.
-        let mut hdrs: Vec<libc::mmsghdr> =
-            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-        while !stop.load(Ordering::Relaxed) {
-            iovs.clear();
-            for b in bufs.iter_mut() {
-                iovs.push(libc::iovec {
+        let mut s: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = match a {
+            SocketAddr::V4(v4) => {
+                // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
+                let p = unsafe {
+                    &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+                };
+                p.sin_family = libc::AF_INET as libc::sa_family_t;
+                p.sin_port = v4.port().to_be();
+                p.sin_addr.s_addr = u32::from_be_bytes(v4.ip().octets()).to_be();
+                std::mem::size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(v6) => {
+                // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
+                let p = unsafe {
+                    &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+                };
+                p.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                p.sin6_port = v6.port().to_be();
+                p.sin6_addr.s6_addr = v6.ip().octets();
+                p.sin6_flowinfo = v6.flowinfo();
+                p.sin6_scope_id = v6.scope_id();
+                std::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        (s, len as libc::socklen_t)
+    }
+
+    impl UdpPort {
+        /// Takes up to BATCH waiting datagrams (without blocking); returns how many.
+        pub(super) fn receive(&mut self) -> usize {
+            let fd = self.socket.as_raw_fd();
+            // SAFETY: plain data, all zero bytes valid.
+            let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
+            let mut iovs: Vec<libc::iovec> = self
+                .bufs
+                .iter_mut()
+                .map(|b| libc::iovec {
                     iov_base: b.as_mut_ptr().cast(),
                     iov_len: b.len(),
-                });
-            }
+                })
+                .collect();
+            // SAFETY: plain data, all zero bytes valid.
+            let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
             for i in 0..BATCH {
                 hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
                 hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
                 hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
                 hdrs[i].msg_hdr.msg_iovlen = 1;
-                hdrs[i].msg_hdr.msg_control = std::ptr::null_mut();
-                hdrs[i].msg_hdr.msg_controllen = 0;
-                hdrs[i].msg_len = 0;
             }
-            let flags = if busy_poll {
-                libc::MSG_DONTWAIT
-            } else {
-                libc::MSG_WAITFORONE
-            };
             // SAFETY: `hdrs` holds BATCH headers whose name and iovec pointers point into
-            // `addrs`, `iovs` and `bufs`, all alive and not moved during the call; the
-            // timeout pointer is null (the socket's read timeout bounds the wait).
+            // `addrs`, `iovs` and `self.bufs`, all alive and unmoved during the call.
             let n = unsafe {
                 libc::recvmmsg(
                     fd,
                     hdrs.as_mut_ptr(),
                     BATCH as u32,
-                    flags,
+                    libc::MSG_DONTWAIT,
                     std::ptr::null_mut(),
                 )
             };
             if n <= 0 {
-                if busy_poll {
-                    std::hint::spin_loop();
-                }
-                continue;
+                return 0;
             }
             let n = n as usize;
             for i in 0..n {
-                let len = hdrs[i].msg_len as usize;
-                answer(sh, sink, &bufs[i][..len], &mut outs[i]);
+                self.bufs[i].truncate(hdrs[i].msg_len as usize);
+                self.peers[i] = to_addr(&addrs[i]);
             }
-            // Replies go back to the senders in one sendmmsg (datagrams with no reply are
-            // skipped).
-            let mut send_iovs: Vec<libc::iovec> = Vec::with_capacity(n);
-            let mut send_hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(n);
-            for out in outs.iter_mut().take(n).filter(|o| !o.is_empty()) {
-                send_iovs.push(libc::iovec {
-                    iov_base: out.as_mut_ptr().cast(),
-                    iov_len: out.len(),
-                });
-            }
-            let mut k = 0;
+            n
+        }
+
+        /// Sends the replies of the first `n` datagrams in one `sendmmsg` (datagrams with
+        /// no reply are skipped; a reply that cannot be sent is dropped, as UDP may).
+        pub(super) fn send(&mut self, n: usize) {
+            let fd = self.socket.as_raw_fd();
+            let mut addrs = Vec::with_capacity(n);
+            let mut iovs = Vec::with_capacity(n);
             for i in 0..n {
-                if outs[i].is_empty() {
-                    continue;
+                if let (Some(peer), false) = (self.peers[i], self.outs[i].is_empty()) {
+                    addrs.push(to_storage(peer));
+                    iovs.push(libc::iovec {
+                        iov_base: self.outs[i].as_mut_ptr().cast(),
+                        iov_len: self.outs[i].len(),
+                    });
                 }
-                // SAFETY: plain data, zero is valid.
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
-                h.msg_hdr.msg_namelen = hdrs[i].msg_hdr.msg_namelen;
-                h.msg_hdr.msg_iov = &mut send_iovs[k];
-                h.msg_hdr.msg_iovlen = 1;
-                send_hdrs.push(h);
-                k += 1;
             }
+            let mut hdrs: Vec<libc::mmsghdr> = addrs
+                .iter_mut()
+                .zip(iovs.iter_mut())
+                .map(|((a, len), iov)| {
+                    // SAFETY: plain data, zero is valid.
+                    let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                    h.msg_hdr.msg_name = (a as *mut libc::sockaddr_storage).cast();
+                    h.msg_hdr.msg_namelen = *len;
+                    h.msg_hdr.msg_iov = iov;
+                    h.msg_hdr.msg_iovlen = 1;
+                    h
+                })
+                .collect();
             let mut sent = 0;
-            while sent < send_hdrs.len() {
-                // SAFETY: the headers point into `addrs`, `send_iovs` and `outs`, alive and
+            while sent < hdrs.len() {
+                // SAFETY: the headers point into `addrs`, `iovs` and `self.outs`, alive and
                 // unmoved during the call.
                 let r = unsafe {
                     libc::sendmmsg(
                         fd,
-                        send_hdrs[sent..].as_mut_ptr(),
-                        (send_hdrs.len() - sent) as u32,
-                        0,
+                        hdrs[sent..].as_mut_ptr(),
+                        (hdrs.len() - sent) as u32,
+                        libc::MSG_DONTWAIT,
                     )
                 };
                 if r <= 0 {
-                    break; // a reply that cannot be sent is dropped, as UDP may
+                    break;
                 }
                 sent += r as usize;
             }

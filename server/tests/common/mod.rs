@@ -88,6 +88,26 @@ impl Server {
     }
 }
 
+/// Whether the server closed `s` (end of stream or a reset) within its read timeout, as
+/// opposed to leaving it open (a timeout: the server hangs instead of closing).
+pub fn closed_by_server(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue, // a final error reply before the close
+            Err(e) => {
+                return matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::BrokenPipe
+                )
+            }
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

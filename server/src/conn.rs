@@ -1,0 +1,177 @@
+//! One TCP connection of an event loop: its socket, input and output buffers, protocol
+//! state, and the replies it holds back while its writes become durable. The loop runs its
+//! input to completion (`event_loop.rs`); this module owns the byte-level I/O.
+//!
+//! Memory bound: a connection holds at most its unparsed input (one frame or command, up to
+//! `--max-frame`, plus one read) and `--max-output-mib` of replies plus one batch (the loop
+//! stops reading a connection whose output is over the limit until the client takes it).
+
+use crate::exec::Ran;
+use crate::resp_cmd::Session;
+use crate::state::Shared;
+use mio::net::TcpStream;
+use std::io::{ErrorKind, Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Counts a connection while it lives.
+pub struct ConnGuard(Arc<Shared>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Takes a connection slot under `--max-connections`, or `None` (counted as rejected).
+pub fn admit_connection(sh: &Arc<Shared>) -> Option<ConnGuard> {
+    let n = sh.connections.fetch_add(1, Ordering::Relaxed);
+    if n >= sh.settings.max_connections {
+        sh.connections.fetch_sub(1, Ordering::Relaxed);
+        sh.metrics
+            .connections_rejected
+            .fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    sh.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+    Some(ConnGuard(sh.clone()))
+}
+
+/// Which protocol a connection speaks, with its state.
+pub enum Proto {
+    Resp(Session),
+    Binary { authed: bool },
+}
+
+/// Replies held back until the writes before them are durable.
+pub enum Parked {
+    /// RESP: everything in `out` from this offset on.
+    Resp { mark: usize },
+    /// A binary frame whose response is encoded when its writes are durable.
+    Frame(Ran),
+}
+
+/// A connection.
+pub struct Conn {
+    pub sock: TcpStream,
+    /// Unique for the server's life (a released slot's completions find the right one).
+    pub id: u64,
+    pub proto: Proto,
+    /// Bytes read and not yet consumed.
+    pub inb: Vec<u8>,
+    /// Replies; `out[..sent]` are written already.
+    pub out: Vec<u8>,
+    pub sent: usize,
+    pub parked: Option<Parked>,
+    /// Close once `out` is written (or at once after a write error).
+    pub closing: bool,
+    /// The client closed its side; answer what was read, then close.
+    pub eof: bool,
+    /// Not reading: the output is over the limit.
+    pub throttled: bool,
+    pub last_active: Instant,
+    _guard: ConnGuard,
+}
+
+impl Conn {
+    pub fn new(sock: TcpStream, id: u64, proto: Proto, guard: ConnGuard) -> Conn {
+        let _ = sock.set_nodelay(true);
+        Conn {
+            sock,
+            id,
+            proto,
+            inb: Vec::new(),
+            out: Vec::new(),
+            sent: 0,
+            parked: None,
+            closing: false,
+            eof: false,
+            throttled: false,
+            last_active: Instant::now(),
+            _guard: guard,
+        }
+    }
+
+    /// Reply bytes not yet written.
+    pub fn pending(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Reads once into `inb`: `Ok(true)` if bytes came, `Ok(false)` if none are ready (or
+    /// the client closed its side: `eof` is set); an error closes the connection.
+    pub fn read_some(&mut self) -> bool {
+        let old = self.inb.len();
+        self.inb.resize(old + READ_CHUNK, 0);
+        loop {
+            match self.sock.read(&mut self.inb[old..]) {
+                Ok(0) => {
+                    self.inb.truncate(old);
+                    self.eof = true;
+                    return false;
+                }
+                Ok(n) => {
+                    self.inb.truncate(old + n);
+                    self.last_active = Instant::now();
+                    return true;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.inb.truncate(old);
+                    if e.kind() != ErrorKind::WouldBlock {
+                        self.fail();
+                    }
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Writes what may be written (everything before a parked RESP mark) in as few calls as
+    /// the socket takes.
+    pub fn flush(&mut self) {
+        let end = match self.parked {
+            Some(Parked::Resp { mark }) => mark,
+            _ => self.out.len(),
+        };
+        while self.sent < end {
+            match self.sock.write(&self.out[self.sent..end]) {
+                Ok(0) => return self.fail(),
+                Ok(n) => {
+                    self.sent += n;
+                    self.last_active = Instant::now();
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => return self.fail(),
+            }
+        }
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+        } else if self.sent >= 64 * 1024 && self.sent * 2 >= self.out.len() {
+            // Keep the unsent part at the front, so the buffer does not grow without bound.
+            self.out.drain(..self.sent);
+            if let Some(Parked::Resp { mark }) = &mut self.parked {
+                *mark -= self.sent;
+            }
+            self.sent = 0;
+        }
+    }
+
+    /// Drops everything and closes at the next chance.
+    pub fn fail(&mut self) {
+        self.closing = true;
+        self.out.clear();
+        self.sent = 0;
+        self.parked = None;
+    }
+
+    /// Whether the loop should drop it now.
+    pub fn done(&self) -> bool {
+        self.closing && self.parked.is_none() && self.pending() == 0
+    }
+}

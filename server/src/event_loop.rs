@@ -1,0 +1,435 @@
+//! One event loop per core (`--threads`), each on its own thread with its own epoll set
+//! (mio), its own connections and its own read door. The listening sockets and the UDP
+//! socket are shared: every loop polls them and whichever wakes first takes what is ready,
+//! so a busy loop takes fewer new connections. A loop runs each request it reads to
+//! completion on its own thread (run to completion, as Redis and memcached do): decode in
+//! place, reads through the interleaved walk, writes through the reservation station, reply
+//! into the connection's output buffer, one write per connection per turn. The only thing a
+//! loop waits for on another thread's behalf is a station slot another loop is draining.
+//!
+//! A reply that must wait for durability is parked, not waited for: the committer's callback
+//! posts it to the loop's mailbox and wakes the loop, which meanwhile serves everyone else.
+
+use crate::conn::{admit_connection, Conn, Parked, Proto};
+use crate::exec::{run_frame, Ran, Transport};
+use crate::reads::Reads;
+use crate::resp_batch::{self, Scratch};
+use crate::resp_cmd::Session;
+use crate::state::Shared;
+use crate::udp::UdpPort;
+use accelkv_proto::frame::decode_header;
+use accelkv_proto::FrameError;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WAKE: Token = Token(0);
+const RESP: Token = Token(1);
+const BIN: Token = Token(2);
+const UDP: Token = Token(3);
+const FIRST_CONN: usize = 4;
+
+/// The sockets every loop serves (shared; each loop polls its own handle of each).
+pub struct Sockets {
+    pub resp: std::net::TcpListener,
+    pub bin: std::net::TcpListener,
+    pub udp: std::net::UdpSocket,
+}
+
+/// Parked replies whose durability was settled, posted by the committer's thread.
+pub enum Release {
+    Conn {
+        slot: usize,
+        id: u64,
+        result: Result<(), String>,
+    },
+    Datagram {
+        ran: Ran,
+        peer: SocketAddr,
+        result: Result<(), String>,
+    },
+}
+
+/// How other threads reach a loop: a waker and the settled parked replies.
+pub struct Mailbox {
+    waker: Waker,
+    released: Mutex<Vec<Release>>,
+}
+
+impl Mailbox {
+    /// Posts a settled reply and wakes the loop.
+    pub fn post(&self, r: Release) {
+        self.released
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r);
+        let _ = self.waker.wake();
+    }
+
+    /// Wakes the loop (to see the stop flag).
+    pub fn wake(&self) {
+        let _ = self.waker.wake();
+    }
+}
+
+/// An event loop; see the module docs.
+pub struct Loop {
+    sh: Arc<Shared>,
+    poll: Poll,
+    resp: TcpListener,
+    bin: TcpListener,
+    udp: UdpPort,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    reads: Reads,
+    scratch: Scratch,
+    mailbox: Arc<Mailbox>,
+    next_id: u64,
+    index: u64,
+}
+
+fn clone_listener(l: &std::net::TcpListener) -> std::io::Result<TcpListener> {
+    let l = l.try_clone()?;
+    l.set_nonblocking(true)?;
+    Ok(TcpListener::from_std(l))
+}
+
+impl Loop {
+    /// Loop number `index` over `sockets`.
+    pub fn new(
+        sh: Arc<Shared>,
+        sockets: &Sockets,
+        index: u64,
+    ) -> std::io::Result<(Loop, Arc<Mailbox>)> {
+        let poll = Poll::new()?;
+        let mut resp = clone_listener(&sockets.resp)?;
+        let mut bin = clone_listener(&sockets.bin)?;
+        let udp_sock = sockets.udp.try_clone()?;
+        udp_sock.set_nonblocking(true)?;
+        let mut udp = UdpPort::new(mio::net::UdpSocket::from_std(udp_sock));
+        let r = poll.registry();
+        r.register(&mut resp, RESP, Interest::READABLE)?;
+        r.register(&mut bin, BIN, Interest::READABLE)?;
+        r.register(udp.socket_mut(), UDP, Interest::READABLE)?;
+        let mailbox = Arc::new(Mailbox {
+            waker: Waker::new(r, WAKE)?,
+            released: Mutex::new(Vec::new()),
+        });
+        let reads = sh.engine.reads();
+        Ok((
+            Loop {
+                sh,
+                poll,
+                resp,
+                bin,
+                udp,
+                conns: Vec::new(),
+                free: Vec::new(),
+                reads,
+                scratch: Scratch::default(),
+                mailbox: mailbox.clone(),
+                next_id: 0,
+                index,
+            },
+            mailbox,
+        ))
+    }
+
+    /// Serves until `stop`; then closes its connections.
+    pub fn run(mut self, stop: &AtomicBool) {
+        let mut events = Events::with_capacity(1024);
+        let mut ready: Vec<usize> = Vec::with_capacity(1024);
+        let timeout = if self.sh.settings.udp_busy_poll {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(250)
+        };
+        let mut last_sweep = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                eprintln!("accelkv-server: loop {}: poll failed: {e}", self.index);
+                return;
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKE => self.settle_released(),
+                    RESP => self.accept(false),
+                    BIN => self.accept(true),
+                    UDP => self.udp.drain(&self.sh, &mut self.reads, &self.mailbox),
+                    Token(t) => ready.push(t - FIRST_CONN),
+                }
+            }
+            for i in ready.drain(..) {
+                self.service(i);
+            }
+            if last_sweep.elapsed() >= Duration::from_secs(1) {
+                last_sweep = Instant::now();
+                self.sweep_idle();
+            }
+        }
+    }
+
+    fn accept(&mut self, binary: bool) {
+        loop {
+            let r = if binary {
+                self.bin.accept()
+            } else {
+                self.resp.accept()
+            };
+            let sock = match r {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // WouldBlock: none left; anything else (out of descriptors): try next turn.
+                Err(_) => return,
+            };
+            self.admit(sock, binary);
+        }
+    }
+
+    fn admit(&mut self, mut sock: TcpStream, binary: bool) {
+        let Some(guard) = admit_connection(&self.sh) else {
+            if !binary {
+                let _ = sock.write(b"-ERR max number of clients reached\r\n");
+            }
+            return;
+        };
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut sock,
+                Token(slot + FIRST_CONN),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            self.free.push(slot);
+            return;
+        }
+        self.next_id += 1;
+        let id = (self.next_id << 8) | self.index;
+        let proto = if binary {
+            Proto::Binary { authed: false }
+        } else {
+            Proto::Resp(Session {
+                id: self.sh.next_client.fetch_add(1, Ordering::Relaxed),
+                authed: false,
+                name: None,
+                quit: false,
+                wrote: false,
+                reply_hint: 0,
+            })
+        };
+        self.conns[slot] = Some(Conn::new(sock, id, proto, guard));
+    }
+
+    fn close(&mut self, slot: usize) {
+        if let Some(mut c) = self.conns[slot].take() {
+            let _ = self.poll.registry().deregister(&mut c.sock);
+            self.free.push(slot);
+        }
+    }
+
+    /// Reads, runs and answers whatever a connection has, until its socket has no more
+    /// input, its output is over the limit, or it is parked.
+    fn service(&mut self, slot: usize) {
+        let sh = &self.sh;
+        let max_out = sh.settings.max_output;
+        let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        loop {
+            c.flush();
+            if c.closing || c.parked.is_some() {
+                break;
+            }
+            if c.pending() > max_out {
+                c.throttled = true;
+                break;
+            }
+            c.throttled = false;
+            if !c.inb.is_empty() {
+                let before = c.inb.len();
+                run_input(
+                    sh,
+                    c,
+                    slot,
+                    &mut self.reads,
+                    &mut self.scratch,
+                    &self.mailbox,
+                );
+                if c.closing || c.parked.is_some() || c.pending() > max_out {
+                    continue; // flush, then stop
+                }
+                if c.inb.len() == before && c.inb.len() > sh.settings.limits.max_frame + 64 {
+                    // An incomplete command or frame bigger than the largest allowed.
+                    sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
+                    if matches!(c.proto, Proto::Resp(_)) {
+                        c.out
+                            .extend_from_slice(b"-ERR Protocol error: command too large\r\n");
+                    }
+                    c.closing = true;
+                    continue;
+                }
+            }
+            if c.eof {
+                c.closing = true;
+                continue;
+            }
+            if !c.read_some() && !c.eof {
+                break;
+            }
+        }
+        c.flush();
+        if c.done() {
+            self.close(slot);
+        }
+    }
+
+    fn settle_released(&mut self) {
+        let released = std::mem::take(
+            &mut *self
+                .mailbox
+                .released
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for r in released {
+            match r {
+                Release::Conn { slot, id, result } => {
+                    let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    if c.id != id {
+                        continue;
+                    }
+                    match (c.parked.take(), result) {
+                        (Some(Parked::Resp { .. }), Ok(())) => {}
+                        (Some(Parked::Resp { mark }), Err(m)) => {
+                            // The replies cannot be split by command: withhold them all.
+                            self.sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                            c.out.truncate(mark);
+                            c.out.extend_from_slice(format!(
+                                "-ERR {m} (replies withheld: the writes of this pipeline may or may not be applied)\r\n"
+                            ).as_bytes());
+                            c.closing = true;
+                        }
+                        (Some(Parked::Frame(ran)), result) => {
+                            ran.finish(&self.sh, result, &mut c.out);
+                        }
+                        (None, _) => {}
+                    }
+                    self.service(slot);
+                }
+                Release::Datagram { ran, peer, result } => {
+                    self.udp.answer_parked(&self.sh, ran, peer, result);
+                }
+            }
+        }
+    }
+
+    fn sweep_idle(&mut self) {
+        let Some(idle) = self.sh.settings.idle_timeout else {
+            return;
+        };
+        let now = Instant::now();
+        let stale: Vec<usize> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let c = c.as_ref()?;
+                (c.parked.is_none() && now.duration_since(c.last_active) > idle).then_some(i)
+            })
+            .collect();
+        for i in stale {
+            self.close(i);
+        }
+    }
+}
+
+/// Runs the complete requests buffered on `c`, parking its replies if its writes must be
+/// durable first.
+fn run_input(
+    sh: &Arc<Shared>,
+    c: &mut Conn,
+    slot: usize,
+    reads: &mut Reads,
+    scratch: &mut Scratch,
+    mailbox: &Arc<Mailbox>,
+) {
+    let max_out = sh.settings.max_output;
+    let park = |c: &mut Conn, p: Parked| {
+        c.parked = Some(p);
+        let (mb, id) = (mailbox.clone(), c.id);
+        sh.when_durable(Box::new(move |result| {
+            mb.post(Release::Conn { slot, id, result })
+        }));
+    };
+    match &mut c.proto {
+        Proto::Resp(session) => {
+            let mark = c.out.len();
+            let start = Instant::now();
+            let ran = resp_batch::run(sh, session, &c.inb, reads, scratch, &mut c.out, max_out);
+            if ran.used > 0 {
+                sh.record_latency(start.elapsed());
+            }
+            c.inb.drain(..ran.used);
+            if ran.bad.is_some() {
+                sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
+                c.closing = true;
+            }
+            if session.quit {
+                c.closing = true;
+            }
+            if std::mem::take(&mut session.wrote) && sh.waits_for_durability() {
+                park(c, Parked::Resp { mark });
+            }
+        }
+        Proto::Binary { authed } => {
+            let limits = &sh.settings.limits;
+            let mut pos = 0;
+            let mut parked = None;
+            while c.out.len() - c.sent <= max_out {
+                let rest = &c.inb[pos..];
+                let h = match decode_header(rest, limits) {
+                    Err(FrameError::Incomplete { .. }) => break,
+                    Ok(h) if rest.len() < h.frame_len => break,
+                    Ok(h) => h,
+                    Err(_) => {
+                        sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
+                        c.closing = true;
+                        break;
+                    }
+                };
+                let frame = &rest[..h.frame_len];
+                let Ok(ran) = run_frame(sh, frame, Transport::Tcp, authed, reads) else {
+                    sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
+                    c.closing = true;
+                    break;
+                };
+                pos += h.frame_len;
+                if ran.must_wait(sh) {
+                    parked = Some(ran);
+                    break;
+                }
+                ran.finish(sh, Ok(()), &mut c.out);
+            }
+            c.inb.drain(..pos);
+            if let Some(ran) = parked {
+                park(c, Parked::Frame(ran));
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! A RESP pipeline run to completion on the event loop that read it: commands are decoded in
+//! place (argument offsets into the input buffer, no copy), runs of GET and MGET go through
+//! the loop's read door as one interleaved batch, everything else runs in order through
+//! `resp_cmd::command` (writes through the reservation station), and every reply is encoded
+//! straight into the connection's output buffer. Nothing is allocated per command once the
+//! loop's scratch buffers have grown.
+
+use crate::reads::Reads;
+use crate::resp_cmd::{command, err_store, Session};
+use crate::state::{OpClass, Shared};
+use accelkv_engine::{Found, ReadRef, Reply};
+use accelkv_proto::resp::{self, RespError};
+use smallvec::SmallVec;
+
+/// Keys of one read batch (and commands decoded per step).
+const BATCH: usize = 64;
+
+/// A loop's reusable buffers for RESP batches.
+#[derive(Default)]
+pub struct Scratch {
+    /// Argument offsets of the decoded commands.
+    spans: Vec<(usize, usize)>,
+    /// Each decoded command's range in `spans`.
+    cmds: Vec<(usize, usize)>,
+    /// Replies of a read batch, encoded as they complete (out of order).
+    replies: Vec<u8>,
+    /// Each key's reply in `replies`.
+    segs: Vec<(usize, usize)>,
+}
+
+/// What running the buffered input did.
+pub struct Ran {
+    /// Input bytes consumed (complete commands).
+    pub used: usize,
+    /// The input is malformed: the error was written to `out`; close after it.
+    pub bad: Option<RespError>,
+}
+
+fn is_read(args: &[&[u8]]) -> bool {
+    match args.first() {
+        Some(n) if n.eq_ignore_ascii_case(b"GET") => args.len() == 2,
+        Some(n) if n.eq_ignore_ascii_case(b"MGET") => args.len() >= 2,
+        _ => false,
+    }
+}
+
+/// Runs the complete commands at the start of `buf`, appending replies to `out`, until the
+/// input runs out, the connection quits, or `out` holds more than `max_out` bytes (the
+/// caller stops reading until the client takes them: backpressure).
+pub fn run(
+    sh: &Shared,
+    s: &mut Session,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &mut Scratch,
+    out: &mut Vec<u8>,
+    max_out: usize,
+) -> Ran {
+    let limits = &sh.settings.limits;
+    let mut pos = 0;
+    while out.len() <= max_out && !s.quit {
+        // Decode up to BATCH commands, fewer when replies have been big (so a connection's
+        // output overshoots its limit by about one reply, not by a batch of them).
+        let room = max_out + 1 - out.len();
+        let per_reply = match s.reply_hint {
+            0 => limits.max_value, // nothing seen yet: assume the largest
+            n => n,
+        };
+        let want = (room / per_reply.max(1)).clamp(1, BATCH);
+        sc.spans.clear();
+        sc.cmds.clear();
+        let mut at = pos;
+        let mut bad = None;
+        while sc.cmds.len() < want {
+            let mark = sc.spans.len();
+            match resp::parse_command_spans(&buf[at..], limits, &mut sc.spans) {
+                Ok(Some(used)) => {
+                    for sp in &mut sc.spans[mark..] {
+                        (sp.0, sp.1) = (sp.0 + at, sp.1 + at);
+                    }
+                    if sc.spans.len() > mark {
+                        sc.cmds.push((mark, sc.spans.len()));
+                    }
+                    at += used;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    bad = Some(e);
+                    break;
+                }
+            }
+        }
+        if sc.cmds.is_empty() && at == pos {
+            if let Some(e) = &bad {
+                resp::error(out, &format!("ERR {e}"));
+            }
+            return Ran { used: pos, bad };
+        }
+        let before = out.len();
+        run_decoded(sh, s, buf, reads, sc, out);
+        s.reply_hint = (out.len() - before) / sc.cmds.len().max(1);
+        if sc.replies.capacity() > 4 << 20 {
+            sc.replies = Vec::new(); // do not keep a big batch's memory per loop
+        }
+        pos = at;
+        if let Some(e) = bad {
+            resp::error(out, &format!("ERR {e}"));
+            return Ran {
+                used: pos,
+                bad: Some(e),
+            };
+        }
+    }
+    Ran {
+        used: pos,
+        bad: None,
+    }
+}
+
+/// Runs the commands in `sc.cmds`, in order.
+fn run_decoded(
+    sh: &Shared,
+    s: &mut Session,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &mut Scratch,
+    out: &mut Vec<u8>,
+) {
+    let n = sc.cmds.len();
+    let mut i = 0;
+    while i < n && !s.quit {
+        let args = args_of(buf, &sc.spans, sc.cmds[i]);
+        let authed = s.authed || sh.settings.password.is_none();
+        if authed && is_read(&args) {
+            // A run of GET/MGET, up to BATCH keys (an MGET longer than that on its own).
+            let mut end = i;
+            let mut keys = 0;
+            while end < n {
+                let a = args_of(buf, &sc.spans, sc.cmds[end]);
+                if !is_read(&a) || (keys > 0 && keys + a.len() - 1 > BATCH) {
+                    break;
+                }
+                keys += a.len() - 1;
+                end += 1;
+            }
+            read_run(sh, buf, reads, sc, i, end, out);
+            i = end;
+            continue;
+        }
+        command(sh, s, &args, reads, out);
+        i += 1;
+    }
+}
+
+type Args<'a> = SmallVec<[&'a [u8]; 8]>;
+
+fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) -> Args<'a> {
+    spans[a..b].iter().map(|&(x, y)| &buf[x..y]).collect()
+}
+
+/// GET and MGET commands `from..to` of `sc.cmds` as one read batch (in chunks of BATCH keys).
+fn read_run(
+    sh: &Shared,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &mut Scratch,
+    from: usize,
+    to: usize,
+    out: &mut Vec<u8>,
+) {
+    // Every key of the run, in order, and whether it belongs to an MGET (whose errors are
+    // nils, as Redis answers them).
+    let mut keys: SmallVec<[(ReadRef<'_>, bool); BATCH]> = SmallVec::new();
+    for &(a, b) in &sc.cmds[from..to] {
+        let mget = sc.spans[a].1 - sc.spans[a].0 == 4;
+        for &(x, y) in &sc.spans[a + 1..b] {
+            keys.push((ReadRef::Get(&buf[x..y]), mget));
+        }
+    }
+    for _ in 0..keys.len() {
+        sh.count(OpClass::Get);
+    }
+    if !sh.admit(keys.len()) {
+        for _ in from..to {
+            resp::error(out, "BUSY server has too many operations in flight");
+        }
+        return;
+    }
+    sc.replies.clear();
+    sc.segs.clear();
+    sc.segs.resize(keys.len(), (0, 0));
+    for chunk in 0..keys.len().div_ceil(BATCH) {
+        let base = chunk * BATCH;
+        let part = &keys[base..keys.len().min(base + BATCH)];
+        let reqs: SmallVec<[ReadRef<'_>; BATCH]> = part.iter().map(|k| k.0).collect();
+        let (replies, segs) = (&mut sc.replies, &mut sc.segs);
+        reads.run(&sh.engine, &reqs, |j, found| {
+            let start = replies.len();
+            match found {
+                Found::Value(v) => resp::bulk(replies, v),
+                Found::Reply(Reply::Value(v)) => resp::bulk(replies, v.as_deref()),
+                Found::Reply(Reply::Error(_)) if part[j].1 => resp::bulk(replies, None),
+                Found::Reply(Reply::Error(e)) => err_store(replies, &e),
+                Found::Reply(Reply::Items(_)) => resp::bulk(replies, None),
+            }
+            segs[base + j] = (start, replies.len());
+        });
+    }
+    sh.release(keys.len());
+    let mut next = 0;
+    for &(a, b) in &sc.cmds[from..to] {
+        if sc.spans[a].1 - sc.spans[a].0 == 4 {
+            resp::array(out, b - a - 1);
+        }
+        for _ in a + 1..b {
+            let (x, y) = sc.segs[next];
+            out.extend_from_slice(&sc.replies[x..y]);
+            next += 1;
+        }
+    }
+}
