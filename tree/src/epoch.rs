@@ -13,7 +13,8 @@
 //! Invariants (the argument is spelled out in docs/ARCHITECTURE.md):
 //! 1. A reader stores its slot (SeqCst) before it loads the global read version or any page
 //!    table entry, and clears it only after its last access to node memory.
-//! 2. Garbage is retired only after the write that unlinked it has been released to readers.
+//! 2. Garbage is retired only after the write that unlinked it is visible to readers (the
+//!    read version has reached it: `Tree::retire_at`).
 //! 3. Garbage tagged `t` is freed only when every pinned slot holds an epoch > `t`.
 
 use std::cell::RefCell;

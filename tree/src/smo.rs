@@ -241,7 +241,7 @@ impl Tree {
         let wv = self.versions.begin_write();
         self.publish(&mut plan, wv);
         self.observe(key, op.value(), wv);
-        self.versions.release(wv);
+        self.complete(key, wv);
         self.count(outcome);
         // Values referenced by superseded leaves but by no new leaf are dropped with them.
         let mut before = Vec::new();
@@ -275,7 +275,7 @@ impl Tree {
             .chain(plan.retired_lids.iter().map(|&l| Garbage::Lid(l)))
             .chain(dropped)
             .collect();
-        self.retire(garbage);
+        self.retire_at(wv, garbage);
         drop(plan);
         drop(pin_guard);
         self.reclaim();

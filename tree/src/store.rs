@@ -158,8 +158,43 @@ impl Store {
         Ok(self.tree.get_at(key, rv, &pin, f))
     }
 
-    /// Inserts or replaces.
+    /// Inserts or replaces; returns once the write is visible to readers.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Write> {
+        let w = self.put_unwaited(key, value)?;
+        self.wait_visible(w.version);
+        Ok(w)
+    }
+
+    /// Replaces the value of a present key; `Error::NotFound` when absent. Returns once the
+    /// write is visible to readers.
+    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<Write> {
+        self.check_key(key)?;
+        self.check_value(value)?;
+        match self.tree.write(key, Op::Update(value))? {
+            (Outcome::Absent, _) => Err(Error::NotFound),
+            (_, version) => {
+                self.wait_visible(version);
+                Ok(Write {
+                    version,
+                    existed: true,
+                })
+            }
+        }
+    }
+
+    /// Deletes `key`; `existed` says whether it was there. Returns once the write is
+    /// visible to readers.
+    pub fn delete(&self, key: &[u8]) -> Result<Write> {
+        let w = self.delete_unwaited(key)?;
+        self.wait_visible(w.version);
+        Ok(w)
+    }
+
+    /// [`Store::put`] without waiting for visibility: the write is in the tree and its
+    /// version completed, but readers see it only once every older write has completed too
+    /// ([`Store::is_visible`]). A caller with other work (a server's event loop) answers
+    /// later instead of waiting behind a writer the OS descheduled.
+    pub fn put_unwaited(&self, key: &[u8], value: &[u8]) -> Result<Write> {
         self.check_key(key)?;
         self.check_value(value)?;
         let (o, version) = self.tree.write(key, Op::Put(value))?;
@@ -169,27 +204,42 @@ impl Store {
         })
     }
 
-    /// Replaces the value of a present key; `Error::NotFound` when absent.
-    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<Write> {
-        self.check_key(key)?;
-        self.check_value(value)?;
-        match self.tree.write(key, Op::Update(value))? {
-            (Outcome::Absent, _) => Err(Error::NotFound),
-            (_, version) => Ok(Write {
-                version,
-                existed: true,
-            }),
-        }
-    }
-
-    /// Deletes `key`; `existed` says whether it was there.
-    pub fn delete(&self, key: &[u8]) -> Result<Write> {
+    /// [`Store::delete`] without waiting for visibility (see [`Store::put_unwaited`]).
+    pub fn delete_unwaited(&self, key: &[u8]) -> Result<Write> {
         self.check_key(key)?;
         let (o, version) = self.tree.write(key, Op::Delete)?;
         Ok(Write {
             version,
             existed: o == Outcome::Deleted,
         })
+    }
+
+    /// Whether every write up to `version` is visible to readers.
+    pub fn is_visible(&self, version: u64) -> bool {
+        self.tree.versions.is_visible(version)
+    }
+
+    /// Waits until every write up to `version` is visible to readers.
+    pub fn wait_visible(&self, version: u64) {
+        self.tree.versions.wait_visible(version)
+    }
+
+    /// The newest value of `key`, including completed writes not yet visible to readers.
+    /// Only for a single write door that orders every write of `key` itself (the server's
+    /// reservation station): its read-modify-write must see its own earlier writes even
+    /// while an older writer elsewhere holds back visibility.
+    pub fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_key(key)?;
+        let pin = self.tree.epochs.pin();
+        Ok(self.tree.get_at(key, u64::MAX, &pin, <[u8]>::to_vec))
+    }
+
+    /// Test hook: every later write of `key` sleeps `stall` between taking its version and
+    /// completing it, as a writer the OS descheduled there would. Only the first call has
+    /// an effect.
+    #[doc(hidden)]
+    pub fn stall_writes_of(&self, key: &[u8], stall: std::time::Duration) {
+        let _ = self.tree.stall.set((key.to_vec(), stall));
     }
 
     /// Items with keys in `[lo, hi)` (`hi = None`: no upper bound), ascending, at most

@@ -59,6 +59,9 @@ pub(crate) struct Tree {
     /// Serialises structural modifications (merge, split, node merge, root changes).
     pub(crate) smo: Mutex<()>,
     pub(crate) garbage: Mutex<VecDeque<(u64, Garbage)>>,
+    /// Garbage unlinked by a write whose version is not visible yet, with that version:
+    /// retired once it is (epoch invariant 2), so a write never waits to retire.
+    pub(crate) unretired: Mutex<VecDeque<(u64, Vec<Garbage>)>>,
     pub(crate) items: AtomicI64,
     pub(crate) ool_bytes: AtomicU64,
     pub(crate) counters: SmoCounters,
@@ -67,6 +70,9 @@ pub(crate) struct Tree {
     pub(crate) observers: [std::sync::OnceLock<Arc<dyn crate::WriteObserver>>; MAX_OBSERVERS],
     /// Serialises registration of observers.
     pub(crate) observers_lock: Mutex<()>,
+    /// Test hook: a write of this key sleeps this long between taking and completing its
+    /// version (a writer the OS descheduled there), set once by `Store::stall_writes_of`.
+    pub(crate) stall: std::sync::OnceLock<(Vec<u8>, std::time::Duration)>,
 }
 
 /// How many structural modifications of each kind have run.
@@ -86,6 +92,16 @@ impl SmoCounters {
 }
 
 impl Tree {
+    /// Completes `wv` (visible once every older version is), after the test hook's stall.
+    pub(crate) fn complete(&self, key: &[u8], wv: u64) {
+        if let Some((k, d)) = self.stall.get() {
+            if k.as_slice() == key {
+                std::thread::sleep(*d);
+            }
+        }
+        self.versions.complete(wv);
+    }
+
     /// An empty tree: the root is an empty leaf at version 0.
     pub(crate) fn new(cfg: Config) -> Result<Tree, crate::Error> {
         cfg.validate()?;
@@ -97,11 +113,13 @@ impl Tree {
             epochs: Arc::new(Epochs::new()),
             smo: Mutex::new(()),
             garbage: Mutex::new(VecDeque::new()),
+            unretired: Mutex::new(VecDeque::new()),
             items: AtomicI64::new(0),
             ool_bytes: AtomicU64::new(0),
             counters: SmoCounters::default(),
             observers: Default::default(),
             observers_lock: Mutex::new(()),
+            stall: std::sync::OnceLock::new(),
             geo,
             cfg,
         };
@@ -353,8 +371,39 @@ impl Tree {
         g.extend(items.into_iter().map(|x| (tag, x)));
     }
 
+    /// Retires garbage unlinked by the write of version `wv` once that write is visible:
+    /// until then a reader can reach the unlinked buffers through old-version pointers
+    /// without its epoch protecting them.
+    pub(crate) fn retire_at(&self, wv: u64, items: Vec<Garbage>) {
+        let mut u = self.unretired.lock().unwrap_or_else(|e| e.into_inner());
+        u.push_back((wv, items));
+        self.retire_visible(&mut u);
+    }
+
+    /// Retires every unretired batch whose write is visible now.
+    fn retire_visible(&self, u: &mut VecDeque<(u64, Vec<Garbage>)>) {
+        // Versions are visible in order, so a visible batch may sit behind an invisible one
+        // (they were pushed in completion order): look at all of them.
+        let mut i = 0;
+        while i < u.len() {
+            if self.versions.is_visible(u[i].0) {
+                if let Some((_, items)) = u.remove(i) {
+                    self.retire(items);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Frees the garbage no reader can reach any more.
     pub(crate) fn reclaim(&self) {
+        {
+            let mut u = self.unretired.lock().unwrap_or_else(|e| e.into_inner());
+            if !u.is_empty() {
+                self.retire_visible(&mut u);
+            }
+        }
         let safe = self.epochs.safe_below();
         let mut g = self.garbage.lock().unwrap_or_else(|e| e.into_inner());
         while g.front().is_some_and(|(tag, _)| *tag < safe) {
@@ -414,12 +463,20 @@ impl Drop for Tree {
     fn drop(&mut self) {
         // Free retired garbage, then every out-of-line value still referenced by the newest
         // version of the tree. (Older buffers' values were retired with those buffers.)
-        let g: Vec<_> = self
+        let mut g: Vec<_> = self
             .garbage
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
             .collect();
+        for (_, items) in self
+            .unretired
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            g.extend(items.into_iter().map(|x| (0, x)));
+        }
         for (_, x) in g {
             if let Garbage::Value(h, l) = x {
                 // SAFETY: no reader exists any more (we have `&mut self`).

@@ -1,25 +1,41 @@
 //! The two global version clocks of MVCC (Honeycomb §3.2).
 //!
 //! A writer takes its write version with a fetch-and-add on the global write version, makes
-//! its change visible in node memory, and then *releases* it: it waits until every smaller
-//! write version has been released and sets the global read version to its own. Readers take
-//! the global read version and ignore anything newer, so a reader at `rv` sees exactly the
+//! its change visible in node memory, and then *completes* it: it marks the version done in a
+//! ring of completion slots and advances the global read version past every version that is
+//! done and contiguous with it. Whoever completes the oldest missing version moves the read
+//! version past everything completed after it, so a writer never waits for another writer
+//! to be released: a writer the OS descheduled between taking and completing its version
+//! holds back only the *visibility* of later writes, never their writers. Readers take the
+//! global read version and ignore anything newer, so a reader at `rv` sees exactly the
 //! writes with versions <= `rv`.
 //!
-//! Thread safety: lock-free; `release` spins (then yields) until its turn.
+//! The blocking `Store` API completes, then waits until visible
+//! ([`Versions::wait_visible`]); a caller that has other work (a server loop) completes and
+//! answers once [`Versions::is_visible`] says so.
+//!
+//! Thread safety: lock-free. Only `begin_write` can wait, and only when `RING` versions are
+//! taken and not yet visible (bounded memory for the ring).
 //!
 //! Invariants:
-//! 1. The read version only grows, by exactly one per release, in write-version order.
-//! 2. A writer holding an unreleased version never waits for a lock or for another writer's
-//!    structural change, so the wait in `release` always ends.
+//! 1. The read version only grows, by exactly one per step, and steps from `r` to `r + 1`
+//!    only after version `r + 1` was completed.
+//! 2. Slot `v % RING` holds `v` only after `v` completed; it is not reused until the read
+//!    version has reached `v` (version `v + RING` is taken only once `read >= v`).
+//! 3. A writer holding an uncompleted version never waits for a lock or for another writer's
+//!    structural change, so every taken version is completed eventually.
 
 use crate::backoff::Backoff;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Completion slots: versions taken and not yet visible at any time.
+const RING: u64 = 1 << 12;
 
 /// Global write and read versions.
 pub struct Versions {
     write: AtomicU64,
     read: AtomicU64,
+    done: Box<[AtomicU64]>,
 }
 
 impl Versions {
@@ -28,12 +44,22 @@ impl Versions {
         Versions {
             write: AtomicU64::new(v),
             read: AtomicU64::new(v),
+            // u64::MAX is never a version, so no slot starts out looking done.
+            done: (0..RING).map(|_| AtomicU64::new(u64::MAX)).collect(),
         }
     }
 
-    /// Takes the next write version.
+    /// Takes the next write version (waiting, in the rare case that `RING` versions are
+    /// taken and not yet visible, until the oldest becomes visible; invariant 2).
     pub fn begin_write(&self) -> u64 {
-        self.write.fetch_add(1, Ordering::AcqRel) + 1
+        let wv = self.write.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut backoff = Backoff::new();
+        // Slot `wv % RING` last held `wv - RING`, which nobody looks for once the read
+        // version has reached it.
+        while wv - self.read.load(Ordering::SeqCst) > RING {
+            backoff.snooze();
+        }
+        wv
     }
 
     /// The last write version handed out.
@@ -41,13 +67,38 @@ impl Versions {
         self.write.load(Ordering::Acquire)
     }
 
-    /// Releases `wv` to readers once every smaller version is released.
-    pub fn release(&self, wv: u64) {
+    /// Marks `wv` done and advances the read version past every done version that follows
+    /// it without a gap. Never waits.
+    pub fn complete(&self, wv: u64) {
+        self.done[(wv % RING) as usize].store(wv, Ordering::SeqCst);
+        // The store above and the loads below are SeqCst, so of two writers completing
+        // neighbouring versions at once, at least one sees the other's mark: the read
+        // version is never left behind a done version (Dekker's argument).
+        loop {
+            let r = self.read.load(Ordering::SeqCst);
+            let next = r + 1;
+            if self.done[(next % RING) as usize].load(Ordering::SeqCst) != next {
+                return;
+            }
+            // Losing the race means someone else moved it; look again either way.
+            let _ = self
+                .read
+                .compare_exchange(r, next, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether every version up to `wv` is visible to readers.
+    #[inline]
+    pub fn is_visible(&self, wv: u64) -> bool {
+        self.read.load(Ordering::SeqCst) >= wv
+    }
+
+    /// Waits until `wv` is visible.
+    pub fn wait_visible(&self, wv: u64) {
         let mut backoff = Backoff::new();
-        while self.read.load(Ordering::Acquire) != wv - 1 {
+        while !self.is_visible(wv) {
             backoff.snooze();
         }
-        self.read.store(wv, Ordering::SeqCst);
     }
 
     /// Moves both clocks forward to `v` (recovery, before any write): no effect when they
@@ -67,6 +118,7 @@ impl Versions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
     #[test]
@@ -78,7 +130,8 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
                         let wv = v.begin_write();
-                        v.release(wv);
+                        v.complete(wv);
+                        v.wait_visible(wv);
                         assert!(v.read_version() >= wv);
                     }
                 })
@@ -89,5 +142,81 @@ mod tests {
         }
         assert_eq!(v.read_version(), 4000);
         assert_eq!(v.last_write(), 4000);
+    }
+
+    #[test]
+    fn a_stalled_version_holds_back_visibility_not_writers() {
+        let v = Arc::new(Versions::new(10));
+        let stalled = v.begin_write(); // 11, not completed yet
+        let others = Arc::new(AtomicBool::new(false));
+        let h = {
+            let (v, others) = (v.clone(), others.clone());
+            std::thread::spawn(move || {
+                let mut taken = Vec::new();
+                for _ in 0..100 {
+                    let wv = v.begin_write();
+                    v.complete(wv); // never waits
+                    taken.push(wv);
+                }
+                others.store(true, Ordering::SeqCst);
+                taken
+            })
+        };
+        let taken = h.join().unwrap();
+        assert!(others.load(Ordering::SeqCst));
+        assert_eq!(
+            v.read_version(),
+            10,
+            "nothing after the stalled version is visible"
+        );
+        assert!(taken.iter().all(|&w| !v.is_visible(w)));
+        v.complete(stalled);
+        assert_eq!(
+            v.read_version(),
+            111,
+            "completing it releases everything behind it"
+        );
+    }
+
+    #[test]
+    fn completion_races_never_strand_the_read_version() {
+        for _ in 0..50 {
+            let v = Arc::new(Versions::new(0));
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    let v = v.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..2000 {
+                            let wv = v.begin_write();
+                            v.complete(wv);
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+            assert_eq!(v.read_version(), 8000);
+        }
+    }
+
+    #[test]
+    fn the_ring_bounds_versions_in_flight() {
+        let v = Arc::new(Versions::new(0));
+        let first = v.begin_write();
+        for _ in 1..RING {
+            let wv = v.begin_write();
+            v.complete(wv);
+        }
+        // The next version would reuse the stalled one's slot: it waits until it is visible.
+        let h = {
+            let v = v.clone();
+            std::thread::spawn(move || v.begin_write())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!h.is_finished());
+        v.complete(first);
+        assert_eq!(h.join().unwrap(), RING + 1);
+        assert_eq!(v.read_version(), RING);
     }
 }

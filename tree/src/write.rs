@@ -1,7 +1,8 @@
 //! The write path's fast path (Honeycomb §3.4 "fast-path insert", §3.5): traverse without
 //! locks, lock the leaf by compare-and-swap on its lock word expecting the sequence number
 //! seen during the traversal, append one entry to the log block, take the write version,
-//! publish size and unlock in one store, release.
+//! publish size and unlock in one store, complete the version (version.rs: visible to readers
+//! once every older version is complete; `Store::put` waits for that, `put_unwaited` does not).
 //!
 //! Anything else — the log past its threshold, a full node, 255 log entries, a version
 //! delta that would not fit — goes to the structural path (smo.rs).
@@ -150,7 +151,7 @@ impl Tree {
             word.store(unlocked_next(w, used + entry_len), Ordering::Release);
             drop(pin);
             self.observe(key, op.value(), wv);
-            self.versions.release(wv);
+            self.complete(key, wv);
             self.count(outcome);
             return Ok((outcome, wv));
         }
