@@ -9,7 +9,9 @@
 //! the hot-key cache; SCAN of 3–4 items (Honeycomb's cloud-storage scan) and of 100;
 //! throughput against the window G; completion latency at a fixed offered load.
 
-use accelkv_engine::{Completion, CpuEngine, EngineConfig, Items, ReadEngine, Request, Sink};
+use accelkv_engine::{
+    Completion, CpuEngine, EngineConfig, Found, Items, ReadEngine, ReadRef, Request, Sink,
+};
 use accelkv_tree::{Config, Store};
 use clap::Parser;
 use hdrhistogram::Histogram;
@@ -37,8 +39,8 @@ struct Args {
     /// Hot-cache buckets for the Zipfian suite (64 bytes each).
     #[arg(long, default_value_t = 1 << 20)]
     cache_buckets: usize,
-    /// Which suites to run (comma separated): get, zipf, scan, window, latency.
-    #[arg(long, default_value = "get,zipf,scan,window,latency")]
+    /// Which suites to run (comma separated): get, inline, zipf, scan, window, latency.
+    #[arg(long, default_value = "get,inline,zipf,scan,window,latency")]
     suites: String,
 }
 
@@ -190,6 +192,55 @@ fn main() {
         let mut rng = SmallRng::seed_from_u64(7);
         let e = engine_rate(&eng, secs, || Request::get(&key(rng.gen_range(0..n))));
         row("GET, uniform", r, e);
+    }
+    if suites.contains(&"inline") {
+        // What a server loop does: batches of 64 GETs on this thread (no engine thread),
+        // each value copied once into a reply buffer; the reference reader copies the same
+        // way, one key at a time.
+        let mut out = Vec::with_capacity(1 << 16);
+        let r = reference_rate(secs, || {
+            let k = key(rng.gen_range(0..n));
+            out.clear();
+            std::hint::black_box(
+                store
+                    .get_with(&k, |v| out.extend_from_slice(v))
+                    .expect("get"),
+            );
+        });
+        let eng = CpuEngine::start(
+            store.clone(),
+            EngineConfig {
+                threads: 0,
+                window: a.window,
+                ..EngineConfig::default()
+            },
+        );
+        let mut reader = eng.reader();
+        let mut rng = SmallRng::seed_from_u64(11);
+        let keys: Vec<[u8; 16]> = (0..64).map(|_| key(0)).collect();
+        let mut keys = keys;
+        let start = Instant::now();
+        let mut done = 0u64;
+        while start.elapsed().as_secs_f64() < secs {
+            for k in keys.iter_mut() {
+                *k = key(rng.gen_range(0..n));
+            }
+            let reqs: Vec<ReadRef<'_>> = keys.iter().map(|k| ReadRef::Get(k)).collect();
+            out.clear();
+            reader.run(&reqs, |_, f| {
+                if let Found::Value(Some(v)) = f {
+                    out.extend_from_slice(v);
+                }
+            });
+            std::hint::black_box(&out);
+            done += 64;
+        }
+        let e = done as f64 / start.elapsed().as_secs_f64();
+        row(
+            "GET, uniform, inline batches of 64 on the caller's thread",
+            r,
+            e,
+        );
     }
     if suites.contains(&"scan") {
         for (name, len) in [("SCAN of 3–4 items", 0usize), ("SCAN of 100 items", 100)] {

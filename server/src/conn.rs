@@ -47,11 +47,21 @@ pub enum Proto {
     Binary { authed: bool },
 }
 
-/// Replies held back until the writes before them are durable.
-pub enum Parked {
+/// Replies held back until the writes they rest on are visible to readers and, where the
+/// sync policy asks, durable.
+pub struct Parked {
+    pub held: Held,
+    /// The newest write version the replies rest on.
+    pub version: u64,
+    /// Whether to wait for durability once visible.
+    pub durable: bool,
+}
+
+/// What a parked connection holds back.
+pub enum Held {
     /// RESP: everything in `out` from this offset on.
     Resp { mark: usize },
-    /// A binary frame whose response is encoded when its writes are durable.
+    /// A binary frame whose response is encoded when settled.
     Frame(Ran),
 }
 
@@ -133,8 +143,11 @@ impl Conn {
     /// Writes what may be written (everything before a parked RESP mark) in as few calls as
     /// the socket takes.
     pub fn flush(&mut self) {
-        let end = match self.parked {
-            Some(Parked::Resp { mark }) => mark,
+        let end = match &self.parked {
+            Some(Parked {
+                held: Held::Resp { mark },
+                ..
+            }) => *mark,
             _ => self.out.len(),
         };
         while self.sent < end {
@@ -155,7 +168,11 @@ impl Conn {
         } else if self.sent >= 64 * 1024 && self.sent * 2 >= self.out.len() {
             // Keep the unsent part at the front, so the buffer does not grow without bound.
             self.out.drain(..self.sent);
-            if let Some(Parked::Resp { mark }) = &mut self.parked {
+            if let Some(Parked {
+                held: Held::Resp { mark },
+                ..
+            }) = &mut self.parked
+            {
                 *mark -= self.sent;
             }
             self.sent = 0;
@@ -168,6 +185,30 @@ impl Conn {
         self.out.clear();
         self.sent = 0;
         self.parked = None;
+    }
+
+    /// Releases parked replies: `Ok` sends them; a disk error replaces RESP replies with one
+    /// error and closes (they cannot be split by command), and turns a frame's write answers
+    /// into DISK.
+    pub fn settle(&mut self, sh: &Shared, result: Result<(), String>) {
+        let Some(p) = self.parked.take() else {
+            return;
+        };
+        match (p.held, result) {
+            (Held::Resp { .. }, Ok(())) => {}
+            (Held::Resp { mark }, Err(m)) => {
+                sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                self.out.truncate(mark);
+                self.out.extend_from_slice(
+                    format!(
+                        "-ERR {m} (replies withheld: the writes of this pipeline may or may not be applied)\r\n"
+                    )
+                    .as_bytes(),
+                );
+                self.closing = true;
+            }
+            (Held::Frame(ran), result) => ran.finish(sh, result, &mut self.out),
+        }
     }
 
     /// Whether the loop should drop it now.

@@ -7,10 +7,13 @@
 //! into the connection's output buffer, one write per connection per turn. The only thing a
 //! loop waits for on another thread's behalf is a station slot another loop is draining.
 //!
-//! A reply that must wait for durability is parked, not waited for: the committer's callback
-//! posts it to the loop's mailbox and wakes the loop, which meanwhile serves everyone else.
+//! A reply is never waited for on the loop's thread. Writes complete without waiting for
+//! older writers (tree/src/version.rs); a reply resting on a write not yet visible to
+//! readers (an older writer on another thread has not completed: descheduled, say) is parked
+//! and checked each turn; one that must be durable is parked until the committer's callback
+//! posts it to the loop's mailbox and wakes the loop. Meanwhile the loop serves everyone else.
 
-use crate::conn::{admit_connection, Conn, Parked, Proto};
+use crate::conn::{admit_connection, Conn, Held, Parked, Proto};
 use crate::exec::{run_frame, Ran, Transport};
 use crate::reads::Reads;
 use crate::resp_batch::{self, Scratch};
@@ -88,6 +91,8 @@ pub struct Loop {
     reads: Reads,
     scratch: Scratch,
     mailbox: Arc<Mailbox>,
+    /// Connections parked until a write version is visible.
+    unseen: Vec<usize>,
     next_id: u64,
     index: u64,
 }
@@ -132,6 +137,7 @@ impl Loop {
                 reads,
                 scratch: Scratch::default(),
                 mailbox: mailbox.clone(),
+                unseen: Vec::new(),
                 next_id: 0,
                 index,
             },
@@ -143,13 +149,21 @@ impl Loop {
     pub fn run(mut self, stop: &AtomicBool) {
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::with_capacity(1024);
-        let timeout = if self.sh.settings.udp_busy_poll {
+        let idle_timeout = if self.sh.settings.udp_busy_poll {
             Duration::ZERO
         } else {
             Duration::from_millis(250)
         };
         let mut last_sweep = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            // While replies wait for an older writer to complete, look again at once (and
+            // give the core away, so a writer descheduled on it can finish).
+            let timeout = if self.unseen.is_empty() {
+                idle_timeout
+            } else {
+                std::thread::yield_now();
+                Duration::ZERO
+            };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
@@ -169,9 +183,44 @@ impl Loop {
             for i in ready.drain(..) {
                 self.service(i);
             }
+            if !self.unseen.is_empty() {
+                self.check_unseen();
+            }
             if last_sweep.elapsed() >= Duration::from_secs(1) {
                 last_sweep = Instant::now();
                 self.sweep_idle();
+            }
+        }
+    }
+
+    /// Moves connections whose parked writes became visible on: to the committer if they
+    /// must be durable, else out to their clients.
+    fn check_unseen(&mut self) {
+        let mut i = 0;
+        while i < self.unseen.len() {
+            let slot = self.unseen[i];
+            let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                self.unseen.swap_remove(i);
+                continue;
+            };
+            let Some(p) = &c.parked else {
+                self.unseen.swap_remove(i);
+                continue;
+            };
+            if !self.sh.store.is_visible(p.version) {
+                i += 1;
+                continue;
+            }
+            self.unseen.swap_remove(i);
+            if p.durable {
+                let (mb, id, v) = (self.mailbox.clone(), c.id, p.version);
+                self.sh.when_durable(
+                    v,
+                    Box::new(move |result| mb.post(Release::Conn { slot, id, result })),
+                );
+            } else {
+                c.settle(&self.sh, Ok(()));
+                self.service(slot);
             }
         }
     }
@@ -228,6 +277,7 @@ impl Loop {
                 name: None,
                 quit: false,
                 wrote: false,
+                unreleased: 0,
                 reply_hint: 0,
             })
         };
@@ -268,6 +318,7 @@ impl Loop {
                     &mut self.reads,
                     &mut self.scratch,
                     &self.mailbox,
+                    &mut self.unseen,
                 );
                 if c.closing || c.parked.is_some() || c.pending() > max_out {
                     continue; // flush, then stop
@@ -314,22 +365,7 @@ impl Loop {
                     if c.id != id {
                         continue;
                     }
-                    match (c.parked.take(), result) {
-                        (Some(Parked::Resp { .. }), Ok(())) => {}
-                        (Some(Parked::Resp { mark }), Err(m)) => {
-                            // The replies cannot be split by command: withhold them all.
-                            self.sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
-                            c.out.truncate(mark);
-                            c.out.extend_from_slice(format!(
-                                "-ERR {m} (replies withheld: the writes of this pipeline may or may not be applied)\r\n"
-                            ).as_bytes());
-                            c.closing = true;
-                        }
-                        (Some(Parked::Frame(ran)), result) => {
-                            ran.finish(&self.sh, result, &mut c.out);
-                        }
-                        (None, _) => {}
-                    }
+                    c.settle(&self.sh, result);
                     self.service(slot);
                 }
                 Release::Datagram { ran, peer, result } => {
@@ -359,8 +395,40 @@ impl Loop {
     }
 }
 
-/// Runs the complete requests buffered on `c`, parking its replies if its writes must be
-/// durable first.
+/// Parks `c`'s replies `held` on `version` (and durability when `durable`): checked each
+/// turn until visible (`unseen`), then handed to the committer or released. Replies whose
+/// version is visible and need no durability are released at once.
+fn park(
+    sh: &Arc<Shared>,
+    c: &mut Conn,
+    slot: usize,
+    p: Parked,
+    mailbox: &Arc<Mailbox>,
+    unseen: &mut Vec<usize>,
+) {
+    // An older writer on another thread usually completes within microseconds.
+    let mut spins = 0;
+    while !sh.store.is_visible(p.version) && spins < 256 {
+        std::hint::spin_loop();
+        spins += 1;
+    }
+    let (visible, durable, version) = (sh.store.is_visible(p.version), p.durable, p.version);
+    c.parked = Some(p);
+    if !visible {
+        unseen.push(slot);
+    } else if durable {
+        let (mb, id) = (mailbox.clone(), c.id);
+        sh.when_durable(
+            version,
+            Box::new(move |result| mb.post(Release::Conn { slot, id, result })),
+        );
+    } else {
+        c.settle(sh, Ok(()));
+    }
+}
+
+/// Runs the complete requests buffered on `c`, parking its replies if the writes they rest
+/// on are not yet visible or must be durable first.
 fn run_input(
     sh: &Arc<Shared>,
     c: &mut Conn,
@@ -368,15 +436,9 @@ fn run_input(
     reads: &mut Reads,
     scratch: &mut Scratch,
     mailbox: &Arc<Mailbox>,
+    unseen: &mut Vec<usize>,
 ) {
     let max_out = sh.settings.max_output;
-    let park = |c: &mut Conn, p: Parked| {
-        c.parked = Some(p);
-        let (mb, id) = (mailbox.clone(), c.id);
-        sh.when_durable(Box::new(move |result| {
-            mb.post(Release::Conn { slot, id, result })
-        }));
-    };
     match &mut c.proto {
         Proto::Resp(session) => {
             let mark = c.out.len();
@@ -393,8 +455,16 @@ fn run_input(
             if session.quit {
                 c.closing = true;
             }
-            if std::mem::take(&mut session.wrote) && sh.waits_for_durability() {
-                park(c, Parked::Resp { mark });
+            let version = std::mem::take(&mut session.unreleased);
+            let durable = std::mem::take(&mut session.wrote) && sh.waits_for_durability();
+            if version > 0 || durable {
+                let version = version.max(if durable { sh.store.read_version() } else { 0 });
+                let p = Parked {
+                    held: Held::Resp { mark },
+                    version,
+                    durable,
+                };
+                park(sh, c, slot, p, mailbox, unseen);
             }
         }
         Proto::Binary { authed } => {
@@ -420,7 +490,7 @@ fn run_input(
                     break;
                 };
                 pos += h.frame_len;
-                if ran.must_wait(sh) {
+                if !ran.visible(sh) || ran.must_wait(sh) {
                     parked = Some(ran);
                     break;
                 }
@@ -428,7 +498,13 @@ fn run_input(
             }
             c.inb.drain(..pos);
             if let Some(ran) = parked {
-                park(c, Parked::Frame(ran));
+                let (version, durable) = (ran.version, ran.must_wait(sh));
+                let p = Parked {
+                    held: Held::Frame(ran),
+                    version,
+                    durable,
+                };
+                park(sh, c, slot, p, mailbox, unseen);
             }
         }
     }

@@ -78,6 +78,8 @@ pub struct Ran {
     answers: Vec<Option<Answer>>,
     /// Operations that wrote (their answers turn into DISK if durability fails).
     wrote: Vec<usize>,
+    /// The newest version the answers rest on: sent once it is visible (and durable).
+    pub version: u64,
     transport: Transport,
     token_ok: bool,
     start: Instant,
@@ -87,6 +89,11 @@ impl Ran {
     /// Whether the response must wait until the frame's writes are durable.
     pub fn must_wait(&self, sh: &Shared) -> bool {
         !self.wrote.is_empty() && sh.waits_for_durability()
+    }
+
+    /// Whether what the answers rest on is visible to readers.
+    pub fn visible(&self, sh: &Shared) -> bool {
+        sh.store.is_visible(self.version)
     }
 
     /// Encodes the response into `out`; `durable` is the outcome of waiting for the frame's
@@ -176,6 +183,7 @@ pub fn run_frame(
         answers[i] = a;
     }
     let mut wrote = Vec::new();
+    let mut version = 0;
     if !writes.is_empty() {
         if let Err(m) = sh.writable() {
             // The device is failing: refuse the writes before they change anything.
@@ -185,13 +193,17 @@ pub fn run_frame(
         } else {
             // The frame's writes, in frame order, through the reservation station.
             wrote = writes.iter().map(|w| w.0).collect();
-            let done = run_writes(sh, writes);
+            let (done, v) = run_writes(sh, writes);
+            version = v;
             for (i, a) in done {
                 answers[i] = Some(a);
             }
         }
     }
     if !to_read.is_empty() {
+        // Reads follow the frame's writes: wait until those are visible (a wait only when
+        // an older writer elsewhere has not completed yet).
+        sh.store.wait_visible(version);
         let reqs: Vec<ReadRef<'_>> = to_read.iter().map(|r| r.1).collect();
         reads.run(&sh.engine, &reqs, |j, found| {
             answers[to_read[j].0] = Some(match found {
@@ -221,6 +233,7 @@ pub fn run_frame(
         heads: ops.iter().map(|op| (op.id(), op.opcode())).collect(),
         answers,
         wrote,
+        version,
         transport,
         token_ok,
         start,
@@ -365,21 +378,25 @@ fn execute_op<'a>(
     }
 }
 
-/// Answers of a frame's writes by operation index, and the signal that one arrived.
-type Answers = (Mutex<Vec<(usize, Answer)>>, Condvar);
+/// Answers of a frame's writes by operation index (with the version each must wait for
+/// before it is sent), and the signal that one arrived.
+type Answers = (Mutex<Vec<(usize, Answer, u64)>>, Condvar);
 
-/// Runs a frame's writes (on the connection's thread) through the reservation station and returns
-/// their answers once every one is visible in the tree.
-fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> Vec<(usize, Answer)> {
+/// Where a write's answer goes, with the version it must see visible first.
+type ReplyTo = Box<dyn FnOnce(Answer, u64) + Send>;
+
+/// Runs a frame's writes (on the loop's thread) through the reservation station and returns
+/// their answers once every one is in the tree, with the newest version they need visible.
+fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> (Vec<(usize, Answer)>, u64) {
     let n = writes.len();
     let results: Arc<Answers> = Arc::new((Mutex::new(Vec::with_capacity(n)), Condvar::new()));
     let ops: Vec<Op> = writes
         .into_iter()
         .map(|(i, w)| {
             let results = results.clone();
-            let reply = move |a: Answer| {
+            let reply = move |a: Answer, v: u64| {
                 let (m, cv) = &*results;
-                m.lock().unwrap_or_else(|e| e.into_inner()).push((i, a));
+                m.lock().unwrap_or_else(|e| e.into_inner()).push((i, a, v));
                 cv.notify_all();
             };
             key_fn(sh.clone(), w, Box::new(reply))
@@ -391,7 +408,8 @@ fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> Vec<(usize, An
     while done.len() < n {
         done = cv.wait(done).unwrap_or_else(|e| e.into_inner());
     }
-    std::mem::take(&mut *done)
+    let version = done.iter().map(|d| d.2).max().unwrap_or(0);
+    (done.drain(..).map(|(i, a, _)| (i, a)).collect(), version)
 }
 
 fn fail_store(sh: &Shared, e: &Error) -> Answer {
@@ -413,22 +431,19 @@ fn vector_status(e: &VectorError) -> Status {
 
 /// The station operation of one write: its effect on the key's current value, and its answer
 /// once that effect is in the tree.
-fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: Box<dyn FnOnce(Answer) + Send>) -> Op {
+fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: ReplyTo) -> Op {
     // An answer that does not depend on the write's outcome beyond its success.
-    let then = |sh: Arc<Shared>, ok: Answer, reply: Box<dyn FnOnce(Answer) + Send>| -> Finish {
-        Box::new(move |r| {
-            reply(match r {
-                Ok(v) => match ok {
-                    Answer::Version(_) => Answer::Version(v),
-                    a => a,
-                },
-                Err(e) => fail_store(&sh, &e),
-            })
+    let then = |sh: Arc<Shared>, ok: Answer, reply: ReplyTo| -> Finish {
+        Box::new(move |r| match r {
+            Ok(v) => match ok {
+                Answer::Version(_) => reply(Answer::Version(v), v),
+                a => reply(a, v),
+            },
+            Err(e) => reply(fail_store(&sh, &e), 0),
         })
     };
-    let now = |a: Answer, reply: Box<dyn FnOnce(Answer) + Send>| -> Finish {
-        Box::new(move |_| reply(a))
-    };
+    // An answer decided without writing; it may rest on a value not yet visible.
+    let now = |a: Answer, reply: ReplyTo| -> Finish { Box::new(move |r| reply(a, r.unwrap_or(0))) };
     match w {
         WriteOp::Put(k, v) => {
             sh.count(OpClass::Put);

@@ -6,7 +6,7 @@
 //! loop's scratch buffers have grown.
 
 use crate::reads::Reads;
-use crate::resp_cmd::{command, err_store, Session};
+use crate::resp_cmd::{command, err_store, is_write, Session};
 use crate::state::{OpClass, Shared};
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp::{self, RespError};
@@ -22,6 +22,8 @@ pub struct Scratch {
     spans: Vec<(usize, usize)>,
     /// Each decoded command's range in `spans`.
     cmds: Vec<(usize, usize)>,
+    /// Where each decoded command ends in the input.
+    ends: Vec<usize>,
     /// Replies of a read batch, encoded as they complete (out of order).
     replies: Vec<u8>,
     /// Each key's reply in `replies`.
@@ -69,6 +71,7 @@ pub fn run(
         let want = (room / per_reply.max(1)).clamp(1, BATCH);
         sc.spans.clear();
         sc.cmds.clear();
+        sc.ends.clear();
         let mut at = pos;
         let mut bad = None;
         while sc.cmds.len() < want {
@@ -78,10 +81,11 @@ pub fn run(
                     for sp in &mut sc.spans[mark..] {
                         (sp.0, sp.1) = (sp.0 + at, sp.1 + at);
                     }
+                    at += used;
                     if sc.spans.len() > mark {
                         sc.cmds.push((mark, sc.spans.len()));
+                        sc.ends.push(at);
                     }
-                    at += used;
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -97,10 +101,16 @@ pub fn run(
             return Ran { used: pos, bad };
         }
         let before = out.len();
-        run_decoded(sh, s, buf, reads, sc, out);
-        s.reply_hint = (out.len() - before) / sc.cmds.len().max(1);
+        let ran = run_decoded(sh, s, buf, reads, sc, out);
+        s.reply_hint = (out.len() - before) / ran.max(1);
         if sc.replies.capacity() > 4 << 20 {
             sc.replies = Vec::new(); // do not keep a big batch's memory per loop
+        }
+        if ran < sc.cmds.len() {
+            // Stopped before a command that must see this connection's writes, which are
+            // not visible yet: the rest waits in the input until they are.
+            let used = if ran == 0 { pos } else { sc.ends[ran - 1] };
+            return Ran { used, bad: None };
         }
         pos = at;
         if let Some(e) = bad {
@@ -117,7 +127,20 @@ pub fn run(
     }
 }
 
-/// Runs the commands in `sc.cmds`, in order.
+/// Whether the connection's writes so far are visible (spinning briefly for an older writer
+/// on another thread to complete).
+fn own_writes_visible(sh: &Shared, s: &Session) -> bool {
+    for _ in 0..256 {
+        if sh.store.is_visible(s.unreleased) {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    sh.store.is_visible(s.unreleased)
+}
+
+/// Runs the commands in `sc.cmds`, in order; returns how many ran (fewer than all when a
+/// command that is not a write follows a write of this connection that is not visible yet).
 fn run_decoded(
     sh: &Shared,
     s: &mut Session,
@@ -125,11 +148,14 @@ fn run_decoded(
     reads: &mut Reads,
     sc: &mut Scratch,
     out: &mut Vec<u8>,
-) {
+) -> usize {
     let n = sc.cmds.len();
     let mut i = 0;
     while i < n && !s.quit {
         let args = args_of(buf, &sc.spans, sc.cmds[i]);
+        if s.unreleased > 0 && !is_write(args[0]) && !own_writes_visible(sh, s) {
+            return i;
+        }
         let authed = s.authed || sh.settings.password.is_none();
         if authed && is_read(&args) {
             // A run of GET/MGET, up to BATCH keys (an MGET longer than that on its own).
@@ -150,6 +176,7 @@ fn run_decoded(
         command(sh, s, &args, reads, out);
         i += 1;
     }
+    i
 }
 
 type Args<'a> = SmallVec<[&'a [u8]; 8]>;

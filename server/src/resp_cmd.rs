@@ -23,13 +23,17 @@ pub struct Session {
     pub quit: bool,
     /// A write command ran since the connection last waited for durability.
     pub wrote: bool,
+    /// The newest write version the replies since the last park rest on (0: none): they
+    /// are sent once it is visible to readers.
+    pub unreleased: u64,
     /// Bytes per reply of the last batch (how many commands to decode next, given the room
     /// left under the output limit).
     pub reply_hint: usize,
 }
 
 /// Commands that change the store: refused while the disk is failing, and their replies
-/// wait for durability (data directory, `sync` policy).
+/// wait for durability (data directory, `sync` policy). Any other command after one of these
+/// waits until the write is visible (read-your-writes within a connection).
 const WRITE_COMMANDS: &[&[u8]] = &[
     b"SET",
     b"SETNX",
@@ -43,6 +47,11 @@ const WRITE_COMMANDS: &[&[u8]] = &[
     b"FLUSHALL",
     b"FLUSHDB",
 ];
+
+/// Whether the command named `name` writes (goes through the station).
+pub fn is_write(name: &[u8]) -> bool {
+    WRITE_COMMANDS.iter().any(|w| w.eq_ignore_ascii_case(name))
+}
 
 /// A command name or option in upper case (on the stack for anything short).
 fn upper(a: &[u8]) -> SmallVec<[u8; 24]> {
@@ -94,9 +103,14 @@ type Write = (
 /// one key are ordered by its slot) and returns each one's reply once its effect is in the
 /// tree. The station usually runs them on this thread; if another loop is draining a slot,
 /// this waits for that burst.
-fn through_station(sh: &Shared, writes: Vec<Write>) -> Vec<Option<Result<Rep, Error>>> {
+fn through_station(
+    sh: &Shared,
+    s: &mut Session,
+    writes: Vec<Write>,
+) -> Vec<Option<Result<Rep, Error>>> {
     let n = writes.len();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Rep, Error>)>(n);
+    type Done = (usize, Result<(Rep, u64), Error>);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Done>(n);
     let ops = writes
         .into_iter()
         .enumerate()
@@ -107,7 +121,7 @@ fn through_station(sh: &Shared, writes: Vec<Write>) -> Vec<Option<Result<Rep, Er
                 (
                     effect,
                     Box::new(move |r: Result<u64, Error>| {
-                        let _ = tx.send((i, r.map(|_| rep)));
+                        let _ = tx.send((i, r.map(|v| (rep, v))));
                     }),
                 )
             });
@@ -118,7 +132,10 @@ fn through_station(sh: &Shared, writes: Vec<Write>) -> Vec<Option<Result<Rep, Er
     sh.station.submit(&sh.store, ops);
     let mut done: Vec<Option<Result<Rep, Error>>> = (0..n).map(|_| None).collect();
     for (i, r) in rx.iter().take(n) {
-        done[i] = Some(r);
+        done[i] = Some(r.map(|(rep, v)| {
+            s.unreleased = s.unreleased.max(v);
+            rep
+        }));
     }
     done
 }
@@ -126,12 +143,13 @@ fn through_station(sh: &Shared, writes: Vec<Write>) -> Vec<Option<Result<Rep, Er
 /// One write through the station, its reply appended to `out`.
 fn write_one(
     sh: &Shared,
+    s: &mut Session,
     key: &[u8],
     reads: bool,
     decide: impl FnOnce(Option<&[u8]>) -> (Effect, Rep) + Send + 'static,
     out: &mut Vec<u8>,
 ) {
-    let r = through_station(sh, vec![(key.to_vec(), reads, Box::new(decide))]);
+    let r = through_station(sh, s, vec![(key.to_vec(), reads, Box::new(decide))]);
     match r.into_iter().next().flatten() {
         Some(Ok(rep)) => rep.write(out),
         Some(Err(e)) => err_store(out, &e),
@@ -298,7 +316,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 .into_iter()
                 .map(|(k, _)| -> Write { (k, false, Box::new(|_| (Effect::Remove, Rep::Ok))) })
                 .collect();
-            if let Some(e) = through_station(sh, dels)
+            if let Some(e) = through_station(sh, s, dels)
                 .into_iter()
                 .flatten()
                 .find_map(Result::err)
@@ -325,12 +343,13 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             }
         }
         b"GET" | b"MGET" => wrong_args(out, &name),
-        b"SET" if argc >= 3 => set(sh, c, out),
+        b"SET" if argc >= 3 => set(sh, s, c, out),
         b"SETNX" if argc == 3 => {
             sh.count(OpClass::Put);
             let v = c[2].to_vec();
             write_one(
                 sh,
+                s,
                 c[1],
                 true,
                 move |cur| match cur {
@@ -345,6 +364,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             let v = c[2].to_vec();
             write_one(
                 sh,
+                s,
                 c[1],
                 true,
                 move |cur| (Effect::Set(v), Rep::Bulk(cur.map(<[u8]>::to_vec))),
@@ -364,7 +384,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                     )
                 })
                 .collect();
-            match through_station(sh, sets)
+            match through_station(sh, s, sets)
                 .into_iter()
                 .flatten()
                 .find_map(Result::err)
@@ -389,7 +409,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 })
                 .collect();
             let mut n = 0;
-            for r in through_station(sh, dels) {
+            for r in through_station(sh, s, dels) {
                 match r {
                     Some(Ok(Rep::Int(k))) => n += k,
                     Some(Ok(_)) => {}
@@ -424,7 +444,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             let Some(by) = by else {
                 return resp::error(out, "ERR value is not an integer or out of range");
             };
-            incr(sh, c[1], by, out);
+            incr(sh, s, c[1], by, out);
         }
         b"RANGE" | b"FLOOR" if argc == 3 || argc == 5 => {
             let Some(limit) = limit_arg(c, 3, out) else {
@@ -494,7 +514,7 @@ fn limit_arg(c: &[&[u8]], at: usize, out: &mut Vec<u8>) -> Option<usize> {
 }
 
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`.
-fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
+fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     let (mut nx, mut xx, mut get) = (false, false, false);
     for opt in &c[3..] {
         match upper(opt).as_slice() {
@@ -518,6 +538,7 @@ fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
     let reads = nx || xx || get;
     write_one(
         sh,
+        s,
         c[1],
         reads,
         move |old| {
@@ -536,10 +557,11 @@ fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
 /// INCRBY with overflow checked (Redis's behaviour: an error, the value unchanged).
 /// INCR and friends: one operation of the reservation station, like the binary protocol's
 /// fetch-and-add (a burst of INCRs on one key is one tree write).
-fn incr(sh: &Shared, key: &[u8], by: i64, out: &mut Vec<u8>) {
+fn incr(sh: &Shared, s: &mut Session, key: &[u8], by: i64, out: &mut Vec<u8>) {
     sh.count(OpClass::Atomic);
     write_one(
         sh,
+        s,
         key,
         true,
         move |cur| {

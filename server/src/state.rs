@@ -102,6 +102,16 @@ impl Shared {
                 (p.tree().clone(), Some(p))
             }
         };
+        // Test hook (server/tests/serving.rs): `key:ms` makes every write of `key` stall that
+        // long between taking its version and completing it, as a descheduled writer would.
+        if let Ok(spec) = std::env::var("ACCELKV_TEST_STALL_WRITES") {
+            if let Some((key, ms)) = spec.rsplit_once(':') {
+                let ms = ms
+                    .parse()
+                    .map_err(|_| format!("ACCELKV_TEST_STALL_WRITES: {spec}"))?;
+                store.stall_writes_of(key.as_bytes(), std::time::Duration::from_millis(ms));
+            }
+        }
         let engine = Engine::start(store.clone(), &settings)?;
         Ok(Arc::new(Shared {
             store,
@@ -150,13 +160,13 @@ impl Shared {
             .is_some_and(|p| p.durability().must_wait())
     }
 
-    /// Calls `done` (on the committer's thread, or at once) when every write released so far
+    /// Calls `done` (on the committer's thread, or at once) when every write up to `version`
     /// may be answered (see [`Shared::waits_for_durability`]), with the disk error if it
     /// cannot be made durable. An event loop parks a connection's replies meanwhile.
-    pub fn when_durable(&self, done: Box<dyn FnOnce(Result<(), String>) + Send>) {
+    pub fn when_durable(&self, version: u64, done: Box<dyn FnOnce(Result<(), String>) + Send>) {
         match &self.persist {
             Some(p) => p.durability().on_durable(
-                self.store.read_version(),
+                version,
                 Box::new(move |r| done(r.map_err(|e| e.to_string()))),
             ),
             None => done(Ok(())),

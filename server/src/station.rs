@@ -32,9 +32,10 @@ pub enum Effect {
     Remove,
 }
 
-/// Called once the operation's effect is visible in the tree: with the version of the
-/// write that made it visible (the store's read version when nothing was written), or
-/// the error that write failed with.
+/// Called once the operation's effect is in the tree: with the version of the write that
+/// made it (the store's last write version when nothing was written: the value it saw may
+/// come from a write not yet visible), or the error that write failed with. The version may
+/// not be visible to readers yet (`Store::is_visible`): the caller answers once it is.
 pub type Finish = Box<dyn FnOnce(Result<u64, Error>) + Send>;
 
 /// An operation: given its key's current value, its effect and what to do when done.
@@ -209,7 +210,9 @@ impl Station {
             };
             let k = &mut keys[i];
             if reads && !k.known {
-                match store.get(&k.key) {
+                // The newest value, visible or not: every write of this key came through this
+                // slot, so the newest is the one this operation follows.
+                match store.get_latest(&k.key) {
                     Ok(v) => k.value = v,
                     Err(e) => k.read_error = Some(e),
                 }
@@ -229,12 +232,12 @@ impl Station {
             .into_iter()
             .map(|k| match k.read_error {
                 Some(e) => Err(e),
-                None if !k.dirty => Ok(store.read_version()),
+                None if !k.dirty => Ok(store.raw().last_write_version()),
                 None => {
                     self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
                     match &k.value {
-                        Some(v) => store.put(&k.key, v).map(|w| w.version),
-                        None => store.delete(&k.key).map(|w| w.version),
+                        Some(v) => store.put_unwaited(&k.key, v).map(|w| w.version),
+                        None => store.delete_unwaited(&k.key).map(|w| w.version),
                     }
                 }
             })

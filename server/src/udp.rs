@@ -1,7 +1,8 @@
 //! The UDP port of an event loop: one frame per datagram, answered on the loop that received
 //! it. On Linux `recvmmsg` takes up to 32 datagrams per call and `sendmmsg` sends their
 //! replies in one call; elsewhere one datagram per call. A reply whose writes must be durable
-//! first is parked and sent when the committer settles it.
+//! first is parked and sent when the committer settles it; one whose writes wait only for an
+//! older writer to complete waits here (rare and short: a datagram carries few writes).
 
 use crate::event_loop::{Mailbox, Release};
 use crate::exec::{run_frame, Ran, Transport};
@@ -56,10 +57,11 @@ impl UdpPort {
                 };
                 // `bufs[i]` was truncated to the datagram's length by `receive`.
                 if let Some(ran) = answer(sh, reads, buf, out) {
-                    let mb = mailbox.clone();
-                    sh.when_durable(Box::new(move |result| {
-                        mb.post(Release::Datagram { ran, peer, result })
-                    }));
+                    let (mb, version) = (mailbox.clone(), ran.version);
+                    sh.when_durable(
+                        version,
+                        Box::new(move |result| mb.post(Release::Datagram { ran, peer, result })),
+                    );
                 }
             }
             self.send(n);
@@ -120,6 +122,9 @@ fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) 
         // One frame per datagram: it must be whole and exact.
         Ok(h) if h.frame_len == frame.len() => {
             let ran = run_frame(sh, frame, Transport::Udp, &mut authed, reads).ok()?;
+            // A datagram's writes are few (PUT, DELETE); waiting here for an older writer
+            // elsewhere to complete is rare and short, unlike parking a datagram.
+            sh.store.wait_visible(ran.version);
             if ran.must_wait(sh) {
                 return Some(ran);
             }

@@ -1,8 +1,10 @@
 //! The serving path's promises, tried against the real server: memory stays within the
 //! output limit when a client pipelines big replies and does not read them (and the replies
 //! all arrive once it does), SIGTERM stops the server within a bound whatever its clients do,
-//! and writes from many event loops to one key lose nothing (RESP INCR and binary
-//! fetch-and-add through the one write door), with one loop and with four.
+//! writes from many event loops to one key lose nothing (RESP INCR and binary fetch-and-add
+//! through the one write door), with one loop and with four, and a writer stalled between
+//! taking and completing its version holds back only the visibility of later writes, never
+//! another loop's reads.
 
 mod common;
 
@@ -185,4 +187,73 @@ fn pipelines_mixing_reads_and_writes_answer_in_order() {
         }
         assert_eq!(String::from_utf8_lossy(&got), want, "--threads {threads}");
     }
+}
+
+/// Reads whatever `s` has within `wait`: `None` if nothing came.
+fn try_read(s: &mut TcpStream, wait: Duration) -> Option<String> {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 4096];
+    match s.read(&mut b) {
+        Ok(n) if n > 0 => Some(String::from_utf8_lossy(&b[..n]).into_owned()),
+        Ok(_) => panic!("closed"),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn a_descheduled_writer_stalls_no_other_loop() {
+    let srv = Server::start_with(&["--threads", "2"], |cmd| {
+        cmd.env("ACCELKV_TEST_STALL_WRITES", "slow:2000");
+    });
+    assert_eq!(resp(srv.resp, b"SET k0 v0\r\n"), "+OK\r\n");
+    // A: its loop's thread stops inside the write of `slow` for 2 s (version taken, not
+    // completed): the test's stand-in for a writer the OS descheduled.
+    let mut a = TcpStream::connect(srv.resp).unwrap();
+    a.write_all(b"SET slow 1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // B and C are taken by the other loop (A's is asleep).
+    let mut b = TcpStream::connect(srv.resp).unwrap();
+    let mut c = TcpStream::connect(srv.resp).unwrap();
+    for _ in 0..50 {
+        b.write_all(b"GET k0\r\n").unwrap();
+        assert_eq!(
+            try_read(&mut b, Duration::from_secs(1)).as_deref(),
+            Some("$2\r\nv0\r\n")
+        );
+    }
+    // B writes: its write completes, but must not be answered before the older one is
+    // visible (else a reader could miss an acknowledged write).
+    b.write_all(b"SET k1 v1\r\n").unwrap();
+    assert_eq!(
+        try_read(&mut b, Duration::from_millis(300)),
+        None,
+        "answered too early"
+    );
+    // Meanwhile B's loop keeps serving C: the parked write does not block it.
+    for _ in 0..20 {
+        c.write_all(b"GET k0\r\n").unwrap();
+        assert_eq!(
+            try_read(&mut c, Duration::from_secs(1)).as_deref(),
+            Some("$2\r\nv0\r\n")
+        );
+    }
+    assert_eq!(
+        try_read(&mut a, Duration::from_millis(10)),
+        None,
+        "A is still stalled"
+    );
+    // Once the stalled writer completes, both writes are answered and visible.
+    assert_eq!(
+        try_read(&mut a, Duration::from_secs(5)).as_deref(),
+        Some("+OK\r\n")
+    );
+    assert_eq!(
+        try_read(&mut b, Duration::from_secs(5)).as_deref(),
+        Some("+OK\r\n")
+    );
+    c.write_all(b"MGET slow k1\r\n").unwrap();
+    assert_eq!(
+        try_read(&mut c, Duration::from_secs(1)).as_deref(),
+        Some("*2\r\n$1\r\n1\r\n$2\r\nv1\r\n")
+    );
 }
