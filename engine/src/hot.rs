@@ -167,6 +167,15 @@ impl HotCache {
         }
     }
 
+    /// Asks the memory system for `key`'s two buckets, so a lookup a little later does not
+    /// wait for them (the inline reader prefetches a whole batch's buckets first).
+    pub(crate) fn prefetch(&self, key: &[u8]) {
+        let s = self.slots(key);
+        for b in [s.b1, s.b2] {
+            crate::prefetch::prefetch((&self.buckets[b] as *const Bucket).cast(), 64);
+        }
+    }
+
     fn pair(s: Slots) -> impl Iterator<Item = usize> {
         std::iter::once(s.b1).chain((s.b2 != s.b1).then_some(s.b2))
     }

@@ -28,16 +28,23 @@ impl Manager {
         let mut sketch = Sketch::new(buckets.min(1 << 20));
         let mut last = Instant::now();
         let mut rounds = 0u64;
+        let mut fresh = false;
         while !self.stop.load(Ordering::Relaxed) {
             match self.samples.recv_timeout(self.interval) {
-                Ok(batch) => batch.iter().for_each(|k| sketch.add(k)),
+                Ok(batch) => {
+                    batch.iter().for_each(|k| sketch.add(k));
+                    fresh = true;
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
             if last.elapsed() >= self.interval {
                 last = Instant::now();
                 rounds += 1;
-                self.refresh(&sketch, buckets);
+                // Nothing new sampled: the ranking has not changed.
+                if std::mem::take(&mut fresh) {
+                    self.refresh(&sketch, buckets);
+                }
                 if rounds.is_multiple_of(50) {
                     sketch.decay();
                 }

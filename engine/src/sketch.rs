@@ -8,6 +8,9 @@ use std::collections::HashMap;
 
 const ROWS: usize = 4;
 
+/// Sightings before a key is a candidate for the cache.
+pub(crate) const MIN_HEAT: u32 = 2;
+
 /// Count-min sketch plus heavy-hitter candidates.
 pub(crate) struct Sketch {
     width: usize,
@@ -46,6 +49,11 @@ impl Sketch {
         }
         if let Some(v) = self.candidates.get_mut(key) {
             *v = est;
+            return;
+        }
+        if est < MIN_HEAT {
+            // Seen once: not a candidate yet (a uniform workload, whose keys are almost all
+            // seen once, then costs the control plane almost nothing).
             return;
         }
         self.candidates.insert(key.to_vec(), est);

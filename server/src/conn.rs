@@ -65,6 +65,47 @@ pub enum Held {
     Frame(Ran),
 }
 
+/// Input bytes: `buf[..len]` are read and not yet consumed. `buf` keeps its initialised
+/// size between reads, so a read does not zero a fresh chunk each time.
+#[derive(Default)]
+pub struct InBuf {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl InBuf {
+    /// The unconsumed bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Drops the first `n` bytes.
+    pub fn consume(&mut self, n: usize) {
+        self.buf.copy_within(n..self.len, 0);
+        self.len -= n;
+        if self.len == 0 && self.buf.len() > 4 * READ_CHUNK {
+            self.buf = Vec::new(); // a big frame passed: do not keep its memory
+        }
+    }
+
+    /// Room for one read past the data.
+    fn spare(&mut self) -> &mut [u8] {
+        if self.buf.len() - self.len < READ_CHUNK {
+            let size = (self.len + READ_CHUNK).max(2 * self.buf.len());
+            self.buf.resize(size, 0);
+        }
+        &mut self.buf[self.len..]
+    }
+}
+
 /// A connection.
 pub struct Conn {
     pub sock: TcpStream,
@@ -72,7 +113,7 @@ pub struct Conn {
     pub id: u64,
     pub proto: Proto,
     /// Bytes read and not yet consumed.
-    pub inb: Vec<u8>,
+    pub inb: InBuf,
     /// Replies; `out[..sent]` are written already.
     pub out: Vec<u8>,
     pub sent: usize,
@@ -94,7 +135,7 @@ impl Conn {
             sock,
             id,
             proto,
-            inb: Vec::new(),
+            inb: InBuf::default(),
             out: Vec::new(),
             sent: 0,
             parked: None,
@@ -114,23 +155,19 @@ impl Conn {
     /// Reads once into `inb`: `Ok(true)` if bytes came, `Ok(false)` if none are ready (or
     /// the client closed its side: `eof` is set); an error closes the connection.
     pub fn read_some(&mut self) -> bool {
-        let old = self.inb.len();
-        self.inb.resize(old + READ_CHUNK, 0);
         loop {
-            match self.sock.read(&mut self.inb[old..]) {
+            match self.sock.read(self.inb.spare()) {
                 Ok(0) => {
-                    self.inb.truncate(old);
                     self.eof = true;
                     return false;
                 }
                 Ok(n) => {
-                    self.inb.truncate(old + n);
+                    self.inb.len += n;
                     self.last_active = Instant::now();
                     return true;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    self.inb.truncate(old);
                     if e.kind() != ErrorKind::WouldBlock {
                         self.fail();
                     }

@@ -147,6 +147,7 @@ impl Loop {
 
     /// Serves until `stop`; then closes its connections.
     pub fn run(mut self, stop: &AtomicBool) {
+        crate::state::use_loop_counters(self.index as usize);
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::with_capacity(1024);
         let idle_timeout = if self.sh.settings.udp_busy_poll {
@@ -443,11 +444,19 @@ fn run_input(
         Proto::Resp(session) => {
             let mark = c.out.len();
             let start = Instant::now();
-            let ran = resp_batch::run(sh, session, &c.inb, reads, scratch, &mut c.out, max_out);
+            let ran = resp_batch::run(
+                sh,
+                session,
+                c.inb.data(),
+                reads,
+                scratch,
+                &mut c.out,
+                max_out,
+            );
             if ran.used > 0 {
                 sh.record_latency(start.elapsed());
             }
-            c.inb.drain(..ran.used);
+            c.inb.consume(ran.used);
             if ran.bad.is_some() {
                 sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
                 c.closing = true;
@@ -472,7 +481,7 @@ fn run_input(
             let mut pos = 0;
             let mut parked = None;
             while c.out.len() - c.sent <= max_out {
-                let rest = &c.inb[pos..];
+                let rest = &c.inb.data()[pos..];
                 let h = match decode_header(rest, limits) {
                     Err(FrameError::Incomplete { .. }) => break,
                     Ok(h) if rest.len() < h.frame_len => break,
@@ -496,7 +505,7 @@ fn run_input(
                 }
                 ran.finish(sh, Ok(()), &mut c.out);
             }
-            c.inb.drain(..pos);
+            c.inb.consume(pos);
             if let Some(ran) = parked {
                 let (version, durable) = (ran.version, ran.must_wait(sh));
                 let p = Parked {

@@ -144,7 +144,7 @@ pub fn run_frame(
     let limits = &sh.settings.limits;
     let (h, ops) = decode_request(frame, limits)?;
     let start = Instant::now();
-    sh.metrics.frames.fetch_add(1, Ordering::Relaxed);
+    sh.metrics.hot().frames.fetch_add(1, Ordering::Relaxed);
     let password = sh.settings.password.as_deref().map(str::as_bytes);
     let token_ok = password.is_some_and(|p| h.token == Some(p));
     let frame_authed = password.is_none() || *authed || token_ok;

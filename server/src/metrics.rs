@@ -15,30 +15,32 @@ pub fn prometheus(sh: &Shared) -> String {
         let _ = writeln!(
             o,
             "accelkv_ops_total{{op=\"{c}\"}} {}",
-            m.ops[i].load(Ordering::Relaxed)
+            m.sum(|h| &h.ops[i])
         );
     }
     let counters = [
-        ("accelkv_errors_total", &m.errors),
-        ("accelkv_busy_total", &m.busy),
-        ("accelkv_frames_total", &m.frames),
-        ("accelkv_resp_commands_total", &m.resp_commands),
-        ("accelkv_udp_datagrams_total", &m.udp_datagrams),
-        ("accelkv_bad_input_total", &m.bad_input),
-        ("accelkv_connections_total", &m.connections_total),
+        ("accelkv_errors_total", m.errors.load(Ordering::Relaxed)),
+        ("accelkv_busy_total", m.busy.load(Ordering::Relaxed)),
+        ("accelkv_frames_total", m.sum(|h| &h.frames)),
+        ("accelkv_resp_commands_total", m.sum(|h| &h.resp_commands)),
+        ("accelkv_udp_datagrams_total", m.sum(|h| &h.udp_datagrams)),
+        (
+            "accelkv_bad_input_total",
+            m.bad_input.load(Ordering::Relaxed),
+        ),
+        (
+            "accelkv_connections_total",
+            m.connections_total.load(Ordering::Relaxed),
+        ),
         (
             "accelkv_connections_rejected_total",
-            &m.connections_rejected,
+            m.connections_rejected.load(Ordering::Relaxed),
         ),
     ];
     for (name, c) in counters {
-        let _ = writeln!(
-            o,
-            "# TYPE {name} counter\n{name} {}",
-            c.load(Ordering::Relaxed)
-        );
+        let _ = writeln!(o, "# TYPE {name} counter\n{name} {c}");
     }
-    if let Ok(h) = m.latency.lock() {
+    if let Some(h) = m.latency() {
         let _ = writeln!(o, "# TYPE accelkv_request_latency_microseconds summary");
         for q in [0.5, 0.9, 0.99, 0.999] {
             let _ = writeln!(

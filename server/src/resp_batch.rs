@@ -204,9 +204,7 @@ fn read_run(
             keys.push((ReadRef::Get(&buf[x..y]), mget));
         }
     }
-    for _ in 0..keys.len() {
-        sh.count(OpClass::Get);
-    }
+    sh.count_n(OpClass::Get, keys.len());
     if !sh.admit(keys.len()) {
         for _ in from..to {
             resp::error(out, "BUSY server has too many operations in flight");

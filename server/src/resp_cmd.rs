@@ -176,7 +176,10 @@ fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
 
 /// One command (a GET or MGET here is one outside a read batch: before AUTH, say).
 pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
-    sh.metrics.resp_commands.fetch_add(1, Ordering::Relaxed);
+    sh.metrics
+        .hot()
+        .resp_commands
+        .fetch_add(1, Ordering::Relaxed);
     let Some(first) = c.first() else {
         return;
     };

@@ -44,19 +44,78 @@ fn info_line(out: &mut String, k: &str, v: &str) {
     out.push_str("\r\n");
 }
 
-/// Counters and histograms.
-pub struct Metrics {
+/// Counters bumped on every request: one set per event loop, on cache lines of its own
+/// (a counter shared by all loops would bounce between their cores on every request),
+/// summed when read.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct Hot {
     pub ops: [AtomicU64; 9],
-    pub errors: AtomicU64,
-    pub busy: AtomicU64,
     pub frames: AtomicU64,
     pub resp_commands: AtomicU64,
     pub udp_datagrams: AtomicU64,
+}
+
+thread_local! {
+    /// Which `Hot` set and latency histogram this thread uses (0: threads that are not loops).
+    static SHARD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes this thread use the counters of event loop `i`.
+pub fn use_loop_counters(i: usize) {
+    SHARD.with(|s| s.set(i + 1));
+}
+
+/// Counters and histograms.
+pub struct Metrics {
+    hot: Box<[Hot]>,
+    pub errors: AtomicU64,
+    pub busy: AtomicU64,
     pub bad_input: AtomicU64,
     pub connections_total: AtomicU64,
     pub connections_rejected: AtomicU64,
-    /// Latency of binary frames and RESP command batches, in microseconds.
-    pub latency: Mutex<Histogram<u64>>,
+    /// Latency of binary frames and RESP command batches, in microseconds, per loop.
+    latency: Box<[Mutex<Histogram<u64>>]>,
+}
+
+impl Metrics {
+    fn new(loops: usize) -> Result<Metrics, String> {
+        let shards = loops + 1;
+        Ok(Metrics {
+            hot: (0..shards).map(|_| Hot::default()).collect(),
+            errors: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            bad_input: AtomicU64::new(0),
+            connections_total: AtomicU64::new(0),
+            connections_rejected: AtomicU64::new(0),
+            latency: (0..shards)
+                .map(|_| {
+                    Histogram::new_with_bounds(1, 60_000_000, 3)
+                        .map(Mutex::new)
+                        .map_err(|e| e.to_string())
+                })
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// This thread's counters.
+    pub fn hot(&self) -> &Hot {
+        &self.hot[SHARD.with(|s| s.get()) % self.hot.len()]
+    }
+
+    /// A counter summed over every loop.
+    pub fn sum(&self, f: impl Fn(&Hot) -> &AtomicU64) -> u64 {
+        self.hot.iter().map(|h| f(h).load(Ordering::Relaxed)).sum()
+    }
+
+    /// Every loop's latencies in one histogram.
+    pub fn latency(&self) -> Option<Histogram<u64>> {
+        let mut all = self.latency[0].lock().ok()?.clone();
+        for h in &self.latency[1..] {
+            let _ = all.add(&*h.lock().ok()?);
+        }
+        Some(all)
+    }
 }
 
 /// Everything a connection handler needs.
@@ -119,20 +178,7 @@ impl Shared {
             engine,
             station: crate::station::Station::new(settings.station_slots, settings.forwarding),
             registry,
-            metrics: Metrics {
-                ops: Default::default(),
-                errors: AtomicU64::new(0),
-                busy: AtomicU64::new(0),
-                frames: AtomicU64::new(0),
-                resp_commands: AtomicU64::new(0),
-                udp_datagrams: AtomicU64::new(0),
-                bad_input: AtomicU64::new(0),
-                connections_total: AtomicU64::new(0),
-                connections_rejected: AtomicU64::new(0),
-                latency: Mutex::new(
-                    Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?,
-                ),
-            },
+            metrics: Metrics::new(settings.threads)?,
             connections: AtomicUsize::new(0),
             inflight: AtomicUsize::new(0),
             next_client: AtomicU64::new(1),
@@ -173,13 +219,18 @@ impl Shared {
         }
     }
 
+    pub fn count_n(&self, class: OpClass, n: usize) {
+        self.metrics.hot().ops[class as usize].fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub fn count(&self, class: OpClass) {
-        self.metrics.ops[class as usize].fetch_add(1, Ordering::Relaxed);
+        self.metrics.hot().ops[class as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn record_latency(&self, d: Duration) {
         let us = d.as_micros().max(1) as u64;
-        if let Ok(mut h) = self.metrics.latency.lock() {
+        let shard = SHARD.with(|s| s.get()) % self.metrics.latency.len();
+        if let Ok(mut h) = self.metrics.latency[shard].lock() {
             h.saturating_record(us);
         }
     }
@@ -305,10 +356,7 @@ impl Shared {
             self.inflight.load(Ordering::Relaxed).to_string(),
         );
         for (i, c) in CLASSES.iter().enumerate() {
-            line(
-                &format!("ops_{c}"),
-                m.ops[i].load(Ordering::Relaxed).to_string(),
-            );
+            line(&format!("ops_{c}"), m.sum(|h| &h.ops[i]).to_string());
         }
         line("errors", m.errors.load(Ordering::Relaxed).to_string());
         line("busy", m.busy.load(Ordering::Relaxed).to_string());

@@ -116,7 +116,10 @@ impl UdpPort {
 /// reply must wait for durability (`out` stays empty then).
 fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) -> Option<Ran> {
     out.clear();
-    sh.metrics.udp_datagrams.fetch_add(1, Ordering::Relaxed);
+    sh.metrics
+        .hot()
+        .udp_datagrams
+        .fetch_add(1, Ordering::Relaxed);
     let mut authed = false;
     match decode_header(frame, &sh.settings.limits) {
         // One frame per datagram: it must be whole and exact.
