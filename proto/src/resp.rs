@@ -287,10 +287,29 @@ pub fn error(out: &mut Vec<u8>, msg: &str) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Appends `n` in decimal, without allocating (replies are encoded per request).
+fn decimal(out: &mut Vec<u8>, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 /// Appends `:n\r\n`.
 pub fn integer(out: &mut Vec<u8>, n: i64) {
     out.push(b':');
-    out.extend_from_slice(n.to_string().as_bytes());
+    decimal(out, n);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -299,7 +318,7 @@ pub fn bulk(out: &mut Vec<u8>, b: Option<&[u8]>) {
     match b {
         Some(b) => {
             out.push(b'$');
-            out.extend_from_slice(b.len().to_string().as_bytes());
+            decimal(out, b.len() as i64);
             out.extend_from_slice(b"\r\n");
             out.extend_from_slice(b);
             out.extend_from_slice(b"\r\n");
@@ -311,7 +330,7 @@ pub fn bulk(out: &mut Vec<u8>, b: Option<&[u8]>) {
 /// Appends an array header `*n\r\n` (the caller appends `n` elements).
 pub fn array(out: &mut Vec<u8>, n: usize) {
     out.push(b'*');
-    out.extend_from_slice(n.to_string().as_bytes());
+    decimal(out, n as i64);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -337,5 +356,20 @@ pub fn value(out: &mut Vec<u8>, v: &Value) {
                 value(out, i);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod decimal_tests {
+    #[test]
+    fn integers_and_lengths_match_to_string() {
+        for n in [0i64, 1, -1, 9, 10, 99, 100, 12345, i64::MAX, i64::MIN, -907] {
+            let mut out = Vec::new();
+            super::integer(&mut out, n);
+            assert_eq!(out, format!(":{n}\r\n").into_bytes());
+        }
+        let mut out = Vec::new();
+        super::bulk(&mut out, Some(&[b'x'; 1234]));
+        assert!(out.starts_with(b"$1234\r\n"));
     }
 }

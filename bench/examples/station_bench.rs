@@ -9,7 +9,7 @@
 //!    vs the client fetching them (a frame of GETs), changing them and writing them back (a
 //!    frame of PUTs).
 //!
-//! `cargo run --release -p accelkv-server --example station_bench -- --secs 3`
+//! `cargo run --release -p accelkv-bench --example station_bench -- --secs 3`
 
 use accelkv_bench::generator::ScrambledZipfian;
 use accelkv_client::Client;
