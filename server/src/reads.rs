@@ -16,8 +16,8 @@ pub enum Reads {
 }
 
 impl Reads {
-    /// Runs `reqs` and calls `emit(i, answer)` for each `reqs[i]`, in any order; returns the
-    /// read version. `engine` is the server's engine (used by the `Engine` variant).
+    /// Runs `reqs` and calls `emit(i, answer)` for each `reqs[i]`, in any order. `engine` is
+    /// the server's engine (used by the `Engine` variant).
     pub fn run(
         &mut self,
         engine: &dyn ReadEngine,

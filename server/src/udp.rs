@@ -21,7 +21,9 @@ const MAX_DATAGRAM: usize = 65536;
 /// A loop's handle of the UDP socket, with its buffers.
 pub struct UdpPort {
     socket: UdpSocket,
+    /// Receive buffers, always MAX_DATAGRAM long; `lens` says how much each datagram filled.
     bufs: Vec<Vec<u8>>,
+    lens: [usize; BATCH],
     outs: Vec<Vec<u8>>,
     peers: Vec<Option<SocketAddr>>,
 }
@@ -31,6 +33,7 @@ impl UdpPort {
         UdpPort {
             socket,
             bufs: (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
+            lens: [0; BATCH],
             outs: (0..BATCH)
                 .map(|_| Vec::with_capacity(MAX_DATAGRAM))
                 .collect(),
@@ -50,12 +53,11 @@ impl UdpPort {
                 return;
             }
             for i in 0..n {
-                let (buf, out) = (&self.bufs[i], &mut self.outs[i]);
+                let (buf, out) = (&self.bufs[i][..self.lens[i]], &mut self.outs[i]);
                 let Some(peer) = self.peers[i] else {
                     out.clear();
                     continue;
                 };
-                // `bufs[i]` was truncated to the datagram's length by `receive`.
                 if let Some(ran) = answer(sh, reads, buf, out) {
                     let (mb, version) = (mailbox.clone(), ran.version);
                     sh.when_durable(
@@ -65,9 +67,6 @@ impl UdpPort {
                 }
             }
             self.send(n);
-            for b in &mut self.bufs {
-                b.resize(MAX_DATAGRAM, 0);
-            }
         }
     }
 
@@ -92,7 +91,7 @@ impl UdpPort {
         for b in &mut self.bufs[..1] {
             match self.socket.recv_from(b) {
                 Ok((n, peer)) => {
-                    b.truncate(n);
+                    self.lens[0] = n;
                     self.peers[0] = Some(peer);
                     return 1;
                 }
@@ -237,7 +236,7 @@ mod linux {
             }
             let n = n as usize;
             for i in 0..n {
-                self.bufs[i].truncate(hdrs[i].msg_len as usize);
+                self.lens[i] = hdrs[i].msg_len as usize;
                 self.peers[i] = to_addr(&addrs[i]);
             }
             n
