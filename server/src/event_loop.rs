@@ -324,7 +324,13 @@ impl Loop {
                 if c.closing || c.parked.is_some() || c.pending() > max_out {
                     continue; // flush, then stop
                 }
-                if c.inb.len() == before && c.inb.len() > sh.settings.limits.max_frame + 64 {
+                if c.inb.len() < before {
+                    // It stopped early (its replies were parked and released at once, say):
+                    // complete requests may remain, and the client waits for their answers
+                    // without sending more. Run them before reading.
+                    continue;
+                }
+                if c.inb.len() > sh.settings.limits.max_frame + 64 {
                     // An incomplete command or frame bigger than the largest allowed.
                     sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
                     if matches!(c.proto, Proto::Resp(_)) {

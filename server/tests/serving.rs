@@ -257,3 +257,43 @@ fn a_descheduled_writer_stalls_no_other_loop() {
         Some("*2\r\n$1\r\n1\r\n$2\r\nv1\r\n")
     );
 }
+
+/// Pipelines that write a key and read it back, from several connections on two loops at
+/// once: a read waits for the connection's own write to become visible (another loop's
+/// older write may hold it back), and the rest of the pipeline must still be answered
+/// without the client sending anything more.
+#[test]
+fn concurrent_write_then_read_pipelines_are_answered_in_full() {
+    let srv = Server::start(&["--threads", "2"]);
+    let handles: Vec<_> = (0..4)
+        .map(|c| {
+            let addr = srv.resp;
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut b = [0u8; 65536];
+                for round in 0..400 {
+                    let mut cmds = String::new();
+                    let mut want = String::new();
+                    for j in 0..4 {
+                        let (k, v) = (format!("c{c}k{j}"), format!("{round:08}"));
+                        cmds.push_str(&format!("SET {k} {v}\r\nGET {k}\r\n"));
+                        want.push_str(&format!("+OK\r\n$8\r\n{v}\r\n"));
+                    }
+                    s.write_all(cmds.as_bytes()).unwrap();
+                    let mut got = Vec::new();
+                    while got.len() < want.len() {
+                        match s.read(&mut b) {
+                            Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
+                            other => panic!("round {round}: {other:?} after {got:?}"),
+                        }
+                    }
+                    assert_eq!(String::from_utf8_lossy(&got), want, "round {round}");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
