@@ -12,7 +12,7 @@ use accelkv_proto::frame::{begin_response, decode_request, encode_response_op, f
 use accelkv_proto::{Body, FrameError, Request, Response, Status};
 use accelkv_tree::Error;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Which transport a frame came on.
@@ -378,38 +378,30 @@ fn execute_op<'a>(
     }
 }
 
-/// Answers of a frame's writes by operation index (with the version each must wait for
-/// before it is sent), and the signal that one arrived.
-type Answers = (Mutex<Vec<(usize, Answer, u64)>>, Condvar);
-
 /// Where a write's answer goes, with the version it must see visible first.
-type ReplyTo = Box<dyn FnOnce(Answer, u64) + Send>;
+type ReplyTo = Box<dyn FnOnce((Answer, u64)) + Send>;
 
 /// Runs a frame's writes (on the loop's thread) through the reservation station and returns
 /// their answers once every one is in the tree, with the newest version they need visible.
 fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> (Vec<(usize, Answer)>, u64) {
-    let n = writes.len();
-    let results: Arc<Answers> = Arc::new((Mutex::new(Vec::with_capacity(n)), Condvar::new()));
-    let ops: Vec<Op> = writes
+    let index: Vec<usize> = writes.iter().map(|w| w.0).collect();
+    let done = sh.station.run(&sh.store, writes, |(_, w), reply| {
+        key_fn(sh.clone(), w, reply)
+    });
+    let mut version = 0;
+    let answers = index
         .into_iter()
-        .map(|(i, w)| {
-            let results = results.clone();
-            let reply = move |a: Answer, v: u64| {
-                let (m, cv) = &*results;
-                m.lock().unwrap_or_else(|e| e.into_inner()).push((i, a, v));
-                cv.notify_all();
-            };
-            key_fn(sh.clone(), w, Box::new(reply))
+        .zip(done)
+        .map(|(i, d)| {
+            let (a, v) = d.unwrap_or_else(|| {
+                let m = "internal error: the write was lost".to_string();
+                (Answer::Fail(Status::Error, m), 0)
+            });
+            version = version.max(v);
+            (i, a)
         })
         .collect();
-    sh.station.submit(&sh.store, ops);
-    let (m, cv) = &*results;
-    let mut done = m.lock().unwrap_or_else(|e| e.into_inner());
-    while done.len() < n {
-        done = cv.wait(done).unwrap_or_else(|e| e.into_inner());
-    }
-    let version = done.iter().map(|d| d.2).max().unwrap_or(0);
-    (done.drain(..).map(|(i, a, _)| (i, a)).collect(), version)
+    (answers, version)
 }
 
 fn fail_store(sh: &Shared, e: &Error) -> Answer {
@@ -436,14 +428,15 @@ fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: ReplyTo) -> Op {
     let then = |sh: Arc<Shared>, ok: Answer, reply: ReplyTo| -> Finish {
         Box::new(move |r| match r {
             Ok(v) => match ok {
-                Answer::Version(_) => reply(Answer::Version(v), v),
-                a => reply(a, v),
+                Answer::Version(_) => reply((Answer::Version(v), v)),
+                a => reply((a, v)),
             },
-            Err(e) => reply(fail_store(&sh, &e), 0),
+            Err(e) => reply((fail_store(&sh, &e), 0)),
         })
     };
     // An answer decided without writing; it may rest on a value not yet visible.
-    let now = |a: Answer, reply: ReplyTo| -> Finish { Box::new(move |r| reply(a, r.unwrap_or(0))) };
+    let now =
+        |a: Answer, reply: ReplyTo| -> Finish { Box::new(move |r| reply((a, r.unwrap_or(0)))) };
     match w {
         WriteOp::Put(k, v) => {
             sh.count(OpClass::Put);

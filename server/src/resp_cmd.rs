@@ -6,7 +6,7 @@
 
 use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
-use crate::station::{Effect, KeyFn, Op};
+use crate::station::{Effect, Finish, KeyFn, Op};
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp;
 use accelkv_tree::Error;
@@ -108,36 +108,26 @@ fn through_station(
     s: &mut Session,
     writes: Vec<Write>,
 ) -> Vec<Option<Result<Rep, Error>>> {
-    let n = writes.len();
-    type Done = (usize, Result<(Rep, u64), Error>);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Done>(n);
-    let ops = writes
-        .into_iter()
-        .enumerate()
-        .map(|(i, (key, reads, decide))| {
-            let tx = tx.clone();
+    let done = sh
+        .station
+        .run(&sh.store, writes, |(key, reads, decide), reply| {
             let f: KeyFn = Box::new(move |cur| {
                 let (effect, rep) = decide(cur);
-                (
-                    effect,
-                    Box::new(move |r: Result<u64, Error>| {
-                        let _ = tx.send((i, r.map(|v| (rep, v))));
-                    }),
-                )
+                let finish: Finish = Box::new(move |r| reply(r.map(|v| (rep, v))));
+                (effect, finish)
             });
             Op { key, reads, f }
+        });
+    done.into_iter()
+        .map(|r| {
+            r.map(|r| {
+                r.map(|(rep, v)| {
+                    s.unreleased = s.unreleased.max(v);
+                    rep
+                })
+            })
         })
-        .collect();
-    drop(tx);
-    sh.station.submit(&sh.store, ops);
-    let mut done: Vec<Option<Result<Rep, Error>>> = (0..n).map(|_| None).collect();
-    for (i, r) in rx.iter().take(n) {
-        done[i] = Some(r.map(|(rep, v)| {
-            s.unreleased = s.unreleased.max(v);
-            rep
-        }));
-    }
-    done
+        .collect()
 }
 
 /// One write through the station, its reply appended to `out`.

@@ -146,6 +146,40 @@ impl Station {
         }
     }
 
+    /// Submits one operation per item, built by `make(item, reply)`, and waits until every
+    /// one has called its `reply` (usually at once: the station runs on this thread unless
+    /// another thread is draining a slot); returns the replies in item order (`None` for an
+    /// operation dropped without replying).
+    pub fn run<T, R: Send + 'static>(
+        &self,
+        store: &Store,
+        items: Vec<T>,
+        mut make: impl FnMut(T, Box<dyn FnOnce(R) + Send>) -> Op,
+    ) -> Vec<Option<R>> {
+        let n = items.len();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, R)>(n);
+        let ops = items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let tx = tx.clone();
+                make(
+                    item,
+                    Box::new(move |r| {
+                        let _ = tx.send((i, r));
+                    }),
+                )
+            })
+            .collect();
+        drop(tx);
+        self.submit(store, ops);
+        let mut done: Vec<Option<R>> = (0..n).map(|_| None).collect();
+        for (i, r) in rx.iter().take(n) {
+            done[i] = Some(r);
+        }
+        done
+    }
+
     fn drain(&self, store: &Store, i: usize) {
         loop {
             let burst: Vec<Op> = {
