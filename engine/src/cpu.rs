@@ -12,9 +12,9 @@
 //! 2. Completions are delivered after the engine has copied everything out of node memory.
 
 use crate::amac::Flight;
-use crate::hot::{HotCache, MAX_CACHED_KEY};
+use crate::hot::HotCache;
 use crate::inline::InlineReader;
-use crate::manager::Manager;
+use crate::manager::{Manager, Sampler};
 use crate::request::{Completion, ReadRef, Reply, Request, Sink};
 use crate::{EngineStats, ReadEngine};
 use accelkv_tree::{ReaderSlot, Store};
@@ -155,8 +155,7 @@ impl CpuEngine {
                 stop: stop.clone(),
                 window: cfg.window.max(1),
                 cache: cache.clone(),
-                samples: samples.clone(),
-                sample_every: cfg.sample_every.max(1),
+                sampler: Sampler::new(samples.clone(), cfg.sample_every),
                 counters: counters.clone(),
                 idle_spin: cfg.idle_spin,
             };
@@ -193,8 +192,7 @@ impl CpuEngine {
             self.store.clone(),
             self.window,
             self.cache.clone(),
-            self.samples.clone(),
-            self.sample_every,
+            Sampler::new(self.samples.clone(), self.sample_every),
             self.counters.clone(),
         )
     }
@@ -309,8 +307,7 @@ struct Worker {
     stop: Arc<AtomicBool>,
     window: usize,
     cache: Option<Arc<HotCache>>,
-    samples: Option<Sender<Vec<Vec<u8>>>>,
-    sample_every: u32,
+    sampler: Sampler,
     counters: Arc<Counters>,
     idle_spin: Duration,
 }
@@ -321,14 +318,12 @@ fn check(store: &Store, req: &Request) -> Option<Reply> {
 }
 
 impl Worker {
-    fn run(self) {
+    fn run(mut self) {
         let raw = self.store.raw();
         let mut flights: Vec<Flight> = Vec::with_capacity(self.window);
         let mut sinks: Vec<Arc<Sink>> = Vec::new();
         let mut out: Vec<Vec<Completion>> = Vec::new();
         let mut finished: Vec<u64> = Vec::new();
-        let mut sampled: Vec<Vec<u8>> = Vec::new();
-        let mut gets = 0u32;
         let mut last_sink: Option<(u64, usize)> = None;
         let (mut hits, mut misses) = (0u64, 0u64);
         loop {
@@ -386,10 +381,7 @@ impl Worker {
                         continue;
                     }
                     if let (Request::Get { key }, Some(cache)) = (&p.req, &self.cache) {
-                        gets = gets.wrapping_add(1);
-                        if gets.is_multiple_of(self.sample_every) && key.len() <= MAX_CACHED_KEY {
-                            sampled.push(key.clone());
-                        }
+                        self.sampler.see(key);
                         if let Some(v) = cache.lookup(key, p.rv) {
                             hits += 1;
                             out[si].push(done(Reply::Value(Some(v)), true));
@@ -422,11 +414,6 @@ impl Worker {
             }
             if !finished.is_empty() {
                 self.deliver(&sinks, &mut out, &mut finished);
-            }
-            if sampled.len() >= 256 {
-                if let Some(tx) = &self.samples {
-                    let _ = tx.send(std::mem::take(&mut sampled));
-                }
             }
             if hits + misses >= 1024 {
                 self.counters.hits.fetch_add(hits, Ordering::Relaxed);

@@ -15,11 +15,11 @@
 
 use crate::amac::{Flight, Step};
 use crate::cpu::Counters;
-use crate::hot::{HotCache, MAX_CACHED_KEY};
+use crate::hot::HotCache;
+use crate::manager::Sampler;
 use crate::request::{ReadRef, Reply};
 use accelkv_tree::{ReaderSlot, Store};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
 /// One answer of an inline batch.
@@ -48,10 +48,7 @@ pub struct InlineReader {
     slot: ReaderSlot,
     window: usize,
     cache: Option<Arc<HotCache>>,
-    samples: Option<Sender<Vec<Vec<u8>>>>,
-    sample_every: u32,
-    sampled: Vec<Vec<u8>>,
-    gets: u32,
+    sampler: Sampler,
     counters: Arc<Counters>,
     flights: Vec<Flight>,
     /// Finished flights kept for their key buffers.
@@ -63,8 +60,7 @@ impl InlineReader {
         store: Arc<Store>,
         window: usize,
         cache: Option<Arc<HotCache>>,
-        samples: Option<Sender<Vec<Vec<u8>>>>,
-        sample_every: u32,
+        sampler: Sampler,
         counters: Arc<Counters>,
     ) -> InlineReader {
         let slot = store.raw().reader_slot();
@@ -73,10 +69,7 @@ impl InlineReader {
             slot,
             window: window.max(1),
             cache,
-            samples,
-            sample_every: sample_every.max(1),
-            sampled: Vec::new(),
-            gets: 0,
+            sampler,
             counters,
             flights: Vec::with_capacity(window.max(1)),
             spare: Vec::with_capacity(window.max(1)),
@@ -117,10 +110,7 @@ impl InlineReader {
                     continue;
                 }
                 if let (ReadRef::Get(key), Some(cache)) = (req, &self.cache) {
-                    self.gets = self.gets.wrapping_add(1);
-                    if self.gets.is_multiple_of(self.sample_every) && key.len() <= MAX_CACHED_KEY {
-                        self.sampled.push(key.to_vec());
-                    }
+                    self.sampler.see(key);
                     if cache
                         .lookup_with(key, rv, |v| emit(tag, Found::Value(Some(v))))
                         .is_some()
@@ -165,11 +155,6 @@ impl InlineReader {
         if hits + misses > 0 {
             c.hits.fetch_add(hits, Ordering::Relaxed);
             c.misses.fetch_add(misses, Ordering::Relaxed);
-        }
-        if self.sampled.len() >= 256 {
-            if let Some(tx) = &self.samples {
-                let _ = tx.send(std::mem::take(&mut self.sampled));
-            }
         }
         rv
     }

@@ -3,13 +3,50 @@
 //! interval, installs the hottest keys not yet cached, evicting an occupant only for a hotter
 //! key. Installation follows invariant 2 of hot.rs.
 
-use crate::hot::HotCache;
+use crate::hot::{HotCache, MAX_CACHED_KEY};
 use crate::sketch::Sketch;
 use accelkv_tree::Store;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Sampled keys sent to the manager at a time.
+const SAMPLE_BATCH: usize = 256;
+
+/// A reader's side of the control plane (an engine thread's or an inline reader's): one
+/// GET key in `every` is copied and sent to the manager in batches.
+pub(crate) struct Sampler {
+    tx: Option<Sender<Vec<Vec<u8>>>>,
+    every: u32,
+    gets: u32,
+    batch: Vec<Vec<u8>>,
+}
+
+impl Sampler {
+    pub(crate) fn new(tx: Option<Sender<Vec<Vec<u8>>>>, every: u32) -> Sampler {
+        Sampler {
+            tx,
+            every: every.max(1),
+            gets: 0,
+            batch: Vec::new(),
+        }
+    }
+
+    /// Counts a GET of `key`, keeping it if it is the one in `every` (and cacheable).
+    pub(crate) fn see(&mut self, key: &[u8]) {
+        self.gets = self.gets.wrapping_add(1);
+        if self.gets.is_multiple_of(self.every) && key.len() <= MAX_CACHED_KEY {
+            self.batch.push(key.to_vec());
+            if self.batch.len() >= SAMPLE_BATCH {
+                if let Some(tx) = &self.tx {
+                    let _ = tx.send(std::mem::take(&mut self.batch));
+                }
+                self.batch.clear();
+            }
+        }
+    }
+}
 
 /// Most keys installed per interval.
 const PER_ROUND: usize = 16384;
