@@ -18,28 +18,15 @@ for tool in redis-server memcached python3; do
 done
 cargo build --release -q -p accelkv-server -p accelkv-bench
 bench=./target/release/accelkv-bench
-pid=""
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; fi; }
+source scripts/peers.sh
 trap stop EXIT
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 not open" >&2; exit 1; }
 ctx() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'; }
 rm -rf "$OUT"; mkdir -p "$OUT"
 echo "| target | context switches / operation (server, A-F) |" >"$OUT/ctx.md"
 echo "|---|---|" >>"$OUT/ctx.md"
 for target in accelkv-tcp accelkv-resp redis memcached; do
   echo "== $target" >&2
-  case $target in
-    accelkv-*)
-      ./target/release/accelkv-server --port 17707 --resp-port 17379 --admin-port 17708 >/dev/null 2>&1 &
-      pid=$!; wait_port 17707; wait_port 17379
-      [ "$target" = accelkv-resp ] && spec="$target=127.0.0.1:17379" || spec="$target=127.0.0.1:17707" ;;
-    redis)
-      redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
-      pid=$!; wait_port 16399; spec="redis=127.0.0.1:16399" ;;
-    memcached)
-      memcached -l 127.0.0.1 -p 11299 -U 0 -m 8192 -u root >/dev/null &
-      pid=$!; wait_port 11299; spec="memcached=127.0.0.1:11299" ;;
-  esac
+  start_target "$target"
   before=$(ctx "$pid")
   $bench -t "$spec" --records "$RECORDS" --duration "$DURATION" --batch "$BATCH" \
     --workloads a,b,c,d,e,f --dist "$DISTS" --out "$OUT/$target" >/dev/null

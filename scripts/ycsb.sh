@@ -35,10 +35,8 @@ else
 fi
 cargo build --release -q -p accelkv-server -p accelkv-bench "${features[@]}"
 bench=./target/release/accelkv-bench
-pid=""
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; fi; }
+source scripts/peers.sh
 trap stop EXIT
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 not open" >&2; exit 1; }
 common=(--records "$RECORDS" --duration "$DURATION" --threads "$THREADS" --batch "$BATCH"
         --workloads "$WORKLOADS" --dist "$DISTS" --password "$PASSWORD")
 for shape in $SHAPES; do
@@ -50,20 +48,8 @@ for shape in $SHAPES; do
   for target in accelkv-tcp accelkv-udp accelkv-resp redis memcached; do
     echo "== $shape: $target" >&2
     case $target in
-      accelkv-*)
-        ./target/release/accelkv-server --port 17707 --resp-port 17379 --admin-port 17708 \
-          --password "$PASSWORD" >/dev/null &
-        pid=$!; wait_port 17707; wait_port 17379
-        case $target in
-          accelkv-resp) spec="$target=127.0.0.1:17379" ;;
-          *) spec="$target=127.0.0.1:17707" ;;
-        esac ;;
-      redis)
-        redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
-        pid=$!; wait_port 16399; spec="redis=127.0.0.1:16399" ;;
-      memcached)
-        memcached -l 127.0.0.1 -p 11299 -U 0 -m 8192 -u root >/dev/null &
-        pid=$!; wait_port 11299; spec="memcached=127.0.0.1:11299" ;;
+      accelkv-*) start_target "$target" --password "$PASSWORD" ;;
+      *) start_target "$target" ;;
     esac
     $bench -t "$spec" --record "$shape" "${common[@]}" --out "$dir/$target" >/dev/null
     stop
