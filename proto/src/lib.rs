@@ -4,6 +4,7 @@
 //!   UDP datagram or length-delimited on TCP, per-operation status codes, replies in any
 //!   order within a frame;
 //! * [`resp`]: the RESP2 subset that lets Redis clients and tools talk to accelkv;
+//! * [`operand`]: the typed operands of atomics and vector operations;
 //! * [`Limits`]: the sizes every decoder enforces.
 //!
 //! Decoders never panic on any input and never allocate beyond a limit; the fuzz targets in
@@ -14,6 +15,7 @@
 
 pub mod frame;
 mod limits;
+pub mod operand;
 pub mod resp;
 
 pub use frame::{Body, FrameError, Header, Opcode, Request, Response, Status};

@@ -3,14 +3,17 @@
 //! as one batch through the loop's read door, then one response frame with an answer per
 //! operation (held back, when the frame wrote, until the writes are durable).
 
+use crate::ops::{Failure, Outcome, Write};
 use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
-use crate::station::{Effect, Finish, KeyFn, Op};
-use crate::vector::{Elem, Overflow, Scalar, VectorCall, VectorError, VectorOp};
+use crate::station::{Done, Op};
+use crate::vector::{Elem, Overflow, VectorError, VectorOp};
 use accelkv_engine::{Found, Items, ReadRef, Reply};
 use accelkv_proto::frame::{begin_response, decode_request, encode_response_op, finish_response};
 use accelkv_proto::{Body, FrameError, Request, Response, Status};
 use accelkv_tree::Error;
+use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,37 +25,12 @@ pub enum Transport {
     Udp,
 }
 
-/// A write copied out of the frame, to run on a writer thread through the station.
-enum WriteOp {
-    Put(Vec<u8>, Vec<u8>),
-    Update(Vec<u8>, Vec<u8>),
-    Delete(Vec<u8>),
-    FetchAdd {
-        key: Vec<u8>,
-        elem: Elem,
-        overflow: Overflow,
-        delta: i64,
-    },
-    Cas {
-        key: Vec<u8>,
-        expected: Option<Vec<u8>>,
-        new: Vec<u8>,
-    },
-    Vector {
-        key: Vec<u8>,
-        op: VectorOp,
-        elem: Elem,
-        overflow: Overflow,
-        function: String,
-        operand: Vec<u8>,
-    },
-}
-
 /// An answer owning its bytes until the response frame is encoded.
 enum Answer {
     Fail(Status, String),
     Empty,
     Bytes(Vec<u8>),
+    Word([u8; 8]),
     Version(u64),
     Items(Items, bool),
 }
@@ -152,7 +130,7 @@ pub fn run_frame(
     let admitted = sh.admit(n);
     let mut answers: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
     let mut to_read: Vec<(usize, ReadRef<'_>)> = Vec::new();
-    let mut writes: Vec<(usize, WriteOp)> = Vec::new();
+    let mut writes: Vec<(usize, Op<'_>)> = Vec::new();
     let max_items = limits.max_scan_items;
     for (i, op) in ops.iter().enumerate() {
         let a = if !admitted {
@@ -247,10 +225,11 @@ fn execute_op<'a>(
     index: usize,
     max_items: usize,
     reads: &mut Vec<(usize, ReadRef<'a>)>,
-    writes: &mut Vec<(usize, WriteOp)>,
+    writes: &mut Vec<(usize, Op<'a>)>,
 ) -> Option<Answer> {
-    let mut write = |w| {
-        writes.push((index, w));
+    let mut write = |class, key, w| {
+        sh.count(class);
+        writes.push((index, Op::new(key, w)));
         None
     };
     // A scan asks the engine for one item more than the server sends, to know whether the
@@ -287,13 +266,17 @@ fn execute_op<'a>(
             ));
             None
         }
-        Request::Put { key, value, .. } => write(WriteOp::Put(key.to_vec(), value.to_vec())),
-        Request::Delete { key, .. } => write(WriteOp::Delete(key.to_vec())),
+        Request::Put { key, value, .. } => {
+            write(OpClass::Put, key, Write::Put(Cow::Borrowed(value)))
+        }
+        Request::Delete { key, .. } => write(OpClass::Delete, key, Write::Delete),
         Request::Update { .. } if transport == Transport::Udp => Some(Answer::Fail(
             Status::Unsupported,
             "UPDATE is not allowed over UDP (not idempotent)".into(),
         )),
-        Request::Update { key, value, .. } => write(WriteOp::Update(key.to_vec(), value.to_vec())),
+        Request::Update { key, value, .. } => {
+            write(OpClass::Update, key, Write::Update(Cow::Borrowed(value)))
+        }
         Request::FetchAdd { .. } | Request::Cas { .. } if transport == Transport::Udp => {
             Some(Answer::Fail(
                 Status::Unsupported,
@@ -312,20 +295,26 @@ fn execute_op<'a>(
             else {
                 return Some(Answer::Fail(Status::Malformed, String::new()));
             };
-            write(WriteOp::FetchAdd {
-                key: key.to_vec(),
-                elem,
-                overflow,
-                delta,
-            })
+            write(
+                OpClass::Atomic,
+                key,
+                Write::FetchAdd {
+                    elem,
+                    overflow,
+                    delta,
+                },
+            )
         }
         Request::Cas {
             key, expected, new, ..
-        } => write(WriteOp::Cas {
-            key: key.to_vec(),
-            expected: expected.map(<[u8]>::to_vec),
-            new: new.to_vec(),
-        }),
+        } => write(
+            OpClass::Atomic,
+            key,
+            Write::Cas {
+                expected: expected.map(Cow::Borrowed),
+                new: Cow::Borrowed(new),
+            },
+        ),
         Request::Vector {
             key,
             op,
@@ -349,14 +338,17 @@ fn execute_op<'a>(
                         .into(),
                 ));
             }
-            write(WriteOp::Vector {
-                key: key.to_vec(),
-                op,
-                elem,
-                overflow,
-                function: String::from_utf8_lossy(function).into_owned(),
-                operand: operand.to_vec(),
-            })
+            write(
+                OpClass::Vector,
+                key,
+                Write::Vector {
+                    op,
+                    elem,
+                    overflow,
+                    function: String::from_utf8_lossy(function),
+                    operand: Cow::Borrowed(operand),
+                },
+            )
         }
         Request::Ping { payload, .. } => {
             sh.count(OpClass::Other);
@@ -378,30 +370,46 @@ fn execute_op<'a>(
     }
 }
 
-/// Where a write's answer goes, with the version it must see visible first.
-type ReplyTo = Box<dyn FnOnce((Answer, u64)) + Send>;
-
 /// Runs a frame's writes (on the loop's thread) through the reservation station and returns
 /// their answers once every one is in the tree, with the newest version they need visible.
-fn run_writes(sh: &Arc<Shared>, writes: Vec<(usize, WriteOp)>) -> (Vec<(usize, Answer)>, u64) {
-    let index: Vec<usize> = writes.iter().map(|w| w.0).collect();
-    let done = sh.station.run(&sh.store, writes, |(_, w), reply| {
-        key_fn(sh.clone(), w, reply)
-    });
-    let mut version = 0;
+fn run_writes(sh: &Shared, writes: Vec<(usize, Op<'_>)>) -> (Vec<(usize, Answer)>, u64) {
+    let index: SmallVec<[usize; 16]> = writes.iter().map(|w| w.0).collect();
+    let mut done: SmallVec<[Done; 16]> = SmallVec::new();
+    sh.station
+        .run(&sh.store, writes.into_iter().map(|w| w.1), &mut done);
+    let version = done.iter().map(|d| d.version).max().unwrap_or(0);
     let answers = index
         .into_iter()
         .zip(done)
-        .map(|(i, d)| {
-            let (a, v) = d.unwrap_or_else(|| {
-                let m = "internal error: the write was lost".to_string();
-                (Answer::Fail(Status::Error, m), 0)
-            });
-            version = version.max(v);
-            (i, a)
-        })
+        .map(|(i, d)| (i, answer_of(sh, d)))
         .collect();
     (answers, version)
+}
+
+/// A binary answer for a write's outcome.
+fn answer_of(sh: &Shared, d: Done) -> Answer {
+    match d.outcome {
+        Err(e) => fail_store(sh, &e),
+        Ok(Outcome::Done) => Answer::Version(d.version),
+        Ok(Outcome::Skipped) => Answer::Fail(Status::NotFound, String::new()),
+        Ok(Outcome::Fetched(b)) => Answer::Word(b),
+        Ok(Outcome::Bytes(b)) => Answer::Bytes(b),
+        Ok(Outcome::Old(b)) => Answer::Bytes(b.unwrap_or_default()),
+        Ok(Outcome::Int(n)) => Answer::Bytes(n.to_le_bytes().to_vec()),
+        Ok(Outcome::Mismatch { absent }) => {
+            let m = if absent {
+                "the key is absent"
+            } else {
+                "the value differs"
+            };
+            Answer::Fail(Status::Mismatch, m.into())
+        }
+        Ok(Outcome::Failed(Failure::Vector(e))) => Answer::Fail(vector_status(&e), e.to_string()),
+        Ok(Outcome::Failed(f)) => {
+            sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
+            Answer::Fail(Status::Error, f.to_string())
+        }
+    }
 }
 
 fn fail_store(sh: &Shared, e: &Error) -> Answer {
@@ -418,152 +426,6 @@ fn vector_status(e: &VectorError) -> Status {
         VectorError::UnknownFunction(_) => Status::UnknownFunction,
         VectorError::TypeMismatch(_) => Status::TypeMismatch,
         VectorError::Overflow => Status::Overflow,
-    }
-}
-
-/// The station operation of one write: its effect on the key's current value, and its answer
-/// once that effect is in the tree.
-fn key_fn(sh: Arc<Shared>, w: WriteOp, reply: ReplyTo) -> Op {
-    // An answer that does not depend on the write's outcome beyond its success.
-    let then = |sh: Arc<Shared>, ok: Answer, reply: ReplyTo| -> Finish {
-        Box::new(move |r| match r {
-            Ok(v) => match ok {
-                Answer::Version(_) => reply((Answer::Version(v), v)),
-                a => reply((a, v)),
-            },
-            Err(e) => reply((fail_store(&sh, &e), 0)),
-        })
-    };
-    // An answer decided without writing; it may rest on a value not yet visible.
-    let now =
-        |a: Answer, reply: ReplyTo| -> Finish { Box::new(move |r| reply((a, r.unwrap_or(0)))) };
-    match w {
-        WriteOp::Put(k, v) => {
-            sh.count(OpClass::Put);
-            let f: KeyFn = Box::new(move |_| (Effect::Set(v), then(sh, Answer::Version(0), reply)));
-            Op::blind(k, f)
-        }
-        WriteOp::Update(k, v) => {
-            sh.count(OpClass::Update);
-            let f: KeyFn = Box::new(move |cur| match cur {
-                None => (
-                    Effect::Keep,
-                    now(Answer::Fail(Status::NotFound, String::new()), reply),
-                ),
-                Some(_) => (Effect::Set(v), then(sh, Answer::Version(0), reply)),
-            });
-            Op::reading(k, f)
-        }
-        WriteOp::Delete(k) => {
-            sh.count(OpClass::Delete);
-            let f: KeyFn = Box::new(move |cur| match cur {
-                None => (
-                    Effect::Keep,
-                    now(Answer::Fail(Status::NotFound, String::new()), reply),
-                ),
-                Some(_) => (Effect::Remove, then(sh, Answer::Version(0), reply)),
-            });
-            Op::reading(k, f)
-        }
-        WriteOp::FetchAdd {
-            key,
-            elem,
-            overflow,
-            delta,
-        } => {
-            sh.count(OpClass::Atomic);
-            let f: KeyFn = Box::new(move |cur| {
-                let old = match cur {
-                    None => [0u8; 8],
-                    Some(c) => match <[u8; 8]>::try_from(c) {
-                        Ok(b) => b,
-                        Err(_) => {
-                            let m = format!(
-                                "fetch-and-add needs an 8-byte value, not {} bytes",
-                                c.len()
-                            );
-                            return (Effect::Keep, now(Answer::Fail(Status::BadLength, m), reply));
-                        }
-                    },
-                };
-                let Scalar::Int(o) = elem.read(&old) else {
-                    return (
-                        Effect::Keep,
-                        now(Answer::Fail(Status::TypeMismatch, String::new()), reply),
-                    );
-                };
-                match overflow.fit(elem, o + i128::from(delta)) {
-                    Err(e) => (
-                        Effect::Keep,
-                        now(Answer::Fail(vector_status(&e), e.to_string()), reply),
-                    ),
-                    Ok(n) => {
-                        let mut new = Vec::with_capacity(8);
-                        elem.write(Scalar::Int(n), &mut new);
-                        (
-                            Effect::Set(new),
-                            then(sh, Answer::Bytes(old.to_vec()), reply),
-                        )
-                    }
-                }
-            });
-            Op::reading(key, f)
-        }
-        WriteOp::Cas { key, expected, new } => {
-            sh.count(OpClass::Atomic);
-            let f: KeyFn = Box::new(move |cur| {
-                if cur == expected.as_deref() {
-                    (Effect::Set(new), then(sh, Answer::Version(0), reply))
-                } else {
-                    let m = if cur.is_none() {
-                        "the key is absent"
-                    } else {
-                        "the value differs"
-                    };
-                    (
-                        Effect::Keep,
-                        now(Answer::Fail(Status::Mismatch, m.into()), reply),
-                    )
-                }
-            });
-            Op::reading(key, f)
-        }
-        WriteOp::Vector {
-            key,
-            op,
-            elem,
-            overflow,
-            function,
-            operand,
-        } => {
-            sh.count(OpClass::Vector);
-            let f: KeyFn = Box::new(move |cur| {
-                let Some(cur) = cur else {
-                    return (
-                        Effect::Keep,
-                        now(Answer::Fail(Status::NotFound, String::new()), reply),
-                    );
-                };
-                let call = VectorCall {
-                    op,
-                    elem,
-                    overflow,
-                    function: &function,
-                    operand: &operand,
-                };
-                match crate::vector::run(&sh.registry, &call, cur) {
-                    Err(e) => (
-                        Effect::Keep,
-                        now(Answer::Fail(vector_status(&e), e.to_string()), reply),
-                    ),
-                    Ok(r) => {
-                        let effect = r.new_value.map_or(Effect::Keep, Effect::Set);
-                        (effect, then(sh, Answer::Bytes(r.reply), reply))
-                    }
-                }
-            });
-            Op::reading(key, f)
-        }
     }
 }
 
@@ -590,6 +452,7 @@ fn encode(frame_id: u32, heads: &[(u16, u8)], answers: &[Option<Answer>], out: &
             Some(Answer::Fail(s, m)) => (*s, Body::Message(m.as_bytes())),
             Some(Answer::Empty) => (Status::Ok, Body::Empty),
             Some(Answer::Bytes(b)) => (Status::Ok, Body::Bytes(b)),
+            Some(Answer::Word(b)) => (Status::Ok, Body::Bytes(b)),
             Some(Answer::Version(v)) => (Status::Ok, Body::Version(*v)),
             Some(Answer::Items(items, truncated)) => (
                 Status::Ok,

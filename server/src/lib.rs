@@ -10,13 +10,13 @@ mod engines;
 mod event_loop;
 mod exec;
 mod metrics;
+mod ops;
 mod reads;
 mod resp_batch;
 mod resp_cmd;
 mod state;
 mod station;
 mod udp;
-pub mod vector;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -24,7 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use vector::{Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError};
+/// The vector operations' functions and types (kept at this path for embedders).
+pub use ops::vector;
+pub use ops::vector::{Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError};
 
 /// How long shutdown waits for the event loops to stop before it flushes anyway.
 const STOP_GRACE: Duration = Duration::from_secs(2);

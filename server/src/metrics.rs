@@ -90,6 +90,10 @@ pub fn prometheus(sh: &Shared) -> String {
             "accelkv_station_forwarded_total",
             st.forwarded.load(Ordering::Relaxed),
         ),
+        (
+            "accelkv_station_queued_total",
+            st.queued.load(Ordering::Relaxed),
+        ),
     ] {
         let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
     }

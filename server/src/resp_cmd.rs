@@ -4,13 +4,15 @@
 //! every write through the reservation station (`station.rs`), the one write door; runs of
 //! GET and MGET are batched by `resp_batch.rs` before they reach here.
 
+use crate::ops::{Cond, Outcome, Write};
 use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
-use crate::station::{Effect, Finish, KeyFn, Op};
+use crate::station::{Done, Op};
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp;
 use accelkv_tree::Error;
 use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 /// Per-connection RESP state.
@@ -72,79 +74,65 @@ fn parse_i64(a: &[u8]) -> Option<i64> {
     std::str::from_utf8(a).ok()?.parse().ok()
 }
 
-/// A write's reply, decided when the station runs it and sent once its effect is in the tree.
-enum Rep {
-    Ok,
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-    Err(&'static str),
-}
-
-impl Rep {
-    fn write(self, out: &mut Vec<u8>) {
-        match self {
-            Rep::Ok => resp::simple(out, "OK"),
-            Rep::Int(n) => resp::integer(out, n),
-            Rep::Bulk(b) => resp::bulk(out, b.as_deref()),
-            Rep::Err(m) => resp::error(out, m),
-        }
-    }
-}
-
-/// One write for [`through_station`]: its key, whether it reads the current value, and what
-/// it does given that value.
-type Write = (
-    Vec<u8>,
-    bool,
-    Box<dyn FnOnce(Option<&[u8]>) -> (Effect, Rep) + Send>,
-);
-
-/// Runs `writes` through the reservation station (the one write door, so two loops writing
-/// one key are ordered by its slot) and returns each one's reply once its effect is in the
-/// tree. The station usually runs them on this thread; if another loop is draining a slot,
-/// this waits for that burst.
-fn through_station(
+/// Runs `ops` through the reservation station (the one write door, so two loops writing one
+/// key are ordered by its slot) and returns each one's answer once its effect is in the
+/// tree, noting the newest version the replies rest on. The station usually runs them on
+/// this thread; if another loop is draining a slot, this waits for that burst.
+fn through_station<'a>(
     sh: &Shared,
     s: &mut Session,
-    writes: Vec<Write>,
-) -> Vec<Option<Result<Rep, Error>>> {
-    let done = sh
-        .station
-        .run(&sh.store, writes, |(key, reads, decide), reply| {
-            let f: KeyFn = Box::new(move |cur| {
-                let (effect, rep) = decide(cur);
-                let finish: Finish = Box::new(move |r| reply(r.map(|v| (rep, v))));
-                (effect, finish)
-            });
-            Op { key, reads, f }
-        });
-    done.into_iter()
-        .map(|r| {
-            r.map(|r| {
-                r.map(|(rep, v)| {
-                    s.unreleased = s.unreleased.max(v);
-                    rep
-                })
-            })
-        })
-        .collect()
+    ops: impl IntoIterator<Item = Op<'a>>,
+) -> SmallVec<[Done; 8]> {
+    let mut done: SmallVec<[Done; 8]> = SmallVec::new();
+    sh.station.run(&sh.store, ops, &mut done);
+    for d in &done {
+        s.unreleased = s.unreleased.max(d.version);
+    }
+    done
+}
+
+/// Appends the reply to a write's outcome: `ok` for [`Outcome::Done`], `skipped` for
+/// [`Outcome::Skipped`].
+fn reply(
+    out: &mut Vec<u8>,
+    d: &Done,
+    ok: impl FnOnce(&mut Vec<u8>),
+    skipped: impl FnOnce(&mut Vec<u8>),
+) {
+    match &d.outcome {
+        Err(e) => err_store(out, e),
+        Ok(Outcome::Done) => ok(out),
+        Ok(Outcome::Skipped) => skipped(out),
+        Ok(Outcome::Old(v)) => resp::bulk(out, v.as_deref()),
+        Ok(Outcome::Int(n)) => resp::integer(out, *n),
+        Ok(Outcome::Failed(f)) => resp::error(out, &format!("ERR {f}")),
+        Ok(other) => resp::error(
+            out,
+            &format!("ERR internal error: unexpected outcome {other:?}"),
+        ),
+    }
 }
 
 /// One write through the station, its reply appended to `out`.
 fn write_one(
     sh: &Shared,
     s: &mut Session,
-    key: &[u8],
-    reads: bool,
-    decide: impl FnOnce(Option<&[u8]>) -> (Effect, Rep) + Send + 'static,
+    op: Op<'_>,
     out: &mut Vec<u8>,
+    ok: impl FnOnce(&mut Vec<u8>),
+    skipped: impl FnOnce(&mut Vec<u8>),
 ) {
-    let r = through_station(sh, s, vec![(key.to_vec(), reads, Box::new(decide))]);
-    match r.into_iter().next().flatten() {
-        Some(Ok(rep)) => rep.write(out),
-        Some(Err(e)) => err_store(out, &e),
-        None => resp::error(out, "ERR internal error: the write was lost"),
-    }
+    let d = sh.station.run_one(&sh.store, op);
+    s.unreleased = s.unreleased.max(d.version);
+    reply(out, &d, ok, skipped);
+}
+
+fn ok(out: &mut Vec<u8>) {
+    resp::simple(out, "OK")
+}
+
+fn nil(out: &mut Vec<u8>) {
+    resp::bulk(out, None)
 }
 
 /// A read through the loop's read door: the owned reply.
@@ -305,14 +293,13 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             if batch.is_empty() {
                 break resp::simple(out, "OK");
             }
-            let dels: Vec<Write> = batch
-                .into_iter()
-                .map(|(k, _)| -> Write { (k, false, Box::new(|_| (Effect::Remove, Rep::Ok))) })
-                .collect();
+            let dels = batch.into_iter().map(|(k, _)| Op {
+                key: Cow::Owned(k),
+                write: Write::Remove,
+            });
             if let Some(e) = through_station(sh, s, dels)
                 .into_iter()
-                .flatten()
-                .find_map(Result::err)
+                .find_map(|d| d.outcome.err())
             {
                 break err_store(out, &e);
             }
@@ -339,75 +326,49 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         b"SET" if argc >= 3 => set(sh, s, c, out),
         b"SETNX" if argc == 3 => {
             sh.count(OpClass::Put);
-            let v = c[2].to_vec();
-            write_one(
-                sh,
-                s,
-                c[1],
-                true,
-                move |cur| match cur {
-                    Some(_) => (Effect::Keep, Rep::Int(0)),
-                    None => (Effect::Set(v), Rep::Int(1)),
-                },
-                out,
-            );
+            let w = Write::Set {
+                value: Cow::Borrowed(c[2]),
+                cond: Cond::IfAbsent,
+                get: false,
+            };
+            let one = |out: &mut Vec<u8>| resp::integer(out, 1);
+            let zero = |out: &mut Vec<u8>| resp::integer(out, 0);
+            write_one(sh, s, Op::new(c[1], w), out, one, zero);
         }
         b"GETSET" if argc == 3 => {
             sh.count(OpClass::Put);
-            let v = c[2].to_vec();
-            write_one(
-                sh,
-                s,
-                c[1],
-                true,
-                move |cur| (Effect::Set(v), Rep::Bulk(cur.map(<[u8]>::to_vec))),
-                out,
-            );
+            let w = Write::Set {
+                value: Cow::Borrowed(c[2]),
+                cond: Cond::Always,
+                get: true,
+            };
+            write_one(sh, s, Op::new(c[1], w), out, ok, nil);
         }
         b"MSET" if argc >= 3 && argc % 2 == 1 => {
-            let sets: Vec<Write> = c[1..]
-                .chunks(2)
-                .map(|kv| -> Write {
-                    sh.count(OpClass::Put);
-                    let v = kv[1].to_vec();
-                    (
-                        kv[0].to_vec(),
-                        false,
-                        Box::new(move |_| (Effect::Set(v), Rep::Ok)),
-                    )
-                })
-                .collect();
-            match through_station(sh, s, sets)
-                .into_iter()
-                .flatten()
-                .find_map(Result::err)
+            let sets = c[1..].chunks(2).map(|kv| {
+                sh.count(OpClass::Put);
+                Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1])))
+            });
+            let done = through_station(sh, s, sets);
+            match done
+                .iter()
+                .find(|d| !matches!(d.outcome, Ok(Outcome::Done)))
             {
-                Some(e) => err_store(out, &e),
-                None => resp::simple(out, "OK"),
+                Some(d) => reply(out, d, ok, ok),
+                None => ok(out),
             }
         }
         b"DEL" if argc >= 2 => {
-            let dels: Vec<Write> = c[1..]
-                .iter()
-                .map(|k| -> Write {
-                    sh.count(OpClass::Delete);
-                    (
-                        k.to_vec(),
-                        true,
-                        Box::new(|cur| match cur {
-                            Some(_) => (Effect::Remove, Rep::Int(1)),
-                            None => (Effect::Keep, Rep::Int(0)),
-                        }),
-                    )
-                })
-                .collect();
+            let dels = c[1..].iter().map(|k| {
+                sh.count(OpClass::Delete);
+                Op::new(k, Write::Delete)
+            });
             let mut n = 0;
-            for r in through_station(sh, s, dels) {
-                match r {
-                    Some(Ok(Rep::Int(k))) => n += k,
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => return err_store(out, &e),
-                    None => return resp::error(out, "ERR internal error: the write was lost"),
+            for d in through_station(sh, s, dels) {
+                match d.outcome {
+                    Ok(Outcome::Done) => n += 1,
+                    Ok(Outcome::Skipped) => {}
+                    _ => return reply(out, &d, ok, ok),
                 }
             }
             resp::integer(out, n);
@@ -527,57 +488,28 @@ fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         return resp::error(out, "ERR syntax error");
     }
     sh.count(OpClass::Put);
-    let v = c[2].to_vec();
-    let reads = nx || xx || get;
-    write_one(
-        sh,
-        s,
-        c[1],
-        reads,
-        move |old| {
-            let skip = (nx && old.is_some()) || (xx && old.is_none());
-            let rep = match (get, skip) {
-                (true, _) => Rep::Bulk(old.map(<[u8]>::to_vec)),
-                (false, true) => Rep::Bulk(None),
-                (false, false) => Rep::Ok,
-            };
-            (if skip { Effect::Keep } else { Effect::Set(v) }, rep)
+    let value = Cow::Borrowed(c[2]);
+    let w = match (nx, xx, get) {
+        (false, false, false) => Write::Put(value),
+        _ => Write::Set {
+            value,
+            cond: if nx {
+                Cond::IfAbsent
+            } else if xx {
+                Cond::IfPresent
+            } else {
+                Cond::Always
+            },
+            get,
         },
-        out,
-    );
+    };
+    write_one(sh, s, Op::new(c[1], w), out, ok, nil);
 }
 
-/// INCRBY with overflow checked (Redis's behaviour: an error, the value unchanged).
-/// INCR and friends: one operation of the reservation station, like the binary protocol's
-/// fetch-and-add (a burst of INCRs on one key is one tree write).
+/// INCRBY with overflow checked (Redis's behaviour: an error, the value unchanged): one
+/// operation of the reservation station, like the binary protocol's fetch-and-add (a burst
+/// of INCRs on one key is one tree write).
 fn incr(sh: &Shared, s: &mut Session, key: &[u8], by: i64, out: &mut Vec<u8>) {
     sh.count(OpClass::Atomic);
-    write_one(
-        sh,
-        s,
-        key,
-        true,
-        move |cur| {
-            let cur = match cur {
-                None => 0,
-                Some(v) => match parse_i64(v) {
-                    Some(n) => n,
-                    None => {
-                        return (
-                            Effect::Keep,
-                            Rep::Err("ERR value is not an integer or out of range"),
-                        )
-                    }
-                },
-            };
-            match cur.checked_add(by) {
-                None => (
-                    Effect::Keep,
-                    Rep::Err("ERR increment or decrement would overflow"),
-                ),
-                Some(next) => (Effect::Set(next.to_string().into_bytes()), Rep::Int(next)),
-            }
-        },
-        out,
-    );
+    write_one(sh, s, Op::new(key, Write::IncrBy(by)), out, ok, nil);
 }

@@ -126,7 +126,6 @@ pub struct Shared {
     pub persist: Option<accelkv_durable::Store>,
     pub engine: Engine,
     pub station: crate::station::Station,
-    pub registry: crate::vector::Registry,
     pub metrics: Metrics,
     pub connections: AtomicUsize,
     pub inflight: AtomicUsize,
@@ -176,8 +175,11 @@ impl Shared {
             store,
             persist,
             engine,
-            station: crate::station::Station::new(settings.station_slots, settings.forwarding),
-            registry,
+            station: crate::station::Station::new(
+                settings.station_slots,
+                settings.forwarding,
+                registry,
+            ),
             metrics: Metrics::new(settings.threads)?,
             connections: AtomicUsize::new(0),
             inflight: AtomicUsize::new(0),
@@ -333,6 +335,10 @@ impl Shared {
         line(
             "station_forwarded",
             st.forwarded.load(Ordering::Relaxed).to_string(),
+        );
+        line(
+            "station_queued",
+            st.queued.load(Ordering::Relaxed).to_string(),
         );
         line(
             "connected_clients",

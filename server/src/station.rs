@@ -3,78 +3,101 @@
 //! slots (1024 by default); operations in one slot are chained and applied in arrival order,
 //! so a hash collision can make a false dependency but never misses a true one.
 //!
-//! Data forwarding: the thread that finds a slot idle becomes its executor and drains the
-//! chain in bursts. Within a burst each operation runs on the latest value the station holds
-//! for its key (read from the tree once), and each key's final value is written back to the
-//! tree once; only then does every operation of the burst get its answer. A burst of N
-//! operations on one hot key costs one tree write, and each operation still has its own
-//! linearizable result (all of a burst's operations take effect, in order, at its write).
+//! Data forwarding: the thread that finds a slot idle becomes its executor and runs the
+//! slot's operations in bursts. Within a burst each operation runs on the latest value the
+//! station holds for its key (read from the tree once), and each key's final value is
+//! written back to the tree once; only then does every operation of the burst get its
+//! answer. A burst of N operations on one hot key costs one tree write, and each operation
+//! still has its own linearizable result (all of a burst's operations take effect, in order,
+//! at its write).
 //!
 //! The station is the server's only door for writes (binary protocol and RESP alike), so
 //! two event loops writing one key are ordered by its slot: no other write path exists that
 //! could slip between a burst's read and its write-back.
 //!
+//! Run to completion: an operation whose slot is idle runs on the caller's thread with its
+//! operands borrowed from the request, and its answer lands in the caller's buffer — no copy,
+//! no allocation, no other thread. Only an operation whose slot another thread is draining
+//! is copied ([`Write::into_owned`]) into that slot's queue; that thread runs it and sends
+//! the answer back, and the caller waits for it (the one wait a loop can have on another
+//! thread's behalf, as long as one burst).
+//!
 //! Thread safety: any thread may submit. An executor never waits for another slot while it
 //! owns one (it finishes its own bursts first), so executors cannot deadlock.
 
+use crate::ops::{Effect, Failure, Outcome, Write};
+use crate::vector::Registry;
 use accelkv_tree::{Error, Store};
+use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Mutex;
 
-/// What an operation does to its key's value.
-pub enum Effect {
-    /// Leaves it.
-    Keep,
-    /// Replaces it (inserting the key if absent).
-    Set(Vec<u8>),
-    /// Removes the key.
-    Remove,
-}
-
-/// Called once the operation's effect is in the tree: with the version of the write that
-/// made it (the store's last write version when nothing was written: the value it saw may
-/// come from a write not yet visible), or the error that write failed with. The version may
-/// not be visible to readers yet (`Store::is_visible`): the caller answers once it is.
-pub type Finish = Box<dyn FnOnce(Result<u64, Error>) + Send>;
-
-/// An operation: given its key's current value, its effect and what to do when done.
-pub type KeyFn = Box<dyn FnOnce(Option<&[u8]>) -> (Effect, Finish) + Send>;
-
-/// One operation submitted to the station.
-pub struct Op {
-    /// The key it reads and writes.
-    pub key: Vec<u8>,
-    /// Whether its effect depends on the current value (false for a plain PUT: the station
-    /// then skips reading the key from the tree).
-    pub reads: bool,
+/// One operation submitted to the station: the key it reads and writes, and the write.
+#[derive(Clone, Debug)]
+pub struct Op<'a> {
+    /// The key.
+    pub key: Cow<'a, [u8]>,
     /// What it does.
-    pub f: KeyFn,
+    pub write: Write<'a>,
 }
 
-impl Op {
-    /// An operation that reads the current value.
-    pub fn reading(key: Vec<u8>, f: KeyFn) -> Op {
+impl<'a> Op<'a> {
+    /// An operation on a key borrowed from the request.
+    pub fn new(key: &'a [u8], write: Write<'a>) -> Op<'a> {
         Op {
-            key,
-            reads: true,
-            f,
+            key: Cow::Borrowed(key),
+            write,
         }
     }
+}
 
-    /// An operation whose effect does not depend on the current value (it sees `None`).
-    pub fn blind(key: Vec<u8>, f: KeyFn) -> Op {
-        Op {
-            key,
-            reads: false,
-            f,
+/// An operation's answer once its effect is in the tree.
+#[derive(Clone, Debug)]
+pub struct Done {
+    /// The write's outcome, or the store error its write (or read) failed with.
+    pub outcome: Result<Outcome, Error>,
+    /// The version its answer rests on: the write that made its effect, or (when it wrote
+    /// nothing) the store's last write version, since the value it saw may come from a
+    /// write not yet visible. It may not be visible to readers yet (`Store::is_visible`):
+    /// the caller answers once it is.
+    pub version: u64,
+}
+
+impl Done {
+    fn lost() -> Done {
+        Done {
+            outcome: Ok(Outcome::Failed(Failure::Lost)),
+            version: 0,
         }
     }
+}
+
+/// Where an answer goes: the submitting thread's buffer, or back over a channel to a thread
+/// whose operation waited in this slot's queue.
+enum To {
+    Here(usize),
+    There(Sender<(usize, Done)>, usize),
+}
+
+/// The channel answers of queued operations come back on.
+type Back = (Sender<(usize, Done)>, Receiver<(usize, Done)>);
+
+/// An operation's key (its index in the burst), destination, outcome (`Err`: its read
+/// failed) and whether it changed the value.
+type Ran = (usize, To, Result<Outcome, Error>, bool);
+
+struct Queued {
+    op: Op<'static>,
+    to: Sender<(usize, Done)>,
+    index: usize,
 }
 
 struct Slot {
     busy: bool,
-    queue: VecDeque<Op>,
+    queue: VecDeque<Queued>,
 }
 
 /// Counters.
@@ -86,12 +109,15 @@ pub struct StationStats {
     pub tree_writes: AtomicU64,
     /// Operations that ran on a value forwarded from an earlier operation of their burst.
     pub forwarded: AtomicU64,
+    /// Operations that waited in a slot another thread was draining.
+    pub queued: AtomicU64,
 }
 
 /// The reservation station.
 pub struct Station {
     slots: Vec<Mutex<Slot>>,
     forwarding: bool,
+    registry: Registry,
     /// Counters.
     pub stats: StationStats,
 }
@@ -106,9 +132,9 @@ pub fn key_hash(key: &[u8]) -> u64 {
 }
 
 impl Station {
-    /// A station of `slots` slots (at least one); without `forwarding` every operation is
-    /// its own burst (one tree write each).
-    pub fn new(slots: usize, forwarding: bool) -> Station {
+    /// A station of `slots` slots (at least one) whose vector operations use `registry`;
+    /// without `forwarding` every operation is its own burst (one tree write each).
+    pub fn new(slots: usize, forwarding: bool, registry: Registry) -> Station {
         Station {
             slots: (0..slots.max(1))
                 .map(|_| {
@@ -119,6 +145,7 @@ impl Station {
                 })
                 .collect(),
             forwarding,
+            registry,
             stats: StationStats::default(),
         }
     }
@@ -127,63 +154,100 @@ impl Station {
         (key_hash(key) % self.slots.len() as u64) as usize
     }
 
-    /// Enqueues `ops` (in order) and runs the bursts of every slot that was idle on this
-    /// thread. Each operation's [`Finish`] runs, on whichever thread ran its burst, after its
-    /// effect is in the tree; the caller waits for those it needs.
-    pub fn submit(&self, store: &Store, ops: Vec<Op>) {
-        let mut owned = Vec::new();
-        for op in ops {
-            let i = self.slot_of(&op.key);
-            let mut s = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
-            s.queue.push_back(op);
-            if !s.busy {
-                s.busy = true;
-                owned.push(i);
-            }
-        }
-        for i in owned {
-            self.drain(store, i);
-        }
+    fn lock(&self, i: usize) -> std::sync::MutexGuard<'_, Slot> {
+        self.slots[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Submits one operation per item, built by `make(item, reply)`, and waits until every
-    /// one has called its `reply` (usually at once: the station runs on this thread unless
-    /// another thread is draining a slot); returns the replies in item order (`None` for an
-    /// operation dropped without replying).
-    pub fn run<T, R: Send + 'static>(
+    /// Runs one operation; its answer once its effect is in the tree.
+    pub fn run_one(&self, store: &Store, op: Op<'_>) -> Done {
+        let mut done: SmallVec<[Done; 1]> = SmallVec::new();
+        self.run(store, std::iter::once(op), &mut done);
+        done.pop().unwrap_or_else(Done::lost)
+    }
+
+    /// Runs `ops` (in order per key) and appends their answers to `done` in the same order,
+    /// each once its effect is in the tree. Operations on idle slots run on this thread;
+    /// the rest wait in the queues of the threads draining their slots, and this returns
+    /// once those threads have answered them.
+    pub fn run<'a, A: smallvec::Array<Item = Done>>(
         &self,
         store: &Store,
-        items: Vec<T>,
-        mut make: impl FnMut(T, Box<dyn FnOnce(R) + Send>) -> Op,
-    ) -> Vec<Option<R>> {
-        let n = items.len();
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, R)>(n);
-        let ops = items
-            .into_iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let tx = tx.clone();
-                make(
-                    item,
-                    Box::new(move |r| {
-                        let _ = tx.send((i, r));
-                    }),
-                )
-            })
-            .collect();
-        drop(tx);
-        self.submit(store, ops);
-        let mut done: Vec<Option<R>> = (0..n).map(|_| None).collect();
-        for (i, r) in rx.iter().take(n) {
-            done[i] = Some(r);
+        ops: impl IntoIterator<Item = Op<'a>>,
+        done: &mut SmallVec<A>,
+    ) {
+        let base = done.len();
+        // The operations this thread runs (slot, position, op), and the slots it owns.
+        let mut mine: SmallVec<[(usize, usize, Option<Op<'a>>); 16]> = SmallVec::new();
+        let mut owned: SmallVec<[usize; 16]> = SmallVec::new();
+        let mut back: Option<Back> = None;
+        let mut waiting = 0;
+        let mut n = 0;
+        for (i, op) in ops.into_iter().enumerate() {
+            n += 1;
+            let slot = self.slot_of(&op.key);
+            if owned.contains(&slot) {
+                mine.push((slot, i, Some(op)));
+                continue;
+            }
+            let mut s = self.lock(slot);
+            if s.busy {
+                // Another thread drains this slot: it runs the operation after those queued.
+                let (tx, _) = back.get_or_insert_with(channel);
+                s.queue.push_back(Queued {
+                    op: Op {
+                        key: Cow::Owned(op.key.into_owned()),
+                        write: op.write.into_owned(),
+                    },
+                    to: tx.clone(),
+                    index: i,
+                });
+                self.stats.queued.fetch_add(1, Ordering::Relaxed);
+                waiting += 1;
+            } else {
+                s.busy = true;
+                drop(s);
+                owned.push(slot);
+                mine.push((slot, i, Some(op)));
+            }
         }
-        done
+        done.extend((0..n).map(|_| Done::lost()));
+        let answers = &mut done[base..];
+        // Each owned slot's operations in order (sorting by slot keeps positions ascending
+        // within a slot, since positions are unique), as one burst; then whatever other
+        // threads queued meanwhile; then the slot is released.
+        mine.sort_unstable_by_key(|m| (m.0, m.1));
+        let mut at = 0;
+        while at < mine.len() {
+            let slot = mine[at].0;
+            let end = at + mine[at..].iter().take_while(|m| m.0 == slot).count();
+            let ops = mine[at..end]
+                .iter_mut()
+                .filter_map(|m| Some((To::Here(m.1), m.2.take()?)));
+            if self.forwarding {
+                self.run_burst(store, ops, answers);
+            } else {
+                for op in ops {
+                    self.run_burst(store, std::iter::once(op), answers);
+                }
+            }
+            self.drain(store, slot, answers);
+            at = end;
+        }
+        if let Some((tx, rx)) = back {
+            drop(tx);
+            for (i, d) in rx.iter().take(waiting) {
+                if let Some(a) = answers.get_mut(i) {
+                    *a = d;
+                }
+            }
+        }
     }
 
-    fn drain(&self, store: &Store, i: usize) {
+    /// Runs what other threads queued on slot `i` (which this thread owns), then releases it.
+    fn drain(&self, store: &Store, i: usize, answers: &mut [Done]) {
         loop {
-            let burst: Vec<Op> = {
-                let mut s = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
+            let burst: SmallVec<[Queued; 8]> = {
+                let mut s = self.lock(i);
                 if s.queue.is_empty() {
                     s.busy = false;
                     return;
@@ -194,31 +258,37 @@ impl Station {
                     s.queue.pop_front().into_iter().collect()
                 }
             };
-            self.run_burst(store, burst);
+            let ops = burst.into_iter().map(|q| (To::There(q.to, q.index), q.op));
+            self.run_burst(store, ops, answers);
         }
     }
 
-    fn run_burst(&self, store: &Store, burst: Vec<Op>) {
+    fn run_burst<'b>(
+        &self,
+        store: &Store,
+        burst: impl Iterator<Item = (To, Op<'b>)>,
+        answers: &mut [Done],
+    ) {
         // Per distinct key, in order of first appearance: the latest value (None: absent),
         // whether it was read (or set) yet, whether the burst changed it, and why reading it
         // failed, if it did.
-        struct KeyState {
-            key: Vec<u8>,
-            value: Option<Vec<u8>>,
+        struct KeyState<'b> {
+            key: Cow<'b, [u8]>,
+            value: Option<Cow<'b, [u8]>>,
             known: bool,
             dirty: bool,
             read_error: Option<Error>,
         }
-        let mut keys: Vec<KeyState> = Vec::new();
+        let mut keys: SmallVec<[KeyState<'b>; 2]> = SmallVec::new();
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        let mut finishes: Vec<(usize, Finish)> = Vec::with_capacity(burst.len());
-        for Op { key, reads, f } in burst {
+        let mut results: SmallVec<[Ran; 16]> = SmallVec::new();
+        for (to, Op { key, write }) in burst {
             self.stats.ops.fetch_add(1, Ordering::Relaxed);
             // The common burst of one key needs no index: it is built from the second key on.
             let found = if index.is_empty() {
                 keys.first().filter(|k| k.key == key).map(|_| 0)
             } else {
-                index.get(&key).copied()
+                index.get(key.as_ref()).copied()
             };
             let i = match found {
                 Some(i) => {
@@ -227,10 +297,10 @@ impl Station {
                 }
                 None => {
                     if keys.len() == 1 {
-                        index.insert(keys[0].key.clone(), 0);
+                        index.insert(keys[0].key.to_vec(), 0);
                     }
                     if !keys.is_empty() {
-                        index.insert(key.clone(), keys.len());
+                        index.insert(key.to_vec(), keys.len());
                     }
                     keys.push(KeyState {
                         key,
@@ -243,41 +313,195 @@ impl Station {
                 }
             };
             let k = &mut keys[i];
+            let reads = write.reads();
             if reads && !k.known {
                 // The newest value, visible or not: every write of this key came through this
                 // slot, so the newest is the one this operation follows.
                 match store.get_latest(&k.key) {
-                    Ok(v) => k.value = v,
+                    Ok(v) => k.value = v.map(Cow::Owned),
                     Err(e) => k.read_error = Some(e),
                 }
                 k.known = true;
             }
+            if reads {
+                if let Some(e) = &k.read_error {
+                    results.push((i, to, Err(e.clone()), false));
+                    continue;
+                }
+            }
             let cur = if reads { k.value.as_deref() } else { None };
-            let (effect, finish) = f(cur);
+            let (effect, outcome) = write.apply(cur, &self.registry);
+            let changed = !matches!(effect, Effect::Keep);
             match effect {
                 Effect::Keep => {}
                 Effect::Set(v) => (k.value, k.known, k.dirty) = (Some(v), true, true),
                 Effect::Remove => (k.value, k.known, k.dirty) = (None, true, true),
             }
-            finishes.push((i, finish));
+            results.push((i, to, Ok(outcome), changed));
         }
         // Write each changed key back once.
-        let outcomes: Vec<Result<u64, Error>> = keys
-            .into_iter()
-            .map(|k| match k.read_error {
-                Some(e) => Err(e),
-                None if !k.dirty => Ok(store.raw().last_write_version()),
-                None => {
-                    self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
-                    match &k.value {
-                        Some(v) => store.put_unwaited(&k.key, v).map(|w| w.version),
-                        None => store.delete_unwaited(&k.key).map(|w| w.version),
-                    }
+        let written: SmallVec<[Result<u64, Error>; 2]> = keys
+            .iter()
+            .map(|k| {
+                if !k.dirty {
+                    return Ok(0);
+                }
+                self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
+                match &k.value {
+                    Some(v) => store.put_unwaited(&k.key, v).map(|w| w.version),
+                    None => store.delete_unwaited(&k.key).map(|w| w.version),
                 }
             })
             .collect();
-        for (i, finish) in finishes {
-            finish(outcomes[i].clone());
+        let seen = store.raw().last_write_version();
+        for (i, to, outcome, changed) in results {
+            let d = match (outcome, &written[i]) {
+                (Err(e), _) => Done {
+                    outcome: Err(e),
+                    version: 0,
+                },
+                (Ok(_), Err(e)) if changed => Done {
+                    outcome: Err(e.clone()),
+                    version: 0,
+                },
+                (Ok(o), Ok(v)) if changed => Done {
+                    outcome: Ok(o),
+                    version: *v,
+                },
+                // Decided without writing: it rests on whatever it saw, perhaps a write of
+                // this burst or an earlier one not yet visible.
+                (Ok(o), Ok(v)) => Done {
+                    outcome: Ok(o),
+                    version: (*v).max(seen),
+                },
+                (Ok(o), Err(_)) => Done {
+                    outcome: Ok(o),
+                    version: seen,
+                },
+            };
+            match to {
+                To::Here(j) => {
+                    if let Some(a) = answers.get_mut(j) {
+                        *a = d;
+                    }
+                }
+                To::There(tx, j) => {
+                    let _ = tx.send((j, d));
+                }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Cond;
+    use accelkv_tree::Config;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    fn store() -> Store {
+        Store::new(Config::default()).expect("store")
+    }
+
+    fn run(st: &Station, s: &Store, ops: Vec<Op<'_>>) -> Vec<Done> {
+        let mut done: SmallVec<[Done; 4]> = SmallVec::new();
+        st.run(s, ops, &mut done);
+        done.into_vec()
+    }
+
+    #[test]
+    fn a_burst_on_one_key_is_one_tree_write_with_forwarding() {
+        for forwarding in [true, false] {
+            let (st, s) = (Station::new(64, forwarding, Registry::default()), store());
+            let ops: Vec<Op<'_>> = (0..10).map(|_| Op::new(b"n", Write::IncrBy(1))).collect();
+            let done = run(&st, &s, ops);
+            let ints: Vec<_> = done.iter().map(|d| d.outcome.clone().ok()).collect();
+            let want: Vec<_> = (1..=10).map(|n| Some(Outcome::Int(n))).collect();
+            assert_eq!(ints, want);
+            assert_eq!(s.get_latest(b"n").expect("get"), Some(b"10".to_vec()));
+            let writes = st.stats.tree_writes.load(Ordering::Relaxed);
+            assert_eq!(writes, if forwarding { 1 } else { 10 });
+            // Every answer's version is one the store has made visible or will.
+            let newest = done.iter().map(|d| d.version).max().unwrap_or(0);
+            s.wait_visible(newest);
+        }
+    }
+
+    /// Random writes on a few keys, from several threads at once, against a model: each
+    /// thread's operations on its own keys are checked in order; INCRs on the shared key
+    /// sum exactly.
+    #[test]
+    fn concurrent_submitters_match_a_model() {
+        let st = Arc::new(Station::new(4, true, Registry::default()));
+        let s = Arc::new(store());
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let (st, s) = (st.clone(), s.clone());
+                std::thread::spawn(move || {
+                    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+                    let mut rng = 0x9e37_79b9u32.wrapping_mul(u32::from(t) + 1);
+                    for round in 0..300u32 {
+                        let mut ops = Vec::new();
+                        let mut expect = Vec::new();
+                        for _ in 0..8 {
+                            rng ^= rng << 13;
+                            rng ^= rng >> 17;
+                            rng ^= rng << 5;
+                            let key = vec![b'k', t, (rng % 6) as u8];
+                            let val = round.to_le_bytes().to_vec();
+                            let w = match rng % 4 {
+                                0 => Write::Put(Cow::Owned(val.clone())),
+                                1 => Write::Delete,
+                                2 => Write::Set {
+                                    value: Cow::Owned(val.clone()),
+                                    cond: Cond::IfAbsent,
+                                    get: true,
+                                },
+                                _ => Write::Cas {
+                                    expected: model.get(&key).cloned().map(Cow::Owned),
+                                    new: Cow::Owned(val.clone()),
+                                },
+                            };
+                            let (e, o) = w
+                                .clone()
+                                .apply(model.get(&key).map(Vec::as_slice), &Registry::default());
+                            match e {
+                                Effect::Keep => {}
+                                Effect::Set(v) => {
+                                    model.insert(key.clone(), v.into_owned());
+                                }
+                                Effect::Remove => {
+                                    model.remove(&key);
+                                }
+                            }
+                            expect.push(o);
+                            ops.push(Op {
+                                key: Cow::Owned(key),
+                                write: w,
+                            });
+                            ops.push(Op::new(b"shared", Write::IncrBy(1)));
+                        }
+                        let done = run(&st, &s, ops);
+                        let got: Vec<_> = done
+                            .iter()
+                            .step_by(2)
+                            .map(|d| d.outcome.clone().expect("write"))
+                            .collect();
+                        assert_eq!(got, expect);
+                    }
+                    for (k, v) in &model {
+                        assert_eq!(s.get_latest(k).expect("get").as_ref(), Some(v));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        let total = s.get_latest(b"shared").expect("get");
+        assert_eq!(total, Some(b"9600".to_vec()));
+        assert!(st.stats.ops.load(Ordering::Relaxed) >= 9600);
     }
 }

@@ -1,0 +1,454 @@
+//! What each write does to its key's value: the one definition of every write the server
+//! accepts (binary PUT/UPDATE/DELETE, fetch-and-add, CAS and vector operations; RESP SET and
+//! its options, SETNX, GETSET, DEL, INCR and friends), as a value the reservation station
+//! owns and runs atomically per key. [`Write::apply`] is a pure function of the key's current
+//! value; the protocols only turn its [`Outcome`] into their replies.
+//!
+//! Operands are borrowed from the request (`Cow::Borrowed`) while the operation runs on the
+//! loop that decoded it, and copied ([`Write::into_owned`]) only when it has to wait in
+//! another loop's queue.
+
+use super::vector::{self, Elem, Overflow, Registry, Scalar, VectorCall, VectorError, VectorOp};
+use std::borrow::Cow;
+
+/// When a RESP SET applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    /// Always (plain SET, GETSET).
+    Always,
+    /// Only if the key is absent (NX, SETNX).
+    IfAbsent,
+    /// Only if the key is present (XX).
+    IfPresent,
+}
+
+/// One write.
+#[derive(Clone, Debug)]
+pub enum Write<'a> {
+    /// Sets the value, whatever it was (binary PUT, plain SET, MSET).
+    Put(Cow<'a, [u8]>),
+    /// Sets the value under a condition, answering the old value if `get` (SET NX|XX|GET,
+    /// SETNX, GETSET).
+    Set {
+        /// The new value.
+        value: Cow<'a, [u8]>,
+        /// When it applies.
+        cond: Cond,
+        /// Whether the old value is the answer.
+        get: bool,
+    },
+    /// Replaces the value of a present key (binary UPDATE).
+    Update(Cow<'a, [u8]>),
+    /// Removes a present key (binary DELETE, RESP DEL).
+    Delete,
+    /// Removes the key without looking (FLUSHALL).
+    Remove,
+    /// Adds to a decimal integer value, absent counting as 0, overflow an error (INCRBY).
+    IncrBy(i64),
+    /// Adds to one 8-byte integer element, absent counting as 0; answers the original bytes.
+    FetchAdd {
+        /// Element type (`U64` or `I64`).
+        elem: Elem,
+        /// What an out-of-range sum does.
+        overflow: Overflow,
+        /// The addend.
+        delta: i64,
+    },
+    /// Sets `new` if the value is `expected` (`None`: the key is absent).
+    Cas {
+        /// The value required.
+        expected: Option<Cow<'a, [u8]>>,
+        /// The value set.
+        new: Cow<'a, [u8]>,
+    },
+    /// A KV-Direct vector operation on a present key.
+    Vector {
+        /// Which operation.
+        op: VectorOp,
+        /// Element type.
+        elem: Elem,
+        /// Overflow policy.
+        overflow: Overflow,
+        /// The function's name in the registry.
+        function: Cow<'a, str>,
+        /// Δ, the vector of Δ_i, the initial Σ or the filter parameter.
+        operand: Cow<'a, [u8]>,
+    },
+}
+
+/// What a write does to the value.
+#[derive(Debug)]
+pub enum Effect<'a> {
+    /// Leaves it.
+    Keep,
+    /// Replaces it (inserting the key if absent).
+    Set(Cow<'a, [u8]>),
+    /// Removes the key.
+    Remove,
+}
+
+/// What a write answers (before it is mapped to a protocol's reply).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Applied.
+    Done,
+    /// Not applied: the key is absent (UPDATE, DELETE, vector) or SET's condition failed.
+    Skipped,
+    /// SET … GET / GETSET: the value before (whether or not the SET applied).
+    Old(Option<Vec<u8>>),
+    /// INCRBY: the new value.
+    Int(i64),
+    /// Fetch-and-add: the original 8 bytes.
+    Fetched([u8; 8]),
+    /// A vector operation's reply.
+    Bytes(Vec<u8>),
+    /// CAS found another value (`absent`: no value at all).
+    Mismatch {
+        /// Whether the key was absent.
+        absent: bool,
+    },
+    /// Refused; the value is unchanged.
+    Failed(Failure),
+}
+
+/// Why a write was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// INCRBY on a value that is not a decimal 64-bit integer.
+    NotInteger,
+    /// INCRBY past the 64-bit range.
+    IncrOverflow,
+    /// A fetch-and-add or vector operation's own error.
+    Vector(VectorError),
+    /// The operation was dropped without running (an internal error).
+    Lost,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NotInteger => f.write_str("value is not an integer or out of range"),
+            Failure::IncrOverflow => f.write_str("increment or decrement would overflow"),
+            Failure::Vector(e) => e.fmt(f),
+            Failure::Lost => f.write_str("internal error: the write was lost"),
+        }
+    }
+}
+
+fn parse_i64(a: &[u8]) -> Option<i64> {
+    std::str::from_utf8(a).ok()?.parse().ok()
+}
+
+impl<'a> Write<'a> {
+    /// Whether the outcome depends on the current value (false: the station need not read
+    /// the key).
+    pub fn reads(&self) -> bool {
+        !matches!(self, Write::Put(_) | Write::Remove)
+    }
+
+    /// The same write owning its operands (to wait in another thread's queue).
+    pub fn into_owned(self) -> Write<'static> {
+        let own = |c: Cow<'a, [u8]>| Cow::Owned(c.into_owned());
+        match self {
+            Write::Put(v) => Write::Put(own(v)),
+            Write::Set { value, cond, get } => Write::Set {
+                value: own(value),
+                cond,
+                get,
+            },
+            Write::Update(v) => Write::Update(own(v)),
+            Write::Delete => Write::Delete,
+            Write::Remove => Write::Remove,
+            Write::IncrBy(n) => Write::IncrBy(n),
+            Write::FetchAdd {
+                elem,
+                overflow,
+                delta,
+            } => Write::FetchAdd {
+                elem,
+                overflow,
+                delta,
+            },
+            Write::Cas { expected, new } => Write::Cas {
+                expected: expected.map(own),
+                new: own(new),
+            },
+            Write::Vector {
+                op,
+                elem,
+                overflow,
+                function,
+                operand,
+            } => Write::Vector {
+                op,
+                elem,
+                overflow,
+                function: Cow::Owned(function.into_owned()),
+                operand: own(operand),
+            },
+        }
+    }
+
+    /// Runs the write on the key's current value `cur` (`None`: absent; always `None` when
+    /// [`Write::reads`] is false): its effect and its answer.
+    pub fn apply(self, cur: Option<&[u8]>, registry: &Registry) -> (Effect<'a>, Outcome) {
+        let keep = |o: Outcome| (Effect::Keep, o);
+        match self {
+            Write::Put(v) => (Effect::Set(v), Outcome::Done),
+            Write::Remove => (Effect::Remove, Outcome::Done),
+            Write::Set { value, cond, get } => {
+                let applies = match cond {
+                    Cond::Always => true,
+                    Cond::IfAbsent => cur.is_none(),
+                    Cond::IfPresent => cur.is_some(),
+                };
+                let answer = match (get, applies) {
+                    (true, _) => Outcome::Old(cur.map(<[u8]>::to_vec)),
+                    (false, true) => Outcome::Done,
+                    (false, false) => Outcome::Skipped,
+                };
+                if applies {
+                    (Effect::Set(value), answer)
+                } else {
+                    keep(answer)
+                }
+            }
+            Write::Update(v) => match cur {
+                None => keep(Outcome::Skipped),
+                Some(_) => (Effect::Set(v), Outcome::Done),
+            },
+            Write::Delete => match cur {
+                None => keep(Outcome::Skipped),
+                Some(_) => (Effect::Remove, Outcome::Done),
+            },
+            Write::IncrBy(by) => {
+                let old = match cur {
+                    None => 0,
+                    Some(v) => match parse_i64(v) {
+                        Some(n) => n,
+                        None => return keep(Outcome::Failed(Failure::NotInteger)),
+                    },
+                };
+                match old.checked_add(by) {
+                    None => keep(Outcome::Failed(Failure::IncrOverflow)),
+                    Some(n) => (
+                        Effect::Set(Cow::Owned(n.to_string().into_bytes())),
+                        Outcome::Int(n),
+                    ),
+                }
+            }
+            Write::FetchAdd {
+                elem,
+                overflow,
+                delta,
+            } => fetch_add(cur, elem, overflow, delta),
+            Write::Cas { expected, new } => {
+                if cur == expected.as_deref() {
+                    (Effect::Set(new), Outcome::Done)
+                } else {
+                    keep(Outcome::Mismatch {
+                        absent: cur.is_none(),
+                    })
+                }
+            }
+            Write::Vector {
+                op,
+                elem,
+                overflow,
+                function,
+                operand,
+            } => {
+                let Some(cur) = cur else {
+                    return keep(Outcome::Skipped);
+                };
+                let call = VectorCall {
+                    op,
+                    elem,
+                    overflow,
+                    function: &function,
+                    operand: &operand,
+                };
+                match vector::run(registry, &call, cur) {
+                    Err(e) => keep(Outcome::Failed(Failure::Vector(e))),
+                    Ok(r) => {
+                        let effect = r
+                            .new_value
+                            .map_or(Effect::Keep, |v| Effect::Set(Cow::Owned(v)));
+                        (effect, Outcome::Bytes(r.reply))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn fetch_add(
+    cur: Option<&[u8]>,
+    elem: Elem,
+    overflow: Overflow,
+    delta: i64,
+) -> (Effect<'static>, Outcome) {
+    let fail = |e: VectorError| (Effect::Keep, Outcome::Failed(Failure::Vector(e)));
+    let old = match cur {
+        None => [0u8; 8],
+        Some(c) => match <[u8; 8]>::try_from(c) {
+            Ok(b) => b,
+            Err(_) => {
+                return fail(VectorError::BadLength(format!(
+                    "fetch-and-add needs an 8-byte value, not {} bytes",
+                    c.len()
+                )))
+            }
+        },
+    };
+    if elem.width() != 8 {
+        return fail(VectorError::TypeMismatch(format!(
+            "fetch-and-add takes U64 or I64 elements, not {elem:?}"
+        )));
+    }
+    let Scalar::Int(o) = elem.read(&old) else {
+        return fail(VectorError::TypeMismatch(format!(
+            "fetch-and-add takes integer elements, not {elem:?}"
+        )));
+    };
+    match overflow.fit(elem, o + i128::from(delta)) {
+        Err(e) => fail(e.into()),
+        Ok(n) => {
+            let mut new = Vec::with_capacity(8);
+            elem.write(Scalar::Int(n), &mut new);
+            (Effect::Set(Cow::Owned(new)), Outcome::Fetched(old))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(w: Write<'_>, cur: Option<&[u8]>) -> (Option<Option<Vec<u8>>>, Outcome) {
+        let (e, o) = w.apply(cur, &Registry::default());
+        let e = match e {
+            Effect::Keep => None,
+            Effect::Set(v) => Some(Some(v.into_owned())),
+            Effect::Remove => Some(None),
+        };
+        (e, o)
+    }
+
+    fn b(s: &str) -> Cow<'_, [u8]> {
+        Cow::Borrowed(s.as_bytes())
+    }
+
+    #[test]
+    fn set_conditions_and_get() {
+        let set = |cond, get| Write::Set {
+            value: b("new"),
+            cond,
+            get,
+        };
+        let new = Some(Some(b"new".to_vec()));
+        assert_eq!(
+            apply(set(Cond::IfAbsent, false), None),
+            (new.clone(), Outcome::Done)
+        );
+        assert_eq!(
+            apply(set(Cond::IfAbsent, false), Some(b"x")),
+            (None, Outcome::Skipped)
+        );
+        assert_eq!(
+            apply(set(Cond::IfPresent, false), None),
+            (None, Outcome::Skipped)
+        );
+        assert_eq!(
+            apply(set(Cond::IfPresent, true), Some(b"x")),
+            (new.clone(), Outcome::Old(Some(b"x".to_vec())))
+        );
+        assert_eq!(
+            apply(set(Cond::IfAbsent, true), Some(b"x")),
+            (None, Outcome::Old(Some(b"x".to_vec())))
+        );
+        assert_eq!(
+            apply(set(Cond::Always, true), None),
+            (new, Outcome::Old(None))
+        );
+    }
+
+    #[test]
+    fn incr_checks_integers_and_overflow() {
+        assert_eq!(
+            apply(Write::IncrBy(5), None),
+            (Some(Some(b"5".to_vec())), Outcome::Int(5))
+        );
+        assert_eq!(
+            apply(Write::IncrBy(-3), Some(b"10")),
+            (Some(Some(b"7".to_vec())), Outcome::Int(7))
+        );
+        assert_eq!(
+            apply(Write::IncrBy(1), Some(b"abc")),
+            (None, Outcome::Failed(Failure::NotInteger))
+        );
+        let max = i64::MAX.to_string();
+        assert_eq!(
+            apply(Write::IncrBy(1), Some(max.as_bytes())),
+            (None, Outcome::Failed(Failure::IncrOverflow))
+        );
+    }
+
+    #[test]
+    fn fetch_add_and_cas() {
+        let fa = |delta, overflow| Write::FetchAdd {
+            elem: Elem::U64,
+            overflow,
+            delta,
+        };
+        let (e, o) = apply(fa(2, Overflow::Wrap), Some(&u64::MAX.to_le_bytes()));
+        assert_eq!(e, Some(Some(1u64.to_le_bytes().to_vec())));
+        assert_eq!(o, Outcome::Fetched(u64::MAX.to_le_bytes()));
+        let (e, o) = apply(fa(2, Overflow::Checked), Some(&u64::MAX.to_le_bytes()));
+        assert_eq!(
+            (e, o),
+            (
+                None,
+                Outcome::Failed(Failure::Vector(VectorError::Overflow))
+            )
+        );
+        let (e, o) = apply(fa(1, Overflow::Wrap), Some(b"short"));
+        assert!(
+            e.is_none()
+                && matches!(
+                    o,
+                    Outcome::Failed(Failure::Vector(VectorError::BadLength(_)))
+                )
+        );
+        let cas = |expected: Option<&'static str>| Write::Cas {
+            expected: expected.map(b),
+            new: b("n"),
+        };
+        assert_eq!(
+            apply(cas(None), None),
+            (Some(Some(b"n".to_vec())), Outcome::Done)
+        );
+        assert_eq!(
+            apply(cas(None), Some(b"x")),
+            (None, Outcome::Mismatch { absent: false })
+        );
+        assert_eq!(
+            apply(cas(Some("x")), None),
+            (None, Outcome::Mismatch { absent: true })
+        );
+    }
+
+    #[test]
+    fn update_delete_need_the_key() {
+        assert_eq!(apply(Write::Update(b("v")), None), (None, Outcome::Skipped));
+        assert_eq!(apply(Write::Delete, None), (None, Outcome::Skipped));
+        assert_eq!(
+            apply(Write::Delete, Some(b"v")),
+            (Some(None), Outcome::Done)
+        );
+        assert!(!Write::Put(b("v")).reads() && !Write::Remove.reads());
+        assert!(Write::Delete.reads());
+        let owned = Write::Put(b("v")).into_owned();
+        assert!(matches!(owned, Write::Put(Cow::Owned(ref v)) if v == b"v"));
+    }
+}
