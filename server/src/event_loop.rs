@@ -3,8 +3,9 @@
 //! socket are shared: every loop polls them and whichever wakes first takes what is ready,
 //! so a busy loop takes fewer new connections. A loop runs each request it reads to
 //! completion on its own thread (run to completion, as Redis and memcached do): decode in
-//! place, reads through the interleaved walk, writes through the reservation station, reply
-//! into the connection's output buffer, one write per connection per turn. The only thing a
+//! place, reads through the interleaved walk (the GETs at the head of every ready connection
+//! gathered into one batch per turn, gather.rs), writes through the reservation station,
+//! reply into the connection's output buffer, one write per connection per turn. The only thing a
 //! loop waits for on another thread's behalf is a station slot another loop is draining.
 //!
 //! A reply is never waited for on the loop's thread. Writes complete without waiting for
@@ -15,6 +16,7 @@
 
 use crate::conn::{admit_connection, Conn, Held, Parked, Proto};
 use crate::exec::{run_frame, Ran, Transport};
+use crate::gather::{self, Gather};
 use crate::reads::Reads;
 use crate::resp_batch::{self, Scratch};
 use crate::resp_cmd::Session;
@@ -90,6 +92,7 @@ pub struct Loop {
     free: Vec<usize>,
     reads: Reads,
     scratch: Scratch,
+    gather: Gather,
     mailbox: Arc<Mailbox>,
     /// Connections parked until a write version is visible.
     unseen: Vec<usize>,
@@ -136,6 +139,7 @@ impl Loop {
                 free: Vec::new(),
                 reads,
                 scratch: Scratch::default(),
+                gather: Gather::default(),
                 mailbox: mailbox.clone(),
                 unseen: Vec::new(),
                 next_id: 0,
@@ -181,6 +185,20 @@ impl Loop {
                     Token(t) => ready.push(t - FIRST_CONN),
                 }
             }
+            // Read every ready RESP connection, answer the GETs at the head of each as one
+            // batch (gather.rs), then run what remains of each connection in order.
+            ready.sort_unstable();
+            ready.dedup();
+            for &i in &ready {
+                self.fill(i);
+            }
+            gather::run(
+                &self.sh,
+                &mut self.conns,
+                &ready,
+                &mut self.reads,
+                &mut self.gather,
+            );
             for i in ready.drain(..) {
                 self.service(i);
             }
@@ -289,6 +307,22 @@ impl Loop {
         if let Some(mut c) = self.conns[slot].take() {
             let _ = self.poll.registry().deregister(&mut c.sock);
             self.free.push(slot);
+        }
+    }
+
+    /// Reads once from a RESP connection that may take input (before gathering).
+    fn fill(&mut self, slot: usize) {
+        let max_out = self.sh.settings.max_output;
+        let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if matches!(c.proto, Proto::Resp(_))
+            && !c.closing
+            && !c.eof
+            && c.parked.is_none()
+            && c.pending() <= max_out
+        {
+            c.read_some();
         }
     }
 

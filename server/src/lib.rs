@@ -9,6 +9,7 @@ mod conn;
 mod engines;
 mod event_loop;
 mod exec;
+mod gather;
 mod metrics;
 mod ops;
 mod reads;

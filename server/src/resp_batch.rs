@@ -205,6 +205,10 @@ fn read_run(
         }
     }
     sh.count_n(OpClass::Get, keys.len());
+    sh.metrics
+        .hot()
+        .resp_commands
+        .fetch_add((to - from) as u64, std::sync::atomic::Ordering::Relaxed);
     if !sh.admit(keys.len()) {
         for _ in from..to {
             resp::error(out, "BUSY server has too many operations in flight");

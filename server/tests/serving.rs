@@ -297,3 +297,84 @@ fn concurrent_write_then_read_pipelines_are_answered_in_full() {
         h.join().unwrap();
     }
 }
+
+fn arr(args: &[&str]) -> String {
+    let mut s = format!("*{}\r\n", args.len());
+    for a in args {
+        s.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s
+}
+
+fn bulk(v: Option<&str>) -> String {
+    v.map_or("$-1\r\n".to_string(), |v| {
+        format!("${}\r\n{v}\r\n", v.len())
+    })
+}
+
+/// Many connections' GETs gathered into one batch per loop turn still answer each
+/// connection in its own order, see its own writes, and respect AUTH: 24 connections on one
+/// loop send their pipelines before any is read, round after round.
+#[test]
+fn gathered_gets_answer_every_connection_in_order() {
+    let srv = Server::start(&["--threads", "1", "--password", "pw"]);
+    let mut conns: Vec<TcpStream> = (0..24)
+        .map(|_| {
+            let s = TcpStream::connect(srv.resp).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s
+        })
+        .collect();
+    let read_exactly = |s: &mut TcpStream, n: usize| {
+        let mut got = vec![0u8; n];
+        s.read_exact(&mut got).unwrap();
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    // Connections 0..20 authenticate; 20..24 do not.
+    for s in &mut conns[..20] {
+        s.write_all(arr(&["AUTH", "pw"]).as_bytes()).unwrap();
+        assert_eq!(read_exactly(s, 5), "+OK\r\n");
+    }
+    conns[0]
+        .write_all(arr(&["SET", "shared", "everyone"]).as_bytes())
+        .unwrap();
+    assert_eq!(read_exactly(&mut conns[0], 5), "+OK\r\n");
+    for round in 0..40 {
+        let mut want = Vec::new();
+        for (c, s) in conns.iter_mut().enumerate() {
+            let own = format!("c{c}");
+            let val = format!("r{round}");
+            let mut cmds = String::new();
+            for a in [
+                vec!["GET", "shared"],
+                vec!["GET", own.as_str()],
+                vec!["SET", own.as_str(), val.as_str()],
+                vec!["GET", own.as_str()],
+                vec!["GET", "nosuch"],
+            ] {
+                cmds.push_str(&arr(&a));
+            }
+            s.write_all(cmds.as_bytes()).unwrap();
+            want.push(if c < 20 {
+                let prev = (round > 0).then(|| format!("r{}", round - 1));
+                [
+                    bulk(Some("everyone")),
+                    bulk(prev.as_deref()),
+                    "+OK\r\n".to_string(),
+                    bulk(Some(&val)),
+                    bulk(None),
+                ]
+                .concat()
+            } else {
+                "-NOAUTH Authentication required.\r\n".repeat(5)
+            });
+        }
+        for (c, s) in conns.iter_mut().enumerate() {
+            assert_eq!(
+                read_exactly(s, want[c].len()),
+                want[c],
+                "connection {c}, round {round}"
+            );
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Gather: once per loop turn, the GETs at the head of every ready RESP connection's input
+//! become one read batch, run through the loop's read door (the interleaved walk) together,
+//! so fifty clients sending one GET each are one window of fifty independent lookups, not
+//! fifty batches of one. Each connection's replies go straight into its output buffer, in
+//! its command order; whatever follows its GETs (writes, other commands, a GET after its own
+//! write) is left in its input for the connection's normal run (`resp_batch.rs`), which
+//! keeps every ordering rule in one place.
+//!
+//! A connection takes part only when nothing could make its GETs wait or answer otherwise:
+//! RESP, authenticated (or no password), not closing, not parked, under its output limit and
+//! with no write of its own still unreleased (read-your-writes). Nothing is allocated once
+//! the loop's buffers have grown: keys are offsets into each connection's input.
+
+use crate::conn::{Conn, Proto};
+use crate::reads::Reads;
+use crate::resp_cmd::err_store;
+use crate::state::{OpClass, Shared};
+use accelkv_engine::{Found, ReadRef, Reply};
+use accelkv_proto::resp;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Keys handed to the read door at once.
+const CHUNK: usize = 64;
+/// GETs taken from one connection per turn.
+const PER_CONN: usize = 64;
+/// GETs gathered per turn (bounds the loop's buffers and the time before other work).
+const PER_TURN: usize = 1024;
+
+/// A loop's reusable buffers for gathering.
+#[derive(Default)]
+pub struct Gather {
+    /// Per GET: its connection's slot and the key's offsets in that connection's input.
+    keys: Vec<(usize, usize, usize)>,
+    /// Per connection that gave GETs: its slot, input bytes they span, how many.
+    conns: Vec<(usize, usize, usize)>,
+    spans: Vec<(usize, usize)>,
+    /// Replies, encoded as they complete (out of order).
+    replies: Vec<u8>,
+    /// Each GET's reply in `replies`.
+    segs: Vec<(usize, usize)>,
+}
+
+/// Whether `b` starts with a RESP `GET` of one key (`*2\r\n$3\r\nGET\r\n`, any case): a
+/// cheap test before decoding, so other commands cost nothing here.
+fn starts_get(b: &[u8]) -> bool {
+    b.len() >= 13
+        && &b[..8] == b"*2\r\n$3\r\n"
+        && b[8..11].eq_ignore_ascii_case(b"GET")
+        && &b[11..13] == b"\r\n"
+}
+
+/// Answers the leading GETs of the connections in `ready` (slots, no duplicates) as one
+/// batch; see the module docs.
+pub fn run(
+    sh: &Shared,
+    conns: &mut [Option<Conn>],
+    ready: &[usize],
+    reads: &mut Reads,
+    g: &mut Gather,
+) {
+    g.keys.clear();
+    g.conns.clear();
+    let limits = &sh.settings.limits;
+    let max_out = sh.settings.max_output;
+    let open = sh.settings.password.is_none();
+    for &slot in ready {
+        if g.keys.len() >= PER_TURN {
+            break;
+        }
+        let Some(c) = conns.get(slot).and_then(Option::as_ref) else {
+            continue;
+        };
+        let Proto::Resp(s) = &c.proto else {
+            continue;
+        };
+        if c.closing
+            || c.parked.is_some()
+            || c.out.len() > max_out
+            || s.quit
+            || s.unreleased > 0
+            || !(open || s.authed)
+        {
+            continue;
+        }
+        // As many as fit under the output limit, judging by this connection's replies so far.
+        let per_reply = match s.reply_hint {
+            0 => limits.max_value,
+            n => n,
+        };
+        let want = ((max_out + 1 - c.out.len()) / per_reply.max(1)).clamp(1, PER_CONN);
+        let data = c.inb.data();
+        let (first, mut at) = (g.keys.len(), 0);
+        while g.keys.len() - first < want && g.keys.len() < PER_TURN && starts_get(&data[at..]) {
+            g.spans.clear();
+            match resp::parse_command_spans(&data[at..], limits, &mut g.spans) {
+                Ok(Some(used)) if g.spans.len() == 2 => {
+                    let (x, y) = g.spans[1];
+                    g.keys.push((slot, at + x, at + y));
+                    at += used;
+                }
+                _ => break, // incomplete or malformed: the normal run deals with it
+            }
+        }
+        if g.keys.len() > first {
+            g.conns.push((slot, at, g.keys.len() - first));
+        }
+    }
+    let n = g.keys.len();
+    if n == 0 {
+        return;
+    }
+    if !sh.admit(n) {
+        return; // left in the inputs: the normal run answers BUSY
+    }
+    let start = Instant::now();
+    sh.count_n(OpClass::Get, n);
+    let hot = sh.metrics.hot();
+    hot.resp_commands.fetch_add(n as u64, Ordering::Relaxed);
+    let Gather {
+        keys,
+        replies,
+        segs,
+        ..
+    } = g;
+    replies.clear();
+    segs.clear();
+    segs.resize(n, (0, 0));
+    for base in (0..n).step_by(CHUNK) {
+        let part = &keys[base..n.min(base + CHUNK)];
+        let reqs: SmallVec<[ReadRef<'_>; CHUNK]> = part
+            .iter()
+            .map(|&(slot, x, y)| {
+                let key = conns.get(slot).and_then(Option::as_ref);
+                ReadRef::Get(key.map_or(&[][..], |c| &c.inb.data()[x..y]))
+            })
+            .collect();
+        reads.run(&sh.engine, &reqs, |j, found| {
+            let at = replies.len();
+            match found {
+                Found::Value(v) => resp::bulk(replies, v),
+                Found::Reply(Reply::Value(v)) => resp::bulk(replies, v.as_deref()),
+                Found::Reply(Reply::Error(e)) => err_store(replies, &e),
+                Found::Reply(Reply::Items(_)) => resp::bulk(replies, None),
+            }
+            segs[base + j] = (at, replies.len());
+        });
+    }
+    sh.release(n);
+    let mut next = 0;
+    for &(slot, used, k) in &g.conns {
+        let Some(c) = conns.get_mut(slot).and_then(Option::as_mut) else {
+            next += k;
+            continue;
+        };
+        let before = c.out.len();
+        for &(x, y) in &g.segs[next..next + k] {
+            c.out.extend_from_slice(&g.replies[x..y]);
+        }
+        next += k;
+        c.inb.consume(used);
+        if let Proto::Resp(s) = &mut c.proto {
+            s.reply_hint = (c.out.len() - before) / k;
+        }
+    }
+    if g.replies.capacity() > 4 << 20 {
+        g.replies = Vec::new(); // do not keep a big batch's memory per loop
+    }
+    let took = start.elapsed();
+    for _ in 0..g.conns.len() {
+        sh.record_latency(took);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::starts_get;
+
+    #[test]
+    fn recognises_only_a_get_of_one_key() {
+        assert!(starts_get(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"));
+        assert!(starts_get(b"*2\r\n$3\r\nget\r\n$1\r\n"));
+        assert!(!starts_get(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"));
+        assert!(!starts_get(b"*3\r\n$3\r\nGET\r\n"));
+        assert!(!starts_get(b"GET k\r\n"));
+        assert!(!starts_get(b"*2\r\n$3\r\nGE"));
+    }
+}
