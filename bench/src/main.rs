@@ -104,7 +104,7 @@ fn parse_list<T>(s: &str, what: &str, f: impl Fn(&str) -> Option<T>) -> Result<V
 }
 
 fn suite(a: &Args) -> Result<Suite, String> {
-    let engine: accelkv_gpu::EngineKind = a.engine.parse()?;
+    let engine: accelkv_engine::EngineKind = a.engine.parse()?;
     let targets = if a.targets.is_empty() {
         Suite::local_targets()
     } else {

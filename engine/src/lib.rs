@@ -11,6 +11,8 @@
 //!   with KV-Direct's bucket layout), filled by a control plane from sampled GET keys and
 //!   kept exact by the writers.
 //! * [`EngineStore`] routes a store's reads through an engine.
+//! * [`start`] chooses and starts the engine (`auto|cpu|gpu`); an engine with memory of
+//!   its own (the GPU engine) is offered through [`Accelerator`].
 //!
 //! ```
 //! use accelkv_engine::{CpuEngine, EngineConfig, Reply, Request, Sink, ReadEngine};
@@ -40,6 +42,7 @@ mod manager;
 mod prefetch;
 mod request;
 mod routed;
+mod select;
 mod sketch;
 
 pub use cpu::{CpuEngine, EngineConfig};
@@ -47,6 +50,7 @@ pub use hot::{HotCache, HotCacheStats};
 pub use inline::{Found, InlineReader};
 pub use request::{Completion, Items, ReadRef, Reply, Request, Sink};
 pub use routed::EngineStore;
+pub use select::{start, Accelerator, EngineKind, Offload, Started};
 
 /// Counters an engine reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

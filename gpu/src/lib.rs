@@ -14,8 +14,9 @@
 //! * The same kernel source also compiles as C++ for a host emulation (emu.rs), which the
 //!   tests run against the reference reader on machines without a GPU.
 //!
-//! Choosing an engine at run time: [`select`] with [`EngineKind::Auto`] picks the GPU when a
-//! driver, a device and NVRTC are present, else the CPU engine, and says why.
+//! Choosing an engine at run time is the engine crate's (`accelkv_engine::start`); this
+//! crate offers the GPU engine to it as [`Gpu`], an `Accelerator` whose probe finds a
+//! driver, a device and NVRTC, or says why not.
 
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -35,120 +36,108 @@ pub use engine::{GpuConfig, GpuEngine, GpuStats};
 pub use error::GpuError;
 pub use probe::{driver_present, probe, DeviceInfo};
 
-/// Which read engine to run (`--engine`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EngineKind {
-    /// The GPU when one is usable, else the CPU engine.
-    #[default]
-    Auto,
-    /// The CPU engine.
-    Cpu,
-    /// The GPU engine; an error when no GPU is usable.
-    Gpu,
+use accelkv_engine::{Accelerator, Offload};
+use accelkv_tree::Store;
+use std::sync::Arc;
+
+/// The GPU engine as an [`accelkv_engine::Accelerator`]: what `accelkv_engine::start`
+/// (`--engine auto|gpu`) probes and starts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gpu;
+
+/// The first usable device, with NVRTC present to compile the kernels.
+pub fn usable_device() -> Result<DeviceInfo, GpuError> {
+    let info = probe()?;
+    if !kernels::nvrtc_present() {
+        return Err(GpuError::NoNvrtc);
+    }
+    Ok(info)
 }
 
-impl std::str::FromStr for EngineKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(EngineKind::Auto),
-            "cpu" => Ok(EngineKind::Cpu),
-            "gpu" => Ok(EngineKind::Gpu),
-            _ => Err(format!("unknown engine {s:?} (expected auto, cpu or gpu)")),
-        }
+impl Accelerator for Gpu {
+    fn probe(&self) -> Result<String, String> {
+        usable_device().map(|d| d.name).map_err(|e| e.to_string())
+    }
+
+    fn start(&self, store: Arc<Store>, streams: usize) -> Result<Box<dyn Offload>, String> {
+        let cfg = GpuConfig {
+            streams,
+            ..GpuConfig::default()
+        };
+        GpuEngine::start(store, cfg)
+            .map(|g| Box::new(g) as Box<dyn Offload>)
+            .map_err(|e| e.to_string())
     }
 }
 
-impl std::fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EngineKind::Auto => "auto",
-            EngineKind::Cpu => "cpu",
-            EngineKind::Gpu => "gpu",
-        })
+impl Offload for GpuEngine {
+    fn engine(&self) -> &dyn accelkv_engine::ReadEngine {
+        self
     }
-}
 
-/// What [`select`] chose.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Selection {
-    /// Run the CPU engine; with `auto`, why not the GPU.
-    Cpu {
-        /// Why the GPU was not chosen (`None` when the CPU engine was asked for).
-        why_not_gpu: Option<String>,
-    },
-    /// Run the GPU engine on this device.
-    Gpu(DeviceInfo),
-}
+    fn device(&self) -> String {
+        GpuEngine::device(self)
+    }
 
-/// Decides which engine runs, without panicking on a machine with no CUDA at all.
-pub fn select(kind: EngineKind) -> Result<Selection, GpuError> {
-    let gpu = || -> Result<DeviceInfo, GpuError> {
-        let info = probe()?;
-        if !kernels::nvrtc_present() {
-            return Err(GpuError::NoNvrtc);
-        }
-        Ok(info)
-    };
-    match kind {
-        EngineKind::Cpu => Ok(Selection::Cpu { why_not_gpu: None }),
-        EngineKind::Gpu => gpu().map(Selection::Gpu),
-        EngineKind::Auto => Ok(match gpu() {
-            Ok(info) => Selection::Gpu(info),
-            Err(e) => Selection::Cpu {
-                why_not_gpu: Some(e.to_string()),
-            },
-        }),
+    fn info(&self) -> Vec<(&'static str, String)> {
+        let s = self.gpu_stats();
+        vec![
+            ("engine_device", GpuEngine::device(self)),
+            ("gpu_launches", s.launches.to_string()),
+            ("gpu_device_requests", s.device_requests.to_string()),
+            ("gpu_host_bytes_read", s.host_bytes_read.to_string()),
+            ("gpu_remaps_applied", s.remaps_applied.to_string()),
+            ("gpu_cached_interior_nodes", s.cached_nodes.to_string()),
+            ("gpu_fallbacks", s.fallbacks.to_string()),
+            (
+                "gpu_last_error",
+                s.last_error
+                    .unwrap_or_else(|| "none".into())
+                    .replace(['\r', '\n'], " "),
+            ),
+        ]
+    }
+
+    fn samples(&self) -> Vec<(&'static str, bool, u64)> {
+        let s = self.gpu_stats();
+        vec![
+            ("accelkv_gpu_launches_total", true, s.launches),
+            ("accelkv_gpu_device_requests_total", true, s.device_requests),
+            ("accelkv_gpu_host_bytes_read_total", true, s.host_bytes_read),
+            ("accelkv_gpu_remaps_applied_total", true, s.remaps_applied),
+            ("accelkv_gpu_fallbacks_total", true, s.fallbacks),
+            ("accelkv_gpu_cached_interior_nodes", false, s.cached_nodes),
+        ]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn engine_kinds_parse() {
-        assert_eq!("auto".parse(), Ok(EngineKind::Auto));
-        assert_eq!("gpu".parse(), Ok(EngineKind::Gpu));
-        assert!("fpga"
-            .parse::<EngineKind>()
-            .unwrap_err()
-            .contains("auto, cpu or gpu"));
-        assert_eq!(EngineKind::Cpu.to_string(), "cpu");
-    }
-
-    #[test]
-    fn cpu_is_always_available() {
-        assert_eq!(
-            select(EngineKind::Cpu),
-            Ok(Selection::Cpu { why_not_gpu: None })
-        );
-    }
+    use accelkv_engine::{start, EngineConfig, EngineKind, Started};
+    use accelkv_tree::Config;
 
     /// On a machine without a driver (CI, this project's development machines) `auto` falls
     /// back to the CPU and says why, and `gpu` is a clear error; with a GPU, both pick it.
     #[test]
     fn auto_falls_back_without_a_gpu() {
-        match (select(EngineKind::Auto), probe()) {
-            (
-                Ok(Selection::Cpu {
-                    why_not_gpu: Some(why),
-                }),
-                Err(e),
-            ) => {
-                assert_eq!(why, e.to_string());
-                assert!(matches!(select(EngineKind::Gpu), Err(x) if x == e));
+        let store = || Arc::new(Store::new(Config::default()).unwrap());
+        let cfg = || EngineConfig {
+            threads: 0,
+            ..EngineConfig::default()
+        };
+        let auto = start(store(), EngineKind::Auto, cfg(), 1, Some(&Gpu)).unwrap();
+        match (auto, usable_device()) {
+            (Started::Cpu { why_not_gpu, .. }, Err(e)) => {
+                assert_eq!(why_not_gpu, Some(e.to_string()));
+                let gpu = start(store(), EngineKind::Gpu, cfg(), 1, Some(&Gpu));
+                assert_eq!(gpu.err(), Some(e.to_string()));
             }
-            (
-                Ok(Selection::Cpu {
-                    why_not_gpu: Some(why),
-                }),
-                Ok(_),
-            ) => {
-                assert!(why.contains("NVRTC"), "{why}");
+            (Started::Offload(g), Ok(info)) => assert!(g.device().contains(&info.name)),
+            (Started::Cpu { why_not_gpu, .. }, Ok(_)) => {
+                panic!("a usable GPU, yet the CPU engine: {why_not_gpu:?}")
             }
-            (Ok(Selection::Gpu(info)), Ok(probed)) => assert_eq!(info, probed),
-            other => panic!("unexpected {other:?}"),
+            (Started::Offload(_), Err(e)) => panic!("no usable GPU ({e}), yet the GPU engine"),
         }
     }
 }

@@ -127,7 +127,7 @@ pub struct Settings {
     pub resp_port: u16,
     pub admin_port: u16,
     pub password: Option<String>,
-    pub engine: accelkv_gpu::EngineKind,
+    pub engine: accelkv_engine::EngineKind,
     pub engine_threads: usize,
     pub threads: usize,
     pub engine_window: usize,

@@ -2,8 +2,9 @@
 //! (with the hot-key cache in front) or the GPU engine, behind one `ReadEngine`.
 
 use crate::config::Settings;
-use accelkv_engine::{CpuEngine, EngineConfig, EngineStats, ReadEngine, Request, Sink};
-use accelkv_gpu::{select, GpuConfig, GpuEngine, Selection};
+use accelkv_engine::{
+    CpuEngine, EngineConfig, EngineKind, EngineStats, Offload, ReadEngine, Request, Sink, Started,
+};
 use accelkv_tree::Store;
 use std::sync::Arc;
 
@@ -15,52 +16,46 @@ pub enum Engine {
         why_not_gpu: Option<String>,
     },
     /// The GPU engine.
-    Gpu(GpuEngine),
+    Gpu(Box<dyn Offload>),
 }
 
 impl Engine {
-    /// Starts the engine `settings.engine` asks for; `gpu` without a usable GPU is an error.
+    /// Starts the engine `settings.engine` asks for (chosen by `accelkv_engine::start`, the
+    /// GPU offered as `accelkv_gpu::Gpu`); `gpu` without a usable GPU is an error.
     pub fn start(store: Arc<Store>, settings: &Settings) -> Result<Engine, String> {
-        let sel = select(settings.engine).map_err(|e| format!("--engine gpu: {e}"))?;
-        let cpu = |store, why_not_gpu| Engine::Cpu {
+        let cpu = EngineConfig {
             // No engine threads: each event loop runs reads inline (`Engine::reads`).
-            engine: Box::new(CpuEngine::start(
-                store,
-                EngineConfig {
-                    threads: 0,
-                    window: settings.engine_window.max(1),
-                    cache_buckets: settings.cache_buckets,
-                    ..EngineConfig::default()
-                },
-            )),
-            why_not_gpu,
+            threads: 0,
+            window: settings.engine_window.max(1),
+            cache_buckets: settings.cache_buckets,
+            ..EngineConfig::default()
         };
-        match sel {
-            Selection::Cpu { why_not_gpu } => {
-                if let Some(why) = &why_not_gpu {
+        let started = accelkv_engine::start(
+            store,
+            settings.engine,
+            cpu,
+            settings.engine_threads.max(1),
+            Some(&accelkv_gpu::Gpu),
+        )
+        .map_err(|e| format!("--engine gpu: {e}"))?;
+        Ok(match started {
+            Started::Cpu {
+                engine,
+                why_not_gpu,
+            } => {
+                if let (Some(why), EngineKind::Auto) = (&why_not_gpu, settings.engine) {
                     eprintln!("accelkv-server: engine auto: running the CPU engine ({why})");
                 }
-                Ok(cpu(store, why_not_gpu))
-            }
-            Selection::Gpu(info) => {
-                let cfg = GpuConfig {
-                    streams: settings.engine_threads.max(1),
-                    ..GpuConfig::default()
-                };
-                match GpuEngine::start(store.clone(), cfg) {
-                    Ok(g) => {
-                        eprintln!("accelkv-server: engine gpu on {}", g.device());
-                        Ok(Engine::Gpu(g))
-                    }
-                    Err(e) if settings.engine == accelkv_gpu::EngineKind::Auto => {
-                        let why = format!("{} found but the GPU engine failed: {e}", info.name);
-                        eprintln!("accelkv-server: engine auto: running the CPU engine ({why})");
-                        Ok(cpu(store, Some(why)))
-                    }
-                    Err(e) => Err(format!("--engine gpu: {e}")),
+                Engine::Cpu {
+                    engine,
+                    why_not_gpu,
                 }
             }
-        }
+            Started::Offload(g) => {
+                eprintln!("accelkv-server: engine gpu on {}", g.device());
+                Engine::Gpu(g)
+            }
+        })
     }
 
     /// The engine in words, for the start-up line.
@@ -84,24 +79,7 @@ impl Engine {
                 .iter()
                 .map(|w| ("engine_gpu_unavailable", w.replace(['\r', '\n'], " ")))
                 .collect(),
-            Engine::Gpu(g) => {
-                let s = g.gpu_stats();
-                vec![
-                    ("engine_device", g.device()),
-                    ("gpu_launches", s.launches.to_string()),
-                    ("gpu_device_requests", s.device_requests.to_string()),
-                    ("gpu_host_bytes_read", s.host_bytes_read.to_string()),
-                    ("gpu_remaps_applied", s.remaps_applied.to_string()),
-                    ("gpu_cached_interior_nodes", s.cached_nodes.to_string()),
-                    ("gpu_fallbacks", s.fallbacks.to_string()),
-                    (
-                        "gpu_last_error",
-                        s.last_error
-                            .unwrap_or_else(|| "none".into())
-                            .replace(['\r', '\n'], " "),
-                    ),
-                ]
-            }
+            Engine::Gpu(g) => g.info(),
         }
     }
 
@@ -114,18 +92,18 @@ impl Engine {
         }
     }
 
-    /// The GPU engine's counters, when it runs.
-    pub fn gpu_stats(&self) -> Option<accelkv_gpu::GpuStats> {
+    /// The GPU engine's Prometheus samples (name, counter or gauge, value), when it runs.
+    pub fn offload_samples(&self) -> Vec<(&'static str, bool, u64)> {
         match self {
-            Engine::Gpu(g) => Some(g.gpu_stats()),
-            Engine::Cpu { .. } => None,
+            Engine::Gpu(g) => g.samples(),
+            Engine::Cpu { .. } => Vec::new(),
         }
     }
 
     fn inner(&self) -> &dyn ReadEngine {
         match self {
             Engine::Cpu { engine, .. } => engine.as_ref(),
-            Engine::Gpu(g) => g,
+            Engine::Gpu(g) => g.engine(),
         }
     }
 }

@@ -144,21 +144,9 @@ pub fn prometheus(sh: &Shared) -> String {
         sh.engine.name(),
         e.completed
     );
-    if let Some(g) = sh.engine.gpu_stats() {
-        for (name, v) in [
-            ("accelkv_gpu_launches_total", g.launches),
-            ("accelkv_gpu_device_requests_total", g.device_requests),
-            ("accelkv_gpu_host_bytes_read_total", g.host_bytes_read),
-            ("accelkv_gpu_remaps_applied_total", g.remaps_applied),
-            ("accelkv_gpu_fallbacks_total", g.fallbacks),
-        ] {
-            let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
-        }
-        let _ = writeln!(
-            o,
-            "# TYPE accelkv_gpu_cached_interior_nodes gauge\naccelkv_gpu_cached_interior_nodes {}",
-            g.cached_nodes
-        );
+    for (name, counter, v) in sh.engine.offload_samples() {
+        let kind = if counter { "counter" } else { "gauge" };
+        let _ = writeln!(o, "# TYPE {name} {kind}\n{name} {v}");
     }
     o
 }

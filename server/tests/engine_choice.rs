@@ -37,7 +37,7 @@ fn info(resp: &str) -> String {
 
 #[test]
 fn auto_says_which_engine_runs() {
-    let gpu = accelkv_gpu::select(accelkv_gpu::EngineKind::Gpu);
+    let gpu = accelkv_gpu::usable_device();
     let mut child = server("auto")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -93,7 +93,7 @@ fn gpu_without_a_gpu_and_unknown_engines_are_refused() {
     let out = server("fpga").output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown engine \"fpga\""));
-    if let Err(why) = accelkv_gpu::select(accelkv_gpu::EngineKind::Gpu) {
+    if let Err(why) = accelkv_gpu::usable_device() {
         let out = server("gpu").output().unwrap();
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);

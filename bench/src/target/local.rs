@@ -3,7 +3,9 @@
 //! `RwLock` (the baseline a Rust program would write first).
 
 use super::{Conn, Op, Outcome, Result, Target, TargetError};
-use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine, Reply, Request, Sink};
+use accelkv_engine::{
+    EngineConfig, EngineKind, EngineStats, Offload, ReadEngine, Reply, Request, Sink, Started,
+};
 use accelkv_tree::{Config, Store};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -93,24 +95,21 @@ impl Accelkv {
 
     /// Reads (GET, SCAN) through the read engine `kind` picks (`auto`: the GPU engine when
     /// a GPU is usable, else the CPU engine); writes on the calling thread.
-    pub fn engine(kind: accelkv_gpu::EngineKind) -> Result<Accelkv> {
+    pub fn engine(kind: EngineKind) -> Result<Accelkv> {
         let store = Arc::new(
             Store::new(Config::default()).map_err(|e| TargetError::from_display("store", e))?,
         );
-        let sel = accelkv_gpu::select(kind)
-            .map_err(|e| TargetError::from_display("accelkv-engine=gpu", e))?;
-        let engine: Arc<dyn ReadEngine> = match sel {
-            accelkv_gpu::Selection::Gpu(_) => Arc::new(
-                accelkv_gpu::GpuEngine::start(store.clone(), accelkv_gpu::GpuConfig::default())
-                    .map_err(|e| TargetError::from_display("accelkv-gpu", e))?,
-            ),
-            accelkv_gpu::Selection::Cpu { .. } => Arc::new(CpuEngine::start(
-                store.clone(),
-                EngineConfig {
-                    cache_buckets: CACHE_BUCKETS,
-                    ..EngineConfig::default()
-                },
-            )),
+        let cpu = EngineConfig {
+            cache_buckets: CACHE_BUCKETS,
+            ..EngineConfig::default()
+        };
+        let streams = accelkv_gpu::GpuConfig::default().streams;
+        let started =
+            accelkv_engine::start(store.clone(), kind, cpu, streams, Some(&accelkv_gpu::Gpu))
+                .map_err(|e| TargetError::from_display("accelkv-engine=gpu", e))?;
+        let engine: Arc<dyn ReadEngine> = match started {
+            Started::Offload(g) => Arc::new(OffloadEngine(g)),
+            Started::Cpu { engine, .. } => Arc::from(engine as Box<dyn ReadEngine>),
         };
         Ok(Accelkv {
             store,
@@ -254,5 +253,22 @@ impl Conn for BTreeConn {
             });
         }
         Ok(())
+    }
+}
+
+/// An engine with memory of its own (the GPU engine) as a plain [`ReadEngine`].
+struct OffloadEngine(Box<dyn Offload>);
+
+impl ReadEngine for OffloadEngine {
+    fn submit(&self, sink: &Arc<Sink>, batch: Vec<(u64, Request)>) {
+        self.0.engine().submit(sink, batch)
+    }
+
+    fn name(&self) -> &'static str {
+        self.0.engine().name()
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.0.engine().stats()
     }
 }
