@@ -241,6 +241,8 @@ pub struct Sink {
     /// How many completions a waiter needs (usize::MAX: nobody waits), so the engine wakes
     /// a waiter only when it can return.
     want: AtomicUsize,
+    /// Called after every delivery (a poller's wake-up: an event loop's waker).
+    notify: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Default for Sink {
@@ -249,6 +251,7 @@ impl Default for Sink {
             done: Mutex::new(Vec::new()),
             ready: Condvar::new(),
             want: AtomicUsize::new(usize::MAX),
+            notify: None,
         }
     }
 }
@@ -257,6 +260,15 @@ impl Sink {
     /// An empty sink.
     pub fn new() -> Arc<Sink> {
         Arc::new(Sink::default())
+    }
+
+    /// An empty sink that calls `notify` after each delivery, for a submitter that polls
+    /// ([`Sink::poll`]) instead of waiting: an event loop passes its waker.
+    pub fn with_notify(notify: impl Fn() + Send + Sync + 'static) -> Arc<Sink> {
+        Arc::new(Sink {
+            notify: Some(Box::new(notify)),
+            ..Sink::default()
+        })
     }
 
     /// Delivers completions and wakes a waiter that has enough (for engines, including
@@ -269,6 +281,9 @@ impl Sink {
         // The waiter stored `want` while holding the lock, before waiting.
         if len >= self.want.load(Ordering::Acquire) {
             self.ready.notify_all();
+        }
+        if let Some(n) = &self.notify {
+            n();
         }
     }
 

@@ -16,6 +16,10 @@ pub enum EngineKind {
     Auto,
     /// The CPU engine.
     Cpu,
+    /// The CPU engine on threads of its own, reached like the GPU engine (submit, then
+    /// completions): to compare with running reads on the caller's thread, and to exercise
+    /// an offload engine's path without a GPU.
+    CpuThreads,
     /// The GPU engine; an error when none is usable.
     Gpu,
 }
@@ -26,8 +30,11 @@ impl std::str::FromStr for EngineKind {
         match s {
             "auto" => Ok(EngineKind::Auto),
             "cpu" => Ok(EngineKind::Cpu),
+            "cpu-threads" => Ok(EngineKind::CpuThreads),
             "gpu" => Ok(EngineKind::Gpu),
-            _ => Err(format!("unknown engine {s:?} (expected auto, cpu or gpu)")),
+            _ => Err(format!(
+                "unknown engine {s:?} (expected auto, cpu, cpu-threads or gpu)"
+            )),
         }
     }
 }
@@ -37,6 +44,7 @@ impl std::fmt::Display for EngineKind {
         f.write_str(match self {
             EngineKind::Auto => "auto",
             EngineKind::Cpu => "cpu",
+            EngineKind::CpuThreads => "cpu-threads",
             EngineKind::Gpu => "gpu",
         })
     }
@@ -75,8 +83,9 @@ pub enum Started {
     Offload(Box<dyn Offload>),
 }
 
-/// Starts the engine `kind` asks for over `store`: the CPU engine with `cpu`, or the one
-/// `accel` offers (`None`: this program has none) with `streams` streams. `Gpu` without a
+/// Starts the engine `kind` asks for over `store`: the CPU engine with `cpu` (for
+/// `CpuThreads`, with `streams` threads of its own), or the one `accel` offers (`None`:
+/// this program has none) with `streams` streams. `Gpu` without a
 /// usable accelerator is an error; `Auto` falls back to the CPU engine and says why.
 pub fn start(
     store: Arc<Store>,
@@ -86,11 +95,22 @@ pub fn start(
     accel: Option<&dyn Accelerator>,
 ) -> Result<Started, String> {
     let cpu_engine = |store, why_not_gpu| Started::Cpu {
-        engine: Box::new(CpuEngine::start(store, cpu)),
+        engine: Box::new(CpuEngine::start(store, cpu.clone())),
         why_not_gpu,
     };
-    if kind == EngineKind::Cpu {
-        return Ok(cpu_engine(store, None));
+    match kind {
+        EngineKind::Cpu => return Ok(cpu_engine(store, None)),
+        EngineKind::CpuThreads => {
+            let cfg = EngineConfig {
+                threads: streams.max(1),
+                ..cpu
+            };
+            return Ok(Started::Cpu {
+                engine: Box::new(CpuEngine::start(store, cfg)),
+                why_not_gpu: None,
+            });
+        }
+        EngineKind::Auto | EngineKind::Gpu => {}
     }
     let (accel, probed) = match accel {
         None => (
@@ -191,7 +211,8 @@ mod tests {
         assert!("fpga"
             .parse::<EngineKind>()
             .unwrap_err()
-            .contains("auto, cpu or gpu"));
+            .contains("auto, cpu, cpu-threads or gpu"));
+        assert_eq!("cpu-threads".parse(), Ok(EngineKind::CpuThreads));
         assert_eq!(EngineKind::Cpu.to_string(), "cpu");
     }
 

@@ -34,8 +34,10 @@ pub struct Args {
     #[arg(long)]
     pub password: Option<String>,
     /// Read engine: `auto` (the GPU engine when an NVIDIA GPU, its driver and NVRTC are
-    /// present, else the CPU engine; the log and INFO say which and why), `cpu` or `gpu` (an
-    /// error at start without a usable GPU). Default auto.
+    /// present, else the CPU engine; the log and INFO say which and why), `cpu` (reads run
+    /// on the event loops), `cpu-threads` (the CPU engine on `--engine-threads` threads of
+    /// its own, reached like the GPU engine: for comparison) or `gpu` (an error at start
+    /// without a usable GPU). Default auto.
     #[arg(long)]
     pub engine: Option<String>,
     /// Event loops: each owns its share of the connections and runs every request it reads
@@ -43,8 +45,9 @@ pub struct Args {
     /// reservation station) on its own thread. Default: the number of cores.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Streams of the GPU engine (the CPU engine runs on the event loops and has no threads
-    /// of its own). Default: one per two cores, at least one.
+    /// Streams of the GPU engine, or threads of `--engine cpu-threads` (the CPU engine
+    /// otherwise runs on the event loops and has no threads of its own). Default: one per
+    /// two cores, at least one.
     #[arg(long)]
     pub engine_threads: Option<usize>,
     /// Reads each event loop keeps in flight in the interleaved walk (G). Default 16.

@@ -7,6 +7,7 @@
 //! stops reading a connection whose output is over the limit until the client takes it).
 
 use crate::exec::Ran;
+use crate::reads::Answered;
 use crate::resp_cmd::Session;
 use crate::state::Shared;
 use mio::net::TcpStream;
@@ -118,6 +119,11 @@ pub struct Conn {
     pub out: Vec<u8>,
     pub sent: usize,
     pub parked: Option<Parked>,
+    /// Reads submitted to an engine's workers (the wait's id): nothing more of its input
+    /// runs until they are answered.
+    pub awaiting: Option<u64>,
+    /// Those answers, handed back for the re-run of a RESP connection's input.
+    pub answers: Option<Answered>,
     /// Close once `out` is written (or at once after a write error).
     pub closing: bool,
     /// The client closed its side; answer what was read, then close.
@@ -139,6 +145,8 @@ impl Conn {
             out: Vec::new(),
             sent: 0,
             parked: None,
+            awaiting: None,
+            answers: None,
             closing: false,
             eof: false,
             throttled: false,
@@ -250,6 +258,11 @@ impl Conn {
 
     /// Whether the loop should drop it now.
     pub fn done(&self) -> bool {
-        self.closing && self.parked.is_none() && self.pending() == 0
+        self.closing && self.parked.is_none() && self.awaiting.is_none() && self.pending() == 0
+    }
+
+    /// Whether its input must not run now: replies parked or reads in flight.
+    pub fn held(&self) -> bool {
+        self.parked.is_some() || self.awaiting.is_some()
     }
 }

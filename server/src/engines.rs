@@ -2,6 +2,7 @@
 //! (with the hot-key cache in front) or the GPU engine, behind one `ReadEngine`.
 
 use crate::config::Settings;
+use crate::reads::{Reads, Ring};
 use accelkv_engine::{
     CpuEngine, EngineConfig, EngineKind, EngineStats, Offload, ReadEngine, Request, Sink, Started,
 };
@@ -10,10 +11,12 @@ use std::sync::Arc;
 
 /// The running read engine.
 pub enum Engine {
-    /// The CPU engine; `why_not_gpu` says why `auto` did not pick the GPU.
+    /// The CPU engine; `why_not_gpu` says why `auto` did not pick the GPU; `threads`: it
+    /// runs on threads of its own (`--engine cpu-threads`), reached like the GPU engine.
     Cpu {
         engine: Box<CpuEngine>,
         why_not_gpu: Option<String>,
+        threads: bool,
     },
     /// The GPU engine.
     Gpu(Box<dyn Offload>),
@@ -49,6 +52,7 @@ impl Engine {
                 Engine::Cpu {
                     engine,
                     why_not_gpu,
+                    threads: settings.engine == EngineKind::CpuThreads,
                 }
             }
             Started::Offload(g) => {
@@ -61,6 +65,7 @@ impl Engine {
     /// The engine in words, for the start-up line.
     pub fn describe(&self) -> String {
         match self {
+            Engine::Cpu { threads: true, .. } => "cpu on threads of its own".into(),
             Engine::Cpu {
                 why_not_gpu: None, ..
             } => "cpu".into(),
@@ -84,11 +89,16 @@ impl Engine {
     }
 
     /// The read door of one event loop: the CPU engine's interleaved walk on the loop's own
-    /// thread, or submission to the GPU engine's workers.
-    pub fn reads(&self) -> crate::reads::Reads {
+    /// thread, or submission to an engine's workers (the GPU engine's, or the CPU engine's
+    /// own threads), whose completions call `wake`.
+    pub fn reads(&self, wake: impl Fn() + Send + Sync + 'static) -> Reads {
         match self {
-            Engine::Cpu { engine, .. } => crate::reads::Reads::Inline(engine.reader()),
-            Engine::Gpu(_) => crate::reads::Reads::Engine(Sink::new()),
+            Engine::Cpu {
+                engine,
+                threads: false,
+                ..
+            } => Reads::Inline(engine.reader()),
+            _ => Reads::Ring(Ring::new(wake)),
         }
     }
 

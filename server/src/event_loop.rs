@@ -17,7 +17,7 @@
 use crate::conn::{admit_connection, Conn, Held, Parked, Proto};
 use crate::exec::{run_frame, Ran, Transport};
 use crate::gather::{self, Gather};
-use crate::reads::Reads;
+use crate::reads::{Answered, Reads, Who};
 use crate::resp_batch::{self, Scratch};
 use crate::resp_cmd::Session;
 use crate::state::Shared;
@@ -96,6 +96,8 @@ pub struct Loop {
     mailbox: Arc<Mailbox>,
     /// Connections parked until a write version is visible.
     unseen: Vec<usize>,
+    /// Reads answered by an engine's workers this turn (reused).
+    answered: Vec<(u64, Answered)>,
     next_id: u64,
     index: u64,
 }
@@ -127,7 +129,8 @@ impl Loop {
             waker: Waker::new(r, WAKE)?,
             released: Mutex::new(Vec::new()),
         });
-        let reads = sh.engine.reads();
+        let wake = mailbox.clone();
+        let reads = sh.engine.reads(move || wake.wake());
         Ok((
             Loop {
                 sh,
@@ -142,6 +145,7 @@ impl Loop {
                 gather: Gather::default(),
                 mailbox: mailbox.clone(),
                 unseen: Vec::new(),
+                answered: Vec::new(),
                 next_id: 0,
                 index,
             },
@@ -178,7 +182,10 @@ impl Loop {
             }
             for ev in events.iter() {
                 match ev.token() {
-                    WAKE => self.settle_released(),
+                    WAKE => {
+                        self.settle_released();
+                        self.complete_reads();
+                    }
                     RESP => self.accept(false),
                     BIN => self.accept(true),
                     UDP => self.udp.drain(&self.sh, &mut self.reads, &self.mailbox),
@@ -210,6 +217,44 @@ impl Loop {
                 self.sweep_idle();
             }
         }
+    }
+
+    /// Resumes whoever waited for reads an engine's workers have now answered.
+    fn complete_reads(&mut self) {
+        let mut answered = std::mem::take(&mut self.answered);
+        self.reads.poll(&mut answered);
+        for (wait, a) in answered.drain(..) {
+            let (slot, id) = match a.who {
+                Who::Conn { slot, id } => (slot, id),
+                Who::Datagram => {
+                    self.udp.complete(&self.sh, &self.mailbox, wait, a.replies);
+                    continue;
+                }
+            };
+            let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            if c.id != id || c.awaiting != Some(wait) {
+                continue;
+            }
+            c.awaiting = None;
+            match c.parked.take() {
+                Some(mut p) => match &mut p.held {
+                    Held::Frame(ran) if ran.awaiting() == Some(wait) => {
+                        // A binary frame: its answers are complete; release it as any other.
+                        ran.complete_reads(a.replies);
+                        park(&self.sh, c, slot, p, &self.mailbox, &mut self.unseen);
+                    }
+                    _ => {
+                        c.parked = Some(p);
+                        c.answers = Some(a);
+                    }
+                },
+                None => c.answers = Some(a),
+            }
+            self.service(slot);
+        }
+        self.answered = answered;
     }
 
     /// Moves connections whose parked writes became visible on: to the committer if they
@@ -319,7 +364,7 @@ impl Loop {
         if matches!(c.proto, Proto::Resp(_))
             && !c.closing
             && !c.eof
-            && c.parked.is_none()
+            && !c.held()
             && c.pending() <= max_out
         {
             c.read_some();
@@ -336,7 +381,7 @@ impl Loop {
         };
         loop {
             c.flush();
-            if c.closing || c.parked.is_some() {
+            if c.closing || c.held() {
                 break;
             }
             if c.pending() > max_out {
@@ -346,6 +391,10 @@ impl Loop {
             c.throttled = false;
             if !c.inb.is_empty() {
                 let before = c.inb.len();
+                self.reads.serve(Who::Conn { slot, id: c.id });
+                if let Some(a) = c.answers.take() {
+                    self.reads.resume(a);
+                }
                 run_input(
                     sh,
                     c,
@@ -355,7 +404,8 @@ impl Loop {
                     &self.mailbox,
                     &mut self.unseen,
                 );
-                if c.closing || c.parked.is_some() || c.pending() > max_out {
+                self.reads.forget();
+                if c.closing || c.held() || c.pending() > max_out {
                     continue; // flush, then stop
                 }
                 if c.inb.len() < before {
@@ -427,7 +477,7 @@ impl Loop {
             .enumerate()
             .filter_map(|(i, c)| {
                 let c = c.as_ref()?;
-                (c.parked.is_none() && now.duration_since(c.last_active) > idle).then_some(i)
+                (!c.held() && now.duration_since(c.last_active) > idle).then_some(i)
             })
             .collect();
         for i in stale {
@@ -497,6 +547,8 @@ fn run_input(
                 sh.record_latency(start.elapsed());
             }
             c.inb.consume(ran.used);
+            // It stopped at a read submitted to an engine's workers.
+            c.awaiting = reads.take_submitted();
             if ran.bad.is_some() {
                 sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
                 c.closing = true;
@@ -539,6 +591,17 @@ fn run_input(
                     break;
                 };
                 pos += h.frame_len;
+                if let Some(wait) = ran.awaiting() {
+                    // Its reads run on an engine's workers: held until they answer.
+                    let (version, durable) = (ran.version, ran.must_wait(sh));
+                    c.parked = Some(Parked {
+                        held: Held::Frame(ran),
+                        version,
+                        durable,
+                    });
+                    c.awaiting = Some(wait);
+                    break;
+                }
                 if !ran.visible(sh) || ran.must_wait(sh) {
                     parked = Some(ran);
                     break;

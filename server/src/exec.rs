@@ -61,9 +61,30 @@ pub struct Ran {
     transport: Transport,
     token_ok: bool,
     start: Instant,
+    /// Reads submitted to an engine with workers of its own and not answered yet: the
+    /// wait's id and the answer index of each read.
+    pending: Option<(u64, Vec<usize>)>,
+    /// The scan limits (items, bytes) its reads are answered under.
+    limits: (usize, usize),
 }
 
 impl Ran {
+    /// The wait its reads are in, if they were submitted and not answered yet.
+    pub fn awaiting(&self) -> Option<u64> {
+        self.pending.as_ref().map(|p| p.0)
+    }
+
+    /// Fills in the answers of its submitted reads (in submission order).
+    pub fn complete_reads(&mut self, replies: Vec<Reply>) {
+        let Some((_, at)) = self.pending.take() else {
+            return;
+        };
+        let (max_items, max_bytes) = self.limits;
+        for (i, r) in at.into_iter().zip(replies) {
+            self.answers[i] = Some(read_answer(Found::Reply(r), max_items, max_bytes));
+        }
+    }
+
     /// Whether the response must wait until the frame's writes are durable.
     pub fn must_wait(&self, sh: &Shared) -> bool {
         !self.wrote.is_empty() && sh.waits_for_durability()
@@ -178,29 +199,21 @@ pub fn run_frame(
             }
         }
     }
+    let mut pending = None;
     if !to_read.is_empty() {
         // Reads follow the frame's writes: wait until those are visible (a wait only when
         // an older writer elsewhere has not completed yet).
         sh.store.wait_visible(version);
         let reqs: Vec<ReadRef<'_>> = to_read.iter().map(|r| r.1).collect();
-        reads.run(&sh.engine, &reqs, |j, found| {
-            answers[to_read[j].0] = Some(match found {
-                Found::Value(Some(v)) => Answer::Bytes(v.to_vec()),
-                Found::Value(None) => Answer::Fail(Status::NotFound, String::new()),
-                Found::Reply(Reply::Value(Some(v))) => Answer::Bytes(v),
-                Found::Reply(Reply::Value(None)) => Answer::Fail(Status::NotFound, String::new()),
-                Found::Reply(Reply::Items(items)) => {
-                    // The engine was asked for one item more than the server's limit.
-                    let truncated = items.len() > max_items;
-                    let items = cap_items(items, max_items, limits.max_scan_bytes);
-                    Answer::Items(items.0, truncated || items.1)
-                }
-                Found::Reply(Reply::Error(e)) => {
-                    let (s, m) = status_of(&e);
-                    Answer::Fail(s, m)
-                }
-            });
+        let max_bytes = limits.max_scan_bytes;
+        let ran = reads.run(&sh.engine, &reqs, |j, found| {
+            answers[to_read[j].0] = Some(read_answer(found, max_items, max_bytes));
         });
+        if ran.is_err() {
+            // Submitted to an engine with workers of its own: answered when it completes.
+            let at = to_read.iter().map(|r| r.0).collect();
+            pending = reads.take_submitted().map(|id| (id, at));
+        }
     }
     if admitted {
         sh.release(n);
@@ -215,7 +228,29 @@ pub fn run_frame(
         transport,
         token_ok,
         start,
+        pending,
+        limits: (max_items, limits.max_scan_bytes),
     })
+}
+
+/// A binary answer for a read.
+fn read_answer(found: Found<'_>, max_items: usize, max_bytes: usize) -> Answer {
+    match found {
+        Found::Value(Some(v)) => Answer::Bytes(v.to_vec()),
+        Found::Value(None) => Answer::Fail(Status::NotFound, String::new()),
+        Found::Reply(Reply::Value(Some(v))) => Answer::Bytes(v),
+        Found::Reply(Reply::Value(None)) => Answer::Fail(Status::NotFound, String::new()),
+        Found::Reply(Reply::Items(items)) => {
+            // The engine was asked for one item more than the server's limit.
+            let truncated = items.len() > max_items;
+            let items = cap_items(items, max_items, max_bytes);
+            Answer::Items(items.0, truncated || items.1)
+        }
+        Found::Reply(Reply::Error(e)) => {
+            let (s, m) = status_of(&e);
+            Answer::Fail(s, m)
+        }
+    }
 }
 
 fn execute_op<'a>(

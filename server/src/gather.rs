@@ -62,6 +62,11 @@ pub fn run(
 ) {
     g.keys.clear();
     g.conns.clear();
+    if reads.is_ring() {
+        // An engine with workers of its own batches submissions itself; each connection
+        // submits its reads and waits on its own (reads.rs).
+        return;
+    }
     let limits = &sh.settings.limits;
     let max_out = sh.settings.max_output;
     let open = sh.settings.password.is_none();
@@ -136,7 +141,8 @@ pub fn run(
                 ReadRef::Get(key.map_or(&[][..], |c| &c.inb.data()[x..y]))
             })
             .collect();
-        reads.run(&sh.engine, &reqs, |j, found| {
+        // Inline (checked above): answered before `run` returns.
+        let _ = reads.run(&sh.engine, &reqs, |j, found| {
             let at = replies.len();
             match found {
                 Found::Value(v) => resp::bulk(replies, v),

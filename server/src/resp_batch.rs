@@ -5,7 +5,7 @@
 //! straight into the connection's output buffer. Nothing is allocated per command once the
 //! loop's scratch buffers have grown.
 
-use crate::reads::Reads;
+use crate::reads::{NotYet, Reads};
 use crate::resp_cmd::{command, err_store, is_write, Session};
 use crate::state::{OpClass, Shared};
 use accelkv_engine::{Found, ReadRef, Reply};
@@ -169,11 +169,20 @@ fn run_decoded(
                 keys += a.len() - 1;
                 end += 1;
             }
-            read_run(sh, buf, reads, sc, i, end, out);
+            if read_run(sh, buf, reads, sc, i, end, out).is_err() {
+                return i; // submitted to an engine's workers: resumed when answered
+            }
             i = end;
             continue;
         }
+        let mark = out.len();
         command(sh, s, &args, reads, out);
+        if reads.submitted() {
+            // A read of this command was submitted to an engine's workers: it runs again,
+            // from the top, when answered (reads have no side effects to repeat).
+            out.truncate(mark);
+            return i;
+        }
         i += 1;
     }
     i
@@ -185,7 +194,8 @@ fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) 
     spans[a..b].iter().map(|&(x, y)| &buf[x..y]).collect()
 }
 
-/// GET and MGET commands `from..to` of `sc.cmds` as one read batch (in chunks of BATCH keys).
+/// GET and MGET commands `from..to` of `sc.cmds` as one read batch (inline, in chunks of
+/// BATCH keys; through a ring, in one submission). `Err(NotYet)`: submitted, nothing written.
 fn read_run(
     sh: &Shared,
     buf: &[u8],
@@ -194,7 +204,7 @@ fn read_run(
     from: usize,
     to: usize,
     out: &mut Vec<u8>,
-) {
+) -> Result<(), NotYet> {
     // Every key of the run, in order, and whether it belongs to an MGET (whose errors are
     // nils, as Redis answers them).
     let mut keys: SmallVec<[(ReadRef<'_>, bool); BATCH]> = SmallVec::new();
@@ -204,26 +214,25 @@ fn read_run(
             keys.push((ReadRef::Get(&buf[x..y]), mget));
         }
     }
-    sh.count_n(OpClass::Get, keys.len());
-    sh.metrics
-        .hot()
-        .resp_commands
-        .fetch_add((to - from) as u64, std::sync::atomic::Ordering::Relaxed);
     if !sh.admit(keys.len()) {
         for _ in from..to {
             resp::error(out, "BUSY server has too many operations in flight");
         }
-        return;
+        return Ok(());
     }
     sc.replies.clear();
     sc.segs.clear();
     sc.segs.resize(keys.len(), (0, 0));
-    for chunk in 0..keys.len().div_ceil(BATCH) {
-        let base = chunk * BATCH;
-        let part = &keys[base..keys.len().min(base + BATCH)];
+    let chunk = if reads.is_ring() {
+        keys.len().max(1)
+    } else {
+        BATCH
+    };
+    for base in (0..keys.len()).step_by(chunk) {
+        let part = &keys[base..keys.len().min(base + chunk)];
         let reqs: SmallVec<[ReadRef<'_>; BATCH]> = part.iter().map(|k| k.0).collect();
         let (replies, segs) = (&mut sc.replies, &mut sc.segs);
-        reads.run(&sh.engine, &reqs, |j, found| {
+        let ran = reads.run(&sh.engine, &reqs, |j, found| {
             let start = replies.len();
             match found {
                 Found::Value(v) => resp::bulk(replies, v),
@@ -234,8 +243,17 @@ fn read_run(
             }
             segs[base + j] = (start, replies.len());
         });
+        if let Err(e) = ran {
+            sh.release(keys.len());
+            return Err(e);
+        }
     }
     sh.release(keys.len());
+    sh.count_n(OpClass::Get, keys.len());
+    sh.metrics
+        .hot()
+        .resp_commands
+        .fetch_add((to - from) as u64, std::sync::atomic::Ordering::Relaxed);
     let mut next = 0;
     for &(a, b) in &sc.cmds[from..to] {
         if sc.spans[a].1 - sc.spans[a].0 == 4 {
@@ -247,4 +265,5 @@ fn read_run(
             next += 1;
         }
     }
+    Ok(())
 }

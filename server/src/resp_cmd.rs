@@ -135,10 +135,12 @@ fn nil(out: &mut Vec<u8>) {
     resp::bulk(out, None)
 }
 
-/// A read through the loop's read door: the owned reply.
+/// A read through the loop's read door: the owned reply. Through an engine's workers the
+/// read is submitted instead and this answers a placeholder: the caller (`resp_batch.rs`)
+/// sees `reads.submitted()`, drops the command's output and runs it again when answered.
 fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Reply {
     let mut reply = Reply::Value(None);
-    reads.run(&sh.engine, &[req], |_, f: Found<'_>| reply = f.into_reply());
+    let _ = reads.run(&sh.engine, &[req], |_, f: Found<'_>| reply = f.into_reply());
     reply
 }
 
@@ -374,12 +376,16 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             resp::integer(out, n);
         }
         b"EXISTS" if argc >= 2 => {
+            let keys: SmallVec<[ReadRef<'_>; 8]> = c[1..].iter().map(|k| ReadRef::Get(k)).collect();
             let mut n = 0;
-            for k in &c[1..] {
-                if matches!(read_one(sh, reads, ReadRef::Get(k)), Reply::Value(Some(_))) {
+            let _ = reads.run(&sh.engine, &keys, |_, f| {
+                if matches!(
+                    f,
+                    Found::Value(Some(_)) | Found::Reply(Reply::Value(Some(_)))
+                ) {
                     n += 1;
                 }
-            }
+            });
             resp::integer(out, n);
         }
         b"STRLEN" if argc == 2 => match read_one(sh, reads, ReadRef::Get(c[1])) {

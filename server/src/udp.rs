@@ -6,10 +6,11 @@
 
 use crate::event_loop::{Mailbox, Release};
 use crate::exec::{run_frame, Ran, Transport};
-use crate::reads::Reads;
+use crate::reads::{Reads, Who};
 use crate::state::Shared;
 use accelkv_proto::frame::decode_header;
 use mio::net::UdpSocket;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,6 +27,8 @@ pub struct UdpPort {
     lens: [usize; BATCH],
     outs: Vec<Vec<u8>>,
     peers: Vec<Option<SocketAddr>>,
+    /// Frames whose reads were submitted to an engine's workers, by wait id.
+    waiting: HashMap<u64, (Ran, SocketAddr)>,
 }
 
 impl UdpPort {
@@ -38,6 +41,7 @@ impl UdpPort {
                 .map(|_| Vec::with_capacity(MAX_DATAGRAM))
                 .collect(),
             peers: vec![None; BATCH],
+            waiting: HashMap::new(),
         }
     }
 
@@ -58,16 +62,38 @@ impl UdpPort {
                     out.clear();
                     continue;
                 };
+                reads.serve(Who::Datagram);
                 if let Some(ran) = answer(sh, reads, buf, out) {
-                    let (mb, version) = (mailbox.clone(), ran.version);
-                    sh.when_durable(
-                        version,
-                        Box::new(move |result| mb.post(Release::Datagram { ran, peer, result })),
-                    );
+                    match ran.awaiting() {
+                        Some(id) => {
+                            self.waiting.insert(id, (ran, peer));
+                        }
+                        None => durable_then_send(sh, mailbox, ran, peer),
+                    }
                 }
             }
             self.send(n);
         }
+    }
+
+    /// Answers the frame that waited for wait `id` with its reads' replies (after its writes
+    /// are durable, when they must be).
+    pub fn complete(
+        &mut self,
+        sh: &Arc<Shared>,
+        mailbox: &Arc<Mailbox>,
+        id: u64,
+        replies: Vec<accelkv_engine::Reply>,
+    ) {
+        let Some((mut ran, peer)) = self.waiting.remove(&id) else {
+            return;
+        };
+        ran.complete_reads(replies);
+        sh.store.wait_visible(ran.version);
+        if ran.must_wait(sh) {
+            return durable_then_send(sh, mailbox, ran, peer);
+        }
+        self.answer_parked(sh, ran, peer, Ok(()));
     }
 
     /// Sends a parked reply once its writes are settled.
@@ -111,8 +137,18 @@ impl UdpPort {
     }
 }
 
+/// Parks a datagram's reply until its writes are durable, then sends it from the loop.
+fn durable_then_send(sh: &Shared, mailbox: &Arc<Mailbox>, ran: Ran, peer: SocketAddr) {
+    let (mb, version) = (mailbox.clone(), ran.version);
+    sh.when_durable(
+        version,
+        Box::new(move |result| mb.post(Release::Datagram { ran, peer, result })),
+    );
+}
+
 /// Answers one datagram into `out` (empty: no reply). Returns the frame instead when its
-/// reply must wait for durability (`out` stays empty then).
+/// reply must wait for its reads (submitted to an engine's workers) or for durability
+/// (`out` stays empty then).
 fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) -> Option<Ran> {
     out.clear();
     sh.metrics
@@ -124,6 +160,9 @@ fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) 
         // One frame per datagram: it must be whole and exact.
         Ok(h) if h.frame_len == frame.len() => {
             let ran = run_frame(sh, frame, Transport::Udp, &mut authed, reads).ok()?;
+            if ran.awaiting().is_some() {
+                return Some(ran); // its reads complete later (an engine's workers)
+            }
             // A datagram's writes are few (PUT, DELETE); waiting here for an older writer
             // elsewhere to complete is rare and short, unlike parking a datagram.
             sh.store.wait_visible(ran.version);
