@@ -158,6 +158,9 @@ pub(crate) struct Disk {
     pub(crate) ext_of: HashMap<Vec<u8>, ExtRef>,
     /// The number of the last commit started (the next one takes the one after).
     pub(crate) seq: u64,
+    /// Pages were written since the last `fdatasync` (a relaxed policy's commits): a commit
+    /// asked to sync must sync even when it has nothing new to write.
+    pub(crate) unsynced: bool,
 }
 
 /// Counters of what the committer did.
@@ -427,7 +430,16 @@ impl Core {
             mine
         };
         if mine.is_empty() {
-            // Nothing to write; a failed device is retried with a sync.
+            // Nothing new to write; but earlier commits' pages may still be unsynced (the
+            // last write of a `none` store taken by a periodic commit just before close).
+            if sync && d.unsynced {
+                if let Err(e) = self.sync("fdatasync of earlier commits") {
+                    self.fail(v, e.clone());
+                    return Err(e);
+                }
+                d.unsynced = false;
+            }
+            // A failed device is retried with a sync.
             if self.failed().is_some() {
                 if let Err(e) = self.sync("retrying fdatasync") {
                     self.fail(v, e.clone());
@@ -642,6 +654,7 @@ impl Core {
         if sync {
             self.sync("fdatasync of a commit")?;
         }
+        d.unsynced = !sync;
         Ok(())
     }
 

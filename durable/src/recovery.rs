@@ -160,6 +160,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
                 ext_refs: HashMap::new(),
                 ext_of: HashMap::new(),
                 seq: 0,
+                unsynced: false,
             };
             rep.elapsed = t0.elapsed();
             return Ok((tree, disk, rep));
@@ -364,6 +365,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         ext_refs,
         ext_of,
         seq: max_seq,
+        unsynced: false,
     };
     Ok((tree, disk, rep))
 }

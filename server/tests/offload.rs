@@ -133,8 +133,8 @@ fn reads_through_engine_workers_answer_as_inline_reads() {
             assert_eq!(a, b, "answer {i}, --threads {threads}");
         }
     }
-    // With a data directory and `--sync sync` (the default) a frame waits for its reads and then for
-    // durability; the answers are the same again.
+    // With a data directory and `--sync sync` (the default) a frame waits for its reads and
+    // then for durability; the answers are the same again.
     let dir = std::env::temp_dir().join(format!("accelkv-offload-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();
