@@ -1,7 +1,8 @@
-//! RESP2 (the Redis serialization protocol), the subset accelkv speaks: commands as arrays
+//! RESP (the Redis serialization protocol), the subset accelkv speaks: commands as arrays
 //! of bulk strings or inline lines (what `redis-cli`, client libraries and
 //! `redis-benchmark`'s PING_INLINE send), and replies as simple strings, errors, integers,
-//! bulk strings and arrays.
+//! bulk strings and arrays; for a connection that switched with `HELLO 3`, RESP3's null,
+//! map and verbatim string replies ([`Version`], [`bulk_in`], [`map`], [`verbatim`]).
 //!
 //! ```text
 //! command  := '*' n CRLF ( '$' len CRLF bytes CRLF ){n}  |  inline-line CRLF
@@ -327,6 +328,52 @@ pub fn bulk(out: &mut Vec<u8>, b: Option<&[u8]>) {
     }
 }
 
+/// The protocol a connection's replies are in: RESP2 unless it switched with `HELLO 3`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Version {
+    /// RESP2 (nulls are `$-1`, maps are flat arrays).
+    #[default]
+    Resp2,
+    /// RESP3 (nulls are `_`, maps `%`, verbatim strings `=`).
+    Resp3,
+}
+
+/// Appends a bulk string, or the null of `v` (`$-1\r\n` in RESP2, `_\r\n` in RESP3).
+pub fn bulk_in(out: &mut Vec<u8>, b: Option<&[u8]>, v: Version) {
+    match (b, v) {
+        (None, Version::Resp3) => out.extend_from_slice(b"_\r\n"),
+        (b, _) => bulk(out, b),
+    }
+}
+
+/// Appends a map header of `n` pairs: `%n\r\n` in RESP3, an array of `2n` in RESP2 (the
+/// caller appends key, value, key, value…).
+pub fn map(out: &mut Vec<u8>, n: usize, v: Version) {
+    match v {
+        Version::Resp3 => {
+            out.push(b'%');
+            decimal(out, n as i64);
+            out.extend_from_slice(b"\r\n");
+        }
+        Version::Resp2 => array(out, 2 * n),
+    }
+}
+
+/// Appends text as a verbatim string (`=len\r\ntxt:…` in RESP3, as Redis answers INFO),
+/// a bulk string in RESP2.
+pub fn verbatim(out: &mut Vec<u8>, text: &[u8], v: Version) {
+    match v {
+        Version::Resp3 => {
+            out.push(b'=');
+            decimal(out, text.len() as i64 + 4);
+            out.extend_from_slice(b"\r\ntxt:");
+            out.extend_from_slice(text);
+            out.extend_from_slice(b"\r\n");
+        }
+        Version::Resp2 => bulk(out, Some(text)),
+    }
+}
+
 /// Appends an array header `*n\r\n` (the caller appends `n` elements).
 pub fn array(out: &mut Vec<u8>, n: usize) {
     out.push(b'*');
@@ -371,5 +418,35 @@ mod decimal_tests {
         let mut out = Vec::new();
         super::bulk(&mut out, Some(&[b'x'; 1234]));
         assert!(out.starts_with(b"$1234\r\n"));
+    }
+}
+
+#[cfg(test)]
+mod resp3_tests {
+    use super::*;
+
+    #[test]
+    fn nulls_maps_and_verbatim_strings_per_version() {
+        let enc = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut out = Vec::new();
+            f(&mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(enc(&|o| bulk_in(o, None, Version::Resp2)), "$-1\r\n");
+        assert_eq!(enc(&|o| bulk_in(o, None, Version::Resp3)), "_\r\n");
+        assert_eq!(
+            enc(&|o| bulk_in(o, Some(b"v"), Version::Resp3)),
+            "$1\r\nv\r\n"
+        );
+        assert_eq!(enc(&|o| map(o, 2, Version::Resp3)), "%2\r\n");
+        assert_eq!(enc(&|o| map(o, 2, Version::Resp2)), "*4\r\n");
+        assert_eq!(
+            enc(&|o| verbatim(o, b"a:1", Version::Resp3)),
+            "=7\r\ntxt:a:1\r\n"
+        );
+        assert_eq!(
+            enc(&|o| verbatim(o, b"a:1", Version::Resp2)),
+            "$3\r\na:1\r\n"
+        );
     }
 }

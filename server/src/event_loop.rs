@@ -343,6 +343,7 @@ impl Loop {
                 wrote: false,
                 unreleased: 0,
                 reply_hint: 0,
+                proto: Default::default(),
             })
         };
         self.conns[slot] = Some(Conn::new(sock, id, proto, guard));

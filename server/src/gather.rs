@@ -16,7 +16,7 @@ use crate::reads::Reads;
 use crate::resp_cmd::err_store;
 use crate::state::{OpClass, Shared};
 use accelkv_engine::{Found, ReadRef, Reply};
-use accelkv_proto::resp;
+use accelkv_proto::resp::{self, Version};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -31,8 +31,9 @@ const PER_TURN: usize = 1024;
 /// A loop's reusable buffers for gathering.
 #[derive(Default)]
 pub struct Gather {
-    /// Per GET: its connection's slot and the key's offsets in that connection's input.
-    keys: Vec<(usize, usize, usize)>,
+    /// Per GET: its connection's slot, the key's offsets in that connection's input, and
+    /// the connection's reply protocol.
+    keys: Vec<(usize, usize, usize, Version)>,
     /// Per connection that gave GETs: its slot, input bytes they span, how many.
     conns: Vec<(usize, usize, usize)>,
     spans: Vec<(usize, usize)>,
@@ -102,7 +103,7 @@ pub fn run(
             match resp::parse_command_spans(&data[at..], limits, &mut g.spans) {
                 Ok(Some(used)) if g.spans.len() == 2 => {
                     let (x, y) = g.spans[1];
-                    g.keys.push((slot, at + x, at + y));
+                    g.keys.push((slot, at + x, at + y, s.proto));
                     at += used;
                 }
                 _ => break, // incomplete or malformed: the normal run deals with it
@@ -136,7 +137,7 @@ pub fn run(
         let part = &keys[base..n.min(base + CHUNK)];
         let reqs: SmallVec<[ReadRef<'_>; CHUNK]> = part
             .iter()
-            .map(|&(slot, x, y)| {
+            .map(|&(slot, x, y, _)| {
                 let key = conns.get(slot).and_then(Option::as_ref);
                 ReadRef::Get(key.map_or(&[][..], |c| &c.inb.data()[x..y]))
             })
@@ -144,11 +145,12 @@ pub fn run(
         // Inline (checked above): answered before `run` returns.
         let _ = reads.run(&sh.engine, &reqs, |j, found| {
             let at = replies.len();
+            let ver = part[j].3;
             match found {
-                Found::Value(v) => resp::bulk(replies, v),
-                Found::Reply(Reply::Value(v)) => resp::bulk(replies, v.as_deref()),
+                Found::Value(v) => resp::bulk_in(replies, v, ver),
+                Found::Reply(Reply::Value(v)) => resp::bulk_in(replies, v.as_deref(), ver),
                 Found::Reply(Reply::Error(e)) => err_store(replies, &e),
-                Found::Reply(Reply::Items(_)) => resp::bulk(replies, None),
+                Found::Reply(Reply::Items(_)) => resp::bulk_in(replies, None, ver),
             }
             segs[base + j] = (at, replies.len());
         });

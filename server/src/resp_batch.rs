@@ -9,7 +9,7 @@ use crate::reads::{NotYet, Reads};
 use crate::resp_cmd::{command, err_store, is_write, Session};
 use crate::state::{OpClass, Shared};
 use accelkv_engine::{Found, ReadRef, Reply};
-use accelkv_proto::resp::{self, RespError};
+use accelkv_proto::resp::{self, RespError, Version};
 use smallvec::SmallVec;
 
 /// Keys of one read batch (and commands decoded per step).
@@ -169,7 +169,7 @@ fn run_decoded(
                 keys += a.len() - 1;
                 end += 1;
             }
-            if read_run(sh, buf, reads, sc, i, end, out).is_err() {
+            if read_run(sh, buf, reads, sc, (i, end), s.proto, out).is_err() {
                 return i; // submitted to an engine's workers: resumed when answered
             }
             i = end;
@@ -201,8 +201,8 @@ fn read_run(
     buf: &[u8],
     reads: &mut Reads,
     sc: &mut Scratch,
-    from: usize,
-    to: usize,
+    (from, to): (usize, usize),
+    ver: Version,
     out: &mut Vec<u8>,
 ) -> Result<(), NotYet> {
     // Every key of the run, in order, and whether it belongs to an MGET (whose errors are
@@ -235,11 +235,11 @@ fn read_run(
         let ran = reads.run(&sh.engine, &reqs, |j, found| {
             let start = replies.len();
             match found {
-                Found::Value(v) => resp::bulk(replies, v),
-                Found::Reply(Reply::Value(v)) => resp::bulk(replies, v.as_deref()),
-                Found::Reply(Reply::Error(_)) if part[j].1 => resp::bulk(replies, None),
+                Found::Value(v) => resp::bulk_in(replies, v, ver),
+                Found::Reply(Reply::Value(v)) => resp::bulk_in(replies, v.as_deref(), ver),
+                Found::Reply(Reply::Error(_)) if part[j].1 => resp::bulk_in(replies, None, ver),
                 Found::Reply(Reply::Error(e)) => err_store(replies, &e),
-                Found::Reply(Reply::Items(_)) => resp::bulk(replies, None),
+                Found::Reply(Reply::Items(_)) => resp::bulk_in(replies, None, ver),
             }
             segs[base + j] = (start, replies.len());
         });

@@ -9,7 +9,7 @@ use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
 use crate::station::{Done, Op};
 use accelkv_engine::{Found, ReadRef, Reply};
-use accelkv_proto::resp;
+use accelkv_proto::resp::{self, Version};
 use accelkv_tree::Error;
 use smallvec::SmallVec;
 use std::borrow::Cow;
@@ -31,6 +31,8 @@ pub struct Session {
     /// Bytes per reply of the last batch (how many commands to decode next, given the room
     /// left under the output limit).
     pub reply_hint: usize,
+    /// The reply protocol (`HELLO 3` switches to RESP3).
+    pub proto: Version,
 }
 
 /// Commands that change the store: refused while the disk is failing, and their replies
@@ -96,6 +98,7 @@ fn through_station<'a>(
 fn reply(
     out: &mut Vec<u8>,
     d: &Done,
+    ver: Version,
     ok: impl FnOnce(&mut Vec<u8>),
     skipped: impl FnOnce(&mut Vec<u8>),
 ) {
@@ -103,7 +106,7 @@ fn reply(
         Err(e) => err_store(out, e),
         Ok(Outcome::Done) => ok(out),
         Ok(Outcome::Skipped) => skipped(out),
-        Ok(Outcome::Old(v)) => resp::bulk(out, v.as_deref()),
+        Ok(Outcome::Old(v)) => resp::bulk_in(out, v.as_deref(), ver),
         Ok(Outcome::Int(n)) => resp::integer(out, *n),
         Ok(Outcome::Failed(f)) => resp::error(out, &format!("ERR {f}")),
         Ok(other) => resp::error(
@@ -124,15 +127,16 @@ fn write_one(
 ) {
     let d = sh.station.run_one(&sh.store, op);
     s.unreleased = s.unreleased.max(d.version);
-    reply(out, &d, ok, skipped);
+    reply(out, &d, s.proto, ok, skipped);
 }
 
 fn ok(out: &mut Vec<u8>) {
     resp::simple(out, "OK")
 }
 
-fn nil(out: &mut Vec<u8>) {
-    resp::bulk(out, None)
+/// A null reply in the connection's protocol.
+fn nil(v: Version) -> impl FnOnce(&mut Vec<u8>) {
+    move |out| resp::bulk_in(out, None, v)
 }
 
 /// A read through the loop's read door: the owned reply. Through an engine's workers the
@@ -184,40 +188,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             }
             return;
         }
-        b"HELLO" => {
-            if argc >= 2 && c[1] != b"2" {
-                return resp::error(out, "NOPROTO unsupported protocol version");
-            }
-            // HELLO [2 [AUTH user pass]]: authenticate if asked.
-            if argc >= 5 && c[2].eq_ignore_ascii_case(b"AUTH") {
-                if sh.settings.password.as_deref().map(str::as_bytes) != Some(c[4]) {
-                    return resp::error(
-                        out,
-                        "WRONGPASS invalid username-password pair or user is disabled.",
-                    );
-                }
-                s.authed = true;
-            }
-            resp::array(out, 14);
-            for (k, v) in [
-                ("server", "accelkv"),
-                ("version", env!("CARGO_PKG_VERSION")),
-            ] {
-                resp::bulk(out, Some(k.as_bytes()));
-                resp::bulk(out, Some(v.as_bytes()));
-            }
-            resp::bulk(out, Some(b"proto"));
-            resp::integer(out, 2);
-            resp::bulk(out, Some(b"id"));
-            resp::integer(out, s.id as i64);
-            for (k, v) in [("mode", "standalone"), ("role", "master")] {
-                resp::bulk(out, Some(k.as_bytes()));
-                resp::bulk(out, Some(v.as_bytes()));
-            }
-            resp::bulk(out, Some(b"modules"));
-            resp::array(out, 0);
-            return;
-        }
+        b"HELLO" => return hello(sh, s, c, out),
         b"QUIT" => {
             s.quit = true;
             return resp::simple(out, "OK");
@@ -257,7 +228,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 s.name = Some(c[2].to_vec());
                 resp::simple(out, "OK")
             }
-            b"GETNAME" => resp::bulk(out, s.name.as_deref()),
+            b"GETNAME" => resp::bulk_in(out, s.name.as_deref(), s.proto),
             b"ID" => resp::integer(out, s.id as i64),
             b"SETINFO" => resp::simple(out, "OK"),
             _ => resp::error(out, "ERR unknown CLIENT subcommand"),
@@ -270,9 +241,9 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 b"SAVE" => b"",
                 // No append-only file: durability is the page file (--data-dir).
                 b"APPENDONLY" => b"no",
-                _ => return resp::array(out, 0),
+                _ => return resp::map(out, 0, s.proto),
             };
-            resp::array(out, 2);
+            resp::map(out, 1, s.proto);
             resp::bulk(out, Some(&key));
             resp::bulk(out, Some(value));
         }
@@ -287,7 +258,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 "# Keyspace\r\ndb0:keys={},expires=0\r\n",
                 store.len()
             ));
-            resp::bulk(out, Some(text.as_bytes()));
+            resp::verbatim(out, text.as_bytes(), s.proto);
         }
         b"DBSIZE" => resp::integer(out, store.len() as i64),
         b"FLUSHALL" | b"FLUSHDB" => loop {
@@ -309,9 +280,9 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         b"GET" if argc == 2 => {
             sh.count(OpClass::Get);
             match read_one(sh, reads, ReadRef::Get(c[1])) {
-                Reply::Value(v) => resp::bulk(out, v.as_deref()),
+                Reply::Value(v) => resp::bulk_in(out, v.as_deref(), s.proto),
                 Reply::Error(e) => err_store(out, &e),
-                Reply::Items(_) => resp::bulk(out, None),
+                Reply::Items(_) => resp::bulk_in(out, None, s.proto),
             }
         }
         b"MGET" if argc >= 2 => {
@@ -319,8 +290,8 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             for k in &c[1..] {
                 sh.count(OpClass::Get);
                 match read_one(sh, reads, ReadRef::Get(k)) {
-                    Reply::Value(v) => resp::bulk(out, v.as_deref()),
-                    _ => resp::bulk(out, None),
+                    Reply::Value(v) => resp::bulk_in(out, v.as_deref(), s.proto),
+                    _ => resp::bulk_in(out, None, s.proto),
                 }
             }
         }
@@ -344,7 +315,8 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 cond: Cond::Always,
                 get: true,
             };
-            write_one(sh, s, Op::new(c[1], w), out, ok, nil);
+            let v = s.proto;
+            write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
         }
         b"MSET" if argc >= 3 && argc % 2 == 1 => {
             let sets = c[1..].chunks(2).map(|kv| {
@@ -356,7 +328,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 .iter()
                 .find(|d| !matches!(d.outcome, Ok(Outcome::Done)))
             {
-                Some(d) => reply(out, d, ok, ok),
+                Some(d) => reply(out, d, s.proto, ok, ok),
                 None => ok(out),
             }
         }
@@ -370,7 +342,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 match d.outcome {
                     Ok(Outcome::Done) => n += 1,
                     Ok(Outcome::Skipped) => {}
-                    _ => return reply(out, &d, ok, ok),
+                    _ => return reply(out, &d, s.proto, ok, ok),
                 }
             }
             resp::integer(out, n);
@@ -456,6 +428,85 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
     }
 }
 
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`: switches the reply
+/// protocol (2 or 3), authenticates and names the connection, as Redis 7 does, and answers
+/// the server's properties (a map in RESP3, a flat array in RESP2).
+fn hello(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let mut version = s.proto;
+    if c.len() >= 2 {
+        version = match parse_i64(c[1]) {
+            Some(2) => Version::Resp2,
+            Some(3) => Version::Resp3,
+            Some(_) => {
+                return resp::error(out, "NOPROTO sorry, this protocol version is not supported")
+            }
+            None => {
+                return resp::error(
+                    out,
+                    "ERR Protocol version is not an integer or out of range",
+                )
+            }
+        };
+    }
+    let (mut auth, mut name) = (None, None);
+    let mut i = 2;
+    while i < c.len() {
+        match upper(c[i]).as_slice() {
+            b"AUTH" if i + 2 < c.len() => {
+                auth = Some(c[i + 2]);
+                i += 3;
+            }
+            b"SETNAME" if i + 1 < c.len() => {
+                name = Some(c[i + 1]);
+                i += 2;
+            }
+            _ => {
+                let opt = String::from_utf8_lossy(c[i]);
+                return resp::error(out, &format!("ERR Syntax error in HELLO option '{opt}'"));
+            }
+        }
+    }
+    let password = sh.settings.password.as_deref().map(str::as_bytes);
+    match (auth, password) {
+        (Some(given), Some(p)) if given != p => {
+            return resp::error(
+                out,
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            )
+        }
+        (Some(_), _) => s.authed = true,
+        (None, Some(_)) if !s.authed => {
+            return resp::error(
+                out,
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            )
+        }
+        (None, _) => {}
+    }
+    if let Some(n) = name {
+        s.name = Some(n.to_vec());
+    }
+    s.proto = version;
+    resp::map(out, 7, version);
+    for (k, v) in [
+        ("server", "accelkv"),
+        ("version", env!("CARGO_PKG_VERSION")),
+    ] {
+        resp::bulk(out, Some(k.as_bytes()));
+        resp::bulk(out, Some(v.as_bytes()));
+    }
+    resp::bulk(out, Some(b"proto"));
+    resp::integer(out, if version == Version::Resp3 { 3 } else { 2 });
+    resp::bulk(out, Some(b"id"));
+    resp::integer(out, s.id as i64);
+    for (k, v) in [("mode", "standalone"), ("role", "master")] {
+        resp::bulk(out, Some(k.as_bytes()));
+        resp::bulk(out, Some(v.as_bytes()));
+    }
+    resp::bulk(out, Some(b"modules"));
+    resp::array(out, 0);
+}
+
 fn limit_arg(c: &[&[u8]], at: usize, out: &mut Vec<u8>) -> Option<usize> {
     if c.len() <= at {
         return Some(usize::MAX);
@@ -509,7 +560,8 @@ fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             get,
         },
     };
-    write_one(sh, s, Op::new(c[1], w), out, ok, nil);
+    let v = s.proto;
+    write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
 }
 
 /// INCRBY with overflow checked (Redis's behaviour: an error, the value unchanged): one
@@ -517,5 +569,6 @@ fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
 /// of INCRs on one key is one tree write).
 fn incr(sh: &Shared, s: &mut Session, key: &[u8], by: i64, out: &mut Vec<u8>) {
     sh.count(OpClass::Atomic);
-    write_one(sh, s, Op::new(key, Write::IncrBy(by)), out, ok, nil);
+    let v = s.proto;
+    write_one(sh, s, Op::new(key, Write::IncrBy(by)), out, ok, nil(v));
 }

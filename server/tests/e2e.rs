@@ -380,29 +380,86 @@ fn redis_py_session() {
         eprintln!("skipping: redis-py not installed");
         return;
     }
+    // redis-py's defaults (RESP3 since redis-py 6: HELLO 3 AUTH on connect), then RESP2.
+    for protocol in ["None", "2"] {
+        let srv = Server::start(&["--password", "pw"]);
+        let script = format!(
+            "import redis\n\
+             r = redis.Redis(host='127.0.0.1', port={}, password='pw', protocol={protocol})\n\
+             assert r.ping()\n\
+             r.set('k', 'v')\n\
+             assert r.get('k') == b'v'\n\
+             assert r.get('missing') is None\n\
+             assert r.set('k', 'w', get=True) == b'v'\n\
+             assert r.set('k', 'x', nx=True) is None\n\
+             assert r.incr('n') == 1 and r.incrby('n', 9) == 10\n\
+             p = r.pipeline(transaction=False)\n\
+             for i in range(100): p.set(f'p{{i:03}}', i)\n\
+             p.execute()\n\
+             assert r.mget(['p000', 'p099', 'none']) == [b'0', b'99', None]\n\
+             assert r.execute_command('RANGE', 'p010', 'p013') == [b'p010', b'10', b'p011', b'11', b'p012', b'12']\n\
+             assert r.dbsize() == 102\n\
+             assert r.config_get('appendonly') == {{'appendonly': 'no'}}, r.config_get('appendonly')\n\
+             assert 'redis_version' in r.info()\n\
+             r.client_setname('tester')\n\
+             assert r.client_getname() in ('tester', b'tester')\n\
+             print('ok')\n",
+            srv.resp.port()
+        );
+        let o = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .expect("python3");
+        assert!(
+            o.status.success(),
+            "protocol={protocol}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("ok"));
+    }
+}
+
+/// `HELLO` as Redis 7 answers it: protocol 3 switches replies to RESP3 (nulls `_`, maps
+/// `%`), 2 back; bad versions and options get Redis's errors; AUTH and SETNAME inside it.
+#[test]
+fn hello_switches_the_reply_protocol() {
     let srv = Server::start(&["--password", "pw"]);
-    let script = format!(
-        "import redis\n\
-         r = redis.Redis(host='127.0.0.1', port={}, password='pw', protocol=2)\n\
-         assert r.ping()\n\
-         r.set('k', 'v')\n\
-         assert r.get('k') == b'v'\n\
-         assert r.incr('n') == 1 and r.incrby('n', 9) == 10\n\
-         p = r.pipeline(transaction=False)\n\
-         for i in range(100): p.set(f'p{{i:03}}', i)\n\
-         p.execute()\n\
-         assert r.mget(['p000', 'p099', 'none']) == [b'0', b'99', None]\n\
-         assert r.execute_command('RANGE', 'p010', 'p013') == [b'p010', b'10', b'p011', b'11', b'p012', b'12']\n\
-         assert r.dbsize() == 102\n\
-         print('ok')\n",
-        srv.resp.port()
+    let mut s = TcpStream::connect(srv.resp).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut ask = |cmd: &str| -> String {
+        s.write_all(cmd.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut b = vec![0u8; 4096];
+        let n = s.read(&mut b).unwrap();
+        String::from_utf8_lossy(&b[..n]).into_owned()
+    };
+    assert!(ask("HELLO 3\r\n").starts_with("-NOAUTH HELLO must be called"));
+    assert_eq!(
+        ask("HELLO 4\r\n"),
+        "-NOPROTO sorry, this protocol version is not supported\r\n"
     );
-    let o = Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .expect("python3");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    assert!(ask("HELLO x\r\n").starts_with("-ERR Protocol version is not an integer"));
+    assert!(ask("HELLO 3 AUTH default nope\r\n").starts_with("-WRONGPASS"));
+    assert_eq!(
+        ask("HELLO 3 AUTH default pw BOGUS\r\n"),
+        "-ERR Syntax error in HELLO option 'BOGUS'\r\n"
+    );
+    let hello = ask("HELLO 3 AUTH default pw SETNAME me\r\n");
+    assert!(
+        hello.starts_with("%7\r\n$6\r\nserver\r\n$7\r\naccelkv\r\n"),
+        "{hello}"
+    );
+    assert!(hello.contains("$5\r\nproto\r\n:3\r\n"), "{hello}");
+    assert_eq!(ask("CLIENT GETNAME\r\n"), "$2\r\nme\r\n");
+    assert_eq!(ask("GET nosuch\r\n"), "_\r\n");
+    assert_eq!(ask("MGET nosuch nosuch\r\n"), "*2\r\n_\r\n_\r\n");
+    assert_eq!(
+        ask("CONFIG GET appendonly\r\n"),
+        "%1\r\n$10\r\nappendonly\r\n$2\r\nno\r\n"
+    );
+    assert!(ask("INFO\r\n").starts_with('='));
+    assert!(ask("HELLO 2\r\n").starts_with("*14\r\n"));
+    assert_eq!(ask("GET nosuch\r\n"), "$-1\r\n");
 }
 
 #[test]
