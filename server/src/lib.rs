@@ -10,11 +10,13 @@ mod engines;
 mod event_loop;
 mod exec;
 mod gather;
+mod glob;
 mod metrics;
 mod ops;
 mod reads;
 mod resp_batch;
 mod resp_cmd;
+mod resp_keys;
 mod state;
 mod station;
 mod udp;
@@ -28,6 +30,8 @@ use std::time::{Duration, Instant};
 /// The vector operations' functions and types (kept at this path for embedders).
 pub use ops::vector;
 pub use ops::vector::{Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError};
+/// Every RESP command the server answers.
+pub use resp_cmd::COMMANDS as RESP_COMMANDS;
 
 /// How long shutdown waits for the event loops to stop before it flushes anyway.
 const STOP_GRACE: Duration = Duration::from_secs(2);

@@ -44,12 +44,65 @@ const WRITE_COMMANDS: &[&[u8]] = &[
     b"GETSET",
     b"MSET",
     b"DEL",
+    b"UNLINK",
+    b"GETDEL",
+    b"APPEND",
+    b"SETRANGE",
+    b"INCRBYFLOAT",
     b"INCR",
     b"DECR",
     b"INCRBY",
     b"DECRBY",
     b"FLUSHALL",
     b"FLUSHDB",
+];
+
+/// Every command this server answers (COMMAND COUNT; `server/tests/e2e.rs` checks that
+/// none of them is refused as unknown).
+pub const COMMANDS: &[&str] = &[
+    "AUTH",
+    "HELLO",
+    "QUIT",
+    "PING",
+    "ECHO",
+    "SELECT",
+    "READONLY",
+    "READWRITE",
+    "CLIENT",
+    "COMMAND",
+    "CONFIG",
+    "INFO",
+    "DBSIZE",
+    "FLUSHALL",
+    "FLUSHDB",
+    "GET",
+    "MGET",
+    "SET",
+    "SETNX",
+    "GETSET",
+    "MSET",
+    "DEL",
+    "UNLINK",
+    "GETDEL",
+    "APPEND",
+    "SETRANGE",
+    "GETRANGE",
+    "SUBSTR",
+    "INCRBYFLOAT",
+    "TYPE",
+    "SCAN",
+    "KEYS",
+    "RANDOMKEY",
+    "TIME",
+    "WAIT",
+    "EXISTS",
+    "STRLEN",
+    "INCR",
+    "DECR",
+    "INCRBY",
+    "DECRBY",
+    "RANGE",
+    "FLOOR",
 ];
 
 /// Whether the command named `name` writes (goes through the station).
@@ -108,6 +161,7 @@ fn reply(
         Ok(Outcome::Skipped) => skipped(out),
         Ok(Outcome::Old(v)) => resp::bulk_in(out, v.as_deref(), ver),
         Ok(Outcome::Int(n)) => resp::integer(out, *n),
+        Ok(Outcome::Bytes(b)) => resp::bulk(out, Some(b)),
         Ok(Outcome::Failed(f)) => resp::error(out, &format!("ERR {f}")),
         Ok(other) => resp::error(
             out,
@@ -233,6 +287,9 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             b"SETINFO" => resp::simple(out, "OK"),
             _ => resp::error(out, "ERR unknown CLIENT subcommand"),
         },
+        b"COMMAND" if argc == 2 && c[1].eq_ignore_ascii_case(b"COUNT") => {
+            resp::integer(out, COMMANDS.len() as i64)
+        }
         b"COMMAND" => resp::array(out, 0),
         b"CONFIG" if argc == 3 && c[1].eq_ignore_ascii_case(b"GET") => {
             // redis-benchmark asks for `save` and `appendonly`.
@@ -332,7 +389,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 None => ok(out),
             }
         }
-        b"DEL" if argc >= 2 => {
+        b"DEL" | b"UNLINK" if argc >= 2 => {
             let dels = c[1..].iter().map(|k| {
                 sh.count(OpClass::Delete);
                 Op::new(k, Write::Delete)
@@ -347,6 +404,70 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             }
             resp::integer(out, n);
         }
+        b"GETDEL" if argc == 2 => {
+            sh.count(OpClass::Delete);
+            let v = s.proto;
+            write_one(sh, s, Op::new(c[1], Write::GetDel), out, ok, nil(v));
+        }
+        b"APPEND" if argc == 3 => {
+            sh.count(OpClass::Update);
+            let w = Write::Append(Cow::Borrowed(c[2]));
+            write_one(sh, s, Op::new(c[1], w), out, ok, ok);
+        }
+        b"SETRANGE" if argc == 4 => {
+            let Some(offset) = parse_i64(c[2]).filter(|n| *n >= 0) else {
+                return resp::error(out, "ERR offset is out of range");
+            };
+            sh.count(OpClass::Update);
+            let w = Write::SetRange {
+                offset: offset as usize,
+                patch: Cow::Borrowed(c[3]),
+            };
+            write_one(sh, s, Op::new(c[1], w), out, ok, ok);
+        }
+        b"INCRBYFLOAT" if argc == 3 => {
+            let by = std::str::from_utf8(c[2])
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .filter(|f| f.is_finite());
+            let Some(by) = by else {
+                return resp::error(out, "ERR value is not a valid float");
+            };
+            sh.count(OpClass::Atomic);
+            write_one(sh, s, Op::new(c[1], Write::IncrByFloat(by)), out, ok, ok);
+        }
+        b"GETRANGE" | b"SUBSTR" if argc == 4 => {
+            let (Some(start), Some(end)) = (parse_i64(c[2]), parse_i64(c[3])) else {
+                return resp::error(out, "ERR value is not an integer or out of range");
+            };
+            sh.count(OpClass::Get);
+            match read_one(sh, reads, ReadRef::Get(c[1])) {
+                Reply::Value(v) => {
+                    let v = v.unwrap_or_default();
+                    resp::bulk(out, Some(byte_range(&v, start, end)));
+                }
+                Reply::Error(e) => err_store(out, &e),
+                Reply::Items(_) => resp::bulk(out, Some(b"")),
+            }
+        }
+        b"TYPE" if argc == 2 => match read_one(sh, reads, ReadRef::Get(c[1])) {
+            Reply::Value(Some(_)) => resp::simple(out, "string"),
+            Reply::Error(e) => err_store(out, &e),
+            _ => resp::simple(out, "none"),
+        },
+        b"SCAN" if argc >= 2 => crate::resp_keys::scan(sh, c, reads, out),
+        b"KEYS" if argc == 2 => crate::resp_keys::keys(sh, c[1], out),
+        b"RANDOMKEY" if argc == 1 => crate::resp_keys::random_key(sh, s, out),
+        b"TIME" if argc == 1 => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            resp::array(out, 2);
+            resp::bulk(out, Some(now.as_secs().to_string().as_bytes()));
+            resp::bulk(out, Some(now.subsec_micros().to_string().as_bytes()));
+        }
+        // No replicas: nothing to wait for.
+        b"WAIT" if argc == 3 => resp::integer(out, 0),
         b"EXISTS" if argc >= 2 => {
             let keys: SmallVec<[ReadRef<'_>; 8]> = c[1..].iter().map(|k| ReadRef::Get(k)).collect();
             let mut n = 0;
@@ -410,6 +531,8 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 Reply::Value(_) => resp::array(out, 0),
             }
         }
+        // A known command with a wrong number of arguments (the arms above check arity).
+        n if COMMANDS.iter().any(|k| k.as_bytes() == n) => wrong_args(out, &name),
         _ => {
             let args: Vec<String> = c[1..]
                 .iter()
@@ -505,6 +628,17 @@ fn hello(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     }
     resp::bulk(out, Some(b"modules"));
     resp::array(out, 0);
+}
+
+/// Redis's GETRANGE: `start..=end` with negative offsets from the end, clamped.
+fn byte_range(v: &[u8], start: i64, end: i64) -> &[u8] {
+    let n = v.len() as i64;
+    let at = |i: i64| if i < 0 { (n + i).max(0) } else { i };
+    let (s, e) = (at(start), at(end).min(n - 1));
+    if n == 0 || s > e || s >= n {
+        return b"";
+    }
+    &v[s as usize..=e as usize]
 }
 
 fn limit_arg(c: &[&[u8]], at: usize, out: &mut Vec<u8>) -> Option<usize> {

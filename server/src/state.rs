@@ -127,6 +127,8 @@ pub struct Shared {
     pub engine: Engine,
     pub station: crate::station::Station,
     pub metrics: Metrics,
+    /// SCAN's cursors.
+    pub cursors: crate::resp_keys::Cursors,
     pub connections: AtomicUsize,
     pub inflight: AtomicUsize,
     pub next_client: AtomicU64,
@@ -181,6 +183,7 @@ impl Shared {
                 registry,
             ),
             metrics: Metrics::new(settings.threads)?,
+            cursors: Default::default(),
             connections: AtomicUsize::new(0),
             inflight: AtomicUsize::new(0),
             next_client: AtomicU64::new(1),

@@ -330,7 +330,7 @@ impl Station {
                 }
             }
             let cur = if reads { k.value.as_deref() } else { None };
-            let (effect, outcome) = write.apply(cur, &self.registry);
+            let (effect, outcome) = write.apply(cur, &self.registry, store.config().max_value);
             let changed = !matches!(effect, Effect::Keep);
             match effect {
                 Effect::Keep => {}
@@ -464,9 +464,11 @@ mod tests {
                                     new: Cow::Owned(val.clone()),
                                 },
                             };
-                            let (e, o) = w
-                                .clone()
-                                .apply(model.get(&key).map(Vec::as_slice), &Registry::default());
+                            let (e, o) = w.clone().apply(
+                                model.get(&key).map(Vec::as_slice),
+                                &Registry::default(),
+                                usize::MAX,
+                            );
                             match e {
                                 Effect::Keep => {}
                                 Effect::Set(v) => {

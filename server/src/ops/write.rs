@@ -45,6 +45,20 @@ pub enum Write<'a> {
     Remove,
     /// Adds to a decimal integer value, absent counting as 0, overflow an error (INCRBY).
     IncrBy(i64),
+    /// Adds to a decimal floating-point value, absent counting as 0 (INCRBYFLOAT).
+    IncrByFloat(f64),
+    /// Appends to the value, absent counting as empty; answers the new length (APPEND).
+    Append(Cow<'a, [u8]>),
+    /// Overwrites part of the value at a byte offset, padding with zero bytes; answers the
+    /// new length (SETRANGE). An empty patch of an absent key creates nothing.
+    SetRange {
+        /// Where the patch starts.
+        offset: usize,
+        /// The bytes written there.
+        patch: Cow<'a, [u8]>,
+    },
+    /// Removes the key and answers its value (GETDEL).
+    GetDel,
     /// Adds to one 8-byte integer element, absent counting as 0; answers the original bytes.
     FetchAdd {
         /// Element type (`U64` or `I64`).
@@ -118,6 +132,10 @@ pub enum Failure {
     NotInteger,
     /// INCRBY past the 64-bit range.
     IncrOverflow,
+    /// INCRBYFLOAT on a value that is not a number, or to a NaN or infinity.
+    NotFloat,
+    /// A value would grow past the store's largest value (SETRANGE, APPEND).
+    TooLarge,
     /// A fetch-and-add or vector operation's own error.
     Vector(VectorError),
     /// The operation was dropped without running (an internal error).
@@ -129,6 +147,8 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::NotInteger => f.write_str("value is not an integer or out of range"),
             Failure::IncrOverflow => f.write_str("increment or decrement would overflow"),
+            Failure::NotFloat => f.write_str("value is not a valid float"),
+            Failure::TooLarge => f.write_str("string exceeds maximum allowed size"),
             Failure::Vector(e) => e.fmt(f),
             Failure::Lost => f.write_str("internal error: the write was lost"),
         }
@@ -160,6 +180,13 @@ impl<'a> Write<'a> {
             Write::Delete => Write::Delete,
             Write::Remove => Write::Remove,
             Write::IncrBy(n) => Write::IncrBy(n),
+            Write::IncrByFloat(n) => Write::IncrByFloat(n),
+            Write::Append(v) => Write::Append(own(v)),
+            Write::SetRange { offset, patch } => Write::SetRange {
+                offset,
+                patch: own(patch),
+            },
+            Write::GetDel => Write::GetDel,
             Write::FetchAdd {
                 elem,
                 overflow,
@@ -190,10 +217,69 @@ impl<'a> Write<'a> {
     }
 
     /// Runs the write on the key's current value `cur` (`None`: absent; always `None` when
-    /// [`Write::reads`] is false): its effect and its answer.
-    pub fn apply(self, cur: Option<&[u8]>, registry: &Registry) -> (Effect<'a>, Outcome) {
+    /// [`Write::reads`] is false): its effect and its answer. `max_value` bounds what
+    /// APPEND and SETRANGE may grow a value to.
+    pub fn apply(
+        self,
+        cur: Option<&[u8]>,
+        registry: &Registry,
+        max_value: usize,
+    ) -> (Effect<'a>, Outcome) {
         let keep = |o: Outcome| (Effect::Keep, o);
         match self {
+            Write::IncrByFloat(by) => {
+                let old = match cur {
+                    None => 0.0,
+                    Some(v) => match std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok())
+                    {
+                        Some(n) if n.is_finite() => n,
+                        _ => return keep(Outcome::Failed(Failure::NotFloat)),
+                    },
+                };
+                let n = old + by;
+                if !n.is_finite() {
+                    return keep(Outcome::Failed(Failure::NotFloat));
+                }
+                let text = format_float(n);
+                (
+                    Effect::Set(Cow::Owned(text.clone().into_bytes())),
+                    Outcome::Bytes(text.into_bytes()),
+                )
+            }
+            Write::Append(v) => {
+                let old = cur.unwrap_or_default();
+                if old.len() + v.len() > max_value {
+                    return keep(Outcome::Failed(Failure::TooLarge));
+                }
+                let mut new = Vec::with_capacity(old.len() + v.len());
+                new.extend_from_slice(old);
+                new.extend_from_slice(&v);
+                let len = new.len() as i64;
+                (Effect::Set(Cow::Owned(new)), Outcome::Int(len))
+            }
+            Write::SetRange { offset, patch } => {
+                let old = cur.unwrap_or_default();
+                if patch.is_empty() {
+                    return keep(Outcome::Int(old.len() as i64));
+                }
+                let end = offset.saturating_add(patch.len());
+                if end > max_value {
+                    return keep(Outcome::Failed(Failure::TooLarge));
+                }
+                let mut new = old.to_vec();
+                if new.len() < end {
+                    new.resize(end, 0);
+                }
+                new[offset..end].copy_from_slice(&patch);
+                let len = new.len() as i64;
+                (Effect::Set(Cow::Owned(new)), Outcome::Int(len))
+            }
+            Write::GetDel => match cur {
+                None => keep(Outcome::Old(None)),
+                Some(v) => (Effect::Remove, Outcome::Old(Some(v.to_vec()))),
+            },
             Write::Put(v) => (Effect::Set(v), Outcome::Done),
             Write::Remove => (Effect::Remove, Outcome::Done),
             Write::Set { value, cond, get } => {
@@ -282,6 +368,20 @@ impl<'a> Write<'a> {
     }
 }
 
+/// A float as Redis's INCRBYFLOAT writes it: plain decimal, no exponent, trailing zeros
+/// dropped (`10.5`, `3`, `0.1`).
+fn format_float(n: f64) -> String {
+    let t = format!("{n:.17}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    // The shortest text that reads back as the same float, when it is shorter.
+    let short = format!("{n}");
+    if !short.contains('e') && short.len() < t.len() {
+        short
+    } else {
+        t.to_string()
+    }
+}
+
 fn fetch_add(
     cur: Option<&[u8]>,
     elem: Elem,
@@ -326,7 +426,7 @@ mod tests {
     use super::*;
 
     fn apply(w: Write<'_>, cur: Option<&[u8]>) -> (Option<Option<Vec<u8>>>, Outcome) {
-        let (e, o) = w.apply(cur, &Registry::default());
+        let (e, o) = w.apply(cur, &Registry::default(), 1 << 20);
         let e = match e {
             Effect::Keep => None,
             Effect::Set(v) => Some(Some(v.into_owned())),
@@ -435,6 +535,58 @@ mod tests {
         assert_eq!(
             apply(cas(Some("x")), None),
             (None, Outcome::Mismatch { absent: true })
+        );
+    }
+
+    #[test]
+    fn append_setrange_getdel_incrbyfloat() {
+        let set = |v: &[u8]| Some(Some(v.to_vec()));
+        assert_eq!(
+            apply(Write::Append(b("lo")), Some(b"hel")),
+            (set(b"hello"), Outcome::Int(5))
+        );
+        assert_eq!(
+            apply(Write::Append(b("x")), None),
+            (set(b"x"), Outcome::Int(1))
+        );
+        let sr = |offset, p: &'static str| Write::SetRange {
+            offset,
+            patch: b(p),
+        };
+        assert_eq!(
+            apply(sr(6, "Redis"), Some(b"Hello World")),
+            (set(b"Hello Redis"), Outcome::Int(11))
+        );
+        assert_eq!(apply(sr(2, "ab"), None), (set(b"\0\0ab"), Outcome::Int(4)));
+        assert_eq!(apply(sr(3, ""), None), (None, Outcome::Int(0)));
+        let (e, o) = Write::SetRange {
+            offset: 10,
+            patch: b("x"),
+        }
+        .apply(None, &Registry::default(), 8);
+        assert!(matches!(e, Effect::Keep) && o == Outcome::Failed(Failure::TooLarge));
+        assert_eq!(
+            apply(Write::GetDel, Some(b"v")),
+            (Some(None), Outcome::Old(Some(b"v".to_vec())))
+        );
+        assert_eq!(apply(Write::GetDel, None), (None, Outcome::Old(None)));
+        let f = |by, cur: Option<&[u8]>| apply(Write::IncrByFloat(by), cur);
+        assert_eq!(
+            f(0.1, Some(b"10.50")),
+            (set(b"10.6"), Outcome::Bytes(b"10.6".to_vec()))
+        );
+        assert_eq!(
+            f(-5.0, Some(b"5.0e3")),
+            (set(b"4995"), Outcome::Bytes(b"4995".to_vec()))
+        );
+        assert_eq!(f(1.5, None), (set(b"1.5"), Outcome::Bytes(b"1.5".to_vec())));
+        assert_eq!(
+            f(1.0, Some(b"abc")),
+            (None, Outcome::Failed(Failure::NotFloat))
+        );
+        assert_eq!(
+            f(f64::MAX, Some(b"1.7976931348623157e308")),
+            (None, Outcome::Failed(Failure::NotFloat))
         );
     }
 

@@ -1,0 +1,245 @@
+//! The everyday RESP commands against the real server, with Redis's replies and errors:
+//! strings (APPEND, GETRANGE, SETRANGE, GETDEL, INCRBYFLOAT), the keyspace (TYPE, UNLINK,
+//! KEYS, RANDOMKEY, SCAN with MATCH/COUNT/TYPE), TIME, WAIT, COMMAND COUNT; every command of
+//! `RESP_COMMANDS` is known; and SCAN under concurrent inserts and deletes returns every key
+//! that exists throughout exactly once, and no key twice.
+
+mod common;
+
+use accelkv_proto::resp::{self, Value};
+use accelkv_proto::Limits;
+use common::Server;
+use std::collections::{BTreeSet, HashSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+struct Conn {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn new(srv: &Server) -> Conn {
+        let s = TcpStream::connect(srv.resp).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Conn { s, buf: Vec::new() }
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> Value {
+        let mut cmd = Vec::new();
+        resp::command(&mut cmd, args);
+        self.s.write_all(&cmd).unwrap();
+        loop {
+            if let Some((v, used)) = resp::parse_reply(&self.buf, &Limits::default()).unwrap() {
+                self.buf.drain(..used);
+                return v;
+            }
+            let mut b = [0u8; 65536];
+            let n = self.s.read(&mut b).unwrap();
+            assert!(n > 0, "closed");
+            self.buf.extend_from_slice(&b[..n]);
+        }
+    }
+
+    fn str(&mut self, args: &[&str]) -> Value {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.call(&a)
+    }
+}
+
+fn bulk(s: &str) -> Value {
+    Value::Bulk(Some(s.as_bytes().to_vec()))
+}
+
+fn err_starts(v: &Value, prefix: &str) -> bool {
+    matches!(v, Value::Error(e) if e.starts_with(prefix))
+}
+
+#[test]
+fn string_and_keyspace_commands_answer_as_redis() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    assert_eq!(c.str(&["APPEND", "s", "Hello"]), Value::Integer(5));
+    assert_eq!(c.str(&["APPEND", "s", " World"]), Value::Integer(11));
+    assert_eq!(c.str(&["GETRANGE", "s", "0", "3"]), bulk("Hell"));
+    assert_eq!(c.str(&["GETRANGE", "s", "-3", "-1"]), bulk("rld"));
+    assert_eq!(c.str(&["GETRANGE", "s", "0", "-1"]), bulk("Hello World"));
+    assert_eq!(c.str(&["GETRANGE", "s", "10", "100"]), bulk("d"));
+    assert_eq!(c.str(&["GETRANGE", "s", "5", "3"]), bulk(""));
+    assert_eq!(c.str(&["GETRANGE", "nosuch", "0", "-1"]), bulk(""));
+    assert_eq!(c.str(&["SETRANGE", "s", "6", "Redis"]), Value::Integer(11));
+    assert_eq!(c.str(&["GET", "s"]), bulk("Hello Redis"));
+    assert_eq!(c.str(&["SETRANGE", "pad", "3", "x"]), Value::Integer(4));
+    assert_eq!(
+        c.str(&["GET", "pad"]),
+        Value::Bulk(Some(b"\0\0\0x".to_vec()))
+    );
+    assert!(err_starts(
+        &c.str(&["SETRANGE", "s", "-1", "x"]),
+        "ERR offset is out of range"
+    ));
+    assert_eq!(c.str(&["TYPE", "s"]), Value::Simple("string".into()));
+    assert_eq!(c.str(&["TYPE", "nosuch"]), Value::Simple("none".into()));
+    assert_eq!(c.str(&["GETDEL", "s"]), bulk("Hello Redis"));
+    assert_eq!(c.str(&["GETDEL", "s"]), Value::Bulk(None));
+    assert_eq!(c.str(&["SET", "f", "10.50"]), Value::Simple("OK".into()));
+    assert_eq!(c.str(&["INCRBYFLOAT", "f", "0.1"]), bulk("10.6"));
+    assert_eq!(c.str(&["INCRBYFLOAT", "f", "-5"]), bulk("5.6"));
+    assert_eq!(c.str(&["INCRBYFLOAT", "g", "3"]), bulk("3"));
+    assert!(err_starts(
+        &c.str(&["INCRBYFLOAT", "f", "x"]),
+        "ERR value is not a valid float"
+    ));
+    assert!(err_starts(
+        &c.str(&["INCRBYFLOAT", "pad", "1"]),
+        "ERR value is not a valid float"
+    ));
+    assert_eq!(c.str(&["UNLINK", "f", "g", "nosuch"]), Value::Integer(2));
+    for k in ["user:1", "user:2", "user:10", "item:1"] {
+        c.str(&["SET", k, "v"]);
+    }
+    let arr = |v: &[&str]| Value::Array(Some(v.iter().map(|s| bulk(s)).collect()));
+    assert_eq!(c.str(&["KEYS", "user:?"]), arr(&["user:1", "user:2"]));
+    assert_eq!(
+        c.str(&["KEYS", "*:1*"]),
+        arr(&["item:1", "user:1", "user:10"])
+    );
+    assert!(matches!(c.str(&["RANDOMKEY"]), Value::Bulk(Some(_))));
+    match c.str(&["TIME"]) {
+        Value::Array(Some(t)) => assert_eq!(t.len(), 2),
+        other => panic!("TIME: {other:?}"),
+    }
+    assert_eq!(c.str(&["WAIT", "0", "0"]), Value::Integer(0));
+    let count = accelkv_server::RESP_COMMANDS.len() as i64;
+    assert_eq!(c.str(&["COMMAND", "COUNT"]), Value::Integer(count));
+    // SCAN: MATCH filters what a COUNT's worth of keys holds; TYPE other than string: none.
+    let mut seen = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let r = c.str(&["SCAN", &cursor, "MATCH", "user:*", "COUNT", "2"]);
+        let Value::Array(Some(parts)) = r else {
+            panic!("SCAN: {r:?}")
+        };
+        let (Value::Bulk(Some(next)), Value::Array(Some(keys))) = (&parts[0], &parts[1]) else {
+            panic!("SCAN reply {parts:?}")
+        };
+        seen.extend(keys.iter().cloned());
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen, vec![bulk("user:1"), bulk("user:10"), bulk("user:2")]);
+    let r = c.str(&["SCAN", "0", "TYPE", "hash", "COUNT", "100"]);
+    assert_eq!(
+        r,
+        Value::Array(Some(vec![bulk("0"), Value::Array(Some(vec![]))]))
+    );
+    assert!(err_starts(
+        &c.str(&["SCAN", "999999"]),
+        "ERR invalid cursor"
+    ));
+    assert!(err_starts(&c.str(&["SCAN", "x"]), "ERR invalid cursor"));
+    assert!(err_starts(
+        &c.str(&["SCAN", "0", "COUNT", "0"]),
+        "ERR value is not an integer"
+    ));
+    assert!(err_starts(
+        &c.str(&["SCAN", "0", "BOGUS", "1"]),
+        "ERR syntax error"
+    ));
+}
+
+#[test]
+fn every_listed_command_is_known() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    for name in accelkv_server::RESP_COMMANDS {
+        if *name == "QUIT" {
+            continue;
+        }
+        let r = c.str(&[name]);
+        assert!(
+            !matches!(&r, Value::Error(e) if e.contains("unknown command")),
+            "{name}: {r:?}"
+        );
+    }
+    let r = c.str(&["ECHO"]);
+    assert!(
+        err_starts(&r, "ERR wrong number of arguments for 'echo' command"),
+        "{r:?}"
+    );
+    let r = c.str(&["NOSUCHCOMMAND", "a"]);
+    assert!(err_starts(
+        &r,
+        "ERR unknown command 'NOSUCHCOMMAND', with args beginning with: 'a'"
+    ));
+}
+
+/// Keys that exist throughout a scan are returned exactly once, whatever is inserted and
+/// deleted meanwhile, and no key is returned twice; COUNT varies per call.
+#[test]
+fn scan_under_concurrent_writes_returns_each_lasting_key_once() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    let lasting: BTreeSet<String> = (0..10_000).map(|i| format!("k:{i:05}")).collect();
+    for chunk in lasting.iter().collect::<Vec<_>>().chunks(500) {
+        let mut args: Vec<&[u8]> = vec![b"MSET"];
+        for k in chunk {
+            args.push(k.as_bytes());
+            args.push(b"v");
+        }
+        assert_eq!(c.call(&args), Value::Simple("OK".into()));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, mut w) = (stop.clone(), Conn::new(&srv));
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Keys between and around the lasting ones come and go.
+                let k = format!("k:{:05}x{}", (i * 7919) % 10_000, i % 3);
+                w.str(&["SET", &k, "n"]);
+                if i.is_multiple_of(2) {
+                    w.str(&["DEL", &k]);
+                }
+                i += 1;
+            }
+        })
+    };
+    for round in 0..3u64 {
+        let mut got: Vec<String> = Vec::new();
+        let mut cursor = "0".to_string();
+        let mut x = round + 1;
+        loop {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let count = (x >> 33) % 500 + 1;
+            let r = c.str(&["SCAN", &cursor, "COUNT", &count.to_string()]);
+            let Value::Array(Some(parts)) = r else {
+                panic!("SCAN: {r:?}")
+            };
+            let (Value::Bulk(Some(next)), Value::Array(Some(keys))) = (&parts[0], &parts[1]) else {
+                panic!("SCAN reply {parts:?}")
+            };
+            for k in keys {
+                let Value::Bulk(Some(k)) = k else {
+                    panic!("key {k:?}")
+                };
+                got.push(String::from_utf8(k.clone()).unwrap());
+            }
+            cursor = String::from_utf8(next.clone()).unwrap();
+            if cursor == "0" {
+                break;
+            }
+        }
+        let unique: HashSet<&String> = got.iter().collect();
+        assert_eq!(unique.len(), got.len(), "a key came twice in round {round}");
+        let found: BTreeSet<String> = got.into_iter().filter(|k| lasting.contains(k)).collect();
+        assert_eq!(found, lasting, "round {round}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+}
