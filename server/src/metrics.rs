@@ -52,7 +52,7 @@ pub fn prometheus(sh: &Shared) -> String {
         let _ = writeln!(o, "accelkv_request_latency_microseconds_count {}", h.len());
     }
     let e = sh.engine.stats();
-    let s = sh.store.stats();
+    let s = sh.store.summary();
     let hit = if e.cache_hits + e.cache_misses > 0 {
         e.cache_hits as f64 / (e.cache_hits + e.cache_misses) as f64
     } else {

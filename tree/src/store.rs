@@ -321,6 +321,43 @@ impl Store {
         self.len() == 0
     }
 
+    /// What [`Store::stats`] reports that the store keeps counted, in O(1), without walking
+    /// the tree (for INFO and metrics, which clients call often): items, depth, read
+    /// version, out-of-line and page-table bytes, buffers and counters exactly; `node_bytes`
+    /// counts every live buffer (versions awaiting reclamation included), and `leaves`,
+    /// `interiors` and `used_bytes` are left 0 (only the walk knows them).
+    pub fn summary(&self) -> Stats {
+        let t = &self.tree;
+        let pin = t.epochs.pin();
+        let rv = t.versions.read_version();
+        let root = t.resolve(ROOT, rv, &pin);
+        let c = &t.counters;
+        let mut s = Stats {
+            items: t.items.load(Ordering::Relaxed).max(0) as u64,
+            depth: usize::from(root.level()) + 1,
+            node_size: t.geo.node_size,
+            node_bytes: t.arena.live_buffers() * t.geo.node_size,
+            out_of_line_bytes: t.ool_bytes.load(Ordering::Relaxed),
+            page_table_bytes: t.pt.bytes(),
+            buffers_live: t.arena.live_buffers(),
+            arena_reserved_bytes: t.arena.reserved_bytes(),
+            read_version: rv,
+            log_merges: c.log_merges.load(Ordering::Relaxed),
+            splits: c.splits.load(Ordering::Relaxed),
+            node_merges: c.node_merges.load(Ordering::Relaxed),
+            root_splits: c.root_splits.load(Ordering::Relaxed),
+            root_shrinks: c.root_shrinks.load(Ordering::Relaxed),
+            ..Stats::default()
+        };
+        let total = s.node_bytes as u64 + s.out_of_line_bytes + s.page_table_bytes as u64;
+        s.bytes_per_item = if s.items == 0 {
+            0.0
+        } else {
+            total as f64 / s.items as f64
+        };
+        s
+    }
+
     /// Walks the current version of the tree and reports its size and shape.
     pub fn stats(&self) -> Stats {
         let t = &self.tree;

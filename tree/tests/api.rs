@@ -157,6 +157,11 @@ fn bulk_load_and_stats() {
     assert_eq!(st.raw_bytes, u64::from(n) * 30);
     assert!(st.depth >= 2);
     assert!(st.bytes_per_item < 1.5 * 30.0, "{st:?}");
+    // The O(1) summary agrees with the walk on what it keeps counted.
+    let sum = s.summary();
+    assert_eq!((sum.items, sum.depth), (st.items, st.depth));
+    assert_eq!(sum.out_of_line_bytes, st.out_of_line_bytes);
+    assert!(sum.node_bytes >= st.node_bytes, "{sum:?} {st:?}");
     assert_eq!(
         s.get(b"user0000012345").unwrap(),
         Some(b"value00000012345".to_vec())
@@ -168,6 +173,11 @@ fn bulk_load_and_stats() {
     s.delete(b"user0000000000").unwrap();
     assert_eq!(s.len(), n as usize);
     assert_eq!(s.scan(b"", None, 1)[0].0, b"user0000000001");
+    for i in 100_000..101_000u32 {
+        s.delete(format!("user{i:010}").as_bytes()).unwrap();
+    }
+    assert_eq!(s.summary().items, s.stats().items);
+    assert_eq!(s.summary().depth, s.stats().depth);
 }
 
 #[test]
