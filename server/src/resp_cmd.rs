@@ -499,37 +499,8 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             };
             incr(sh, s, c[1], by, out);
         }
-        b"RANGE" | b"FLOOR" if argc == 3 || argc == 5 => {
-            let Some(limit) = limit_arg(c, 3, out) else {
-                return;
-            };
-            let limit = limit.min(sh.settings.limits.max_scan_items);
-            let req = if name.as_slice() == b"RANGE" {
-                sh.count(OpClass::Scan);
-                ReadRef::Scan {
-                    lo: c[1],
-                    hi: Some(c[2]),
-                    limit,
-                }
-            } else {
-                sh.count(OpClass::Floor);
-                ReadRef::ScanFloor {
-                    kl: c[1],
-                    ku: c[2],
-                    limit,
-                }
-            };
-            match read_one(sh, reads, req) {
-                Reply::Items(items) => {
-                    resp::array(out, items.len() * 2);
-                    for (k, v) in items.iter() {
-                        resp::bulk(out, Some(k));
-                        resp::bulk(out, Some(v));
-                    }
-                }
-                Reply::Error(e) => err_store(out, &e),
-                Reply::Value(_) => resp::array(out, 0),
-            }
+        b"RANGE" | b"FLOOR" if argc >= 3 => {
+            crate::resp_keys::range(sh, c, name.as_slice() == b"FLOOR", reads, out)
         }
         // A known command with a wrong number of arguments (the arms above check arity).
         n if COMMANDS.iter().any(|k| k.as_bytes() == n) => wrong_args(out, &name),
@@ -639,23 +610,6 @@ fn byte_range(v: &[u8], start: i64, end: i64) -> &[u8] {
         return b"";
     }
     &v[s as usize..=e as usize]
-}
-
-fn limit_arg(c: &[&[u8]], at: usize, out: &mut Vec<u8>) -> Option<usize> {
-    if c.len() <= at {
-        return Some(usize::MAX);
-    }
-    if !c[at].eq_ignore_ascii_case(b"LIMIT") {
-        resp::error(out, "ERR syntax error (expected LIMIT n)");
-        return None;
-    }
-    match parse_i64(c[at + 1]) {
-        Some(n) if n >= 0 => Some(n as usize),
-        _ => {
-            resp::error(out, "ERR LIMIT must be a non-negative integer");
-            None
-        }
-    }
 }
 
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`.

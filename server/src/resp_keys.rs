@@ -1,5 +1,6 @@
 //! The keyspace commands of RESP: `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`, `KEYS`,
-//! `TYPE`, `RANDOMKEY`.
+//! `RANDOMKEY`, and accelkv's ordered ranges `RANGE lo hi|+ [LIMIT n] [CURSOR]` and
+//! `FLOOR kl ku|+ [LIMIT n] [CURSOR]`.
 //!
 //! SCAN walks the keys in order. Clients parse the cursor as a number (redis-py, go-redis),
 //! so the server hands out numbers and keeps, for each, the key the next call starts from
@@ -130,6 +131,94 @@ pub fn scan(sh: &Shared, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
     resp::array(out, shown.len());
     for k in shown {
         resp::bulk(out, Some(k));
+    }
+}
+
+/// `RANGE lo hi [LIMIT n] [CURSOR]` (keys in `[lo, hi)`; `+` for no upper bound) and
+/// `FLOOR kl ku [LIMIT n]` (from the largest key ≤ kl through ku inclusive; `+` for no
+/// upper bound), through the loop's read door. Never silently cut: a reply holds every item asked for, or at most
+/// LIMIT; asking (without LIMIT, or with a LIMIT above `--max-scan-items`) for more than the
+/// server sends at once is an error unless CURSOR asks for pages: then the reply is
+/// `[next, [key, value, …]]`, `next` the key to continue with (`RANGE next hi …`), nil when
+/// the range is done.
+pub fn range(sh: &Shared, c: &[&[u8]], floor: bool, reads: &mut Reads, out: &mut Vec<u8>) {
+    let cap = sh.settings.limits.max_scan_items;
+    let (mut limit, mut paged) = (None, false);
+    let mut i = 3;
+    while i < c.len() {
+        match c[i].to_ascii_uppercase().as_slice() {
+            b"LIMIT" if i + 1 < c.len() => {
+                match std::str::from_utf8(c[i + 1]).ok().and_then(|t| t.parse::<usize>().ok()) {
+                    Some(n) => limit = Some(n),
+                    None => return resp::error(out, "ERR LIMIT must be a non-negative integer"),
+                }
+                i += 2;
+            }
+            b"CURSOR" if !floor => {
+                paged = true;
+                i += 1;
+            }
+            b"CURSOR" => {
+                return resp::error(
+                    out,
+                    "ERR CURSOR pages RANGE; continue a FLOOR with RANGE from the key after its last item",
+                )
+            }
+            _ => return resp::error(out, "ERR syntax error (expected LIMIT n or CURSOR)"),
+        }
+    }
+    let want = limit.unwrap_or(usize::MAX);
+    let take = want.min(cap);
+    let hi = (c[2] != b"+").then_some(c[2]);
+    // FLOOR's upper key is inclusive: past every key, no key is longer than the limit.
+    let past_all = vec![0xff; sh.store.config().max_key];
+    // One item more than sent says whether the range goes on.
+    let req = if floor {
+        sh.count(OpClass::Floor);
+        ReadRef::ScanFloor {
+            kl: c[1],
+            ku: hi.unwrap_or(&past_all),
+            limit: take.saturating_add(1),
+        }
+    } else {
+        sh.count(OpClass::Scan);
+        ReadRef::Scan {
+            lo: c[1],
+            hi,
+            limit: take.saturating_add(1),
+        }
+    };
+    let mut reply = Reply::Value(None);
+    let _ = reads.run(&sh.engine, &[req], |_, f| reply = f.into_reply());
+    let items = match reply {
+        Reply::Items(items) => items,
+        Reply::Error(e) => return err_store(out, &e),
+        Reply::Value(_) => Default::default(),
+    };
+    let more = items.len() > take;
+    if more && !paged && take < want {
+        return resp::error(
+            out,
+            &format!(
+                "ERR the range holds more than {cap} items (--max-scan-items): read it in pages with LIMIT n CURSOR"
+            ),
+        );
+    }
+    let shown = items.len().min(take);
+    if paged {
+        resp::array(out, 2);
+        let next = items
+            .iter()
+            .take(shown)
+            .last()
+            .filter(|_| more)
+            .map(|(k, _)| successor(k));
+        resp::bulk(out, next.as_deref());
+    }
+    resp::array(out, shown * 2);
+    for (k, v) in items.iter().take(shown) {
+        resp::bulk(out, Some(k));
+        resp::bulk(out, Some(v));
     }
 }
 

@@ -243,3 +243,75 @@ fn scan_under_concurrent_writes_returns_each_lasting_key_once() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     churn.join().unwrap();
 }
+
+/// RANGE reads a whole range in pages (CURSOR), never silently cut: without LIMIT a range
+/// bigger than `--max-scan-items` is an error; `+` is the open upper bound; FLOOR too.
+#[test]
+fn range_pages_with_a_cursor_and_is_never_silently_cut() {
+    let srv = Server::start(&["--max-scan-items", "100"]);
+    let mut c = Conn::new(&srv);
+    let mut args: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+    for i in 0..250 {
+        args.push(format!("r{i:03}").into_bytes());
+        args.push(format!("{i}").into_bytes());
+    }
+    let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.call(&a), Value::Simple("OK".into()));
+    let flat_len = |v: &Value| match v {
+        Value::Array(Some(items)) => items.len() / 2,
+        other => panic!("{other:?}"),
+    };
+    // Within the cap: everything; with LIMIT: at most LIMIT.
+    assert_eq!(flat_len(&c.str(&["RANGE", "r000", "r050"])), 50);
+    assert_eq!(flat_len(&c.str(&["RANGE", "r000", "+", "LIMIT", "7"])), 7);
+    assert_eq!(flat_len(&c.str(&["FLOOR", "r100x", "+", "LIMIT", "3"])), 3);
+    // More than the cap without paging: an error, not a silent cut.
+    assert!(err_starts(
+        &c.str(&["RANGE", "r000", "+"]),
+        "ERR the range holds more than 100"
+    ));
+    assert!(err_starts(
+        &c.str(&["RANGE", "r000", "+", "LIMIT", "1000"]),
+        "ERR the range holds"
+    ));
+    assert!(err_starts(
+        &c.str(&["FLOOR", "r000", "+"]),
+        "ERR the range holds"
+    ));
+    assert!(err_starts(
+        &c.str(&["FLOOR", "a", "+", "CURSOR"]),
+        "ERR CURSOR pages RANGE"
+    ));
+    assert!(err_starts(
+        &c.str(&["RANGE", "a", "b", "LIMIT"]),
+        "ERR syntax error"
+    ));
+    // Pages: every key once, in order, the last page's cursor nil.
+    let mut keys = Vec::new();
+    let mut from = b"r000".to_vec();
+    let mut pages = 0;
+    loop {
+        let r = c.call(&[b"RANGE", &from, b"+", b"CURSOR"]);
+        let Value::Array(Some(parts)) = r else {
+            panic!("{r:?}")
+        };
+        let Value::Array(Some(items)) = &parts[1] else {
+            panic!("{parts:?}")
+        };
+        for kv in items.chunks(2) {
+            let Value::Bulk(Some(k)) = &kv[0] else {
+                panic!("{kv:?}")
+            };
+            keys.push(k.clone());
+        }
+        pages += 1;
+        match &parts[0] {
+            Value::Bulk(Some(next)) => from = next.clone(),
+            Value::Bulk(None) => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(pages, 3);
+    let want: Vec<Vec<u8>> = (0..250).map(|i| format!("r{i:03}").into_bytes()).collect();
+    assert_eq!(keys, want);
+}
