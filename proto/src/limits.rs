@@ -22,7 +22,8 @@ pub struct Limits {
     pub max_token: usize,
     /// Largest RESP bulk string. Default 1 MiB + 1 KiB (a maximal value plus room).
     pub max_bulk: usize,
-    /// Most elements in a RESP array. Default 1024.
+    /// Most elements in a RESP array (a command's arguments: MSET, DEL and MGET of many keys).
+    /// Default 1,048,576, as Redis; a command must also fit in `max_frame` bytes.
     pub max_array: usize,
     /// Longest RESP inline command or simple line. Default 64 KiB.
     pub max_inline: usize,
@@ -41,7 +42,7 @@ impl Default for Limits {
             max_scan_bytes: 1 << 20,
             max_token: 255,
             max_bulk: (1 << 20) + 1024,
-            max_array: 1024,
+            max_array: 1 << 20,
             max_inline: 64 << 10,
             max_depth: 8,
         }

@@ -256,7 +256,8 @@ fn parse_reply_at(
             let Some(n) = declared_len(l, "array", limits.max_array)? else {
                 return Ok(Some((Value::Array(None), next)));
             };
-            let mut items = Vec::with_capacity(n);
+            // Grown as elements arrive: a declared count alone reserves little.
+            let mut items = Vec::with_capacity(n.min(1024));
             let mut pos = next;
             for _ in 0..n {
                 let Some((v, p)) = parse_reply_at(buf, pos, limits, depth + 1)? else {

@@ -106,6 +106,9 @@ pub fn run(
         if sc.replies.capacity() > 4 << 20 {
             sc.replies = Vec::new(); // do not keep a big batch's memory per loop
         }
+        if sc.spans.capacity() > 1 << 16 {
+            sc.spans = Vec::new(); // nor a command of many arguments' offsets
+        }
         if ran < sc.cmds.len() {
             // Stopped before a command that must see this connection's writes, which are
             // not visible yet: the rest waits in the input until they are.

@@ -1,0 +1,186 @@
+//! The client matrix (tests/clients/README.md): the real server, with a password, driven by
+//! the Redis clients people use, each running the same scripted session from its own
+//! directory — redis-py (RESP2 and RESP3, with and without hiredis), go-redis v9 (RESP2 and
+//! RESP3), ioredis and node-redis v4, Jedis 5 (RESP2 and RESP3) — plus `redis-cli --pipe`
+//! mass insertion and redis-benchmark's tests of the commands accelkv serves.
+//!
+//! A client whose toolchain or prepared dependencies are missing is skipped with a note,
+//! except under CI (`CI` set), where `.ci/run` prepares every one and a skip is a failure.
+
+mod common;
+
+use common::Server;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients")
+}
+
+fn have(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Skips (outside CI) or fails (in CI) for a client that is not prepared.
+fn unprepared(client: &str, why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{client}: {why} (.ci/run prepares it)"
+    );
+    eprintln!("skipping {client}: {why}");
+}
+
+/// Runs `cmd` in `dir` against `srv`; panics with its output unless it succeeds.
+fn run(client: &str, srv: &Server, dir: &Path, cmd: &mut Command) {
+    let out = cmd
+        .current_dir(dir)
+        .env("ACCELKV_RESP_ADDR", srv.resp.to_string())
+        .env("ACCELKV_PASSWORD", "pw")
+        .output()
+        .unwrap_or_else(|e| panic!("{client}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{client} failed:\n{text}");
+    eprintln!("{client}:\n{text}");
+}
+
+#[test]
+fn redis_py() {
+    let python_ok = Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !python_ok {
+        return unprepared("redis-py", "python3 with redis-py not installed");
+    }
+    let srv = Server::start(&["--password", "pw"]);
+    let port = srv.resp.port().to_string();
+    run(
+        "redis-py",
+        &srv,
+        &clients_dir().join("python"),
+        Command::new("python3").args(["session.py", &port, "pw"]),
+    );
+}
+
+#[test]
+fn go_redis() {
+    if !have("go", "version") {
+        return unprepared("go-redis", "go not installed");
+    }
+    let srv = Server::start(&["--password", "pw"]);
+    run(
+        "go-redis",
+        &srv,
+        &clients_dir().join("go"),
+        Command::new("go").args(["test", "-count=1", "-v", "./..."]),
+    );
+}
+
+#[test]
+fn ioredis_and_node_redis() {
+    let dir = clients_dir().join("node");
+    if !have("node", "--version") || !dir.join("node_modules/ioredis").exists() {
+        return unprepared(
+            "ioredis/node-redis",
+            "node or tests/clients/node/node_modules missing (npm ci)",
+        );
+    }
+    let srv = Server::start(&["--password", "pw"]);
+    run(
+        "ioredis/node-redis",
+        &srv,
+        &dir,
+        Command::new("node").arg("session.mjs"),
+    );
+}
+
+#[test]
+fn jedis() {
+    let dir = clients_dir().join("java");
+    if !have("java", "-version") || !dir.join("target/lib").exists() {
+        return unprepared(
+            "Jedis",
+            "java or the built tests/clients/java (mvn package) missing",
+        );
+    }
+    let srv = Server::start(&["--password", "pw"]);
+    run(
+        "Jedis",
+        &srv,
+        &dir,
+        Command::new("java").args(["-cp", "target/classes:target/lib/*", "dev.accelkv.Session"]),
+    );
+}
+
+/// `redis-cli --pipe` mass insertion of 100,000 keys, then redis-benchmark's tests of the
+/// commands accelkv serves, with no error.
+#[test]
+fn redis_cli_pipe_and_redis_benchmark() {
+    if !have("redis-cli", "--version") || !have("redis-benchmark", "--version") {
+        return unprepared("redis-cli/redis-benchmark", "redis-tools not installed");
+    }
+    let srv = Server::start(&[]);
+    let port = srv.resp.port().to_string();
+    let mut input = Vec::new();
+    for i in 0..100_000 {
+        let (k, v) = (format!("mass:{i:06}"), format!("value-{i}"));
+        accelkv_proto::resp::command(&mut input, &[b"SET", k.as_bytes(), v.as_bytes()]);
+    }
+    let mut cli = Command::new("redis-cli")
+        .args(["-p", &port, "--pipe"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cli.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = cli.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("errors: 0, replies: 100000"), "{text}");
+    let dbsize = Command::new("redis-cli")
+        .args(["-p", &port, "DBSIZE"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&dbsize.stdout).trim(), "100000");
+    let bench = Command::new("redis-benchmark")
+        .args([
+            "-p",
+            &port,
+            "-n",
+            "20000",
+            "-q",
+            "-t",
+            "ping,set,get,incr,mset",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&bench.stdout).replace('\r', "\n");
+    assert!(bench.status.success(), "{text}");
+    for test in [
+        "PING_INLINE:",
+        "PING_MBULK:",
+        "SET:",
+        "GET:",
+        "INCR:",
+        "MSET (10 keys):",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(test) && l.contains("requests per second")),
+            "{test} did not complete:\n{text}"
+        );
+    }
+    assert!(!text.to_lowercase().contains("error"), "{text}");
+}

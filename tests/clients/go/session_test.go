@@ -1,0 +1,128 @@
+// accelkv's RESP session with go-redis v9 (tests/clients/README.md): the same script as every
+// client of the matrix, over RESP2 and RESP3. The server's address and password come from
+// ACCELKV_RESP_ADDR and ACCELKV_PASSWORD; without them the test is skipped.
+package clients
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func session(t *testing.T, addr, password string, protocol int) {
+	ctx := context.Background()
+	// Without AUTH: refused.
+	anon := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol})
+	defer anon.Close()
+	if err := anon.Get(ctx, "k").Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Fatalf("a command without AUTH: %v", err)
+	}
+	r := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: protocol})
+	defer r.Close()
+	if err := r.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Binary values, every byte.
+	var blob []byte
+	for i := 0; i < 1024; i++ {
+		blob = append(blob, byte(i))
+	}
+	if err := r.Set(ctx, "bin\x00key", blob, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Get(ctx, "bin\x00key").Bytes(); err != nil || !bytes.Equal(got, blob) {
+		t.Fatalf("binary value: %v", err)
+	}
+	if err := r.Get(ctx, "missing").Err(); err != redis.Nil {
+		t.Fatalf("missing key: %v", err)
+	}
+	// A pipeline of 1000.
+	p := r.Pipeline()
+	for i := 0; i < 1000; i++ {
+		p.Set(ctx, fmt.Sprintf("p:%04d", i), i, 0)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gets := make([]*redis.StringCmd, 1000)
+	for i := range gets {
+		gets[i] = p.Get(ctx, fmt.Sprintf("p:%04d", i))
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gets {
+		if g.Val() != fmt.Sprint(i) {
+			t.Fatalf("pipelined GET %d: %q", i, g.Val())
+		}
+	}
+	// SCAN over 10,000 keys against the set written.
+	written := map[string]bool{}
+	var batch []interface{}
+	for i := 0; i < 10000; i++ {
+		k := fmt.Sprintf("s:%05d", i)
+		written[k] = true
+		batch = append(batch, k, "v")
+		if len(batch) == 2000 {
+			if err := r.MSet(ctx, batch...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	seen := map[string]bool{}
+	iter := r.Scan(ctx, 0, "s:*", 500).Iterator()
+	for iter.Next(ctx) {
+		if seen[iter.Val()] {
+			t.Fatalf("SCAN returned %s twice", iter.Val())
+		}
+		seen[iter.Val()] = true
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(seen, written) {
+		t.Fatalf("SCAN found %d keys of %d", len(seen), len(written))
+	}
+	// Counters, MGET, DEL.
+	if n := r.IncrBy(ctx, "n", 42).Val(); n != 42 {
+		t.Fatalf("INCRBY: %d", n)
+	}
+	if v := r.MGet(ctx, "n", "missing").Val(); !reflect.DeepEqual(v, []interface{}{"42", nil}) {
+		t.Fatalf("MGET: %#v", v)
+	}
+	if n := r.Del(ctx, "n", "missing").Val(); n != 1 {
+		t.Fatalf("DEL: %d", n)
+	}
+	// Wrong arguments: Redis's error.
+	err := r.Do(ctx, "GET", "a", "b").Err()
+	if err == nil || !strings.Contains(err.Error(), "wrong number of arguments for 'get' command") {
+		t.Fatalf("GET with two keys: %v", err)
+	}
+	// The ordered RANGE through the generic command call.
+	got, err := r.Do(ctx, "RANGE", "p:0010", "p:0013").StringSlice()
+	want := []string{"p:0010", "10", "p:0011", "11", "p:0012", "12"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("RANGE: %v %v", got, err)
+	}
+	if err := r.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSession(t *testing.T) {
+	addr, password := os.Getenv("ACCELKV_RESP_ADDR"), os.Getenv("ACCELKV_PASSWORD")
+	if addr == "" {
+		t.Skip("ACCELKV_RESP_ADDR is not set (server/tests/clients.rs sets it)")
+	}
+	for _, protocol := range []int{2, 3} {
+		session(t, addr, password, protocol)
+		t.Logf("go-redis RESP%d: ok", protocol)
+	}
+}

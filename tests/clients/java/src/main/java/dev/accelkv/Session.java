@@ -1,0 +1,102 @@
+// accelkv's RESP session with Jedis 5 (tests/clients/README.md): the same script as every
+// client of the matrix, over RESP2 and RESP3. The server's address and password come from
+// ACCELKV_RESP_ADDR and ACCELKV_PASSWORD.
+package dev.accelkv;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.Jedis;
+import redis.clients.jedis.Pipeline;
+import redis.clients.jedis.RedisProtocol;
+import redis.clients.jedis.Response;
+import redis.clients.jedis.commands.ProtocolCommand;
+import redis.clients.jedis.exceptions.JedisDataException;
+import redis.clients.jedis.params.ScanParams;
+import redis.clients.jedis.resps.ScanResult;
+import redis.clients.jedis.util.SafeEncoder;
+
+public final class Session {
+  static void check(boolean ok, String what) {
+    if (!ok) throw new AssertionError(what);
+  }
+
+  static final ProtocolCommand RANGE = () -> SafeEncoder.encode("RANGE");
+
+  static void session(HostAndPort addr, String password, RedisProtocol protocol) {
+    try (Jedis anon = new Jedis(addr, DefaultJedisClientConfig.builder().build())) {
+      try {
+        anon.get("k");
+        throw new AssertionError("a command without AUTH was served");
+      } catch (JedisDataException e) {
+        check(e.getMessage().contains("NOAUTH"), e.getMessage());
+      }
+    }
+    var config = DefaultJedisClientConfig.builder().password(password).protocol(protocol).build();
+    try (Jedis r = new Jedis(addr, config)) {
+      check(r.ping().equals("PONG"), "PING");
+      byte[] blob = new byte[1024];
+      for (int i = 0; i < blob.length; i++) blob[i] = (byte) i;
+      byte[] key = "bin\0key".getBytes(StandardCharsets.UTF_8);
+      r.set(key, blob);
+      check(Arrays.equals(r.get(key), blob), "binary value");
+      check(r.get("missing") == null, "missing key");
+      Pipeline p = r.pipelined();
+      for (int i = 0; i < 1000; i++) p.set(String.format("p:%04d", i), String.valueOf(i));
+      p.sync();
+      List<Response<String>> gets = new ArrayList<>();
+      for (int i = 0; i < 1000; i++) gets.add(p.get(String.format("p:%04d", i)));
+      p.sync();
+      for (int i = 0; i < 1000; i++) check(gets.get(i).get().equals(String.valueOf(i)), "pipelined GET " + i);
+      Set<String> written = new HashSet<>();
+      for (int at = 0; at < 10000; at += 1000) {
+        String[] kv = new String[2000];
+        for (int i = 0; i < 1000; i++) {
+          String k = String.format("s:%05d", at + i);
+          written.add(k);
+          kv[2 * i] = k;
+          kv[2 * i + 1] = "v";
+        }
+        check(r.mset(kv).equals("OK"), "MSET");
+      }
+      Set<String> seen = new HashSet<>();
+      String cursor = ScanParams.SCAN_POINTER_START;
+      ScanParams params = new ScanParams().match("s:*").count(500);
+      do {
+        ScanResult<String> page = r.scan(cursor, params);
+        for (String k : page.getResult()) check(seen.add(k), "SCAN returned " + k + " twice");
+        cursor = page.getCursor();
+      } while (!cursor.equals(ScanParams.SCAN_POINTER_START));
+      check(seen.equals(written), "SCAN found " + seen.size() + " keys of " + written.size());
+      check(r.incrBy("n", 42) == 42, "INCRBY");
+      check(r.mget("n", "missing").equals(Arrays.asList("42", null)), "MGET");
+      check(r.del("n", "missing") == 1, "DEL");
+      try {
+        r.sendCommand(() -> SafeEncoder.encode("GET"), "a", "b");
+        throw new AssertionError("GET with two keys was accepted");
+      } catch (JedisDataException e) {
+        check(e.getMessage().contains("wrong number of arguments for 'get' command"), e.getMessage());
+      }
+      Object range = r.sendCommand(RANGE, "p:0010", "p:0013");
+      List<String> got = new ArrayList<>();
+      for (Object o : (List<?>) range) got.add(SafeEncoder.encode((byte[]) o));
+      check(got.equals(List.of("p:0010", "10", "p:0011", "11", "p:0012", "12")), "RANGE " + got);
+      check(r.flushAll().equals("OK"), "FLUSHALL");
+    }
+  }
+
+  public static void main(String[] args) {
+    String[] addr = System.getenv("ACCELKV_RESP_ADDR").split(":");
+    String password = System.getenv("ACCELKV_PASSWORD");
+    HostAndPort hp = new HostAndPort(addr[0], Integer.parseInt(addr[1]));
+    for (RedisProtocol protocol : new RedisProtocol[] {RedisProtocol.RESP2, RedisProtocol.RESP3}) {
+      session(hp, password, protocol);
+      System.out.println("Jedis " + protocol + ": ok");
+    }
+  }
+}

@@ -1,0 +1,114 @@
+// accelkv's RESP session with ioredis and node-redis v4 (tests/clients/README.md): the same
+// script as every client of the matrix (both speak RESP2). The server's address and password
+// come from ACCELKV_RESP_ADDR and ACCELKV_PASSWORD.
+import assert from "node:assert/strict";
+import Redis from "ioredis";
+import { createClient } from "redis";
+
+const [host, port] = (process.env.ACCELKV_RESP_ADDR ?? "").split(":");
+const password = process.env.ACCELKV_PASSWORD;
+if (!port) {
+  console.error("ACCELKV_RESP_ADDR is not set (server/tests/clients.rs sets it)");
+  process.exit(2);
+}
+
+// The script, over a client adapter: call(args) sends one command (Buffers in, Buffers or
+// strings out), pipeline(cmds) sends many at once.
+async function session(name, c) {
+  await assert.rejects(c.anonGet("k"), /NOAUTH/);
+  assert.equal(await c.call(["PING"]), "PONG");
+  const blob = Buffer.from(Array.from({ length: 1024 }, (_, i) => i % 256));
+  await c.call(["SET", "bin\0key", blob]);
+  assert.deepEqual(await c.callBuffer(["GET", "bin\0key"]), blob);
+  assert.equal(await c.call(["GET", "missing"]), null);
+  const sets = Array.from({ length: 1000 }, (_, i) => ["SET", `p:${String(i).padStart(4, "0")}`, String(i)]);
+  await c.pipeline(sets);
+  const gets = await c.pipeline(sets.map(([, k]) => ["GET", k]));
+  assert.deepEqual(gets, sets.map(([, , v]) => v));
+  const written = new Set();
+  for (let at = 0; at < 10000; at += 1000) {
+    const args = ["MSET"];
+    for (let i = at; i < at + 1000; i++) {
+      const k = `s:${String(i).padStart(5, "0")}`;
+      written.add(k);
+      args.push(k, "v");
+    }
+    assert.equal(await c.call(args), "OK");
+  }
+  const seen = new Set();
+  let cursor = "0";
+  do {
+    const [next, keys] = await c.call(["SCAN", cursor, "MATCH", "s:*", "COUNT", "500"]);
+    for (const k of keys) {
+      assert.ok(!seen.has(k), `SCAN returned ${k} twice`);
+      seen.add(k);
+    }
+    cursor = next;
+  } while (cursor !== "0");
+  assert.deepEqual([...seen].sort(), [...written].sort());
+  assert.equal(await c.call(["INCRBY", "n", "42"]), 42);
+  assert.deepEqual(await c.call(["MGET", "n", "missing"]), ["42", null]);
+  assert.equal(await c.call(["DEL", "n", "missing"]), 1);
+  await assert.rejects(c.call(["GET", "a", "b"]), /wrong number of arguments for 'get' command/);
+  assert.deepEqual(await c.call(["RANGE", "p:0010", "p:0013"]), [
+    "p:0010", "10", "p:0011", "11", "p:0012", "12",
+  ]);
+  assert.equal(await c.call(["FLUSHALL"]), "OK");
+  console.log(`${name}: ok`);
+}
+
+async function ioredis() {
+  // Its ready check (INFO) is refused without AUTH too: off, and its errors expected.
+  const anon = new Redis({ host, port: Number(port), enableReadyCheck: false, maxRetriesPerRequest: 0 });
+  anon.on("error", () => {});
+  const r = new Redis({ host, port: Number(port), password });
+  const c = {
+    anonGet: (k) => anon.get(k),
+    call: (args) => r.call(...args),
+    callBuffer: (args) => r.callBuffer(...args),
+    pipeline: async (cmds) => {
+      const res = await r.pipeline(cmds.map(([cmd, ...a]) => ["call", cmd, ...a])).exec();
+      return res.map(([err, v]) => {
+        if (err) throw err;
+        return v;
+      });
+    },
+  };
+  try {
+    const { default: pkg } = await import("ioredis/package.json", { with: { type: "json" } });
+    await session(`ioredis ${pkg.version}`, c);
+  } finally {
+    anon.disconnect();
+    r.disconnect();
+  }
+}
+
+async function nodeRedis() {
+  const url = `redis://${host}:${port}`;
+  const anon = createClient({ url });
+  anon.on("error", () => {});
+  await anon.connect();
+  const r = createClient({ url, password });
+  await r.connect();
+  const str = (args) => args.map((a) => (Buffer.isBuffer(a) ? a : String(a)));
+  const c = {
+    anonGet: (k) => anon.get(k),
+    call: (args) => r.sendCommand(str(args)),
+    callBuffer: (args) => r.sendCommand(str(args), { returnBuffers: true }),
+    pipeline: (cmds) => {
+      const m = r.multi();
+      for (const cmd of cmds) m.addCommand(str(cmd));
+      return m.execAsPipeline();
+    },
+  };
+  try {
+    const { default: pkg } = await import("redis/package.json", { with: { type: "json" } });
+    await session(`node-redis ${pkg.version}`, c);
+  } finally {
+    await anon.disconnect();
+    await r.disconnect();
+  }
+}
+
+await ioredis();
+await nodeRedis();

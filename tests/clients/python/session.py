@@ -1,0 +1,90 @@
+"""accelkv's RESP session with redis-py (tests/clients/README.md): the same script as every
+client of the matrix, over RESP2 and RESP3 (and with the hiredis parser when installed).
+
+    python3 tests/clients/python/session.py PORT PASSWORD
+"""
+import sys
+
+import redis
+
+
+def client(port, protocol, parser, password=None):
+    pool = redis.ConnectionPool(
+        host="127.0.0.1",
+        port=port,
+        protocol=protocol,
+        parser_class=parser,
+        password=password,
+    )
+    return redis.Redis(connection_pool=pool)
+
+
+def session(port, password, protocol, parser):
+    # Without AUTH: refused.
+    anon = client(port, protocol, parser)
+    try:
+        anon.get("k")
+        raise AssertionError("a command without AUTH was served")
+    except redis.AuthenticationError:
+        pass
+    except redis.ResponseError as e:
+        assert "NOAUTH" in str(e), e
+    r = client(port, protocol, parser, password)
+    assert r.ping()
+    # Binary values, every byte.
+    blob = bytes(range(256)) * 4
+    assert r.set(b"bin\x00key", blob)
+    assert r.get(b"bin\x00key") == blob
+    assert r.get("missing") is None
+    # A pipeline of 1000.
+    p = r.pipeline(transaction=False)
+    for i in range(1000):
+        p.set(f"p:{i:04}", i)
+    assert all(p.execute())
+    p = r.pipeline(transaction=False)
+    for i in range(1000):
+        p.get(f"p:{i:04}")
+    assert p.execute() == [str(i).encode() for i in range(1000)]
+    # SCAN over 10,000 keys against the set written.
+    written = {f"s:{i:05}".encode() for i in range(10_000)}
+    keys = sorted(written)
+    for at in range(0, len(keys), 1000):
+        r.mset({k: b"v" for k in keys[at : at + 1000]})
+    assert set(r.scan_iter(match="s:*", count=500)) == written
+    # Counters, MGET, DEL.
+    assert r.incr("n") == 1 and r.incrby("n", 41) == 42
+    assert r.mget(["n", "missing"]) == [b"42", None]
+    assert r.delete("n", "missing") == 1
+    # Wrong arguments: Redis's error.
+    try:
+        r.execute_command("GET", "a", "b")
+        raise AssertionError("GET with two keys was accepted")
+    except redis.ResponseError as e:
+        assert "wrong number of arguments for 'get' command" in str(e), e
+    # The ordered RANGE through the generic command call.
+    got = r.execute_command("RANGE", "p:0010", "p:0013")
+    assert got == [b"p:0010", b"10", b"p:0011", b"11", b"p:0012", b"12"], got
+    r.flushall()
+    assert r.dbsize() == 0
+
+
+def main():
+    port, password = int(sys.argv[1]), sys.argv[2]
+    from redis._parsers import _RESP2Parser, _RESP3Parser
+
+    runs = [("RESP2", 2, _RESP2Parser), ("RESP3", 3, _RESP3Parser)]
+    from redis.utils import HIREDIS_AVAILABLE
+
+    if HIREDIS_AVAILABLE:
+        from redis._parsers import _HiredisParser
+
+        runs += [("RESP2 + hiredis", 2, _HiredisParser), ("RESP3 + hiredis", 3, _HiredisParser)]
+    else:
+        print("hiredis (a version redis-py accepts) not installed: its parser runs are skipped")
+    for name, protocol, parser in runs:
+        session(port, password, protocol, parser)
+        print(f"redis-py {redis.__version__} {name}: ok")
+
+
+if __name__ == "__main__":
+    main()
