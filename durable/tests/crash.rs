@@ -203,13 +203,23 @@ fn concurrent_writers_process_crash_images_are_prefixes() {
     ] {
         let dev = Arc::new(FaultStorage::new());
         let store = Arc::new(Store::open_storage(dev.clone(), test_options(policy)).unwrap());
+        // Images taken so far: the writers go on past their 1,500 steps until there are a
+        // few, so a loaded machine cannot make them finish before any is taken.
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let threads: Vec<_> = (0..3)
             .map(|t| {
-                let store = store.clone();
+                let (store, taken) = (store.clone(), taken.clone());
                 std::thread::spawn(move || {
                     let mut h = History::default();
                     let mut rng = SmallRng::seed_from_u64(t);
-                    for step in 1..1500u32 {
+                    let more = |step: u32| {
+                        step < 1500
+                            || (taken.load(std::sync::atomic::Ordering::Relaxed) < 4
+                                && step < 200_000)
+                    };
+                    let mut step = 0u32;
+                    while more(step + 1) {
+                        step += 1;
                         let k = format!("t{t}k{:03}", rng.gen_range(0..200)).into_bytes();
                         if rng.gen_ratio(1, 6) {
                             let w = store.delete(&k).unwrap();
@@ -233,6 +243,7 @@ fn concurrent_writers_process_crash_images_are_prefixes() {
             // Everything durable before the image is taken must be in it.
             let durable = store.stats().durable_version;
             images.push((dev.written_image(), durable));
+            taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let mut h = History::default();
         for t in threads {

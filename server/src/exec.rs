@@ -190,6 +190,17 @@ pub fn run_frame(
                 answers[i] = Some(Answer::Fail(Status::Disk, m.clone()));
             }
         } else {
+            if sh.over_maxmemory() {
+                // Past maxmemory (noeviction): writes that can add memory are refused.
+                writes.retain(|(i, op)| {
+                    let frees = matches!(op.write, Write::Delete | Write::Remove | Write::GetDel);
+                    if !frees {
+                        let m = crate::resp_config::OOM.to_string();
+                        answers[*i] = Some(Answer::Fail(Status::Error, m));
+                    }
+                    frees
+                });
+            }
             // The frame's writes, in frame order, through the reservation station.
             wrote = writes.iter().map(|w| w.0).collect();
             let (done, v) = run_writes(sh, writes);

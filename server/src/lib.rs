@@ -16,6 +16,7 @@ mod ops;
 mod reads;
 mod resp_batch;
 mod resp_cmd;
+mod resp_config;
 mod resp_keys;
 mod state;
 mod station;

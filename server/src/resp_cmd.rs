@@ -105,6 +105,10 @@ pub const COMMANDS: &[&str] = &[
     "FLOOR",
 ];
 
+/// Write commands that only remove: allowed past `maxmemory` (as Redis's commands without
+/// the deny-oom flag).
+const FREEING_COMMANDS: &[&[u8]] = &[b"DEL", b"UNLINK", b"GETDEL", b"FLUSHALL", b"FLUSHDB"];
+
 /// Whether the command named `name` writes (goes through the station).
 pub fn is_write(name: &[u8]) -> bool {
     WRITE_COMMANDS.iter().any(|w| w.eq_ignore_ascii_case(name))
@@ -257,6 +261,10 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         if let Err(m) = sh.writable() {
             return resp::error(out, &format!("ERR {m}"));
         }
+        // Past maxmemory (noeviction): refuse what can add memory; deletes go on.
+        if !FREEING_COMMANDS.contains(&name.as_slice()) && sh.over_maxmemory() {
+            return resp::error(out, crate::resp_config::OOM);
+        }
         s.wrote = true;
     }
     match name.as_slice() {
@@ -291,18 +299,11 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             resp::integer(out, COMMANDS.len() as i64)
         }
         b"COMMAND" => resp::array(out, 0),
-        b"CONFIG" if argc == 3 && c[1].eq_ignore_ascii_case(b"GET") => {
-            // redis-benchmark asks for `save` and `appendonly`.
-            let key = c[2].to_vec();
-            let value: &[u8] = match upper(&key).as_slice() {
-                b"SAVE" => b"",
-                // No append-only file: durability is the page file (--data-dir).
-                b"APPENDONLY" => b"no",
-                _ => return resp::map(out, 0, s.proto),
-            };
-            resp::map(out, 1, s.proto);
-            resp::bulk(out, Some(&key));
-            resp::bulk(out, Some(value));
+        b"CONFIG" if argc >= 3 && c[1].eq_ignore_ascii_case(b"GET") => {
+            crate::resp_config::get(sh, s, &c[2..], out)
+        }
+        b"CONFIG" if argc >= 2 && c[1].eq_ignore_ascii_case(b"SET") => {
+            crate::resp_config::set(sh, c, out)
         }
         b"INFO" => {
             let mut text = String::from("# Server\r\nredis_version:7.0.0\r\naccelkv_version:");

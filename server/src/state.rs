@@ -129,6 +129,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// SCAN's cursors.
     pub cursors: crate::resp_keys::Cursors,
+    /// `maxmemory` in bytes (CONFIG SET; 0: only `--memory-limit-mib`).
+    pub maxmemory: AtomicUsize,
     pub connections: AtomicUsize,
     pub inflight: AtomicUsize,
     pub next_client: AtomicU64,
@@ -184,6 +186,7 @@ impl Shared {
             ),
             metrics: Metrics::new(settings.threads)?,
             cursors: Default::default(),
+            maxmemory: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
             inflight: AtomicUsize::new(0),
             next_client: AtomicU64::new(1),
@@ -199,6 +202,12 @@ impl Shared {
             Some(p) => p.durability().writable().map_err(|e| e.to_string()),
             None => Ok(()),
         }
+    }
+
+    /// Whether the store is past `maxmemory` (writes that add memory are refused; O(1)).
+    pub fn over_maxmemory(&self) -> bool {
+        let m = self.maxmemory.load(Ordering::Relaxed);
+        m > 0 && self.store.memory_used() > m
     }
 
     /// Whether a reply to a write must wait for the durability layer: with a data directory

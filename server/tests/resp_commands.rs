@@ -315,3 +315,94 @@ fn range_pages_with_a_cursor_and_is_never_silently_cut() {
     let want: Vec<Vec<u8>> = (0..250).map(|i| format!("r{i:03}").into_bytes()).collect();
     assert_eq!(keys, want);
 }
+
+/// `maxmemory` with `noeviction`: set at run time, writes that add memory are refused with
+/// Redis's OOM error (RESP and binary alike) while reads and deletes go on; 0 lifts it.
+#[test]
+fn maxmemory_refuses_writes_and_keeps_reads_and_deletes() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    let map = |v: Value| match v {
+        Value::Array(Some(items)) => items
+            .chunks(2)
+            .map(|kv| match (&kv[0], &kv[1]) {
+                (Value::Bulk(Some(k)), Value::Bulk(Some(v))) => (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ),
+                other => panic!("{other:?}"),
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    let all = map(c.str(&["CONFIG", "GET", "*"]));
+    assert!(
+        all.iter()
+            .any(|(k, v)| k == "maxmemory-policy" && v == "noeviction"),
+        "{all:?}"
+    );
+    let mm = map(c.str(&["CONFIG", "GET", "maxmemory*"]));
+    assert_eq!(mm.len(), 2, "{mm:?}");
+    assert_eq!(c.str(&["SET", "kept", "v"]), Value::Simple("OK".into()));
+    assert_eq!(
+        c.str(&["CONFIG", "SET", "maxmemory", "1kb"]),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        map(c.str(&["CONFIG", "GET", "maxmemory"])),
+        vec![("maxmemory".into(), "1024".into())]
+    );
+    let oom = Value::Error("OOM command not allowed when used memory > 'maxmemory'.".into());
+    assert_eq!(c.str(&["SET", "new", "v"]), oom);
+    assert_eq!(c.str(&["INCR", "n"]), oom);
+    assert_eq!(c.str(&["GET", "kept"]), bulk("v"));
+    let mut b = accelkv_client::Client::connect(srv.bin, None).unwrap();
+    let err = b.put(b"bin", b"v").unwrap_err().to_string();
+    assert!(err.contains("OOM"), "{err}");
+    assert_eq!(b.get(b"kept").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(c.str(&["DEL", "kept"]), Value::Integer(1));
+    assert!(err_starts(
+        &c.str(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]),
+        "ERR CONFIG SET failed"
+    ));
+    assert!(err_starts(
+        &c.str(&["CONFIG", "SET", "maxmemory", "lots"]),
+        "ERR CONFIG SET failed"
+    ));
+    assert!(err_starts(
+        &c.str(&["CONFIG", "SET", "nosuch", "1"]),
+        "ERR Unknown option"
+    ));
+    assert_eq!(
+        c.str(&["CONFIG", "SET", "maxmemory", "0"]),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(c.str(&["SET", "new", "v"]), Value::Simple("OK".into()));
+    b.put(b"bin", b"v").unwrap();
+}
+
+/// `--memory-limit-mib`: once the store's memory is used up, writes fail with an OOM error
+/// and the server goes on serving reads.
+#[test]
+fn the_hard_memory_limit_refuses_writes_and_keeps_serving() {
+    let srv = Server::start(&["--memory-limit-mib", "4"]);
+    let mut c = Conn::new(&srv);
+    let value = "x".repeat(1000);
+    let mut refused = None;
+    for i in 0..20_000 {
+        let k = format!("k{i:06}");
+        match c.str(&["SET", &k, &value]) {
+            Value::Simple(ok) if ok == "OK" => {}
+            Value::Error(e) => {
+                refused = Some((i, e));
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let (n, e) = refused.expect("4 MiB held 20 MB of values");
+    assert!(e.starts_with("OOM"), "{e}");
+    assert!(n > 100, "refused after only {n} writes");
+    assert_eq!(c.str(&["GET", "k000000"]), bulk(&value));
+    assert_eq!(c.str(&["PING"]), Value::Simple("PONG".into()));
+}

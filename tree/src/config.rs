@@ -23,8 +23,8 @@ pub struct Config {
     pub max_value: usize,
     /// Bytes per arena chunk (a power of two, at least the node size). Default 64 MiB.
     pub chunk_size: usize,
-    /// Most bytes of node memory the store may allocate; writes past it fail with
-    /// `Error::OutOfMemory`. Default 64 GiB.
+    /// Most bytes of node memory and out-of-line values the store may hold; writes past it
+    /// fail with `Error::OutOfMemory`. Default 64 GiB.
     pub memory_limit: usize,
     /// A node whose merged contents use less than this percentage of its capacity is merged
     /// with a sibling. Default 25.

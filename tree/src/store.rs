@@ -321,6 +321,15 @@ impl Store {
         self.len() == 0
     }
 
+    /// Bytes the store holds now, in O(1): every live node buffer (versions awaiting
+    /// reclamation included), out-of-line values and the page table.
+    pub fn memory_used(&self) -> usize {
+        let t = &self.tree;
+        t.arena.live_buffers() * t.geo.node_size
+            + t.ool_bytes.load(Ordering::Relaxed) as usize
+            + t.pt.bytes()
+    }
+
     /// What [`Store::stats`] reports that the store keeps counted, in O(1), without walking
     /// the tree (for INFO and metrics, which clients call often): items, depth, read
     /// version, out-of-line and page-table bytes, buffers and counters exactly; `node_bytes`

@@ -69,6 +69,14 @@ impl Tree {
         // The value as it will be stored: inline, or copied out of line once.
         let value: Option<ValueRef<'_>> = match op {
             Op::Put(v) | Op::Update(v) => Some(if v.len() > self.geo.max_inline_value {
+                // Out-of-line values count against the memory limit with the node buffers.
+                let used = self.arena.live_buffers() * self.geo.node_size
+                    + self.ool_bytes.load(Ordering::Relaxed) as usize;
+                if used + v.len() > self.cfg.memory_limit {
+                    return Err(crate::Error::OutOfMemory {
+                        limit: self.cfg.memory_limit,
+                    });
+                }
                 self.ool_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
                 values::alloc(v)
             } else {

@@ -243,6 +243,33 @@ fn out_of_line_values_round_trip_through_merges() {
     );
 }
 
+/// Values stored out of line count against the limit too.
+#[test]
+fn memory_limit_covers_out_of_line_values() {
+    let s = Store::new(Config {
+        node_size: 4096,
+        chunk_size: 4096 * 4,
+        memory_limit: 1 << 20,
+        ..Config::default()
+    })
+    .unwrap();
+    let big = vec![7u8; 3000];
+    let mut stopped = None;
+    for i in 0..10_000u32 {
+        if let Err(e) = s.put(format!("{i:08}").as_bytes(), &big) {
+            stopped = Some((i, e));
+            break;
+        }
+    }
+    let (n, e) = stopped.expect("30 MB of values under a 1 MiB limit");
+    assert_eq!(e, Error::OutOfMemory { limit: 1 << 20 });
+    assert!(
+        (200..=350).contains(&n),
+        "stopped after {n} values of 3,000 bytes"
+    );
+    assert_eq!(s.get(b"00000000").unwrap(), Some(big));
+}
+
 #[test]
 fn memory_limit_is_a_clear_error() {
     let s = Store::new(Config {
