@@ -306,16 +306,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             crate::resp_config::set(sh, c, out)
         }
         b"INFO" => {
-            let mut text = String::from("# Server\r\nredis_version:7.0.0\r\naccelkv_version:");
-            text.push_str(env!("CARGO_PKG_VERSION"));
-            text.push_str("\r\n# Persistence\r\n");
-            text.push_str(&sh.persistence_text());
-            text.push_str("# Stats\r\n");
-            text.push_str(&sh.stats_text());
-            text.push_str(&format!(
-                "# Keyspace\r\ndb0:keys={},expires=0\r\n",
-                store.len()
-            ));
+            let text = crate::resp_config::info(sh, s, &c[1..]);
             resp::verbatim(out, text.as_bytes(), s.proto);
         }
         b"DBSIZE" => resp::integer(out, store.len() as i64),

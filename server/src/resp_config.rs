@@ -1,3 +1,4 @@
+//! `INFO [section …]` (server, clients, memory, persistence, stats, keyspace), and
 //! `CONFIG GET pattern…` and `CONFIG SET name value` over the settings a Redis client or
 //! tool asks for, and `maxmemory` with the `noeviction` policy: a limit on the store's
 //! memory (nodes, out-of-line values, page table) below `--memory-limit-mib`, changeable at
@@ -30,6 +31,60 @@ fn mem_bytes(a: &[u8]) -> Option<usize> {
         _ => return None,
     };
     digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+/// `INFO [section …]`: the sections asked for (`all`, `everything`, `default` or none: every
+/// one), in Redis's `# Section` / `name:value` text. O(1) in the store's size.
+pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
+    let wants = |name: &str| {
+        sections.is_empty()
+            || sections.iter().any(|a| {
+                let a = a.to_ascii_lowercase();
+                a == name.as_bytes() || matches!(a.as_slice(), b"all" | b"everything" | b"default")
+            })
+    };
+    let mut text = String::new();
+    if wants("server") {
+        text.push_str("# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n");
+        text.push_str(&format!(
+            "accelkv_version:{}\r\nprocess_id:{}\r\nuptime_in_seconds:{}\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            sh.started.elapsed().as_secs()
+        ));
+    }
+    if wants("clients") {
+        text.push_str(&format!(
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nresp:{}\r\n",
+            sh.connections.load(Ordering::Relaxed),
+            sh.settings.max_connections,
+            if s.proto == resp::Version::Resp3 { 3 } else { 2 }
+        ));
+    }
+    if wants("memory") {
+        let used = sh.store.memory_used();
+        let max = sh.maxmemory.load(Ordering::Relaxed);
+        text.push_str(&format!(
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{:.2}M\r\nmaxmemory:{max}\r\nmaxmemory_policy:noeviction\r\nmemory_limit:{}\r\n",
+            used as f64 / f64::from(1 << 20),
+            sh.settings.memory_limit
+        ));
+    }
+    if wants("persistence") {
+        text.push_str("# Persistence\r\n");
+        text.push_str(&sh.persistence_text());
+    }
+    if wants("stats") {
+        text.push_str("# Stats\r\n");
+        text.push_str(&sh.stats_text());
+    }
+    if wants("keyspace") {
+        text.push_str(&format!(
+            "# Keyspace\r\ndb0:keys={},expires=0,avg_ttl=0\r\n",
+            sh.store.len()
+        ));
+    }
+    text
 }
 
 /// The parameters CONFIG GET answers, with their values now.

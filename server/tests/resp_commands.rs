@@ -406,3 +406,36 @@ fn the_hard_memory_limit_refuses_writes_and_keeps_serving() {
     assert_eq!(c.str(&["GET", "k000000"]), bulk(&value));
     assert_eq!(c.str(&["PING"]), Value::Simple("PONG".into()));
 }
+
+/// INFO answers the sections asked for, as Redis names them.
+#[test]
+fn info_sections() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    c.str(&["SET", "a", "1"]);
+    let text = |v: Value| match v {
+        Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let all = text(c.str(&["INFO"]));
+    for section in [
+        "# Server",
+        "# Clients",
+        "# Memory",
+        "# Persistence",
+        "# Stats",
+        "# Keyspace",
+    ] {
+        assert!(all.contains(section), "{section} missing from {all}");
+    }
+    let mem = text(c.str(&["INFO", "memory"]));
+    assert!(
+        mem.starts_with("# Memory\r\n") && mem.contains("maxmemory_policy:noeviction"),
+        "{mem}"
+    );
+    assert!(!mem.contains("# Stats"), "{mem}");
+    let two = text(c.str(&["INFO", "clients", "keyspace"]));
+    assert!(two.contains("connected_clients:1\r\n"), "{two}");
+    assert!(two.contains("db0:keys=1,expires=0"), "{two}");
+    assert!(!two.contains("# Server"), "{two}");
+}
