@@ -28,6 +28,23 @@ pub enum Elem {
 }
 
 impl Elem {
+    /// The type for its name (`u8`, `u16`, `u32`, `u64`, `i32`, `i64`, `f32`, `f64`, any
+    /// case), as RESP commands and the CLI write it.
+    pub fn from_name(name: &[u8]) -> Option<Elem> {
+        use Elem::*;
+        Some(match name.to_ascii_lowercase().as_slice() {
+            b"u8" => U8,
+            b"u16" => U16,
+            b"u32" => U32,
+            b"u64" => U64,
+            b"i32" => I32,
+            b"i64" => I64,
+            b"f32" => F32,
+            b"f64" => F64,
+            _ => return None,
+        })
+    }
+
     /// The type for its wire byte.
     pub fn from_u8(b: u8) -> Option<Elem> {
         use Elem::*;
@@ -116,6 +133,16 @@ pub enum Overflow {
 }
 
 impl Overflow {
+    /// The policy for its name (`wrap`, `checked`, `saturate`, any case).
+    pub fn from_name(name: &[u8]) -> Option<Overflow> {
+        Some(match name.to_ascii_lowercase().as_slice() {
+            b"wrap" => Overflow::Wrap,
+            b"checked" => Overflow::Checked,
+            b"saturate" => Overflow::Saturate,
+            _ => return None,
+        })
+    }
+
     /// The policy for its wire byte.
     pub fn from_u8(b: u8) -> Option<Overflow> {
         [Overflow::Wrap, Overflow::Checked, Overflow::Saturate]
@@ -162,6 +189,19 @@ pub enum VectorOp {
 }
 
 impl VectorOp {
+    /// The operation for its name (`s2s`, `s2v`, `v2v`, `reduce`, `filter`, any case).
+    pub fn from_name(name: &[u8]) -> Option<VectorOp> {
+        use VectorOp::*;
+        Some(match name.to_ascii_lowercase().as_slice() {
+            b"s2s" => UpdateScalarToScalar,
+            b"s2v" => UpdateScalarToVector,
+            b"v2v" => UpdateVectorToVector,
+            b"reduce" => Reduce,
+            b"filter" => Filter,
+            _ => return None,
+        })
+    }
+
     /// The operation for its wire byte.
     pub fn from_u8(b: u8) -> Option<VectorOp> {
         use VectorOp::*;

@@ -14,6 +14,7 @@ mod glob;
 mod metrics;
 mod ops;
 mod reads;
+mod resp_atomics;
 mod resp_batch;
 mod resp_cmd;
 mod resp_config;

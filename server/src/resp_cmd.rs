@@ -49,6 +49,9 @@ const WRITE_COMMANDS: &[&[u8]] = &[
     b"APPEND",
     b"SETRANGE",
     b"INCRBYFLOAT",
+    b"CAS",
+    b"FETCHADD",
+    b"VECTOR",
     b"INCR",
     b"DECR",
     b"INCRBY",
@@ -491,6 +494,9 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             };
             incr(sh, s, c[1], by, out);
         }
+        b"CAS" if argc == 4 => crate::resp_atomics::cas(sh, s, c, out),
+        b"FETCHADD" if (3..=5).contains(&argc) => crate::resp_atomics::fetch_add(sh, s, c, out),
+        b"VECTOR" if argc == 6 || argc == 7 => crate::resp_atomics::vector(sh, s, c, out),
         b"RANGE" | b"FLOOR" if argc >= 3 => {
             crate::resp_keys::range(sh, c, name.as_slice() == b"FLOOR", reads, out)
         }

@@ -439,3 +439,74 @@ fn info_sections() {
     assert!(two.contains("db0:keys=1,expires=0"), "{two}");
     assert!(!two.contains("# Server"), "{two}");
 }
+
+/// accelkv's atomics and vector operations over RESP, answering as the binary protocol's.
+#[test]
+fn cas_fetchadd_and_vector_over_resp() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    // CAS.
+    c.str(&["SET", "k", "old"]);
+    assert_eq!(c.str(&["CAS", "k", "nope", "new"]), Value::Integer(0));
+    assert_eq!(c.str(&["CAS", "k", "old", "new"]), Value::Integer(1));
+    assert_eq!(c.str(&["GET", "k"]), bulk("new"));
+    assert_eq!(c.str(&["CAS", "absent", "x", "y"]), Value::Integer(0));
+    // FETCHADD: 8-byte little-endian integers; the original value back.
+    assert_eq!(c.str(&["FETCHADD", "n", "5"]), bulk("0"));
+    assert_eq!(c.str(&["FETCHADD", "n", "-2"]), bulk("5"));
+    assert_eq!(
+        c.str(&["GET", "n"]),
+        Value::Bulk(Some(3u64.to_le_bytes().to_vec()))
+    );
+    assert_eq!(c.str(&["FETCHADD", "s", "-1", "I64"]), bulk("0"));
+    assert_eq!(c.str(&["FETCHADD", "s", "0", "i64"]), bulk("-1"));
+    let max = u64::MAX.to_le_bytes();
+    c.call(&[b"SET", b"m", &max]);
+    let r = c.str(&["FETCHADD", "m", "1", "CHECKED"]);
+    assert!(err_starts(&r, "ERR integer overflow"), "{r:?}");
+    assert_eq!(
+        c.str(&["FETCHADD", "m", "1", "SATURATE"]),
+        bulk(&u64::MAX.to_string())
+    );
+    assert!(err_starts(
+        &c.str(&["FETCHADD", "k", "1"]),
+        "ERR fetch-and-add needs an 8-byte value"
+    ));
+    assert!(err_starts(
+        &c.str(&["FETCHADD", "n", "1", "F64"]),
+        "ERR syntax error"
+    ));
+    // VECTOR on a u32 vector.
+    let v: Vec<u8> = [1u32, 2, 3, 4]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    c.call(&[b"SET", b"v", &v]);
+    let zero = 0u32.to_le_bytes();
+    let sum = c.call(&[b"VECTOR", b"v", b"reduce", b"u32", b"add", &zero]);
+    assert_eq!(sum, Value::Bulk(Some(10u32.to_le_bytes().to_vec())));
+    let ten = 10u32.to_le_bytes();
+    let orig = c.call(&[b"VECTOR", b"v", b"s2v", b"u32", b"add", &ten]);
+    assert_eq!(orig, Value::Bulk(Some(v.clone())));
+    let now: Vec<u8> = [11u32, 12, 13, 14]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(c.str(&["GET", "v"]), Value::Bulk(Some(now)));
+    let twelve = 12u32.to_le_bytes();
+    let gt: Vec<u8> = [13u32, 14].iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(
+        c.call(&[b"VECTOR", b"v", b"filter", b"u32", b"gt", &twelve]),
+        Value::Bulk(Some(gt))
+    );
+    assert_eq!(
+        c.call(&[b"VECTOR", b"absent", b"reduce", b"u32", b"add", &zero]),
+        Value::Bulk(None)
+    );
+    let r = c.call(&[b"VECTOR", b"v", b"reduce", b"u32", b"nosuch", &zero]);
+    assert!(err_starts(&r, "ERR unknown function 'nosuch'"), "{r:?}");
+    assert!(err_starts(
+        &c.str(&["VECTOR", "v", "bogus", "u32", "add", "x"]),
+        "ERR syntax error"
+    ));
+}
