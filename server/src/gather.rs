@@ -13,9 +13,9 @@
 
 use crate::conn::{Conn, Proto};
 use crate::reads::Reads;
-use crate::resp_cmd::err_store;
+use crate::resp_batch::get_reply;
 use crate::state::{OpClass, Shared};
-use accelkv_engine::{Found, ReadRef, Reply};
+use accelkv_engine::ReadRef;
 use accelkv_proto::resp::{self, Version};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
@@ -145,13 +145,7 @@ pub fn run(
         // Inline (checked above): answered before `run` returns.
         let _ = reads.run(&sh.engine, &reqs, |j, found| {
             let at = replies.len();
-            let ver = part[j].3;
-            match found {
-                Found::Value(v) => resp::bulk_in(replies, v, ver),
-                Found::Reply(Reply::Value(v)) => resp::bulk_in(replies, v.as_deref(), ver),
-                Found::Reply(Reply::Error(e)) => err_store(replies, &e),
-                Found::Reply(Reply::Items(_)) => resp::bulk_in(replies, None, ver),
-            }
+            get_reply(replies, found, part[j].3, false);
             segs[base + j] = (at, replies.len());
         });
     }

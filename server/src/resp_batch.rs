@@ -197,6 +197,18 @@ fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) 
     spans[a..b].iter().map(|&(x, y)| &buf[x..y]).collect()
 }
 
+/// Appends the reply to one GET (or one key of an MGET, whose errors are nils, as Redis
+/// answers them) in protocol `ver`.
+pub fn get_reply(out: &mut Vec<u8>, found: Found<'_>, ver: Version, mget: bool) {
+    match found {
+        Found::Value(v) => resp::bulk_in(out, v, ver),
+        Found::Reply(Reply::Value(v)) => resp::bulk_in(out, v.as_deref(), ver),
+        Found::Reply(Reply::Error(_)) if mget => resp::bulk_in(out, None, ver),
+        Found::Reply(Reply::Error(e)) => err_store(out, &e),
+        Found::Reply(Reply::Items(_)) => resp::bulk_in(out, None, ver),
+    }
+}
+
 /// GET and MGET commands `from..to` of `sc.cmds` as one read batch (inline, in chunks of
 /// BATCH keys; through a ring, in one submission). `Err(NotYet)`: submitted, nothing written.
 fn read_run(
@@ -237,13 +249,7 @@ fn read_run(
         let (replies, segs) = (&mut sc.replies, &mut sc.segs);
         let ran = reads.run(&sh.engine, &reqs, |j, found| {
             let start = replies.len();
-            match found {
-                Found::Value(v) => resp::bulk_in(replies, v, ver),
-                Found::Reply(Reply::Value(v)) => resp::bulk_in(replies, v.as_deref(), ver),
-                Found::Reply(Reply::Error(_)) if part[j].1 => resp::bulk_in(replies, None, ver),
-                Found::Reply(Reply::Error(e)) => err_store(replies, &e),
-                Found::Reply(Reply::Items(_)) => resp::bulk_in(replies, None, ver),
-            }
+            get_reply(replies, found, ver, part[j].1);
             segs[base + j] = (start, replies.len());
         });
         if let Err(e) = ran {

@@ -203,7 +203,7 @@ fn nil(v: Version) -> impl FnOnce(&mut Vec<u8>) {
 /// A read through the loop's read door: the owned reply. Through an engine's workers the
 /// read is submitted instead and this answers a placeholder: the caller (`resp_batch.rs`)
 /// sees `reads.submitted()`, drops the command's output and runs it again when answered.
-fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Reply {
+pub(crate) fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Reply {
     let mut reply = Reply::Value(None);
     let _ = reads.run(&sh.engine, &[req], |_, f: Found<'_>| reply = f.into_reply());
     reply

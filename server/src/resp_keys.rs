@@ -12,7 +12,7 @@
 
 use crate::glob;
 use crate::reads::Reads;
-use crate::resp_cmd::{err_store, Session};
+use crate::resp_cmd::{err_store, read_one, Session};
 use crate::state::{OpClass, Shared};
 use accelkv_engine::{ReadRef, Reply};
 use accelkv_proto::resp;
@@ -110,9 +110,7 @@ pub fn scan(sh: &Shared, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
         hi: None,
         limit: count + 1,
     };
-    let mut reply = Reply::Value(None);
-    let _ = reads.run(&sh.engine, &[req], |_, f| reply = f.into_reply());
-    let items = match reply {
+    let items = match read_one(sh, reads, req) {
         Reply::Items(items) => items,
         Reply::Error(e) => return err_store(out, &e),
         Reply::Value(_) => Default::default(),
@@ -188,9 +186,7 @@ pub fn range(sh: &Shared, c: &[&[u8]], floor: bool, reads: &mut Reads, out: &mut
             limit: take.saturating_add(1),
         }
     };
-    let mut reply = Reply::Value(None);
-    let _ = reads.run(&sh.engine, &[req], |_, f| reply = f.into_reply());
-    let items = match reply {
+    let items = match read_one(sh, reads, req) {
         Reply::Items(items) => items,
         Reply::Error(e) => return err_store(out, &e),
         Reply::Value(_) => Default::default(),
