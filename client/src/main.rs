@@ -12,7 +12,7 @@
 //! ```
 
 use accelkv_client::{Client, ClientError};
-use accelkv_proto::frame::operand;
+use accelkv_proto::operand::{Elem, Overflow, Scalar, VectorOp};
 use accelkv_proto::Request;
 use clap::{Parser, Subcommand};
 use std::time::Instant;
@@ -129,80 +129,72 @@ fn usage(m: String) -> ClientError {
 }
 
 fn policy(s: &str) -> Result<u8, ClientError> {
-    match s {
-        "wrap" => Ok(operand::WRAP),
-        "checked" => Ok(operand::CHECKED),
-        "saturate" => Ok(operand::SATURATE),
-        o => Err(usage(format!(
-            "unknown overflow policy '{o}' (wrap, checked, saturate)"
-        ))),
-    }
+    Overflow::from_name(s.as_bytes())
+        .map(|o| o as u8)
+        .ok_or_else(|| {
+            usage(format!(
+                "unknown overflow policy '{s}' (wrap, checked, saturate)"
+            ))
+        })
 }
 
-const ELEMS: [(&str, u8, usize); 8] = [
-    ("u8", operand::U8, 1),
-    ("u16", operand::U16, 2),
-    ("u32", operand::U32, 4),
-    ("u64", operand::U64, 8),
-    ("i32", operand::I32, 4),
-    ("i64", operand::I64, 8),
-    ("f32", operand::F32, 4),
-    ("f64", operand::F64, 8),
-];
-
 fn elem_of(s: &str) -> Result<u8, ClientError> {
-    ELEMS.iter().find(|e| e.0 == s).map(|e| e.1).ok_or_else(|| {
-        usage(format!(
-            "unknown element type '{s}' (u8, u16, u32, u64, i32, i64, f32, f64)"
-        ))
-    })
+    Elem::from_name(s.as_bytes())
+        .map(|e| e as u8)
+        .ok_or_else(|| {
+            usage(format!(
+                "unknown element type '{s}' (u8, u16, u32, u64, i32, i64, f32, f64)"
+            ))
+        })
+}
+
+/// The element type of a wire byte `elem_of` gave.
+fn elem(code: u8) -> Result<Elem, ClientError> {
+    Elem::from_u8(code).ok_or_else(|| usage(format!("unknown element type byte {code}")))
 }
 
 /// Numbers as little-endian elements of type `elem`.
-fn encode_numbers(elem: u8, xs: &[String]) -> Result<Vec<u8>, ClientError> {
-    let (name, _, width) = ELEMS[usize::from(elem)];
-    let mut out = Vec::with_capacity(xs.len() * width);
+fn encode_numbers(code: u8, xs: &[String]) -> Result<Vec<u8>, ClientError> {
+    let e = elem(code)?;
+    let mut out = Vec::with_capacity(xs.len() * e.width());
     for x in xs {
-        let bad = || usage(format!("'{x}' is not a {name}"));
-        match name {
-            "f32" => out.extend_from_slice(&x.parse::<f32>().map_err(|_| bad())?.to_le_bytes()),
-            "f64" => out.extend_from_slice(&x.parse::<f64>().map_err(|_| bad())?.to_le_bytes()),
+        let bad = || {
+            usage(format!(
+                "'{x}' is not a {}",
+                format!("{e:?}").to_lowercase()
+            ))
+        };
+        let n = match e {
+            Elem::F32 => Scalar::Float(x.parse::<f32>().map_err(|_| bad())?.into()),
+            Elem::F64 => Scalar::Float(x.parse::<f64>().map_err(|_| bad())?),
             _ => {
                 let n: i128 = x.parse().map_err(|_| bad())?;
-                let signed = name.starts_with('i');
-                let bits = width as u32 * 8;
-                let (lo, hi) = if signed {
-                    (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
-                } else {
-                    (0, (1i128 << bits) - 1)
-                };
+                let (lo, hi) = e.int_range();
                 if !(lo..=hi).contains(&n) {
                     return Err(bad());
                 }
-                out.extend_from_slice(&(n as u64).to_le_bytes()[..width]);
+                Scalar::Int(n)
             }
-        }
+        };
+        e.write(n, &mut out);
     }
     Ok(out)
 }
 
 /// Little-endian elements of type `elem` as numbers.
-fn decode_numbers(elem: u8, b: &[u8]) -> Vec<String> {
-    let (name, _, width) = ELEMS[usize::from(elem)];
-    b.chunks(width)
+fn decode_numbers(code: u8, b: &[u8]) -> Result<Vec<String>, ClientError> {
+    let e = elem(code)?;
+    Ok(b.chunks(e.width())
         .map(|c| {
             let mut w = [0u8; 8];
             w[..c.len()].copy_from_slice(c);
-            let raw = u64::from_le_bytes(w);
-            match name {
-                "f32" => f32::from_bits(raw as u32).to_string(),
-                "f64" => f64::from_bits(raw).to_string(),
-                "i32" => (raw as u32 as i32).to_string(),
-                "i64" => (raw as i64).to_string(),
-                _ => raw.to_string(),
+            match (e, e.read(&w)) {
+                (Elem::F32, Scalar::Float(f)) => (f as f32).to_string(),
+                (_, Scalar::Float(f)) => f.to_string(),
+                (_, Scalar::Int(i)) => i.to_string(),
             }
         })
-        .collect()
+        .collect())
 }
 
 fn show(b: &[u8]) -> String {
@@ -240,7 +232,7 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             signed,
             overflow,
         } => {
-            let kind = if signed { operand::I64 } else { operand::U64 };
+            let kind = if signed { Elem::I64 } else { Elem::U64 } as u8;
             let old = c.fetch_add(key.as_bytes(), delta, kind, policy(&overflow)?)?;
             if signed {
                 println!("{}", i64::from_le_bytes(old));
@@ -271,18 +263,13 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             elem,
             overflow,
         } => {
-            let code = match op.as_str() {
-                "s2s" => operand::UPDATE_SCALAR2SCALAR,
-                "s2v" => operand::UPDATE_SCALAR2VECTOR,
-                "v2v" => operand::UPDATE_VECTOR2VECTOR,
-                "reduce" => operand::REDUCE,
-                "filter" => operand::FILTER,
-                other => {
-                    return Err(usage(format!(
-                        "unknown vector operation '{other}' (s2s, s2v, v2v, reduce, filter)"
-                    )))
-                }
-            };
+            let code = VectorOp::from_name(op.as_bytes())
+                .map(|o| o as u8)
+                .ok_or_else(|| {
+                    usage(format!(
+                        "unknown vector operation '{op}' (s2s, s2v, v2v, reduce, filter)"
+                    ))
+                })?;
             let e = elem_of(&elem)?;
             let out = c.vector(
                 key.as_bytes(),
@@ -292,7 +279,7 @@ fn run(cli: Cli) -> Result<(), ClientError> {
                 &function,
                 &encode_numbers(e, &args)?,
             )?;
-            println!("{}", decode_numbers(e, &out).join(" "));
+            println!("{}", decode_numbers(e, &out)?.join(" "));
         }
         Cmd::Ping => {
             let t = Instant::now();
