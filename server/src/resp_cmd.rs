@@ -265,7 +265,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             return resp::error(out, &format!("ERR {m}"));
         }
         // Past maxmemory (noeviction): refuse what can add memory; deletes go on.
-        if !FREEING_COMMANDS.contains(&name.as_slice()) && sh.over_maxmemory() {
+        if sh.over_maxmemory() && !FREEING_COMMANDS.contains(&name.as_slice()) {
             return resp::error(out, crate::resp_config::OOM);
         }
         s.wrote = true;
