@@ -35,6 +35,13 @@ pub enum Error {
     },
     /// The configuration is inconsistent.
     InvalidConfig(String),
+    /// An atomic batch holds more writes than one batch may.
+    BatchTooLarge {
+        /// Writes given.
+        len: usize,
+        /// Most allowed.
+        max: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -55,6 +62,12 @@ impl fmt::Display for Error {
                 write!(f, "bulk load input not strictly ascending at item {index}")
             }
             Error::InvalidConfig(m) => write!(f, "invalid configuration: {m}"),
+            Error::BatchTooLarge { len, max } => {
+                write!(
+                    f,
+                    "atomic batch of {len} writes is larger than the limit of {max}"
+                )
+            }
         }
     }
 }

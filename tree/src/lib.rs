@@ -21,6 +21,7 @@
 
 mod arena;
 mod backoff;
+mod batch;
 mod bulk;
 mod config;
 mod epoch;
@@ -36,9 +37,10 @@ mod version;
 mod write;
 
 pub use accelkv_node::{NodeView, SegmentCursor, ValueRef};
+pub use batch::MAX_BATCH;
 pub use config::Config;
 pub use epoch::ReaderSlot;
 pub use error::{Error, Result};
 pub use raw::{Raw, RemapSubscription, WriteObserver, ROOT_LID};
 pub use remap::{Chunk, Remap, RemapFeed};
-pub use store::{LeafImage, Snapshot, Stats, Store, VersionView, Write};
+pub use store::{Batch, LeafImage, Snapshot, Stats, Store, VersionView, Write};

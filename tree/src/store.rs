@@ -30,6 +30,15 @@ pub struct Write {
     pub existed: bool,
 }
 
+/// What an atomic batch did; see [`Store::write_batch`].
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// Each item's result, in order.
+    pub results: Vec<Result<Write>>,
+    /// The batch's version: every item is visible once it is, none before.
+    pub version: u64,
+}
+
 /// Size and shape of the store.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -212,6 +221,68 @@ impl Store {
             version,
             existed: o == Outcome::Deleted,
         })
+    }
+
+    /// Applies `items` in order as one atomic step (a value sets the key, `None` deletes
+    /// it): readers, scans, snapshots and durable commits see all of them or none. Returns
+    /// once the batch is visible. At most [`crate::MAX_BATCH`] items; an item that fails
+    /// (a key too long, memory full) changes nothing and the others still apply, as in a
+    /// Redis transaction.
+    pub fn write_batch(&self, items: &[(&[u8], Option<&[u8]>)]) -> Result<Batch> {
+        let b = self.write_batch_unwaited(items)?;
+        self.wait_visible(b.version);
+        Ok(b)
+    }
+
+    /// [`Store::write_batch`] without waiting for visibility (see [`Store::put_unwaited`]).
+    pub fn write_batch_unwaited(&self, items: &[(&[u8], Option<&[u8]>)]) -> Result<Batch> {
+        if items.len() > crate::MAX_BATCH {
+            return Err(Error::BatchTooLarge {
+                len: items.len(),
+                max: crate::MAX_BATCH,
+            });
+        }
+        let mut checked: Vec<Result<()>> = Vec::with_capacity(items.len());
+        let mut ops = Vec::with_capacity(items.len());
+        for (k, v) in items {
+            let ok = self
+                .check_key(k)
+                .and_then(|()| v.map_or(Ok(()), |v| self.check_value(v)));
+            if ok.is_ok() {
+                ops.push((*k, v.map_or(Op::Delete, Op::Put)));
+            }
+            checked.push(ok);
+        }
+        let (written, version) = self.tree.write_batch(&ops);
+        let mut written = written.into_iter();
+        let results = checked
+            .into_iter()
+            .map(|c| {
+                c?;
+                let (o, version) = written.next().ok_or(Error::NotFound)??;
+                Ok(Write {
+                    version,
+                    existed: matches!(o, Outcome::Replaced | Outcome::Deleted),
+                })
+            })
+            .collect();
+        Ok(Batch { results, version })
+    }
+
+    /// A version that changes whenever `key` does (its value, or its presence), counting
+    /// completed writes not yet visible: the newest log entry for the key in its leaf, or
+    /// the leaf's own version when it has none. A structural change of the leaf changes it
+    /// too, so it may change when the key did not (never the other way round). Optimistic
+    /// checks (Redis's WATCH) compare two of these.
+    pub fn key_version(&self, key: &[u8]) -> Result<u64> {
+        self.check_key(key)?;
+        let pin = self.tree.epochs.pin();
+        let leaf = self.tree.leaf_for(key, u64::MAX, &pin);
+        Ok(leaf
+            .log_entries()
+            .filter(|e| e.key == key)
+            .map(|e| e.version)
+            .fold(leaf.version(), u64::max))
     }
 
     /// Whether every write up to `version` is visible to readers.

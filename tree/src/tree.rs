@@ -58,6 +58,10 @@ pub(crate) struct Tree {
     pub(crate) epochs: Arc<Epochs>,
     /// Serialises structural modifications (merge, split, node merge, root changes).
     pub(crate) smo: Mutex<()>,
+    /// Serialises atomic batches (batch.rs).
+    pub(crate) batch: Mutex<()>,
+    /// Set while an atomic batch writes: other writers wait before taking a version.
+    pub(crate) gate: std::sync::atomic::AtomicBool,
     pub(crate) garbage: Mutex<VecDeque<(u64, Garbage)>>,
     /// Garbage unlinked by a write whose version is not visible yet, with that version:
     /// retired once it is (epoch invariant 2), so a write never waits to retire.
@@ -112,6 +116,8 @@ impl Tree {
             versions: Versions::new(0),
             epochs: Arc::new(Epochs::new()),
             smo: Mutex::new(()),
+            batch: Mutex::new(()),
+            gate: std::sync::atomic::AtomicBool::new(false),
             garbage: Mutex::new(VecDeque::new()),
             unretired: Mutex::new(VecDeque::new()),
             items: AtomicI64::new(0),

@@ -3,12 +3,16 @@
 //! A writer takes its write version with a fetch-and-add on the global write version, makes
 //! its change visible in node memory, and then *completes* it: it marks the version done in a
 //! ring of completion slots and advances the global read version past every version that is
-//! done and contiguous with it. Whoever completes the oldest missing version moves the read
-//! version past everything completed after it, so a writer never waits for another writer
+//! done and contiguous with it, in one step. Whoever completes the oldest missing version moves
+//! the read version past everything completed after it, so a writer never waits for another writer
 //! to be released: a writer the OS descheduled between taking and completing its version
 //! holds back only the *visibility* of later writes, never their writers. Readers take the
 //! global read version and ignore anything newer, so a reader at `rv` sees exactly the
 //! writes with versions <= `rv`.
+//!
+//! Because the read version jumps over a whole run of done versions at once, a writer that
+//! takes a *barrier* version first, completes a group of later versions, and completes the
+//! barrier last makes the group visible at one instant (an atomic batch, `Tree::write_batch`).
 //!
 //! The blocking `Store` API completes, then waits until visible
 //! ([`Versions::wait_visible`]); a caller that has other work (a server loop) completes and
@@ -18,8 +22,9 @@
 //! taken and not yet visible (bounded memory for the ring).
 //!
 //! Invariants:
-//! 1. The read version only grows, by exactly one per step, and steps from `r` to `r + 1`
-//!    only after version `r + 1` was completed.
+//! 1. The read version only grows, and moves from `r` to `e` only when every version in
+//!    `r + 1 ..= e` was completed (one compare-and-swap, so a reader sees all of such a run
+//!    or none of it).
 //! 2. Slot `v % RING` holds `v` only after `v` completed; it is not reused until the read
 //!    version has reached `v` (version `v + RING` is taken only once `read >= v`).
 //! 3. A writer holding an uncompleted version never waits for a lock or for another writer's
@@ -29,7 +34,7 @@ use crate::backoff::Backoff;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Completion slots: versions taken and not yet visible at any time.
-const RING: u64 = 1 << 12;
+pub(crate) const RING: u64 = 1 << 16;
 
 /// Global write and read versions.
 pub struct Versions {
@@ -76,14 +81,35 @@ impl Versions {
         // version is never left behind a done version (Dekker's argument).
         loop {
             let r = self.read.load(Ordering::SeqCst);
-            let next = r + 1;
-            if self.done[(next % RING) as usize].load(Ordering::SeqCst) != next {
+            let mut e = r;
+            while e - r < RING && self.is_done(e + 1) {
+                e += 1;
+            }
+            if e == r {
                 return;
             }
             // Losing the race means someone else moved it; look again either way.
             let _ = self
                 .read
-                .compare_exchange(r, next, Ordering::SeqCst, Ordering::SeqCst);
+                .compare_exchange(r, e, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether `v` was completed (only meaningful for `v` within `RING` of the read version).
+    #[inline]
+    fn is_done(&self, v: u64) -> bool {
+        self.done[(v % RING) as usize].load(Ordering::SeqCst) == v
+    }
+
+    /// Waits until every version in `from ..= to` is completed (a batch holding a barrier
+    /// below `from` waits for the writers whose versions fell among its own; none of them
+    /// waits for anything while it holds its version, invariant 3).
+    pub fn wait_done(&self, from: u64, to: u64) {
+        for v in from..=to {
+            let mut backoff = Backoff::new();
+            while !self.is_done(v) && !self.is_visible(v) {
+                backoff.snooze();
+            }
         }
     }
 
@@ -197,6 +223,40 @@ mod tests {
                 h.join().unwrap();
             }
             assert_eq!(v.read_version(), 8000);
+        }
+    }
+
+    #[test]
+    fn a_barrier_releases_its_group_at_one_instant() {
+        // A reader polling the read version never sees it inside the group: the barrier is
+        // completed last, and the whole run becomes visible in one step.
+        for _ in 0..200 {
+            let v = Arc::new(Versions::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (lo, hi) = (2u64, 9u64);
+            let watcher = {
+                let (v, stop) = (v.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut seen = Vec::new();
+                    while !stop.load(Ordering::SeqCst) {
+                        seen.push(v.read_version());
+                    }
+                    seen.push(v.read_version());
+                    seen
+                })
+            };
+            let barrier = v.begin_write(); // 1
+            let group: Vec<u64> = (0..8).map(|_| v.begin_write()).collect(); // 2..=9
+            for &g in group.iter().rev() {
+                v.complete(g);
+            }
+            assert_eq!(v.read_version(), 0);
+            v.wait_done(lo, hi);
+            v.complete(barrier);
+            stop.store(true, Ordering::SeqCst);
+            let seen = watcher.join().unwrap();
+            assert!(seen.iter().all(|&r| r == 0 || r == hi), "{seen:?}");
+            assert_eq!(v.read_version(), hi);
         }
     }
 

@@ -64,8 +64,24 @@ const DELTA_MARGIN: u64 = 1 << 39;
 
 impl Tree {
     /// Applies `op` to `key`; returns what happened and the write version (the read version
-    /// at which absence was observed for `Outcome::Absent`).
+    /// at which absence was observed for `Outcome::Absent`). Waits first while an atomic
+    /// batch is writing (batch.rs).
     pub(crate) fn write(&self, key: &[u8], op: Op<'_>) -> Result<(Outcome, u64), crate::Error> {
+        if self.gate.load(Ordering::SeqCst) {
+            let mut backoff = Backoff::new();
+            while self.gate.load(Ordering::SeqCst) {
+                backoff.snooze();
+            }
+        }
+        self.write_ungated(key, op)
+    }
+
+    /// [`Tree::write`] without the batch gate (the batch's own writes).
+    pub(crate) fn write_ungated(
+        &self,
+        key: &[u8],
+        op: Op<'_>,
+    ) -> Result<(Outcome, u64), crate::Error> {
         // The value as it will be stored: inline, or copied out of line once.
         let value: Option<ValueRef<'_>> = match op {
             Op::Put(v) | Op::Update(v) => Some(if v.len() > self.geo.max_inline_value {
