@@ -375,6 +375,27 @@ pub fn verbatim(out: &mut Vec<u8>, text: &[u8], v: Version) {
     }
 }
 
+/// Appends a set header of `n` members: `~n\r\n` in RESP3, an array in RESP2.
+pub fn set(out: &mut Vec<u8>, n: usize, v: Version) {
+    match v {
+        Version::Resp3 => {
+            out.push(b'~');
+            decimal(out, n as i64);
+            out.extend_from_slice(b"\r\n");
+        }
+        Version::Resp2 => array(out, n),
+    }
+}
+
+/// Appends a null array: `*-1\r\n` in RESP2 (EXEC after a WATCH conflict), `_\r\n` in
+/// RESP3.
+pub fn null_array(out: &mut Vec<u8>, v: Version) {
+    match v {
+        Version::Resp3 => out.extend_from_slice(b"_\r\n"),
+        Version::Resp2 => out.extend_from_slice(b"*-1\r\n"),
+    }
+}
+
 /// Appends an array header `*n\r\n` (the caller appends `n` elements).
 pub fn array(out: &mut Vec<u8>, n: usize) {
     out.push(b'*');

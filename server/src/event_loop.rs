@@ -344,6 +344,7 @@ impl Loop {
                 unreleased: 0,
                 reply_hint: 0,
                 proto: Default::default(),
+                tx: Default::default(),
             })
         };
         self.conns[slot] = Some(Conn::new(sock, id, proto, guard));

@@ -86,6 +86,7 @@ pub fn run(
             || c.out.len() > max_out
             || s.quit
             || s.unreleased > 0
+            || s.tx.queued.is_some()
             || !(open || s.authed)
         {
             continue;

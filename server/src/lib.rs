@@ -4,6 +4,7 @@
 //! functions, see docs/VECTOR_FUNCTIONS.md).
 
 mod admin;
+mod burst;
 pub mod config;
 mod conn;
 mod engines;
@@ -17,10 +18,14 @@ mod reads;
 mod resp_atomics;
 mod resp_batch;
 mod resp_cmd;
+mod resp_command;
 mod resp_config;
 mod resp_keys;
+mod resp_table;
+mod resp_tx;
 mod state;
 mod station;
+mod station_tx;
 mod udp;
 
 use std::io::Write;
@@ -33,7 +38,7 @@ use std::time::{Duration, Instant};
 pub use ops::vector;
 pub use ops::vector::{Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError};
 /// Every RESP command the server answers.
-pub use resp_cmd::COMMANDS as RESP_COMMANDS;
+pub use resp_table::{Spec as RespCommand, TABLE as RESP_COMMANDS};
 
 /// How long shutdown waits for the event loops to stop before it flushes anyway.
 const STOP_GRACE: Duration = Duration::from_secs(2);

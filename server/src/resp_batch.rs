@@ -160,7 +160,7 @@ fn run_decoded(
             return i;
         }
         let authed = s.authed || sh.settings.password.is_none();
-        if authed && is_read(&args) {
+        if authed && is_read(&args) && s.tx.queued.is_none() {
             // A run of GET/MGET, up to BATCH keys (an MGET longer than that on its own).
             let mut end = i;
             let mut keys = 0;

@@ -16,7 +16,6 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 /// Per-connection RESP state.
-#[derive(Clone)]
 pub struct Session {
     pub id: u64,
     pub authed: bool,
@@ -33,6 +32,8 @@ pub struct Session {
     pub reply_hint: usize,
     /// The reply protocol (`HELLO 3` switches to RESP3).
     pub proto: Version,
+    /// MULTI/WATCH state (resp_tx.rs).
+    pub tx: crate::resp_tx::State,
 }
 
 /// Commands that change the store: refused while the disk is failing, and their replies
@@ -43,6 +44,9 @@ const WRITE_COMMANDS: &[&[u8]] = &[
     b"SETNX",
     b"GETSET",
     b"MSET",
+    b"MSETNX",
+    b"RENAME",
+    b"RENAMENX",
     b"DEL",
     b"UNLINK",
     b"GETDEL",
@@ -58,54 +62,6 @@ const WRITE_COMMANDS: &[&[u8]] = &[
     b"DECRBY",
     b"FLUSHALL",
     b"FLUSHDB",
-];
-
-/// Every command this server answers (COMMAND COUNT; `server/tests/e2e.rs` checks that
-/// none of them is refused as unknown).
-pub const COMMANDS: &[&str] = &[
-    "AUTH",
-    "HELLO",
-    "QUIT",
-    "PING",
-    "ECHO",
-    "SELECT",
-    "READONLY",
-    "READWRITE",
-    "CLIENT",
-    "COMMAND",
-    "CONFIG",
-    "INFO",
-    "DBSIZE",
-    "FLUSHALL",
-    "FLUSHDB",
-    "GET",
-    "MGET",
-    "SET",
-    "SETNX",
-    "GETSET",
-    "MSET",
-    "DEL",
-    "UNLINK",
-    "GETDEL",
-    "APPEND",
-    "SETRANGE",
-    "GETRANGE",
-    "SUBSTR",
-    "INCRBYFLOAT",
-    "TYPE",
-    "SCAN",
-    "KEYS",
-    "RANDOMKEY",
-    "TIME",
-    "WAIT",
-    "EXISTS",
-    "STRLEN",
-    "INCR",
-    "DECR",
-    "INCRBY",
-    "DECRBY",
-    "RANGE",
-    "FLOOR",
 ];
 
 /// Write commands that only remove: allowed past `maxmemory` (as Redis's commands without
@@ -146,6 +102,12 @@ fn through_station<'a>(
     ops: impl IntoIterator<Item = Op<'a>>,
 ) -> SmallVec<[Done; 8]> {
     let mut done: SmallVec<[Done; 8]> = SmallVec::new();
+    if s.tx.running.is_some() {
+        for op in ops {
+            done.push(crate::resp_tx::run_in_tx(sh, s, op));
+        }
+        return done;
+    }
     sh.station.run(&sh.store, ops, &mut done);
     for d in &done {
         s.unreleased = s.unreleased.max(d.version);
@@ -186,7 +148,7 @@ fn write_one(
     ok: impl FnOnce(&mut Vec<u8>),
     skipped: impl FnOnce(&mut Vec<u8>),
 ) {
-    let d = sh.station.run_one(&sh.store, op);
+    let d = crate::resp_tx::run_in_tx(sh, s, op);
     s.unreleased = s.unreleased.max(d.version);
     reply(out, &d, s.proto, ok, skipped);
 }
@@ -207,6 +169,33 @@ pub(crate) fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Repl
     let mut reply = Reply::Value(None);
     let _ = reads.run(&sh.engine, &[req], |_, f: Found<'_>| reply = f.into_reply());
     reply
+}
+
+/// Redis's error for an unknown command.
+pub(crate) fn unknown_command(c: &[&[u8]]) -> String {
+    let args: Vec<String> = c[1..]
+        .iter()
+        .take(3)
+        .map(|a| format!("'{}'", String::from_utf8_lossy(a)))
+        .collect();
+    format!(
+        "ERR unknown command '{}', with args beginning with: {}",
+        String::from_utf8_lossy(c[0]),
+        args.join(" ")
+    )
+}
+
+/// The value of `key` for a command: inside a transaction, through it (seeing its own
+/// writes, the key owned until the commit); otherwise through the loop's read door.
+fn get_value(sh: &Shared, s: &mut Session, reads: &mut Reads, key: &[u8]) -> Reply {
+    if s.tx.running.is_none() {
+        return read_one(sh, reads, ReadRef::Get(key));
+    }
+    match crate::resp_tx::run_in_tx(sh, s, Op::new(key, Write::Read)).outcome {
+        Ok(Outcome::Old(v)) => Reply::Value(v),
+        Err(e) => Reply::Error(e),
+        Ok(_) => Reply::Value(None),
+    }
 }
 
 fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
@@ -260,6 +249,9 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
     if sh.settings.password.is_some() && !s.authed {
         return resp::error(out, "NOAUTH Authentication required.");
     }
+    if crate::resp_tx::intercept(sh, s, &name, c, reads, out) {
+        return;
+    }
     if WRITE_COMMANDS.contains(&name.as_slice()) {
         if let Err(m) = sh.writable() {
             return resp::error(out, &format!("ERR {m}"));
@@ -298,10 +290,22 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             b"SETINFO" => resp::simple(out, "OK"),
             _ => resp::error(out, "ERR unknown CLIENT subcommand"),
         },
-        b"COMMAND" if argc == 2 && c[1].eq_ignore_ascii_case(b"COUNT") => {
-            resp::integer(out, COMMANDS.len() as i64)
+        b"COMMAND" => crate::resp_command::command(s, c, out),
+        b"MULTI" if argc == 1 => crate::resp_tx::multi(s, out),
+        b"EXEC" if argc == 1 => resp::error(out, "ERR EXEC without MULTI"),
+        b"DISCARD" if argc == 1 => resp::error(out, "ERR DISCARD without MULTI"),
+        b"WATCH" if argc >= 2 => crate::resp_tx::watch(sh, s, &c[1..], out),
+        b"UNWATCH" if argc == 1 => {
+            s.tx.watched.clear();
+            resp::simple(out, "OK")
         }
-        b"COMMAND" => resp::array(out, 0),
+        b"RESET" if argc == 1 => {
+            s.tx = Default::default();
+            s.proto = Version::Resp2;
+            s.name = None;
+            s.authed = sh.settings.password.is_none();
+            resp::simple(out, "RESET")
+        }
         b"CONFIG" if argc >= 3 && c[1].eq_ignore_ascii_case(b"GET") => {
             crate::resp_config::get(sh, s, &c[2..], out)
         }
@@ -331,7 +335,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         },
         b"GET" if argc == 2 => {
             sh.count(OpClass::Get);
-            match read_one(sh, reads, ReadRef::Get(c[1])) {
+            match get_value(sh, s, reads, c[1]) {
                 Reply::Value(v) => resp::bulk_in(out, v.as_deref(), s.proto),
                 Reply::Error(e) => err_store(out, &e),
                 Reply::Items(_) => resp::bulk_in(out, None, s.proto),
@@ -341,7 +345,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             resp::array(out, argc - 1);
             for k in &c[1..] {
                 sh.count(OpClass::Get);
-                match read_one(sh, reads, ReadRef::Get(k)) {
+                match get_value(sh, s, reads, k) {
                     Reply::Value(v) => resp::bulk_in(out, v.as_deref(), s.proto),
                     _ => resp::bulk_in(out, None, s.proto),
                 }
@@ -370,20 +374,10 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             let v = s.proto;
             write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
         }
-        b"MSET" if argc >= 3 && argc % 2 == 1 => {
-            let sets = c[1..].chunks(2).map(|kv| {
-                sh.count(OpClass::Put);
-                Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1])))
-            });
-            let done = through_station(sh, s, sets);
-            match done
-                .iter()
-                .find(|d| !matches!(d.outcome, Ok(Outcome::Done)))
-            {
-                Some(d) => reply(out, d, s.proto, ok, ok),
-                None => ok(out),
-            }
-        }
+        b"MSET" if argc >= 3 && argc % 2 == 1 => crate::resp_tx::mset(sh, s, c, out),
+        b"MSETNX" if argc >= 3 && argc % 2 == 1 => crate::resp_tx::msetnx(sh, s, c, out),
+        b"RENAME" if argc == 3 => crate::resp_tx::rename(sh, s, c, false, out),
+        b"RENAMENX" if argc == 3 => crate::resp_tx::rename(sh, s, c, true, out),
         b"DEL" | b"UNLINK" if argc >= 2 => {
             let dels = c[1..].iter().map(|k| {
                 sh.count(OpClass::Delete);
@@ -436,7 +430,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 return resp::error(out, "ERR value is not an integer or out of range");
             };
             sh.count(OpClass::Get);
-            match read_one(sh, reads, ReadRef::Get(c[1])) {
+            match get_value(sh, s, reads, c[1]) {
                 Reply::Value(v) => {
                     let v = v.unwrap_or_default();
                     resp::bulk(out, Some(byte_range(&v, start, end)));
@@ -445,7 +439,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 Reply::Items(_) => resp::bulk(out, Some(b"")),
             }
         }
-        b"TYPE" if argc == 2 => match read_one(sh, reads, ReadRef::Get(c[1])) {
+        b"TYPE" if argc == 2 => match get_value(sh, s, reads, c[1]) {
             Reply::Value(Some(_)) => resp::simple(out, "string"),
             Reply::Error(e) => err_store(out, &e),
             _ => resp::simple(out, "none"),
@@ -463,6 +457,15 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         }
         // No replicas: nothing to wait for.
         b"WAIT" if argc == 3 => resp::integer(out, 0),
+        b"EXISTS" if argc >= 2 && s.tx.running.is_some() => {
+            let mut n = 0;
+            for k in &c[1..] {
+                if matches!(get_value(sh, s, reads, k), Reply::Value(Some(_))) {
+                    n += 1;
+                }
+            }
+            resp::integer(out, n);
+        }
         b"EXISTS" if argc >= 2 => {
             let keys: SmallVec<[ReadRef<'_>; 8]> = c[1..].iter().map(|k| ReadRef::Get(k)).collect();
             let mut n = 0;
@@ -476,7 +479,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             });
             resp::integer(out, n);
         }
-        b"STRLEN" if argc == 2 => match read_one(sh, reads, ReadRef::Get(c[1])) {
+        b"STRLEN" if argc == 2 => match get_value(sh, s, reads, c[1]) {
             Reply::Value(v) => resp::integer(out, v.map_or(0, |v| v.len()) as i64),
             Reply::Error(e) => err_store(out, &e),
             Reply::Items(_) => resp::integer(out, 0),
@@ -501,22 +504,8 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             crate::resp_keys::range(sh, c, name.as_slice() == b"FLOOR", reads, out)
         }
         // A known command with a wrong number of arguments (the arms above check arity).
-        n if COMMANDS.iter().any(|k| k.as_bytes() == n) => wrong_args(out, &name),
-        _ => {
-            let args: Vec<String> = c[1..]
-                .iter()
-                .take(3)
-                .map(|a| format!("'{}'", String::from_utf8_lossy(a)))
-                .collect();
-            resp::error(
-                out,
-                &format!(
-                    "ERR unknown command '{}', with args beginning with: {}",
-                    String::from_utf8_lossy(first),
-                    args.join(" ")
-                ),
-            );
-        }
+        n if crate::resp_table::find(n).is_some() => wrong_args(out, &name),
+        _ => resp::error(out, &unknown_command(c)),
     }
 }
 

@@ -25,12 +25,13 @@
 //! Thread safety: any thread may submit. An executor never waits for another slot while it
 //! owns one (it finishes its own bursts first), so executors cannot deadlock.
 
-use crate::ops::{Effect, Failure, Outcome, Write};
+use crate::burst::{Applied, Burst};
+use crate::ops::{Failure, Outcome, Write};
 use crate::vector::Registry;
 use accelkv_tree::{Error, Store};
 use smallvec::SmallVec;
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Mutex;
@@ -85,18 +86,14 @@ enum To {
 /// The channel answers of queued operations come back on.
 type Back = (Sender<(usize, Done)>, Receiver<(usize, Done)>);
 
-/// An operation's key (its index in the burst), destination, outcome (`Err`: its read
-/// failed) and whether it changed the value.
-type Ran = (usize, To, Result<Outcome, Error>, bool);
-
 struct Queued {
     op: Op<'static>,
     to: Sender<(usize, Done)>,
     index: usize,
 }
 
-struct Slot {
-    busy: bool,
+pub(crate) struct Slot {
+    pub(crate) busy: bool,
     queue: VecDeque<Queued>,
 }
 
@@ -116,8 +113,10 @@ pub struct StationStats {
 /// The reservation station.
 pub struct Station {
     slots: Vec<Mutex<Slot>>,
+    /// Held by the one transaction running (station_tx.rs).
+    pub(crate) tx_active: std::sync::atomic::AtomicBool,
     forwarding: bool,
-    registry: Registry,
+    pub(crate) registry: Registry,
     /// Counters.
     pub stats: StationStats,
 }
@@ -144,17 +143,18 @@ impl Station {
                     })
                 })
                 .collect(),
+            tx_active: std::sync::atomic::AtomicBool::new(false),
             forwarding,
             registry,
             stats: StationStats::default(),
         }
     }
 
-    fn slot_of(&self, key: &[u8]) -> usize {
+    pub(crate) fn slot_of(&self, key: &[u8]) -> usize {
         (key_hash(key) % self.slots.len() as u64) as usize
     }
 
-    fn lock(&self, i: usize) -> std::sync::MutexGuard<'_, Slot> {
+    pub(crate) fn lock(&self, i: usize) -> std::sync::MutexGuard<'_, Slot> {
         self.slots[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -244,7 +244,7 @@ impl Station {
     }
 
     /// Runs what other threads queued on slot `i` (which this thread owns), then releases it.
-    fn drain(&self, store: &Store, i: usize, answers: &mut [Done]) {
+    pub(crate) fn drain(&self, store: &Store, i: usize, answers: &mut [Done]) {
         loop {
             let burst: SmallVec<[Queued; 8]> = {
                 let mut s = self.lock(i);
@@ -269,92 +269,15 @@ impl Station {
         burst: impl Iterator<Item = (To, Op<'b>)>,
         answers: &mut [Done],
     ) {
-        // Per distinct key, in order of first appearance: the latest value (None: absent),
-        // whether it was read (or set) yet, whether the burst changed it, and why reading it
-        // failed, if it did.
-        struct KeyState<'b> {
-            key: Cow<'b, [u8]>,
-            value: Option<Cow<'b, [u8]>>,
-            known: bool,
-            dirty: bool,
-            read_error: Option<Error>,
+        let mut keys = Burst::default();
+        let mut results: SmallVec<[(To, Applied); 16]> = SmallVec::new();
+        for (to, op) in burst {
+            let applied = keys.apply(store, &self.registry, &self.stats, op);
+            results.push((to, applied));
         }
-        let mut keys: SmallVec<[KeyState<'b>; 2]> = SmallVec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        let mut results: SmallVec<[Ran; 16]> = SmallVec::new();
-        for (to, Op { key, write }) in burst {
-            self.stats.ops.fetch_add(1, Ordering::Relaxed);
-            // The common burst of one key needs no index: it is built from the second key on.
-            let found = if index.is_empty() {
-                keys.first().filter(|k| k.key == key).map(|_| 0)
-            } else {
-                index.get(key.as_ref()).copied()
-            };
-            let i = match found {
-                Some(i) => {
-                    self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
-                    i
-                }
-                None => {
-                    if keys.len() == 1 {
-                        index.insert(keys[0].key.to_vec(), 0);
-                    }
-                    if !keys.is_empty() {
-                        index.insert(key.to_vec(), keys.len());
-                    }
-                    keys.push(KeyState {
-                        key,
-                        value: None,
-                        known: false,
-                        dirty: false,
-                        read_error: None,
-                    });
-                    keys.len() - 1
-                }
-            };
-            let k = &mut keys[i];
-            let reads = write.reads();
-            if reads && !k.known {
-                // The newest value, visible or not: every write of this key came through this
-                // slot, so the newest is the one this operation follows.
-                match store.get_latest(&k.key) {
-                    Ok(v) => k.value = v.map(Cow::Owned),
-                    Err(e) => k.read_error = Some(e),
-                }
-                k.known = true;
-            }
-            if reads {
-                if let Some(e) = &k.read_error {
-                    results.push((i, to, Err(e.clone()), false));
-                    continue;
-                }
-            }
-            let cur = if reads { k.value.as_deref() } else { None };
-            let (effect, outcome) = write.apply(cur, &self.registry, store.config().max_value);
-            let changed = !matches!(effect, Effect::Keep);
-            match effect {
-                Effect::Keep => {}
-                Effect::Set(v) => (k.value, k.known, k.dirty) = (Some(v), true, true),
-                Effect::Remove => (k.value, k.known, k.dirty) = (None, true, true),
-            }
-            results.push((i, to, Ok(outcome), changed));
-        }
-        // Write each changed key back once.
-        let written: SmallVec<[Result<u64, Error>; 2]> = keys
-            .iter()
-            .map(|k| {
-                if !k.dirty {
-                    return Ok(0);
-                }
-                self.stats.tree_writes.fetch_add(1, Ordering::Relaxed);
-                match &k.value {
-                    Some(v) => store.put_unwaited(&k.key, v).map(|w| w.version),
-                    None => store.delete_unwaited(&k.key).map(|w| w.version),
-                }
-            })
-            .collect();
+        let written = keys.write_back(store, &self.stats);
         let seen = store.raw().last_write_version();
-        for (i, to, outcome, changed) in results {
+        for (to, (i, outcome, changed)) in results {
             let d = match (outcome, &written[i]) {
                 (Err(e), _) => Done {
                     outcome: Err(e),
@@ -396,7 +319,7 @@ impl Station {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Cond;
+    use crate::ops::{Cond, Effect};
     use accelkv_tree::Config;
     use std::collections::BTreeMap;
     use std::sync::Arc;

@@ -59,6 +59,9 @@ pub enum Write<'a> {
     },
     /// Removes the key and answers its value (GETDEL).
     GetDel,
+    /// Changes nothing and answers the value: a read ordered with the writes around it
+    /// (GET and the other reads inside a transaction).
+    Read,
     /// Adds to one 8-byte integer element, absent counting as 0; answers the original bytes.
     FetchAdd {
         /// Element type (`U64` or `I64`).
@@ -187,6 +190,7 @@ impl<'a> Write<'a> {
                 patch: own(patch),
             },
             Write::GetDel => Write::GetDel,
+            Write::Read => Write::Read,
             Write::FetchAdd {
                 elem,
                 overflow,
@@ -280,6 +284,7 @@ impl<'a> Write<'a> {
                 None => keep(Outcome::Old(None)),
                 Some(v) => (Effect::Remove, Outcome::Old(Some(v.to_vec()))),
             },
+            Write::Read => keep(Outcome::Old(cur.map(<[u8]>::to_vec))),
             Write::Put(v) => (Effect::Set(v), Outcome::Done),
             Write::Remove => (Effect::Remove, Outcome::Done),
             Write::Set { value, cond, get } => {

@@ -3,9 +3,12 @@
 
 #![allow(dead_code)]
 
+use accelkv_proto::resp::{self, Value};
+use accelkv_proto::Limits;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 pub struct Server {
     pub child: Child,
@@ -113,4 +116,47 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A RESP connection that sends commands and parses replies.
+pub struct RespConn {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RespConn {
+    pub fn new(srv: &Server) -> RespConn {
+        let s = TcpStream::connect(srv.resp).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        RespConn { s, buf: Vec::new() }
+    }
+
+    pub fn call(&mut self, args: &[&[u8]]) -> Value {
+        let mut cmd = Vec::new();
+        resp::command(&mut cmd, args);
+        self.s.write_all(&cmd).unwrap();
+        loop {
+            if let Some((v, used)) = resp::parse_reply(&self.buf, &Limits::default()).unwrap() {
+                self.buf.drain(..used);
+                return v;
+            }
+            let mut b = [0u8; 65536];
+            let n = self.s.read(&mut b).unwrap();
+            assert!(n > 0, "closed");
+            self.buf.extend_from_slice(&b[..n]);
+        }
+    }
+
+    pub fn str(&mut self, args: &[&str]) -> Value {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.call(&a)
+    }
+}
+
+pub fn bulk(s: &str) -> Value {
+    Value::Bulk(Some(s.as_bytes().to_vec()))
+}
+
+pub fn err_starts(v: &Value, prefix: &str) -> bool {
+    matches!(v, Value::Error(e) if e.starts_with(prefix))
 }

@@ -100,8 +100,45 @@ func session(t *testing.T, addr, password string, protocol int) {
 	if n := r.Del(ctx, "n", "missing").Val(); n != 1 {
 		t.Fatalf("DEL: %d", n)
 	}
+	// MULTI/EXEC.
+	var incr *redis.IntCmd
+	if _, err := r.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "tx:a", 1, 0)
+		incr = p.Incr(ctx, "tx:a")
+		return nil
+	}); err != nil || incr.Val() != 2 {
+		t.Fatalf("MULTI/EXEC: %v %d", err, incr.Val())
+	}
+	// WATCH: a change by another connection makes EXEC fail.
+	other := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: protocol})
+	defer other.Close()
+	err := r.Watch(ctx, func(tx *redis.Tx) error {
+		if err := other.Set(ctx, "tx:a", "changed", 0).Err(); err != nil {
+			return err
+		}
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, "tx:a", "mine", 0)
+			return nil
+		})
+		return err
+	}, "tx:a")
+	if err != redis.TxFailedErr {
+		t.Fatalf("WATCH conflict: %v", err)
+	}
+	if v := r.Get(ctx, "tx:a").Val(); v != "changed" {
+		t.Fatalf("after the WATCH conflict: %q", v)
+	}
+	if err := r.Watch(ctx, func(tx *redis.Tx) error {
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, "tx:a", "mine", 0)
+			return nil
+		})
+		return err
+	}, "tx:a"); err != nil {
+		t.Fatalf("WATCH without conflict: %v", err)
+	}
 	// Wrong arguments: Redis's error.
-	err := r.Do(ctx, "GET", "a", "b").Err()
+	err = r.Do(ctx, "GET", "a", "b").Err()
 	if err == nil || !strings.Contains(err.Error(), "wrong number of arguments for 'get' command") {
 		t.Fatalf("GET with two keys: %v", err)
 	}

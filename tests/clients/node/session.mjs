@@ -49,6 +49,15 @@ async function session(name, c) {
   assert.equal(await c.call(["INCRBY", "n", "42"]), 42);
   assert.deepEqual(await c.call(["MGET", "n", "missing"]), ["42", null]);
   assert.equal(await c.call(["DEL", "n", "missing"]), 1);
+  // MULTI/EXEC, and WATCH: a change by another connection makes EXEC fail (null).
+  assert.deepEqual(await c.multiExec([["SET", "tx:a", "1"], ["INCR", "tx:a"]]), ["OK", 2]);
+  await c.watch("tx:a");
+  await c.other(["SET", "tx:a", "changed"]);
+  assert.equal(await c.multiExec([["SET", "tx:a", "mine"]]), null);
+  assert.equal(await c.call(["GET", "tx:a"]), "changed");
+  await c.watch("tx:a");
+  assert.deepEqual(await c.multiExec([["SET", "tx:a", "mine"]]), ["OK"]);
+  assert.equal(await c.call(["GET", "tx:a"]), "mine");
   await assert.rejects(c.call(["GET", "a", "b"]), /wrong number of arguments for 'get' command/);
   assert.deepEqual(await c.call(["RANGE", "p:0010", "p:0013"]), [
     "p:0010", "10", "p:0011", "11", "p:0012", "12",
@@ -62,7 +71,18 @@ async function ioredis() {
   const anon = new Redis({ host, port: Number(port), enableReadyCheck: false, maxRetriesPerRequest: 0 });
   anon.on("error", () => {});
   const r = new Redis({ host, port: Number(port), password });
+  const o = new Redis({ host, port: Number(port), password });
   const c = {
+    multiExec: async (cmds) => {
+      const res = await r.multi(cmds.map(([cmd, ...a]) => ["call", cmd, ...a])).exec();
+      if (res === null) return null;
+      return res.map(([err, v]) => {
+        if (err) throw err;
+        return v;
+      });
+    },
+    watch: (k) => r.watch(k),
+    other: (args) => o.call(...args),
     anonGet: (k) => anon.get(k),
     call: (args) => r.call(...args),
     callBuffer: (args) => r.callBuffer(...args),
@@ -80,6 +100,7 @@ async function ioredis() {
   } finally {
     anon.disconnect();
     r.disconnect();
+    o.disconnect();
   }
 }
 
@@ -90,8 +111,22 @@ async function nodeRedis() {
   await anon.connect();
   const r = createClient({ url, password });
   await r.connect();
+  const o = createClient({ url, password });
+  await o.connect();
   const str = (args) => args.map((a) => (Buffer.isBuffer(a) ? a : String(a)));
   const c = {
+    multiExec: async (cmds) => {
+      const m = r.multi();
+      for (const cmd of cmds) m.addCommand(str(cmd));
+      try {
+        return await m.exec();
+      } catch (e) {
+        if (e.name === "WatchError" || e.constructor?.name === "WatchError") return null;
+        throw e;
+      }
+    },
+    watch: (k) => r.watch(k),
+    other: (args) => o.sendCommand(str(args)),
     anonGet: (k) => anon.get(k),
     call: (args) => r.sendCommand(str(args)),
     callBuffer: (args) => r.sendCommand(str(args), { returnBuffers: true }),
@@ -107,6 +142,7 @@ async function nodeRedis() {
   } finally {
     await anon.disconnect();
     await r.disconnect();
+    await o.disconnect();
   }
 }
 

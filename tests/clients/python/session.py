@@ -55,6 +55,31 @@ def session(port, password, protocol, parser):
     assert r.incr("n") == 1 and r.incrby("n", 41) == 42
     assert r.mget(["n", "missing"]) == [b"42", None]
     assert r.delete("n", "missing") == 1
+    # MULTI/EXEC: redis-py's default pipeline is a transaction.
+    p = r.pipeline()
+    p.set("tx:a", 1).incr("tx:a").get("tx:a")
+    assert p.execute() == [True, 2, b"2"]
+    # WATCH: a change by another connection makes EXEC fail.
+    other = client(port, protocol, parser, password)
+    with r.pipeline() as p:
+        p.watch("tx:a")
+        assert p.get("tx:a") == b"2"
+        other.set("tx:a", "changed")
+        p.multi()
+        p.set("tx:a", "mine")
+        try:
+            p.execute()
+            raise AssertionError("EXEC ran although a watched key changed")
+        except redis.WatchError:
+            pass
+    assert r.get("tx:a") == b"changed"
+    # Without a conflict, the optimistic transaction commits.
+    with r.pipeline() as p:
+        p.watch("tx:a")
+        p.multi()
+        p.set("tx:a", "mine")
+        assert p.execute() == [True]
+    assert r.get("tx:a") == b"mine"
     # Wrong arguments: Redis's error.
     try:
         r.execute_command("GET", "a", "b")

@@ -15,6 +15,7 @@ import redis.clients.jedis.Jedis;
 import redis.clients.jedis.Pipeline;
 import redis.clients.jedis.RedisProtocol;
 import redis.clients.jedis.Response;
+import redis.clients.jedis.Transaction;
 import redis.clients.jedis.commands.ProtocolCommand;
 import redis.clients.jedis.exceptions.JedisDataException;
 import redis.clients.jedis.params.ScanParams;
@@ -76,6 +77,23 @@ public final class Session {
       check(r.incrBy("n", 42) == 42, "INCRBY");
       check(r.mget("n", "missing").equals(Arrays.asList("42", null)), "MGET");
       check(r.del("n", "missing") == 1, "DEL");
+      // MULTI/EXEC, and WATCH: a change by another connection makes EXEC fail (null).
+      Transaction t = r.multi();
+      t.set("tx:a", "1");
+      Response<Long> incr = t.incr("tx:a");
+      check(t.exec() != null && incr.get() == 2, "MULTI/EXEC");
+      r.watch("tx:a");
+      try (Jedis other = new Jedis(addr, config)) {
+        other.set("tx:a", "changed");
+      }
+      t = r.multi();
+      t.set("tx:a", "mine");
+      check(t.exec() == null, "EXEC ran although a watched key changed");
+      check(r.get("tx:a").equals("changed"), "after the WATCH conflict");
+      r.watch("tx:a");
+      t = r.multi();
+      t.set("tx:a", "mine");
+      check(t.exec() != null && r.get("tx:a").equals("mine"), "WATCH without conflict");
       try {
         r.sendCommand(() -> SafeEncoder.encode("GET"), "a", "b");
         throw new AssertionError("GET with two keys was accepted");

@@ -1,0 +1,171 @@
+//! Data forwarding for the reservation station: a burst runs operations on the latest value
+//! of each key it touches (read from the tree once, then carried from operation to
+//! operation), and writes each changed key back to the tree once at its end — one write at a
+//! time for an ordinary burst, or all of them as one atomic batch for a transaction
+//! (`station_tx.rs`).
+//!
+//! The caller must own the station slot of every key it runs here, from the first read to
+//! the write-back: that is what makes the carried value the key's newest.
+
+use crate::ops::{Effect, Outcome};
+use crate::station::{Op, StationStats};
+use crate::vector::Registry;
+use accelkv_tree::{Error, Store};
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// One key of a burst: its latest value (None: absent), whether it was read (or set) yet,
+/// whether the burst changed it, and why reading it failed, if it did.
+struct KeyState<'b> {
+    key: Cow<'b, [u8]>,
+    value: Option<Cow<'b, [u8]>>,
+    known: bool,
+    dirty: bool,
+    read_error: Option<Error>,
+}
+
+/// One write of an atomic batch: the key and its new value (`None`: removed).
+type Item<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// The keys of one burst, in order of first appearance.
+#[derive(Default)]
+pub struct Burst<'b> {
+    keys: SmallVec<[KeyState<'b>; 2]>,
+    /// Key → position in `keys`, built from the second key on (the common burst of one key
+    /// needs none).
+    index: HashMap<Vec<u8>, usize>,
+}
+
+/// What one operation of a burst did: the position of its key, its outcome (`Err`: reading
+/// the key failed), and whether it changed the value.
+pub type Applied = (usize, Result<Outcome, Error>, bool);
+
+impl<'b> Burst<'b> {
+    /// The position of `key`, adding it.
+    fn slot(&mut self, key: Cow<'b, [u8]>, stats: &StationStats) -> usize {
+        let found = if self.index.is_empty() {
+            self.keys.first().filter(|k| k.key == key).map(|_| 0)
+        } else {
+            self.index.get(key.as_ref()).copied()
+        };
+        if let Some(i) = found {
+            stats.forwarded.fetch_add(1, Ordering::Relaxed);
+            return i;
+        }
+        if self.keys.len() == 1 {
+            self.index.insert(self.keys[0].key.to_vec(), 0);
+        }
+        if !self.keys.is_empty() {
+            self.index.insert(key.to_vec(), self.keys.len());
+        }
+        self.keys.push(KeyState {
+            key,
+            value: None,
+            known: false,
+            dirty: false,
+            read_error: None,
+        });
+        self.keys.len() - 1
+    }
+
+    /// Runs `op` on its key's latest value.
+    pub fn apply(
+        &mut self,
+        store: &Store,
+        registry: &Registry,
+        stats: &StationStats,
+        op: Op<'b>,
+    ) -> Applied {
+        stats.ops.fetch_add(1, Ordering::Relaxed);
+        let Op { key, write } = op;
+        let i = self.slot(key, stats);
+        let k = &mut self.keys[i];
+        let reads = write.reads();
+        if reads && !k.known {
+            // The newest value, visible or not: every write of this key came through its
+            // slot, which the caller owns, so the newest is the one this operation follows.
+            match store.get_latest(&k.key) {
+                Ok(v) => k.value = v.map(Cow::Owned),
+                Err(e) => k.read_error = Some(e),
+            }
+            k.known = true;
+        }
+        if reads {
+            if let Some(e) = &k.read_error {
+                return (i, Err(e.clone()), false);
+            }
+        }
+        let cur = if reads { k.value.as_deref() } else { None };
+        let (effect, outcome) = write.apply(cur, registry, store.config().max_value);
+        let changed = !matches!(effect, Effect::Keep);
+        match effect {
+            Effect::Keep => {}
+            Effect::Set(v) => (k.value, k.known, k.dirty) = (Some(v), true, true),
+            Effect::Remove => (k.value, k.known, k.dirty) = (None, true, true),
+        }
+        (i, Ok(outcome), changed)
+    }
+
+    /// Writes each changed key back, one tree write each: per key, the write's version (0
+    /// when unchanged) or its error.
+    pub fn write_back(
+        &self,
+        store: &Store,
+        stats: &StationStats,
+    ) -> SmallVec<[Result<u64, Error>; 2]> {
+        self.keys
+            .iter()
+            .map(|k| {
+                if !k.dirty {
+                    return Ok(0);
+                }
+                stats.tree_writes.fetch_add(1, Ordering::Relaxed);
+                match &k.value {
+                    Some(v) => store.put_unwaited(&k.key, v).map(|w| w.version),
+                    None => store.delete_unwaited(&k.key).map(|w| w.version),
+                }
+            })
+            .collect()
+    }
+
+    /// Writes every changed key back as one atomic batch (`Store::write_batch_unwaited`):
+    /// per key, its error if its write failed; and the batch's version (0 when nothing
+    /// changed).
+    pub fn write_back_atomic(
+        &self,
+        store: &Store,
+        stats: &StationStats,
+    ) -> (Vec<Option<Error>>, u64) {
+        let dirty: Vec<(usize, Item<'_>)> = self
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.dirty)
+            .map(|(i, k)| (i, (k.key.as_ref(), k.value.as_deref())))
+            .collect();
+        let mut errors = vec![None; self.keys.len()];
+        if dirty.is_empty() {
+            return (errors, 0);
+        }
+        stats
+            .tree_writes
+            .fetch_add(dirty.len() as u64, Ordering::Relaxed);
+        let items: Vec<Item<'_>> = dirty.iter().map(|d| d.1).collect();
+        match store.write_batch_unwaited(&items) {
+            Ok(b) => {
+                for ((i, _), r) in dirty.iter().zip(b.results) {
+                    errors[*i] = r.err();
+                }
+                (errors, b.version)
+            }
+            Err(e) => {
+                for (i, _) in &dirty {
+                    errors[*i] = Some(e.clone());
+                }
+                (errors, 0)
+            }
+        }
+    }
+}
