@@ -20,6 +20,7 @@ mod resp_batch;
 mod resp_cmd;
 mod resp_command;
 mod resp_config;
+mod resp_introspect;
 mod resp_keys;
 mod resp_table;
 mod resp_tx;

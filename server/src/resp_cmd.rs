@@ -288,6 +288,8 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             b"GETNAME" => resp::bulk_in(out, s.name.as_deref(), s.proto),
             b"ID" => resp::integer(out, s.id as i64),
             b"SETINFO" => resp::simple(out, "OK"),
+            b"INFO" if argc == 2 => crate::resp_introspect::client_info(s, out),
+            b"NO-EVICT" | b"TRACKING" => crate::resp_introspect::client_switch(c, out),
             _ => resp::error(out, "ERR unknown CLIENT subcommand"),
         },
         b"COMMAND" => crate::resp_command::command(s, c, out),
@@ -309,6 +311,11 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         b"CONFIG" if argc >= 3 && c[1].eq_ignore_ascii_case(b"GET") => {
             crate::resp_config::get(sh, s, &c[2..], out)
         }
+        b"CONFIG" if argc == 2 && c[1].eq_ignore_ascii_case(b"RESETSTAT") => {
+            crate::resp_introspect::reset_stats(sh, out)
+        }
+        b"MEMORY" if argc >= 2 => crate::resp_introspect::memory(sh, s, c, reads, out),
+        b"OBJECT" if argc >= 2 => crate::resp_introspect::object(sh, s, c, reads, out),
         b"CONFIG" if argc >= 2 && c[1].eq_ignore_ascii_case(b"SET") => {
             crate::resp_config::set(sh, c, out)
         }

@@ -31,6 +31,8 @@ const FAST: &[&str] = &["fast"];
 const CONN: &[&str] = &["noscript", "loading", "stale", "fast"];
 const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
+/// Reads that do not go through a transaction's own view (they walk the keyspace or read
+/// through the engine): refused inside MULTI.
 const SCANS: &[&str] = &["readonly", "no_multi"];
 
 const fn spec(

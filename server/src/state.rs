@@ -103,6 +103,34 @@ impl Metrics {
         &self.hot[SHARD.with(|s| s.get()) % self.hot.len()]
     }
 
+    /// CONFIG RESETSTAT: zeroes the request, error and connection counters and the latency
+    /// histograms (every loop's).
+    pub fn reset(&self) {
+        for h in self.hot.iter() {
+            for c in h
+                .ops
+                .iter()
+                .chain([&h.frames, &h.resp_commands, &h.udp_datagrams])
+            {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+        for c in [
+            &self.errors,
+            &self.busy,
+            &self.bad_input,
+            &self.connections_total,
+            &self.connections_rejected,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        for h in self.latency.iter() {
+            if let Ok(mut h) = h.lock() {
+                h.reset();
+            }
+        }
+    }
+
     /// A counter summed over every loop.
     pub fn sum(&self, f: impl Fn(&Hot) -> &AtomicU64) -> u64 {
         self.hot.iter().map(|h| f(h).load(Ordering::Relaxed)).sum()
@@ -334,6 +362,19 @@ impl Shared {
         line(
             "uptime_in_seconds",
             self.started.elapsed().as_secs().to_string(),
+        );
+        // Redis's names first (tools read them): RESP commands plus binary frames.
+        line(
+            "total_connections_received",
+            m.connections_total.load(Ordering::Relaxed).to_string(),
+        );
+        line(
+            "total_commands_processed",
+            (m.sum(|h| &h.resp_commands) + m.sum(|h| &h.frames)).to_string(),
+        );
+        line(
+            "rejected_connections",
+            m.connections_rejected.load(Ordering::Relaxed).to_string(),
         );
         line("engine", self.engine.name().to_string());
         for (k, v) in self.engine.info() {

@@ -110,6 +110,15 @@ pub struct StationStats {
     pub queued: AtomicU64,
 }
 
+impl StationStats {
+    /// Zeroes every counter (CONFIG RESETSTAT).
+    pub fn reset(&self) {
+        for c in [&self.ops, &self.tree_writes, &self.forwarded, &self.queued] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The reservation station.
 pub struct Station {
     slots: Vec<Mutex<Slot>>,

@@ -465,3 +465,72 @@ fn cas_fetchadd_and_vector_over_resp() {
         "ERR syntax error"
     ));
 }
+
+#[test]
+fn introspection_commands() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    c.str(&["SET", "n", "12345"]);
+    c.str(&["SET", "s", "hello"]);
+    let long = "x".repeat(100);
+    c.str(&["SET", "l", &long]);
+    assert_eq!(c.str(&["OBJECT", "ENCODING", "n"]), bulk("int"));
+    assert_eq!(c.str(&["OBJECT", "ENCODING", "s"]), bulk("embstr"));
+    assert_eq!(c.str(&["OBJECT", "ENCODING", "l"]), bulk("raw"));
+    assert_eq!(c.str(&["OBJECT", "ENCODING", "nope"]), Value::Bulk(None));
+    assert_eq!(c.str(&["OBJECT", "REFCOUNT", "s"]), Value::Integer(1));
+    assert!(err_starts(
+        &c.str(&["OBJECT", "FREQ", "s"]),
+        "ERR unknown subcommand"
+    ));
+    let small = match c.str(&["MEMORY", "USAGE", "s"]) {
+        Value::Integer(n) => n,
+        other => panic!("MEMORY USAGE: {other:?}"),
+    };
+    let big = match c.str(&["MEMORY", "USAGE", "l", "SAMPLES", "5"]) {
+        Value::Integer(n) => n,
+        other => panic!("MEMORY USAGE: {other:?}"),
+    };
+    assert!(small >= 6 && big >= 101 && big > small, "{small} {big}");
+    assert_eq!(c.str(&["MEMORY", "USAGE", "nope"]), Value::Bulk(None));
+    c.str(&["CLIENT", "SETNAME", "me"]);
+    match c.str(&["CLIENT", "INFO"]) {
+        Value::Bulk(Some(line)) => {
+            let line = String::from_utf8(line).unwrap();
+            assert!(
+                line.contains("name=me ") && line.contains("resp=2"),
+                "{line}"
+            );
+        }
+        other => panic!("CLIENT INFO: {other:?}"),
+    }
+    assert_eq!(
+        c.str(&["CLIENT", "NO-EVICT", "on"]),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        c.str(&["CLIENT", "TRACKING", "off"]),
+        Value::Simple("OK".into())
+    );
+    assert!(err_starts(
+        &c.str(&["CLIENT", "TRACKING", "on"]),
+        "ERR client-side caching"
+    ));
+    // RESETSTAT zeroes the command counter INFO reports.
+    for _ in 0..10 {
+        c.str(&["GET", "s"]);
+    }
+    assert_eq!(c.str(&["CONFIG", "RESETSTAT"]), Value::Simple("OK".into()));
+    let Value::Bulk(Some(info)) = c.str(&["INFO", "stats"]) else {
+        panic!("INFO")
+    };
+    let info = String::from_utf8(info).unwrap();
+    let processed: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .expect("total_commands_processed")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(processed <= 2, "{processed}");
+}

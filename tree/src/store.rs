@@ -382,6 +382,23 @@ impl Store {
         }
     }
 
+    /// Bytes an item with a key of `key_len` bytes and a value of `value_len` takes: its
+    /// entry in a leaf (headers, key, the value inline or a reference to it) plus the value
+    /// stored out of line when it is larger than inline values may be. Redis's MEMORY USAGE.
+    pub fn item_footprint(&self, key_len: usize, value_len: usize) -> usize {
+        let inline = value_len <= self.tree.geo.max_inline_value;
+        let reference = accelkv_node::ValueRef::OutOfLine {
+            handle: 0,
+            len: value_len as u32,
+        };
+        let body = if inline {
+            value_len
+        } else {
+            reference.body_len() + value_len
+        };
+        2 + key_len + 2 + body
+    }
+
     /// Items in the store.
     pub fn len(&self) -> usize {
         self.tree.items.load(Ordering::Relaxed).max(0) as usize
