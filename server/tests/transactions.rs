@@ -332,3 +332,88 @@ fn transfers_inside_exec_lose_no_concurrent_increment() {
     };
     assert_eq!(v.iter().map(int_of).sum::<i64>(), 600 * 1000);
 }
+
+/// MSET and EXEC of 200 keys (about 20 KB, several leaves and pages) under `--data-dir`,
+/// the server killed with SIGKILL at random moments: after each restart every key holds the
+/// same round (a transaction is durable whole or not at all), and under `--sync sync` that
+/// round is at least the last one acknowledged.
+#[test]
+fn transactions_survive_kill_9_whole() {
+    let dir = std::env::temp_dir().join(format!("accelkv-tx-kill9-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap().to_string();
+    let keys: Vec<String> = (0..200).map(|i| format!("tx:{i:04}")).collect();
+    let value = |round: u64| format!("{round:010}").repeat(10);
+    let mut last_acked = 0u64;
+    let mut next = 1u64;
+    for kill in 0..8u64 {
+        let sync = if kill % 2 == 0 { "sync" } else { "none" };
+        let srv = Server::start(&["--data-dir", &d, "--sync", sync, "--node-size", "4096"]);
+        let mut c = Conn::new(&srv);
+        let mut mget = vec!["MGET"];
+        mget.extend(keys.iter().map(String::as_str));
+        let Value::Array(Some(vals)) = c.str(&mget) else {
+            panic!("MGET")
+        };
+        let first = vals[0].clone();
+        assert!(
+            vals.iter().all(|v| *v == first),
+            "restart {kill}: a transaction recovered in part"
+        );
+        let recovered = match first {
+            Value::Bulk(None) => 0,
+            Value::Bulk(Some(v)) => std::str::from_utf8(&v[..10]).unwrap().parse().unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            recovered >= last_acked,
+            "restart {kill}: round {last_acked} was acknowledged, {recovered} recovered"
+        );
+        next = next.max(recovered + 1);
+        let acked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(recovered));
+        let writer = {
+            let (keys, acked, mut c) = (keys.clone(), acked.clone(), Conn::new(&srv));
+            let start = next;
+            std::thread::spawn(move || {
+                for round in start.. {
+                    let v = value(round);
+                    let ok = if round % 2 == 0 {
+                        let mut args: Vec<&[u8]> = vec![b"MSET"];
+                        for k in &keys {
+                            args.push(k.as_bytes());
+                            args.push(v.as_bytes());
+                        }
+                        c.try_call(&args) == Some(Value::Simple("OK".into()))
+                    } else {
+                        if c.try_call(&[b"MULTI"]).is_none() {
+                            return;
+                        }
+                        for k in &keys {
+                            if c.try_call(&[b"SET", k.as_bytes(), v.as_bytes()]).is_none() {
+                                return;
+                            }
+                        }
+                        matches!(c.try_call(&[b"EXEC"]), Some(Value::Array(Some(_))))
+                    };
+                    if !ok {
+                        return;
+                    }
+                    acked.store(round, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(150 + 97 * kill % 300));
+        let mut srv = srv;
+        srv.child.kill().unwrap();
+        srv.child.wait().unwrap();
+        writer.join().unwrap();
+        let a = acked.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            a > recovered,
+            "restart {kill}: nothing was acknowledged before the kill"
+        );
+        last_acked = if sync == "sync" { a } else { 0 };
+        next = a + 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -132,17 +132,24 @@ impl RespConn {
     }
 
     pub fn call(&mut self, args: &[&[u8]]) -> Value {
+        self.try_call(args).expect("connection closed")
+    }
+
+    /// [`RespConn::call`], `None` when the connection breaks (a server killed meanwhile).
+    pub fn try_call(&mut self, args: &[&[u8]]) -> Option<Value> {
         let mut cmd = Vec::new();
         resp::command(&mut cmd, args);
-        self.s.write_all(&cmd).unwrap();
+        self.s.write_all(&cmd).ok()?;
         loop {
-            if let Some((v, used)) = resp::parse_reply(&self.buf, &Limits::default()).unwrap() {
+            if let Some((v, used)) = resp::parse_reply(&self.buf, &Limits::default()).ok()? {
                 self.buf.drain(..used);
-                return v;
+                return Some(v);
             }
             let mut b = [0u8; 65536];
-            let n = self.s.read(&mut b).unwrap();
-            assert!(n > 0, "closed");
+            let n = self.s.read(&mut b).ok()?;
+            if n == 0 {
+                return None;
+            }
             self.buf.extend_from_slice(&b[..n]);
         }
     }
