@@ -351,11 +351,7 @@ pub fn bulk_in(out: &mut Vec<u8>, b: Option<&[u8]>, v: Version) {
 /// caller appends key, value, key, value…).
 pub fn map(out: &mut Vec<u8>, n: usize, v: Version) {
     match v {
-        Version::Resp3 => {
-            out.push(b'%');
-            decimal(out, n as i64);
-            out.extend_from_slice(b"\r\n");
-        }
+        Version::Resp3 => header(out, b'%', n),
         Version::Resp2 => array(out, 2 * n),
     }
 }
@@ -378,11 +374,7 @@ pub fn verbatim(out: &mut Vec<u8>, text: &[u8], v: Version) {
 /// Appends a set header of `n` members: `~n\r\n` in RESP3, an array in RESP2.
 pub fn set(out: &mut Vec<u8>, n: usize, v: Version) {
     match v {
-        Version::Resp3 => {
-            out.push(b'~');
-            decimal(out, n as i64);
-            out.extend_from_slice(b"\r\n");
-        }
+        Version::Resp3 => header(out, b'~', n),
         Version::Resp2 => array(out, n),
     }
 }
@@ -398,7 +390,12 @@ pub fn null_array(out: &mut Vec<u8>, v: Version) {
 
 /// Appends an array header `*n\r\n` (the caller appends `n` elements).
 pub fn array(out: &mut Vec<u8>, n: usize) {
-    out.push(b'*');
+    header(out, b'*', n)
+}
+
+/// Appends an aggregate's header: its type byte, the count, CRLF.
+fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
+    out.push(kind);
     decimal(out, n as i64);
     out.extend_from_slice(b"\r\n");
 }

@@ -139,11 +139,9 @@ fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>) {
         let to = s.tx.running.as_ref().map_or(0, |t| t.ops());
         replies.push((reply, from..to));
     }
-    let Some(tx) = s.tx.running.take() else {
+    let Some(done) = commit(sh, s) else {
         return resp::error(out, "ERR internal error: the transaction was lost");
     };
-    let done = sh.station.commit(&sh.store, *tx);
-    s.unreleased = s.unreleased.max(done.version.max(done.seen));
     resp::array(out, replies.len());
     for (reply, ops) in replies {
         match done.failed[ops].iter().flatten().next() {
@@ -151,6 +149,13 @@ fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>) {
             None => out.extend_from_slice(&reply),
         }
     }
+}
+
+/// Commits the running transaction; the connection's replies now rest on its version.
+fn commit(sh: &Shared, s: &mut Session) -> Option<crate::station_tx::Committed> {
+    let done = sh.station.commit(&sh.store, *s.tx.running.take()?);
+    s.unreleased = s.unreleased.max(done.version.max(done.seen));
+    Some(done)
 }
 
 /// Runs `f` inside a transaction: the one EXEC runs, or a new one committed at the end (a
@@ -168,11 +173,9 @@ fn atomically(
     s.tx.running = Some(Box::new(sh.station.begin()));
     let mark = out.len();
     f(sh, s, out);
-    let Some(tx) = s.tx.running.take() else {
+    let Some(done) = commit(sh, s) else {
         return;
     };
-    let done = sh.station.commit(&sh.store, *tx);
-    s.unreleased = s.unreleased.max(done.version.max(done.seen));
     if let Some(e) = done.failed.iter().flatten().next() {
         out.truncate(mark);
         err_store(out, e);
