@@ -157,9 +157,20 @@ fn exact_snapshot_check_fails_without_old_versions() {
         ..small()
     };
     // The harness must report a violation; try a few times in case a run is too short to
-    // catch a scan overlapping a node rebuild.
-    let caught = (0..5).find_map(|_| harness(cfg.clone(), Duration::from_secs(120)).err());
-    let msg = caught.expect("with old versions off the snapshot check must fail");
-    eprintln!("caught as expected: {msg}");
-    assert!(msg.contains("version"), "{msg}");
+    // catch a scan overlapping a node rebuild. Without old versions a reader can also follow
+    // a child that is not published yet and fall off the page table (a scanner panic); that
+    // run proves nothing about the checker, so it is retried, and only the checker's own
+    // report (which names the versions) counts.
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        match harness(cfg.clone(), Duration::from_secs(120)) {
+            Err(msg) if msg.contains("version") => {
+                eprintln!("caught as expected: {msg}");
+                return;
+            }
+            Err(msg) => seen.push(msg),
+            Ok(scans) => seen.push(format!("passed with {scans} scans")),
+        }
+    }
+    panic!("with old versions off the snapshot check never failed: {seen:?}");
 }
