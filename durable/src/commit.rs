@@ -217,7 +217,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct DirtyObserver(pub(crate) Arc<Core>);
 
 impl accelkv_tree::WriteObserver for DirtyObserver {
-    fn on_write(&self, key: &[u8], _value: Option<&[u8]>, version: u64) {
+    fn on_write(&self, key: &[u8], _value: Option<&[u8]>, _deadline: u64, version: u64) {
         let mut q = lock(&self.0.queue);
         let was_empty = q.dirty.is_empty();
         q.dirty.push((key.to_vec(), version));
@@ -236,8 +236,8 @@ struct Planned {
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
     bytes: Vec<u8>,
-    /// In key order: the key's bytes, the value.
-    items: Vec<(Span, Val)>,
+    /// In key order: the key's bytes, the value, its deadline (0: none).
+    items: Vec<(Span, Val, u64)>,
 }
 
 /// A range of `Planned::bytes`.
@@ -465,12 +465,12 @@ impl Core {
                     bytes: Vec::with_capacity(
                         leaf.items
                             .iter()
-                            .map(|(k, v)| k.len() + v.len().min(self.inline_max + 1))
+                            .map(|(k, v, _)| k.len() + v.len().min(self.inline_max + 1))
                             .sum(),
                     ),
                     items: Vec::with_capacity(leaf.items.len()),
                 };
-                for (k, val) in &leaf.items {
+                for (k, val, deadline) in &leaf.items {
                     // A large value not written since the last commit keeps its durable
                     // extension page: no copy, no write.
                     let kept = (val.len() > self.inline_max)
@@ -483,7 +483,7 @@ impl Core {
                         Some(r) => Val::Ext(*r),
                         None => Val::Inline(p.push(val)),
                     };
-                    p.items.push((key, v));
+                    p.items.push((key, v, *deadline));
                 }
                 p
             });
@@ -598,7 +598,7 @@ impl Core {
         // Extension pages for the large values the plan did not keep.
         for p in plans.iter_mut() {
             for j in 0..p.items.len() {
-                let (k, Val::Inline(b)) = p.items[j] else {
+                let (k, Val::Inline(b), _) = p.items[j] else {
                     continue;
                 };
                 if b.len as usize <= self.inline_max {
@@ -635,13 +635,14 @@ impl Core {
                 items: p
                     .items
                     .iter()
-                    .map(|(k, val)| {
+                    .map(|(k, val, deadline)| {
                         (
                             p.at(*k),
                             match val {
                                 Val::Inline(b) => PageValue::Inline(p.at(*b)),
                                 Val::Ext(r) | Val::NewExt(r) => PageValue::Ext(*r),
                             },
+                            *deadline,
                         )
                     })
                     .collect(),
@@ -663,7 +664,7 @@ impl Core {
         let mut freed = Vec::new();
         for (p, off) in plans.into_iter().zip(taken.leaves) {
             let mut exts = Vec::new();
-            for (k, val) in &p.items {
+            for (k, val, _) in &p.items {
                 if let Some(r) = val.ext() {
                     *d.ext_refs.entry(r.off).or_insert(0) += 1;
                     exts.push(r.off);
@@ -683,7 +684,7 @@ impl Core {
             {
                 let now_ext = p
                     .items
-                    .binary_search_by(|(x, _)| p.at(*x).cmp(k))
+                    .binary_search_by(|(x, _, _)| p.at(*x).cmp(k))
                     .is_ok_and(|i| p.items[i].1.ext().is_some());
                 if !now_ext {
                     d.ext_of.remove(k);

@@ -21,9 +21,10 @@ pub const HEADER: usize = 64;
 /// Superblock magic.
 pub const SUPER_MAGIC: [u8; 8] = *b"ACKVPAGE";
 /// Format version this code writes. Version 2 added commit numbers to page headers; files
-/// of version 1 are read (their pages count as one finished commit, number 0) and upgraded
-/// to version 2 when opened.
-pub const FORMAT_VERSION: u32 = 2;
+/// of version 1 are read (their pages count as one finished commit, number 0). Version 3
+/// added expiry deadlines to leaf items ([`TAG_EXPIRES`]). Older files are upgraded when
+/// opened (their items have no deadlines), so an older build refuses them afterwards.
+pub const FORMAT_VERSION: u32 = 3;
 /// Oldest format version this code reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Slab descriptor magic.
@@ -36,6 +37,11 @@ pub const KIND_LEAF: u8 = 1;
 pub const KIND_EXT: u8 = 2;
 /// Page flag: the slot holds a page (a zeroed, never-written slot does not).
 pub const ALIVE: u8 = 1;
+/// Leaf item tag bit: a deadline (u64, ms since the Unix epoch, nonzero) follows the tag.
+pub const TAG_EXPIRES: u8 = 0x80;
+
+/// One leaf item: key, value, expiry deadline (ms since the Unix epoch; 0: none).
+pub type PageItem<'a> = (&'a [u8], PageValue<'a>, u64);
 
 /// Why bytes are not a valid page (or superblock, or descriptor).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -242,8 +248,8 @@ pub struct LeafPage<'a> {
     pub low: Option<&'a [u8]>,
     /// Upper fence, exclusive (`None`: unbounded).
     pub high: Option<&'a [u8]>,
-    /// Items in key order.
-    pub items: Vec<(&'a [u8], PageValue<'a>)>,
+    /// Items in key order, with their deadlines.
+    pub items: Vec<PageItem<'a>>,
 }
 
 /// An extension page: one large value.
@@ -339,9 +345,10 @@ pub fn leaf_len(p: &LeafPage<'_>) -> usize {
         + fence(p.high)
         + p.items
             .iter()
-            .map(|(k, v)| {
+            .map(|(k, v, d)| {
                 2 + k.len()
                     + 1
+                    + if *d != 0 { 8 } else { 0 }
                     + match v {
                         PageValue::Inline(b) => 4 + b.len(),
                         PageValue::Ext(_) => 16,
@@ -363,17 +370,24 @@ pub fn encode_leaf(p: &LeafPage<'_>, offset: u64) -> Vec<u8> {
     out.reserve(leaf_len(p) - HEADER);
     put_fence(&mut out, p.low);
     put_fence(&mut out, p.high);
-    for (k, v) in &p.items {
+    for (k, v, d) in &p.items {
         out.extend_from_slice(&(k.len() as u16).to_le_bytes());
         out.extend_from_slice(k);
+        let expires = if *d != 0 { TAG_EXPIRES } else { 0 };
+        let tag = match v {
+            PageValue::Inline(_) => 0,
+            PageValue::Ext(_) => 1,
+        };
+        out.push(tag | expires);
+        if *d != 0 {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
         match v {
             PageValue::Inline(b) => {
-                out.push(0);
                 out.extend_from_slice(&(b.len() as u32).to_le_bytes());
                 out.extend_from_slice(b);
             }
             PageValue::Ext(r) => {
-                out.push(1);
                 out.extend_from_slice(&r.off.to_le_bytes());
                 out.extend_from_slice(&r.len.to_le_bytes());
                 out.extend_from_slice(&r.crc.to_le_bytes());
@@ -522,7 +536,16 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
                     ));
                 }
                 prev = Some(k);
-                let v = match c.u8()? {
+                let tag = c.u8()?;
+                let deadline = if tag & TAG_EXPIRES != 0 {
+                    match c.u64()? {
+                        0 => return Err(FormatError::Malformed("zero deadline")),
+                        d => d,
+                    }
+                } else {
+                    0
+                };
+                let v = match tag & !TAG_EXPIRES {
                     0 => {
                         let n = c.u32()? as usize;
                         PageValue::Inline(c.take(n)?)
@@ -534,7 +557,7 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
                     }),
                     _ => return Err(FormatError::Malformed("value tag")),
                 };
-                items.push((k, v));
+                items.push((k, v, deadline));
             }
             Page::Leaf(LeafPage {
                 lid: h.lid,
@@ -582,8 +605,8 @@ mod tests {
             low: Some(b"b"),
             high: Some(b"m"),
             items: vec![
-                (b"b", PageValue::Inline(b"")),
-                (b"cat", PageValue::Inline(b"meow")),
+                (b"b", PageValue::Inline(b""), 0),
+                (b"cat", PageValue::Inline(b"meow"), 1_700_000_000_000),
                 (
                     b"dog",
                     PageValue::Ext(ExtRef {
@@ -591,6 +614,7 @@ mod tests {
                         len: 5000,
                         crc: 42,
                     }),
+                    77,
                 ),
             ],
         }

@@ -23,7 +23,8 @@ use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
     class_for, decode_header, decode_page, decode_slab, decode_super, encode_super, ext_len,
-    CommitTag, ExtRef, FormatError, Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
+    CommitTag, ExtRef, FormatError, Page, PageItem, PageValue, Super, BLOCK, FORMAT_VERSION,
+    HEADER,
 };
 use crate::io::Storage;
 use crate::slab::Slabs;
@@ -59,6 +60,9 @@ pub struct RecoveryReport {
     pub orphaned_exts: u64,
     /// Items recovered.
     pub items: u64,
+    /// Items whose deadline had passed by the time of recovery: not loaded (their pages
+    /// are rewritten without them when their leaf is next committed).
+    pub expired: u64,
     /// The version recovered: every write up to it is in the store, none after it. New
     /// writes get larger versions.
     pub version: u64,
@@ -78,8 +82,9 @@ impl std::fmt::Display for RecoveryReport {
         }
         write!(
             f,
-            "recovered {} items at version {} (commit {}) in {:.3} s: {} pages of an incomplete commit discarded, {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
+            "recovered {} items ({} expired ones dropped) at version {} (commit {}) in {:.3} s: {} pages of an incomplete commit discarded, {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
             self.items,
+            self.expired,
             self.version,
             self.commit,
             self.elapsed.as_secs_f64(),
@@ -98,6 +103,10 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
+/// A recovered item: key, value (borrowed from a leaf page or read from an extension
+/// page), deadline.
+type Recovered<'a> = (&'a [u8], Cow<'a, [u8]>, u64);
+
 /// A leaf page read in pass 1: its bytes (checked), decoded again when its items are
 /// needed, so shadowed pages cost no per-item allocation.
 struct Leaf {
@@ -110,7 +119,7 @@ struct Leaf {
 }
 
 impl Leaf {
-    fn items(&self) -> Vec<(&[u8], PageValue<'_>)> {
+    fn items(&self) -> Vec<PageItem<'_>> {
         match decode_page(&self.bytes, self.off) {
             Ok(Page::Leaf(p)) => p.items,
             _ => Vec::new(), // checked in pass 1
@@ -280,7 +289,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         for (lo, hi, page) in cover.ranges() {
             let l = &leaves[by_off[&page]];
             let items = l.items();
-            for (k, v) in in_range(&items, lo, hi) {
+            for (k, v, _) in in_range(&items, lo, hi) {
                 if let PageValue::Ext(r) = v {
                     if !ext_ok(storage, &slabs, r, k, &mut checked)? {
                         bad.push(page);
@@ -301,15 +310,20 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         l.bytes = Vec::new();
     }
     // The winning items, in key order, borrowed from the page bytes.
-    let decoded: HashMap<u64, Vec<(&[u8], PageValue<'_>)>> = leaves
+    let decoded: HashMap<u64, Vec<PageItem<'_>>> = leaves
         .iter()
         .filter(|l| live.contains(&l.off))
         .map(|l| (l.off, l.items()))
         .collect();
-    let mut items: Vec<(&[u8], Cow<'_, [u8]>)> = Vec::new();
+    let mut items: Vec<Recovered<'_>> = Vec::new();
     let mut ext_of = HashMap::new();
+    let now = accelkv_tree::now_ms();
     for (lo, hi, page) in cover.ranges() {
-        for (k, v) in in_range(&decoded[&page], lo, hi) {
+        for (k, v, deadline) in in_range(&decoded[&page], lo, hi) {
+            if deadline != 0 && now > deadline {
+                rep.expired += 1;
+                continue;
+            }
             let value = match v {
                 PageValue::Inline(b) => Cow::Borrowed(*b),
                 PageValue::Ext(r) => {
@@ -319,7 +333,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
                     })?)
                 }
             };
-            items.push((k, value));
+            items.push((k, value, deadline));
         }
     }
     rep.items = items.len() as u64;
@@ -331,7 +345,7 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
     for (&page, its) in &decoded {
         let named: Vec<u64> = its
             .iter()
-            .filter_map(|(_, v)| match v {
+            .filter_map(|(_, v, _)| match v {
                 PageValue::Ext(r) => Some(r.off),
                 PageValue::Inline(_) => None,
             })
@@ -389,7 +403,7 @@ fn newest_complete_commit(
             continue;
         }
         for l in pages {
-            for (k, v) in l.items() {
+            for (k, v, _) in l.items() {
                 if let PageValue::Ext(r) = v {
                     if !ext_ok(storage, slabs, &r, k, checked)? {
                         continue 'commits;
@@ -433,15 +447,15 @@ fn wipe(storage: &dyn Storage, offs: &[u64]) -> Result<()> {
 }
 
 fn in_range<'p, 'a>(
-    items: &'p [(&'a [u8], PageValue<'a>)],
+    items: &'p [PageItem<'a>],
     lo: &'p [u8],
     hi: Option<&'p [u8]>,
-) -> impl Iterator<Item = (&'a [u8], &'p PageValue<'a>)> + 'p {
-    let start = items.partition_point(|(k, _)| *k < lo);
+) -> impl Iterator<Item = (&'a [u8], &'p PageValue<'a>, u64)> + 'p {
+    let start = items.partition_point(|(k, _, _)| *k < lo);
     items[start..]
         .iter()
-        .take_while(move |(k, _)| hi.is_none_or(|h| *k < h))
-        .map(|(k, v)| (*k, v))
+        .take_while(move |(k, _, _)| hi.is_none_or(|h| *k < h))
+        .map(|(k, v, d)| (*k, v, *d))
 }
 
 /// The value in the extension page `r` names, if that page is intact and belongs to `key`.

@@ -313,6 +313,18 @@ impl Store {
         self.durable(self.tree.put(key, value))
     }
 
+    /// Inserts or replaces with an expiry deadline (ms since the Unix epoch; 0: none);
+    /// returns once durable. The deadline is durable with the value.
+    pub fn put_expiring(&self, key: &[u8], value: &[u8], deadline: u64) -> Result<Write> {
+        self.durability.writable()?;
+        self.durable(self.tree.put_expiring(key, value, deadline))
+    }
+
+    /// The value of `key` and its deadline (0: none).
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        Ok(self.tree.get_entry(key)?)
+    }
+
     /// Replaces the value of a present key (`Error::Tree(NotFound)` if absent).
     pub fn update(&self, key: &[u8], value: &[u8]) -> Result<Write> {
         self.durability.writable()?;

@@ -63,6 +63,51 @@ proptest! {
     }
 }
 
+/// Deadlines are durable with their values (inline and in extension pages), survive
+/// reopening, and items expired by the time of recovery are not loaded.
+#[test]
+fn deadlines_survive_reopening_and_expired_items_are_dropped() {
+    let dev = Arc::new(FaultStorage::new());
+    let later = 32_503_680_000_000; // year 3000
+    let soon = accelkv_tree::now_ms() + 300;
+    let s = Store::open_storage(dev.clone(), opts(SyncPolicy::Sync)).unwrap();
+    for i in 0..2000u32 {
+        let k = format!("k{i:05}").into_bytes();
+        let v = vec![b'v'; if i % 50 == 0 { 3000 } else { 20 }];
+        let d = match i % 4 {
+            0 => 0,
+            1 => later + u64::from(i),
+            2 => 1_000, // long expired: never visible, never loaded
+            _ => soon,
+        };
+        s.put_expiring(&k, &v, d).unwrap();
+    }
+    drop(s);
+    while accelkv_tree::now_ms() <= soon {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let s = Store::open_storage(dev, opts(SyncPolicy::Sync)).unwrap();
+    assert_eq!(s.recovery().items, 1000);
+    assert_eq!(
+        s.recovery().expired,
+        500,
+        "the 'soon' items; long-expired ones were never committed"
+    );
+    for i in 0..2000u32 {
+        let k = format!("k{i:05}").into_bytes();
+        let got = s.get_entry(&k).unwrap();
+        match i % 4 {
+            0 => assert_eq!(got.map(|x| x.1), Some(0)),
+            1 => {
+                let (v, d) = got.unwrap();
+                assert_eq!(d, later + u64::from(i));
+                assert_eq!(v.len(), if i % 50 == 0 { 3000 } else { 20 });
+            }
+            _ => assert_eq!(got, None, "key {i}"),
+        }
+    }
+}
+
 /// A damaged newest page gives the previous version of its range, not an error.
 #[test]
 fn damaged_newest_page_falls_back_to_the_previous_version() {

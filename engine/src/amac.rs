@@ -51,6 +51,9 @@ enum Stage {
 pub(crate) struct Flight {
     pub(crate) tag: u64,
     pub(crate) rv: u64,
+    /// The reader's clock (ms since the Unix epoch), taken after `rv`: items whose deadline
+    /// is before it are absent.
+    pub(crate) now: u64,
     pub(crate) batch: u64,
     pub(crate) sink: usize,
     kind: Kind,
@@ -82,6 +85,7 @@ impl Flight {
         raw: Raw<'_>,
         tag: u64,
         rv: u64,
+        now: u64,
         batch: u64,
         sink: usize,
         req: Request,
@@ -106,6 +110,7 @@ impl Flight {
         Flight {
             tag,
             rv,
+            now,
             batch,
             sink,
             kind,
@@ -115,16 +120,17 @@ impl Flight {
 
     /// Reuses this finished flight for `req`, keeping its key buffer (no allocation for a
     /// GET whose key fits); prefetches the root's page-table entry.
-    pub(crate) fn renew(&mut self, raw: Raw<'_>, tag: u64, rv: u64, req: &ReadRef<'_>) {
+    pub(crate) fn renew(&mut self, raw: Raw<'_>, tag: u64, rv: u64, now: u64, req: &ReadRef<'_>) {
         match (req, &mut self.kind) {
             (ReadRef::Get(key), Kind::Get(buf)) => {
                 buf.clear();
                 buf.extend_from_slice(key);
             }
-            _ => self.kind = Flight::new(raw, 0, 0, 0, 0, req.to_request()).kind,
+            _ => self.kind = Flight::new(raw, 0, 0, 0, 0, 0, req.to_request()).kind,
         }
         prefetch(raw.page_entry_addr(ROOT_LID), 8);
-        (self.tag, self.rv, self.stage) = (tag, rv, Stage::Page(ROOT_LID));
+        (self.tag, self.rv, self.now) = (tag, rv, now);
+        self.stage = Stage::Page(ROOT_LID);
     }
 
     fn key(&self) -> (&[u8], bool) {
@@ -212,14 +218,14 @@ impl Flight {
         v: NodeView<'s>,
         cursor: SegmentCursor,
     ) -> Step<'s> {
-        let rv = self.rv;
+        let (rv, now) = (self.rv, self.now);
         fn bytes<'v>(raw: Raw<'_>, x: ValueRef<'v>) -> &'v [u8] {
             // SAFETY: values of a node read under the engine's epoch (the caller's contract).
             unsafe { raw.value(x) }
         }
         match &mut self.kind {
             Kind::Get(key) => Step::Value(
-                v.leaf_get_from(v.resume(cursor), key, rv)
+                v.leaf_get_from(v.resume(cursor), key, rv, now)
                     .map(|x| bytes(raw, x)),
             ),
             Kind::Scan {
@@ -229,7 +235,7 @@ impl Flight {
                 items,
             } => {
                 if items.len() < *limit {
-                    for (k, val) in v.leaf_lower_bound_from(v.resume(cursor), lo, rv) {
+                    for (k, val) in v.leaf_lower_bound_from(v.resume(cursor), lo, rv, now) {
                         let beyond = match hi {
                             Bound::Included(h) => k > h.as_slice(),
                             Bound::Excluded(h) => k >= h.as_slice(),
@@ -259,12 +265,12 @@ impl Flight {
                 limit,
             } => {
                 let found = if *strict {
-                    v.leaf_iter(rv)
+                    v.leaf_iter(rv, now)
                         .map(|(k, _)| k)
                         .take_while(|k| *k < probe.as_slice())
                         .last()
                 } else {
-                    v.leaf_floor(probe, rv)
+                    v.leaf_floor(probe, rv, now)
                 };
                 let (ku, limit) = (std::mem::take(ku), *limit);
                 match (found, fence.take()) {

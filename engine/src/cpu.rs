@@ -62,6 +62,7 @@ impl Default for EngineConfig {
 struct Pending {
     tag: u64,
     rv: u64,
+    now: u64,
     batch: u64,
     req: Request,
 }
@@ -238,6 +239,7 @@ impl ReadEngine for CpuEngine {
             shard.slot.hold(epoch);
         }
         let rv = raw.read_version();
+        let now = accelkv_tree::now_ms();
         let id = q.next_batch;
         q.next_batch += 1;
         q.batches.push_back(Batch {
@@ -250,6 +252,7 @@ impl ReadEngine for CpuEngine {
             q.incoming.push_back(Pending {
                 tag,
                 rv,
+                now,
                 batch: id,
                 req,
             });
@@ -390,7 +393,7 @@ impl Worker {
                         }
                         misses += 1;
                     }
-                    flights.push(Flight::new(raw, p.tag, p.rv, p.batch, si, p.req));
+                    flights.push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req));
                 }
             }
             // One stage of every request in flight, round robin.

@@ -91,6 +91,7 @@ impl InlineReader {
         // Invariant 1: publish the epoch, then take the read version.
         self.slot.enter();
         let rv = raw.read_version();
+        let now = accelkv_tree::now_ms();
         let (mut hits, mut misses) = (0u64, 0u64);
         if let Some(cache) = &self.cache {
             // The buckets of every GET of the batch at once, instead of one miss per GET.
@@ -122,10 +123,10 @@ impl InlineReader {
                 }
                 let flight = match self.spare.pop() {
                     Some(mut f) => {
-                        f.renew(raw, tag as u64, rv, req);
+                        f.renew(raw, tag as u64, rv, now, req);
                         f
                     }
-                    None => Flight::new(raw, tag as u64, rv, 0, 0, req.to_request()),
+                    None => Flight::new(raw, tag as u64, rv, now, 0, 0, req.to_request()),
                 };
                 self.flights.push(flight);
             }

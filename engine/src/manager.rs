@@ -122,7 +122,8 @@ impl Manager {
                 std::thread::yield_now();
             }
             let snap = self.store.snapshot();
-            let Ok(Some(value)) = snap.get(&key) else {
+            // Expiring values are never cached (hot.rs invariant 4).
+            let Ok(Some((value, accelkv_tree::NO_DEADLINE))) = snap.get_entry(&key) else {
                 continue;
             };
             if self.cache.install(b, seen, &key, &value, snap.version()) {

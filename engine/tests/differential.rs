@@ -10,6 +10,7 @@ mod common;
 
 use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine, Request, Sink};
 use common::{fill, key, reference, request, small_store, submit, value, wait_all, KEYS};
+use common::{EXPIRED, EXPIRES_LATER};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,6 +52,15 @@ fn run(threads: usize, cache_buckets: usize, writers: bool, seed: u64) {
                     }
                     2 => {
                         let _ = store.update(&key(i), &value(i, g));
+                    }
+                    // Expiring values must never be served from the hot cache.
+                    3 => {
+                        store.put_expiring(&key(i), &value(i, g), EXPIRED).unwrap();
+                    }
+                    4 => {
+                        store
+                            .put_expiring(&key(i), &value(i, g), EXPIRES_LATER)
+                            .unwrap();
                     }
                     _ => {
                         store.put(&key(i), &value(i, g)).unwrap();

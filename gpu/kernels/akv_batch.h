@@ -18,7 +18,7 @@ typedef unsigned long long akv_u64;
 #define AKV_LO_EXCL 2   /* skip an item whose key equals lo (a continuation) */
 #define AKV_HI_INCL 4   /* hi is inclusive */
 
-/* One request: 40 bytes. */
+/* One request: 48 bytes. */
 struct akv_req {
     akv_u64 rv;      /* read version */
     akv_u32 key_off; /* key (GET) or lo (scans) in the key area */
@@ -32,6 +32,8 @@ struct akv_req {
     akv_u32 out_off; /* this request's output area */
     akv_u32 out_cap; /* its size in bytes */
     akv_u32 pad1;
+    akv_u64 now;     /* reader's clock, ms since the Unix epoch: items whose deadline
+                        is before it are absent (docs/FORMAT.md, VALUE_EXPIRES) */
 };
 
 /* Output area of a request: akv_out, then `count` items, each

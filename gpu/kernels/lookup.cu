@@ -51,7 +51,8 @@
 #define F_EQ 0x4000
 #define F_DUP 0x2000
 #define V_OOL 0x8000
-#define V_LEN_MASK 0x7FFF
+#define V_EXPIRES 0x4000 /* a u64 deadline (ms since the Unix epoch) follows the header */
+#define V_LEN_MASK 0x3FFF
 #define LOG_HDR 8
 #define MAX_LOG 255
 #define MAX_KEY 460
@@ -324,9 +325,23 @@ struct item {
     akv_u32 ko, klen, body;
 };
 
+/* Offset of a value's body: past its header and, when it has one, its deadline. */
+AKV_DEV akv_u32 value_body(nptr b, akv_u32 body) {
+    return body + 2 + ((rd16(b, body) & V_EXPIRES) ? 8 : 0);
+}
+
 AKV_DEV akv_u32 value_end(nptr b, akv_u32 body) {
     akv_u32 hdr = rd16(b, body);
-    return (hdr & V_OOL) ? body + 2 + 12 : body + 2 + (hdr & V_LEN_MASK);
+    akv_u32 at = value_body(b, body);
+    return (hdr & V_OOL) ? at + 12 : at + (hdr & V_LEN_MASK);
+}
+
+/* Whether a reader whose clock reads `now` no longer sees the value (node/src/view.rs,
+ * ValueRef::is_expired: present at its deadline, gone after). */
+AKV_DEV int value_expired(nptr b, akv_u32 body, akv_u64 now) {
+    if (!(rd16(b, body) & V_EXPIRES)) return 0;
+    akv_u64 d = rd64(b, body + 2);
+    return d != 0 && now > d;
 }
 
 /* Next sorted item; stages each segment as the iterator enters it. */
@@ -395,12 +410,13 @@ struct leaf_it {
     struct sit s;
     akv_u16 ord[MAX_LOG];
     akv_u32 n_ord, li;
-    akv_u64 rv;
+    akv_u64 rv, now;
 };
 
-AKV_DEV int leaf_init(struct node *n, struct leaf_it *L, struct sit s, akv_u64 rv) {
+AKV_DEV int leaf_init(struct node *n, struct leaf_it *L, struct sit s, akv_u64 rv, akv_u64 now) {
     L->s = s;
     L->rv = rv;
+    L->now = now;
     L->n_ord = 0;
     akv_u32 pos = n->se;
     while (pos < n->used) {
@@ -446,11 +462,13 @@ AKV_DEV int leaf_next(const struct akv_tables *t, struct grp *g, struct node *n,
                 int shadowed = (e.flags & F_EQ) ? next_item(t, g, n, &L->s, &sh) : 0;
                 if (have) {
                     if (chosen.flags & F_TOMB) continue;
+                    if (value_expired(n->lg, chosen.vbody, L->now)) continue;
                     *kb = n->lg; *ko = chosen.ko; *klen = chosen.klen;
                     v->b = n->lg; v->body = chosen.vbody;
                     return 1;
                 }
                 if (shadowed) {
+                    if (value_expired(n->seg, sh.body, L->now)) continue;
                     *kb = sh.kb; *ko = sh.ko; *klen = sh.klen;
                     v->b = n->seg; v->body = sh.body;
                     return 1;
@@ -460,6 +478,7 @@ AKV_DEV int leaf_next(const struct akv_tables *t, struct grp *g, struct node *n,
         }
         struct item s;
         if (!next_item(t, g, n, &L->s, &s)) return 0;
+        if (value_expired(n->seg, s.body, L->now)) continue;
         *kb = s.kb; *ko = s.ko; *klen = s.klen;
         v->b = n->seg; v->body = s.body;
         return 1;
@@ -481,7 +500,8 @@ AKV_DEV void put64(struct outw *o, akv_u32 at, akv_u64 v) { put32(o, at, (akv_u3
 AKV_DEV int emit(struct outw *o, nptr kb, akv_u32 ko, akv_u32 klen, struct val v) {
     akv_u32 hdr = rd16(v.b, v.body);
     int ool = (hdr & V_OOL) != 0;
-    akv_u32 vlen = ool ? rd32(v.b, v.body + 10) : (hdr & V_LEN_MASK);
+    akv_u32 vb = value_body(v.b, v.body);
+    akv_u32 vlen = ool ? rd32(v.b, vb + 8) : (hdr & V_LEN_MASK);
     akv_u32 need = AKV_ITEM_HEADER + (ool ? 8 : 0) + klen + (ool ? 0 : vlen);
     if (o->used + need > o->cap) { o->full = 1; return 0; }
     akv_u32 at = o->used;
@@ -490,10 +510,10 @@ AKV_DEV int emit(struct outw *o, nptr kb, akv_u32 ko, akv_u32 klen, struct val v
     put8(o, at + 3, 0);
     put32(o, at + 4, vlen);
     at += AKV_ITEM_HEADER;
-    if (ool) { put64(o, at, rd64(v.b, v.body + 2)); at += 8; }
+    if (ool) { put64(o, at, rd64(v.b, vb)); at += 8; }
     for (akv_u32 i = 0; i < klen; i++) put8(o, at + i, kb[ko + i]);
     at += klen;
-    if (!ool) for (akv_u32 i = 0; i < vlen; i++) put8(o, at + i, v.b[v.body + 2 + i]);
+    if (!ool) for (akv_u32 i = 0; i < vlen; i++) put8(o, at + i, v.b[vb + i]);
     o->used += need;
     o->count++;
     return 1;
@@ -530,7 +550,7 @@ AKV_DEV int descend(const struct akv_tables *t, struct grp *g, nptr key, akv_u32
 }
 
 /* GET: the newest visible log entry for the key, else the sorted item. */
-AKV_DEV akv_u32 do_get(const struct akv_tables *t, struct grp *g, nptr key, akv_u32 klen, akv_u64 rv, struct outw *o) {
+AKV_DEV akv_u32 do_get(const struct akv_tables *t, struct grp *g, nptr key, akv_u32 klen, akv_u64 rv, akv_u64 now, struct outw *o) {
     struct node n;
     if (!descend(t, g, key, klen, rv, &n)) return AKV_BAD_NODE;
     struct sit it = seek(g, &n, key, klen, 0);
@@ -547,6 +567,7 @@ AKV_DEV akv_u32 do_get(const struct akv_tables *t, struct grp *g, nptr key, akv_
     }
     if (have) {
         if (newest.flags & F_TOMB) return AKV_OK;
+        if (value_expired(n.lg, newest.vbody, now)) return AKV_OK;
         struct val v = { n.lg, newest.vbody };
         emit(o, n.lg, newest.ko, newest.klen, v);
         return o->full ? AKV_TRUNCATED : AKV_OK;
@@ -555,7 +576,7 @@ AKV_DEV akv_u32 do_get(const struct akv_tables *t, struct grp *g, nptr key, akv_
     while (next_item(t, g, &n, &it, &s)) {
         int c = cmp_keys(s.kb + s.ko, s.klen, key, klen);
         if (c < 0) continue;
-        if (c == 0) {
+        if (c == 0 && !value_expired(n.seg, s.body, now)) {
             struct val v = { n.seg, s.body };
             emit(o, s.kb, s.ko, s.klen, v);
         }
@@ -565,7 +586,7 @@ AKV_DEV akv_u32 do_get(const struct akv_tables *t, struct grp *g, nptr key, akv_
 }
 
 /* SCAN from `lo` (after it when lo_excl) while below `hi` (through it when hi_incl). */
-AKV_DEV akv_u32 do_scan(const struct akv_tables *t, struct grp *g, nptr lo, akv_u32 lolen, int lo_excl, nptr hi, akv_u32 hilen, int has_hi, int hi_incl, akv_u32 limit, akv_u64 rv, struct outw *o) {
+AKV_DEV akv_u32 do_scan(const struct akv_tables *t, struct grp *g, nptr lo, akv_u32 lolen, int lo_excl, nptr hi, akv_u32 hilen, int has_hi, int hi_incl, akv_u32 limit, akv_u64 rv, akv_u64 now, struct outw *o) {
     if (limit == 0) return AKV_OK;
     struct node n;
     if (!descend(t, g, lo, lolen, rv, &n)) return AKV_BAD_NODE;
@@ -575,7 +596,7 @@ AKV_DEV akv_u32 do_scan(const struct akv_tables *t, struct grp *g, nptr lo, akv_
         if (leaves > 0) it = seek(g, &n, lo, 0, 1); /* from the first item */
         stage_log(t, g, &n);
         struct leaf_it L;
-        if (!leaf_init(&n, &L, it, rv)) return AKV_BAD_NODE;
+        if (!leaf_init(&n, &L, it, rv, now)) return AKV_BAD_NODE;
         nptr kb; akv_u32 ko, klen; struct val v;
         while (leaf_next(t, g, &n, &L, &kb, &ko, &klen, &v)) {
             int c = cmp_keys(kb + ko, klen, lo, lolen);
@@ -594,7 +615,7 @@ AKV_DEV akv_u32 do_scan(const struct akv_tables *t, struct grp *g, nptr lo, akv_
 }
 
 /* The largest visible key <= probe in leaf `n` (< probe when strict), copied to `out`. */
-AKV_DEV int leaf_floor(const struct akv_tables *t, struct grp *g, struct node *n, nptr probe, akv_u32 plen, int strict, akv_u64 rv, akv_u8 *out, akv_u32 *out_len, int *bad) {
+AKV_DEV int leaf_floor(const struct akv_tables *t, struct grp *g, struct node *n, nptr probe, akv_u32 plen, int strict, akv_u64 rv, akv_u64 now, akv_u8 *out, akv_u32 *out_len, int *bad) {
     int found = 0;
     stage_log(t, g, n);
     for (int pass = 0; pass < 2 && !found; pass++) {
@@ -603,7 +624,7 @@ AKV_DEV int leaf_floor(const struct akv_tables *t, struct grp *g, struct node *n
         if (strict && pass == 0) continue;
         struct sit it = pass == 0 ? seek(g, n, probe, plen, 0) : seek(g, n, probe, 0, 1);
         struct leaf_it L;
-        if (!leaf_init(n, &L, it, rv)) { *bad = 1; return 0; }
+        if (!leaf_init(n, &L, it, rv, now)) { *bad = 1; return 0; }
         nptr kb; akv_u32 ko, klen; struct val v;
         while (leaf_next(t, g, n, &L, &kb, &ko, &klen, &v)) {
             int c = cmp_keys(kb + ko, klen, probe, plen);
@@ -617,7 +638,7 @@ AKV_DEV int leaf_floor(const struct akv_tables *t, struct grp *g, struct node *n
 }
 
 /* SCAN_FLOOR: from the largest key <= kl (or the first key) through ku. */
-AKV_DEV akv_u32 do_scan_floor(const struct akv_tables *t, struct grp *g, nptr kl, akv_u32 kllen, nptr ku, akv_u32 kulen, akv_u32 limit, akv_u64 rv, struct outw *o) {
+AKV_DEV akv_u32 do_scan_floor(const struct akv_tables *t, struct grp *g, nptr kl, akv_u32 kllen, nptr ku, akv_u32 kulen, akv_u32 limit, akv_u64 rv, akv_u64 now, struct outw *o) {
     akv_u8 probe[MAX_KEY], fence[MAX_KEY], start[MAX_KEY];
     akv_u32 plen = kllen, flen = 0, slen = 0;
     if (plen > MAX_KEY) return AKV_BAD_NODE;
@@ -635,7 +656,7 @@ AKV_DEV akv_u32 do_scan_floor(const struct akv_tables *t, struct grp *g, nptr kl
             if (!load_node(t, g, child, rv, &n)) return AKV_BAD_NODE;
         }
         int bad = 0;
-        found = leaf_floor(t, g, &n, (nptr)probe, plen, strict, rv, start, &slen, &bad);
+        found = leaf_floor(t, g, &n, (nptr)probe, plen, strict, rv, now, start, &slen, &bad);
         if (bad) return AKV_BAD_NODE;
         if (found || !have_fence) break;
         for (akv_u32 i = 0; i < flen; i++) probe[i] = fence[i];
@@ -643,7 +664,7 @@ AKV_DEV akv_u32 do_scan_floor(const struct akv_tables *t, struct grp *g, nptr kl
         strict = 1;
     }
     if (!found) slen = 0;
-    return do_scan(t, g, (nptr)start, slen, 0, ku, kulen, 1, 1, limit, rv, o);
+    return do_scan(t, g, (nptr)start, slen, 0, ku, kulen, 1, 1, limit, rv, now, o);
 }
 
 AKV_DEV void run_request(const struct akv_tables *t, struct grp *g, const struct akv_req *r, const akv_u8 *keys, akv_u8 *out) {
@@ -656,11 +677,11 @@ AKV_DEV void run_request(const struct akv_tables *t, struct grp *g, const struct
     nptr hi = (nptr)(keys + r->hi_off);
     akv_u32 status;
     if (r->kind == AKV_GET) {
-        status = do_get(t, g, key, r->key_len, r->rv, &o);
+        status = do_get(t, g, key, r->key_len, r->rv, r->now, &o);
     } else if (r->kind == AKV_SCAN) {
-        status = do_scan(t, g, key, r->key_len, (r->flags & AKV_LO_EXCL) != 0, hi, r->hi_len, (r->flags & AKV_HAS_HI) != 0, (r->flags & AKV_HI_INCL) != 0, r->limit, r->rv, &o);
+        status = do_scan(t, g, key, r->key_len, (r->flags & AKV_LO_EXCL) != 0, hi, r->hi_len, (r->flags & AKV_HAS_HI) != 0, (r->flags & AKV_HI_INCL) != 0, r->limit, r->rv, r->now, &o);
     } else {
-        status = do_scan_floor(t, g, key, r->key_len, hi, r->hi_len, r->limit, r->rv, &o);
+        status = do_scan_floor(t, g, key, r->key_len, hi, r->hi_len, r->limit, r->rv, r->now, &o);
     }
     if (g->lane == 0) {
         struct akv_out *h = (struct akv_out *)(out + r->out_off);

@@ -34,7 +34,7 @@ impl HostExec {
         let sizes = unsafe { akv_host_sizes() };
         assert_eq!(
             sizes,
-            (40 << 16) | (16 << 8) | 64,
+            (48 << 16) | (16 << 8) | 64,
             "batch layout differs from akv_batch.h"
         );
         let pt: Box<[AtomicU64]> = (0..shape.pt_cap)

@@ -76,6 +76,8 @@ pub struct GpuStats {
 struct Sub {
     epoch: u64,
     rv: u64,
+    /// The submitters' clock (ms since the Unix epoch), taken after `rv`.
+    now: u64,
     sink: Arc<Sink>,
     reqs: Vec<(u64, Request)>,
 }
@@ -356,7 +358,7 @@ impl Inner {
                         .map(|(tag, req)| Completion {
                             tag: *tag,
                             version: s.rv,
-                            reply: self.host_answer(req, s.rv),
+                            reply: self.host_answer(req, s.rv, s.now),
                             from_cache: false,
                         })
                         .collect();
@@ -385,12 +387,12 @@ impl Inner {
                 // Invalid requests, and keys longer than any node can hold, never reach the
                 // device.
                 if req.invalid(cfg.max_key).is_some() || longest_key(req) > cfg.max_key {
-                    replies.push(Some(self.host_answer(req, s.rv)));
+                    replies.push(Some(self.host_answer(req, s.rv, s.now)));
                 } else {
                     pending.push(works.len());
                     replies.push(None);
                 }
-                works.push(Work::new(req.clone(), s.rv));
+                works.push(Work::new(req.clone(), s.rv, s.now));
             }
         }
         let mut batch = Batch::new(cfg.max_key, cfg.max_inline_value);
@@ -410,7 +412,7 @@ impl Inner {
                                 // SAFETY: invariant 1 — the shard's slot holds an epoch
                                 // published before this request's read version was taken,
                                 // so the value (freed only with its last buffer) is alive.
-                                unsafe { raw.value(ValueRef::OutOfLine { handle, len }) }.to_vec()
+                                unsafe { raw.value(ValueRef::out_of_line(handle, len)) }.to_vec()
                             };
                             let (o, fetched) =
                                 decode(&mut works[w], &batch.reqs[j], out, &mut resolve);
@@ -419,7 +421,11 @@ impl Inner {
                                 Outcome::Done(r) => replies[w] = Some(r),
                                 Outcome::Again => again.push(w),
                                 Outcome::BadNode => {
-                                    replies[w] = Some(self.fallback(&works[w].req, works[w].rv))
+                                    replies[w] = Some(self.fallback(
+                                        &works[w].req,
+                                        works[w].rv,
+                                        works[w].now,
+                                    ))
                                 }
                             }
                         }
@@ -439,7 +445,8 @@ impl Inner {
                         self.record_error(e.to_string());
                         for &w in chunk {
                             if replies[w].is_none() {
-                                replies[w] = Some(self.fallback(&works[w].req, works[w].rv));
+                                replies[w] =
+                                    Some(self.fallback(&works[w].req, works[w].rv, works[w].now));
                             }
                         }
                         again.retain(|w| replies[*w].is_none());
@@ -473,27 +480,27 @@ impl Inner {
 
     /// The answer of a request the device does not run: the store API's error for an
     /// invalid one, else the reference reader's.
-    fn host_answer(&self, req: &Request, rv: u64) -> Reply {
+    fn host_answer(&self, req: &Request, rv: u64, now: u64) -> Reply {
         match req.invalid(self.store.config().max_key) {
             Some(e) => Reply::Error(e),
-            None => self.fallback(req, rv),
+            None => self.fallback(req, rv, now),
         }
     }
 
-    /// The reference reader's answer at read version `rv`.
-    fn fallback(&self, req: &Request, rv: u64) -> Reply {
+    /// The reference reader's answer at read version `rv` and clock `now`.
+    fn fallback(&self, req: &Request, rv: u64, now: u64) -> Reply {
         self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         let raw = self.store.raw();
         let mut items = Items::default();
         // SAFETY: invariant 1 — the shard's slot protects everything reachable at `rv`.
         unsafe {
             match req {
-                Request::Get { key } => return Reply::Value(raw.reference_get(key, rv)),
+                Request::Get { key } => return Reply::Value(raw.reference_get(key, rv, now)),
                 Request::Scan { lo, hi, limit } => {
-                    raw.reference_scan(lo, hi.as_deref(), *limit, rv, |k, v| items.push(k, v))
+                    raw.reference_scan(lo, hi.as_deref(), *limit, rv, now, |k, v| items.push(k, v))
                 }
                 Request::ScanFloor { kl, ku, limit } => {
-                    raw.reference_scan_floor(kl, ku, *limit, rv, |k, v| items.push(k, v))
+                    raw.reference_scan_floor(kl, ku, *limit, rv, now, |k, v| items.push(k, v))
                 }
             }
         }
@@ -527,6 +534,7 @@ impl ReadEngine for GpuEngine {
         q.subs.push_back(Sub {
             epoch,
             rv,
+            now: accelkv_tree::now_ms(),
             sink: sink.clone(),
             reqs: batch,
         });

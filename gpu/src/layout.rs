@@ -25,7 +25,7 @@ pub(crate) const ITEM_HEADER: usize = 8;
 /// Most output bytes a scan reserves per launch; longer scans continue in the next one.
 const SCAN_CAP: usize = 64 << 10;
 
-/// `struct akv_req` (40 bytes).
+/// `struct akv_req` (48 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Req {
@@ -41,24 +41,29 @@ pub(crate) struct Req {
     pub out_off: u32,
     pub out_cap: u32,
     pub pad1: u32,
+    /// The reader's clock (ms since the Unix epoch): items whose deadline is before it are
+    /// absent.
+    pub now: u64,
 }
-const _: () = assert!(std::mem::size_of::<Req>() == 40);
+const _: () = assert!(std::mem::size_of::<Req>() == 48);
 
 /// What a request still has to do: the original request, or a scan's remainder.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Work {
     pub req: Request,
     pub rv: u64,
+    pub now: u64,
     /// A scan continuing after this key (exclusive), with these items already found.
     pub after: Option<Vec<u8>>,
     pub found: Items,
 }
 
 impl Work {
-    pub(crate) fn new(req: Request, rv: u64) -> Work {
+    pub(crate) fn new(req: Request, rv: u64, now: u64) -> Work {
         Work {
             req,
             rv,
+            now,
             after: None,
             found: Items::default(),
         }
@@ -126,6 +131,7 @@ impl Batch {
         let cap = self.out_cap(w);
         let mut r = Req {
             rv: w.rv,
+            now: w.now,
             out_off: self.out_len as u32,
             out_cap: cap as u32,
             ..Req::default()
@@ -339,9 +345,9 @@ mod tests {
     #[test]
     fn layout_of_requests() {
         let mut b = Batch::new(460, 469);
-        b.push(&Work::new(Request::get(b"k1"), 5));
-        b.push(&Work::new(Request::scan(b"a", Some(b"z"), 4), 6));
-        b.push(&Work::new(Request::scan_floor(b"m", b"q", 3), 7));
+        b.push(&Work::new(Request::get(b"k1"), 5, 1));
+        b.push(&Work::new(Request::scan(b"a", Some(b"z"), 4), 6, 1));
+        b.push(&Work::new(Request::scan_floor(b"m", b"q", 3), 7, 1));
         assert_eq!(b.keys, b"k1azmq");
         let r = &b.reqs;
         assert_eq!(
@@ -362,13 +368,15 @@ mod tests {
             assert_eq!(w[1].out_off % 8, 0);
         }
         assert!(r[1].out_cap as usize >= OUT_HEADER + ITEM_HEADER + 8 + 460 + 469);
-        assert_eq!(b.req_bytes().len(), 120);
+        assert_eq!(b.req_bytes().len(), 144);
         assert_eq!(&b.req_bytes()[0..8], &5u64.to_le_bytes());
+        // The reader's clock is the last field.
+        assert_eq!(&b.req_bytes()[40..48], &1u64.to_le_bytes());
     }
 
     #[test]
     fn get_outcomes() {
-        let mut w = Work::new(Request::get(b"k"), 1);
+        let mut w = Work::new(Request::get(b"k"), 1, 1);
         let (b, out) = one(&w, &area(OK, &[(b"k", b"v")], None));
         let (o, fetched) = decode(&mut w, &b.reqs[0], &out, &mut |_, _| unreachable!());
         assert!(matches!(o, Outcome::Done(Reply::Value(Some(ref v))) if v == b"v"));
@@ -392,7 +400,7 @@ mod tests {
 
     #[test]
     fn scans_continue_after_the_last_key_and_resolve_out_of_line_values() {
-        let mut w = Work::new(Request::scan_floor(b"c", b"z", 4), 9);
+        let mut w = Work::new(Request::scan_floor(b"c", b"z", 4), 9, 1);
         let (b, out) = one(&w, &area(TRUNCATED, &[(b"b", b"1"), (b"c", b"2")], None));
         assert!(matches!(
             decode(&mut w, &b.reqs[0], &out, &mut |_, _| unreachable!()).0,
@@ -423,7 +431,7 @@ mod tests {
 
     #[test]
     fn malformed_output_is_a_bad_node_not_a_panic() {
-        let mut w = Work::new(Request::scan(b"a", None, 4), 1);
+        let mut w = Work::new(Request::scan(b"a", None, 4), 1, 1);
         // Out of room before a single item, though the area holds the largest one.
         let (b, out) = one(&w, &area(TRUNCATED, &[], None));
         assert!(matches!(

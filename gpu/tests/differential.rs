@@ -15,6 +15,7 @@ use accelkv_engine::{ReadEngine, Request, Sink};
 use accelkv_gpu::{GpuConfig, GpuEngine};
 use accelkv_tree::Store;
 use common::{fill, key, reference, request, small_store, submit, value, wait_all, KEYS};
+use common::{EXPIRED, EXPIRES_LATER};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,8 +45,10 @@ fn run(engine: impl Fn(Arc<Store>) -> GpuEngine, writers: bool, seed: u64, round
                         let _ = store.update(&key(i), &value(i, g));
                     }
                     _ => {
+                        // Some runs expire at once, some later, most never.
+                        let d = [EXPIRED, EXPIRES_LATER, 0, 0, 0][rng.gen_range(0..5)];
                         for j in i..(i + 12).min(KEYS) {
-                            store.put(&key(j), &value(j, g)).unwrap();
+                            store.put_expiring(&key(j), &value(j, g), d).unwrap();
                         }
                     }
                 }

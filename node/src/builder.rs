@@ -6,7 +6,7 @@
 //! not visible to anyone until the tree publishes it.
 
 use crate::layout::*;
-use crate::view::{write_lid, ValueRef};
+use crate::view::{write_lid, ValueData, ValueRef};
 
 /// Header fields the caller chooses for a new node.
 #[derive(Clone, Copy, Debug)]
@@ -59,19 +59,27 @@ pub fn interior_item_size(key_len: usize) -> usize {
 
 /// Encodes a value (header + body) into `dst`; returns the bytes written.
 pub fn encode_value(dst: &mut [u8], v: &ValueRef<'_>) -> usize {
-    match v {
-        ValueRef::Inline(b) => {
-            dst[0..2].copy_from_slice(&(b.len() as u16).to_le_bytes());
-            dst[2..2 + b.len()].copy_from_slice(b);
-            2 + b.len()
+    let (flag, mut p) = if v.deadline != NO_DEADLINE {
+        dst[2..10].copy_from_slice(&v.deadline.to_le_bytes());
+        (VALUE_EXPIRES, 2 + DEADLINE_SIZE)
+    } else {
+        (0, 2)
+    };
+    let hdr = match v.data {
+        ValueData::Inline(b) => {
+            dst[p..p + b.len()].copy_from_slice(b);
+            p += b.len();
+            b.len() as u16
         }
-        ValueRef::OutOfLine { handle, len } => {
-            dst[0..2].copy_from_slice(&VALUE_OUT_OF_LINE.to_le_bytes());
-            dst[2..10].copy_from_slice(&handle.to_le_bytes());
-            dst[10..14].copy_from_slice(&len.to_le_bytes());
-            2 + OUT_OF_LINE_REF
+        ValueData::OutOfLine { handle, len } => {
+            dst[p..p + 8].copy_from_slice(&handle.to_le_bytes());
+            dst[p + 8..p + 12].copy_from_slice(&len.to_le_bytes());
+            p += OUT_OF_LINE_REF;
+            VALUE_OUT_OF_LINE
         }
-    }
+    };
+    dst[0..2].copy_from_slice(&(hdr | flag).to_le_bytes());
+    p
 }
 
 /// Builds a leaf holding `items` (strictly ascending keys) into `buf` (a whole node buffer).

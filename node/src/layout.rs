@@ -71,8 +71,16 @@ pub const FLAG_DUP: u16 = 0x2000;
 /// Value header flag: the value is stored out of line; the body is a [`OUT_OF_LINE_REF`]
 /// byte reference `{ handle u64 | len u32 }`.
 pub const VALUE_OUT_OF_LINE: u16 = 0x8000;
+/// Value header flag: an expiry deadline (u64, milliseconds since the Unix epoch) follows
+/// the header, before the body. The item is invisible to a reader whose clock is past it.
+pub const VALUE_EXPIRES: u16 = 0x4000;
+/// Size of the deadline that [`VALUE_EXPIRES`] announces.
+pub const DEADLINE_SIZE: usize = 8;
 /// Mask of the inline length bits of a value header.
-pub const VALUE_LEN_MASK: u16 = 0x7FFF;
+pub const VALUE_LEN_MASK: u16 = 0x3FFF;
+/// A deadline of 0 means "never expires"; a clock of 0 means "expire nothing" (writers and
+/// structural modifications read every item whatever its deadline).
+pub const NO_DEADLINE: u64 = 0;
 /// Size of an out-of-line value reference in a node.
 pub const OUT_OF_LINE_REF: usize = 12;
 
@@ -177,7 +185,7 @@ impl Geometry {
 
     /// Largest sorted-block item a leaf can hold.
     pub fn max_leaf_item(&self) -> usize {
-        2 + MAX_KEY + 2 + self.max_inline_value.max(OUT_OF_LINE_REF)
+        2 + MAX_KEY + 2 + DEADLINE_SIZE + self.max_inline_value.max(OUT_OF_LINE_REF)
     }
 
     /// Largest item an interior node can hold.

@@ -1,7 +1,9 @@
 //! Search inside one leaf at a read version: the shortcut block picks one segment, the log
 //! block is put in key order by its order hints, and the two are merged by back pointers, so
 //! items come out in key order with no key comparison between log and sorted items. The
-//! newest entry within the read version wins for each key; delete markers hide older items.
+//! newest entry within the read version wins for each key; delete markers hide older items,
+//! and so does a winning entry whose deadline the reader's clock (`now`, ms since the Unix
+//! epoch; 0 expires nothing) is past: an expired item is absent, not replaced by an older one.
 
 use crate::keys::cmp_keys;
 use crate::layout::*;
@@ -13,13 +15,14 @@ use std::cmp::Ordering::{Equal, Greater, Less};
 pub struct LeafIter<'a> {
     view: NodeView<'a>,
     rv: u64,
+    now: u64,
     order: LogOrder,
     li: usize,
     sorted: SortedIter<'a>,
 }
 
 impl<'a> LeafIter<'a> {
-    fn new(view: NodeView<'a>, rv: u64, sorted: SortedIter<'a>) -> Self {
+    fn new(view: NodeView<'a>, rv: u64, now: u64, sorted: SortedIter<'a>) -> Self {
         let order = view.log_order();
         // Entries positioned before the chosen segment hold keys below its boundary key.
         let start = sorted.position();
@@ -31,6 +34,7 @@ impl<'a> LeafIter<'a> {
         LeafIter {
             view,
             rv,
+            now,
             order,
             li,
             sorted,
@@ -57,7 +61,11 @@ impl<'a> LeafIter<'a> {
                 }
             }
             let s = self.sorted.next_item()?;
-            return Some((s.key, self.view.value_at(s.body).0));
+            let v = self.view.value_at(s.body).0;
+            if v.is_expired(self.now) {
+                continue;
+            }
+            return Some((s.key, v));
         }
     }
 
@@ -82,10 +90,11 @@ impl<'a> LeafIter<'a> {
         } else {
             None
         };
-        match chosen {
+        let kv = match chosen {
             Some(c) => c.value.map(|v| (c.key, v)),
             None => shadowed.map(|s| (s.key, self.view.value_at(s.body).0)),
-        }
+        };
+        kv.filter(|(_, v)| !v.is_expired(self.now))
     }
 }
 
@@ -98,14 +107,19 @@ impl<'a> Iterator for LeafIter<'a> {
 
 impl<'a> NodeView<'a> {
     /// Every visible item of this leaf at read version `rv`, in key order.
-    pub fn leaf_iter(&self, rv: u64) -> LeafIter<'a> {
-        LeafIter::new(*self, rv, self.sorted_items())
+    pub fn leaf_iter(&self, rv: u64, now: u64) -> LeafIter<'a> {
+        LeafIter::new(*self, rv, now, self.sorted_items())
     }
 
     /// Visible items with key >= `key`, starting the search at the segment the shortcut
     /// block picks.
-    pub fn leaf_lower_bound(&self, key: &[u8], rv: u64) -> std::iter::Peekable<LeafIter<'a>> {
-        self.leaf_lower_bound_from(self.seek_segment(key), key, rv)
+    pub fn leaf_lower_bound(
+        &self,
+        key: &[u8],
+        rv: u64,
+        now: u64,
+    ) -> std::iter::Peekable<LeafIter<'a>> {
+        self.leaf_lower_bound_from(self.seek_segment(key), key, rv, now)
     }
 
     /// [`NodeView::leaf_lower_bound`] from the segment [`NodeView::seek_segment`] chose.
@@ -114,8 +128,9 @@ impl<'a> NodeView<'a> {
         seg: SortedIter<'a>,
         key: &[u8],
         rv: u64,
+        now: u64,
     ) -> std::iter::Peekable<LeafIter<'a>> {
-        let mut it = LeafIter::new(*self, rv, seg).peekable();
+        let mut it = LeafIter::new(*self, rv, now, seg).peekable();
         while it.next_if(|(k, _)| cmp_keys(k, key) == Less).is_some() {}
         it
     }
@@ -124,8 +139,8 @@ impl<'a> NodeView<'a> {
     /// there is one (a delete marker hides the key), else the sorted block's item. Gives the
     /// same answer as the first item of [`NodeView::leaf_lower_bound`] when its key is `key`
     /// (tested), without ordering the log.
-    pub fn leaf_get(&self, key: &[u8], rv: u64) -> Option<ValueRef<'a>> {
-        self.leaf_get_from(self.seek_segment(key), key, rv)
+    pub fn leaf_get(&self, key: &[u8], rv: u64, now: u64) -> Option<ValueRef<'a>> {
+        self.leaf_get_from(self.seek_segment(key), key, rv, now)
     }
 
     /// [`NodeView::leaf_get`] from the segment [`NodeView::seek_segment`] chose.
@@ -134,6 +149,7 @@ impl<'a> NodeView<'a> {
         mut it: SortedIter<'a>,
         key: &[u8],
         rv: u64,
+        now: u64,
     ) -> Option<ValueRef<'a>> {
         let mut newest: Option<LogEntry<'a>> = None;
         for e in self.log_entries() {
@@ -142,23 +158,26 @@ impl<'a> NodeView<'a> {
                 newest = Some(e);
             }
         }
-        if let Some(e) = newest {
-            return e.value;
-        }
-        while let Some(item) = it.next_item() {
-            match cmp_keys(item.key, key) {
-                Less => continue,
-                Equal => return Some(self.value_at(item.body).0),
-                Greater => return None,
-            }
-        }
-        None
+        let found = match newest {
+            Some(e) => e.value,
+            None => loop {
+                let Some(item) = it.next_item() else {
+                    break None;
+                };
+                match cmp_keys(item.key, key) {
+                    Less => continue,
+                    Equal => break Some(self.value_at(item.body).0),
+                    Greater => break None,
+                }
+            },
+        };
+        found.filter(|v| !v.is_expired(now))
     }
 
     /// The largest visible key <= `key` in this leaf.
-    pub fn leaf_floor(&self, key: &[u8], rv: u64) -> Option<&'a [u8]> {
+    pub fn leaf_floor(&self, key: &[u8], rv: u64, now: u64) -> Option<&'a [u8]> {
         let mut best = None;
-        for (k, _) in LeafIter::new(*self, rv, self.seek_segment(key)) {
+        for (k, _) in LeafIter::new(*self, rv, now, self.seek_segment(key)) {
             if cmp_keys(k, key) == Greater {
                 break;
             }
@@ -168,7 +187,7 @@ impl<'a> NodeView<'a> {
             return best;
         }
         // Every item of the chosen segment is above `key` or deleted: look further left.
-        for (k, _) in self.leaf_iter(rv) {
+        for (k, _) in self.leaf_iter(rv, now) {
             if k > key {
                 break;
             }
@@ -178,7 +197,7 @@ impl<'a> NodeView<'a> {
     }
 
     /// The largest visible key of this leaf.
-    pub fn leaf_last(&self, rv: u64) -> Option<&'a [u8]> {
-        self.leaf_iter(rv).last().map(|(k, _)| k)
+    pub fn leaf_last(&self, rv: u64, now: u64) -> Option<&'a [u8]> {
+        self.leaf_iter(rv, now).last().map(|(k, _)| k)
     }
 }

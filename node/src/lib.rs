@@ -27,4 +27,4 @@ pub use layout::Geometry;
 pub use leaf::LeafIter;
 pub use log::{encode_log_entry, log_entry_len, plan_append, set_log_delta, AppendPlan};
 pub use validate::{validate_node, Corrupt};
-pub use view::{NodeView, SegmentCursor, SortedIter, ValueRef};
+pub use view::{NodeView, SegmentCursor, SortedIter, ValueData, ValueRef};

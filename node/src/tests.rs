@@ -24,9 +24,23 @@ fn meta(version: u64) -> NodeMeta {
 }
 
 fn leaf(g: &Geometry, items: &[(Vec<u8>, Vec<u8>)], version: u64) -> Vec<u8> {
+    let with: Vec<_> = items
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone(), 0))
+        .collect();
+    leaf_expiring(g, &with, version)
+}
+
+/// A leaf of (key, value, deadline) items.
+fn leaf_expiring(g: &Geometry, items: &[(Vec<u8>, Vec<u8>, u64)], version: u64) -> Vec<u8> {
     let refs: Vec<(&[u8], ValueRef)> = items
         .iter()
-        .map(|(k, v)| (k.as_slice(), ValueRef::Inline(v.as_slice())))
+        .map(|(k, v, d)| {
+            (
+                k.as_slice(),
+                ValueRef::inline(v.as_slice()).with_deadline(*d),
+            )
+        })
         .collect();
     let mut buf = vec![0u8; g.node_size];
     build_leaf(&mut buf, g, &refs, &meta(version)).expect("fits");
@@ -44,8 +58,19 @@ fn view(buf: &[u8]) -> NodeView<'_> {
 
 /// Appends a log entry as the tree's writer does; false when it does not fit.
 fn append(buf: &mut [u8], key: &[u8], value: Option<&[u8]>, version: u64) -> bool {
+    append_expiring(buf, key, value, 0, version)
+}
+
+/// [`append`] with a deadline for the value.
+fn append_expiring(
+    buf: &mut [u8],
+    key: &[u8],
+    value: Option<&[u8]>,
+    deadline: u64,
+    version: u64,
+) -> bool {
     let u = used(buf);
-    let v = value.map(ValueRef::Inline);
+    let v = value.map(|v| ValueRef::inline(v).with_deadline(deadline));
     let len = log_entry_len(key.len(), v.as_ref());
     let entry = {
         let view = view(buf);
@@ -65,10 +90,14 @@ fn append(buf: &mut [u8], key: &[u8], value: Option<&[u8]>, version: u64) -> boo
 }
 
 fn collect(v: &NodeView<'_>, rv: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
-    v.leaf_iter(rv)
-        .map(|(k, val)| match val {
-            ValueRef::Inline(b) => (k.to_vec(), b.to_vec()),
-            ValueRef::OutOfLine { .. } => panic!("unexpected out-of-line value"),
+    collect_at(v, rv, 0)
+}
+
+fn collect_at(v: &NodeView<'_>, rv: u64, now: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    v.leaf_iter(rv, now)
+        .map(|(k, val)| match val.data {
+            ValueData::Inline(b) => (k.to_vec(), b.to_vec()),
+            ValueData::OutOfLine { .. } => panic!("unexpected out-of-line value"),
         })
         .collect()
 }
@@ -91,9 +120,9 @@ fn empty_leaf() {
     assert_eq!(v.sorted_len(), 0);
     assert_eq!(v.log_len(), 0);
     assert_eq!(v.used(), g.sorted_start());
-    assert!(v.leaf_iter(u64::MAX).next().is_none());
-    assert_eq!(v.leaf_get(b"a", 7), None);
-    assert_eq!(v.leaf_floor(b"a", 7), None);
+    assert!(v.leaf_iter(u64::MAX, 0).next().is_none());
+    assert_eq!(v.leaf_get(b"a", 7, 0), None);
+    assert_eq!(v.leaf_floor(b"a", 7, 0), None);
 }
 
 #[test]
@@ -131,15 +160,18 @@ fn leaf_round_trip_and_search() {
     assert_eq!(collect(&v, 1), items);
     for i in 0..300u32 {
         let (k, val) = kv(i);
-        let got = v.leaf_get(&k, 1);
+        let got = v.leaf_get(&k, 1, 0);
         if i % 2 == 0 {
-            assert_eq!(got, Some(ValueRef::Inline(&val[..])), "key {i}");
+            assert_eq!(got, Some(ValueRef::inline(&val[..])), "key {i}");
         } else {
             assert_eq!(got, None);
         }
-        let floor = v.leaf_floor(&k, 1).map(|f| f.to_vec());
+        let floor = v.leaf_floor(&k, 1, 0).map(|f| f.to_vec());
         assert_eq!(floor, Some(kv(i - i % 2).0));
-        let lb: Vec<_> = v.leaf_lower_bound(&k, 1).map(|(k, _)| k.to_vec()).collect();
+        let lb: Vec<_> = v
+            .leaf_lower_bound(&k, 1, 0)
+            .map(|(k, _)| k.to_vec())
+            .collect();
         let want: Vec<_> = items
             .iter()
             .filter(|(ik, _)| *ik >= k)
@@ -197,7 +229,7 @@ fn node_exactly_full() {
     let exact = vec![(key.clone(), vec![7u8; cap - 2])];
     let buf = leaf(&g, &exact, 1);
     assert_eq!(view(&buf).sorted_len(), cap);
-    let too_big = [(&key[..], ValueRef::Inline(&[7u8; 8000][..cap - 1]))];
+    let too_big = [(&key[..], ValueRef::inline(&[7u8; 8000][..cap - 1]))];
     let mut b2 = vec![0u8; g.node_size];
     let err = build_leaf(&mut b2, &g, &too_big, &meta(1)).unwrap_err();
     assert_eq!(
@@ -274,13 +306,14 @@ fn validate_rejects_garbage() {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Put(u16, u16),
+    /// Key, value length, deadline (0: none, else 100 + d).
+    Put(u16, u16, u64),
     Del(u16),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0u16..64, 0u16..40).prop_map(|(k, v)| Op::Put(k, v)),
+        3 => (0u16..64, 0u16..40, 0u64..8).prop_map(|(k, v, d)| Op::Put(k, v, d)),
         1 => (0u16..64).prop_map(Op::Del),
     ]
 }
@@ -292,28 +325,71 @@ fn pkey(k: u16) -> Vec<u8> {
     key
 }
 
+#[test]
+fn deadlines_round_trip_inline_and_out_of_line() {
+    let g = geo(4096);
+    let items = [
+        (
+            &b"a"[..],
+            ValueRef::inline(b"one").with_deadline(1_700_000_000_123),
+        ),
+        (
+            &b"b"[..],
+            ValueRef::out_of_line(0xdead_beef, 70_000).with_deadline(42),
+        ),
+        (&b"c"[..], ValueRef::out_of_line(0xfeed, 9)),
+        (&b"d"[..], ValueRef::inline(b"")),
+    ];
+    let mut buf = vec![0u8; g.node_size];
+    build_leaf(&mut buf, &g, &items, &meta(3)).expect("fits");
+    validate_node(&buf).expect("valid");
+    let v = view(&buf);
+    let got: Vec<_> = v.leaf_iter(3, 0).collect();
+    assert_eq!(got.len(), 4);
+    for ((k, want), (gk, gv)) in items.iter().zip(&got) {
+        assert_eq!(k, gk);
+        assert_eq!(want, gv);
+    }
+    // At 43 ms "b" is gone, at exactly its deadline it is not.
+    assert!(v.leaf_get(b"b", 3, 42).is_some());
+    assert!(v.leaf_get(b"b", 3, 43).is_none());
+    assert_eq!(v.leaf_iter(3, 43).count(), 3);
+    // An expiring value with a zero deadline is corrupt.
+    let mut bad = buf.clone();
+    let body = v.sorted_items().next_item().expect("item").body;
+    bad[body + 2..body + 10].fill(0);
+    assert!(validate_node(&bad).is_err());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// Random base contents plus random log appends: every read version sees exactly the
-    /// model's state at that version, through full iteration, get, floor and lower bound.
+    /// Random base contents plus random log appends, some with deadlines: every read
+    /// version, at every clock reading, sees exactly the model's state at that version
+    /// without the items expired by then, through full iteration, get, floor and lower
+    /// bound. An expired newest entry hides the key (it does not uncover an older one).
     #[test]
     fn leaf_matches_model(base in proptest::collection::btree_set(0u16..64, 0..40),
                           ops in proptest::collection::vec(op(), 0..60),
                           size in prop_oneof![Just(4096usize), Just(8192)]) {
         let g = geo(size);
-        let items: Vec<_> = base.iter().map(|k| (pkey(*k), vec![b'b'; usize::from(*k % 13)])).collect();
-        let mut buf = leaf(&g, &items, 5);
-        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = items.iter().cloned().collect();
+        let deadline = |d: u64| if d == 0 { 0 } else { 100 + d };
+        let items: Vec<_> = base
+            .iter()
+            .map(|k| (pkey(*k), vec![b'b'; usize::from(*k % 13)], deadline(u64::from(*k % 4))))
+            .collect();
+        let mut buf = leaf_expiring(&g, &items, 5);
+        let mut model: BTreeMap<Vec<u8>, (Vec<u8>, u64)> =
+            items.iter().map(|(k, v, d)| (k.clone(), (v.clone(), *d))).collect();
         let mut snaps = vec![(5u64, model.clone())];
         let mut version = 5;
         for op in ops {
             version += 1;
             let ok = match op {
-                Op::Put(k, v) => {
+                Op::Put(k, v, d) => {
                     let val = vec![b'v'; usize::from(v)];
-                    let ok = append(&mut buf, &pkey(k), Some(&val), version);
-                    if ok { model.insert(pkey(k), val); }
+                    let ok = append_expiring(&mut buf, &pkey(k), Some(&val), deadline(d), version);
+                    if ok { model.insert(pkey(k), (val, deadline(d))); }
                     ok
                 }
                 Op::Del(k) => {
@@ -328,16 +404,27 @@ proptest! {
         validate_node(&buf).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let v = view(&buf);
         for (rv, snap) in &snaps {
-            let want: Vec<_> = snap.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            prop_assert_eq!(&collect(&v, *rv), &want);
-            for probe in 0u16..66 {
-                let k = pkey(probe);
-                prop_assert_eq!(v.leaf_get(&k, *rv).map(|x| x.value_len()), snap.get(&k).map(|x| x.len()));
-                let floor = v.leaf_floor(&k, *rv).map(|f| f.to_vec());
-                prop_assert_eq!(floor, snap.range(..=k.clone()).next_back().map(|x| x.0.clone()));
-                let lb: Vec<_> = v.leaf_lower_bound(&k, *rv).map(|(k, _)| k.to_vec()).collect();
-                let want_lb: Vec<_> = snap.range(k.clone()..).map(|x| x.0.clone()).collect();
-                prop_assert_eq!(lb, want_lb);
+            for now in [0u64, 101, 103, 105, 107, 1000] {
+                let live: BTreeMap<&Vec<u8>, &Vec<u8>> = snap
+                    .iter()
+                    .filter(|(_, (_, d))| *d == 0 || now <= *d)
+                    .map(|(k, (v, _))| (k, v))
+                    .collect();
+                let want: Vec<_> = live.iter().map(|(k, v)| ((*k).clone(), (*v).clone())).collect();
+                prop_assert_eq!(&collect_at(&v, *rv, now), &want);
+                for probe in 0u16..66 {
+                    let k = pkey(probe);
+                    let got = v.leaf_get(&k, *rv, now);
+                    prop_assert_eq!(got.map(|x| x.value_len()), live.get(&k).map(|x| x.len()));
+                    if let Some(x) = got {
+                        prop_assert_eq!(x.deadline, snap[&k].1);
+                    }
+                    let floor = v.leaf_floor(&k, *rv, now).map(|f| f.to_vec());
+                    prop_assert_eq!(floor, live.range::<&Vec<u8>, _>(..=&k).next_back().map(|x| (*x.0).clone()));
+                    let lb: Vec<_> = v.leaf_lower_bound(&k, *rv, now).map(|(k, _)| k.to_vec()).collect();
+                    let want_lb: Vec<_> = live.range::<&Vec<u8>, _>(&k..).map(|x| (*x.0).clone()).collect();
+                    prop_assert_eq!(lb, want_lb);
+                }
             }
         }
     }
@@ -355,8 +442,8 @@ proptest! {
         }
         if validate_node(&buf).is_ok() {
             let v = view(&buf);
-            let _ = v.leaf_iter(u64::MAX).count();
-            let _ = v.leaf_floor(b"key00000010", u64::MAX);
+            let _ = v.leaf_iter(u64::MAX, 0).count();
+            let _ = v.leaf_floor(b"key00000010", u64::MAX, 105);
         }
     }
 }

@@ -188,14 +188,22 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
 
 fn value_end(b: &Bytes<'_>, body: usize) -> Result<usize, Corrupt> {
     let hdr = b.u16(body)?;
+    let at = if hdr & VALUE_EXPIRES != 0 {
+        if b.u64(body + 2)? == NO_DEADLINE {
+            return bad("expiring value with a zero deadline");
+        }
+        body + 2 + DEADLINE_SIZE
+    } else {
+        body + 2
+    };
     let len = if hdr & VALUE_OUT_OF_LINE != 0 {
-        if hdr != VALUE_OUT_OF_LINE {
+        if hdr & !VALUE_EXPIRES != VALUE_OUT_OF_LINE {
             return bad("out-of-line value header with length bits");
         }
         OUT_OF_LINE_REF
     } else {
         usize::from(hdr & VALUE_LEN_MASK)
     };
-    b.slice(body + 2, len)?;
-    Ok(body + 2 + len)
+    b.slice(at, len)?;
+    Ok(at + len)
 }

@@ -8,9 +8,9 @@ use crate::keys::cmp_keys;
 use crate::layout::*;
 use std::cmp::Ordering::{Equal, Greater};
 
-/// A value as stored in an item: inline bytes, or a reference to bytes kept out of line.
+/// Where a value's bytes are: inline in the node, or kept out of line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueRef<'a> {
+pub enum ValueData<'a> {
     /// Bytes stored in the node.
     Inline(&'a [u8]),
     /// Bytes stored elsewhere; `handle` is owned by the tree (an address or a page number).
@@ -22,20 +22,72 @@ pub enum ValueRef<'a> {
     },
 }
 
-impl ValueRef<'_> {
-    /// Bytes this value occupies in a node after its 2-byte header.
+/// A value as stored in an item: its bytes and its expiry deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueRef<'a> {
+    /// The bytes.
+    pub data: ValueData<'a>,
+    /// Milliseconds since the Unix epoch after which the item is gone; [`NO_DEADLINE`]
+    /// (0) for an item that never expires.
+    pub deadline: u64,
+}
+
+impl<'a> ValueRef<'a> {
+    /// Inline bytes without a deadline.
+    pub fn inline(bytes: &'a [u8]) -> Self {
+        ValueRef {
+            data: ValueData::Inline(bytes),
+            deadline: NO_DEADLINE,
+        }
+    }
+
+    /// An out-of-line reference without a deadline.
+    pub fn out_of_line(handle: u64, len: u32) -> Self {
+        ValueRef {
+            data: ValueData::OutOfLine { handle, len },
+            deadline: NO_DEADLINE,
+        }
+    }
+
+    /// The same value with `deadline` ([`NO_DEADLINE`]: none).
+    pub fn with_deadline(self, deadline: u64) -> Self {
+        ValueRef { deadline, ..self }
+    }
+
+    /// Whether a reader whose clock reads `now` (ms since the Unix epoch) no longer sees the
+    /// item: it has a deadline and `now` is past it (Redis's rule: a key with deadline `d`
+    /// is still there at `d`, gone at `d + 1`). `now = 0` expires nothing.
+    #[inline]
+    pub fn is_expired(&self, now: u64) -> bool {
+        self.deadline != NO_DEADLINE && now > self.deadline
+    }
+
+    /// Bytes this value occupies in a node after its 2-byte header (deadline included).
     pub fn body_len(&self) -> usize {
-        match self {
-            ValueRef::Inline(b) => b.len(),
-            ValueRef::OutOfLine { .. } => OUT_OF_LINE_REF,
+        let d = if self.deadline != NO_DEADLINE {
+            DEADLINE_SIZE
+        } else {
+            0
+        };
+        d + match self.data {
+            ValueData::Inline(b) => b.len(),
+            ValueData::OutOfLine { .. } => OUT_OF_LINE_REF,
         }
     }
 
     /// Length of the value itself.
     pub fn value_len(&self) -> usize {
-        match self {
-            ValueRef::Inline(b) => b.len(),
-            ValueRef::OutOfLine { len, .. } => *len as usize,
+        match self.data {
+            ValueData::Inline(b) => b.len(),
+            ValueData::OutOfLine { len, .. } => len as usize,
+        }
+    }
+
+    /// The out-of-line reference, if the value is stored out of line.
+    pub fn out_of_line_ref(&self) -> Option<(u64, u32)> {
+        match self.data {
+            ValueData::OutOfLine { handle, len } => Some((handle, len)),
+            ValueData::Inline(_) => None,
         }
     }
 }
@@ -222,16 +274,20 @@ impl<'a> NodeView<'a> {
     #[inline]
     pub fn value_at(&self, body: usize) -> (ValueRef<'a>, usize) {
         let hdr = self.u16_at(body);
+        let (deadline, at) = if hdr & VALUE_EXPIRES != 0 {
+            (self.u64_at(body + 2), body + 2 + DEADLINE_SIZE)
+        } else {
+            (NO_DEADLINE, body + 2)
+        };
         if hdr & VALUE_OUT_OF_LINE != 0 {
-            let handle = self.u64_at(body + 2);
-            let len = self.u32_at(body + 10);
-            (
-                ValueRef::OutOfLine { handle, len },
-                body + 2 + OUT_OF_LINE_REF,
-            )
+            let handle = self.u64_at(at);
+            let len = self.u32_at(at + 8);
+            let data = ValueData::OutOfLine { handle, len };
+            (ValueRef { data, deadline }, at + OUT_OF_LINE_REF)
         } else {
             let len = usize::from(hdr & VALUE_LEN_MASK);
-            (ValueRef::Inline(self.bytes(body + 2, len)), body + 2 + len)
+            let data = ValueData::Inline(self.bytes(at, len));
+            (ValueRef { data, deadline }, at + len)
         }
     }
 
@@ -239,10 +295,15 @@ impl<'a> NodeView<'a> {
     #[inline]
     pub fn value_end(&self, body: usize) -> usize {
         let hdr = self.u16_at(body);
-        if hdr & VALUE_OUT_OF_LINE != 0 {
-            body + 2 + OUT_OF_LINE_REF
+        let at = if hdr & VALUE_EXPIRES != 0 {
+            body + 2 + DEADLINE_SIZE
         } else {
-            body + 2 + usize::from(hdr & VALUE_LEN_MASK)
+            body + 2
+        };
+        if hdr & VALUE_OUT_OF_LINE != 0 {
+            at + OUT_OF_LINE_REF
+        } else {
+            at + usize::from(hdr & VALUE_LEN_MASK)
         }
     }
 

@@ -7,7 +7,7 @@
 //! The caller must own the station slot of every key it runs here, from the first read to
 //! the write-back: that is what makes the carried value the key's newest.
 
-use crate::ops::{Effect, Outcome};
+use crate::ops::{Effect, Outcome, Ttl};
 use crate::station::{Op, StationStats};
 use crate::vector::Registry;
 use accelkv_tree::{Error, Store};
@@ -16,18 +16,19 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-/// One key of a burst: its latest value (None: absent), whether it was read (or set) yet,
-/// whether the burst changed it, and why reading it failed, if it did.
+/// One key of a burst: its latest value (None: absent) and deadline (0: none), whether it
+/// was read (or set) yet, whether the burst changed it, and why reading it failed, if it did.
 struct KeyState<'b> {
     key: Cow<'b, [u8]>,
     value: Option<Cow<'b, [u8]>>,
+    deadline: u64,
     known: bool,
     dirty: bool,
     read_error: Option<Error>,
 }
 
-/// One write of an atomic batch: the key and its new value (`None`: removed).
-type Item<'a> = (&'a [u8], Option<&'a [u8]>);
+/// One write of an atomic batch: the key and its new value and deadline (`None`: removed).
+type Item<'a> = (&'a [u8], Option<(&'a [u8], u64)>);
 
 /// The keys of one burst, in order of first appearance.
 #[derive(Default)]
@@ -63,6 +64,7 @@ impl<'b> Burst<'b> {
         self.keys.push(KeyState {
             key,
             value: None,
+            deadline: 0,
             known: false,
             dirty: false,
             read_error: None,
@@ -86,8 +88,10 @@ impl<'b> Burst<'b> {
         if reads && !k.known {
             // The newest value, visible or not: every write of this key came through its
             // slot, which the caller owns, so the newest is the one this operation follows.
-            match store.get_latest(&k.key) {
-                Ok(v) => k.value = v.map(Cow::Owned),
+            // An expired value reads as absent.
+            match store.get_latest_entry(&k.key) {
+                Ok(Some((v, d))) => (k.value, k.deadline) = (Some(Cow::Owned(v)), d),
+                Ok(None) => (k.value, k.deadline) = (None, 0),
                 Err(e) => k.read_error = Some(e),
             }
             k.known = true;
@@ -98,12 +102,18 @@ impl<'b> Burst<'b> {
             }
         }
         let cur = if reads { k.value.as_deref() } else { None };
-        let (effect, outcome) = write.apply(cur, registry, store.config().max_value);
+        let (effect, outcome) = write.apply(cur, k.deadline, registry, store.config().max_value);
         let changed = !matches!(effect, Effect::Keep);
         match effect {
             Effect::Keep => {}
-            Effect::Set(v) => (k.value, k.known, k.dirty) = (Some(v), true, true),
-            Effect::Remove => (k.value, k.known, k.dirty) = (None, true, true),
+            Effect::Set(v, ttl) => {
+                (k.value, k.known, k.dirty) = (Some(v), true, true);
+                if let Ttl::Set(d) = ttl {
+                    k.deadline = d;
+                }
+            }
+            Effect::SetDeadline(d) => (k.deadline, k.dirty) = (d, true),
+            Effect::Remove => (k.value, k.deadline, k.known, k.dirty) = (None, 0, true, true),
         }
         (i, Ok(outcome), changed)
     }
@@ -123,7 +133,9 @@ impl<'b> Burst<'b> {
                 }
                 stats.tree_writes.fetch_add(1, Ordering::Relaxed);
                 match &k.value {
-                    Some(v) => store.put_unwaited(&k.key, v).map(|w| w.version),
+                    Some(v) => store
+                        .put_expiring_unwaited(&k.key, v, k.deadline)
+                        .map(|w| w.version),
                     None => store.delete_unwaited(&k.key).map(|w| w.version),
                 }
             })
@@ -143,7 +155,12 @@ impl<'b> Burst<'b> {
             .iter()
             .enumerate()
             .filter(|(_, k)| k.dirty)
-            .map(|(i, k)| (i, (k.key.as_ref(), k.value.as_deref())))
+            .map(|(i, k)| {
+                (
+                    i,
+                    (k.key.as_ref(), k.value.as_deref().map(|v| (v, k.deadline))),
+                )
+            })
             .collect();
         let mut errors = vec![None; self.keys.len()];
         if dirty.is_empty() {
@@ -153,7 +170,7 @@ impl<'b> Burst<'b> {
             .tree_writes
             .fetch_add(dirty.len() as u64, Ordering::Relaxed);
         let items: Vec<Item<'_>> = dirty.iter().map(|d| d.1).collect();
-        match store.write_batch_unwaited(&items) {
+        match store.write_batch_expiring_unwaited(&items) {
             Ok(b) => {
                 for ((i, _), r) in dirty.iter().zip(b.results) {
                     errors[*i] = r.err();

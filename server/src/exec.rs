@@ -442,6 +442,8 @@ fn answer_of(sh: &Shared, d: Done) -> Answer {
         Ok(Outcome::Bytes(b)) => Answer::Bytes(b),
         Ok(Outcome::Old(b)) => Answer::Bytes(b.unwrap_or_default()),
         Ok(Outcome::Int(n)) => Answer::Bytes(n.to_le_bytes().to_vec()),
+        Ok(Outcome::Deadline(Some(d))) => Answer::Word(d.to_le_bytes()),
+        Ok(Outcome::Deadline(None)) => Answer::Fail(Status::NotFound, String::new()),
         Ok(Outcome::Mismatch { absent }) => {
             let m = if absent {
                 "the key is absent"

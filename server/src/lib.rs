@@ -20,6 +20,7 @@ mod resp_batch;
 mod resp_cmd;
 mod resp_command;
 mod resp_config;
+mod resp_expire;
 mod resp_introspect;
 mod resp_keys;
 mod resp_table;
@@ -27,6 +28,7 @@ mod resp_tx;
 mod state;
 mod station;
 mod station_tx;
+mod sweep;
 mod udp;
 
 use std::io::Write;
@@ -98,6 +100,13 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             .map_err(|e| e.to_string())?;
     }
     drop(done_tx);
+    {
+        let (sh, stop) = (shared.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("accelkv-expire".into())
+            .spawn(move || sweep::run(sh, stop))
+            .map_err(|e| e.to_string())?;
+    }
     {
         let sh = shared.clone();
         std::thread::Builder::new()

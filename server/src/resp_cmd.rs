@@ -4,7 +4,7 @@
 //! every write through the reservation station (`station.rs`), the one write door; runs of
 //! GET and MGET are batched by `resp_batch.rs` before they reach here.
 
-use crate::ops::{Cond, Outcome, Write};
+use crate::ops::{Cond, Outcome, Ttl, Write};
 use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
 use crate::station::{Done, Op};
@@ -62,11 +62,30 @@ const WRITE_COMMANDS: &[&[u8]] = &[
     b"DECRBY",
     b"FLUSHALL",
     b"FLUSHDB",
+    b"SETEX",
+    b"PSETEX",
+    b"GETEX",
+    b"EXPIRE",
+    b"PEXPIRE",
+    b"EXPIREAT",
+    b"PEXPIREAT",
+    b"PERSIST",
 ];
 
 /// Write commands that only remove: allowed past `maxmemory` (as Redis's commands without
 /// the deny-oom flag).
-const FREEING_COMMANDS: &[&[u8]] = &[b"DEL", b"UNLINK", b"GETDEL", b"FLUSHALL", b"FLUSHDB"];
+const FREEING_COMMANDS: &[&[u8]] = &[
+    b"DEL",
+    b"UNLINK",
+    b"GETDEL",
+    b"FLUSHALL",
+    b"FLUSHDB",
+    b"EXPIRE",
+    b"PEXPIRE",
+    b"EXPIREAT",
+    b"PEXPIREAT",
+    b"PERSIST",
+];
 
 /// Whether the command named `name` writes (goes through the station).
 pub fn is_write(name: &[u8]) -> bool {
@@ -74,7 +93,7 @@ pub fn is_write(name: &[u8]) -> bool {
 }
 
 /// A command name or option in upper case (on the stack for anything short).
-fn upper(a: &[u8]) -> SmallVec<[u8; 24]> {
+pub(crate) fn upper(a: &[u8]) -> SmallVec<[u8; 24]> {
     a.iter().map(u8::to_ascii_uppercase).collect()
 }
 
@@ -88,7 +107,7 @@ pub fn err_store(out: &mut Vec<u8>, e: &Error) {
     }
 }
 
-fn parse_i64(a: &[u8]) -> Option<i64> {
+pub(crate) fn parse_i64(a: &[u8]) -> Option<i64> {
     std::str::from_utf8(a).ok()?.parse().ok()
 }
 
@@ -140,7 +159,7 @@ fn reply(
 }
 
 /// One write through the station, its reply appended to `out`.
-fn write_one(
+pub(crate) fn write_one(
     sh: &Shared,
     s: &mut Session,
     op: Op<'_>,
@@ -153,12 +172,12 @@ fn write_one(
     reply(out, &d, s.proto, ok, skipped);
 }
 
-fn ok(out: &mut Vec<u8>) {
+pub(crate) fn ok(out: &mut Vec<u8>) {
     resp::simple(out, "OK")
 }
 
 /// A null reply in the connection's protocol.
-fn nil(v: Version) -> impl FnOnce(&mut Vec<u8>) {
+pub(crate) fn nil(v: Version) -> impl FnOnce(&mut Vec<u8>) {
     move |out| resp::bulk_in(out, None, v)
 }
 
@@ -359,13 +378,25 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             }
         }
         b"GET" | b"MGET" => wrong_args(out, &name),
-        b"SET" if argc >= 3 => set(sh, s, c, out),
+        b"SET" if argc >= 3 => crate::resp_expire::set(sh, s, c, out),
+        b"SETEX" | b"PSETEX" if argc == 4 => {
+            crate::resp_expire::setex(sh, s, c, name.as_slice() == b"PSETEX", out)
+        }
+        b"GETEX" if argc >= 2 => crate::resp_expire::getex(sh, s, c, out),
+        b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" if argc >= 3 => {
+            crate::resp_expire::expire(sh, s, c, &name, out)
+        }
+        b"PERSIST" if argc == 2 => crate::resp_expire::persist(sh, s, c[1], out),
+        b"TTL" | b"PTTL" | b"EXPIRETIME" | b"PEXPIRETIME" if argc == 2 => {
+            crate::resp_expire::ttl(sh, s, c[1], &name, out)
+        }
         b"SETNX" if argc == 3 => {
             sh.count(OpClass::Put);
             let w = Write::Set {
                 value: Cow::Borrowed(c[2]),
                 cond: Cond::IfAbsent,
                 get: false,
+                ttl: Ttl::Set(0),
             };
             let one = |out: &mut Vec<u8>| resp::integer(out, 1);
             let zero = |out: &mut Vec<u8>| resp::integer(out, 0);
@@ -377,6 +408,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
                 value: Cow::Borrowed(c[2]),
                 cond: Cond::Always,
                 get: true,
+                ttl: Ttl::Set(0),
             };
             let v = s.proto;
             write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
@@ -604,46 +636,6 @@ fn byte_range(v: &[u8], start: i64, end: i64) -> &[u8] {
         return b"";
     }
     &v[s as usize..=e as usize]
-}
-
-/// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`.
-fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
-    let (mut nx, mut xx, mut get) = (false, false, false);
-    for opt in &c[3..] {
-        match upper(opt).as_slice() {
-            b"NX" => nx = true,
-            b"XX" => xx = true,
-            b"GET" => get = true,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" | b"KEEPTTL" => {
-                return resp::error(
-                    out,
-                    "ERR expiry (EX/PX/EXAT/PXAT/KEEPTTL) is not supported by accelkv yet",
-                )
-            }
-            _ => return resp::error(out, "ERR syntax error"),
-        }
-    }
-    if nx && xx {
-        return resp::error(out, "ERR syntax error");
-    }
-    sh.count(OpClass::Put);
-    let value = Cow::Borrowed(c[2]);
-    let w = match (nx, xx, get) {
-        (false, false, false) => Write::Put(value),
-        _ => Write::Set {
-            value,
-            cond: if nx {
-                Cond::IfAbsent
-            } else if xx {
-                Cond::IfPresent
-            } else {
-                Cond::Always
-            },
-            get,
-        },
-    };
-    let v = s.proto;
-    write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
 }
 
 /// INCRBY with overflow checked (Redis's behaviour: an error, the value unchanged): one

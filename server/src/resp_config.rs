@@ -80,8 +80,9 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     }
     if wants("keyspace") {
         text.push_str(&format!(
-            "# Keyspace\r\ndb0:keys={},expires=0,avg_ttl=0\r\n",
-            sh.store.len()
+            "# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
+            sh.store.len(),
+            sh.store.expiring_len()
         ));
     }
     text

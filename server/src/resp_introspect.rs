@@ -51,6 +51,8 @@ pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {
 pub fn reset_stats(sh: &Shared, out: &mut Vec<u8>) {
     sh.metrics.reset();
     sh.station.stats.reset();
+    sh.expired_keys
+        .store(0, std::sync::atomic::Ordering::Relaxed);
     resp::simple(out, "OK");
 }
 

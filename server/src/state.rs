@@ -163,6 +163,8 @@ pub struct Shared {
     pub inflight: AtomicUsize,
     pub next_client: AtomicU64,
     pub started: Instant,
+    /// Keys the active expiry sweep removed (INFO's `expired_keys`).
+    pub expired_keys: AtomicU64,
 }
 
 impl Shared {
@@ -219,6 +221,7 @@ impl Shared {
             inflight: AtomicUsize::new(0),
             next_client: AtomicU64::new(1),
             started: Instant::now(),
+            expired_keys: AtomicU64::new(0),
             settings,
         }))
     }
@@ -375,6 +378,10 @@ impl Shared {
         line(
             "rejected_connections",
             m.connections_rejected.load(Ordering::Relaxed).to_string(),
+        );
+        line(
+            "expired_keys",
+            self.expired_keys.load(Ordering::Relaxed).to_string(),
         );
         line("engine", self.engine.name().to_string());
         for (k, v) in self.engine.info() {

@@ -26,6 +26,8 @@
 //! owns one (it finishes its own bursts first), so executors cannot deadlock.
 
 use crate::burst::{Applied, Burst};
+#[cfg(test)]
+use crate::ops::Ttl;
 use crate::ops::{Failure, Outcome, Write};
 use crate::vector::Registry;
 use accelkv_tree::{Error, Store};
@@ -390,6 +392,7 @@ mod tests {
                                     value: Cow::Owned(val.clone()),
                                     cond: Cond::IfAbsent,
                                     get: true,
+                                    ttl: Ttl::Set(0),
                                 },
                                 _ => Write::Cas {
                                     expected: model.get(&key).cloned().map(Cow::Owned),
@@ -398,12 +401,13 @@ mod tests {
                             };
                             let (e, o) = w.clone().apply(
                                 model.get(&key).map(Vec::as_slice),
+                                0,
                                 &Registry::default(),
                                 usize::MAX,
                             );
                             match e {
-                                Effect::Keep => {}
-                                Effect::Set(v) => {
+                                Effect::Keep | Effect::SetDeadline(_) => {}
+                                Effect::Set(v, _) => {
                                     model.insert(key.clone(), v.into_owned());
                                 }
                                 Effect::Remove => {

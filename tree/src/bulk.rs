@@ -11,18 +11,17 @@ use accelkv_node::{NodeMeta, ValueRef};
 use std::sync::atomic::Ordering;
 
 enum Stored {
-    Inline(Vec<u8>),
-    OutOfLine(u64, u32),
+    Inline(Vec<u8>, u64),
+    OutOfLine(u64, u32, u64),
 }
 
 impl Stored {
     fn as_ref(&self) -> ValueRef<'_> {
         match self {
-            Stored::Inline(v) => ValueRef::Inline(v),
-            Stored::OutOfLine(handle, len) => ValueRef::OutOfLine {
-                handle: *handle,
-                len: *len,
-            },
+            Stored::Inline(v, d) => ValueRef::inline(v).with_deadline(*d),
+            Stored::OutOfLine(handle, len, d) => {
+                ValueRef::out_of_line(*handle, *len).with_deadline(*d)
+            }
         }
     }
 }
@@ -31,11 +30,11 @@ impl Stored {
 type Built = (Vec<u8>, u64, u64);
 
 impl Tree {
-    /// Loads `items` (strictly ascending keys) into this tree, which must be empty and not
-    /// yet shared. On error the tree is left empty.
+    /// Loads `items` (strictly ascending keys, each with its deadline) into this tree, which
+    /// must be empty and not yet shared. On error the tree is left empty.
     pub(crate) fn bulk_load<K, V>(
         &self,
-        items: impl IntoIterator<Item = (K, V)>,
+        items: impl IntoIterator<Item = (K, V, u64)>,
         check: impl Fn(&[u8], &[u8]) -> Result<(), Error>,
     ) -> Result<u64, Error>
     where
@@ -56,7 +55,7 @@ impl Tree {
 
     fn bulk_load_inner<K, V>(
         &self,
-        items: impl IntoIterator<Item = (K, V)>,
+        items: impl IntoIterator<Item = (K, V, u64)>,
         check: &impl Fn(&[u8], &[u8]) -> Result<(), Error>,
         ool: &mut Vec<(u64, u32)>,
     ) -> Result<u64, Error>
@@ -71,8 +70,9 @@ impl Tree {
         let mut cur_lid = self.lid()?;
         let mut prev_lid = NO_LID;
         let mut count = 0u64;
+        let mut expiring = 0i64;
         let mut last_key: Vec<u8> = Vec::new();
-        for (i, (k, v)) in items.into_iter().enumerate() {
+        for (i, (k, v, d)) in items.into_iter().enumerate() {
             let (k, v) = (k.as_ref(), v.as_ref());
             check(k, v)?;
             if i > 0 && last_key.as_slice() >= k {
@@ -81,15 +81,16 @@ impl Tree {
             last_key.clear();
             last_key.extend_from_slice(k);
             let stored = if v.len() > self.geo.max_inline_value {
-                let ValueRef::OutOfLine { handle, len } = values::alloc(v) else {
+                let Some((handle, len)) = values::alloc(v).out_of_line_ref() else {
                     unreachable!("alloc returns an out-of-line reference")
                 };
                 self.ool_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
                 ool.push((handle, len));
-                Stored::OutOfLine(handle, len)
+                Stored::OutOfLine(handle, len, d)
             } else {
-                Stored::Inline(v.to_vec())
+                Stored::Inline(v.to_vec(), d)
             };
+            expiring += i64::from(d != NO_DEADLINE);
             let size = leaf_item_size(k.len(), &stored.as_ref());
             if !cur.is_empty() && cur_bytes + size > fill {
                 let next = self.lid()?;
@@ -122,6 +123,7 @@ impl Tree {
             self.arena.free(empty_root);
         }
         self.items.store(count as i64, Ordering::Relaxed);
+        self.expiring.store(expiring, Ordering::Relaxed);
         Ok(count)
     }
 

@@ -75,17 +75,18 @@ impl<'s> Raw<'s> {
     /// As for [`Raw::view`]: the caller's published epoch still protects the node.
     #[inline]
     pub unsafe fn value<'a>(&self, v: ValueRef<'a>) -> &'a [u8] {
+        // Callers read `v.deadline` themselves (they filtered with their `now`).
         self.tree.value_bytes(v)
     }
 
-    /// The reference reader's GET at read version `rv` (an engine's answer for a request it
-    /// cannot run itself).
+    /// The reference reader's GET at read version `rv` by a reader whose clock reads `now`
+    /// (an engine's answer for a request it cannot run itself).
     ///
     /// # Safety
     /// As for [`Raw::view`]: an epoch published before `rv` was taken is still published.
-    pub unsafe fn reference_get(&self, key: &[u8], rv: u64) -> Option<Vec<u8>> {
+    pub unsafe fn reference_get(&self, key: &[u8], rv: u64, now: u64) -> Option<Vec<u8>> {
         let pin = self.tree.epochs.pin();
-        self.tree.get_at(key, rv, &pin, <[u8]>::to_vec)
+        self.tree.get_at(key, rv, now, &pin, |v, _| v.to_vec())
     }
 
     /// The reference reader's SCAN of `[lo, hi)` at `rv`.
@@ -98,11 +99,12 @@ impl<'s> Raw<'s> {
         hi: Option<&[u8]>,
         limit: usize,
         rv: u64,
+        now: u64,
         f: impl FnMut(&[u8], &[u8]),
     ) {
         let pin = self.tree.epochs.pin();
         let hi = hi.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-        self.tree.scan_at(lo, hi, limit, rv, &pin, f)
+        self.tree.scan_at(lo, hi, limit, rv, now, &pin, f)
     }
 
     /// The reference reader's SCAN_FLOOR at `rv`.
@@ -115,10 +117,11 @@ impl<'s> Raw<'s> {
         ku: &[u8],
         limit: usize,
         rv: u64,
+        now: u64,
         f: impl FnMut(&[u8], &[u8]),
     ) {
         let pin = self.tree.epochs.pin();
-        self.tree.scan_floor_at(kl, ku, limit, rv, &pin, f)
+        self.tree.scan_floor_at(kl, ku, limit, rv, now, &pin, f)
     }
 
     /// Frees `b` once every reader that may still hold a reference to it is done: the caller
@@ -175,6 +178,7 @@ pub struct RemapSubscription {
 /// readers; the write's release waits for `on_write` to return. The hot-key cache uses it
 /// to update or invalidate its entry, so no reader sees a value outside its snapshot.
 pub trait WriteObserver: Send + Sync {
-    /// `value` is the key's new value, `None` for a delete; `version` its write version.
-    fn on_write(&self, key: &[u8], value: Option<&[u8]>, version: u64);
+    /// `value` is the key's new value, `None` for a delete; `deadline` its expiry deadline
+    /// (ms since the Unix epoch, 0: none); `version` its write version.
+    fn on_write(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, version: u64);
 }

@@ -187,7 +187,7 @@ impl Tree {
         value: Option<ValueRef<'a>>,
     ) -> Result<(Outcome, u64), crate::Error> {
         let free_value = || {
-            if let Some(ValueRef::OutOfLine { handle, len }) = value {
+            if let Some((handle, len)) = value.and_then(|v| v.out_of_line_ref()) {
                 self.ool_bytes.fetch_sub(u64::from(len), Ordering::Relaxed);
                 // SAFETY: never published.
                 unsafe { values::free(handle, len) };
@@ -211,20 +211,23 @@ impl Tree {
         let mut plan = Plan::default();
         plan.locked.push((leaf_off, self.lock_spin(leaf_off)));
         let lv = self.view(leaf_off, pin);
-        let mut items: Items<'_> = lv.leaf_iter(u64::MAX).collect();
+        // Every item, expired ones included (clock 0): an expired item is removed by a
+        // write, never dropped on the side.
+        let mut items: Items<'_> = lv.leaf_iter(u64::MAX, NO_DEADLINE).collect();
         let pos = items.binary_search_by(|(k, _)| (*k).cmp(key));
-        let outcome = match (op, pos, value) {
-            (Op::Put(_), Ok(i), Some(v)) | (Op::Update(_), Ok(i), Some(v)) => {
+        let current = pos.ok().map(|i| items[i].1);
+        let outcome = match (op.outcome(current.as_ref()), pos, value) {
+            (Some(o @ (Outcome::Replaced | Outcome::Revived)), Ok(i), Some(v)) => {
                 items[i].1 = v;
-                Outcome::Replaced
+                o
             }
-            (Op::Put(_), Err(i), Some(v)) => {
+            (Some(o @ Outcome::Inserted), Err(i), Some(v)) => {
                 items.insert(i, (key, v));
-                Outcome::Inserted
+                o
             }
-            (Op::Delete, Ok(i), _) => {
+            (Some(o @ (Outcome::Deleted | Outcome::Purged)), Ok(i), None) => {
                 items.remove(i);
-                Outcome::Deleted
+                o
             }
             _ => {
                 self.abort(&mut plan);
@@ -240,9 +243,9 @@ impl Tree {
         SmoCounters::bump(&self.counters.log_merges);
         let wv = self.versions.begin_write();
         self.publish(&mut plan, wv);
-        self.observe(key, op.value(), wv);
+        self.observe(key, op.value(), op.deadline(), wv);
         self.complete(key, wv);
-        self.count(outcome);
+        self.count(outcome, current.map(|v| v.deadline), &op);
         // Values referenced by superseded leaves but by no new leaf are dropped with them.
         let mut before = Vec::new();
         let any_out_of_line = self.ool_bytes.load(Ordering::Relaxed) > 0;
@@ -255,10 +258,7 @@ impl Tree {
         let mut after = Vec::new();
         for n in &plan.nodes {
             if let Content::Leaf(items) = &n.content {
-                after.extend(items.iter().filter_map(|(_, v)| match v {
-                    ValueRef::OutOfLine { handle, len } => Some((*handle, *len)),
-                    ValueRef::Inline(_) => None,
-                }));
+                after.extend(items.iter().filter_map(|(_, v)| v.out_of_line_ref()));
             }
         }
         after.sort_unstable();
@@ -356,7 +356,7 @@ impl Tree {
             let sib_off = self.pt.get(sib_lid);
             let sib_word = self.lock_spin(sib_off);
             let sv = self.view(sib_off, pin);
-            let sib_items: Items<'a> = sv.leaf_iter(u64::MAX).collect();
+            let sib_items: Items<'a> = sv.leaf_iter(u64::MAX, NO_DEADLINE).collect();
             if size + leaf_bytes(&sib_items) <= cap * 7 / 8 {
                 plan.locked.push((sib_off, sib_word));
                 plan.superseded.push(sib_off);

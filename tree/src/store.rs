@@ -1,12 +1,14 @@
 //! The in-process public API: a `Store` opened from a `Config`, with get/put/update/delete,
 //! scans, snapshots and stats. Reads go through the reference reader.
 
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::epoch::ReaderSlot;
 use crate::error::{Error, Result};
 use crate::raw::{Raw, WriteObserver};
 use crate::tree::{Tree, ROOT};
 use crate::write::{Op, Outcome};
+use accelkv_node::layout::NO_DEADLINE;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,6 +31,10 @@ pub struct Write {
     /// Whether the key was present before the write.
     pub existed: bool,
 }
+
+/// One write of [`Store::write_batch_expiring_unwaited`]: the key, and its new value with
+/// its deadline (0: none), or `None` to delete it.
+pub type BatchItem<'a> = (&'a [u8], Option<(&'a [u8], u64)>);
 
 /// What an atomic batch did; see [`Store::write_batch`].
 #[derive(Clone, Debug)]
@@ -97,6 +103,20 @@ impl Store {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
+        Store::bulk_load_expiring(cfg, items.into_iter().map(|(k, v)| (k, v, NO_DEADLINE)))
+    }
+
+    /// [`Store::bulk_load`] of items that carry expiry deadlines (ms since the Unix epoch,
+    /// 0: none). Items already expired are loaded too (invisible to readers; the active
+    /// sweep of a server removes them).
+    pub fn bulk_load_expiring<K, V>(
+        cfg: Config,
+        items: impl IntoIterator<Item = (K, V, u64)>,
+    ) -> Result<Store>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
         let store = Store::new(cfg)?;
         store.tree.bulk_load(items, |k, v| {
             store.check_key(k)?;
@@ -105,18 +125,18 @@ impl Store {
         Ok(store)
     }
 
-    /// [`Store::bulk_load`] for recovery: the store's version clocks start at `version`, so
+    /// [`Store::bulk_load_expiring`] for recovery: the store's version clocks start at `version`, so
     /// every later write gets a version above it. (Nodes built here carry version 0.)
     pub fn bulk_load_at<K, V>(
         cfg: Config,
-        items: impl IntoIterator<Item = (K, V)>,
+        items: impl IntoIterator<Item = (K, V, u64)>,
         version: u64,
     ) -> Result<Store>
     where
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
-        let store = Store::bulk_load(cfg, items)?;
+        let store = Store::bulk_load_expiring(cfg, items)?;
         store.tree.versions.advance_to(version);
         Ok(store)
     }
@@ -154,22 +174,47 @@ impl Store {
         self.tree.versions.read_version()
     }
 
-    /// The value of `key`.
+    /// The value of `key` (absent once its deadline has passed).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_with(key, |v| v.to_vec())
     }
 
     /// Calls `f` with the value of `key` without copying it.
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        self.get_entry_with(key, 0, |v, _| f(v))
+    }
+
+    /// The value of `key` and its expiry deadline (ms since the Unix epoch; 0: none).
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        self.get_entry_with(key, 0, |v, d| (v.to_vec(), d))
+    }
+
+    /// Calls `f` with the value of `key` and its deadline, as a reader whose clock reads
+    /// `now` (ms since the Unix epoch; 0: the store's clock, read after the read version).
+    /// A value whose deadline is before `now` is absent.
+    pub fn get_entry_with<R>(
+        &self,
+        key: &[u8],
+        now: u64,
+        f: impl FnOnce(&[u8], u64) -> R,
+    ) -> Result<Option<R>> {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
-        Ok(self.tree.get_at(key, rv, &pin, f))
+        let now = if now == 0 { now_ms() } else { now };
+        Ok(self.tree.get_at(key, rv, now, &pin, f))
     }
 
     /// Inserts or replaces; returns once the write is visible to readers.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Write> {
-        let w = self.put_unwaited(key, value)?;
+        self.put_expiring(key, value, NO_DEADLINE)
+    }
+
+    /// Inserts or replaces with an expiry deadline (ms since the Unix epoch, as Redis's
+    /// PXAT; 0: never): readers whose clock is past `deadline` no longer see the item.
+    /// Returns once the write is visible to readers.
+    pub fn put_expiring(&self, key: &[u8], value: &[u8], deadline: u64) -> Result<Write> {
+        let w = self.put_expiring_unwaited(key, value, deadline)?;
         self.wait_visible(w.version);
         Ok(w)
     }
@@ -179,7 +224,7 @@ impl Store {
     pub fn update(&self, key: &[u8], value: &[u8]) -> Result<Write> {
         self.check_key(key)?;
         self.check_value(value)?;
-        match self.tree.write(key, Op::Update(value))? {
+        match self.tree.write(key, Op::Update(value, NO_DEADLINE))? {
             (Outcome::Absent, _) => Err(Error::NotFound),
             (_, version) => {
                 self.wait_visible(version);
@@ -204,13 +249,64 @@ impl Store {
     /// ([`Store::is_visible`]). A caller with other work (a server's event loop) answers
     /// later instead of waiting behind a writer the OS descheduled.
     pub fn put_unwaited(&self, key: &[u8], value: &[u8]) -> Result<Write> {
+        self.put_expiring_unwaited(key, value, NO_DEADLINE)
+    }
+
+    /// [`Store::put_expiring`] without waiting for visibility (see [`Store::put_unwaited`]).
+    pub fn put_expiring_unwaited(&self, key: &[u8], value: &[u8], deadline: u64) -> Result<Write> {
         self.check_key(key)?;
         self.check_value(value)?;
-        let (o, version) = self.tree.write(key, Op::Put(value))?;
+        let (o, version) = self.tree.write(key, Op::Put(value, deadline))?;
         Ok(Write {
             version,
-            existed: o == Outcome::Replaced,
+            existed: o.existed(),
         })
+    }
+
+    /// One step of an expiry sweep: examines up to `budget` items (expired ones included)
+    /// from `from` on, in key order, and returns the keys among them that have expired by
+    /// clock reading `now`, and the key to continue from (`None`: the walk reached the end).
+    /// Remove them with [`Store::purge_expired`], which checks again.
+    pub fn expired_keys(
+        &self,
+        from: &[u8],
+        budget: usize,
+        now: u64,
+    ) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+        let t = &self.tree;
+        let pin = t.epochs.pin();
+        let rv = t.versions.read_version();
+        let budget = budget.max(1);
+        let (mut found, mut seen, mut next) = (Vec::new(), 0usize, None);
+        // Clock 0: every item, so expired ones are examined too.
+        t.scan_refs_at(
+            from,
+            Bound::Unbounded,
+            budget + 1,
+            rv,
+            NO_DEADLINE,
+            &pin,
+            |k, v| {
+                if seen == budget {
+                    next = Some(k.to_vec());
+                } else if v.is_expired(now) {
+                    found.push(k.to_vec());
+                }
+                seen += 1;
+            },
+        );
+        (found, next)
+    }
+
+    /// Removes `key` if its value has expired by clock reading `now` (ms since the Unix
+    /// epoch); a value written since, or one that has no deadline, is left alone. Returns
+    /// whether it removed the item. The active sweep's delete: reclaims an expired item's
+    /// memory without racing a writer that just gave the key a new value.
+    pub fn purge_expired(&self, key: &[u8], now: u64) -> Result<bool> {
+        self.check_key(key)?;
+        let (o, version) = self.tree.write(key, Op::DeleteExpired(now))?;
+        self.wait_visible(version);
+        Ok(o == Outcome::Purged)
     }
 
     /// [`Store::delete`] without waiting for visibility (see [`Store::put_unwaited`]).
@@ -219,7 +315,7 @@ impl Store {
         let (o, version) = self.tree.write(key, Op::Delete)?;
         Ok(Write {
             version,
-            existed: o == Outcome::Deleted,
+            existed: o.existed(),
         })
     }
 
@@ -236,6 +332,15 @@ impl Store {
 
     /// [`Store::write_batch`] without waiting for visibility (see [`Store::put_unwaited`]).
     pub fn write_batch_unwaited(&self, items: &[(&[u8], Option<&[u8]>)]) -> Result<Batch> {
+        let with: Vec<_> = items
+            .iter()
+            .map(|(k, v)| (*k, v.map(|v| (v, NO_DEADLINE))))
+            .collect();
+        self.write_batch_expiring_unwaited(&with)
+    }
+
+    /// [`Store::write_batch_unwaited`] whose values carry deadlines (0: none).
+    pub fn write_batch_expiring_unwaited(&self, items: &[BatchItem<'_>]) -> Result<Batch> {
         if items.len() > crate::MAX_BATCH {
             return Err(Error::BatchTooLarge {
                 len: items.len(),
@@ -247,9 +352,9 @@ impl Store {
         for (k, v) in items {
             let ok = self
                 .check_key(k)
-                .and_then(|()| v.map_or(Ok(()), |v| self.check_value(v)));
+                .and_then(|()| v.map_or(Ok(()), |(v, _)| self.check_value(v)));
             if ok.is_ok() {
-                ops.push((*k, v.map_or(Op::Delete, Op::Put)));
+                ops.push((*k, v.map_or(Op::Delete, |(v, d)| Op::Put(v, d))));
             }
             checked.push(ok);
         }
@@ -262,7 +367,7 @@ impl Store {
                 let (o, version) = written.next().ok_or(Error::NotFound)??;
                 Ok(Write {
                     version,
-                    existed: matches!(o, Outcome::Replaced | Outcome::Deleted),
+                    existed: o.existed(),
                 })
             })
             .collect();
@@ -300,9 +405,17 @@ impl Store {
     /// reservation station): its read-modify-write must see its own earlier writes even
     /// while an older writer elsewhere holds back visibility.
     pub fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_latest_entry(key)?.map(|(v, _)| v))
+    }
+
+    /// [`Store::get_latest`] with the value's deadline (expired values are absent).
+    pub fn get_latest_entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
-        Ok(self.tree.get_at(key, u64::MAX, &pin, <[u8]>::to_vec))
+        let now = now_ms();
+        Ok(self
+            .tree
+            .get_at(key, u64::MAX, now, &pin, |v, d| (v.to_vec(), d)))
     }
 
     /// Test hook: every later write of `key` sleeps `stall` between taking its version and
@@ -331,7 +444,8 @@ impl Store {
     ) {
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
-        self.tree.scan_at(lo, upper(hi), limit, rv, &pin, f);
+        self.tree
+            .scan_at(lo, upper(hi), limit, rv, now_ms(), &pin, f);
     }
 
     /// Honeycomb's SCAN(kl, ku): the items from the largest key <= `kl` (from the first key
@@ -340,9 +454,10 @@ impl Store {
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
         let mut out = Vec::new();
-        self.tree.scan_floor_at(kl, ku, limit, rv, &pin, |k, v| {
-            out.push((k.to_vec(), v.to_vec()))
-        });
+        self.tree
+            .scan_floor_at(kl, ku, limit, rv, now_ms(), &pin, |k, v| {
+                out.push((k.to_vec(), v.to_vec()))
+            });
         out
     }
 
@@ -355,6 +470,7 @@ impl Store {
         Snapshot {
             store: self,
             rv,
+            now: now_ms(),
             _slot: slot,
         }
     }
@@ -387,10 +503,7 @@ impl Store {
     /// stored out of line when it is larger than inline values may be. Redis's MEMORY USAGE.
     pub fn item_footprint(&self, key_len: usize, value_len: usize) -> usize {
         let inline = value_len <= self.tree.geo.max_inline_value;
-        let reference = accelkv_node::ValueRef::OutOfLine {
-            handle: 0,
-            len: value_len as u32,
-        };
+        let reference = accelkv_node::ValueRef::out_of_line(0, value_len as u32);
         let body = if inline {
             value_len
         } else {
@@ -399,9 +512,15 @@ impl Store {
         2 + key_len + 2 + body
     }
 
-    /// Items in the store.
+    /// Items in the store (expired items the sweep has not removed yet included, as
+    /// Redis's DBSIZE counts them).
     pub fn len(&self) -> usize {
         self.tree.items.load(Ordering::Relaxed).max(0) as usize
+    }
+
+    /// Items that carry an expiry deadline (Redis's `expires=` in INFO keyspace).
+    pub fn expiring_len(&self) -> usize {
+        self.tree.expiring.load(Ordering::Relaxed).max(0) as usize
     }
 
     /// Whether the store holds no items.
@@ -460,6 +579,7 @@ impl Store {
         let t = &self.tree;
         let pin = t.epochs.pin();
         let rv = t.versions.read_version();
+        let now = now_ms();
         let mut s = Stats {
             node_size: t.geo.node_size,
             read_version: rv,
@@ -472,7 +592,7 @@ impl Store {
             s.used_bytes += v.used();
             if v.is_leaf() {
                 s.leaves += 1;
-                for (k, val) in v.leaf_iter(rv) {
+                for (k, val) in v.leaf_iter(rv, now) {
                     s.items += 1;
                     s.raw_bytes += (k.len() + val.value_len()) as u64;
                 }
@@ -515,6 +635,7 @@ fn upper(hi: Option<&[u8]>) -> Bound<&[u8]> {
 pub struct Snapshot<'s> {
     store: &'s Store,
     rv: u64,
+    now: u64,
     _slot: ReaderSlot,
 }
 
@@ -530,6 +651,7 @@ impl Snapshot<'_> {
         (rv >= self.rv && rv <= self.store.read_version()).then_some(VersionView {
             store: self.store,
             rv,
+            now: self.now,
         })
     }
 
@@ -557,13 +679,13 @@ impl Snapshot<'_> {
             lid = child;
             v = t.resolve(lid, self.rv, &pin);
         }
-        let items: Vec<(&[u8], &[u8])> = v
-            .leaf_iter(self.rv)
-            .map(|(k, val)| (k, t.value_bytes(val)))
+        let items: Vec<(&[u8], &[u8], u64)> = v
+            .leaf_iter(self.rv, self.now)
+            .map(|(k, val)| (k, t.value_bytes(val), val.deadline))
             .collect();
         debug_assert!(items
             .iter()
-            .all(|(k, _)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)));
+            .all(|(k, _, _)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)));
         f(&LeafImage {
             lid,
             low,
@@ -576,12 +698,21 @@ impl Snapshot<'_> {
         VersionView {
             store: self.store,
             rv: self.rv,
+            now: self.now,
         }
     }
 
     /// The value of `key` at this snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.here().get(key)
+    }
+
+    /// The value of `key` and its deadline (0: none) at this snapshot.
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        self.store.check_key(key)?;
+        let t = &self.store.tree;
+        let pin = t.epochs.pin();
+        Ok(t.get_at(key, self.rv, self.now, &pin, |v, d| (v.to_vec(), d)))
     }
 
     /// [`Store::scan`] at this snapshot.
@@ -603,14 +734,16 @@ pub struct LeafImage<'a> {
     pub low: Option<&'a [u8]>,
     /// Upper fence: the leaf holds keys < it (`None`: no upper bound).
     pub high: Option<&'a [u8]>,
-    /// The leaf's items at the snapshot, in key order.
-    pub items: Vec<(&'a [u8], &'a [u8])>,
+    /// The leaf's items at the snapshot, in key order: key, value, deadline (ms since the
+    /// Unix epoch, 0: none). Items expired at the snapshot's clock reading are left out.
+    pub items: Vec<(&'a [u8], &'a [u8], u64)>,
 }
 
 /// Reads at one read version, borrowed from a [`Snapshot`] that keeps it readable.
 pub struct VersionView<'s> {
     store: &'s Store,
     rv: u64,
+    now: u64,
 }
 
 impl VersionView<'_> {
@@ -624,7 +757,7 @@ impl VersionView<'_> {
         self.store.check_key(key)?;
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        Ok(t.get_at(key, self.rv, &pin, |v| v.to_vec()))
+        Ok(t.get_at(key, self.rv, self.now, &pin, |v, _| v.to_vec()))
     }
 
     /// [`Store::scan`] at this version.
@@ -632,7 +765,7 @@ impl VersionView<'_> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
         let mut out = Vec::new();
-        t.scan_at(lo, upper(hi), limit, self.rv, &pin, |k, v| {
+        t.scan_at(lo, upper(hi), limit, self.rv, self.now, &pin, |k, v| {
             out.push((k.to_vec(), v.to_vec()))
         });
         out
@@ -643,7 +776,7 @@ impl VersionView<'_> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
         let mut out = Vec::new();
-        t.scan_floor_at(kl, ku, limit, self.rv, &pin, |k, v| {
+        t.scan_floor_at(kl, ku, limit, self.rv, self.now, &pin, |k, v| {
             out.push((k.to_vec(), v.to_vec()))
         });
         out

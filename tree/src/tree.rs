@@ -25,7 +25,7 @@ use crate::page_table::PageTable;
 use crate::values;
 use crate::version::Versions;
 use accelkv_node::layout::*;
-use accelkv_node::{Geometry, NodeView, ValueRef};
+use accelkv_node::{Geometry, NodeView, ValueData, ValueRef};
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -67,6 +67,8 @@ pub(crate) struct Tree {
     /// retired once it is (epoch invariant 2), so a write never waits to retire.
     pub(crate) unretired: Mutex<VecDeque<(u64, Vec<Garbage>)>>,
     pub(crate) items: AtomicI64,
+    /// Items with an expiry deadline (expired ones not yet removed included).
+    pub(crate) expiring: AtomicI64,
     pub(crate) ool_bytes: AtomicU64,
     pub(crate) counters: SmoCounters,
     /// Told about every write before it is released (the hot-key cache, the durability
@@ -121,6 +123,7 @@ impl Tree {
             garbage: Mutex::new(VecDeque::new()),
             unretired: Mutex::new(VecDeque::new()),
             items: AtomicI64::new(0),
+            expiring: AtomicI64::new(0),
             ool_bytes: AtomicU64::new(0),
             counters: SmoCounters::default(),
             observers: Default::default(),
@@ -228,11 +231,11 @@ impl Tree {
     /// Bytes of a value, valid while the pin that protects its item is held.
     #[inline]
     pub(crate) fn value_bytes<'g>(&self, v: ValueRef<'g>) -> &'g [u8] {
-        match v {
-            ValueRef::Inline(b) => b,
+        match v.data {
+            ValueData::Inline(b) => b,
             // SAFETY: out-of-line values are freed only with the buffers that reference
             // them, after reclamation (invariant 3), and the caller's pin covers `'g`.
-            ValueRef::OutOfLine { handle, len } => unsafe { values::bytes(handle, len) },
+            ValueData::OutOfLine { handle, len } => unsafe { values::bytes(handle, len) },
         }
     }
 
@@ -262,28 +265,50 @@ impl Tree {
         v
     }
 
-    /// GET at `rv`: calls `f` with the value, if present.
+    /// GET at `rv` by a reader whose clock reads `now` (0: expire nothing): calls `f` with
+    /// the value and its deadline, if present.
     pub(crate) fn get_at<R>(
         &self,
         key: &[u8],
         rv: u64,
+        now: u64,
         pin: &Pin<'_>,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(&[u8], u64) -> R,
     ) -> Option<R> {
         let leaf = self.leaf_for(key, rv, pin);
-        leaf.leaf_get(key, rv).map(|v| f(self.value_bytes(v)))
+        leaf.leaf_get(key, rv, now)
+            .map(|v| f(self.value_bytes(v), v.deadline))
     }
 
     /// SCAN at `rv`: calls `f` for each item with key >= `lo` within `hi`, ascending, at most
     /// `limit` items.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn scan_at(
         &self,
         lo: &[u8],
         hi: Bound<&[u8]>,
         limit: usize,
         rv: u64,
+        now: u64,
         pin: &Pin<'_>,
         mut f: impl FnMut(&[u8], &[u8]),
+    ) {
+        self.scan_refs_at(lo, hi, limit, rv, now, pin, |k, v| {
+            f(k, self.value_bytes(v))
+        })
+    }
+
+    /// [`Tree::scan_at`] handing out each item's stored value (its deadline included).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scan_refs_at<'g>(
+        &'g self,
+        lo: &[u8],
+        hi: Bound<&[u8]>,
+        limit: usize,
+        rv: u64,
+        now: u64,
+        pin: &'g Pin<'_>,
+        mut f: impl FnMut(&'g [u8], ValueRef<'g>),
     ) {
         if limit == 0 {
             return;
@@ -291,7 +316,7 @@ impl Tree {
         let mut n = 0;
         let mut leaf = self.leaf_for(lo, rv, pin);
         loop {
-            for (k, v) in leaf.leaf_lower_bound(lo, rv) {
+            for (k, v) in leaf.leaf_lower_bound(lo, rv, now) {
                 let beyond = match hi {
                     Bound::Included(h) => k > h,
                     Bound::Excluded(h) => k >= h,
@@ -300,7 +325,7 @@ impl Tree {
                 if beyond {
                     return;
                 }
-                f(k, self.value_bytes(v));
+                f(k, v);
                 n += 1;
                 if n == limit {
                     return;
@@ -322,6 +347,7 @@ impl Tree {
         &'g self,
         key: &[u8],
         rv: u64,
+        now: u64,
         pin: &'g Pin<'_>,
     ) -> Option<&'g [u8]> {
         let mut probe: &[u8] = key;
@@ -337,12 +363,12 @@ impl Tree {
                 v = self.resolve(child, rv, pin);
             }
             let found = if strict {
-                v.leaf_iter(rv)
+                v.leaf_iter(rv, now)
                     .map(|(k, _)| k)
                     .take_while(|k| *k < probe)
                     .last()
             } else {
-                v.leaf_floor(probe, rv)
+                v.leaf_floor(probe, rv, now)
             };
             if found.is_some() {
                 return found;
@@ -354,17 +380,19 @@ impl Tree {
 
     /// Honeycomb's SCAN(kl, ku): from the largest key <= `kl` (or the first key when there
     /// is none) through `ku` inclusive, at most `limit` items.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn scan_floor_at(
         &self,
         kl: &[u8],
         ku: &[u8],
         limit: usize,
         rv: u64,
+        now: u64,
         pin: &Pin<'_>,
         f: impl FnMut(&[u8], &[u8]),
     ) {
-        let start = self.floor_at(kl, rv, pin).unwrap_or(&[]);
-        self.scan_at(start, Bound::Included(ku), limit, rv, pin, f);
+        let start = self.floor_at(kl, rv, now, pin).unwrap_or(&[]);
+        self.scan_at(start, Bound::Included(ku), limit, rv, now, pin, f);
     }
 
     // ---------------------------------------------------------------------------------
@@ -421,10 +449,10 @@ impl Tree {
 
     /// Tells the write observers, if any, about a write that is visible in node memory and
     /// not yet released.
-    pub(crate) fn observe(&self, key: &[u8], value: Option<&[u8]>, wv: u64) {
+    pub(crate) fn observe(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, wv: u64) {
         for slot in &self.observers {
             match slot.get() {
-                Some(o) => o.on_write(key, value, wv),
+                Some(o) => o.on_write(key, value, deadline, wv),
                 None => return,
             }
         }
@@ -453,12 +481,12 @@ impl Tree {
     pub(crate) fn ool_refs(view: &NodeView<'_>, out: &mut Vec<(u64, u32)>) {
         let mut it = view.sorted_items();
         while let Some(item) = it.next_item() {
-            if let ValueRef::OutOfLine { handle, len } = view.value_at(item.body).0 {
+            if let Some((handle, len)) = view.value_at(item.body).0.out_of_line_ref() {
                 out.push((handle, len));
             }
         }
         for e in view.log_entries() {
-            if let Some(ValueRef::OutOfLine { handle, len }) = e.value {
+            if let Some((handle, len)) = e.value.and_then(|v| v.out_of_line_ref()) {
                 out.push((handle, len));
             }
         }
@@ -530,8 +558,8 @@ mod poison_tests {
         let old_root = t.pt.get(ROOT);
         // With the log block off every write rebuilds the root leaf, retiring the old one,
         // and with no reader pinned it is reclaimed at once.
-        t.write(b"k", Op::Put(b"v")).unwrap();
-        t.write(b"k2", Op::Put(b"v")).unwrap();
+        t.write(b"k", Op::Put(b"v", 0)).unwrap();
+        t.write(b"k2", Op::Put(b"v", 0)).unwrap();
         let pin = t.epochs.pin();
         let _ = t.view(old_root, &pin);
     }

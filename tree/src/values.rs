@@ -11,7 +11,7 @@ pub fn alloc(bytes: &[u8]) -> ValueRef<'static> {
     let b: Box<[u8]> = bytes.into();
     let len = b.len() as u32;
     let handle = Box::into_raw(b) as *mut u8 as u64;
-    ValueRef::OutOfLine { handle, len }
+    ValueRef::out_of_line(handle, len)
 }
 
 /// The bytes of an out-of-line value.

@@ -24,23 +24,56 @@ use accelkv_node::layout::*;
 use accelkv_node::{encode_log_entry, log_entry_len, plan_append, set_log_delta, ValueRef};
 use std::sync::atomic::Ordering;
 
-/// A write operation.
+/// A write operation. Values carry an expiry deadline (ms since the Unix epoch, 0: none).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Op<'a> {
     /// Insert or replace.
-    Put(&'a [u8]),
-    /// Replace; absent keys are left alone.
-    Update(&'a [u8]),
+    Put(&'a [u8], u64),
+    /// Replace; absent (or expired) keys are left alone.
+    Update(&'a [u8], u64),
     /// Remove; absent keys are left alone.
     Delete,
+    /// Remove only if the key's value has expired by this clock reading (the active sweep:
+    /// a value written since the sweep looked is left alone).
+    DeleteExpired(u64),
 }
 
 impl<'a> Op<'a> {
     /// The value the key has after the operation (`None` for a delete).
     pub(crate) fn value(&self) -> Option<&'a [u8]> {
         match *self {
-            Op::Put(v) | Op::Update(v) => Some(v),
-            Op::Delete => None,
+            Op::Put(v, _) | Op::Update(v, _) => Some(v),
+            Op::Delete | Op::DeleteExpired(_) => None,
+        }
+    }
+
+    /// The deadline the key has after the operation.
+    pub(crate) fn deadline(&self) -> u64 {
+        match *self {
+            Op::Put(_, d) | Op::Update(_, d) => d,
+            Op::Delete | Op::DeleteExpired(_) => NO_DEADLINE,
+        }
+    }
+
+    /// What the operation does to a key whose current value is `current` (`None`: absent),
+    /// or `None` when it leaves the key alone. An expired value counts as absent, except
+    /// that it is physically replaced or removed (and counted so).
+    pub(crate) fn outcome(&self, current: Option<&ValueRef<'_>>) -> Option<Outcome> {
+        let expired = || {
+            current
+                .is_some_and(|v| v.deadline != NO_DEADLINE && v.is_expired(crate::clock::now_ms()))
+        };
+        match (*self, current.is_some()) {
+            (Op::Put(..), false) => Some(Outcome::Inserted),
+            (Op::Put(..), true) if expired() => Some(Outcome::Revived),
+            (Op::Put(..), true) => Some(Outcome::Replaced),
+            (Op::Update(..), true) if !expired() => Some(Outcome::Replaced),
+            (Op::Delete, true) if expired() => Some(Outcome::Purged),
+            (Op::Delete, true) => Some(Outcome::Deleted),
+            (Op::DeleteExpired(now), true) => current
+                .is_some_and(|v| v.is_expired(now))
+                .then_some(Outcome::Purged),
+            _ => None,
         }
     }
 }
@@ -56,6 +89,17 @@ pub(crate) enum Outcome {
     Deleted,
     /// The key was absent; nothing changed (update or delete).
     Absent,
+    /// The key's value had expired and was replaced: absent before, present now.
+    Revived,
+    /// The key's value had expired and was removed: it was absent already to readers.
+    Purged,
+}
+
+impl Outcome {
+    /// Whether a live (unexpired) value was there before the write.
+    pub(crate) fn existed(self) -> bool {
+        matches!(self, Outcome::Replaced | Outcome::Deleted)
+    }
 }
 
 /// Margin kept below the 40-bit version delta: a leaf whose node version is this close to
@@ -84,7 +128,7 @@ impl Tree {
     ) -> Result<(Outcome, u64), crate::Error> {
         // The value as it will be stored: inline, or copied out of line once.
         let value: Option<ValueRef<'_>> = match op {
-            Op::Put(v) | Op::Update(v) => Some(if v.len() > self.geo.max_inline_value {
+            Op::Put(v, d) | Op::Update(v, d) => Some(if v.len() > self.geo.max_inline_value {
                 // Out-of-line values count against the memory limit with the node buffers.
                 let used = self.arena.live_buffers() * self.geo.node_size
                     + self.ool_bytes.load(Ordering::Relaxed) as usize;
@@ -94,14 +138,14 @@ impl Tree {
                     });
                 }
                 self.ool_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
-                values::alloc(v)
+                values::alloc(v).with_deadline(d)
             } else {
-                ValueRef::Inline(v)
+                ValueRef::inline(v).with_deadline(d)
             }),
-            Op::Delete => None,
+            Op::Delete | Op::DeleteExpired(_) => None,
         };
         let free_unused = |v: Option<ValueRef<'_>>| {
-            if let Some(ValueRef::OutOfLine { handle, len }) = v {
+            if let Some((handle, len)) = v.and_then(|v| v.out_of_line_ref()) {
                 self.ool_bytes.fetch_sub(u64::from(len), Ordering::Relaxed);
                 // SAFETY: never published, so no reader or buffer references it.
                 unsafe { values::free(handle, len) };
@@ -143,19 +187,14 @@ impl Tree {
             }
             let view = self.view(off, &pin);
             let plan = plan_append(&view, key);
-            let present = plan.current.is_some();
-            let outcome = match (op, present) {
-                (Op::Put(_), false) => Outcome::Inserted,
-                (Op::Put(_), true) | (Op::Update(_), true) => Outcome::Replaced,
-                (Op::Delete, true) => Outcome::Deleted,
-                (Op::Update(_), false) | (Op::Delete, false) => {
-                    word.store(w, Ordering::Release);
-                    let rv = self.versions.read_version();
-                    drop(pin);
-                    free_unused(value);
-                    return Ok((Outcome::Absent, rv));
-                }
+            let Some(outcome) = op.outcome(plan.current.as_ref()) else {
+                word.store(w, Ordering::Release);
+                let rv = self.versions.read_version();
+                drop(pin);
+                free_unused(value);
+                return Ok((Outcome::Absent, rv));
             };
+            let old_deadline = plan.current.map(|v| v.deadline);
             let used = used_of(w);
             let needs_smo = view.log_len() >= self.geo.log_threshold
                 || used + entry_len > self.geo.node_size
@@ -174,18 +213,24 @@ impl Tree {
             set_log_delta(dst, wv - view.version());
             word.store(unlocked_next(w, used + entry_len), Ordering::Release);
             drop(pin);
-            self.observe(key, op.value(), wv);
+            self.observe(key, op.value(), op.deadline(), wv);
             self.complete(key, wv);
-            self.count(outcome);
+            self.count(outcome, old_deadline, &op);
             return Ok((outcome, wv));
         }
     }
 
-    pub(crate) fn count(&self, outcome: Outcome) {
+    /// Keeps the item counters: `outcome` of `op` on a key whose stored value was `old`.
+    pub(crate) fn count(&self, outcome: Outcome, old_deadline: Option<u64>, op: &Op<'_>) {
+        let had = i64::from(old_deadline.is_some_and(|d| d != NO_DEADLINE));
+        let has = i64::from(op.deadline() != NO_DEADLINE);
+        if had != has {
+            self.expiring.fetch_add(has - had, Ordering::Relaxed);
+        }
         match outcome {
             Outcome::Inserted => self.items.fetch_add(1, Ordering::Relaxed),
-            Outcome::Deleted => self.items.fetch_sub(1, Ordering::Relaxed),
-            _ => 0,
+            Outcome::Deleted | Outcome::Purged => self.items.fetch_sub(1, Ordering::Relaxed),
+            Outcome::Replaced | Outcome::Revived | Outcome::Absent => 0,
         };
     }
 }

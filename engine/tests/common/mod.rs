@@ -39,19 +39,29 @@ pub fn small_store() -> Arc<Store> {
     )
 }
 
+/// A deadline long past: the item is invisible to every reader.
+pub const EXPIRED: u64 = 1_000;
+/// A deadline in the year 3000: visible, with a deadline.
+pub const EXPIRES_LATER: u64 = 32_503_680_000_000;
+
 pub fn fill(store: &Store, rng: &mut SmallRng) {
     for i in 0..KEYS {
         if rng.gen_bool(0.7) {
             store.put(&key(i), &value(i, 0)).unwrap();
         }
     }
-    // Leave logs, tombstones and several node versions behind.
+    // Leave logs, tombstones, expired and expiring items and several node versions behind.
     for _ in 0..5000 {
         let i = rng.gen_range(0..KEYS);
-        if rng.gen_bool(0.3) {
-            store.delete(&key(i)).unwrap();
-        } else {
-            store.put(&key(i), &value(i, 1)).unwrap();
+        match rng.gen_range(0..10) {
+            0..=2 => drop(store.delete(&key(i)).unwrap()),
+            3 => drop(store.put_expiring(&key(i), &value(i, 1), EXPIRED).unwrap()),
+            4 => drop(
+                store
+                    .put_expiring(&key(i), &value(i, 1), EXPIRES_LATER)
+                    .unwrap(),
+            ),
+            _ => drop(store.put(&key(i), &value(i, 1)).unwrap()),
         }
     }
 }

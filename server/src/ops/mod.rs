@@ -6,4 +6,4 @@
 pub mod vector;
 pub mod write;
 
-pub use write::{Cond, Effect, Failure, Outcome, Write};
+pub use write::{Cond, Effect, ExpireCond, Failure, Outcome, Ttl, Write};

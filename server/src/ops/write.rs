@@ -2,7 +2,13 @@
 //! accepts (binary PUT/UPDATE/DELETE, fetch-and-add, CAS and vector operations; RESP SET and
 //! its options, SETNX, GETSET, DEL, INCR and friends), as a value the reservation station
 //! owns and runs atomically per key. [`Write::apply`] is a pure function of the key's current
-//! value; the protocols only turn its [`Outcome`] into their replies.
+//! value and deadline; the protocols only turn its [`Outcome`] into their replies.
+//!
+//! Expiry follows Redis: a write that replaces a value wholesale (PUT, SET, UPDATE, GETSET,
+//! MSET) clears the key's deadline unless it sets one (SET EX, KEEPTTL); a write that
+//! changes a value in place (INCR*, APPEND, SETRANGE, fetch-and-add, CAS, vector
+//! operations) keeps it; EXPIRE and friends change only the deadline. Deadlines are
+//! absolute, in milliseconds since the Unix epoch (0: none).
 //!
 //! Operands are borrowed from the request (`Cow::Borrowed`) while the operation runs on the
 //! loop that decoded it, and copied ([`Write::into_owned`]) only when it has to wait in
@@ -22,6 +28,48 @@ pub enum Cond {
     IfPresent,
 }
 
+/// What setting a value does to the key's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// Keeps the deadline the key had (KEEPTTL; in-place changes).
+    Keep,
+    /// Sets this deadline (0: none).
+    Set(u64),
+}
+
+/// When EXPIRE applies: Redis 7's NX, XX, GT and LT, each a check that must pass. A key
+/// without a deadline counts as expiring never, so GT never applies to it and LT does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireCond {
+    /// NX: only if the key has no deadline.
+    pub nx: bool,
+    /// XX: only if the key has a deadline.
+    pub xx: bool,
+    /// GT: only if the new deadline is later than the key's.
+    pub gt: bool,
+    /// LT: only if the new deadline is earlier than the key's.
+    pub lt: bool,
+}
+
+impl ExpireCond {
+    /// Only on a key with a deadline (PERSIST).
+    pub const IF_SOME: ExpireCond = ExpireCond {
+        nx: false,
+        xx: true,
+        gt: false,
+        lt: false,
+    };
+
+    /// Whether setting deadline `new` applies to a key whose deadline is `old` (0: none).
+    pub fn applies(&self, old: u64, new: u64) -> bool {
+        let none = old == 0;
+        !(self.nx && !none
+            || self.xx && none
+            || self.gt && (none || new <= old)
+            || self.lt && !none && new >= old)
+    }
+}
+
 /// One write.
 #[derive(Clone, Debug)]
 pub enum Write<'a> {
@@ -36,7 +84,22 @@ pub enum Write<'a> {
         cond: Cond,
         /// Whether the old value is the answer.
         get: bool,
+        /// The deadline it sets (or keeps).
+        ttl: Ttl,
     },
+    /// Sets the key's deadline (0: removes it, PERSIST); a deadline already past removes
+    /// the key. Answers 1 if it applied, 0 if the key is absent or `cond` failed.
+    Expire {
+        /// The new deadline (ms since the Unix epoch; 0: none).
+        deadline: u64,
+        /// When it applies.
+        cond: ExpireCond,
+    },
+    /// Answers the value and changes the deadline (GETEX): `None` leaves it, `Some(0)`
+    /// removes it, a deadline already past removes the key.
+    GetEx(Option<u64>),
+    /// Changes nothing and answers the key's deadline (TTL, PTTL, EXPIRETIME).
+    ReadDeadline,
     /// Replaces the value of a present key (binary UPDATE).
     Update(Cow<'a, [u8]>),
     /// Removes a present key (binary DELETE, RESP DEL).
@@ -98,8 +161,10 @@ pub enum Write<'a> {
 pub enum Effect<'a> {
     /// Leaves it.
     Keep,
-    /// Replaces it (inserting the key if absent).
-    Set(Cow<'a, [u8]>),
+    /// Replaces it (inserting the key if absent), and sets or keeps the deadline.
+    Set(Cow<'a, [u8]>, Ttl),
+    /// Keeps the value (the key is present) and sets its deadline (0: none).
+    SetDeadline(u64),
     /// Removes the key.
     Remove,
 }
@@ -115,6 +180,8 @@ pub enum Outcome {
     Old(Option<Vec<u8>>),
     /// INCRBY: the new value.
     Int(i64),
+    /// The key's deadline: `None` absent, `Some(0)` no deadline.
+    Deadline(Option<u64>),
     /// Fetch-and-add: the original 8 bytes.
     Fetched([u8; 8]),
     /// A vector operation's reply.
@@ -174,11 +241,20 @@ impl<'a> Write<'a> {
         let own = |c: Cow<'a, [u8]>| Cow::Owned(c.into_owned());
         match self {
             Write::Put(v) => Write::Put(own(v)),
-            Write::Set { value, cond, get } => Write::Set {
+            Write::Set {
+                value,
+                cond,
+                get,
+                ttl,
+            } => Write::Set {
                 value: own(value),
                 cond,
                 get,
+                ttl,
             },
+            Write::Expire { deadline, cond } => Write::Expire { deadline, cond },
+            Write::GetEx(t) => Write::GetEx(t),
+            Write::ReadDeadline => Write::ReadDeadline,
             Write::Update(v) => Write::Update(own(v)),
             Write::Delete => Write::Delete,
             Write::Remove => Write::Remove,
@@ -221,16 +297,48 @@ impl<'a> Write<'a> {
     }
 
     /// Runs the write on the key's current value `cur` (`None`: absent; always `None` when
-    /// [`Write::reads`] is false): its effect and its answer. `max_value` bounds what
-    /// APPEND and SETRANGE may grow a value to.
+    /// [`Write::reads`] is false) and its deadline `deadline` (0: none): its effect and its
+    /// answer. `max_value` bounds what APPEND and SETRANGE may grow a value to.
     pub fn apply(
         self,
         cur: Option<&[u8]>,
+        deadline: u64,
         registry: &Registry,
         max_value: usize,
     ) -> (Effect<'a>, Outcome) {
         let keep = |o: Outcome| (Effect::Keep, o);
+        // In-place changes keep the deadline.
+        let modify = |v: Vec<u8>| Effect::Set(Cow::Owned(v), Ttl::Keep);
+        let past = |d: u64| d != 0 && d <= accelkv_tree::now_ms();
         match self {
+            Write::Expire {
+                deadline: new,
+                cond,
+            } => {
+                if cur.is_none() {
+                    return keep(Outcome::Int(0));
+                }
+                if !cond.applies(deadline, new) {
+                    return keep(Outcome::Int(0));
+                }
+                if past(new) {
+                    return (Effect::Remove, Outcome::Int(1));
+                }
+                (Effect::SetDeadline(new), Outcome::Int(1))
+            }
+            Write::GetEx(t) => {
+                let Some(v) = cur else {
+                    return keep(Outcome::Old(None));
+                };
+                let answer = Outcome::Old(Some(v.to_vec()));
+                match t {
+                    None => keep(answer),
+                    Some(d) if past(d) => (Effect::Remove, answer),
+                    Some(d) if d == deadline => keep(answer),
+                    Some(d) => (Effect::SetDeadline(d), answer),
+                }
+            }
+            Write::ReadDeadline => keep(Outcome::Deadline(cur.map(|_| deadline))),
             Write::IncrByFloat(by) => {
                 let old = match cur {
                     None => 0.0,
@@ -248,7 +356,7 @@ impl<'a> Write<'a> {
                 }
                 let text = format_float(n);
                 (
-                    Effect::Set(Cow::Owned(text.clone().into_bytes())),
+                    modify(text.clone().into_bytes()),
                     Outcome::Bytes(text.into_bytes()),
                 )
             }
@@ -261,7 +369,7 @@ impl<'a> Write<'a> {
                 new.extend_from_slice(old);
                 new.extend_from_slice(&v);
                 let len = new.len() as i64;
-                (Effect::Set(Cow::Owned(new)), Outcome::Int(len))
+                (modify(new), Outcome::Int(len))
             }
             Write::SetRange { offset, patch } => {
                 let old = cur.unwrap_or_default();
@@ -278,16 +386,21 @@ impl<'a> Write<'a> {
                 }
                 new[offset..end].copy_from_slice(&patch);
                 let len = new.len() as i64;
-                (Effect::Set(Cow::Owned(new)), Outcome::Int(len))
+                (modify(new), Outcome::Int(len))
             }
             Write::GetDel => match cur {
                 None => keep(Outcome::Old(None)),
                 Some(v) => (Effect::Remove, Outcome::Old(Some(v.to_vec()))),
             },
             Write::Read => keep(Outcome::Old(cur.map(<[u8]>::to_vec))),
-            Write::Put(v) => (Effect::Set(v), Outcome::Done),
+            Write::Put(v) => (Effect::Set(v, Ttl::Set(0)), Outcome::Done),
             Write::Remove => (Effect::Remove, Outcome::Done),
-            Write::Set { value, cond, get } => {
+            Write::Set {
+                value,
+                cond,
+                get,
+                ttl,
+            } => {
                 let applies = match cond {
                     Cond::Always => true,
                     Cond::IfAbsent => cur.is_none(),
@@ -299,14 +412,14 @@ impl<'a> Write<'a> {
                     (false, false) => Outcome::Skipped,
                 };
                 if applies {
-                    (Effect::Set(value), answer)
+                    (Effect::Set(value, ttl), answer)
                 } else {
                     keep(answer)
                 }
             }
             Write::Update(v) => match cur {
                 None => keep(Outcome::Skipped),
-                Some(_) => (Effect::Set(v), Outcome::Done),
+                Some(_) => (Effect::Set(v, Ttl::Set(0)), Outcome::Done),
             },
             Write::Delete => match cur {
                 None => keep(Outcome::Skipped),
@@ -322,10 +435,7 @@ impl<'a> Write<'a> {
                 };
                 match old.checked_add(by) {
                     None => keep(Outcome::Failed(Failure::IncrOverflow)),
-                    Some(n) => (
-                        Effect::Set(Cow::Owned(n.to_string().into_bytes())),
-                        Outcome::Int(n),
-                    ),
+                    Some(n) => (modify(n.to_string().into_bytes()), Outcome::Int(n)),
                 }
             }
             Write::FetchAdd {
@@ -335,7 +445,7 @@ impl<'a> Write<'a> {
             } => fetch_add(cur, elem, overflow, delta),
             Write::Cas { expected, new } => {
                 if cur == expected.as_deref() {
-                    (Effect::Set(new), Outcome::Done)
+                    (Effect::Set(new, Ttl::Keep), Outcome::Done)
                 } else {
                     keep(Outcome::Mismatch {
                         absent: cur.is_none(),
@@ -362,9 +472,7 @@ impl<'a> Write<'a> {
                 match vector::run(registry, &call, cur) {
                     Err(e) => keep(Outcome::Failed(Failure::Vector(e))),
                     Ok(r) => {
-                        let effect = r
-                            .new_value
-                            .map_or(Effect::Keep, |v| Effect::Set(Cow::Owned(v)));
+                        let effect = r.new_value.map_or(Effect::Keep, modify);
                         (effect, Outcome::Bytes(r.reply))
                     }
                 }
@@ -421,7 +529,10 @@ fn fetch_add(
         Ok(n) => {
             let mut new = Vec::with_capacity(8);
             elem.write(Scalar::Int(n), &mut new);
-            (Effect::Set(Cow::Owned(new)), Outcome::Fetched(old))
+            (
+                Effect::Set(Cow::Owned(new), Ttl::Keep),
+                Outcome::Fetched(old),
+            )
         }
     }
 }
@@ -431,13 +542,122 @@ mod tests {
     use super::*;
 
     fn apply(w: Write<'_>, cur: Option<&[u8]>) -> (Option<Option<Vec<u8>>>, Outcome) {
-        let (e, o) = w.apply(cur, &Registry::default(), 1 << 20);
+        let (e, o) = w.apply(cur, 0, &Registry::default(), 1 << 20);
         let e = match e {
-            Effect::Keep => None,
-            Effect::Set(v) => Some(Some(v.into_owned())),
+            Effect::Keep | Effect::SetDeadline(_) => None,
+            Effect::Set(v, _) => Some(Some(v.into_owned())),
             Effect::Remove => Some(None),
         };
         (e, o)
+    }
+
+    /// The effect on (value, deadline) of `w` on a key with value `cur` and `deadline`.
+    fn apply_ttl(w: Write<'_>, cur: Option<&[u8]>, deadline: u64) -> (String, Outcome) {
+        let (e, o) = w.apply(cur, deadline, &Registry::default(), 1 << 20);
+        let e = match e {
+            Effect::Keep => "keep".to_string(),
+            Effect::Set(_, Ttl::Keep) => "set keep-ttl".to_string(),
+            Effect::Set(_, Ttl::Set(d)) => format!("set ttl {d}"),
+            Effect::SetDeadline(d) => format!("deadline {d}"),
+            Effect::Remove => "remove".to_string(),
+        };
+        (e, o)
+    }
+
+    #[test]
+    fn expiry_follows_redis() {
+        let far = accelkv_tree::now_ms() + 100_000;
+        let (later, past) = (far + 1, 5);
+        let exp = |deadline, cond| Write::Expire { deadline, cond };
+        let c = |nx, xx, gt, lt| ExpireCond { nx, xx, gt, lt };
+        let (always, if_none, if_some) = (
+            ExpireCond::default(),
+            c(true, false, false, false),
+            ExpireCond::IF_SOME,
+        );
+        let (gt, lt) = (c(false, false, true, false), c(false, false, false, true));
+        // XX LT: a deadline is needed, and the new one must be lt.
+        assert_eq!(
+            apply_ttl(exp(far, c(false, true, false, true)), Some(b"v"), 0).1,
+            Outcome::Int(0)
+        );
+        assert_eq!(
+            apply_ttl(exp(far, c(false, true, false, true)), Some(b"v"), later).1,
+            Outcome::Int(1)
+        );
+        let one = Outcome::Int(1);
+        let zero = Outcome::Int(0);
+        assert_eq!(
+            apply_ttl(exp(far, always), None, 0),
+            ("keep".into(), zero.clone())
+        );
+        assert_eq!(
+            apply_ttl(exp(far, always), Some(b"v"), 0),
+            (format!("deadline {far}"), one.clone())
+        );
+        assert_eq!(
+            apply_ttl(exp(past, always), Some(b"v"), 0),
+            ("remove".into(), one.clone())
+        );
+        // NX/XX on whether there is a deadline; GT/LT with "none" as infinitely late.
+        assert_eq!(apply_ttl(exp(far, if_none), Some(b"v"), far).1, zero);
+        assert_eq!(apply_ttl(exp(far, if_none), Some(b"v"), 0).1, one);
+        assert_eq!(apply_ttl(exp(far, if_some), Some(b"v"), 0).1, zero);
+        assert_eq!(apply_ttl(exp(later, if_some), Some(b"v"), far).1, one);
+        assert_eq!(apply_ttl(exp(later, gt), Some(b"v"), far).1, one);
+        assert_eq!(apply_ttl(exp(far, gt), Some(b"v"), later).1, zero);
+        assert_eq!(apply_ttl(exp(far, gt), Some(b"v"), 0).1, zero);
+        assert_eq!(apply_ttl(exp(far, lt), Some(b"v"), 0).1, one);
+        assert_eq!(apply_ttl(exp(later, lt), Some(b"v"), far).1, zero);
+        // PERSIST is EXPIRE to "none" on a key that has a deadline.
+        assert_eq!(
+            apply_ttl(exp(0, if_some), Some(b"v"), far),
+            ("deadline 0".into(), one)
+        );
+        assert_eq!(apply_ttl(exp(0, if_some), Some(b"v"), 0).1, zero);
+        // Wholesale replacement clears the deadline, in-place changes keep it.
+        assert_eq!(apply_ttl(Write::Put(b("x")), None, far).0, "set ttl 0");
+        assert_eq!(
+            apply_ttl(Write::IncrBy(1), Some(b"1"), far).0,
+            "set keep-ttl"
+        );
+        assert_eq!(
+            apply_ttl(Write::Append(b("x")), Some(b"1"), far).0,
+            "set keep-ttl"
+        );
+        let set_ex = Write::Set {
+            value: b("x"),
+            cond: Cond::Always,
+            get: false,
+            ttl: Ttl::Set(far),
+        };
+        assert_eq!(apply_ttl(set_ex, None, 0).0, format!("set ttl {far}"));
+        // GETEX answers the value and changes only the deadline.
+        let old = Outcome::Old(Some(b"v".to_vec()));
+        assert_eq!(
+            apply_ttl(Write::GetEx(Some(far)), Some(b"v"), 0),
+            (format!("deadline {far}"), old.clone())
+        );
+        assert_eq!(
+            apply_ttl(Write::GetEx(Some(0)), Some(b"v"), far),
+            ("deadline 0".into(), old.clone())
+        );
+        assert_eq!(
+            apply_ttl(Write::GetEx(None), Some(b"v"), far),
+            ("keep".into(), old.clone())
+        );
+        assert_eq!(
+            apply_ttl(Write::GetEx(Some(past)), Some(b"v"), 0),
+            ("remove".into(), old)
+        );
+        assert_eq!(
+            apply_ttl(Write::ReadDeadline, Some(b"v"), far).1,
+            Outcome::Deadline(Some(far))
+        );
+        assert_eq!(
+            apply_ttl(Write::ReadDeadline, None, 0).1,
+            Outcome::Deadline(None)
+        );
     }
 
     fn b(s: &str) -> Cow<'_, [u8]> {
@@ -450,6 +670,7 @@ mod tests {
             value: b("new"),
             cond,
             get,
+            ttl: Ttl::Set(0),
         };
         let new = Some(Some(b"new".to_vec()));
         assert_eq!(
@@ -568,7 +789,7 @@ mod tests {
             offset: 10,
             patch: b("x"),
         }
-        .apply(None, &Registry::default(), 8);
+        .apply(None, 0, &Registry::default(), 8);
         assert!(matches!(e, Effect::Keep) && o == Outcome::Failed(Failure::TooLarge));
         assert_eq!(
             apply(Write::GetDel, Some(b"v")),
