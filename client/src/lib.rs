@@ -214,6 +214,45 @@ impl Client {
         Self::version(self.one(Request::Put { id: 0, key, value }))
     }
 
+    /// PUT_EXPIRING: insert or replace with an expiry deadline (ms since the Unix epoch, as
+    /// Redis's PXAT; 0: none); returns the write version. Readers stop seeing the key once
+    /// the server's clock is past the deadline.
+    pub fn put_expiring(&mut self, key: &[u8], value: &[u8], deadline: u64) -> Result<u64> {
+        Self::version(self.one(Request::PutExpiring {
+            id: 0,
+            key,
+            value,
+            deadline,
+        }))
+    }
+
+    /// EXPIRE: sets a present key's deadline (0: removes it; a time already past removes
+    /// the key); `false` when the key is absent.
+    pub fn expire(&mut self, key: &[u8], deadline: u64) -> Result<bool> {
+        match self.one(Request::Expire {
+            id: 0,
+            key,
+            deadline,
+        }) {
+            Ok(_) => Ok(true),
+            Err(ClientError::Status(Status::NotFound, _)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// TTL: the key's deadline (`Some(0)`: none), `None` when the key is absent.
+    pub fn deadline(&mut self, key: &[u8]) -> Result<Option<u64>> {
+        match Self::value(self.one(Request::Ttl { id: 0, key }))? {
+            None => Ok(None),
+            Some(b) => match <[u8; 8]>::try_from(b.as_slice()) {
+                Ok(w) => Ok(Some(u64::from_le_bytes(w))),
+                Err(_) => Err(ClientError::Protocol(FrameError::Malformed(
+                    "a deadline is 8 bytes",
+                ))),
+            },
+        }
+    }
+
     /// UPDATE (fails with NotFound when absent); returns the write version.
     pub fn update(&mut self, key: &[u8], value: &[u8]) -> Result<u64> {
         Self::version(self.one(Request::Update { id: 0, key, value }))

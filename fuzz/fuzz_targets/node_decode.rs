@@ -30,11 +30,12 @@ fuzz_target!(|data: &[u8]| {
     let view = NodeView::from_node(&node, used_of(word));
     let probe = rest.get(..rest.len().min(16)).unwrap_or(&[]);
     if view.is_leaf() {
-        for rv in [0, view.version(), u64::MAX] {
-            let _ = view.leaf_iter(rv).count();
-            let _ = view.leaf_get(probe, rv);
-            let _ = view.leaf_floor(probe, rv);
-            let _ = view.leaf_lower_bound(probe, rv).count();
+        // Clocks: expire nothing, a typical time, and past every deadline.
+        for (rv, now) in [(0, 0), (view.version(), 1_700_000_000_000), (u64::MAX, u64::MAX)] {
+            let _ = view.leaf_iter(rv, now).count();
+            let _ = view.leaf_get(probe, rv, now);
+            let _ = view.leaf_floor(probe, rv, now);
+            let _ = view.leaf_lower_bound(probe, rv, now).count();
         }
         let _ = accelkv_node::plan_append(&view, probe);
     } else {

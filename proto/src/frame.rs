@@ -92,6 +92,14 @@ pub enum Opcode {
     /// Padding: the value is ignored and the answer is an empty OK. Lets an unauthenticated
     /// UDP client make its datagram as large as the reply it expects (no amplification).
     Pad = 0x0A,
+    /// Insert or replace with an expiry deadline; value = deadline:u64 (ms since the Unix
+    /// epoch, 0: none) then the value. Answer: the write version.
+    PutExpiring = 0x0B,
+    /// Set a present key's deadline; value = deadline:u64 (0: remove it; at or before now:
+    /// remove the key). Answer: the write version, or NOT_FOUND.
+    Expire = 0x0C,
+    /// A key's deadline. Answer: deadline:u64 (0: none), or NOT_FOUND.
+    Ttl = 0x0D,
     /// Atomic fetch-and-add on a 64-bit value; value = kind:u8 (3 unsigned, 5 signed)
     /// overflow:u8 (0 wrap, 1 checked, 2 saturate) delta:i64. Answer: the original 8 bytes.
     FetchAdd = 0x10,
@@ -117,6 +125,9 @@ impl Opcode {
             0x08 => Opcode::Auth,
             0x09 => Opcode::Stats,
             0x0A => Opcode::Pad,
+            0x0B => Opcode::PutExpiring,
+            0x0C => Opcode::Expire,
+            0x0D => Opcode::Ttl,
             0x10 => Opcode::FetchAdd,
             0x11 => Opcode::Cas,
             0x20 => Opcode::Vector,
@@ -265,6 +276,21 @@ pub enum Request<'a> {
     },
     /// DELETE key.
     Delete { id: u16, key: &'a [u8] },
+    /// PUT_EXPIRING key value with a deadline (ms since the Unix epoch, 0: none).
+    PutExpiring {
+        id: u16,
+        key: &'a [u8],
+        value: &'a [u8],
+        deadline: u64,
+    },
+    /// EXPIRE key: set its deadline (0: none).
+    Expire {
+        id: u16,
+        key: &'a [u8],
+        deadline: u64,
+    },
+    /// TTL key: its deadline.
+    Ttl { id: u16, key: &'a [u8] },
     /// SCAN `[lo, hi)` (`hi` empty: unbounded), at most `limit` items.
     Scan {
         id: u16,
@@ -333,6 +359,9 @@ impl Request<'_> {
             | Request::Put { id, .. }
             | Request::Update { id, .. }
             | Request::Delete { id, .. }
+            | Request::PutExpiring { id, .. }
+            | Request::Expire { id, .. }
+            | Request::Ttl { id, .. }
             | Request::Scan { id, .. }
             | Request::ScanFloor { id, .. }
             | Request::Ping { id, .. }
@@ -354,6 +383,9 @@ impl Request<'_> {
             Request::Put { .. } => Opcode::Put as u8,
             Request::Update { .. } => Opcode::Update as u8,
             Request::Delete { .. } => Opcode::Delete as u8,
+            Request::PutExpiring { .. } => Opcode::PutExpiring as u8,
+            Request::Expire { .. } => Opcode::Expire as u8,
+            Request::Ttl { .. } => Opcode::Ttl as u8,
             Request::Scan { .. } => Opcode::Scan as u8,
             Request::ScanFloor { .. } => Opcode::ScanFloor as u8,
             Request::Ping { .. } => Opcode::Ping as u8,
@@ -371,7 +403,23 @@ impl Request<'_> {
     fn parts(&self, scratch: &mut Vec<u8>) -> (&[u8], usize) {
         scratch.clear();
         let key: &[u8] = match self {
-            Request::Get { key, .. } | Request::Delete { key, .. } => key,
+            Request::Get { key, .. } | Request::Delete { key, .. } | Request::Ttl { key, .. } => {
+                key
+            }
+            Request::PutExpiring {
+                key,
+                value,
+                deadline,
+                ..
+            } => {
+                scratch.extend_from_slice(&deadline.to_le_bytes());
+                scratch.extend_from_slice(value);
+                key
+            }
+            Request::Expire { key, deadline, .. } => {
+                scratch.extend_from_slice(&deadline.to_le_bytes());
+                key
+            }
             Request::Put { key, value, .. } | Request::Update { key, value, .. } => {
                 scratch.extend_from_slice(value);
                 key
@@ -638,6 +686,9 @@ fn decode_op<'a>(
             | Opcode::Put
             | Opcode::Update
             | Opcode::Delete
+            | Opcode::PutExpiring
+            | Opcode::Expire
+            | Opcode::Ttl
             | Opcode::FetchAdd
             | Opcode::Cas
             | Opcode::Vector
@@ -657,6 +708,23 @@ fn decode_op<'a>(
         Opcode::Delete => Request::Delete { id, key },
         Opcode::Put | Opcode::Update if value.len() > limits.max_value => invalid(Status::TooLarge),
         Opcode::Put => Request::Put { id, key, value },
+        Opcode::PutExpiring | Opcode::Expire => match value.split_first_chunk::<8>() {
+            None => invalid(Status::Malformed),
+            Some((_, v)) if v.len() > limits.max_value => invalid(Status::TooLarge),
+            Some((_, v)) if op == Opcode::Expire && !v.is_empty() => invalid(Status::Malformed),
+            Some((d, value)) if op == Opcode::PutExpiring => Request::PutExpiring {
+                id,
+                key,
+                value,
+                deadline: u64::from_le_bytes(*d),
+            },
+            Some((d, _)) => Request::Expire {
+                id,
+                key,
+                deadline: u64::from_le_bytes(*d),
+            },
+        },
+        Opcode::Ttl => Request::Ttl { id, key },
         Opcode::Update => Request::Update { id, key, value },
         Opcode::Scan | Opcode::ScanFloor => match scan_args(value) {
             None => invalid(Status::Malformed),
@@ -873,9 +941,21 @@ pub fn decode_response<'a>(
         } else {
             match Opcode::from_u8(opcode) {
                 Some(
-                    Opcode::Get | Opcode::Ping | Opcode::Stats | Opcode::FetchAdd | Opcode::Vector,
+                    Opcode::Get
+                    | Opcode::Ping
+                    | Opcode::Stats
+                    | Opcode::FetchAdd
+                    | Opcode::Vector
+                    | Opcode::Ttl,
                 ) => Body::Bytes(b),
-                Some(Opcode::Put | Opcode::Update | Opcode::Delete | Opcode::Cas) => {
+                Some(
+                    Opcode::Put
+                    | Opcode::Update
+                    | Opcode::Delete
+                    | Opcode::Cas
+                    | Opcode::PutExpiring
+                    | Opcode::Expire,
+                ) => {
                     let v = b
                         .first_chunk::<8>()
                         .ok_or(FrameError::Malformed("short version"))?;

@@ -30,6 +30,9 @@ enum Op {
     FetchAdd(Vec<u8>, bool, u8, i64),
     Cas(Vec<u8>, Option<Vec<u8>>, Vec<u8>),
     Vector(Vec<u8>, u8, u8, u8, Vec<u8>, Vec<u8>),
+    PutExpiring(Vec<u8>, Vec<u8>, u64),
+    Expire(Vec<u8>, u64),
+    Ttl(Vec<u8>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -49,6 +52,9 @@ fn op() -> impl Strategy<Value = Op> {
         (key(), proptest::option::of(bytes(20)), bytes(20)).prop_map(|(k, e, n)| Op::Cas(k, e, n)),
         (key(), 0u8..5, 0u8..8, 0u8..3, bytes(12), bytes(64))
             .prop_map(|(k, o, e, p, f, d)| Op::Vector(k, o, e, p, f, d)),
+        (key(), bytes(100), any::<u64>()).prop_map(|(k, v, d)| Op::PutExpiring(k, v, d)),
+        (key(), any::<u64>()).prop_map(|(k, d)| Op::Expire(k, d)),
+        key().prop_map(Op::Ttl),
     ]
 }
 
@@ -67,6 +73,18 @@ fn as_request(i: usize, op: &Op) -> Request<'_> {
             value: v,
         },
         Op::Delete(k) => Request::Delete { id, key: k },
+        Op::PutExpiring(k, v, d) => Request::PutExpiring {
+            id,
+            key: k,
+            value: v,
+            deadline: *d,
+        },
+        Op::Expire(k, d) => Request::Expire {
+            id,
+            key: k,
+            deadline: *d,
+        },
+        Op::Ttl(k) => Request::Ttl { id, key: k },
         Op::Scan(a, b, l) => Request::Scan {
             id,
             lo: a,

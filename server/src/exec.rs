@@ -3,7 +3,7 @@
 //! as one batch through the loop's read door, then one response frame with an answer per
 //! operation (held back, when the frame wrote, until the writes are durable).
 
-use crate::ops::{Failure, Outcome, Write};
+use crate::ops::{Cond, ExpireCond, Failure, Outcome, Ttl, Write};
 use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
 use crate::station::{Done, Op};
@@ -316,6 +316,30 @@ fn execute_op<'a>(
             write(OpClass::Put, key, Write::Put(Cow::Borrowed(value)))
         }
         Request::Delete { key, .. } => write(OpClass::Delete, key, Write::Delete),
+        Request::PutExpiring {
+            key,
+            value,
+            deadline,
+            ..
+        } => write(
+            OpClass::Put,
+            key,
+            Write::Set {
+                value: Cow::Borrowed(value),
+                cond: Cond::Always,
+                get: false,
+                ttl: Ttl::Set(deadline),
+            },
+        ),
+        Request::Expire { key, deadline, .. } => write(
+            OpClass::Update,
+            key,
+            Write::Expire {
+                deadline,
+                cond: ExpireCond::default(),
+            },
+        ),
+        Request::Ttl { key, .. } => write(OpClass::Get, key, Write::ReadDeadline),
         Request::Update { .. } if transport == Transport::Udp => Some(Answer::Fail(
             Status::Unsupported,
             "UPDATE is not allowed over UDP (not idempotent)".into(),

@@ -200,7 +200,7 @@ pub fn expire(sh: &Shared, s: &mut Session, c: &[&[u8]], name: &[u8], out: &mut 
     let cond = ExpireCond { nx, xx, gt, lt };
     sh.count(OpClass::Update);
     let w = Write::Expire { deadline: d, cond };
-    write_one(sh, s, Op::new(c[1], w), out, ok, ok);
+    write_one(sh, s, Op::new(c[1], w), out, one, zero);
 }
 
 /// `PERSIST key`: removes the deadline; 1 if there was one.
@@ -210,7 +210,15 @@ pub fn persist(sh: &Shared, s: &mut Session, key: &[u8], out: &mut Vec<u8>) {
         deadline: 0,
         cond: ExpireCond::IF_SOME,
     };
-    write_one(sh, s, Op::new(key, w), out, ok, ok);
+    write_one(sh, s, Op::new(key, w), out, one, zero);
+}
+
+fn one(out: &mut Vec<u8>) {
+    resp::integer(out, 1)
+}
+
+fn zero(out: &mut Vec<u8>) {
+    resp::integer(out, 0)
 }
 
 /// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 for an absent key, -1 for one without a deadline.

@@ -271,6 +271,34 @@ fn expired_keys_vanish_from_every_read_at_the_deadline() {
     assert_eq!(int(&c.str(&["TTL", "gone:05"])), -1);
 }
 
+/// The binary protocol's PUT_EXPIRING, EXPIRE and TTL, and how they meet RESP's view.
+#[test]
+fn binary_protocol_expiry() {
+    let srv = Server::start(&[]);
+    let mut bin = Client::connect(srv.bin, None).unwrap();
+    let mut c = RespConn::new(&srv);
+    let later = now_ms() + 3_600_000;
+    bin.put_expiring(b"a", b"1", later).unwrap();
+    assert_eq!(bin.deadline(b"a").unwrap(), Some(later));
+    assert_eq!(int(&c.str(&["PEXPIRETIME", "a"])), later as i64);
+    bin.put(b"b", b"2").unwrap();
+    assert_eq!(bin.deadline(b"b").unwrap(), Some(0));
+    assert_eq!(bin.deadline(b"none").unwrap(), None);
+    assert!(bin.expire(b"b", later).unwrap());
+    assert_eq!(int(&c.str(&["PEXPIRETIME", "b"])), later as i64);
+    assert!(bin.expire(b"b", 0).unwrap());
+    assert_eq!(int(&c.str(&["TTL", "b"])), -1);
+    assert!(!bin.expire(b"none", later).unwrap());
+    // A deadline already past removes the key; PUT clears a deadline.
+    assert!(bin.expire(b"b", 5).unwrap());
+    assert_eq!(bin.get(b"b").unwrap(), None);
+    bin.put(b"a", b"3").unwrap();
+    assert_eq!(bin.deadline(b"a").unwrap(), Some(0));
+    bin.put_expiring(b"c", b"x", 7).unwrap();
+    assert_eq!(bin.get(b"c").unwrap(), None);
+    assert_eq!(c.str(&["GET", "c"]), Value::Bulk(None));
+}
+
 fn info_field(c: &mut RespConn, section: &str, field: &str) -> String {
     let text = match c.str(&["INFO", section]) {
         Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),

@@ -88,7 +88,8 @@ pub enum Write<'a> {
         ttl: Ttl,
     },
     /// Sets the key's deadline (0: removes it, PERSIST); a deadline already past removes
-    /// the key. Answers 1 if it applied, 0 if the key is absent or `cond` failed.
+    /// the key. Answers `Done` if it applied, `Skipped` if the key is absent or `cond`
+    /// failed.
     Expire {
         /// The new deadline (ms since the Unix epoch; 0: none).
         deadline: u64,
@@ -233,7 +234,17 @@ impl<'a> Write<'a> {
     /// Whether the outcome depends on the current value (false: the station need not read
     /// the key).
     pub fn reads(&self) -> bool {
-        !matches!(self, Write::Put(_) | Write::Remove)
+        !matches!(
+            self,
+            Write::Put(_)
+                | Write::Remove
+                | Write::Set {
+                    cond: Cond::Always,
+                    get: false,
+                    ttl: Ttl::Set(_),
+                    ..
+                }
+        )
     }
 
     /// The same write owning its operands (to wait in another thread's queue).
@@ -315,16 +326,13 @@ impl<'a> Write<'a> {
                 deadline: new,
                 cond,
             } => {
-                if cur.is_none() {
-                    return keep(Outcome::Int(0));
-                }
-                if !cond.applies(deadline, new) {
-                    return keep(Outcome::Int(0));
+                if cur.is_none() || !cond.applies(deadline, new) {
+                    return keep(Outcome::Skipped);
                 }
                 if past(new) {
-                    return (Effect::Remove, Outcome::Int(1));
+                    return (Effect::Remove, Outcome::Done);
                 }
-                (Effect::SetDeadline(new), Outcome::Int(1))
+                (Effect::SetDeadline(new), Outcome::Done)
             }
             Write::GetEx(t) => {
                 let Some(v) = cur else {
@@ -585,8 +593,8 @@ mod tests {
             apply_ttl(exp(far, c(false, true, false, true)), Some(b"v"), later).1,
             Outcome::Int(1)
         );
-        let one = Outcome::Int(1);
-        let zero = Outcome::Int(0);
+        let one = Outcome::Done;
+        let zero = Outcome::Skipped;
         assert_eq!(
             apply_ttl(exp(far, always), None, 0),
             ("keep".into(), zero.clone())
