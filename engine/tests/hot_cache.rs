@@ -128,3 +128,87 @@ fn cache_never_serves_stale_values() {
         "the cache served too little to test: {from_cache}"
     );
 }
+
+/// A value with a deadline is never served from the cache: a cached key that gets one is
+/// dropped from the cache at that write, a key read hot while it has one is never
+/// installed, and once the deadline passes every GET finds it absent.
+#[test]
+fn expiring_values_are_never_cached() {
+    let store = Arc::new(Store::new(Config::default()).unwrap());
+    for k in 0..HOT {
+        store.put(&key(k), &value(k, 0)).unwrap();
+    }
+    let engine = CpuEngine::start(
+        store.clone(),
+        EngineConfig {
+            threads: 1,
+            cache_buckets: 4096,
+            sample_every: 1,
+            manager_interval: Duration::from_millis(1),
+            ..EngineConfig::default()
+        },
+    );
+    let sink = Sink::new();
+    // GETs of every hot key; how many of key k's answers came from the cache.
+    let read = |k: u64| -> (Vec<Option<Vec<u8>>>, usize) {
+        let batch: Vec<(u64, Request)> = (0..32).map(|t| (t, Request::get(&key(k)))).collect();
+        engine.submit(&sink, batch);
+        let mut done = Vec::new();
+        while done.len() < 32 {
+            assert!(sink.wait(&mut done, 32, Duration::from_secs(10)) > 0);
+        }
+        let cached = done.iter().filter(|c| c.from_cache).count();
+        let values = done
+            .into_iter()
+            .map(|c| match c.reply {
+                Reply::Value(v) => v,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        (values, cached)
+    };
+    // Key 0 becomes cached.
+    let start = Instant::now();
+    while read(0).1 == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "key 0 never cached"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // It gets a deadline: from then on never from the cache, however hot.
+    let deadline = accelkv_tree::now_ms() + 300;
+    store.put_expiring(&key(0), b"expiring", deadline).unwrap();
+    store.put_expiring(&key(1), b"expiring", deadline).unwrap();
+    while accelkv_tree::now_ms() + 50 < deadline {
+        for k in [0, 1] {
+            let (values, cached) = read(k);
+            assert_eq!(cached, 0, "key {k} with a deadline served from the cache");
+            assert!(values
+                .iter()
+                .all(|v| v.as_deref() == Some(&b"expiring"[..])));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    while accelkv_tree::now_ms() <= deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for k in [0, 1] {
+        let (values, cached) = read(k);
+        assert_eq!(cached, 0);
+        assert!(
+            values.iter().all(Option::is_none),
+            "key {k} after its deadline"
+        );
+    }
+    // A plain put makes the key cacheable again.
+    store.put(&key(0), b"plain").unwrap();
+    let start = Instant::now();
+    while read(0).1 == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "key 0 never cached again"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}

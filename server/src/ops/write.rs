@@ -584,14 +584,14 @@ mod tests {
             ExpireCond::IF_SOME,
         );
         let (gt, lt) = (c(false, false, true, false), c(false, false, false, true));
-        // XX LT: a deadline is needed, and the new one must be lt.
+        // XX LT: a deadline is needed, and the new one must be earlier.
         assert_eq!(
             apply_ttl(exp(far, c(false, true, false, true)), Some(b"v"), 0).1,
-            Outcome::Int(0)
+            Outcome::Skipped
         );
         assert_eq!(
             apply_ttl(exp(far, c(false, true, false, true)), Some(b"v"), later).1,
-            Outcome::Int(1)
+            Outcome::Done
         );
         let one = Outcome::Done;
         let zero = Outcome::Skipped;

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -137,6 +138,33 @@ func session(t *testing.T, addr, password string, protocol int) {
 	}, "tx:a"); err != nil {
 		t.Fatalf("WATCH without conflict: %v", err)
 	}
+	// Expiry: EXPIRE, then TTL, then the key observed gone; SET with a TTL and PERSIST.
+	r.Set(ctx, "ttl:a", "v", 0)
+	if ok := r.Expire(ctx, "ttl:a", 100*time.Second).Val(); !ok {
+		t.Fatalf("EXPIRE")
+	}
+	if d := r.TTL(ctx, "ttl:a").Val(); d < 99*time.Second || d > 100*time.Second {
+		t.Fatalf("TTL: %v", d)
+	}
+	r.PExpire(ctx, "ttl:a", 300*time.Millisecond)
+	if d := r.PTTL(ctx, "ttl:a").Val(); d <= 0 || d > 300*time.Millisecond {
+		t.Fatalf("PTTL: %v", d)
+	}
+	r.Set(ctx, "ttl:b", "v", 100*time.Second)
+	if ok := r.Persist(ctx, "ttl:b").Val(); !ok || r.TTL(ctx, "ttl:b").Val() != -1 {
+		t.Fatalf("PERSIST")
+	}
+	if d := r.TTL(ctx, "ttl:missing").Val(); d != -2 {
+		t.Fatalf("TTL of a missing key: %v", d)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := r.Get(ctx, "ttl:a").Err(); err != redis.Nil {
+		t.Fatalf("GET after expiry: %v", err)
+	}
+	if n := r.Exists(ctx, "ttl:a").Val(); n != 0 {
+		t.Fatalf("EXISTS after expiry: %d", n)
+	}
+	r.Del(ctx, "ttl:b")
 	// Wrong arguments: Redis's error.
 	err = r.Do(ctx, "GET", "a", "b").Err()
 	if err == nil || !strings.Contains(err.Error(), "wrong number of arguments for 'get' command") {

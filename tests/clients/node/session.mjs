@@ -58,6 +58,22 @@ async function session(name, c) {
   await c.watch("tx:a");
   assert.deepEqual(await c.multiExec([["SET", "tx:a", "mine"]]), ["OK"]);
   assert.equal(await c.call(["GET", "tx:a"]), "mine");
+  // Expiry: EXPIRE, then TTL, then the key observed gone; SET EX and PERSIST.
+  await c.call(["SET", "ttl:a", "v"]);
+  assert.equal(await c.call(["EXPIRE", "ttl:a", "100"]), 1);
+  const ttl = await c.call(["TTL", "ttl:a"]);
+  assert.ok(ttl >= 99 && ttl <= 100, `TTL ${ttl}`);
+  assert.equal(await c.call(["PEXPIRE", "ttl:a", "300"]), 1);
+  const pttl = await c.call(["PTTL", "ttl:a"]);
+  assert.ok(pttl > 0 && pttl <= 300, `PTTL ${pttl}`);
+  assert.equal(await c.call(["SET", "ttl:b", "v", "EX", "100"]), "OK");
+  assert.equal(await c.call(["PERSIST", "ttl:b"]), 1);
+  assert.equal(await c.call(["TTL", "ttl:b"]), -1);
+  assert.equal(await c.call(["TTL", "ttl:missing"]), -2);
+  await new Promise((done) => setTimeout(done, 400));
+  assert.equal(await c.call(["GET", "ttl:a"]), null);
+  assert.equal(await c.call(["EXISTS", "ttl:a"]), 0);
+  await c.call(["DEL", "ttl:b"]);
   await assert.rejects(c.call(["GET", "a", "b"]), /wrong number of arguments for 'get' command/);
   assert.deepEqual(await c.call(["RANGE", "p:0010", "p:0013"]), [
     "p:0010", "10", "p:0011", "11", "p:0012", "12",

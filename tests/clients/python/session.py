@@ -4,6 +4,7 @@ client of the matrix, over RESP2 and RESP3 (and with the hiredis parser when ins
     python3 tests/clients/python/session.py PORT PASSWORD
 """
 import sys
+import time
 
 import redis
 
@@ -80,6 +81,16 @@ def session(port, password, protocol, parser):
         p.set("tx:a", "mine")
         assert p.execute() == [True]
     assert r.get("tx:a") == b"mine"
+    # Expiry: EXPIRE, then TTL, then the key observed gone; SET EX and PERSIST.
+    r.set("ttl:a", "v")
+    assert r.expire("ttl:a", 100) is True and 99 <= r.ttl("ttl:a") <= 100
+    assert r.pexpire("ttl:a", 300) is True and 0 < r.pttl("ttl:a") <= 300
+    assert r.set("ttl:b", "v", ex=100) is True and r.persist("ttl:b") is True
+    assert r.ttl("ttl:b") == -1 and r.ttl("ttl:missing") == -2
+    time.sleep(0.4)
+    assert r.get("ttl:a") is None and r.exists("ttl:a") == 0 and r.ttl("ttl:a") == -2
+    assert r.getex("ttl:b", px=200) == b"v" and 0 < r.pttl("ttl:b") <= 200
+    r.delete("ttl:b")
     # Wrong arguments: Redis's error.
     try:
         r.execute_command("GET", "a", "b")

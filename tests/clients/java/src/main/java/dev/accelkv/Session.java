@@ -94,6 +94,24 @@ public final class Session {
       t = r.multi();
       t.set("tx:a", "mine");
       check(t.exec() != null && r.get("tx:a").equals("mine"), "WATCH without conflict");
+      // Expiry: EXPIRE, then TTL, then the key observed gone; SET EX and PERSIST.
+      r.set("ttl:a", "v");
+      check(r.expire("ttl:a", 100) == 1, "EXPIRE");
+      long ttl = r.ttl("ttl:a");
+      check(ttl >= 99 && ttl <= 100, "TTL " + ttl);
+      check(r.pexpire("ttl:a", 300) == 1, "PEXPIRE");
+      long pttl = r.pttl("ttl:a");
+      check(pttl > 0 && pttl <= 300, "PTTL " + pttl);
+      check(r.setex("ttl:b", 100, "v").equals("OK"), "SETEX");
+      check(r.persist("ttl:b") == 1 && r.ttl("ttl:b") == -1, "PERSIST");
+      check(r.ttl("ttl:missing") == -2, "TTL of a missing key");
+      try {
+        Thread.sleep(400);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+      check(r.get("ttl:a") == null && !r.exists("ttl:a"), "the key expired");
+      r.del("ttl:b");
       try {
         r.sendCommand(() -> SafeEncoder.encode("GET"), "a", "b");
         throw new AssertionError("GET with two keys was accepted");
