@@ -172,6 +172,12 @@ impl Conn {
                 Ok(n) => {
                     self.inb.len += n;
                     self.last_active = Instant::now();
+                    if let Proto::Resp(Session {
+                        client: Some(r), ..
+                    }) = &self.proto
+                    {
+                        r.entry.touch(self.last_active);
+                    }
                     return true;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,

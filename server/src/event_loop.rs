@@ -57,6 +57,8 @@ pub enum Release {
         peer: SocketAddr,
         result: Result<(), String>,
     },
+    /// CLIENT KILL: close connection `id` at `slot`.
+    Kill { slot: usize, id: u64 },
 }
 
 /// How other threads reach a loop: a waker and the settled parked replies.
@@ -335,8 +337,19 @@ impl Loop {
         let proto = if binary {
             Proto::Binary { authed: false }
         } else {
+            let client_id = self.sh.next_client.fetch_add(1, Ordering::Relaxed);
+            let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+            let client = self.sh.clients.register(
+                client_id,
+                self.index as usize,
+                slot,
+                id,
+                sock.peer_addr().unwrap_or(unknown),
+                sock.local_addr().unwrap_or(unknown),
+            );
             Proto::Resp(Session {
-                id: self.sh.next_client.fetch_add(1, Ordering::Relaxed),
+                id: client_id,
+                client: Some(client),
                 authed: false,
                 name: None,
                 quit: false,
@@ -463,6 +476,16 @@ impl Loop {
                 }
                 Release::Datagram { ran, peer, result } => {
                     self.udp.answer_parked(&self.sh, ran, peer, result);
+                }
+                Release::Kill { slot, id } => {
+                    if self
+                        .conns
+                        .get(slot)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|c| c.id == id)
+                    {
+                        self.close(slot);
+                    }
                 }
             }
         }

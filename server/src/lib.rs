@@ -5,6 +5,7 @@
 
 mod admin;
 mod burst;
+mod clients;
 pub mod config;
 mod conn;
 mod engines;
@@ -100,6 +101,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             .map_err(|e| e.to_string())?;
     }
     drop(done_tx);
+    shared.clients.set_mailboxes(mailboxes.clone());
     {
         let (sh, stop) = (shared.clone(), stop.clone());
         std::thread::Builder::new()

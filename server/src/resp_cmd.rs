@@ -34,6 +34,26 @@ pub struct Session {
     pub proto: Version,
     /// MULTI/WATCH state (resp_tx.rs).
     pub tx: crate::resp_tx::State,
+    /// This connection in the server's registry (CLIENT LIST/KILL); `None` in tests.
+    pub client: Option<crate::clients::Registration>,
+}
+
+impl Session {
+    /// Sets the connection's name (CLIENT SETNAME, HELLO SETNAME, RESET).
+    pub fn set_name(&mut self, name: Option<&[u8]>) {
+        if let Some(r) = &self.client {
+            r.entry.set_name(name.unwrap_or_default());
+        }
+        self.name = name.map(<[u8]>::to_vec);
+    }
+
+    /// Sets the reply protocol (HELLO, RESET).
+    pub fn set_proto(&mut self, v: Version) {
+        if let Some(r) = &self.client {
+            r.entry.set_resp(if v == Version::Resp3 { 3 } else { 2 });
+        }
+        self.proto = v;
+    }
 }
 
 /// Commands that change the store: refused while the disk is failing, and their replies
@@ -301,9 +321,17 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         b"READONLY" | b"READWRITE" => resp::simple(out, "OK"),
         b"CLIENT" if argc >= 2 => match upper(c[1]).as_slice() {
             b"SETNAME" if argc == 3 => {
-                s.name = Some(c[2].to_vec());
+                if c[2].iter().any(|b| *b <= b' ' || *b > b'~') {
+                    return resp::error(
+                        out,
+                        "ERR Client names cannot contain spaces, newlines or special characters.",
+                    );
+                }
+                s.set_name(Some(c[2]));
                 resp::simple(out, "OK")
             }
+            b"LIST" => crate::resp_introspect::client_list(sh, s, c, out),
+            b"KILL" if argc >= 3 => crate::resp_introspect::client_kill(sh, s, c, out),
             b"GETNAME" => resp::bulk_in(out, s.name.as_deref(), s.proto),
             b"ID" => resp::integer(out, s.id as i64),
             b"SETINFO" => resp::simple(out, "OK"),
@@ -322,8 +350,8 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         }
         b"RESET" if argc == 1 => {
             s.tx = Default::default();
-            s.proto = Version::Resp2;
-            s.name = None;
+            s.set_proto(Version::Resp2);
+            s.set_name(None);
             s.authed = sh.settings.password.is_none();
             resp::simple(out, "RESET")
         }
@@ -604,9 +632,9 @@ fn hello(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         (None, _) => {}
     }
     if let Some(n) = name {
-        s.name = Some(n.to_vec());
+        s.set_name(Some(n));
     }
-    s.proto = version;
+    s.set_proto(version);
     resp::map(out, 7, version);
     for (k, v) in [
         ("server", "accelkv"),

@@ -28,6 +28,117 @@ pub fn client_info(s: &Session, out: &mut Vec<u8>) {
     resp::verbatim(out, line.as_bytes(), s.proto);
 }
 
+/// `CLIENT LIST [TYPE normal] [ID id ...]`: every RESP connection, one line each, in
+/// Redis's `key=value` format (a subset of its fields).
+pub fn client_list(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < c.len() {
+        let opt = c[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"TYPE" if i + 1 < c.len() => {
+                let t = c[i + 1].to_ascii_lowercase();
+                match t.as_slice() {
+                    b"normal" => {}
+                    // No replicas, masters or pub/sub clients here.
+                    b"master" | b"replica" | b"pubsub" => ids = Some(Vec::new()),
+                    _ => {
+                        let t = String::from_utf8_lossy(c[i + 1]);
+                        return resp::error(out, &format!("ERR Unknown client type '{t}'"));
+                    }
+                }
+                i += 2;
+            }
+            b"ID" if i + 1 < c.len() => {
+                let mut v = ids.take().unwrap_or_default();
+                for a in &c[i + 1..] {
+                    match std::str::from_utf8(a)
+                        .ok()
+                        .and_then(|t| t.parse::<u64>().ok())
+                    {
+                        Some(n) if n > 0 => v.push(n),
+                        _ => return resp::error(out, "ERR Invalid client ID"),
+                    }
+                }
+                ids = Some(v);
+                i = c.len();
+            }
+            _ => return resp::error(out, "ERR syntax error"),
+        }
+    }
+    let text = sh.clients.list(ids.as_deref());
+    resp::verbatim(out, text.as_bytes(), s.proto);
+}
+
+/// `CLIENT KILL ip:port` (the old form: `+OK` or `-ERR No such client`) and `CLIENT KILL
+/// <filter> <value> ...` with ID, ADDR, LADDR, USER (only `default` exists), SKIPME and
+/// MAXAGE (the number of connections closed). The owning loops close them at their next
+/// turn; the caller's own connection, when chosen, closes after this reply.
+pub fn client_kill(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let text = |a: &[u8]| String::from_utf8_lossy(a).into_owned();
+    if c.len() == 3 {
+        let f = crate::clients::Filter {
+            addr: Some(text(c[2])),
+            ..Default::default()
+        };
+        let (n, me) = sh.clients.kill(&f, s.id);
+        if me {
+            s.quit = true;
+        }
+        return match n {
+            0 => resp::error(out, "ERR No such client"),
+            _ => resp::simple(out, "OK"),
+        };
+    }
+    let mut f = crate::clients::Filter {
+        skip: Some(s.id),
+        ..Default::default()
+    };
+    let mut nobody = false;
+    for pair in c[2..].chunks(2) {
+        let [k, v] = pair else {
+            return resp::error(out, "ERR syntax error");
+        };
+        let num = || {
+            std::str::from_utf8(v)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+        };
+        match k.to_ascii_uppercase().as_slice() {
+            b"ID" => match num() {
+                Some(n) if n > 0 => f.id = Some(n),
+                _ => return resp::error(out, "ERR client-id should be greater than 0"),
+            },
+            b"ADDR" => f.addr = Some(text(v)),
+            b"LADDR" => f.laddr = Some(text(v)),
+            b"USER" => nobody |= v != b"default",
+            b"TYPE" => match v.to_ascii_lowercase().as_slice() {
+                b"normal" => {}
+                b"master" | b"replica" | b"pubsub" => nobody = true,
+                _ => return resp::error(out, &format!("ERR Unknown client type '{}'", text(v))),
+            },
+            b"MAXAGE" => match num() {
+                Some(n) => f.max_age = Some(n),
+                None => return resp::error(out, "ERR syntax error"),
+            },
+            b"SKIPME" => match v.to_ascii_lowercase().as_slice() {
+                b"yes" => f.skip = Some(s.id),
+                b"no" => f.skip = None,
+                _ => return resp::error(out, "ERR syntax error"),
+            },
+            _ => return resp::error(out, "ERR syntax error"),
+        }
+    }
+    if nobody {
+        return resp::integer(out, 0);
+    }
+    let (n, me) = sh.clients.kill(&f, s.id);
+    if me {
+        s.quit = true;
+    }
+    resp::integer(out, n as i64);
+}
+
 /// `CLIENT NO-EVICT on|off` (no client eviction here: accepted) and `CLIENT TRACKING off`
 /// (tracking is never on); `TRACKING on` is refused.
 pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {

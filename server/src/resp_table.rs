@@ -130,7 +130,7 @@ pub static TABLE: &[Spec] = &[
         CONN,
         NONE,
         "connection",
-        "SETNAME, GETNAME, ID, SETINFO.",
+        "SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, NO-EVICT, TRACKING off.",
     ),
     spec(
         "COMMAND",

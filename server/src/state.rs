@@ -165,6 +165,8 @@ pub struct Shared {
     pub started: Instant,
     /// Keys the active expiry sweep removed (INFO's `expired_keys`).
     pub expired_keys: AtomicU64,
+    /// The RESP connections (CLIENT LIST/KILL).
+    pub clients: Arc<crate::clients::Clients>,
 }
 
 impl Shared {
@@ -222,6 +224,7 @@ impl Shared {
             next_client: AtomicU64::new(1),
             started: Instant::now(),
             expired_keys: AtomicU64::new(0),
+            clients: Arc::default(),
             settings,
         }))
     }

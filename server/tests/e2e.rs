@@ -242,16 +242,16 @@ fn limits_return_their_documented_errors() {
     assert!(matches!(c.execute(&gets), Err(ClientError::Io(_))));
     let mut c = Client::connect(srv.bin, None).unwrap();
     assert_eq!(c.get(b"s01").unwrap(), Some(b"x".to_vec()));
-    // RESP: unknown command, wrong arity, expiry not supported, bad integer.
+    // RESP: unknown command, wrong arity, a bad expire time, bad integer.
     let r = resp_raw(
         srv.resp,
-        b"NOPE a\r\nGET\r\nSET a b EX 5\r\nSET n x\r\nINCR n\r\n",
+        b"NOPE a\r\nGET\r\nSET a b EX 0\r\nSET n x\r\nINCR n\r\n",
     );
     assert_eq!(
         r,
         "-ERR unknown command 'NOPE', with args beginning with: 'a'\r\n\
          -ERR wrong number of arguments for 'get' command\r\n\
-         -ERR expiry (EX/PX/EXAT/PXAT/KEEPTTL) is not supported by accelkv yet\r\n\
+         -ERR invalid expire time in 'set' command\r\n\
          +OK\r\n-ERR value is not an integer or out of range\r\n"
     );
 }

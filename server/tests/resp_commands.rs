@@ -534,3 +534,114 @@ fn introspection_commands() {
         .unwrap();
     assert!(processed <= 2, "{processed}");
 }
+
+fn text(v: Value) -> String {
+    match v {
+        Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The `field=value` pairs of each CLIENT LIST line.
+fn clients(c: &mut Conn) -> Vec<std::collections::HashMap<String, String>> {
+    text(c.str(&["CLIENT", "LIST"]))
+        .lines()
+        .map(|l| {
+            l.split(' ')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// CLIENT LIST shows every connection, whichever event loop owns it; CLIENT KILL closes
+/// another loop's connection (by ID, by address in the old form, with SKIPME), refuses
+/// what matches nothing, and closes the caller's own connection after the reply.
+#[test]
+fn client_list_and_kill() {
+    let srv = Server::start(&["--threads", "2"]);
+    let mut a = Conn::new(&srv);
+    let mut conns: Vec<Conn> = (0..4).map(|_| Conn::new(&srv)).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(
+            c.str(&["CLIENT", "SETNAME", &format!("c{i}")]),
+            Value::Simple("OK".into())
+        );
+    }
+    assert!(err_starts(
+        &a.str(&["CLIENT", "SETNAME", "has space"]),
+        "ERR Client names"
+    ));
+    a.str(&["CLIENT", "SETNAME", "main"]);
+    let _ = conns[3].try_call(&[b"HELLO", b"3", b"SETNAME", b"c3"]);
+    let list = clients(&mut a);
+    assert_eq!(list.len(), 5, "{list:?}");
+    let by_name = |n: &str| list.iter().find(|e| e["name"] == n).unwrap().clone();
+    assert_eq!(by_name("c3")["resp"], "3");
+    assert_eq!(by_name("main")["resp"], "2");
+    assert_eq!(by_name("c0")["resp"], "2");
+    for e in &list {
+        for k in ["id", "addr", "laddr", "age", "idle", "flags", "db", "user"] {
+            assert!(e.contains_key(k), "{k} missing from {e:?}");
+        }
+    }
+    let id = |n: &str| -> String { by_name(n)["id"].clone() };
+    // CLIENT LIST ID picks connections.
+    let only = text(a.str(&["CLIENT", "LIST", "ID", &id("c1"), &id("c2")]));
+    assert_eq!(only.lines().count(), 2);
+    // By ID: the other connection is closed by its own loop.
+    assert_eq!(
+        a.str(&["CLIENT", "KILL", "ID", &id("c0")]),
+        Value::Integer(1)
+    );
+    assert_eq!(
+        conns[0].try_call(&[b"PING"]),
+        None,
+        "a killed connection must be closed"
+    );
+    // Old form, by address.
+    let addr = by_name("c1")["addr"].clone();
+    assert_eq!(
+        a.str(&["CLIENT", "KILL", &addr]),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(conns[1].try_call(&[b"PING"]), None);
+    assert!(err_starts(
+        &a.str(&["CLIENT", "KILL", "127.0.0.1:1"]),
+        "ERR No such client"
+    ));
+    assert_eq!(
+        a.str(&["CLIENT", "KILL", "ID", "999999"]),
+        Value::Integer(0)
+    );
+    assert_eq!(
+        a.str(&["CLIENT", "KILL", "USER", "nobody"]),
+        Value::Integer(0)
+    );
+    assert!(err_starts(
+        &a.str(&["CLIENT", "KILL", "ID", "0"]),
+        "ERR client-id"
+    ));
+    assert!(err_starts(
+        &a.str(&["CLIENT", "KILL", "FOO", "1"]),
+        "ERR syntax error"
+    ));
+    // SKIPME yes (the default): everyone but the caller.
+    assert_eq!(
+        a.str(&["CLIENT", "KILL", "USER", "default"]),
+        Value::Integer(2)
+    );
+    for c in &mut conns[2..] {
+        assert_eq!(c.try_call(&[b"PING"]), None);
+    }
+    assert_eq!(clients(&mut a).len(), 1);
+    // SKIPME no: the caller too, after its reply.
+    assert_eq!(
+        a.str(&["CLIENT", "KILL", "ID", &id("main"), "SKIPME", "no"]),
+        Value::Integer(1)
+    );
+    assert_eq!(a.try_call(&[b"PING"]), None);
+    let mut b = Conn::new(&srv);
+    assert_eq!(clients(&mut b).len(), 1);
+}

@@ -91,6 +91,19 @@ def session(port, password, protocol, parser):
     assert r.get("ttl:a") is None and r.exists("ttl:a") == 0 and r.ttl("ttl:a") == -2
     assert r.getex("ttl:b", px=200) == b"v" and 0 < r.pttl("ttl:b") <= 200
     r.delete("ttl:b")
+    # CLIENT LIST as redis-py parses it; CLIENT KILL of another connection.
+    r.client_setname("py-main")
+    other.client_setname("py-other")
+    names = {c["name"]: c for c in r.client_list()}
+    assert {"py-main", "py-other"} <= set(names), names
+    killed = names["py-other"]["id"]
+    assert r.client_kill_filter(_id=killed) == 1
+    for _ in range(100):
+        if all(c["id"] != killed for c in r.client_list()):
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError("the killed connection is still listed")
     # Wrong arguments: Redis's error.
     try:
         r.execute_command("GET", "a", "b")
