@@ -59,6 +59,12 @@ pub fn interior_item_size(key_len: usize) -> usize {
 
 /// Encodes a value (header + body) into `dst`; returns the bytes written.
 pub fn encode_value(dst: &mut [u8], v: &ValueRef<'_>) -> usize {
+    if let (ValueData::Inline(b), NO_DEADLINE) = (v.data, v.deadline) {
+        // The common case: header = length, then the bytes.
+        dst[0..2].copy_from_slice(&(b.len() as u16).to_le_bytes());
+        dst[2..2 + b.len()].copy_from_slice(b);
+        return 2 + b.len();
+    }
     let (flag, mut p) = if v.deadline != NO_DEADLINE {
         dst[2..10].copy_from_slice(&v.deadline.to_le_bytes());
         (VALUE_EXPIRES, 2 + DEADLINE_SIZE)

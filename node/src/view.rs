@@ -63,6 +63,7 @@ impl<'a> ValueRef<'a> {
     }
 
     /// Bytes this value occupies in a node after its 2-byte header (deadline included).
+    #[inline]
     pub fn body_len(&self) -> usize {
         let d = if self.deadline != NO_DEADLINE {
             DEADLINE_SIZE
@@ -274,6 +275,24 @@ impl<'a> NodeView<'a> {
     #[inline]
     pub fn value_at(&self, body: usize) -> (ValueRef<'a>, usize) {
         let hdr = self.u16_at(body);
+        if hdr & (VALUE_OUT_OF_LINE | VALUE_EXPIRES) == 0 {
+            // The common case: inline, no deadline; the header is the length.
+            let len = usize::from(hdr);
+            let data = ValueData::Inline(self.bytes(body + 2, len));
+            return (
+                ValueRef {
+                    data,
+                    deadline: NO_DEADLINE,
+                },
+                body + 2 + len,
+            );
+        }
+        self.value_at_flagged(body, hdr)
+    }
+
+    /// [`NodeView::value_at`] of a value stored out of line or with a deadline.
+    #[inline(never)]
+    fn value_at_flagged(&self, body: usize, hdr: u16) -> (ValueRef<'a>, usize) {
         let (deadline, at) = if hdr & VALUE_EXPIRES != 0 {
             (self.u64_at(body + 2), body + 2 + DEADLINE_SIZE)
         } else {
@@ -295,6 +314,9 @@ impl<'a> NodeView<'a> {
     #[inline]
     pub fn value_end(&self, body: usize) -> usize {
         let hdr = self.u16_at(body);
+        if hdr & (VALUE_OUT_OF_LINE | VALUE_EXPIRES) == 0 {
+            return body + 2 + usize::from(hdr);
+        }
         let at = if hdr & VALUE_EXPIRES != 0 {
             body + 2 + DEADLINE_SIZE
         } else {

@@ -1,11 +1,20 @@
 //! Fixed work for instruction counts (`valgrind --tool=callgrind`): `put` loads 200,000
 //! keys; `get` loads them and reads each 5 times; `scan` loads them and runs 20,000 scans
-//! of 50 items. Subtract `put` from the others for the reads' own cost.
+//! of 50 items. Subtract `put` from the others for the reads' own cost. With a `-ttl`
+//! suffix every key gets an expiry deadline (in the year 3000), so readers read the clock;
+//! `sweep` loads keys that are expired already and removes them all as the server's active
+//! sweep does (`expired_keys` + `purge_expired`).
 
 use accelkv_tree::{Config, Store};
 
 fn main() {
-    let mode = std::env::args().nth(1).unwrap_or_else(|| "put".into());
+    let arg = std::env::args().nth(1).unwrap_or_else(|| "put".into());
+    let (mode, deadline) = match arg.strip_suffix("-ttl") {
+        Some(m) => (m.to_string(), 32_503_680_000_000u64),
+        None if arg == "sweep" => (arg.clone(), 1_000),
+        None if arg == "walk" => (arg.clone(), 32_503_680_000_000u64),
+        None => (arg.clone(), 0),
+    };
     let n = 200_000u64;
     let store = Store::new(Config::default()).expect("store");
     let key = |i: u64| {
@@ -16,7 +25,7 @@ fn main() {
     };
     for i in 0..n {
         store
-            .put(key(i).as_bytes(), b"sixteen-byte-val")
+            .put_expiring(key(i).as_bytes(), b"sixteen-byte-val", deadline)
             .expect("put");
     }
     let mut found = 0u64;
@@ -37,6 +46,32 @@ fn main() {
             for i in 0..20_000 {
                 found += store.scan(key(i).as_bytes(), None, 50).len() as u64;
             }
+        }
+        "walk" => {
+            // An expiry sweep's walk over keys none of which has expired.
+            let t = std::time::Instant::now();
+            let mut cursor = Vec::new();
+            let now = accelkv_tree::now_ms();
+            while let (_, Some(next)) = store.expired_keys(&cursor, 2048, now) {
+                cursor = next;
+                found += 1;
+            }
+            eprintln!("walk of {n} keys: {:?}", t.elapsed());
+        }
+        "sweep" => {
+            let now = accelkv_tree::now_ms();
+            let mut cursor = Vec::new();
+            loop {
+                let (expired, next) = store.expired_keys(&cursor, 2048, now);
+                for k in &expired {
+                    found += u64::from(store.purge_expired(k, now).expect("purge"));
+                }
+                match next {
+                    Some(n) => cursor = n,
+                    None => break,
+                }
+            }
+            assert_eq!(store.len(), 0);
         }
         _ => {}
     }

@@ -124,6 +124,9 @@ impl Tree {
         }
         self.items.store(count as i64, Ordering::Relaxed);
         self.expiring.store(expiring, Ordering::Relaxed);
+        if expiring > 0 {
+            self.deadlines_seen.store(true, Ordering::Release);
+        }
         Ok(count)
     }
 

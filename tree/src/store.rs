@@ -1,7 +1,6 @@
 //! The in-process public API: a `Store` opened from a `Config`, with get/put/update/delete,
 //! scans, snapshots and stats. Reads go through the reference reader.
 
-use crate::clock::now_ms;
 use crate::config::Config;
 use crate::epoch::ReaderSlot;
 use crate::error::{Error, Result};
@@ -201,7 +200,11 @@ impl Store {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
-        let now = if now == 0 { now_ms() } else { now };
+        let now = if now == 0 {
+            self.tree.read_clock()
+        } else {
+            now
+        };
         Ok(self.tree.get_at(key, rv, now, &pin, f))
     }
 
@@ -412,7 +415,7 @@ impl Store {
     pub fn get_latest_entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
-        let now = now_ms();
+        let now = self.tree.read_clock();
         Ok(self
             .tree
             .get_at(key, u64::MAX, now, &pin, |v, d| (v.to_vec(), d)))
@@ -445,7 +448,7 @@ impl Store {
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
         self.tree
-            .scan_at(lo, upper(hi), limit, rv, now_ms(), &pin, f);
+            .scan_at(lo, upper(hi), limit, rv, self.tree.read_clock(), &pin, f);
     }
 
     /// Honeycomb's SCAN(kl, ku): the items from the largest key <= `kl` (from the first key
@@ -455,7 +458,7 @@ impl Store {
         let rv = self.tree.versions.read_version();
         let mut out = Vec::new();
         self.tree
-            .scan_floor_at(kl, ku, limit, rv, now_ms(), &pin, |k, v| {
+            .scan_floor_at(kl, ku, limit, rv, self.tree.read_clock(), &pin, |k, v| {
                 out.push((k.to_vec(), v.to_vec()))
             });
         out
@@ -470,7 +473,7 @@ impl Store {
         Snapshot {
             store: self,
             rv,
-            now: now_ms(),
+            now: self.tree.read_clock(),
             _slot: slot,
         }
     }
@@ -579,7 +582,7 @@ impl Store {
         let t = &self.tree;
         let pin = t.epochs.pin();
         let rv = t.versions.read_version();
-        let now = now_ms();
+        let now = t.read_clock();
         let mut s = Stats {
             node_size: t.geo.node_size,
             read_version: rv,

@@ -69,6 +69,10 @@ pub(crate) struct Tree {
     pub(crate) items: AtomicI64,
     /// Items with an expiry deadline (expired ones not yet removed included).
     pub(crate) expiring: AtomicI64,
+    /// Some write (or the bulk load) gave an item a deadline: from then on readers read the
+    /// clock; before, they use 0 ("expire nothing") and skip it. Never reset, so a reader
+    /// at an old version cannot miss a deadline that the current items no longer have.
+    pub(crate) deadlines_seen: std::sync::atomic::AtomicBool,
     pub(crate) ool_bytes: AtomicU64,
     pub(crate) counters: SmoCounters,
     /// Told about every write before it is released (the hot-key cache, the durability
@@ -108,6 +112,18 @@ impl Tree {
         self.versions.complete(wv);
     }
 
+    /// The clock a reader applies, read after its read version: 0 (expire nothing) while
+    /// no item has ever had a deadline. Writers set `deadlines_seen` before releasing the
+    /// write that carries one, and the reader's acquire of the read version orders it.
+    #[inline]
+    pub(crate) fn read_clock(&self) -> u64 {
+        if self.deadlines_seen.load(Ordering::Acquire) {
+            crate::clock::now_ms()
+        } else {
+            accelkv_node::layout::NO_DEADLINE
+        }
+    }
+
     /// An empty tree: the root is an empty leaf at version 0.
     pub(crate) fn new(cfg: Config) -> Result<Tree, crate::Error> {
         cfg.validate()?;
@@ -124,6 +140,7 @@ impl Tree {
             unretired: Mutex::new(VecDeque::new()),
             items: AtomicI64::new(0),
             expiring: AtomicI64::new(0),
+            deadlines_seen: std::sync::atomic::AtomicBool::new(false),
             ool_bytes: AtomicU64::new(0),
             counters: SmoCounters::default(),
             observers: Default::default(),

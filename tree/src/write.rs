@@ -129,6 +129,9 @@ impl Tree {
         // The value as it will be stored: inline, or copied out of line once.
         let value: Option<ValueRef<'_>> = match op {
             Op::Put(v, d) | Op::Update(v, d) => Some(if v.len() > self.geo.max_inline_value {
+                if d != NO_DEADLINE {
+                    self.deadlines_seen.store(true, Ordering::Release);
+                }
                 // Out-of-line values count against the memory limit with the node buffers.
                 let used = self.arena.live_buffers() * self.geo.node_size
                     + self.ool_bytes.load(Ordering::Relaxed) as usize;
@@ -140,6 +143,9 @@ impl Tree {
                 self.ool_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
                 values::alloc(v).with_deadline(d)
             } else {
+                if d != NO_DEADLINE {
+                    self.deadlines_seen.store(true, Ordering::Release);
+                }
                 ValueRef::inline(v).with_deadline(d)
             }),
             Op::Delete | Op::DeleteExpired(_) => None,
