@@ -217,6 +217,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct DirtyObserver(pub(crate) Arc<Core>);
 
 impl accelkv_tree::WriteObserver for DirtyObserver {
+    /// Every item removed: the empty key (below every key) is marked dirty, so the next
+    /// commit images the leftmost leaf, and every other leaf of the new tree holds a key
+    /// written since (dirty too): that commit's pages cover the whole key space and replace
+    /// every page of the old tree.
+    fn on_clear(&self, version: u64) {
+        self.on_write(&[], None, 0, version);
+    }
+
     fn on_write(&self, key: &[u8], _value: Option<&[u8]>, _deadline: u64, version: u64) {
         let mut q = lock(&self.0.queue);
         let was_empty = q.dirty.is_empty();

@@ -320,6 +320,15 @@ impl Store {
         self.durable(self.tree.put_expiring(key, value, deadline))
     }
 
+    /// Removes every item as one write; returns once durable. The next commit's pages
+    /// replace every page of the old state.
+    pub fn clear(&self) -> Result<Write> {
+        self.durability.writable()?;
+        let w = self.tree.clear()?.0;
+        self.durability.wait(w.version)?;
+        Ok(w)
+    }
+
     /// The value of `key` and its deadline (0: none).
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
         Ok(self.tree.get_entry(key)?)

@@ -108,6 +108,41 @@ fn deadlines_survive_reopening_and_expired_items_are_dropped() {
     }
 }
 
+/// A clear (FLUSHALL) is durable as one write: reopened right after it, the store is
+/// empty; with writes after it, exactly those; and the old state's pages are freed.
+#[test]
+fn clear_is_durable_and_replaces_every_page() {
+    for policy in [SyncPolicy::Sync, SyncPolicy::None] {
+        let dev = Arc::new(FaultStorage::new());
+        let s = Store::open_storage(dev.clone(), opts(policy)).unwrap();
+        for i in 0..5000u32 {
+            let v = vec![b'v'; if i % 40 == 0 { 4000 } else { 30 }];
+            s.put(format!("k{i:05}").as_bytes(), &v).unwrap();
+        }
+        s.flush().unwrap();
+        let pages = s.stats().live_pages;
+        s.clear().unwrap();
+        s.flush().unwrap();
+        drop(s);
+        let s = Store::open_storage(dev.clone(), opts(policy)).unwrap();
+        assert_eq!(dump(&s).len(), 0, "{policy:?}: not empty after a clear");
+        assert!(
+            s.stats().live_pages < pages,
+            "{policy:?}: old pages still live"
+        );
+        for i in 0..300u32 {
+            s.put(format!("a{i:04}").as_bytes(), b"after").unwrap();
+        }
+        s.put(b"zzz", b"last").unwrap();
+        s.flush().unwrap();
+        drop(s);
+        let s = Store::open_storage(dev, opts(policy)).unwrap();
+        let d = dump(&s);
+        assert_eq!(d.len(), 301, "{policy:?}");
+        assert!(d.keys().all(|k| k.starts_with(b"a") || k == b"zzz"));
+    }
+}
+
 /// A damaged newest page gives the previous version of its range, not an error.
 #[test]
 fn damaged_newest_page_falls_back_to_the_previous_version() {

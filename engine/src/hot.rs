@@ -456,6 +456,37 @@ impl WriteObserver for HotCache {
             self.unlock(b, old, new);
         }
     }
+
+    fn on_clear(&self, _version: u64) {
+        self.clear_all();
+    }
+}
+
+impl HotCache {
+    /// Empties every bucket (the store was cleared), each under its lock, so a lookup at a
+    /// version before the clear misses and falls through to the tree, which still has it.
+    fn clear_all(&self) {
+        for b in 0..self.buckets.len() {
+            let old = self.lock(b);
+            let new = if old.occupied() {
+                self.fill(
+                    b,
+                    old,
+                    Slots {
+                        b1: b,
+                        b2: b,
+                        aux: 0,
+                    },
+                    &[],
+                    None,
+                    0,
+                )
+            } else {
+                old
+            };
+            self.unlock(b, old, new);
+        }
+    }
 }
 
 impl Drop for HotCache {

@@ -371,22 +371,20 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             resp::verbatim(out, text.as_bytes(), s.proto);
         }
         b"DBSIZE" => resp::integer(out, store.len() as i64),
-        b"FLUSHALL" | b"FLUSHDB" => loop {
-            let batch = store.scan(b"", None, 1024);
-            if batch.is_empty() {
-                break resp::simple(out, "OK");
+        b"FLUSHALL" | b"FLUSHDB"
+            if argc == 1 || (argc == 2 && matches!(upper(c[1]).as_slice(), b"SYNC" | b"ASYNC")) =>
+        {
+            // One write for the whole keyspace (Store::clear): atomic for readers, and the
+            // old tree's memory is reclaimed in the background (ASYNC and SYNC alike).
+            match sh.station.clear(store) {
+                Ok(v) => {
+                    s.unreleased = s.unreleased.max(v);
+                    resp::simple(out, "OK")
+                }
+                Err(e) => err_store(out, &e),
             }
-            let dels = batch.into_iter().map(|(k, _)| Op {
-                key: Cow::Owned(k),
-                write: Write::Remove,
-            });
-            if let Some(e) = through_station(sh, s, dels)
-                .into_iter()
-                .find_map(|d| d.outcome.err())
-            {
-                break err_store(out, &e);
-            }
-        },
+        }
+        b"FLUSHALL" | b"FLUSHDB" => resp::error(out, "ERR syntax error"),
         b"GET" if argc == 2 => {
             sh.count(OpClass::Get);
             match get_value(sh, s, reads, c[1]) {

@@ -161,6 +161,10 @@ impl Station {
         }
     }
 
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     pub(crate) fn slot_of(&self, key: &[u8]) -> usize {
         (key_hash(key) % self.slots.len() as u64) as usize
     }

@@ -82,7 +82,24 @@ impl Station {
 
     /// Makes `tx` the owner of `key`'s slot, waiting until nobody else drains it.
     pub fn own(&self, tx: &mut Tx, key: &[u8]) {
-        let i = self.slot_of(key);
+        self.own_slot(tx, self.slot_of(key));
+    }
+
+    /// Removes every item (FLUSHALL) as one write, isolated from every other write: it owns
+    /// every slot first, so no burst is between reading a value from before the clear and
+    /// writing after it, and what others queued meanwhile runs after it, on the empty store.
+    /// Returns the clear's version.
+    pub fn clear(&self, store: &Store) -> Result<u64, Error> {
+        let mut tx = self.begin();
+        for i in 0..self.slot_count() {
+            self.own_slot(&mut tx, i);
+        }
+        let r = store.clear().map(|(w, _)| w.version);
+        self.release(store, tx);
+        r
+    }
+
+    fn own_slot(&self, tx: &mut Tx, i: usize) {
         if tx.owned.contains(&i) {
             return;
         }

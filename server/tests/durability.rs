@@ -303,3 +303,66 @@ fn info_and_metrics_report_the_durability_lag() {
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// FLUSHALL is one write: a reader's RANGE sees all of the old keys or none (never part),
+/// a cached hot key is gone with the rest, and after kill -9 the data directory holds
+/// exactly what was written after it.
+#[test]
+fn flushall_is_atomic_and_durable() {
+    use accelkv_proto::resp::Value;
+    use common::RespConn;
+    let dir = data_dir("flushall");
+    let d = dir.to_str().unwrap().to_string();
+    let mut server = Server::start(&["--data-dir", &d, "--max-scan-items", "5000"]);
+    let mut c = RespConn::new(&server);
+    for chunk in 0..10 {
+        let mut args: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+        for i in 0..300 {
+            args.push(format!("p{:05}", chunk * 300 + i).into_bytes());
+            args.push(b"v".to_vec());
+        }
+        let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        c.call(&a);
+    }
+    for _ in 0..200 {
+        c.str(&["GET", "p00007"]); // hot: the cache takes it
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        let mut r = RespConn::new(&server);
+        std::thread::spawn(move || {
+            let (mut full, mut empty) = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                match r.str(&["RANGE", "p", "q", "LIMIT", "5000"]) {
+                    Value::Array(Some(v)) if v.len() == 6000 => full += 1,
+                    Value::Array(Some(v)) if v.is_empty() => empty += 1,
+                    Value::Array(Some(v)) => panic!("RANGE saw {} of 3000 keys", v.len() / 2),
+                    other => panic!("{other:?}"),
+                }
+            }
+            (full, empty)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(c.str(&["FLUSHALL"]), Value::Simple("OK".into()));
+    std::thread::sleep(Duration::from_millis(30));
+    stop.store(true, Ordering::Relaxed);
+    let (full, empty) = reader.join().unwrap();
+    assert!(full > 0 && empty > 0, "{full} full, {empty} empty");
+    assert_eq!(c.str(&["GET", "p00007"]), Value::Bulk(None));
+    assert_eq!(c.str(&["DBSIZE"]), Value::Integer(0));
+    assert!(matches!(c.str(&["FLUSHALL", "FOO"]), Value::Error(_)));
+    for i in 0..10 {
+        c.str(&["SET", &format!("after{i}"), "x"]);
+    }
+    server.child.kill().unwrap();
+    let _ = server.child.wait();
+    let server = Server::start(&["--data-dir", &d]);
+    let mut c = RespConn::new(&server);
+    assert_eq!(c.str(&["DBSIZE"]), Value::Integer(10));
+    assert_eq!(c.str(&["GET", "p00007"]), Value::Bulk(None));
+    assert_eq!(c.str(&["GET", "after9"]), Value::Bulk(Some(b"x".to_vec())));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -181,4 +181,7 @@ pub trait WriteObserver: Send + Sync {
     /// `value` is the key's new value, `None` for a delete; `deadline` its expiry deadline
     /// (ms since the Unix epoch, 0: none); `version` its write version.
     fn on_write(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, version: u64);
+
+    /// Every item was removed at `version` ([`crate::Store::clear`]), before its release.
+    fn on_clear(&self, version: u64);
 }

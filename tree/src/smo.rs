@@ -282,6 +282,79 @@ impl Tree {
         Ok((outcome, wv))
     }
 
+    /// Removes every item as one write (FLUSHALL): the root becomes an empty leaf at a new
+    /// version whose old-version pointer is the old root, so a reader at an older version
+    /// still reads the whole old tree; every buffer, LID and out-of-line value of the old
+    /// tree is retired at that version (freed once no reader can reach it). New writers wait
+    /// at the batch gate; fast-path writers already past it are waited out by locking every
+    /// leaf, and superseded leaves stay locked, so one that reaches them retries from the
+    /// new root. Returns the write version and how many items were removed.
+    pub(crate) fn clear(&self) -> Result<(u64, u64), crate::Error> {
+        let _serial = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        self.gate.store(true, Ordering::SeqCst);
+        let r = self.clear_gated();
+        self.gate.store(false, Ordering::SeqCst);
+        self.reclaim();
+        r
+    }
+
+    fn clear_gated(&self) -> Result<(u64, u64), crate::Error> {
+        let _smo = self.smo.lock().unwrap_or_else(|e| e.into_inner());
+        let pin_guard = self.epochs.pin();
+        let pin = &pin_guard;
+        let (mut leaves, mut interiors, mut lids) = (Vec::new(), Vec::new(), Vec::new());
+        let mut stack = vec![ROOT];
+        while let Some(lid) = stack.pop() {
+            let off = self.pt.get(lid);
+            let v = self.view(off, pin);
+            if lid != ROOT {
+                lids.push(lid);
+            }
+            if v.is_leaf() {
+                leaves.push(off);
+            } else {
+                interiors.push(off);
+                let (leftmost, entries) = v.interior_entries();
+                stack.push(leftmost);
+                stack.extend(entries.iter().map(|e| e.1));
+            }
+        }
+        let mut plan = Plan::default();
+        for &off in &leaves {
+            plan.locked.push((off, self.lock_spin(off)));
+        }
+        let root_off = self.pt.get(ROOT);
+        let root = NewNode::leaf(ROOT, Vec::new(), root_off, NO_LID, NO_LID);
+        if let Err(e) = self.add_node(&mut plan, root) {
+            self.abort(&mut plan);
+            return Err(e);
+        }
+        let mut values = Vec::new();
+        for &off in &leaves {
+            Tree::ool_refs(&self.view(off, pin), &mut values);
+        }
+        values.sort_unstable();
+        values.dedup();
+        plan.superseded = leaves.iter().chain(&interiors).copied().collect();
+        plan.mark = interiors;
+        plan.retired_lids = lids;
+        let wv = self.versions.begin_write();
+        self.publish(&mut plan, wv);
+        let removed = self.items.swap(0, Ordering::Relaxed).max(0) as u64;
+        self.expiring.store(0, Ordering::Relaxed);
+        self.observe_clear(wv);
+        self.complete(&[], wv);
+        let garbage: Vec<Garbage> = plan
+            .superseded
+            .iter()
+            .map(|&off| Garbage::Buffer(off))
+            .chain(plan.retired_lids.iter().map(|&l| Garbage::Lid(l)))
+            .chain(values.into_iter().map(|(h, l)| Garbage::Value(h, l)))
+            .collect();
+        self.retire_at(wv, garbage);
+        Ok((wv, removed))
+    }
+
     /// Undoes a plan that was not published: unlock leaves, free buffers and LIDs.
     fn abort(&self, plan: &mut Plan<'_>) {
         for n in &plan.nodes {

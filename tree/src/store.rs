@@ -301,6 +301,22 @@ impl Store {
         (found, next)
     }
 
+    /// Removes every item as one write, without deleting them one by one (Redis's FLUSHALL):
+    /// readers at earlier versions, snapshots and scans in progress keep seeing the old
+    /// items, later ones see none, and the old tree's memory is reclaimed once no reader can
+    /// reach it. Returns the write and how many items it removed; returns once visible.
+    pub fn clear(&self) -> Result<(Write, u64)> {
+        let (version, removed) = self.tree.clear()?;
+        self.wait_visible(version);
+        Ok((
+            Write {
+                version,
+                existed: removed > 0,
+            },
+            removed,
+        ))
+    }
+
     /// Removes `key` if its value has expired by clock reading `now` (ms since the Unix
     /// epoch); a value written since, or one that has no deadline, is left alone. Returns
     /// whether it removed the item. The active sweep's delete: reclaims an expired item's

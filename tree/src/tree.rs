@@ -475,6 +475,16 @@ impl Tree {
         }
     }
 
+    /// Tells the write observers that every item is gone at `wv` (before its release).
+    pub(crate) fn observe_clear(&self, wv: u64) {
+        for slot in &self.observers {
+            match slot.get() {
+                Some(o) => o.on_clear(wv),
+                None => return,
+            }
+        }
+    }
+
     fn free_garbage(&self, x: Garbage) {
         match x {
             Garbage::Buffer(off) => {
