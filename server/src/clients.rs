@@ -9,7 +9,7 @@
 use crate::event_loop::{Mailbox, Release};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -29,8 +29,6 @@ pub struct Entry {
     name: Mutex<Vec<u8>>,
     /// 2 or 3.
     resp: AtomicU8,
-    /// CLIENT KILL chose it (the owning loop closes it).
-    pub killed: AtomicBool,
 }
 
 impl Entry {
@@ -132,7 +130,6 @@ impl Clients {
             last_active: AtomicU64::new(0),
             name: Mutex::new(Vec::new()),
             resp: AtomicU8::new(2),
-            killed: AtomicBool::new(false),
         });
         self.map
             .lock()
@@ -158,8 +155,8 @@ impl Clients {
         out
     }
 
-    /// Marks every connection `f` selects as killed and asks its loop to close it; returns
-    /// how many. The caller closes its own connection itself (after its reply).
+    /// Asks the loop of every connection `f` selects to close it; returns how many, and
+    /// whether the caller's own is among them (the caller closes that one after its reply).
     pub fn kill(&self, f: &Filter, caller: u64) -> (usize, bool) {
         let chosen: Vec<Arc<Entry>> = {
             let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
@@ -174,7 +171,6 @@ impl Clients {
         };
         let mut me = false;
         for e in &chosen {
-            e.killed.store(true, Ordering::Relaxed);
             if e.id == caller {
                 me = true;
                 continue;

@@ -59,6 +59,7 @@ impl<'a> Op<'a> {
     /// or `None` when it leaves the key alone. An expired value counts as absent, except
     /// that it is physically replaced or removed (and counted so).
     pub(crate) fn outcome(&self, current: Option<&ValueRef<'_>>) -> Option<Outcome> {
+        // The clock is read only for a value that has a deadline.
         let expired = || {
             current
                 .is_some_and(|v| v.deadline != NO_DEADLINE && v.is_expired(crate::clock::now_ms()))
