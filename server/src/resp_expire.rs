@@ -75,13 +75,12 @@ pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     let mut i = 3;
     while i < c.len() {
         let opt = upper(c[i]);
-        match opt.as_slice() {
-            b"NX" if !xx => nx = true,
-            b"XX" if !nx => xx = true,
-            b"GET" => get = true,
-            b"KEEPTTL" if ttl.is_none() => ttl = Some(Ttl::Keep),
-            o if ttl.is_none() && i + 1 < c.len() && unit_of(o).is_some() => {
-                let unit = unit_of(o).unwrap_or(Unit::Secs);
+        match (opt.as_slice(), unit_of(&opt)) {
+            (b"NX", _) if !xx => nx = true,
+            (b"XX", _) if !nx => xx = true,
+            (b"GET", _) => get = true,
+            (b"KEEPTTL", _) if ttl.is_none() => ttl = Some(Ttl::Keep),
+            (_, Some(unit)) if ttl.is_none() && i + 1 < c.len() => {
                 i += 1;
                 let Some(d) = positive_deadline(c[i], unit, "set", out) else {
                     return;

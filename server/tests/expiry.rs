@@ -183,12 +183,7 @@ fn expiry_commands_answer_as_redis_does() {
     };
     let srv = Server::start(&[]);
     let mut ours = RespConn::new(&srv);
-    let mut theirs = RespConn::new(&Server {
-        child: Command::new("true").spawn().unwrap(),
-        bin: "127.0.0.1:1".parse().unwrap(),
-        resp: format!("127.0.0.1:{}", redis.port).parse().unwrap(),
-        admin: "127.0.0.1:1".parse().unwrap(),
-    });
+    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
     let mut differ = Vec::new();
     for line in SCRIPT {
         let args: Vec<&str> = line.split(' ').collect();

@@ -126,7 +126,12 @@ pub struct RespConn {
 
 impl RespConn {
     pub fn new(srv: &Server) -> RespConn {
-        let s = TcpStream::connect(srv.resp).unwrap();
+        RespConn::connect(srv.resp)
+    }
+
+    /// A connection to any RESP server (a real `redis-server`, say).
+    pub fn connect(addr: SocketAddr) -> RespConn {
+        let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         RespConn { s, buf: Vec::new() }
     }
