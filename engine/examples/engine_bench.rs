@@ -255,7 +255,9 @@ fn main() {
                 let k = key(rng.gen_range(0..n));
                 let l = pick(&mut rng);
                 let mut items = Items::default();
-                store.scan_with(&k, None, l, |k, v| items.push(k, v));
+                store
+                    .scan_with(&k, None, l, |k, v| items.push(k, v))
+                    .expect("in memory");
                 std::hint::black_box(items);
             });
             let eng = engine(&store, a.window, 0);

@@ -12,7 +12,7 @@
 
 use crate::prefetch::prefetch;
 use crate::request::{Items, ReadRef, Reply, Request};
-use accelkv_tree::{NodeView, Raw, SegmentCursor, ValueRef, ROOT_LID};
+use accelkv_tree::{Error, NodeView, Raw, SegmentCursor, ValueRef, ROOT_LID};
 use std::ops::Bound;
 
 /// Bytes of a node's header and shortcut block fetched together.
@@ -34,6 +34,8 @@ enum Kind {
         probe: Vec<u8>,
         strict: bool,
         fence: Option<Vec<u8>>,
+        /// The request's `kl` once `probe` became a fence (strict), else empty.
+        origin: Vec<u8>,
         ku: Vec<u8>,
         limit: usize,
     },
@@ -102,6 +104,7 @@ impl Flight {
                 probe: kl,
                 strict: false,
                 fence: None,
+                origin: Vec::new(),
                 ku,
                 limit,
             },
@@ -153,7 +156,17 @@ impl Flight {
     pub(crate) unsafe fn step<'s>(&mut self, raw: Raw<'s>) -> Step<'s> {
         match self.stage {
             Stage::Page(lid) => {
-                let off = raw.page(lid);
+                let off = match raw.page(lid) {
+                    Ok(off) => off,
+                    // No room to read an evicted leaf back: the reference reader answers
+                    // the whole request, reading it into a private copy.
+                    Err(Error::OutOfMemory { .. }) => {
+                        // SAFETY: the engine's epoch still protects this request (contract).
+                        return Step::Done(unsafe { self.by_reference(raw) });
+                    }
+                    // A leaf evicted to the page file that could not be read back.
+                    Err(e) => return Step::Done(Reply::Error(e)),
+                };
                 prefetch(raw.node_addr(off), HEAD_BYTES);
                 self.stage = Stage::Node(off);
                 Step::Pending
@@ -184,6 +197,7 @@ impl Flight {
                 // SAFETY: as above.
                 let v = unsafe { raw.view(off) };
                 if v.is_leaf() {
+                    raw.leaf_visit();
                     // SAFETY: as above.
                     unsafe { self.at_leaf(raw, v, cursor) }
                 } else {
@@ -207,6 +221,57 @@ impl Flight {
                     Step::Pending
                 }
             }
+        }
+    }
+
+    /// The reference reader's answer to this request at its read version and clock (from
+    /// scratch: whatever it collected is dropped).
+    ///
+    /// # Safety
+    /// As for [`Flight::step`].
+    unsafe fn by_reference(&mut self, raw: Raw<'_>) -> Reply {
+        let (rv, now) = (self.rv, self.now);
+        let mut items = Items::default();
+        // SAFETY: the caller's epoch protects everything reachable at `rv` (contract).
+        let r = unsafe {
+            match &self.kind {
+                Kind::Get(key) => {
+                    return match raw.reference_get(key, rv, now) {
+                        Ok(v) => Reply::Value(v),
+                        Err(e) => Reply::Error(e),
+                    }
+                }
+                Kind::Scan { lo, hi, limit, .. } => match hi {
+                    // A scan from a floor key through `ku`: the floor of `lo` is `lo`
+                    // itself (found at `rv`), or the first key when `lo` is empty.
+                    Bound::Included(ku) => {
+                        raw.reference_scan_floor(lo, ku, *limit, rv, now, |k, v| items.push(k, v))
+                    }
+                    Bound::Excluded(h) => {
+                        raw.reference_scan(lo, Some(h), *limit, rv, now, |k, v| items.push(k, v))
+                    }
+                    Bound::Unbounded => {
+                        raw.reference_scan(lo, None, *limit, rv, now, |k, v| items.push(k, v))
+                    }
+                },
+                Kind::Floor {
+                    probe,
+                    strict,
+                    origin,
+                    ku,
+                    limit,
+                    ..
+                } => {
+                    // A strict probe is the lower fence of the leaf for `kl` that held no
+                    // key <= `kl`: the floor of `kl` is the floor below it, as here.
+                    let kl = if *strict { origin } else { probe };
+                    raw.reference_scan_floor(kl, ku, *limit, rv, now, |k, v| items.push(k, v))
+                }
+            }
+        };
+        match r {
+            Ok(()) => Reply::Items(items),
+            Err(e) => Reply::Error(e),
         }
     }
 
@@ -261,6 +326,7 @@ impl Flight {
                 probe,
                 strict,
                 fence,
+                origin,
                 ku,
                 limit,
             } => {
@@ -291,10 +357,16 @@ impl Flight {
                     }
                     (None, Some(f)) => {
                         // Keys just below this leaf's lower fence: descend again.
+                        let origin = if *strict {
+                            std::mem::take(origin)
+                        } else {
+                            std::mem::take(probe)
+                        };
                         self.kind = Kind::Floor {
                             probe: f,
                             strict: true,
                             fence: None,
+                            origin,
                             ku,
                             limit,
                         };

@@ -112,6 +112,17 @@ pub fn start(
         }
         EngineKind::Auto | EngineKind::Gpu => {}
     }
+    if store.raw().evicts() {
+        // The GPU engine reads the page table and leaves itself; a leaf that lives only in
+        // the page file needs a read the CPU engine makes (issue 18 leaves this for later).
+        let why = "leaves may live only in the page file (a memory budget over --data-dir): \
+                   the GPU engine needs every leaf in memory"
+            .to_string();
+        return match kind {
+            EngineKind::Gpu => Err(why),
+            _ => Ok(cpu_engine(store, Some(why))),
+        };
+    }
     let (accel, probed) = match accel {
         None => (
             None,

@@ -493,9 +493,14 @@ impl Inner {
         let raw = self.store.raw();
         let mut items = Items::default();
         // SAFETY: invariant 1 — the shard's slot protects everything reachable at `rv`.
-        unsafe {
+        let r = unsafe {
             match req {
-                Request::Get { key } => return Reply::Value(raw.reference_get(key, rv, now)),
+                Request::Get { key } => {
+                    return match raw.reference_get(key, rv, now) {
+                        Ok(v) => Reply::Value(v),
+                        Err(e) => Reply::Error(e),
+                    }
+                }
                 Request::Scan { lo, hi, limit } => {
                     raw.reference_scan(lo, hi.as_deref(), *limit, rv, now, |k, v| items.push(k, v))
                 }
@@ -503,8 +508,11 @@ impl Inner {
                     raw.reference_scan_floor(kl, ku, *limit, rv, now, |k, v| items.push(k, v))
                 }
             }
+        };
+        match r {
+            Ok(()) => Reply::Items(items),
+            Err(e) => Reply::Error(e),
         }
-        Reply::Items(items)
     }
 }
 

@@ -96,12 +96,36 @@ pub fn build_leaf(
     items: &[(&[u8], ValueRef<'_>)],
     meta: &NodeMeta,
 ) -> Result<usize, Overflow> {
+    leaf_within(buf, geo, items, meta, geo.leaf_capacity())
+}
+
+/// [`build_leaf`] allowing the sorted block the whole node (no room kept for a log
+/// block): how a leaf read back from a page file is rebuilt, since the leaf it images may
+/// have held its items in a sorted block and a log block together. Such a leaf's next write
+/// merges it (and splits it when it is over [`Geometry::leaf_capacity`]).
+pub fn build_leaf_full(
+    buf: &mut [u8],
+    geo: &Geometry,
+    items: &[(&[u8], ValueRef<'_>)],
+    meta: &NodeMeta,
+) -> Result<usize, Overflow> {
+    leaf_within(buf, geo, items, meta, geo.interior_capacity())
+}
+
+/// A leaf whose sorted block may take `cap` bytes.
+fn leaf_within(
+    buf: &mut [u8],
+    geo: &Geometry,
+    items: &[(&[u8], ValueRef<'_>)],
+    meta: &NodeMeta,
+    cap: usize,
+) -> Result<usize, Overflow> {
     build(
         buf,
         geo,
         KIND_LEAF,
         meta,
-        geo.leaf_capacity(),
+        cap,
         items.len(),
         |i| items[i].0,
         |i| 2 + items[i].1.body_len(),

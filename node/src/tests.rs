@@ -241,6 +241,61 @@ fn node_exactly_full() {
     );
 }
 
+/// A leaf rebuilt from a page (the mirror cache) may use the room a merge keeps for the log
+/// block: what a sorted block plus a full log block held fits in one sorted block.
+#[test]
+fn a_full_leaf_and_its_log_fit_in_one_rebuilt_sorted_block() {
+    let g = geo(8192);
+    let mut model = BTreeMap::new();
+    // Sorted block near its capacity, then log appends until the log is past its
+    // threshold, as a leaf looks just before its merge.
+    let base: Vec<_> = (0..400u32).map(kv).collect();
+    let mut n = 0;
+    let mut bytes = 0;
+    for (k, v) in &base {
+        let size = leaf_item_size(k.len(), &ValueRef::inline(v));
+        if bytes + size > g.leaf_capacity() {
+            break;
+        }
+        bytes += size;
+        n += 1;
+    }
+    let mut buf = leaf(&g, &base[..n], 1);
+    for (k, v) in &base[..n] {
+        model.insert(k.clone(), v.clone());
+    }
+    let mut version = 2;
+    for i in 1000..1400u32 {
+        let (k, v) = kv(i);
+        if view(&buf).log_len() >= g.log_threshold || !append(&mut buf, &k, Some(&v), version) {
+            break;
+        }
+        model.insert(k, v);
+        version += 1;
+    }
+    let merged = collect(&view(&buf), u64::MAX);
+    assert_eq!(merged.len(), model.len());
+    let refs: Vec<(&[u8], ValueRef<'_>)> = merged
+        .iter()
+        .map(|(k, v)| (k.as_slice(), ValueRef::inline(v)))
+        .collect();
+    let mut b2 = vec![0u8; g.node_size];
+    assert!(
+        build_leaf(&mut b2, &g, &refs, &meta(version)).is_err(),
+        "the test needs more items than a merge may put in a sorted block"
+    );
+    let used = build_leaf_full(&mut b2, &g, &refs, &meta(version)).unwrap();
+    assert!(used <= g.node_size);
+    validate_node(&b2).unwrap();
+    assert_eq!(collect(&view(&b2), u64::MAX), merged);
+    for (k, v) in &model {
+        assert_eq!(
+            view(&b2).leaf_get(k, u64::MAX, 0).map(|x| x.data),
+            Some(ValueData::Inline(v.as_slice()))
+        );
+    }
+}
+
 #[test]
 fn order_hints_match_figure_7() {
     // Honeycomb figure 7: inserts 90, 60, 30, 45 get hints 0, 0, 0, 1; figure 8 sorts them.

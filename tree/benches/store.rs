@@ -72,7 +72,9 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let k = key(rng.gen_range(0..n));
                 let mut sum = 0usize;
-                store.scan_with(&k, None, len, |_, v| sum += v.len());
+                store
+                    .scan_with(&k, None, len, |_, v| sum += v.len())
+                    .expect("in memory");
                 black_box(sum)
             })
         });

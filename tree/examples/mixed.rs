@@ -87,7 +87,9 @@ fn main() {
                             }
                         } else if roll < read + scan {
                             c[3] += 1;
-                            store.scan_with(&key(i), None, scan_len, |_, _| {});
+                            store
+                                .scan_with(&key(i), None, scan_len, |_, _| {})
+                                .expect("in memory");
                         } else {
                             c[2] += 1;
                             store.put(&key(i), &value(i + 1, vs)).expect("put");

@@ -52,7 +52,7 @@ fn main() {
             let t = std::time::Instant::now();
             let mut cursor = Vec::new();
             let now = accelkv_tree::now_ms();
-            while let (_, Some(next)) = store.expired_keys(&cursor, 2048, now) {
+            while let (_, Some(next)) = store.expired_keys(&cursor, 2048, now).expect("in memory") {
                 cursor = next;
                 found += 1;
             }
@@ -62,7 +62,7 @@ fn main() {
             let now = accelkv_tree::now_ms();
             let mut cursor = Vec::new();
             loop {
-                let (expired, next) = store.expired_keys(&cursor, 2048, now);
+                let (expired, next) = store.expired_keys(&cursor, 2048, now).expect("in memory");
                 for k in &expired {
                     found += u64::from(store.purge_expired(k, now).expect("purge"));
                 }

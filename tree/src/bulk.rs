@@ -214,3 +214,164 @@ impl Tree {
         Ok(out)
     }
 }
+
+/// One piece of a tree rebuilt from a page file with a memory budget, in key order
+/// ([`crate::Store::recovered`]).
+pub enum Recovered<K, V> {
+    /// An item that goes into a resident leaf (packed with its neighbours).
+    Item(K, V, u64),
+    /// A leaf that stays in the page file: the page that images exactly its range, its
+    /// lower fence (`None` only for the first leaf) and how many items it holds, with how
+    /// many of them have a deadline.
+    Page {
+        /// The page (the pager's name for it).
+        page: u64,
+        /// Lower fence.
+        low: Option<Vec<u8>>,
+        /// Items in the page.
+        items: u64,
+        /// Items in the page with a deadline.
+        expiring: u64,
+    },
+}
+
+/// A leaf of a recovered tree before LIDs are given out.
+enum Spec {
+    Items(Vec<(Vec<u8>, Stored)>),
+    Page {
+        page: u64,
+        low: Vec<u8>,
+        items: u64,
+        expiring: u64,
+    },
+}
+
+impl Tree {
+    /// Builds this empty, unshared tree (with its pager attached) from `pieces`; returns the
+    /// items loaded and (LID, page) of every leaf left in the page file.
+    pub(crate) fn bulk_load_recovered<K, V>(
+        &self,
+        pieces: impl IntoIterator<Item = Recovered<K, V>>,
+        check: impl Fn(&[u8], &[u8]) -> Result<(), Error>,
+    ) -> Result<(u64, Vec<(u64, u64)>), Error>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let fill = self.geo.leaf_capacity() * self.cfg.bulk_fill_pct / 100;
+        let mut specs: Vec<Spec> = Vec::new();
+        let mut cur: Vec<(Vec<u8>, Stored)> = Vec::new();
+        let mut cur_bytes = 0;
+        let (mut count, mut expiring) = (0u64, 0i64);
+        for p in pieces {
+            match p {
+                Recovered::Item(k, v, d) => {
+                    let (k, v) = (k.as_ref(), v.as_ref());
+                    check(k, v)?;
+                    let stored = if v.len() > self.geo.max_inline_value {
+                        let Some((handle, len)) = values::alloc(v).out_of_line_ref() else {
+                            unreachable!("alloc returns an out-of-line reference")
+                        };
+                        self.ool_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
+                        Stored::OutOfLine(handle, len, d)
+                    } else {
+                        Stored::Inline(v.to_vec(), d)
+                    };
+                    let size = leaf_item_size(k.len(), &stored.as_ref());
+                    if !cur.is_empty() && cur_bytes + size > fill {
+                        specs.push(Spec::Items(std::mem::take(&mut cur)));
+                        cur_bytes = 0;
+                    }
+                    cur.push((k.to_vec(), stored));
+                    cur_bytes += size;
+                    count += 1;
+                    expiring += i64::from(d != NO_DEADLINE);
+                }
+                Recovered::Page {
+                    page,
+                    low,
+                    items,
+                    expiring: e,
+                } => {
+                    if !cur.is_empty() {
+                        specs.push(Spec::Items(std::mem::take(&mut cur)));
+                        cur_bytes = 0;
+                    }
+                    specs.push(Spec::Page {
+                        page,
+                        low: low.unwrap_or_default(),
+                        items,
+                        expiring: e,
+                    });
+                    count += items;
+                    expiring += e as i64;
+                }
+            }
+        }
+        if !cur.is_empty() {
+            specs.push(Spec::Items(cur));
+        }
+        if let [Spec::Page { page, .. }] = specs.as_slice() {
+            // A tree of one leaf: the root, which is always resident.
+            let page = *page;
+            let mirror = self.mirror.get().ok_or(Error::InvalidConfig(
+                "a recovered tree with evicted leaves needs a pager".into(),
+            ))?;
+            let mut items = Vec::new();
+            mirror
+                .read_page(page, &mut |k, v, d| items.push((k.to_vec(), v.to_vec(), d)))
+                .map_err(Error::PageRead)?;
+            self.bulk_load(items, |_, _| Ok(()))?;
+            return Ok((self.items.load(Ordering::Relaxed) as u64, Vec::new()));
+        }
+        if specs.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let lids: Vec<u64> = (0..specs.len())
+            .map(|_| self.lid())
+            .collect::<Result<_, _>>()?;
+        let mut level: Vec<Built> = Vec::with_capacity(specs.len());
+        let mut stubs = Vec::new();
+        for (i, spec) in specs.into_iter().enumerate() {
+            let left = if i == 0 { NO_LID } else { lids[i - 1] };
+            let right = lids.get(i + 1).copied().unwrap_or(NO_LID);
+            match spec {
+                Spec::Items(items) => {
+                    level.push(self.flush_leaf(&items, lids[i], left, right)?);
+                    if let Some(m) = self.mirror.get() {
+                        m.arrived(lids[i]);
+                    }
+                }
+                Spec::Page {
+                    page,
+                    low,
+                    items,
+                    expiring,
+                } => {
+                    let spec = crate::mirror::StubSpec {
+                        lid: lids[i],
+                        page,
+                        link: right,
+                        left,
+                        items: items as i64,
+                        expiring: expiring as i64,
+                    };
+                    let entry = self.install_stub(spec)?;
+                    stubs.push((lids[i], page));
+                    level.push((low, lids[i], entry));
+                }
+            }
+        }
+        let mut height = 0u8;
+        while level.len() > 1 {
+            height += 1;
+            level = self.build_level(&level, height)?;
+        }
+        self.items.store(count as i64, Ordering::Relaxed);
+        self.expiring.store(expiring, Ordering::Relaxed);
+        if expiring > 0 {
+            self.deadlines_seen.store(true, Ordering::Release);
+        }
+        Ok((count, stubs))
+    }
+}

@@ -24,8 +24,16 @@ pub struct Config {
     /// Bytes per arena chunk (a power of two, at least the node size). Default 64 MiB.
     pub chunk_size: usize,
     /// Most bytes of node memory and out-of-line values the store may hold; writes past it
-    /// fail with `Error::OutOfMemory`. Default 64 GiB.
+    /// fail with `Error::OutOfMemory`. Default 64 GiB. With `evict` it is the budget of
+    /// the mirror cache instead (see there).
     pub memory_limit: usize,
+    /// `memory_limit` is the budget of a leaf cache over a page file (the durability layer
+    /// sets this and attaches the pager, docs/ARCHITECTURE.md "Data larger than memory"):
+    /// leaves beyond it are evicted once durable and read back when needed; writers may
+    /// pass the budget by a quarter (plus 32 nodes) while the evictor catches up, reads of
+    /// evicted leaves up to twice the budget plus 64 nodes, rounded up to whole chunks
+    /// (past that a reader reads into a private copy). Default false.
+    pub evict: bool,
     /// A node whose merged contents use less than this percentage of its capacity is merged
     /// with a sibling. Default 25.
     pub merge_below_pct: usize,
@@ -53,12 +61,34 @@ impl Default for Config {
             memory_limit: 64 << 30,
             merge_below_pct: 25,
             bulk_fill_pct: 90,
+            evict: false,
             debug_no_old_versions: false,
         }
     }
 }
 
 impl Config {
+    /// The most bytes of node memory the arena may hold: the limit, or with `evict` the
+    /// budget plus the margin the evictor works in.
+    pub fn hard_memory_limit(&self) -> usize {
+        if self.evict {
+            self.memory_limit
+                .saturating_mul(2)
+                .saturating_add(64 * self.node_size)
+        } else {
+            self.memory_limit
+        }
+    }
+
+    /// With `evict`, the node memory past which writers wait for the evictor: the budget
+    /// plus a quarter and 32 nodes. (Loads may go up to [`Config::hard_memory_limit`],
+    /// rounded up to whole chunks.)
+    pub fn write_memory_limit(&self) -> usize {
+        self.memory_limit
+            .saturating_add(self.memory_limit / 4)
+            .saturating_add(32 * self.node_size)
+    }
+
     /// The node geometry this configuration describes.
     pub fn geometry(&self) -> Geometry {
         Geometry {

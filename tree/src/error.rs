@@ -35,6 +35,9 @@ pub enum Error {
     },
     /// The configuration is inconsistent.
     InvalidConfig(String),
+    /// A leaf evicted to the page file could not be read back (an I/O error, a checksum
+    /// that does not match); the request failed, the store is unchanged.
+    PageRead(String),
     /// An atomic batch holds more writes than one batch may.
     BatchTooLarge {
         /// Writes given.
@@ -62,6 +65,7 @@ impl fmt::Display for Error {
                 write!(f, "bulk load input not strictly ascending at item {index}")
             }
             Error::InvalidConfig(m) => write!(f, "invalid configuration: {m}"),
+            Error::PageRead(m) => write!(f, "reading an evicted leaf failed: {m}"),
             Error::BatchTooLarge { len, max } => {
                 write!(
                     f,

@@ -40,10 +40,25 @@ impl<'s> Raw<'s> {
         self.tree.epochs.register()
     }
 
-    /// Arena offset of `lid`'s newest buffer.
+    /// Arena offset of `lid`'s newest buffer; a leaf evicted to the page file is read back
+    /// first (the call blocks on the read; an error when the read fails).
     #[inline]
-    pub fn page(&self, lid: u64) -> u64 {
-        self.tree.pt.get(lid)
+    pub fn page(&self, lid: u64) -> crate::Result<u64> {
+        self.tree.page(lid)
+    }
+
+    /// Counts a request's visit of a leaf for the mirror cache's hit ratio (a no-op
+    /// without a memory budget).
+    #[inline]
+    pub fn leaf_visit(&self) {
+        self.tree.leaf_visit();
+    }
+
+    /// Whether leaves may live only in the page file (a memory budget over a data
+    /// directory): engines that read the page table themselves (the GPU's) cannot serve
+    /// such a store.
+    pub fn evicts(&self) -> bool {
+        self.tree.mirror.get().is_some() || self.tree.cfg.evict
     }
 
     /// Address of `lid`'s page-table entry, for a prefetch (null if not allocated).
@@ -84,7 +99,12 @@ impl<'s> Raw<'s> {
     ///
     /// # Safety
     /// As for [`Raw::view`]: an epoch published before `rv` was taken is still published.
-    pub unsafe fn reference_get(&self, key: &[u8], rv: u64, now: u64) -> Option<Vec<u8>> {
+    pub unsafe fn reference_get(
+        &self,
+        key: &[u8],
+        rv: u64,
+        now: u64,
+    ) -> crate::Result<Option<Vec<u8>>> {
         let pin = self.tree.epochs.pin();
         self.tree.get_at(key, rv, now, &pin, |v, _| v.to_vec())
     }
@@ -101,7 +121,7 @@ impl<'s> Raw<'s> {
         rv: u64,
         now: u64,
         f: impl FnMut(&[u8], &[u8]),
-    ) {
+    ) -> crate::Result<()> {
         let pin = self.tree.epochs.pin();
         let hi = hi.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
         self.tree.scan_at(lo, hi, limit, rv, now, &pin, f)
@@ -119,7 +139,7 @@ impl<'s> Raw<'s> {
         rv: u64,
         now: u64,
         f: impl FnMut(&[u8], &[u8]),
-    ) {
+    ) -> crate::Result<()> {
         let pin = self.tree.epochs.pin();
         self.tree.scan_floor_at(kl, ku, limit, rv, now, &pin, f)
     }

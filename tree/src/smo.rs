@@ -175,6 +175,9 @@ impl Tree {
             limit: self.cfg.memory_limit,
         })?;
         plan.new_lids.push(lid);
+        if let Some(m) = self.mirror.get() {
+            m.arrived(lid);
+        }
         Ok(lid)
     }
 
@@ -199,7 +202,13 @@ impl Tree {
         let mut path: Vec<(u64, u64)> = Vec::new();
         let mut lid = ROOT;
         loop {
-            let off = self.pt.get(lid);
+            let off = match self.page(lid) {
+                Ok(off) => off,
+                Err(e) => {
+                    free_value();
+                    return Err(e);
+                }
+            };
             path.push((lid, off));
             let v = self.view(off, pin);
             if v.is_leaf() {
@@ -306,10 +315,15 @@ impl Tree {
         let mut stack = vec![ROOT];
         while let Some(lid) = stack.pop() {
             let off = self.pt.get(lid);
-            let v = self.view(off, pin);
             if lid != ROOT {
                 lids.push(lid);
             }
+            if crate::mirror::is_evicted(off) {
+                // Only in the page file: its stub is retired with its LID (mirror.rs 3).
+                self.retire_stub(off);
+                continue;
+            }
+            let v = self.view(off, pin);
             if v.is_leaf() {
                 leaves.push(off);
             } else {
@@ -426,7 +440,7 @@ impl Tree {
             Edit::Split(sep, r2)
         } else if size < merge_below && parent.sorted_len() > 0 {
             let (sib_lid, ours_left) = merge_partner(&parent, leaf_lid);
-            let sib_off = self.pt.get(sib_lid);
+            let sib_off = self.page(sib_lid)?;
             let sib_word = self.lock_spin(sib_off);
             let sv = self.view(sib_off, pin);
             let sib_items: Items<'a> = sv.leaf_iter(u64::MAX, NO_DEADLINE).collect();
@@ -683,8 +697,7 @@ impl Tree {
                 }),
         );
         for &(neighbour, left) in &plan.left_updates {
-            let off = self.pt.get(neighbour);
-            self.left_word(off).store(left, Ordering::Release);
+            self.set_left(neighbour, left);
         }
         for (n, u) in plan.nodes.iter().zip(used) {
             self.word(n.off)

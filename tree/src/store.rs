@@ -1,6 +1,13 @@
 //! The in-process public API: a `Store` opened from a `Config`, with get/put/update/delete,
 //! scans, snapshots and stats. Reads go through the reference reader.
 
+/// What one step of [`Store::expired_keys`] returns: the expired keys it found, and the
+/// key to continue from (`None`: the walk reached the end).
+pub type ExpiredStep = (Vec<Vec<u8>>, Option<Vec<u8>>);
+
+/// Why a panicking scan panics.
+const PAGE_READ: &str = "an evicted leaf could not be read back (use try_scan)";
+
 use crate::config::Config;
 use crate::epoch::ReaderSlot;
 use crate::error::{Error, Result};
@@ -140,6 +147,30 @@ impl Store {
         Ok(store)
     }
 
+    /// A store rebuilt from a page file with a memory budget (`cfg.evict`): `pieces`, in key
+    /// order, are items for resident leaves and leaves left in the page file, read back
+    /// through `pager` when needed. The version clocks start at `version`. Returns the store
+    /// and the (LID, page) of every leaf left in the page file.
+    pub fn recovered<K, V>(
+        cfg: Config,
+        pager: Arc<dyn crate::Pager>,
+        pieces: impl IntoIterator<Item = crate::Recovered<K, V>>,
+        version: u64,
+    ) -> Result<(Store, Vec<(u64, u64)>)>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let store = Store::new(cfg)?;
+        store.tree.attach_pager(pager);
+        let (_, stubs) = store.tree.bulk_load_recovered(pieces, |k, v| {
+            store.check_key(k)?;
+            store.check_value(v)
+        })?;
+        store.tree.versions.advance_to(version);
+        Ok((store, stubs))
+    }
+
     /// The configuration the store was built with.
     pub fn config(&self) -> &Config {
         &self.tree.cfg
@@ -205,7 +236,7 @@ impl Store {
         } else {
             now
         };
-        Ok(self.tree.get_at(key, rv, now, &pin, f))
+        self.tree.get_at(key, rv, now, &pin, f)
     }
 
     /// Inserts or replaces; returns once the write is visible to readers.
@@ -270,12 +301,7 @@ impl Store {
     /// from `from` on, in key order, and returns the keys among them that have expired by
     /// clock reading `now`, and the key to continue from (`None`: the walk reached the end).
     /// Remove them with [`Store::purge_expired`], which checks again.
-    pub fn expired_keys(
-        &self,
-        from: &[u8],
-        budget: usize,
-        now: u64,
-    ) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+    pub fn expired_keys(&self, from: &[u8], budget: usize, now: u64) -> Result<crate::ExpiredStep> {
         let t = &self.tree;
         let pin = t.epochs.pin();
         let rv = t.versions.read_version();
@@ -297,8 +323,8 @@ impl Store {
                 }
                 seen += 1;
             },
-        );
-        (found, next)
+        )?;
+        Ok((found, next))
     }
 
     /// Removes every item as one write, without deleting them one by one (Redis's FLUSHALL):
@@ -401,7 +427,7 @@ impl Store {
     pub fn key_version(&self, key: &[u8]) -> Result<u64> {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
-        let leaf = self.tree.leaf_for(key, u64::MAX, &pin);
+        let leaf = self.tree.leaf_for(key, u64::MAX, &pin)?;
         Ok(leaf
             .log_entries()
             .filter(|e| e.key == key)
@@ -432,9 +458,8 @@ impl Store {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
         let now = self.tree.read_clock();
-        Ok(self
-            .tree
-            .get_at(key, u64::MAX, now, &pin, |v, d| (v.to_vec(), d)))
+        self.tree
+            .get_at(key, u64::MAX, now, &pin, |v, d| (v.to_vec(), d))
     }
 
     /// Test hook: every later write of `key` sleeps `stall` between taking its version and
@@ -447,37 +472,67 @@ impl Store {
 
     /// Items with keys in `[lo, hi)` (`hi = None`: no upper bound), ascending, at most
     /// `limit`.
+    ///
+    /// # Panics
+    /// Only in a store whose leaves may live in a page file (a memory budget over a data
+    /// directory, `Config::evict`), when one cannot be read back: use [`Store::try_scan`]
+    /// there.
     pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut out = Vec::new();
-        self.scan_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())));
-        out
+        self.try_scan(lo, hi, limit).expect(PAGE_READ)
     }
 
-    /// As [`Store::scan`], calling `f` for each item without copying.
+    /// [`Store::scan`], failing with [`Error::PageRead`] when an evicted leaf cannot be
+    /// read back.
+    pub fn try_scan(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.scan_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
+        Ok(out)
+    }
+
+    /// As [`Store::try_scan`], calling `f` for each item without copying.
     pub fn scan_with(
         &self,
         lo: &[u8],
         hi: Option<&[u8]>,
         limit: usize,
         f: impl FnMut(&[u8], &[u8]),
-    ) {
+    ) -> Result<()> {
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
         self.tree
-            .scan_at(lo, upper(hi), limit, rv, self.tree.read_clock(), &pin, f);
+            .scan_at(lo, upper(hi), limit, rv, self.tree.read_clock(), &pin, f)
     }
 
     /// Honeycomb's SCAN(kl, ku): the items from the largest key <= `kl` (from the first key
     /// when there is none) through `ku` inclusive, at most `limit`.
+    ///
+    /// # Panics
+    /// As [`Store::scan`]; [`Store::try_scan_floor`] returns the error instead.
     pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.try_scan_floor(kl, ku, limit).expect(PAGE_READ)
+    }
+
+    /// [`Store::scan_floor`], failing with [`Error::PageRead`] when an evicted leaf cannot
+    /// be read back.
+    pub fn try_scan_floor(
+        &self,
+        kl: &[u8],
+        ku: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
         let mut out = Vec::new();
         self.tree
             .scan_floor_at(kl, ku, limit, rv, self.tree.read_clock(), &pin, |k, v| {
                 out.push((k.to_vec(), v.to_vec()))
-            });
-        out
+            })?;
+        Ok(out)
     }
 
     /// A consistent read-only view at the current read version. Old node versions it may
@@ -492,6 +547,32 @@ impl Store {
             now: self.tree.read_clock(),
             _slot: slot,
         }
+    }
+
+    /// Attaches the pager that reads evicted leaves back (the durability layer does, for a
+    /// store built with `Config::evict`); false if one is attached already.
+    pub fn attach_pager(&self, pager: Arc<dyn crate::Pager>) -> bool {
+        self.tree.attach_pager(pager)
+    }
+
+    /// One eviction round of the mirror cache (the durability layer's evictor calls it):
+    /// evicts leaves, chosen by S3-FIFO, until the store holds at most `target` bytes or no
+    /// candidate is left. `page_of(lid, version)` names the page that images leaf `lid` as
+    /// of `version` (its newest state), or `None` when there is none yet; `first_key` is a
+    /// key the leaf holds (`None` when empty), through which the caller can have the leaf
+    /// imaged (written back) by its next commit. Returns how many leaves were evicted.
+    pub fn evict(&self, target: usize, page_of: &mut crate::PageOf<'_>) -> usize {
+        self.tree.evict_round(target, page_of)
+    }
+
+    /// Whether the store holds more than its memory budget.
+    pub fn over_budget(&self) -> bool {
+        self.tree.over_budget()
+    }
+
+    /// The mirror cache's counters (zeros when no pager is attached).
+    pub fn mirror_stats(&self) -> crate::MirrorStats {
+        self.tree.mirror_stats()
     }
 
     /// A reader slot for a population of readers managed outside this API (a read engine):
@@ -565,7 +646,8 @@ impl Store {
         let t = &self.tree;
         let pin = t.epochs.pin();
         let rv = t.versions.read_version();
-        let root = t.resolve(ROOT, rv, &pin);
+        // The root is never evicted.
+        let root = t.view(t.pt.get(ROOT), &pin);
         let c = &t.counters;
         let mut s = Stats {
             items: t.items.load(Ordering::Relaxed).max(0) as u64,
@@ -606,7 +688,16 @@ impl Store {
         };
         let mut stack = vec![(ROOT, 1usize)];
         while let Some((lid, depth)) = stack.pop() {
-            let v = t.resolve(lid, rv, &pin);
+            if let Some(items) = t.stub_items(lid) {
+                // Only in the page file: counted without reading it back.
+                s.depth = s.depth.max(depth);
+                s.leaves += 1;
+                s.items += items;
+                continue;
+            }
+            let Ok(v) = t.resolve(lid, rv, &pin) else {
+                continue;
+            };
             s.depth = s.depth.max(depth);
             s.used_bytes += v.used();
             if v.is_leaf() {
@@ -677,10 +768,10 @@ impl Snapshot<'_> {
     /// Calls `f` with the leaf whose key range holds `key` at this snapshot: its LID, its
     /// fences (the separators that route to it; `None` = unbounded) and its items. The
     /// durability layer persists leaves this way.
-    pub fn leaf<R>(&self, key: &[u8], f: impl FnOnce(&LeafImage<'_>) -> R) -> R {
+    pub fn leaf<R>(&self, key: &[u8], f: impl FnOnce(&LeafImage<'_>) -> R) -> Result<R> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        let mut v = t.resolve(ROOT, self.rv, &pin);
+        let mut v = t.resolve(ROOT, self.rv, &pin)?;
         let (mut lid, mut low, mut high) = (ROOT, None, None);
         while !v.is_leaf() {
             // The shortcut block picks the segment; from there the largest separator <= key
@@ -696,7 +787,7 @@ impl Snapshot<'_> {
                 low = Some(item.key);
             }
             lid = child;
-            v = t.resolve(lid, self.rv, &pin);
+            v = t.resolve(lid, self.rv, &pin)?;
         }
         let items: Vec<(&[u8], &[u8], u64)> = v
             .leaf_iter(self.rv, self.now)
@@ -705,12 +796,12 @@ impl Snapshot<'_> {
         debug_assert!(items
             .iter()
             .all(|(k, _, _)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)));
-        f(&LeafImage {
+        Ok(f(&LeafImage {
             lid,
             low,
             high,
             items,
-        })
+        }))
     }
 
     fn here(&self) -> VersionView<'_> {
@@ -731,12 +822,22 @@ impl Snapshot<'_> {
         self.store.check_key(key)?;
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        Ok(t.get_at(key, self.rv, self.now, &pin, |v, d| (v.to_vec(), d)))
+        t.get_at(key, self.rv, self.now, &pin, |v, d| (v.to_vec(), d))
     }
 
-    /// [`Store::scan`] at this snapshot.
+    /// [`Store::scan`] at this snapshot (panics as it does).
     pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.here().scan(lo, hi, limit)
+    }
+
+    /// [`Store::try_scan`] at this snapshot.
+    pub fn try_scan(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.here().try_scan(lo, hi, limit)
     }
 
     /// [`Store::scan_floor`] at this snapshot.
@@ -776,28 +877,39 @@ impl VersionView<'_> {
         self.store.check_key(key)?;
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        Ok(t.get_at(key, self.rv, self.now, &pin, |v, _| v.to_vec()))
+        t.get_at(key, self.rv, self.now, &pin, |v, _| v.to_vec())
     }
 
-    /// [`Store::scan`] at this version.
+    /// [`Store::scan`] at this version (panics as it does).
     pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.try_scan(lo, hi, limit).expect(PAGE_READ)
+    }
+
+    /// [`Store::try_scan`] at this version.
+    pub fn try_scan(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
         let mut out = Vec::new();
         t.scan_at(lo, upper(hi), limit, self.rv, self.now, &pin, |k, v| {
             out.push((k.to_vec(), v.to_vec()))
-        });
-        out
+        })?;
+        Ok(out)
     }
 
-    /// [`Store::scan_floor`] at this version.
+    /// [`Store::scan_floor`] at this version (panics as it does).
     pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
         let mut out = Vec::new();
         t.scan_floor_at(kl, ku, limit, self.rv, self.now, &pin, |k, v| {
             out.push((k.to_vec(), v.to_vec()))
-        });
+        })
+        .expect(PAGE_READ);
         out
     }
 }

@@ -83,6 +83,8 @@ pub(crate) struct Tree {
     /// Test hook: a write of this key sleeps this long between taking and completing its
     /// version (a writer the OS descheduled there), set once by `Store::stall_writes_of`.
     pub(crate) stall: std::sync::OnceLock<(Vec<u8>, std::time::Duration)>,
+    /// The mirror cache, once a pager is attached (mirror.rs).
+    pub(crate) mirror: std::sync::OnceLock<crate::mirror::Mirror>,
 }
 
 /// How many structural modifications of each kind have run.
@@ -129,7 +131,7 @@ impl Tree {
         cfg.validate()?;
         let geo = cfg.geometry();
         let tree = Tree {
-            arena: Arena::new(cfg.node_size, cfg.chunk_size, cfg.memory_limit),
+            arena: Arena::new(cfg.node_size, cfg.chunk_size, cfg.hard_memory_limit()),
             pt: PageTable::new(),
             versions: Versions::new(0),
             epochs: Arc::new(Epochs::new()),
@@ -146,6 +148,7 @@ impl Tree {
             observers: Default::default(),
             observers_lock: Mutex::new(()),
             stall: std::sync::OnceLock::new(),
+            mirror: std::sync::OnceLock::new(),
             geo,
             cfg,
         };
@@ -168,14 +171,40 @@ impl Tree {
     /// A node buffer; when the arena is full, garbage that no reader can reach is freed
     /// first (Honeycomb §3.2: a writer that cannot allocate retries after reclamation).
     pub(crate) fn alloc_buffer(&self) -> Result<u64, crate::Error> {
+        if self.cfg.evict
+            && self.arena.live_buffers() * self.geo.node_size >= self.cfg.write_memory_limit()
+        {
+            // Writers stop at the write limit and wait unpinned (Tree::write) for the
+            // evictor; the room above it is for loads, whose readers are pinned and so
+            // hold back the reclamation of whatever is evicted while they wait.
+            self.reclaim();
+            if self.arena.live_buffers() * self.geo.node_size >= self.cfg.write_memory_limit() {
+                if let Some(m) = self.mirror.get() {
+                    m.pressure();
+                }
+                return Err(crate::Error::OutOfMemory {
+                    limit: self.cfg.memory_limit,
+                });
+            }
+        }
+        self.alloc_any()
+    }
+
+    /// A node buffer up to the arena's own limit (loads of evicted leaves).
+    pub(crate) fn alloc_any(&self) -> Result<u64, crate::Error> {
         self.arena
             .alloc()
             .or_else(|_| {
                 self.reclaim();
                 self.arena.alloc()
             })
-            .map_err(|_| crate::Error::OutOfMemory {
-                limit: self.cfg.memory_limit,
+            .map_err(|_| {
+                if let Some(m) = self.mirror.get() {
+                    m.pressure();
+                }
+                crate::Error::OutOfMemory {
+                    limit: self.cfg.memory_limit,
+                }
             })
     }
 
@@ -261,25 +290,43 @@ impl Tree {
 
     /// The version of node `lid` that readers at `rv` see.
     #[inline]
-    pub(crate) fn resolve<'g>(&'g self, lid: u64, rv: u64, pin: &'g Pin<'_>) -> NodeView<'g> {
-        let mut off = self.pt.get(lid);
+    pub(crate) fn resolve<'g>(
+        &'g self,
+        lid: u64,
+        rv: u64,
+        pin: &'g Pin<'_>,
+    ) -> Result<NodeView<'g>, crate::Error> {
+        let mut off = match self.page(lid) {
+            Ok(off) => off,
+            // No room for an evicted leaf: read it into a private copy.
+            Err(crate::Error::OutOfMemory { .. }) if self.mirror.get().is_some() => {
+                return self.load_private(lid, rv, pin)
+            }
+            Err(e) => return Err(e),
+        };
         loop {
             let v = self.view(off, pin);
             let old = v.old_version();
             if v.version() <= rv || old == NO_BUFFER {
-                return v;
+                return Ok(v);
             }
             off = old;
         }
     }
 
     /// The leaf whose key range holds `key`, at `rv`.
-    pub(crate) fn leaf_for<'g>(&'g self, key: &[u8], rv: u64, pin: &'g Pin<'_>) -> NodeView<'g> {
-        let mut v = self.resolve(ROOT, rv, pin);
+    pub(crate) fn leaf_for<'g>(
+        &'g self,
+        key: &[u8],
+        rv: u64,
+        pin: &'g Pin<'_>,
+    ) -> Result<NodeView<'g>, crate::Error> {
+        let mut v = self.resolve(ROOT, rv, pin)?;
         while !v.is_leaf() {
-            v = self.resolve(v.child_for(key), rv, pin);
+            v = self.resolve(v.child_for(key), rv, pin)?;
         }
-        v
+        self.leaf_visit();
+        Ok(v)
     }
 
     /// GET at `rv` by a reader whose clock reads `now` (0: expire nothing): calls `f` with
@@ -291,10 +338,11 @@ impl Tree {
         now: u64,
         pin: &Pin<'_>,
         f: impl FnOnce(&[u8], u64) -> R,
-    ) -> Option<R> {
-        let leaf = self.leaf_for(key, rv, pin);
-        leaf.leaf_get(key, rv, now)
-            .map(|v| f(self.value_bytes(v), v.deadline))
+    ) -> Result<Option<R>, crate::Error> {
+        let leaf = self.leaf_for(key, rv, pin)?;
+        Ok(leaf
+            .leaf_get(key, rv, now)
+            .map(|v| f(self.value_bytes(v), v.deadline)))
     }
 
     /// SCAN at `rv`: calls `f` for each item with key >= `lo` within `hi`, ascending, at most
@@ -309,7 +357,7 @@ impl Tree {
         now: u64,
         pin: &Pin<'_>,
         mut f: impl FnMut(&[u8], &[u8]),
-    ) {
+    ) -> Result<(), crate::Error> {
         self.scan_refs_at(lo, hi, limit, rv, now, pin, |k, v| {
             f(k, self.value_bytes(v))
         })
@@ -326,12 +374,12 @@ impl Tree {
         now: u64,
         pin: &'g Pin<'_>,
         mut f: impl FnMut(&'g [u8], ValueRef<'g>),
-    ) {
+    ) -> Result<(), crate::Error> {
         if limit == 0 {
-            return;
+            return Ok(());
         }
         let mut n = 0;
-        let mut leaf = self.leaf_for(lo, rv, pin);
+        let mut leaf = self.leaf_for(lo, rv, pin)?;
         loop {
             for (k, v) in leaf.leaf_lower_bound(lo, rv, now) {
                 let beyond = match hi {
@@ -340,19 +388,20 @@ impl Tree {
                     Bound::Unbounded => false,
                 };
                 if beyond {
-                    return;
+                    return Ok(());
                 }
                 f(k, v);
                 n += 1;
                 if n == limit {
-                    return;
+                    return Ok(());
                 }
             }
             let next = leaf.link();
             if next == NO_LID {
-                return;
+                return Ok(());
             }
-            leaf = self.resolve(next, rv, pin);
+            leaf = self.resolve(next, rv, pin)?;
+            self.leaf_visit();
         }
     }
 
@@ -366,18 +415,18 @@ impl Tree {
         rv: u64,
         now: u64,
         pin: &'g Pin<'_>,
-    ) -> Option<&'g [u8]> {
+    ) -> Result<Option<&'g [u8]>, crate::Error> {
         let mut probe: &[u8] = key;
         let mut strict = false;
         loop {
-            let mut v = self.resolve(ROOT, rv, pin);
+            let mut v = self.resolve(ROOT, rv, pin)?;
             let mut fence: Option<&'g [u8]> = None;
             while !v.is_leaf() {
                 let (child, sep) = v.route(probe, strict);
                 if sep.is_some() {
                     fence = sep;
                 }
-                v = self.resolve(child, rv, pin);
+                v = self.resolve(child, rv, pin)?;
             }
             let found = if strict {
                 v.leaf_iter(rv, now)
@@ -388,9 +437,12 @@ impl Tree {
                 v.leaf_floor(probe, rv, now)
             };
             if found.is_some() {
-                return found;
+                return Ok(found);
             }
-            probe = fence?;
+            let Some(f) = fence else {
+                return Ok(None);
+            };
+            probe = f;
             strict = true;
         }
     }
@@ -407,9 +459,9 @@ impl Tree {
         now: u64,
         pin: &Pin<'_>,
         f: impl FnMut(&[u8], &[u8]),
-    ) {
-        let start = self.floor_at(kl, rv, now, pin).unwrap_or(&[]);
-        self.scan_at(start, Bound::Included(ku), limit, rv, now, pin, f);
+    ) -> Result<(), crate::Error> {
+        let start = self.floor_at(kl, rv, now, pin)?.unwrap_or(&[]);
+        self.scan_at(start, Bound::Included(ku), limit, rv, now, pin, f)
     }
 
     // ---------------------------------------------------------------------------------
@@ -494,7 +546,10 @@ impl Tree {
                 }
                 self.arena.free(off);
             }
-            Garbage::Lid(lid) => self.pt.free_lid(lid),
+            Garbage::Lid(lid) => {
+                self.drop_stub(self.pt.get(lid));
+                self.pt.free_lid(lid);
+            }
             Garbage::Value(handle, len) => {
                 self.ool_bytes.fetch_sub(u64::from(len), Ordering::Relaxed);
                 // SAFETY: the value's last referencing buffer is unreachable.
@@ -548,7 +603,11 @@ impl Drop for Tree {
         let mut refs = Vec::new();
         let mut stack = vec![ROOT];
         while let Some(lid) = stack.pop() {
-            let v = self.view(self.pt.get(lid), &pin);
+            let e = self.pt.get(lid);
+            if crate::mirror::is_evicted(e) {
+                continue;
+            }
+            let v = self.view(e, &pin);
             if v.is_leaf() {
                 Tree::ool_refs(&v, &mut refs);
             } else {

@@ -118,7 +118,20 @@ impl Tree {
                 backoff.snooze();
             }
         }
-        self.write_ungated(key, op)
+        let mut tries = 0;
+        loop {
+            match self.write_ungated(key, op) {
+                // Over the mirror cache's budget: the evictor makes room (it was told by
+                // the allocation that failed); wait for it, up to about five seconds.
+                Err(crate::Error::OutOfMemory { .. })
+                    if self.mirror.get().is_some() && tries < 5000 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                r => return r,
+            }
+        }
     }
 
     /// [`Tree::write`] without the batch gate (the batch's own writes).
@@ -136,7 +149,15 @@ impl Tree {
                 // Out-of-line values count against the memory limit with the node buffers.
                 let used = self.arena.live_buffers() * self.geo.node_size
                     + self.ool_bytes.load(Ordering::Relaxed) as usize;
-                if used + v.len() > self.cfg.memory_limit {
+                let limit = if self.cfg.evict {
+                    self.cfg.write_memory_limit()
+                } else {
+                    self.cfg.memory_limit
+                };
+                if used + v.len() > limit {
+                    if let Some(m) = self.mirror.get() {
+                        m.pressure();
+                    }
                     return Err(crate::Error::OutOfMemory {
                         limit: self.cfg.memory_limit,
                     });
@@ -159,6 +180,8 @@ impl Tree {
             }
         };
         let entry_len = log_entry_len(key.len(), value.as_ref());
+        // A write visits one leaf (the mirror cache's hit ratio counts writes' loads too).
+        self.leaf_visit();
         let mut backoff = Backoff::new();
         loop {
             let pin = self.epochs.pin();
@@ -171,7 +194,14 @@ impl Tree {
                     break;
                 }
                 parent = Some(off);
-                off = self.pt.get(v.child_for(key));
+                off = match self.page(v.child_for(key)) {
+                    Ok(off) => off,
+                    Err(e) => {
+                        drop(pin);
+                        free_unused(value);
+                        return Err(e);
+                    }
+                };
             }
             let word = self.word(off);
             let w = word.load(Ordering::Acquire);

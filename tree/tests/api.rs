@@ -356,24 +356,28 @@ fn leaf_images_partition_the_key_space() {
     let mut probe: Vec<u8> = Vec::new();
     let mut leaves = 0;
     loop {
-        let (next, this) = snap.leaf(&probe, |leaf| {
-            assert!(lids.insert(leaf.lid), "leaf {} seen twice", leaf.lid);
-            assert_eq!(
-                leaf.low.map(|l| l.to_vec()),
-                (!probe.is_empty()).then(|| probe.clone())
-            );
-            for (k, v, _) in &leaf.items {
-                assert!(leaf.low.is_none_or(|l| l <= *k));
-                assert!(leaf.high.is_none_or(|h| *k < h));
-                got.push((k.to_vec(), v.to_vec()));
-            }
-            (leaf.high.map(|h| h.to_vec()), leaf.lid)
-        });
+        let (next, this) = snap
+            .leaf(&probe, |leaf| {
+                assert!(lids.insert(leaf.lid), "leaf {} seen twice", leaf.lid);
+                assert_eq!(
+                    leaf.low.map(|l| l.to_vec()),
+                    (!probe.is_empty()).then(|| probe.clone())
+                );
+                for (k, v, _) in &leaf.items {
+                    assert!(leaf.low.is_none_or(|l| l <= *k));
+                    assert!(leaf.high.is_none_or(|h| *k < h));
+                    got.push((k.to_vec(), v.to_vec()));
+                }
+                (leaf.high.map(|h| h.to_vec()), leaf.lid)
+            })
+            .unwrap();
         leaves += 1;
         // A key inside the leaf (not a fence) finds the same leaf.
         let mut inside = probe.clone();
         inside.push(0);
-        let (lid, high) = snap.leaf(&inside, |l| (l.lid, l.high.map(<[u8]>::to_vec)));
+        let (lid, high) = snap
+            .leaf(&inside, |l| (l.lid, l.high.map(<[u8]>::to_vec)))
+            .unwrap();
         assert_eq!(lid, this, "{inside:?} routed to another leaf");
         assert_eq!(high, next, "{inside:?} got other fences");
         match next {

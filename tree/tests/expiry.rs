@@ -39,7 +39,7 @@ fn expired_items_are_invisible_to_every_read() {
     let snap = s.snapshot();
     assert_eq!(snap.get(b"b").unwrap(), None);
     assert_eq!(snap.scan(b"", None, 10).len(), 2);
-    snap.leaf(b"b", |l| assert_eq!(l.items.len(), 2));
+    snap.leaf(b"b", |l| assert_eq!(l.items.len(), 2)).unwrap();
     drop(snap);
     // Counted until the sweep removes it, as Redis's DBSIZE does.
     assert_eq!((s.len(), s.expiring_len()), (3, 2));

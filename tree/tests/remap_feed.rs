@@ -87,7 +87,7 @@ fn copy_plus_remaps_track_the_page_table_under_concurrent_writers() {
     // entry in the tree until reclamation frees it; the copy has it unmapped at once.)
     for (lid, &off) in table.iter().enumerate() {
         if off != u64::MAX {
-            assert_eq!(off, raw.page(lid as u64), "LID {lid}");
+            assert_eq!(off, raw.page(lid as u64).unwrap(), "LID {lid}");
             mapped += 1;
         }
     }
