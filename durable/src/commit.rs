@@ -207,6 +207,24 @@ pub(crate) struct Core {
     /// Nanoseconds after `epoch` before which every released write is durable (the start
     /// of the last successful commit's snapshot): the age of the window a crash can lose.
     pub(crate) durable_at: AtomicU64,
+    /// With a memory budget (`Config::evict`): the mirror cache's page images; freed slots
+    /// then wait for the readers that may still read them (`freed_later`).
+    pub(crate) mirror: Option<Arc<crate::mirror::Shared>>,
+    /// Slots freed by commits whose last possible reader has finished, ready for reuse.
+    pub(crate) freed_later: Arc<Mutex<Vec<u64>>>,
+}
+
+/// Slots a commit freed while a reader of an evicted leaf of the old state (FLUSHALL) may
+/// still read them: returned for reuse when the tree's epochs say no reader is left.
+struct DeferredFree {
+    to: Arc<Mutex<Vec<u64>>>,
+    offs: Vec<u64>,
+}
+
+impl Drop for DeferredFree {
+    fn drop(&mut self) {
+        lock(&self.to).append(&mut self.offs);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -368,7 +386,7 @@ impl Core {
         self.poke();
     }
 
-    fn poke(&self) {
+    pub(crate) fn poke(&self) {
         lock(&self.queue).poke = true;
         self.wake.notify_one();
     }
@@ -495,6 +513,21 @@ impl Core {
                 }
                 p
             });
+            let p = match p {
+                Ok(p) => p,
+                Err(e) => {
+                    // An evicted leaf that cannot be read back: the commit fails as a disk
+                    // error would, its keys go back to the queue.
+                    drop(snap);
+                    let e = Error::Disk(e.to_string());
+                    let mut q = lock(&self.queue);
+                    q.dirty.extend(keys.into_iter().map(|k| (k, v)));
+                    drop(q);
+                    self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                    self.fail(v, e.clone());
+                    return Err(e);
+                }
+            };
             i += 1;
             while i < keys.len() && p.high.as_deref().is_none_or(|h| keys[i].as_slice() < h) {
                 i += 1;
@@ -510,7 +543,7 @@ impl Core {
         let mut taken = Taken::default();
         match self.write_plans(&mut d, &mut plans, &mut taken, v, tag, sync) {
             Ok(()) => {
-                self.apply(&mut d, &keys, plans, taken);
+                self.apply(tree, &mut d, &keys, plans, taken, v);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .keys
@@ -543,6 +576,9 @@ impl Core {
     /// Takes a free slot of the class for `len` bytes, adding a slab when there is none.
     fn take_slot(&self, d: &mut Disk, len: usize) -> Result<u64> {
         let class = class_for(len);
+        for off in std::mem::take(&mut *lock(&self.freed_later)) {
+            d.slabs.free(off);
+        }
         if class > d.slabs.max_class() {
             return Err(Error::Config(format!(
                 "a {len}-byte page exceeds the page file's largest slot"
@@ -668,9 +704,21 @@ impl Core {
     }
 
     /// Records durable pages: the cover, extension references, freed slots.
-    fn apply(&self, d: &mut Disk, dirty: &[Vec<u8>], plans: Vec<Planned>, taken: Taken) {
+    fn apply(
+        &self,
+        tree: &Tree,
+        d: &mut Disk,
+        dirty: &[Vec<u8>],
+        plans: Vec<Planned>,
+        taken: Taken,
+        v: u64,
+    ) {
         let mut freed = Vec::new();
+        let mut images = self.mirror.as_ref().map(|m| lock(&m.images));
         for (p, off) in plans.into_iter().zip(taken.leaves) {
+            if let Some(i) = images.as_mut() {
+                i.record(p.lid, off, v);
+            }
             let mut exts = Vec::new();
             for (k, val, _) in &p.items {
                 if let Some(r) = val.ext() {
@@ -701,16 +749,32 @@ impl Core {
             d.pages.insert(off, exts);
             freed.extend(d.cover.insert(p.low.as_deref(), p.high.as_deref(), off));
         }
+        let mut slots = Vec::new();
         for page in freed {
-            d.slabs.free(page);
+            if let Some(i) = images.as_mut() {
+                i.forget(page);
+            }
+            slots.push(page);
             for e in d.pages.remove(&page).unwrap_or_default() {
                 if let Some(n) = d.ext_refs.get_mut(&e) {
                     *n -= 1;
                     if *n == 0 {
                         d.ext_refs.remove(&e);
-                        d.slabs.free(e);
+                        slots.push(e);
                     }
                 }
+            }
+        }
+        drop(images);
+        if self.mirror.is_some() {
+            // A reader of an evicted leaf of an older state may still read these.
+            tree.raw().retire(Box::new(DeferredFree {
+                to: self.freed_later.clone(),
+                offs: slots,
+            }));
+        } else {
+            for off in slots {
+                d.slabs.free(off);
             }
         }
     }

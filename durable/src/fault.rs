@@ -22,6 +22,7 @@ struct State {
     crash_at: Option<u64>,
     crashed: bool,
     error: Option<i32>,
+    read_error: Option<i32>,
     sync_delay: std::time::Duration,
     bytes_written: u64,
     syncs: u64,
@@ -74,6 +75,12 @@ impl FaultStorage {
     /// until called with `None`.
     pub fn set_error(&self, errno: Option<i32>) {
         self.state().error = errno;
+    }
+
+    /// Every read fails with OS error `errno` until called with `None` (a bad sector under
+    /// a leaf the mirror cache evicted).
+    pub fn set_read_error(&self, errno: Option<i32>) {
+        self.state().read_error = errno;
     }
 
     /// Every later sync takes `d` longer (a slow device), without holding up reads and
@@ -155,6 +162,9 @@ impl Storage for FaultStorage {
 
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         let s = self.state();
+        if let Some(e) = s.read_error {
+            return Err(io::Error::from_raw_os_error(e));
+        }
         let off = off as usize;
         buf.fill(0);
         if off < s.written.len() {

@@ -32,6 +32,7 @@ mod error;
 pub mod fault;
 pub mod format;
 pub mod io;
+mod mirror;
 mod recovery;
 mod slab;
 mod store;

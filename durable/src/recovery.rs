@@ -31,6 +31,7 @@ use crate::slab::Slabs;
 use accelkv_tree::{Config, Store as Tree};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What recovery found.
@@ -73,6 +74,11 @@ pub struct RecoveryReport {
     pub incomplete_pages: u64,
     /// Time the recovery took.
     pub elapsed: Duration,
+    /// With a memory budget: leaves left in the page file (read back when needed), and the
+    /// bytes the store held in memory right after recovery.
+    pub evicted_leaves: u64,
+    /// Bytes of node memory and out-of-line values after recovery.
+    pub resident_bytes: u64,
 }
 
 impl std::fmt::Display for RecoveryReport {
@@ -99,13 +105,24 @@ impl std::fmt::Display for RecoveryReport {
             self.slabs,
             self.bad_slabs,
             self.file_bytes
-        )
+        )?;
+        if self.evicted_leaves > 0 {
+            write!(
+                f,
+                "; {} leaves left in the page file, {} bytes in memory",
+                self.evicted_leaves, self.resident_bytes
+            )?;
+        }
+        Ok(())
     }
 }
 
 /// A recovered item: key, value (borrowed from a leaf page or read from an extension
 /// page), deadline.
 type Recovered<'a> = (&'a [u8], Cow<'a, [u8]>, u64);
+
+/// A piece of a tree rebuilt with a memory budget.
+type Piece<'a> = accelkv_tree::Recovered<&'a [u8], Cow<'a, [u8]>>;
 
 /// A leaf page read in pass 1: its bytes (checked), decoded again when its items are
 /// needed, so shadowed pages cost no per-item allocation.
@@ -135,7 +152,15 @@ pub(crate) fn slab_size_for(max_key: usize, max_value: usize) -> u64 {
 }
 
 /// Opens the page file on `storage`: formats an empty one, or recovers the tree from it.
-pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk, RecoveryReport)> {
+/// With a memory budget: the pager's storage and the mirror cache's shared state, so
+/// recovery leaves whole pages in the page file instead of loading them.
+pub(crate) type MirrorParts = (Arc<dyn Storage>, Arc<crate::mirror::Shared>);
+
+pub(crate) fn recover(
+    storage: &dyn Storage,
+    cfg: Config,
+    mirror: Option<MirrorParts>,
+) -> Result<(Tree, Disk, RecoveryReport)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport::default();
     let len = storage
@@ -316,9 +341,32 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
         .map(|l| (l.off, l.items()))
         .collect();
     let mut items: Vec<Recovered<'_>> = Vec::new();
+    let mut pieces: Vec<Piece<'_>> = Vec::new();
     let mut ext_of = HashMap::new();
     let now = accelkv_tree::now_ms();
     for (lo, hi, page) in cover.ranges() {
+        let l = &leaves[by_off[&page]];
+        if mirror.is_some() && lo == l.low.as_deref().unwrap_or(&[]) && hi == l.high.as_deref() {
+            // With a budget, a page that provides its whole range stays in the page file:
+            // it images exactly the leaf built for it (mirror cache).
+            let its = &decoded[&page];
+            for (k, v, _) in its {
+                if let PageValue::Ext(r) = v {
+                    ext_of.insert(k.to_vec(), *r);
+                }
+            }
+            if !items.is_empty() {
+                pieces.extend(items.drain(..).map(|(k, v, d)| Piece::Item(k, v, d)));
+            }
+            rep.items += its.len() as u64;
+            pieces.push(Piece::Page {
+                page,
+                low: l.low.clone(),
+                items: its.len() as u64,
+                expiring: its.iter().filter(|i| i.2 != 0).count() as u64,
+            });
+            continue;
+        }
         for (k, v, deadline) in in_range(&decoded[&page], lo, hi) {
             if deadline != 0 && now > deadline {
                 rep.expired += 1;
@@ -336,9 +384,27 @@ pub(crate) fn recover(storage: &dyn Storage, cfg: Config) -> Result<(Tree, Disk,
             items.push((k, value, deadline));
         }
     }
-    rep.items = items.len() as u64;
+    rep.items += items.len() as u64;
     rep.version = max_version;
-    let tree = Tree::bulk_load_at(cfg, items, max_version)?;
+    let tree = match mirror {
+        Some((storage, shared)) => {
+            pieces.extend(items.into_iter().map(|(k, v, d)| Piece::Item(k, v, d)));
+            let pager = Arc::new(crate::mirror::PageReader {
+                storage,
+                shared: shared.clone(),
+                guess: cfg.node_size + 4096,
+            });
+            let (tree, stubs) = Tree::recovered(cfg, pager, pieces, max_version)?;
+            let mut images = shared.images.lock().unwrap_or_else(|e| e.into_inner());
+            for &(lid, page) in &stubs {
+                images.record(lid, page, max_version);
+            }
+            rep.evicted_leaves = stubs.len() as u64;
+            rep.resident_bytes = tree.mirror_stats().resident_bytes;
+            tree
+        }
+        None => Tree::bulk_load_at(cfg, items, max_version)?,
+    };
     // The live map: live leaf pages and the extensions they name; the rest is free.
     let mut pages = HashMap::new();
     let mut ext_refs: HashMap<u64, usize> = HashMap::new();

@@ -58,6 +58,9 @@ pub struct DurableStats {
     pub failures: u64,
     /// Dirty keys persisted (one per key per commit).
     pub keys_persisted: u64,
+    /// With a memory budget: leaves the evictor had written back (imaged by a commit
+    /// without a write) so that they could be evicted.
+    pub write_backs: u64,
     /// Leaf pages providing the newest state of some key range.
     pub live_pages: u64,
     /// Free slots in the page file.
@@ -87,6 +90,7 @@ pub struct DurableStats {
 pub struct Durability {
     core: Arc<Core>,
     committer: Mutex<Option<JoinHandle<()>>>,
+    evictor: Mutex<Option<JoinHandle<()>>>,
     tree: Arc<Tree>,
     _lock: Option<File>,
 }
@@ -153,6 +157,11 @@ impl Durability {
             syncs: c.syncs.load(Ordering::Relaxed),
             failures: c.failures.load(Ordering::Relaxed),
             keys_persisted: c.keys.load(Ordering::Relaxed),
+            write_backs: self
+                .core
+                .mirror
+                .as_ref()
+                .map_or(0, |m| m.write_backs.load(Ordering::Relaxed)),
             live_pages: d.cover.live_pages() as u64,
             free_slots: d.slabs.free_slots() as u64,
             failed,
@@ -169,6 +178,17 @@ impl Durability {
 
 impl Drop for Durability {
     fn drop(&mut self) {
+        if let Some(m) = &self.core.mirror {
+            m.stop();
+        }
+        if let Some(h) = self
+            .evictor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = h.join();
+        }
         self.core
             .queue
             .lock()
@@ -237,7 +257,9 @@ impl Store {
 
     fn open_on(storage: Arc<dyn Storage>, opts: Options, lock: Option<File>) -> Result<Store> {
         opts.config.validate().map_err(Error::Tree)?;
-        let (tree, disk, report) = recover(storage.as_ref(), opts.config.clone())?;
+        let shared = opts.config.evict.then(crate::mirror::Shared::new);
+        let parts = shared.clone().map(|s| (storage.clone(), s));
+        let (tree, disk, report) = recover(storage.as_ref(), opts.config.clone(), parts)?;
         let tree = Arc::new(tree);
         let core = Arc::new(Core {
             storage,
@@ -254,6 +276,8 @@ impl Store {
             counters: Counters::default(),
             epoch: std::time::Instant::now(),
             durable_at: std::sync::atomic::AtomicU64::new(0),
+            mirror: shared,
+            freed_later: Arc::new(Mutex::new(Vec::new())),
         });
         if !tree.set_write_observer(Arc::new(DirtyObserver(core.clone()))) {
             return Err(Error::Config(
@@ -265,9 +289,28 @@ impl Store {
             .name("accelkv-commit".into())
             .spawn(move || c.run(&t))
             .map_err(|e| Error::Disk(format!("starting the committer thread: {e}")))?;
+        let evictor = match &core.mirror {
+            Some(shared) => {
+                // Attached by recovery when it left leaves in the page file.
+                tree.attach_pager(Arc::new(crate::mirror::PageReader {
+                    storage: core.storage.clone(),
+                    shared: shared.clone(),
+                    guess: opts.config.node_size + 4096,
+                }));
+                let (c, t, s) = (core.clone(), tree.clone(), shared.clone());
+                Some(
+                    std::thread::Builder::new()
+                        .name("accelkv-evict".into())
+                        .spawn(move || crate::mirror::run_evictor(t, c, s))
+                        .map_err(|e| Error::Disk(format!("starting the evictor thread: {e}")))?,
+                )
+            }
+            None => None,
+        };
         let durability = Arc::new(Durability {
             core,
             committer: Mutex::new(Some(committer)),
+            evictor: Mutex::new(evictor),
             tree: tree.clone(),
             _lock: lock,
         });

@@ -68,8 +68,9 @@ pub struct Args {
     /// Node size in bytes (4096–65536, power of two). Default 8192.
     #[arg(long)]
     pub node_size: Option<usize>,
-    /// Memory limit for tree nodes and out-of-line values in MiB; writes past it fail with an
-    /// out-of-memory error.
+    /// Memory limit for tree nodes and out-of-line values in MiB; in memory (no
+    /// --data-dir), writes past it fail with an out-of-memory error; with --data-dir it is
+    /// the budget of the leaf cache, and leaves past it live only in the page file.
     /// Default 16384.
     #[arg(long)]
     pub memory_limit_mib: Option<usize>,

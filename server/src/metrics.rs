@@ -131,6 +131,24 @@ pub fn prometheus(sh: &Shared) -> String {
             d.max_lag.as_secs_f64(),
             d.last_commit_us as f64 / 1e6
         );
+        let m = sh.store.mirror_stats();
+        for (name, v) in [
+            ("accelkv_leaf_cache_leaf_visits_total", m.leaf_visits),
+            ("accelkv_leaf_cache_loads_total", m.loads),
+            ("accelkv_leaf_cache_load_errors_total", m.load_errors),
+            ("accelkv_leaf_cache_evictions_total", m.evictions),
+            ("accelkv_leaf_cache_write_backs_total", d.write_backs),
+        ] {
+            let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
+        }
+        let _ = writeln!(
+            o,
+            "# TYPE accelkv_leaf_cache_resident_bytes gauge\naccelkv_leaf_cache_resident_bytes {}\n# TYPE accelkv_leaf_cache_budget_bytes gauge\naccelkv_leaf_cache_budget_bytes {}\n# TYPE accelkv_leaf_cache_evicted_leaves gauge\naccelkv_leaf_cache_evicted_leaves {}\n# TYPE accelkv_leaf_cache_load_seconds_mean gauge\naccelkv_leaf_cache_load_seconds_mean {}",
+            m.resident_bytes,
+            m.budget_bytes,
+            m.evicted_leaves,
+            m.load_us_mean as f64 / 1e6
+        );
         let failed = u8::from(d.failed.is_some());
         let _ = writeln!(
             o,

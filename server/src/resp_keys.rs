@@ -224,7 +224,10 @@ pub fn keys(sh: &Shared, pattern: &[u8], out: &mut Vec<u8>) {
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut from = Vec::new();
     loop {
-        let page = sh.store.scan(&from, None, 1024);
+        let page = match sh.store.try_scan(&from, None, 1024) {
+            Ok(page) => page,
+            Err(e) => return crate::resp_cmd::err_store(out, &e),
+        };
         let full = page.len() == 1024;
         if let Some((last, _)) = page.last() {
             from = successor(last);
@@ -255,12 +258,10 @@ pub fn random_key(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
     x ^= x >> 7;
     x ^= x << 17;
     let start = x.to_be_bytes();
-    let key = sh
-        .store
-        .scan(&start, None, 1)
-        .into_iter()
-        .chain(sh.store.scan(b"", None, 1))
-        .map(|(k, _)| k)
-        .next();
+    let first = |from: &[u8]| sh.store.try_scan(from, None, 1);
+    let key = match first(&start).and_then(|a| Ok(a.into_iter().chain(first(b"")?).next())) {
+        Ok(k) => k.map(|(k, _)| k),
+        Err(e) => return crate::resp_cmd::err_store(out, &e),
+    };
     resp::bulk_in(out, key.as_deref(), s.proto);
 }

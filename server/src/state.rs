@@ -187,8 +187,13 @@ impl Shared {
                 None,
             ),
             Some(dir) => {
+                // With a data directory the memory limit is the mirror cache's budget:
+                // leaves past it live only in the page file (docs/ARCHITECTURE.md).
                 let opts = accelkv_durable::Options {
-                    config,
+                    config: Config {
+                        evict: true,
+                        ..config
+                    },
                     sync: settings.sync,
                 };
                 let p = accelkv_durable::Store::open_with(dir, opts)
@@ -348,6 +353,24 @@ impl Shared {
         line("durable_ext_pages_written", d.ext_pages_written.to_string());
         line("durable_live_pages", d.live_pages.to_string());
         line("durable_failed", d.failed.unwrap_or_else(|| "no".into()));
+        // The leaf cache over the page file (issue 18).
+        let m = self.store.mirror_stats();
+        let ratio = if m.leaf_visits == 0 {
+            1.0
+        } else {
+            1.0 - (m.loads as f64 / m.leaf_visits as f64).min(1.0)
+        };
+        line("leaf_cache_budget_bytes", m.budget_bytes.to_string());
+        line("leaf_cache_resident_bytes", m.resident_bytes.to_string());
+        line("leaf_cache_hit_ratio", format!("{ratio:.4}"));
+        line("leaf_cache_leaf_visits", m.leaf_visits.to_string());
+        line("leaf_cache_loads", m.loads.to_string());
+        line("leaf_cache_load_errors", m.load_errors.to_string());
+        line("leaf_cache_load_us_mean", m.load_us_mean.to_string());
+        line("leaf_cache_load_us_max", m.load_us_max.to_string());
+        line("leaf_cache_evictions", m.evictions.to_string());
+        line("leaf_cache_evicted_leaves", m.evicted_leaves.to_string());
+        line("leaf_cache_write_backs", d.write_backs.to_string());
         line("recovery", p.recovery().to_string());
         out
     }

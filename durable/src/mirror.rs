@@ -1,0 +1,235 @@
+//! The durability side of the mirror cache (Retina §3.4, issue 18): which page images which
+//! leaf, the pager that reads evicted leaves back, and the evictor thread that keeps the
+//! store under its memory budget (`Config::memory_limit` with `Config::evict`).
+//!
+//! A leaf may be evicted once a commit imaged its newest state: the committer records, for
+//! every leaf page it writes, (LID → page, version), and forgets a page when it frees it.
+//! The evictor asks the tree for victims (S3-FIFO, `accelkv_tree` mirror.rs) and names the
+//! page of each; a leaf with writes newer than its last image is passed over until the next
+//! commit images it, so eviction never writes anything itself and the no-WAL argument is
+//! unchanged: an evicted leaf's page is a live page of the cover, and it stays live because
+//! nothing can change the leaf without reading it back first.
+//!
+//! Lock order: the committer's `disk` before `images`; the evictor takes the tree's SMO
+//! latch, then `images`. Nothing takes the latch after `images`.
+
+use crate::commit::Core;
+use crate::error::{disk, Error, Result};
+use crate::format::{decode_header, decode_page, Page, PageValue, HEADER};
+use crate::io::Storage;
+use accelkv_tree::{Pager, Store as Tree};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Which live page images which leaf.
+#[derive(Default)]
+pub(crate) struct Images {
+    /// LID → (page offset, version of the snapshot it imaged).
+    by_lid: HashMap<u64, (u64, u64)>,
+    /// Page offset → LID.
+    by_page: HashMap<u64, u64>,
+}
+
+impl Images {
+    /// A commit wrote `page`, the image of leaf `lid` at `version`.
+    pub(crate) fn record(&mut self, lid: u64, page: u64, version: u64) {
+        if let Some((old, _)) = self.by_lid.insert(lid, (page, version)) {
+            self.by_page.remove(&old);
+        }
+        self.by_page.insert(page, lid);
+    }
+
+    /// `page` no longer provides any range (it is being freed).
+    pub(crate) fn forget(&mut self, page: u64) {
+        if let Some(lid) = self.by_page.remove(&page) {
+            if self.by_lid.get(&lid).is_some_and(|(p, _)| *p == page) {
+                self.by_lid.remove(&lid);
+            }
+        }
+    }
+
+    /// The newest page that images leaf `lid`.
+    fn current(&self, lid: u64) -> Option<u64> {
+        self.by_lid.get(&lid).map(|(p, _)| *p)
+    }
+
+    /// The page that images leaf `lid` in a state at least as new as `version`.
+    fn page_of(&self, lid: u64, version: u64) -> Option<u64> {
+        self.by_lid
+            .get(&lid)
+            .filter(|(_, v)| version <= *v)
+            .map(|(p, _)| *p)
+    }
+}
+
+/// What the tree's pager, the committer and the evictor share.
+pub(crate) struct Shared {
+    pub(crate) images: Mutex<Images>,
+    poked: Mutex<bool>,
+    wake: Condvar,
+    stop: AtomicBool,
+    /// Leaves the evictor had imaged by a commit because no page held their newest state.
+    pub(crate) write_backs: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Arc<Shared> {
+        Arc::new(Shared {
+            images: Mutex::new(Images::default()),
+            poked: Mutex::new(false),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            write_backs: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    fn poke(&self) {
+        *lock(&self.poked) = true;
+        self.wake.notify_one();
+    }
+
+    /// Stops the evictor thread.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.poke();
+    }
+}
+
+/// Reads a page whole: `guess` bytes at once (enough for most pages: one read), and the
+/// rest when its header says it is longer.
+fn read_page(storage: &dyn Storage, off: u64, guess: usize) -> Result<Vec<u8>> {
+    let mut b = vec![0u8; guess.max(HEADER)];
+    storage
+        .read_at(&mut b, off)
+        .map_err(|e| disk("reading an evicted leaf's page", e))?;
+    let h = decode_header(&b).map_err(|e| Error::Corrupt(format!("page at {off}: {e:?}")))?;
+    let len = h.len as usize;
+    if len > b.len() {
+        let have = b.len();
+        b.resize(len, 0);
+        storage
+            .read_at(&mut b[have..], off + have as u64)
+            .map_err(|e| disk("reading an evicted leaf's page", e))?;
+    } else {
+        b.truncate(len);
+    }
+    Ok(b)
+}
+
+/// The tree's [`Pager`]: reads leaf pages (and the extension pages they name) back.
+pub(crate) struct PageReader {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) shared: Arc<Shared>,
+    /// Bytes read at once for a page (a node and its fences fit).
+    pub(crate) guess: usize,
+}
+
+impl PageReader {
+    fn read_leaf(&self, page: u64, item: &mut accelkv_tree::ItemSink<'_>) -> Result<()> {
+        let b = read_page(self.storage.as_ref(), page, self.guess)?;
+        let Ok(Page::Leaf(p)) = decode_page(&b, page) else {
+            return Err(Error::Corrupt(format!(
+                "page at {page} is not an intact leaf page"
+            )));
+        };
+        for (k, v, deadline) in &p.items {
+            match v {
+                PageValue::Inline(v) => item(k, v, *deadline),
+                PageValue::Ext(r) => {
+                    let e = read_page(
+                        self.storage.as_ref(),
+                        r.off,
+                        HEADER + k.len() + r.len as usize + 1024,
+                    )?;
+                    match decode_page(&e, r.off) {
+                        Ok(Page::Ext(x))
+                            if x.key == *k
+                                && x.value.len() == r.len as usize
+                                && crc32c::crc32c(x.value) == r.crc =>
+                        {
+                            item(k, x.value, *deadline)
+                        }
+                        _ => {
+                            return Err(Error::Corrupt(format!(
+                                "extension page at {} does not check",
+                                r.off
+                            )))
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Pager for PageReader {
+    fn read(
+        &self,
+        lid: u64,
+        page: u64,
+        item: &mut accelkv_tree::ItemSink<'_>,
+    ) -> std::result::Result<(), String> {
+        // While a leaf is evicted nothing changes it, so any page that images it holds the
+        // same items; the newest is live (the hint may have been freed by a later commit
+        // that imaged the leaf again). After FLUSHALL the LID has no image: the hint, whose
+        // slot is not reused while a reader that can reach the stub runs, is still intact.
+        let page = lock(&self.shared.images).current(lid).unwrap_or(page);
+        self.read_leaf(page, item).map_err(|e| e.to_string())
+    }
+
+    fn pressure(&self) {
+        self.shared.poke();
+    }
+}
+
+/// The evictor thread: every 10 ms, or at once when told the store is over its budget,
+/// evicts down to 95% of the budget; leaves whose newest state is not imaged yet are queued
+/// for the next commit (write-back), which it asks for at once.
+pub(crate) fn run_evictor(tree: Arc<Tree>, core: Arc<Core>, shared: Arc<Shared>) {
+    let budget = tree.config().memory_limit;
+    let target = budget / 20 * 19;
+    while !shared.stop.load(Ordering::SeqCst) {
+        {
+            let mut p = lock(&shared.poked);
+            if !*p {
+                p = shared
+                    .wake
+                    .wait_timeout(p, Duration::from_millis(10))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *p = false;
+        }
+        if !tree.over_budget() {
+            continue;
+        }
+        let mut write_back: Vec<Vec<u8>> = Vec::new();
+        tree.evict(target, &mut |lid, version, first| {
+            let page = lock(&shared.images).page_of(lid, version);
+            if let (None, Some(k)) = (page, first) {
+                write_back.push(k.to_vec());
+            }
+            page
+        });
+        if !write_back.is_empty() {
+            // Leaves whose newest state no page images (a split left a half that no write
+            // has touched since): the next commit writes them back, through a key each.
+            let v = tree.read_version();
+            shared
+                .write_backs
+                .fetch_add(write_back.len() as u64, Ordering::Relaxed);
+            let mut q = lock(&core.queue);
+            q.dirty.extend(write_back.into_iter().map(|k| (k, v)));
+        }
+        if tree.over_budget() {
+            core.poke();
+        }
+    }
+}
