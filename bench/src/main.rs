@@ -52,8 +52,8 @@ struct Args {
     /// (accelkv frames and engine batches, Redis and memcached pipelines).
     #[arg(long, default_value_t = 1)]
     batch: usize,
-    /// Record shape: small (16-byte keys and values) or ycsb (user<N> keys, 10 x 100-byte
-    /// fields as one value).
+    /// Record shape: small (16-byte keys and values), medium (16-byte keys, 100-byte
+    /// values) or ycsb (user<N> keys, 10 x 100-byte fields as one value).
     #[arg(long, default_value = "small")]
     record: String,
     /// Target whose throughput the others are divided by in the report.

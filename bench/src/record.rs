@@ -13,15 +13,18 @@ use crate::generator::fnvhash64;
 pub enum RecordShape {
     /// Honeycomb's default: 16-byte keys (`user` + 12 characters) and 16-byte values.
     Small,
+    /// 16-byte keys as `Small`, 100-byte values (the larger-than-memory benchmarks).
+    Medium,
     /// YCSB's default: keys `user<N>` and ten 100-byte fields stored as one 1000-byte value.
     Ycsb,
 }
 
 impl RecordShape {
-    /// Parses `small` or `ycsb`.
+    /// Parses `small`, `medium` or `ycsb`.
     pub fn parse(s: &str) -> Option<RecordShape> {
         match s {
             "small" | "16" => Some(RecordShape::Small),
+            "medium" | "100" => Some(RecordShape::Medium),
             "ycsb" | "1000" => Some(RecordShape::Ycsb),
             _ => None,
         }
@@ -31,6 +34,7 @@ impl RecordShape {
     pub fn name(self) -> &'static str {
         match self {
             RecordShape::Small => "16 B keys, 16 B values",
+            RecordShape::Medium => "16 B keys, 100 B values",
             RecordShape::Ycsb => "user<N> keys, 10 x 100 B fields",
         }
     }
@@ -39,6 +43,7 @@ impl RecordShape {
     pub fn value_len(self) -> usize {
         match self {
             RecordShape::Small => 16,
+            RecordShape::Medium => 100,
             RecordShape::Ycsb => 1000,
         }
     }
@@ -53,7 +58,7 @@ impl RecordShape {
         let h = fnvhash64(keynum as i64);
         match self {
             RecordShape::Ycsb => out.extend_from_slice(h.to_string().as_bytes()),
-            RecordShape::Small => {
+            RecordShape::Small | RecordShape::Medium => {
                 const DIGITS: &[u8; 62] =
                     b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
                 let mut d = [b'0'; 12];

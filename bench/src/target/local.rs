@@ -30,9 +30,21 @@ pub struct Durable {
 }
 
 impl Durable {
-    /// Opens a fresh store with sync policy `policy` (`sync`, `interval=<ms>`, `none`).
-    pub fn open(policy: &str) -> Result<Durable> {
+    /// Opens a fresh store from `spec`: a sync policy (`sync`, `interval=<ms>`, `none`),
+    /// optionally followed by `,budget=<MiB>`: a memory budget, past which leaves live only
+    /// in the page file (the mirror cache, `Config::evict`).
+    pub fn open(spec: &str) -> Result<Durable> {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let (policy, budget) =
+            match spec.split_once(",budget=") {
+                Some((p, b)) => (
+                    p,
+                    Some(b.parse::<usize>().map_err(|_| {
+                        TargetError(format!("accelkv-durable={spec}: budget in MiB"))
+                    })?),
+                ),
+                None => (spec, None),
+            };
         let sync = policy.parse().map_err(TargetError)?;
         let dir = std::env::temp_dir().join(format!(
             "accelkv-bench-durable-{}-{}",
@@ -40,10 +52,15 @@ impl Durable {
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let opts = accelkv_durable::Options {
-            config: Config::default(),
-            sync,
+        let config = match budget {
+            Some(mib) => Config {
+                memory_limit: mib << 20,
+                evict: true,
+                ..Config::default()
+            },
+            None => Config::default(),
         };
+        let opts = accelkv_durable::Options { config, sync };
         let durable = Arc::new(
             accelkv_durable::Store::open_with(&dir, opts)
                 .map_err(|e| TargetError::from_display("accelkv-durable", e))?,
@@ -51,13 +68,28 @@ impl Durable {
         Ok(Durable {
             durable,
             dir,
-            policy: policy.to_string(),
+            policy: spec.to_string(),
         })
     }
 }
 
 impl Drop for Durable {
     fn drop(&mut self) {
+        let m = self.durable.tree().mirror_stats();
+        if m.budget_bytes > 0 && m.leaf_visits > 0 {
+            eprintln!(
+                "{}: leaf cache: {} leaf visits, {} loads (hit ratio {:.3}), {} evictions, {} write-backs, mean load {} us, {} of {} bytes resident",
+                self.name(),
+                m.leaf_visits,
+                m.loads,
+                1.0 - (m.loads as f64 / m.leaf_visits as f64).min(1.0),
+                m.evictions,
+                self.durable.durability().stats().write_backs,
+                m.load_us_mean,
+                m.resident_bytes,
+                m.budget_bytes
+            );
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

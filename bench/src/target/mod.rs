@@ -85,8 +85,10 @@ pub trait Conn: Send {
 
 /// Parses a target specification: `accelkv`, `accelkv-engine[=auto|cpu|gpu]` (default
 /// `cpu`), `btreemap`, `rocksdb`,
-/// `accelkv-durable[=POLICY]` (POLICY `sync`, `interval=<ms>` or `none`; default `sync`),
-/// `rocksdb=sync|none` (RocksDB with its WAL synced on every write or not), or
+/// `accelkv-durable[=POLICY[,budget=MiB]]` (POLICY `sync`, `interval=<ms>` or `none`;
+/// default `sync`; a budget makes leaves past it live only in the page file),
+/// `rocksdb=sync|none[,cache=MiB]` (RocksDB with its WAL synced on every write or not, and
+/// its block cache, default 1 GiB), or
 /// `accelkv-tcp=ADDR`, `accelkv-udp=ADDR`, `accelkv-resp=ADDR`, `redis=ADDR`,
 /// `memcached=ADDR`. `password` is used by the accelkv network targets.
 pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {

@@ -25,7 +25,16 @@ impl Rocks {
     /// Opens a new database in a fresh temporary directory; `sync` = `Some("sync")` syncs
     /// the WAL on every write (`WriteOptions::set_sync`), `None` or `Some("none")` leaves
     /// it to the OS (YCSB's default).
-    pub fn open(sync: Option<&str>) -> Result<Rocks> {
+    /// `,cache=<MiB>` after the policy sets the block cache (default 1 GiB).
+    pub fn open(spec: Option<&str>) -> Result<Rocks> {
+        let (sync, cache_mib) = match spec.and_then(|s| s.split_once(",cache=")) {
+            Some((p, c)) => (
+                Some(p),
+                c.parse::<usize>()
+                    .map_err(|_| TargetError(format!("rocksdb cache={c}: a size in MiB")))?,
+            ),
+            None => (spec, 1024),
+        };
         let sync = match sync {
             None => None,
             Some("none") => Some(false),
@@ -48,7 +57,7 @@ impl Rocks {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         opts.increase_parallelism(cores as i32);
         let mut table = BlockBasedOptions::default();
-        table.set_block_cache(&Cache::new_lru_cache(1 << 30).map_err(err)?);
+        table.set_block_cache(&Cache::new_lru_cache(cache_mib << 20).map_err(err)?);
         opts.set_block_based_table_factory(&table);
         let db = DB::open(&opts, &dir).map_err(err)?;
         Ok(Rocks {
