@@ -208,6 +208,8 @@ pub(crate) fn run_evictor(tree: Arc<Tree>, core: Arc<Core>, shared: Arc<Shared>)
             *p = false;
         }
         if !tree.over_budget() {
+            // Under the budget: only the queues take in the leaves that arrived.
+            tree.evict(usize::MAX, &mut |_, _, _| None);
             continue;
         }
         let mut write_back: Vec<Vec<u8>> = Vec::new();

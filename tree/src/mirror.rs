@@ -642,6 +642,9 @@ impl Tree {
         let Some(m) = self.mirror.get() else {
             return 0;
         };
+        // Arrivals join the queues every round, evicting or not, so the list of them stays
+        // short (the queues hold each LID once).
+        self.absorb_arrivals(m);
         // What earlier rounds evicted counts until it is reclaimed: free what can be, and
         // evict only the rest (counting what this round frees), or every round would empty
         // the cache.
@@ -652,15 +655,6 @@ impl Tree {
         let _smo = lock(&self.smo);
         let pin = self.epochs.pin();
         let mut p = lock(&m.policy);
-        for lid in std::mem::take(&mut *lock(&m.arrivals)) {
-            if p.queued.insert(lid) {
-                if p.ghost_set.remove(&lid) {
-                    p.main.push_back(lid);
-                } else {
-                    p.small.push_back(lid);
-                }
-            }
-        }
         let safe = self.safe_version(&mut p);
         let mut evicted = 0;
         // Every candidate is looked at at most about twice per round.
@@ -801,6 +795,25 @@ impl Tree {
         g.extend(ool.into_iter().map(|(h, l)| Garbage::Value(h, l)));
         self.retire(g);
         Evict::Done(freed)
+    }
+
+    /// Moves the LIDs that arrived since the last round into the S3-FIFO queues: the
+    /// small FIFO, or the main one for a LID the ghost FIFO remembers.
+    fn absorb_arrivals(&self, m: &Mirror) {
+        let arrived = std::mem::take(&mut *lock(&m.arrivals));
+        if arrived.is_empty() {
+            return;
+        }
+        let mut p = lock(&m.policy);
+        for lid in arrived {
+            if p.queued.insert(lid) {
+                if p.ghost_set.remove(&lid) {
+                    p.main.push_back(lid);
+                } else {
+                    p.small.push_back(lid);
+                }
+            }
+        }
     }
 
     /// Counts a read's visit of a leaf (mirror cache statistics).
