@@ -331,6 +331,9 @@ pub(crate) fn recover(
     };
     // Only the pages that provide a range are needed from here on.
     let live: HashSet<u64> = cover.pages().collect();
+    // With a budget, pages stay in the page file only when the leaves would take more than
+    // half of it; a store that fits is loaded whole, as without one.
+    let mirror = mirror.filter(|_| live.len().saturating_mul(cfg.node_size) > cfg.memory_limit / 2);
     for l in leaves.iter_mut().filter(|l| !live.contains(&l.off)) {
         l.bytes = Vec::new();
     }
