@@ -269,6 +269,14 @@ pub struct ExtPage<'a> {
     pub value: &'a [u8],
 }
 
+impl ExtPage<'_> {
+    /// Whether this is the extension page `r` names for `key`: the key's, with the length
+    /// and CRC-32C of the value the leaf page was written with.
+    pub fn is_named_by(&self, r: &ExtRef, key: &[u8]) -> bool {
+        self.key == key && self.value.len() == r.len as usize && crc32c::crc32c(self.value) == r.crc
+    }
+}
+
 /// A decoded page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Page<'a> {

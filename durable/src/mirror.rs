@@ -148,13 +148,7 @@ impl PageReader {
                         HEADER + k.len() + r.len as usize + 1024,
                     )?;
                     match decode_page(&e, r.off) {
-                        Ok(Page::Ext(x))
-                            if x.key == *k
-                                && x.value.len() == r.len as usize
-                                && crc32c::crc32c(x.value) == r.crc =>
-                        {
-                            item(k, x.value, *deadline)
-                        }
+                        Ok(Page::Ext(x)) if x.is_named_by(r, k) => item(k, x.value, *deadline),
                         _ => {
                             return Err(Error::Corrupt(format!(
                                 "extension page at {} does not check",

@@ -554,13 +554,7 @@ fn read_ext(
         .read_at(&mut b, r.off)
         .map_err(|e| disk("reading an extension page", e))?;
     Ok(match decode_page(&b, r.off) {
-        Ok(Page::Ext(p))
-            if p.key == key
-                && p.value.len() == r.len as usize
-                && crc32c::crc32c(p.value) == r.crc =>
-        {
-            Some(p.value.to_vec())
-        }
+        Ok(Page::Ext(p)) if p.is_named_by(r, key) => Some(p.value.to_vec()),
         _ => None,
     })
 }

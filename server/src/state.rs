@@ -355,14 +355,9 @@ impl Shared {
         line("durable_failed", d.failed.unwrap_or_else(|| "no".into()));
         // The leaf cache over the page file (issue 18).
         let m = self.store.mirror_stats();
-        let ratio = if m.leaf_visits == 0 {
-            1.0
-        } else {
-            1.0 - (m.loads as f64 / m.leaf_visits as f64).min(1.0)
-        };
         line("leaf_cache_budget_bytes", m.budget_bytes.to_string());
         line("leaf_cache_resident_bytes", m.resident_bytes.to_string());
-        line("leaf_cache_hit_ratio", format!("{ratio:.4}"));
+        line("leaf_cache_hit_ratio", format!("{:.4}", m.hit_ratio()));
         line("leaf_cache_leaf_visits", m.leaf_visits.to_string());
         line("leaf_cache_loads", m.loads.to_string());
         line("leaf_cache_load_errors", m.load_errors.to_string());

@@ -189,6 +189,16 @@ pub(crate) struct MirrorCounters {
     pub(crate) leaf_visits: [Padded; 8],
 }
 
+impl MirrorCounters {
+    /// A leaf was read back, starting at `started`.
+    fn loaded(&self, started: Instant) {
+        let ns = started.elapsed().as_nanos() as u64;
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        self.load_ns.fetch_add(ns, Ordering::Relaxed);
+        self.load_ns_max.fetch_max(ns, Ordering::Relaxed);
+    }
+}
+
 #[repr(align(64))]
 #[derive(Default)]
 pub(crate) struct Padded(pub(crate) AtomicU64);
@@ -232,6 +242,17 @@ pub struct MirrorStats {
     pub resident_bytes: u64,
     /// The budget.
     pub budget_bytes: u64,
+}
+
+impl MirrorStats {
+    /// `1 - loads / leaf_visits` (1 when nothing was visited).
+    pub fn hit_ratio(&self) -> f64 {
+        if self.leaf_visits == 0 {
+            1.0
+        } else {
+            1.0 - (self.loads as f64 / self.leaf_visits as f64).min(1.0)
+        }
+    }
 }
 
 impl Mirror {
@@ -362,28 +383,23 @@ impl Tree {
                 return Ok(entry);
             };
             let started = Instant::now();
-            let mut items = LoadedItems::default();
-            let read = m
-                .pager
-                .read(lid, stub.page, &mut |k, v, d| items.push(k, v, d));
-            if let Err(e) = read {
-                m.counters.load_errors.fetch_add(1, Ordering::Relaxed);
-                // A stale stub's page may have been reused: look again before failing.
-                let now = self.pt.get(lid);
-                if now != entry {
+            let items = match self.read_items(m, lid, &stub) {
+                Ok(items) => items,
+                Err(e) => {
+                    // A stale stub's page may have been reused: look again before failing.
+                    let now = self.pt.get(lid);
+                    if now == entry {
+                        return Err(e);
+                    }
                     entry = now;
                     if is_evicted(entry) {
                         continue;
                     }
                     return Ok(entry);
                 }
-                return Err(crate::Error::PageRead(e));
-            }
+            };
             let (off, ool) = self.build_loaded(&stub, &items)?;
-            let ns = started.elapsed().as_nanos() as u64;
-            m.counters.loads.fetch_add(1, Ordering::Relaxed);
-            m.counters.load_ns.fetch_add(ns, Ordering::Relaxed);
-            m.counters.load_ns_max.fetch_max(ns, Ordering::Relaxed);
+            m.counters.loaded(started);
             let mut stubs = lock(&m.stubs);
             let current = stubs.by_seq.get(&seq).map(|s| s.retired);
             match current {
@@ -426,6 +442,11 @@ impl Tree {
     /// Frees a buffer and values that were never published.
     fn free_unpublished(&self, off: u64, ool: &[(u64, u32)]) {
         self.arena.free(off);
+        self.free_values(ool);
+    }
+
+    /// Frees out-of-line values that were never published.
+    fn free_values(&self, ool: &[(u64, u32)]) {
         for &(h, l) in ool {
             self.ool_bytes.fetch_sub(u64::from(l), Ordering::Relaxed);
             // SAFETY: never published: nobody else holds the handle.
@@ -433,34 +454,61 @@ impl Tree {
         }
     }
 
-    /// Builds the buffer of a loaded leaf (unpublished); returns it and the out-of-line
-    /// values it references.
+    /// Reads `stub`'s page into one buffer of items, counting a failure.
+    fn read_items(&self, m: &Mirror, lid: u64, stub: &Stub) -> Result<LoadedItems, crate::Error> {
+        let mut items = LoadedItems::default();
+        m.pager
+            .read(lid, stub.page, &mut |k, v, d| items.push(k, v, d))
+            .map_err(|e| {
+                m.counters.load_errors.fetch_add(1, Ordering::Relaxed);
+                crate::Error::PageRead(e)
+            })?;
+        Ok(items)
+    }
+
+    /// Builds a loaded leaf into `buf` (unpublished): returns the bytes used and the
+    /// out-of-line values it references; on failure nothing is left allocated.
+    fn build_into(
+        &self,
+        buf: &mut [u8],
+        stub: &Stub,
+        items: &LoadedItems,
+    ) -> Result<(usize, Vec<(u64, u32)>), crate::Error> {
+        let (refs, ool) = self.loaded_refs(items);
+        let built = build_leaf_full(buf, &self.geo, &refs, &self.loaded_meta(stub));
+        drop(refs);
+        match built {
+            Ok(used) => Ok((used, ool)),
+            Err(_) => {
+                self.free_values(&ool);
+                Err(crate::Error::PageRead(format!(
+                    "page {} of leaf {} does not fit in a node",
+                    stub.page, stub.lid
+                )))
+            }
+        }
+    }
+
+    /// Builds a loaded leaf in an arena buffer (unpublished); returns it and the
+    /// out-of-line values it references. The buffer comes from up to the arena's limit
+    /// and is never waited for: the caller is pinned, and a pinned reader holds back both
+    /// the reclamation of what the evictor retires and the versions it may evict
+    /// (invariant 1), so waiting could only wait for itself. Readers fall back to a
+    /// private copy ([`Tree::load_private`]); writers retry unpinned (`Tree::write`).
     fn build_loaded(
         &self,
         stub: &Stub,
         items: &LoadedItems,
     ) -> Result<(u64, Vec<(u64, u32)>), crate::Error> {
-        let off = self.alloc_buffer_for_load()?;
-        let (refs, ool) = self.loaded_refs(items);
-        let meta = self.loaded_meta(stub);
+        let off = self.alloc_any()?;
         // SAFETY: a fresh, unpublished buffer.
-        if build_leaf_full(unsafe { self.buf_mut(off) }, &self.geo, &refs, &meta).is_err() {
-            self.free_unpublished(off, &ool);
-            return Err(crate::Error::PageRead(format!(
-                "page {} of leaf {} does not fit in a node",
-                stub.page, stub.lid
-            )));
+        match self.build_into(unsafe { self.buf_mut(off) }, stub, items) {
+            Ok((_, ool)) => Ok((off, ool)),
+            Err(e) => {
+                self.arena.free(off);
+                Err(e)
+            }
         }
-        Ok((off, ool))
-    }
-
-    /// A buffer for a load, up to the arena's limit. A load never waits for room: its
-    /// caller is pinned, and a pinned reader holds back both the reclamation of what the
-    /// evictor retires and the versions it may evict (invariant 1), so waiting could only
-    /// wait for itself. Readers fall back to a private copy ([`Tree::load_private`]);
-    /// writers retry unpinned (`Tree::write`).
-    fn alloc_buffer_for_load(&self) -> Result<u64, crate::Error> {
-        self.alloc_any()
     }
 
     /// Reads evicted leaf `lid` into a private buffer that is never installed, retired at
@@ -487,26 +535,12 @@ impl Tree {
             // Installed meanwhile.
             return self.resolve(lid, rv, pin);
         };
-        let mut items = LoadedItems::default();
-        m.pager
-            .read(lid, stub.page, &mut |k, v, d| items.push(k, v, d))
-            .map_err(|e| {
-                m.counters.load_errors.fetch_add(1, Ordering::Relaxed);
-                crate::Error::PageRead(e)
-            })?;
-        m.counters.loads.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let items = self.read_items(m, lid, &stub)?;
         let mut buf = vec![0u8; self.geo.node_size].into_boxed_slice();
-        let (refs, ool) = self.loaded_refs(&items);
-        let built = build_leaf_full(&mut buf, &self.geo, &refs, &self.loaded_meta(&stub));
-        drop(refs);
+        let (used, ool) = self.build_into(&mut buf, &stub, &items)?;
+        m.counters.loaded(started);
         let mut g: Vec<Garbage> = ool.iter().map(|&(h, l)| Garbage::Value(h, l)).collect();
-        let Ok(used) = built else {
-            self.retire(g);
-            return Err(crate::Error::PageRead(format!(
-                "page {} of leaf {lid} does not fit in a node",
-                stub.page
-            )));
-        };
         let ptr = buf.as_ptr();
         g.push(Garbage::Boxed(Box::new(buf)));
         // Retired after our pin was taken, so freed only once we unpin.
@@ -891,7 +925,8 @@ impl Mirror {
         page: u64,
         item: &mut crate::ItemSink<'_>,
     ) -> std::result::Result<(), String> {
-        self.pager.read(0, page, item)
+        // No leaf has LID NO_LID, so the pager reads `page` itself.
+        self.pager.read(NO_LID, page, item)
     }
 }
 

@@ -171,14 +171,14 @@ impl Tree {
     /// A node buffer; when the arena is full, garbage that no reader can reach is freed
     /// first (Honeycomb §3.2: a writer that cannot allocate retries after reclamation).
     pub(crate) fn alloc_buffer(&self) -> Result<u64, crate::Error> {
-        if self.cfg.evict
-            && self.arena.live_buffers() * self.geo.node_size >= self.cfg.write_memory_limit()
-        {
+        let at_write_limit =
+            || self.arena.live_buffers() * self.geo.node_size >= self.cfg.write_memory_limit();
+        if self.cfg.evict && at_write_limit() {
             // Writers stop at the write limit and wait unpinned (Tree::write) for the
             // evictor; the room above it is for loads, whose readers are pinned and so
             // hold back the reclamation of whatever is evicted while they wait.
             self.reclaim();
-            if self.arena.live_buffers() * self.geo.node_size >= self.cfg.write_memory_limit() {
+            if at_write_limit() {
                 if let Some(m) = self.mirror.get() {
                     m.pressure();
                 }

@@ -147,8 +147,7 @@ impl Tree {
                     self.deadlines_seen.store(true, Ordering::Release);
                 }
                 // Out-of-line values count against the memory limit with the node buffers.
-                let used = self.arena.live_buffers() * self.geo.node_size
-                    + self.ool_bytes.load(Ordering::Relaxed) as usize;
+                let used = self.resident_bytes();
                 let limit = if self.cfg.evict {
                     self.cfg.write_memory_limit()
                 } else {

@@ -82,7 +82,7 @@ impl Drop for Durable {
                 self.name(),
                 m.leaf_visits,
                 m.loads,
-                1.0 - (m.loads as f64 / m.leaf_visits as f64).min(1.0),
+                m.hit_ratio(),
                 m.evictions,
                 self.durable.durability().stats().write_backs,
                 m.load_us_mean,
