@@ -558,7 +558,11 @@ impl Core {
                 Ok((v, keys.len()))
             }
             Err(e) => {
-                for off in taken.exts.into_iter().chain(taken.leaves) {
+                for off in taken
+                    .exts
+                    .into_iter()
+                    .chain(taken.leaves.into_iter().map(|l| l.0))
+                {
                     d.slabs.free(off);
                 }
                 drop(d);
@@ -692,8 +696,9 @@ impl Core {
                     .collect(),
             };
             let off = self.take_slot(d, leaf_len(&page))?;
-            taken.leaves.push(off);
-            self.write(&encode_leaf(&page, off), off, "writing a leaf page")?;
+            let bytes = encode_leaf(&page, off);
+            taken.leaves.push((off, bytes.len() as u32));
+            self.write(&bytes, off, "writing a leaf page")?;
             self.counters.leaf_pages.fetch_add(1, Ordering::Relaxed);
         }
         if sync {
@@ -715,9 +720,9 @@ impl Core {
     ) {
         let mut freed = Vec::new();
         let mut images = self.mirror.as_ref().map(|m| lock(&m.images));
-        for (p, off) in plans.into_iter().zip(taken.leaves) {
+        for (p, (off, len)) in plans.into_iter().zip(taken.leaves) {
             if let Some(i) = images.as_mut() {
-                i.record(p.lid, off, v);
+                i.record(p.lid, off, len, v);
             }
             let mut exts = Vec::new();
             for (k, val, _) in &p.items {
@@ -824,5 +829,6 @@ impl Core {
 #[derive(Default)]
 struct Taken {
     exts: Vec<u64>,
-    leaves: Vec<u64>,
+    /// Leaf pages: offset and length.
+    leaves: Vec<(u64, u32)>,
 }

@@ -30,17 +30,28 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Which live page images which leaf.
 #[derive(Default)]
 pub(crate) struct Images {
-    /// LID → (page offset, version of the snapshot it imaged).
-    by_lid: HashMap<u64, (u64, u64)>,
+    /// LID → its newest image.
+    by_lid: HashMap<u64, Image>,
     /// Page offset → LID.
     by_page: HashMap<u64, u64>,
 }
 
+/// A page that images a leaf.
+#[derive(Clone, Copy)]
+struct Image {
+    page: u64,
+    /// The page's length in bytes (0: not known), so a load reads it in one exact read.
+    len: u32,
+    /// The version of the snapshot it imaged.
+    version: u64,
+}
+
 impl Images {
-    /// A commit wrote `page`, the image of leaf `lid` at `version`.
-    pub(crate) fn record(&mut self, lid: u64, page: u64, version: u64) {
-        if let Some((old, _)) = self.by_lid.insert(lid, (page, version)) {
-            self.by_page.remove(&old);
+    /// A commit wrote `page` (`len` bytes), the image of leaf `lid` at `version`.
+    pub(crate) fn record(&mut self, lid: u64, page: u64, len: u32, version: u64) {
+        let image = Image { page, len, version };
+        if let Some(old) = self.by_lid.insert(lid, image) {
+            self.by_page.remove(&old.page);
         }
         self.by_page.insert(page, lid);
     }
@@ -48,23 +59,23 @@ impl Images {
     /// `page` no longer provides any range (it is being freed).
     pub(crate) fn forget(&mut self, page: u64) {
         if let Some(lid) = self.by_page.remove(&page) {
-            if self.by_lid.get(&lid).is_some_and(|(p, _)| *p == page) {
+            if self.by_lid.get(&lid).is_some_and(|i| i.page == page) {
                 self.by_lid.remove(&lid);
             }
         }
     }
 
-    /// The newest page that images leaf `lid`.
-    fn current(&self, lid: u64) -> Option<u64> {
-        self.by_lid.get(&lid).map(|(p, _)| *p)
+    /// The newest page that images leaf `lid`, and its length (0: not known).
+    fn current(&self, lid: u64) -> Option<(u64, u32)> {
+        self.by_lid.get(&lid).map(|i| (i.page, i.len))
     }
 
     /// The page that images leaf `lid` in a state at least as new as `version`.
     fn page_of(&self, lid: u64, version: u64) -> Option<u64> {
         self.by_lid
             .get(&lid)
-            .filter(|(_, v)| version <= *v)
-            .map(|(p, _)| *p)
+            .filter(|i| version <= i.version)
+            .map(|i| i.page)
     }
 }
 
@@ -101,54 +112,84 @@ impl Shared {
     }
 }
 
-/// Reads a page whole: `guess` bytes at once (enough for most pages: one read), and the
-/// rest when its header says it is longer.
-fn read_page(storage: &dyn Storage, off: u64, guess: usize) -> Result<Vec<u8>> {
-    let mut b = vec![0u8; guess.max(HEADER)];
-    storage
-        .read_at(&mut b, off)
-        .map_err(|e| disk("reading an evicted leaf's page", e))?;
-    let h = decode_header(&b).map_err(|e| Error::Corrupt(format!("page at {off}: {e:?}")))?;
-    let len = h.len as usize;
-    if len > b.len() {
-        let have = b.len();
-        b.resize(len, 0);
-        storage
-            .read_at(&mut b[have..], off + have as u64)
-            .map_err(|e| disk("reading an evicted leaf's page", e))?;
-    } else {
-        b.truncate(len);
+thread_local! {
+    /// A loading thread's page buffer, reused from load to load (never shrunk, never
+    /// zeroed again: a read overwrites what it uses).
+    static PAGE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads the page at `off` whole into `b` and returns its length: `len` bytes when the
+/// length is known, else `guess` bytes (enough for most pages) and the rest once the header
+/// says how long it is.
+fn read_page(
+    storage: &dyn Storage,
+    off: u64,
+    len: u32,
+    guess: usize,
+    b: &mut Vec<u8>,
+) -> Result<usize> {
+    let first = if len > 0 { len as usize } else { guess }.max(HEADER);
+    if b.len() < first {
+        b.resize(first, 0);
     }
-    Ok(b)
+    storage
+        .read_at(&mut b[..first], off)
+        .map_err(|e| disk("reading an evicted leaf's page", e))?;
+    let h = decode_header(b).map_err(|e| Error::Corrupt(format!("page at {off}: {e:?}")))?;
+    let len = h.len as usize;
+    if len > first {
+        if b.len() < len {
+            b.resize(len, 0);
+        }
+        storage
+            .read_at(&mut b[first..len], off + first as u64)
+            .map_err(|e| disk("reading an evicted leaf's page", e))?;
+    }
+    Ok(len)
 }
 
 /// The tree's [`Pager`]: reads leaf pages (and the extension pages they name) back.
 pub(crate) struct PageReader {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) shared: Arc<Shared>,
-    /// Bytes read at once for a page (a node and its fences fit).
+    /// Bytes read at once for a page whose length is not known (a node and its fences fit).
     pub(crate) guess: usize,
 }
 
 impl PageReader {
-    fn read_leaf(&self, page: u64, item: &mut accelkv_tree::ItemSink<'_>) -> Result<()> {
-        let b = read_page(self.storage.as_ref(), page, self.guess)?;
-        let Ok(Page::Leaf(p)) = decode_page(&b, page) else {
-            return Err(Error::Corrupt(format!(
-                "page at {page} is not an intact leaf page"
-            )));
-        };
-        for (k, v, deadline) in &p.items {
-            match v {
-                PageValue::Inline(v) => item(k, v, *deadline),
-                PageValue::Ext(r) => {
-                    let e = read_page(
+    /// Hands the items of leaf page `page` (`len` bytes, 0: not known) to `items` at once,
+    /// borrowed from the thread's page buffer (values in extension pages read beside it).
+    fn read_leaf(&self, page: u64, len: u32, items: &mut accelkv_tree::ItemSink<'_>) -> Result<()> {
+        PAGE_BUF.with(|buf| {
+            // A pager call within a pager call cannot happen (the sink builds a leaf); a
+            // fresh buffer keeps even that correct.
+            let mut fresh = Vec::new();
+            let mut held = buf.try_borrow_mut();
+            let b: &mut Vec<u8> = match held.as_deref_mut() {
+                Ok(b) => b,
+                Err(_) => &mut fresh,
+            };
+            let n = read_page(self.storage.as_ref(), page, len, self.guess, b)?;
+            let Ok(Page::Leaf(p)) = decode_page(&b[..n], page) else {
+                return Err(Error::Corrupt(format!(
+                    "page at {page} is not an intact leaf page"
+                )));
+            };
+            // Values in extension pages, read first so every item can be borrowed.
+            let mut ext: Vec<Vec<u8>> = Vec::new();
+            for (k, v, _) in &p.items {
+                if let PageValue::Ext(r) = v {
+                    let mut e = Vec::new();
+                    let n = read_page(
                         self.storage.as_ref(),
                         r.off,
+                        0,
                         HEADER + k.len() + r.len as usize + 1024,
+                        &mut e,
                     )?;
+                    e.truncate(n);
                     match decode_page(&e, r.off) {
-                        Ok(Page::Ext(x)) if x.is_named_by(r, k) => item(k, x.value, *deadline),
+                        Ok(Page::Ext(x)) if x.is_named_by(r, k) => ext.push(x.value.to_vec()),
                         _ => {
                             return Err(Error::Corrupt(format!(
                                 "extension page at {} does not check",
@@ -158,8 +199,19 @@ impl PageReader {
                     }
                 }
             }
-        }
-        Ok(())
+            let mut ext = ext.iter();
+            let mut all: Vec<accelkv_tree::PageItem<'_>> = Vec::with_capacity(p.items.len());
+            for (k, v, deadline) in &p.items {
+                let v: &[u8] = match v {
+                    PageValue::Inline(v) => v,
+                    // As many as pushed above, in the same order.
+                    PageValue::Ext(_) => ext.next().map_or(&[][..], Vec::as_slice),
+                };
+                all.push((k, v, *deadline));
+            }
+            items(&all);
+            Ok(())
+        })
     }
 }
 
@@ -168,14 +220,14 @@ impl Pager for PageReader {
         &self,
         lid: u64,
         page: u64,
-        item: &mut accelkv_tree::ItemSink<'_>,
+        items: &mut accelkv_tree::ItemSink<'_>,
     ) -> std::result::Result<(), String> {
         // While a leaf is evicted nothing changes it, so any page that images it holds the
         // same items; the newest is live (the hint may have been freed by a later commit
         // that imaged the leaf again). After FLUSHALL the LID has no image: the hint, whose
         // slot is not reused while a reader that can reach the stub runs, is still intact.
-        let page = lock(&self.shared.images).current(lid).unwrap_or(page);
-        self.read_leaf(page, item).map_err(|e| e.to_string())
+        let (page, len) = lock(&self.shared.images).current(lid).unwrap_or((page, 0));
+        self.read_leaf(page, len, items).map_err(|e| e.to_string())
     }
 
     fn pressure(&self) {

@@ -337,6 +337,12 @@ pub(crate) fn recover(
     for l in leaves.iter_mut().filter(|l| !live.contains(&l.off)) {
         l.bytes = Vec::new();
     }
+    // Live pages' lengths, so a load reads exactly one page.
+    let lens: HashMap<u64, u32> = leaves
+        .iter()
+        .filter(|l| live.contains(&l.off))
+        .map(|l| (l.off, l.bytes.len() as u32))
+        .collect();
     // The winning items, in key order, borrowed from the page bytes.
     let decoded: HashMap<u64, Vec<PageItem<'_>>> = leaves
         .iter()
@@ -400,7 +406,12 @@ pub(crate) fn recover(
             let (tree, stubs) = Tree::recovered(cfg, pager, pieces, max_version)?;
             let mut images = shared.images.lock().unwrap_or_else(|e| e.into_inner());
             for &(lid, page) in &stubs {
-                images.record(lid, page, max_version);
+                images.record(
+                    lid,
+                    page,
+                    lens.get(&page).copied().unwrap_or(0),
+                    max_version,
+                );
             }
             rep.evicted_leaves = stubs.len() as u64;
             rep.resident_bytes = tree.mirror_stats().resident_bytes;

@@ -319,7 +319,13 @@ impl Tree {
             ))?;
             let mut items = Vec::new();
             mirror
-                .read_page(page, &mut |k, v, d| items.push((k.to_vec(), v.to_vec(), d)))
+                .read_page(page, &mut |page_items| {
+                    items.extend(
+                        page_items
+                            .iter()
+                            .map(|&(k, v, d)| (k.to_vec(), v.to_vec(), d)),
+                    )
+                })
                 .map_err(Error::PageRead)?;
             self.bulk_load(items, |_, _| Ok(()))?;
             return Ok((self.items.load(Ordering::Relaxed) as u64, Vec::new()));

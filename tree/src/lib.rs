@@ -46,7 +46,7 @@ pub use clock::now_ms;
 pub use config::Config;
 pub use epoch::ReaderSlot;
 pub use error::{Error, Result};
-pub use mirror::{ItemSink, MirrorStats, PageOf, Pager};
+pub use mirror::{ItemSink, MirrorStats, PageItem, PageOf, Pager};
 pub use raw::{Raw, RemapSubscription, WriteObserver, ROOT_LID};
 pub use remap::{Chunk, Remap, RemapFeed};
 pub use store::ExpiredStep;

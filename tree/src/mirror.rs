@@ -45,15 +45,18 @@ pub(crate) fn is_evicted(entry: u64) -> bool {
     entry != UNMAPPED && entry & EVICTED != 0
 }
 
-/// Receives a page's items: key, value, deadline.
-pub type ItemSink<'a> = dyn FnMut(&[u8], &[u8], u64) + 'a;
+/// One item of a page: key, value, deadline.
+pub type PageItem<'p> = (&'p [u8], &'p [u8], u64);
+
+/// Receives a page's items, all at once, borrowed from the pager's buffer.
+pub type ItemSink<'a> = dyn for<'p> FnMut(&[PageItem<'p>]) + 'a;
 
 /// Names the page that images a leaf: (LID, newest version, first key) → page.
 pub type PageOf<'a> = dyn FnMut(u64, u64, Option<&[u8]>) -> Option<u64> + 'a;
 
 /// Reads leaf images back from where the durability layer wrote them.
 pub trait Pager: Send + Sync {
-    /// Calls `item` with every (key, value, deadline) of evicted leaf `lid`, in key order:
+    /// Calls `items` once with every (key, value, deadline) of evicted leaf `lid`, in key order:
     /// from the newest page that images it, or from `page`, the one that did when it was
     /// evicted (a commit may image an unchanged leaf again, and free that page). An error
     /// names what failed (the read, a checksum).
@@ -61,7 +64,7 @@ pub trait Pager: Send + Sync {
         &self,
         lid: u64,
         page: u64,
-        item: &mut crate::ItemSink<'_>,
+        items: &mut crate::ItemSink<'_>,
     ) -> std::result::Result<(), String>;
 
     /// The store is over its memory budget (a load or an allocation found it so): evict.
@@ -88,6 +91,18 @@ struct Stub {
 struct Stubs {
     by_seq: HashMap<u64, Stub>,
     next: u64,
+    /// What a load built, per LID, so evicting a leaf no write changed since (a read-mostly
+    /// working set's usual victim) needs no walk over its items. Only a hint: used only while
+    /// the leaf's newest version is still the loaded one.
+    loaded: HashMap<u64, Loaded>,
+}
+
+/// A loaded leaf's counts and out-of-line values, as built.
+struct Loaded {
+    version: u64,
+    items: i64,
+    expiring: i64,
+    ool: Vec<(u64, u32)>,
 }
 
 const BITS: u32 = 14;
@@ -260,8 +275,8 @@ impl Mirror {
         Mirror {
             pager,
             stubs: Mutex::new(Stubs {
-                by_seq: HashMap::new(),
                 next: 1,
+                ..Stubs::default()
             }),
             freq: Freq::new(),
             arrivals: Mutex::new(Vec::new()),
@@ -303,41 +318,13 @@ impl Mirror {
     }
 }
 
-/// A page's items as the pager hands them over, copied into one buffer (one allocation
-/// per load, not two per item).
-#[derive(Default)]
-struct LoadedItems {
-    bytes: Vec<u8>,
-    /// Key end and value end (offsets into `bytes`; each key starts where the previous
-    /// value ended), deadline.
-    ends: Vec<(u32, u32, u64)>,
-}
-
-impl LoadedItems {
-    fn push(&mut self, k: &[u8], v: &[u8], deadline: u64) {
-        self.bytes.extend_from_slice(k);
-        let ke = self.bytes.len() as u32;
-        self.bytes.extend_from_slice(v);
-        self.ends.push((ke, self.bytes.len() as u32, deadline));
-    }
-
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    fn expiring(&self) -> i64 {
-        self.ends.iter().filter(|e| e.2 != NO_DEADLINE).count() as i64
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8], u64)> + '_ {
-        let mut start = 0usize;
-        self.ends.iter().map(move |&(ke, ve, d)| {
-            let (ke, ve) = (ke as usize, ve as usize);
-            let item = (&self.bytes[start..ke], &self.bytes[ke..ve], d);
-            start = ve;
-            item
-        })
-    }
+/// What a load built: bytes of the buffer used, the out-of-line values it references, and
+/// its items and those with a deadline (the tree's counts are corrected by them).
+struct Built {
+    used: usize,
+    ool: Vec<(u64, u32)>,
+    items: i64,
+    expiring: i64,
 }
 
 /// A leaf's newest version: its node version or its last log entry's.
@@ -383,9 +370,12 @@ impl Tree {
                 return Ok(entry);
             };
             let started = Instant::now();
-            let items = match self.read_items(m, lid, &stub) {
-                Ok(items) => items,
+            let off = self.alloc_any()?;
+            // SAFETY: a fresh, unpublished buffer.
+            let built = match self.read_into(m, lid, &stub, unsafe { self.buf_mut(off) }) {
+                Ok(b) => b,
                 Err(e) => {
+                    self.arena.free(off);
                     // A stale stub's page may have been reused: look again before failing.
                     let now = self.pt.get(lid);
                     if now == entry {
@@ -398,7 +388,6 @@ impl Tree {
                     return Ok(entry);
                 }
             };
-            let (off, ool) = self.build_loaded(&stub, &items)?;
             m.counters.loaded(started);
             let mut stubs = lock(&m.stubs);
             let current = stubs.by_seq.get(&seq).map(|s| s.retired);
@@ -406,12 +395,24 @@ impl Tree {
                 Some(false) if self.pt.get(lid) == entry => {
                     stubs.by_seq.remove(&seq);
                     self.pt.set(lid, off);
+                    if stubs.loaded.len() > 2 * (self.cfg.memory_limit / self.geo.node_size) + 64 {
+                        // Hints of leaves merged away or rewritten since: drop them all.
+                        stubs.loaded.clear();
+                    }
+                    stubs.loaded.insert(
+                        lid,
+                        Loaded {
+                            version: stub.version,
+                            items: built.items,
+                            expiring: built.expiring,
+                            ool: built.ool.clone(),
+                        },
+                    );
                     drop(stubs);
-                    let expiring = items.expiring();
                     self.items
-                        .fetch_sub(stub.items - items.len() as i64, Ordering::Relaxed);
+                        .fetch_sub(stub.items - built.items, Ordering::Relaxed);
                     self.expiring
-                        .fetch_sub(stub.expiring - expiring, Ordering::Relaxed);
+                        .fetch_sub(stub.expiring - built.expiring, Ordering::Relaxed);
                     m.freq.set(lid, 0);
                     m.arrived(lid);
                     if self.over_budget() {
@@ -423,13 +424,14 @@ impl Tree {
                     // Invariant 3: a private copy for a reader of the old tree.
                     drop(stubs);
                     let mut g = vec![Garbage::Buffer(off)];
-                    g.extend(ool.into_iter().map(|(h, l)| Garbage::Value(h, l)));
+                    g.extend(built.ool.into_iter().map(|(h, l)| Garbage::Value(h, l)));
                     self.retire(g);
                     return Ok(off);
                 }
                 _ => {
                     drop(stubs);
-                    self.free_unpublished(off, &ool);
+                    self.arena.free(off);
+                    self.free_values(&built.ool);
                     entry = self.pt.get(lid);
                     if !is_evicted(entry) {
                         return Ok(entry);
@@ -437,12 +439,6 @@ impl Tree {
                 }
             }
         }
-    }
-
-    /// Frees a buffer and values that were never published.
-    fn free_unpublished(&self, off: u64, ool: &[(u64, u32)]) {
-        self.arena.free(off);
-        self.free_values(ool);
     }
 
     /// Frees out-of-line values that were never published.
@@ -454,59 +450,65 @@ impl Tree {
         }
     }
 
-    /// Reads `stub`'s page into one buffer of items, counting a failure.
-    fn read_items(&self, m: &Mirror, lid: u64, stub: &Stub) -> Result<LoadedItems, crate::Error> {
-        let mut items = LoadedItems::default();
-        m.pager
-            .read(lid, stub.page, &mut |k, v, d| items.push(k, v, d))
-            .map_err(|e| {
-                m.counters.load_errors.fetch_add(1, Ordering::Relaxed);
-                crate::Error::PageRead(e)
-            })?;
-        Ok(items)
+    /// Reads `stub`'s page and builds the leaf into `buf` (unpublished), straight from the
+    /// pager's buffer; on failure (counted) nothing is left allocated but `buf`. The
+    /// buffer comes from up to the arena's limit and is never waited for: the caller is
+    /// pinned, and a pinned reader holds back both the reclamation of what the evictor
+    /// retires and the versions it may evict (invariant 1), so waiting could only wait for
+    /// itself. Readers fall back to a private copy ([`Tree::load_private`]); writers retry
+    /// unpinned (`Tree::write`).
+    fn read_into(
+        &self,
+        m: &Mirror,
+        lid: u64,
+        stub: &Stub,
+        buf: &mut [u8],
+    ) -> Result<Built, crate::Error> {
+        let mut built = None;
+        let read = m
+            .pager
+            .read(lid, stub.page, &mut |items| {
+                built = Some(self.build_into(buf, stub, items))
+            })
+            .map_err(crate::Error::PageRead)
+            .and_then(|()| {
+                built.unwrap_or_else(|| {
+                    Err(crate::Error::PageRead(format!(
+                        "page {} of leaf {lid} was not read",
+                        stub.page
+                    )))
+                })
+            });
+        if read.is_err() {
+            m.counters.load_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        read
     }
 
-    /// Builds a loaded leaf into `buf` (unpublished): returns the bytes used and the
-    /// out-of-line values it references; on failure nothing is left allocated.
+    /// Builds a loaded leaf from a page's items into `buf`; on failure nothing is left
+    /// allocated.
     fn build_into(
         &self,
         buf: &mut [u8],
         stub: &Stub,
-        items: &LoadedItems,
-    ) -> Result<(usize, Vec<(u64, u32)>), crate::Error> {
+        items: &[PageItem<'_>],
+    ) -> Result<Built, crate::Error> {
         let (refs, ool) = self.loaded_refs(items);
         let built = build_leaf_full(buf, &self.geo, &refs, &self.loaded_meta(stub));
         drop(refs);
         match built {
-            Ok(used) => Ok((used, ool)),
+            Ok(used) => Ok(Built {
+                used,
+                ool,
+                items: items.len() as i64,
+                expiring: items.iter().filter(|i| i.2 != NO_DEADLINE).count() as i64,
+            }),
             Err(_) => {
                 self.free_values(&ool);
                 Err(crate::Error::PageRead(format!(
                     "page {} of leaf {} does not fit in a node",
                     stub.page, stub.lid
                 )))
-            }
-        }
-    }
-
-    /// Builds a loaded leaf in an arena buffer (unpublished); returns it and the
-    /// out-of-line values it references. The buffer comes from up to the arena's limit
-    /// and is never waited for: the caller is pinned, and a pinned reader holds back both
-    /// the reclamation of what the evictor retires and the versions it may evict
-    /// (invariant 1), so waiting could only wait for itself. Readers fall back to a
-    /// private copy ([`Tree::load_private`]); writers retry unpinned (`Tree::write`).
-    fn build_loaded(
-        &self,
-        stub: &Stub,
-        items: &LoadedItems,
-    ) -> Result<(u64, Vec<(u64, u32)>), crate::Error> {
-        let off = self.alloc_any()?;
-        // SAFETY: a fresh, unpublished buffer.
-        match self.build_into(unsafe { self.buf_mut(off) }, stub, items) {
-            Ok((_, ool)) => Ok((off, ool)),
-            Err(e) => {
-                self.arena.free(off);
-                Err(e)
             }
         }
     }
@@ -536,11 +538,14 @@ impl Tree {
             return self.resolve(lid, rv, pin);
         };
         let started = Instant::now();
-        let items = self.read_items(m, lid, &stub)?;
         let mut buf = vec![0u8; self.geo.node_size].into_boxed_slice();
-        let (used, ool) = self.build_into(&mut buf, &stub, &items)?;
+        let built = self.read_into(m, lid, &stub, &mut buf)?;
         m.counters.loaded(started);
-        let mut g: Vec<Garbage> = ool.iter().map(|&(h, l)| Garbage::Value(h, l)).collect();
+        let mut g: Vec<Garbage> = built
+            .ool
+            .iter()
+            .map(|&(h, l)| Garbage::Value(h, l))
+            .collect();
         let ptr = buf.as_ptr();
         g.push(Garbage::Boxed(Box::new(buf)));
         // Retired after our pin was taken, so freed only once we unpin.
@@ -548,7 +553,8 @@ impl Tree {
         // SAFETY: the boxed bytes do not move (a boxed slice moved into the garbage list
         // keeps its heap allocation) and are freed only after `pin` is dropped (above); they
         // were fully written by `build_leaf` and are never written again.
-        let imm = unsafe { std::slice::from_raw_parts(ptr.add(ATOMIC_END), used - ATOMIC_END) };
+        let imm =
+            unsafe { std::slice::from_raw_parts(ptr.add(ATOMIC_END), built.used - ATOMIC_END) };
         Ok(accelkv_node::NodeView::new(imm))
     }
 
@@ -557,12 +563,12 @@ impl Tree {
     #[allow(clippy::type_complexity)]
     fn loaded_refs<'a>(
         &self,
-        items: &'a LoadedItems,
+        items: &[PageItem<'a>],
     ) -> (Vec<(&'a [u8], ValueRef<'a>)>, Vec<(u64, u32)>) {
         let mut ool = Vec::new();
         let refs = items
             .iter()
-            .map(|(k, v, d)| {
+            .map(|&(k, v, d)| {
                 let r = if v.len() > self.geo.max_inline_value {
                     let r = values::alloc(v);
                     if let Some((h, l)) = r.out_of_line_ref() {
@@ -789,24 +795,34 @@ impl Tree {
             self.word(off).store(w, Ordering::Release);
             return Evict::NotNow;
         }
-        let mut items = 0i64;
-        let mut expiring = 0i64;
-        let mut bytes = 0;
-        for (k, val) in v.leaf_iter(u64::MAX, NO_DEADLINE) {
-            items += 1;
-            expiring += i64::from(val.deadline != NO_DEADLINE);
-            bytes += accelkv_node::leaf_item_size(k.len(), &val);
-        }
-        if bytes > self.geo.interior_capacity() {
-            // Cannot happen (a sorted item is never larger than its log entry), but a leaf
-            // that could not be rebuilt stays.
-            self.word(off).store(w, Ordering::Release);
-            return Evict::NotNow;
-        }
-        let mut ool = Vec::new();
-        Tree::ool_refs(&v, &mut ool);
-        ool.sort_unstable();
-        ool.dedup();
+        let mut stubs = lock(&m.stubs);
+        let (items, expiring, ool) = match stubs.loaded.remove(&lid) {
+            // Unchanged since it was loaded: as built.
+            Some(l) if l.version == newest => (l.items, l.expiring, l.ool),
+            _ => {
+                drop(stubs);
+                let mut items = 0i64;
+                let mut expiring = 0i64;
+                let mut bytes = 0;
+                for (k, val) in v.leaf_iter(u64::MAX, NO_DEADLINE) {
+                    items += 1;
+                    expiring += i64::from(val.deadline != NO_DEADLINE);
+                    bytes += accelkv_node::leaf_item_size(k.len(), &val);
+                }
+                if bytes > self.geo.interior_capacity() {
+                    // Cannot happen (a sorted item is never larger than its log entry), but
+                    // a leaf that could not be rebuilt stays.
+                    self.word(off).store(w, Ordering::Release);
+                    return Evict::NotNow;
+                }
+                let mut ool = Vec::new();
+                Tree::ool_refs(&v, &mut ool);
+                ool.sort_unstable();
+                ool.dedup();
+                stubs = lock(&m.stubs);
+                (items, expiring, ool)
+            }
+        };
         let stub = Stub {
             lid,
             page,
@@ -817,7 +833,6 @@ impl Tree {
             expiring,
             retired: false,
         };
-        let mut stubs = lock(&m.stubs);
         let seq = stubs.next;
         stubs.next += 1;
         stubs.by_seq.insert(seq, stub);
@@ -923,10 +938,10 @@ impl Mirror {
     pub(crate) fn read_page(
         &self,
         page: u64,
-        item: &mut crate::ItemSink<'_>,
+        items: &mut crate::ItemSink<'_>,
     ) -> std::result::Result<(), String> {
         // No leaf has LID NO_LID, so the pager reads `page` itself.
-        self.pager.read(NO_LID, page, item)
+        self.pager.read(NO_LID, page, items)
     }
 }
 
