@@ -8,6 +8,7 @@ export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/x86_64-linux-gnu}
 cargo build --release -p accelkv-bench --features rocksdb
 BENCH=./target/release/accelkv-bench
 OUT=${OUT:-target/bench-leaf-cache}
+mkdir -p "$OUT"
 COMMON=(--records 1000000 --record medium --duration 5 --threads 2)
 "$BENCH" -t 'accelkv-durable=none,budget=32' -t 'rocksdb=none,cache=32' \
     --workloads a,b,c,e --dist uniform,zipfian "${COMMON[@]}" \
@@ -17,5 +18,7 @@ COMMON=(--records 1000000 --record medium --duration 5 --threads 2)
     --baseline 'rocksdb(none)' --out "$OUT/in-memory"
 for b in 16 32 64 128 256; do
     "$BENCH" -t "accelkv-durable=none,budget=$b" --workloads c --dist uniform,zipfian \
-        "${COMMON[@]}" --out "$OUT/sweep-$b" 2>&1 | grep -E 'C uniform|C zipfian|leaf cache'
+        "${COMMON[@]}" --out "$OUT/sweep-$b" > "$OUT/sweep-$b.log" 2>&1
+    grep -E '^\| C \| (uniform|zipfian) \| accelkv|leaf cache' "$OUT/sweep-$b.log"
 done
+python3 scripts/plot-hit-ratio.py "$OUT" docs/bench/leaf-cache-hit-ratio.svg

@@ -68,13 +68,18 @@ pub(crate) enum Step<'s> {
     Pending,
     Done(Reply),
     Value(Option<&'s [u8]>),
+    /// (Only when stepping with `defer`.) The walk reached leaf LID, which lives only in
+    /// the page file: nothing was read; the request is answered by a later run, once the
+    /// leaf is read back.
+    Missed(u64),
 }
 
 impl Step<'_> {
     /// The finished reply (a GET's value copied out), or `None` while pending.
     pub(crate) fn into_reply(self) -> Option<Reply> {
         match self {
-            Step::Pending => None,
+            // Engine threads step without `defer`, so they never see `Missed`.
+            Step::Pending | Step::Missed(_) => None,
             Step::Done(r) => Some(r),
             Step::Value(v) => Some(Reply::Value(v.map(<[u8]>::to_vec))),
         }
@@ -149,14 +154,23 @@ impl Flight {
         self.stage = Stage::Page(lid);
     }
 
-    /// Runs one stage.
+    /// Runs one stage. With `defer`, a leaf that lives only in the page file is not read:
+    /// the step answers [`Step::Missed`] instead of blocking on the read.
     ///
     /// # Safety
     /// The engine holds an epoch published before this request's read version was taken.
-    pub(crate) unsafe fn step<'s>(&mut self, raw: Raw<'s>) -> Step<'s> {
+    pub(crate) unsafe fn step<'s>(&mut self, raw: Raw<'s>, defer: bool) -> Step<'s> {
         match self.stage {
             Stage::Page(lid) => {
-                let off = match raw.page(lid) {
+                let page = if defer {
+                    match raw.resident(lid) {
+                        Some(off) => Ok(off),
+                        None => return Step::Missed(lid),
+                    }
+                } else {
+                    raw.page(lid)
+                };
+                let off = match page {
                     Ok(off) => off,
                     // No room to read an evicted leaf back: the reference reader answers
                     // the whole request, reading it into a private copy.

@@ -14,6 +14,7 @@
 use crate::amac::Flight;
 use crate::hot::HotCache;
 use crate::inline::InlineReader;
+use crate::loader::Loader;
 use crate::manager::{Manager, Sampler};
 use crate::request::{Completion, ReadRef, Reply, Request, Sink};
 use crate::{EngineStats, ReadEngine};
@@ -43,6 +44,10 @@ pub struct EngineConfig {
     /// How long an idle engine thread polls for new requests before it sleeps (lower
     /// completion latency at light load for some CPU). Default 50 µs.
     pub idle_spin: Duration,
+    /// Loader threads that read evicted leaves back for inline readers that do not block
+    /// ([`crate::Loader`]); started only for a store whose leaves may be evicted (a memory
+    /// budget over a data directory). Default 2.
+    pub load_threads: usize,
 }
 
 impl Default for EngineConfig {
@@ -55,6 +60,7 @@ impl Default for EngineConfig {
             sample_every: 8,
             manager_interval: Duration::from_millis(20),
             idle_spin: Duration::from_micros(50),
+            load_threads: 2,
         }
     }
 }
@@ -112,6 +118,9 @@ pub struct CpuEngine {
     sample_every: u32,
     /// With no engine threads: the reader `submit` runs batches on, on the caller's thread.
     inline: Option<Mutex<InlineReader>>,
+    /// Reads evicted leaves back for inline readers that defer their misses (only for a
+    /// store whose leaves may be evicted).
+    loader: Option<Arc<Loader>>,
 }
 
 impl CpuEngine {
@@ -179,11 +188,24 @@ impl CpuEngine {
             window: cfg.window.max(1),
             sample_every: cfg.sample_every.max(1),
             inline: None,
+            loader: None,
         };
+        if engine.store.raw().evicts() {
+            engine.loader = Some(Arc::new(Loader::start(
+                engine.store.clone(),
+                cfg.load_threads,
+            )));
+        }
         if engine.shards.is_empty() {
             engine.inline = Some(Mutex::new(engine.reader()));
         }
         engine
+    }
+
+    /// The loader threads that read evicted leaves back, when the store's leaves may be
+    /// evicted: for readers that defer their misses ([`InlineReader::set_defer`]).
+    pub fn loader(&self) -> Option<&Arc<Loader>> {
+        self.loader.as_ref()
     }
 
     /// A reader that runs batches on the calling thread, sharing this engine's hot-key
@@ -401,7 +423,7 @@ impl Worker {
             while i < flights.len() {
                 // SAFETY: every flight's batch holds an epoch in this shard's slot that was
                 // published before its read version was taken (invariant 1).
-                match unsafe { flights[i].step(raw) }.into_reply() {
+                match unsafe { flights[i].step(raw, false) }.into_reply() {
                     None => i += 1,
                     Some(reply) => {
                         let f = flights.swap_remove(i);

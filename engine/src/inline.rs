@@ -53,6 +53,11 @@ pub struct InlineReader {
     flights: Vec<Flight>,
     /// Finished flights kept for their key buffers.
     spare: Vec<Flight>,
+    /// Whether a request that reaches a leaf living only in the page file is left
+    /// unanswered ([`InlineReader::missed`]) instead of blocking on the read.
+    defer: bool,
+    /// The requests of the last batch left unanswered: (index, leaf LID).
+    missed: Vec<(usize, u64)>,
 }
 
 impl InlineReader {
@@ -73,7 +78,24 @@ impl InlineReader {
             counters,
             flights: Vec::with_capacity(window.max(1)),
             spare: Vec::with_capacity(window.max(1)),
+            defer: false,
+            missed: Vec::new(),
         }
+    }
+
+    /// With `on`, the next batches do not block on leaves that live only in the page
+    /// file: a request that reaches one is not answered (no `emit`) and is listed in
+    /// [`InlineReader::missed`] with the leaf, for the caller to have it read back
+    /// ([`Store::read_back`], on another thread) and run the request again. Off (the
+    /// default), such a leaf is read back on this thread.
+    pub fn set_defer(&mut self, on: bool) {
+        self.defer = on;
+    }
+
+    /// The requests of the last batch left unanswered (deferred misses): (index in the
+    /// batch, LID of the leaf to read back).
+    pub fn missed(&self) -> &[(usize, u64)] {
+        &self.missed
     }
 
     /// The store read.
@@ -93,6 +115,7 @@ impl InlineReader {
         let rv = raw.read_version();
         let now = accelkv_tree::now_ms();
         let (mut hits, mut misses) = (0u64, 0u64);
+        self.missed.clear();
         if let Some(cache) = &self.cache {
             // The buckets of every GET of the batch at once, instead of one miss per GET.
             for r in reqs {
@@ -137,10 +160,15 @@ impl InlineReader {
             while i < self.flights.len() {
                 // SAFETY: the slot published an epoch before this batch's read version was
                 // taken and is cleared only after the loop (invariant 1).
-                let step = unsafe { self.flights[i].step(raw) };
+                let step = unsafe { self.flights[i].step(raw, self.defer) };
                 let found = match step {
                     Step::Pending => {
                         i += 1;
+                        continue;
+                    }
+                    Step::Missed(lid) => {
+                        self.missed.push((self.flights[i].tag as usize, lid));
+                        self.spare.push(self.flights.swap_remove(i));
                         continue;
                     }
                     Step::Value(v) => Found::Value(v),
@@ -152,7 +180,8 @@ impl InlineReader {
         }
         self.slot.clear();
         let c = &self.counters;
-        c.completed.fetch_add(reqs.len() as u64, Ordering::Relaxed);
+        c.completed
+            .fetch_add((reqs.len() - self.missed.len()) as u64, Ordering::Relaxed);
         if hits + misses > 0 {
             c.hits.fetch_add(hits, Ordering::Relaxed);
             c.misses.fetch_add(misses, Ordering::Relaxed);

@@ -97,8 +97,17 @@ impl Engine {
                 engine,
                 threads: false,
                 ..
-            } => Reads::Inline(engine.reader()),
-            _ => Reads::Ring(Ring::new(wake)),
+            } => Reads::inline(engine.reader(), engine.loader().cloned(), wake),
+            _ => Reads::ring(Ring::new(wake)),
+        }
+    }
+
+    /// Reads that waited for a leaf in the page file without blocking their loop: leaves
+    /// the loader threads read back, and waits they completed (zeros without a budget).
+    pub fn deferred_reads(&self) -> (u64, u64) {
+        match self {
+            Engine::Cpu { engine, .. } => engine.loader().map_or((0, 0), |l| l.counts()),
+            Engine::Gpu(_) => (0, 0),
         }
     }
 

@@ -41,6 +41,8 @@ pub struct Gather {
     replies: Vec<u8>,
     /// Each GET's reply in `replies`.
     segs: Vec<(usize, usize)>,
+    /// Per GET: whether it reached a leaf that lives only in the page file (not answered).
+    missed: Vec<bool>,
 }
 
 /// Whether `b` starts with a RESP `GET` of one key (`*2\r\n$3\r\nGET\r\n`, any case): a
@@ -122,18 +124,18 @@ pub fn run(
         return; // left in the inputs: the normal run answers BUSY
     }
     let start = Instant::now();
-    sh.count_n(OpClass::Get, n);
-    let hot = sh.metrics.hot();
-    hot.resp_commands.fetch_add(n as u64, Ordering::Relaxed);
     let Gather {
         keys,
         replies,
         segs,
+        missed,
         ..
     } = g;
     replies.clear();
     segs.clear();
     segs.resize(n, (0, 0));
+    missed.clear();
+    missed.resize(n, false);
     for base in (0..n).step_by(CHUNK) {
         let part = &keys[base..n.min(base + CHUNK)];
         let reqs: SmallVec<[ReadRef<'_>; CHUNK]> = part
@@ -143,36 +145,48 @@ pub fn run(
                 ReadRef::Get(key.map_or(&[][..], |c| &c.inb.data()[x..y]))
             })
             .collect();
-        // Inline (checked above): answered before `run` returns.
-        let _ = reads.run(&sh.engine, &reqs, |j, found| {
-            let at = replies.len();
-            get_reply(replies, found, part[j].3, false);
-            segs[base + j] = (at, replies.len());
-        });
+        // Inline (checked above): answered before it returns, but for misses.
+        reads.run_gathered(
+            &reqs,
+            |j, found| {
+                let at = replies.len();
+                get_reply(replies, found, part[j].3, false);
+                segs[base + j] = (at, replies.len());
+            },
+            |j| missed[base + j] = true,
+        );
     }
     sh.release(n);
-    let mut next = 0;
+    let (mut next, mut answered) = (0, 0);
     for &(slot, used, k) in &g.conns {
+        let span = next..next + k;
+        next += k;
         let Some(c) = conns.get_mut(slot).and_then(Option::as_mut) else {
-            next += k;
             continue;
         };
+        if g.missed[span.clone()].contains(&true) {
+            // A GET reached a leaf in the page file: the connection's own run answers its
+            // GETs, waiting for the leaf without blocking the loop (reads.rs).
+            continue;
+        }
+        answered += k;
         let before = c.out.len();
-        for &(x, y) in &g.segs[next..next + k] {
+        for &(x, y) in &g.segs[span] {
             c.out.extend_from_slice(&g.replies[x..y]);
         }
-        next += k;
         c.inb.consume(used);
         if let Proto::Resp(s) = &mut c.proto {
             s.reply_hint = (c.out.len() - before) / k;
         }
+        sh.record_latency(start.elapsed());
     }
+    sh.count_n(OpClass::Get, answered);
+    sh.metrics
+        .hot()
+        .resp_commands
+        .fetch_add(answered as u64, Ordering::Relaxed);
     if g.replies.capacity() > 4 << 20 {
         g.replies = Vec::new(); // do not keep a big batch's memory per loop
-    }
-    let took = start.elapsed();
-    for _ in 0..g.conns.len() {
-        sh.record_latency(took);
     }
 }
 

@@ -132,12 +132,15 @@ pub fn prometheus(sh: &Shared) -> String {
             d.last_commit_us as f64 / 1e6
         );
         let m = sh.store.mirror_stats();
+        let (deferred_loads, deferred_waits) = sh.engine.deferred_reads();
         for (name, v) in [
             ("accelkv_leaf_cache_leaf_visits_total", m.leaf_visits),
             ("accelkv_leaf_cache_loads_total", m.loads),
             ("accelkv_leaf_cache_load_errors_total", m.load_errors),
             ("accelkv_leaf_cache_evictions_total", m.evictions),
             ("accelkv_leaf_cache_write_backs_total", d.write_backs),
+            ("accelkv_leaf_cache_deferred_waits_total", deferred_waits),
+            ("accelkv_leaf_cache_deferred_loads_total", deferred_loads),
         ] {
             let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
         }

@@ -6,13 +6,24 @@
 //! engine delivers completions into the loop's sink, which wakes the loop, and each turn
 //! the loop collects them ([`Ring::poll`]) and resumes whoever waited.
 //!
+//! Data larger than memory (a memory budget over a data directory): the inline walk does
+//! not block on a leaf that lives only in the page file either. A batch in which a request
+//! reaches one becomes a wait like a ring's: the LIDs go to the engine's loader threads
+//! (`accelkv_engine::Loader`), the loop serves others, and when the leaves are back the
+//! loop runs the waiting requests again ([`Reads::poll`]) and resumes the waiter with their
+//! answers. A resumed run that misses again reads the leaf on the loop's thread, so every
+//! waiter makes progress even when its leaves are evicted again in between.
+//!
 //! How a waiter resumes: a binary frame keeps its answers in its parked frame
 //! (`exec::Ran`), filled from the completed wait. A RESP connection stops before the read
 //! and leaves it in its input; when the wait completes, its answers are handed back
 //! ([`Reads::resume`]) and the connection's input runs again: the same read asks for the
 //! same requests and is answered from them ([`Reads::run`]) instead of being submitted.
 
-use accelkv_engine::{Completion, Found, InlineReader, ReadEngine, ReadRef, Reply, Request, Sink};
+use accelkv_engine::{
+    Completion, Found, InlineReader, LoadSink, Loader, ReadEngine, ReadRef, Reply, Request, Sink,
+};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,12 +59,6 @@ pub struct Ring {
     waits: HashMap<u64, Wait>,
     next: u64,
     taken: Vec<Completion>,
-    /// Who the next submission is for (set by the loop before it runs someone's input).
-    who: Option<Who>,
-    /// The wait submitted since the loop last asked (`Reads::take_submitted`).
-    submitted: Option<u64>,
-    /// Answers handed back for a re-run (`Reads::resume`).
-    ready: Option<(Vec<Request>, Vec<Reply>)>,
 }
 
 /// Bits of a tag that index a request within its batch.
@@ -67,9 +72,6 @@ impl Ring {
             waits: HashMap::new(),
             next: 1,
             taken: Vec::new(),
-            who: None,
-            submitted: None,
-            ready: None,
         }
     }
 
@@ -128,17 +130,57 @@ impl Ring {
     }
 }
 
+/// Inline reads whose misses wait for the loader threads.
+struct Loads {
+    loader: Arc<Loader>,
+    sink: Arc<LoadSink>,
+    /// Per wait: who waits and the requests to run again.
+    waits: HashMap<u64, (Who, Vec<Request>)>,
+    next: u64,
+    done: Vec<u64>,
+}
+
+impl Loads {
+    /// Submits the leaves `reader`'s last batch missed for `who`, who runs `reqs` again
+    /// when they are back; returns the wait's id.
+    fn wait(&mut self, reader: &InlineReader, who: Who, reqs: Vec<Request>) -> u64 {
+        let mut lids: Vec<u64> = reader.missed().iter().map(|m| m.1).collect();
+        lids.sort_unstable();
+        lids.dedup();
+        let id = self.next;
+        self.next += 1;
+        self.waits.insert(id, (who, reqs));
+        self.loader.submit(lids, id, self.sink.clone());
+        id
+    }
+}
+
 /// A read that has been submitted and is not answered yet: the caller stops and resumes
 /// when the loop hands the answers back.
 #[derive(Debug, PartialEq, Eq)]
 pub struct NotYet;
 
-/// A loop's reader.
-pub enum Reads {
-    /// The CPU engine's interleaved walk on this thread.
-    Inline(InlineReader),
+enum Door {
+    /// The CPU engine's interleaved walk on this thread; `loads` when leaves may be evicted.
+    Inline {
+        reader: InlineReader,
+        loads: Option<Loads>,
+    },
     /// Submission to an engine with workers of its own.
     Ring(Ring),
+}
+
+/// A loop's reader.
+pub struct Reads {
+    door: Door,
+    /// Who the next submissions are for (set by the loop before it runs someone's input).
+    who: Option<Who>,
+    /// The wait submitted since the loop last asked (`Reads::take_submitted`).
+    submitted: Option<u64>,
+    /// Answers handed back for a re-run (`Reads::resume`).
+    ready: Option<(Vec<Request>, Vec<Reply>)>,
+    /// A resumed run is going on: an inline miss reads the leaf on this thread.
+    resumed: bool,
 }
 
 fn same(reqs: &[Request], refs: &[ReadRef<'_>]) -> bool {
@@ -146,10 +188,44 @@ fn same(reqs: &[Request], refs: &[ReadRef<'_>]) -> bool {
 }
 
 impl Reads {
+    /// Inline reads through `reader`; with `loader` (a store whose leaves may be evicted),
+    /// misses wait for it and `wake` wakes the loop when they may run again.
+    pub fn inline(
+        reader: InlineReader,
+        loader: Option<Arc<Loader>>,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) -> Reads {
+        let loads = loader.map(|loader| Loads {
+            loader,
+            sink: LoadSink::new(wake),
+            waits: HashMap::new(),
+            next: 1,
+            done: Vec::new(),
+        });
+        Reads::with(Door::Inline { reader, loads })
+    }
+
+    /// Reads submitted to an engine with workers of its own.
+    pub fn ring(ring: Ring) -> Reads {
+        Reads::with(Door::Ring(ring))
+    }
+
+    fn with(door: Door) -> Reads {
+        Reads {
+            door,
+            who: None,
+            submitted: None,
+            ready: None,
+            resumed: false,
+        }
+    }
+
     /// Runs `reqs` and calls `emit(i, answer)` for each `reqs[i]`, in any order. Inline, at
-    /// once. Through a ring: from the answers handed back by [`Reads::resume`] if they are
-    /// for these requests, else submitted for the current waiter ([`Reads::serve`]) and
-    /// `Err(NotYet)`: the caller stops before this read and runs it again once resumed.
+    /// once, unless a request reaches a leaf that lives only in the page file. Through a
+    /// ring, or after such a miss: from the answers handed back by [`Reads::resume`] if
+    /// they are for these requests, else submitted for the current waiter
+    /// ([`Reads::serve`]) and `Err(NotYet)`: the caller drops whatever `emit` gave it,
+    /// stops before this read and runs it again once resumed.
     pub fn run(
         &mut self,
         engine: &dyn ReadEngine,
@@ -159,82 +235,158 @@ impl Reads {
         if reqs.is_empty() {
             return Ok(());
         }
-        match self {
-            Reads::Inline(r) => {
-                r.run(reqs, emit);
+        if self.submitted.is_some() {
+            return Err(NotYet); // one wait per waiter at a time
+        }
+        if let Some((asked, replies)) = self.ready.take() {
+            if same(&asked, reqs) {
+                for (i, r) in replies.into_iter().enumerate() {
+                    emit(i, Found::Reply(r));
+                }
+                return Ok(());
+            }
+        }
+        let who = self.who.unwrap_or(Who::Datagram);
+        let owned = || reqs.iter().map(ReadRef::to_request).collect();
+        match &mut self.door {
+            Door::Inline {
+                reader,
+                loads: None,
+            } => {
+                reader.run(reqs, emit);
                 Ok(())
             }
-            Reads::Ring(ring) => {
-                if ring.submitted.is_some() {
-                    return Err(NotYet); // one wait per waiter at a time
+            Door::Inline {
+                reader,
+                loads: Some(loads),
+            } => {
+                reader.set_defer(!self.resumed);
+                reader.run(reqs, emit);
+                if reader.missed().is_empty() {
+                    return Ok(());
                 }
-                if let Some((asked, replies)) = ring.ready.take() {
-                    if same(&asked, reqs) {
-                        for (i, r) in replies.into_iter().enumerate() {
-                            emit(i, Found::Reply(r));
-                        }
-                        return Ok(());
-                    }
-                }
-                let who = ring.who.unwrap_or(Who::Datagram);
-                let owned = reqs.iter().map(ReadRef::to_request).collect();
-                ring.submitted = Some(ring.submit(engine, who, owned));
+                self.submitted = Some(loads.wait(reader, who, owned()));
+                Err(NotYet)
+            }
+            Door::Ring(ring) => {
+                self.submitted = Some(ring.submit(engine, who, owned()));
                 Err(NotYet)
             }
         }
     }
 
+    /// Before a write: whether the leaves of `keys` are resident. When one lives only in
+    /// the page file (and misses wait: a budget, the inline reader), its read-back is
+    /// submitted for the current waiter and `Err(NotYet)`: the caller stops before the
+    /// write and runs it again once resumed, when the write finds its leaf resident (or, in
+    /// that resumed run, reads it itself: a resumed run never waits again). The wait hands
+    /// back no answers, so no later read of the same run can take one.
+    pub fn probe_write<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) -> Result<(), NotYet> {
+        if self.resumed {
+            return Ok(());
+        }
+        if self.submitted.is_some() {
+            return Err(NotYet);
+        }
+        let Door::Inline {
+            reader,
+            loads: Some(loads),
+        } = &mut self.door
+        else {
+            return Ok(());
+        };
+        let reqs: SmallVec<[ReadRef<'_>; 8]> = keys.map(ReadRef::Get).collect();
+        reader.set_defer(true);
+        reader.run(&reqs, |_, _| {});
+        if reader.missed().is_empty() {
+            return Ok(());
+        }
+        let id = loads.wait(reader, self.who.unwrap_or(Who::Datagram), Vec::new());
+        self.submitted = Some(id);
+        Err(NotYet)
+    }
+
+    /// Runs `reqs` inline without ever waiting (the loop's gathered GETs, gather.rs): calls
+    /// `emit(i, answer)` for each request answered and `missed(i)` for each that reached a
+    /// leaf living only in the page file (the caller leaves it to its waiter's own run).
+    /// Returns false, running nothing, when reads go through a ring.
+    pub fn run_gathered(
+        &mut self,
+        reqs: &[ReadRef<'_>],
+        emit: impl FnMut(usize, Found<'_>),
+        mut missed: impl FnMut(usize),
+    ) -> bool {
+        let Door::Inline { reader, loads } = &mut self.door else {
+            return false;
+        };
+        reader.set_defer(loads.is_some());
+        reader.run(reqs, emit);
+        for &(i, _) in reader.missed() {
+            missed(i);
+        }
+        true
+    }
+
     /// Whether reads complete later (through a ring) rather than at once.
     pub fn is_ring(&self) -> bool {
-        matches!(self, Reads::Ring(_))
+        matches!(self.door, Door::Ring(_))
     }
 
     /// Sets who the next submissions are for.
     pub fn serve(&mut self, who: Who) {
-        if let Reads::Ring(r) = self {
-            r.who = Some(who);
-        }
+        self.who = Some(who);
     }
 
     /// The wait submitted since the last call, if any.
     pub fn take_submitted(&mut self) -> Option<u64> {
-        match self {
-            Reads::Ring(r) => r.submitted.take(),
-            Reads::Inline(_) => None,
-        }
+        self.submitted.take()
     }
 
     /// Hands back a completed wait's answers for the re-run of its waiter's input; whatever
     /// that run does not use is dropped by [`Reads::forget`].
     pub fn resume(&mut self, a: Answered) {
-        if let Reads::Ring(r) = self {
-            r.ready = Some((a.reqs, a.replies));
-        }
+        self.ready = Some((a.reqs, a.replies));
+        self.resumed = true;
     }
 
     /// Drops answers handed back and not used.
     pub fn forget(&mut self) {
-        if let Reads::Ring(r) = self {
-            r.ready = None;
-        }
+        self.ready = None;
+        self.resumed = false;
     }
 
-    /// Collects the waits fully answered since the last call (none when inline).
+    /// Collects the waits fully answered since the last call. Inline waits whose leaves
+    /// are back run again here, on the loop's thread (a leaf evicted again meanwhile is
+    /// read on this thread: the answers are complete).
     pub fn poll(&mut self, done: &mut Vec<(u64, Answered)>) {
-        if let Reads::Ring(r) = self {
-            r.poll(done);
+        match &mut self.door {
+            Door::Ring(r) => r.poll(done),
+            Door::Inline { loads: None, .. } => {}
+            Door::Inline {
+                reader,
+                loads: Some(loads),
+            } => {
+                loads.sink.take(&mut loads.done);
+                reader.set_defer(false);
+                for id in loads.done.drain(..) {
+                    let Some((who, reqs)) = loads.waits.remove(&id) else {
+                        continue;
+                    };
+                    let mut replies: Vec<Option<Reply>> = (0..reqs.len()).map(|_| None).collect();
+                    if !reqs.is_empty() {
+                        let refs: Vec<ReadRef<'_>> = reqs.iter().map(Request::as_ref).collect();
+                        reader.run(&refs, |i, f| replies[i] = Some(f.into_reply()));
+                    }
+                    let replies = replies.into_iter().flatten().collect();
+                    done.push((id, Answered { who, reqs, replies }));
+                }
+            }
         }
     }
 
     /// Whether a read was submitted since the loop last took it: the current waiter must
     /// stop (and must not submit again) until it is answered.
     pub fn submitted(&self) -> bool {
-        matches!(
-            self,
-            Reads::Ring(Ring {
-                submitted: Some(_),
-                ..
-            })
-        )
+        self.submitted.is_some()
     }
 }

@@ -178,6 +178,13 @@ fn run_decoded(
             i = end;
             continue;
         }
+        if authed && s.tx.queued.is_none() && is_write(args[0]) {
+            // A write whose leaf lives only in the page file waits for it without blocking
+            // the loop (reads.rs), then runs from here.
+            if reads.probe_write(write_keys(&args)).is_err() {
+                return i;
+            }
+        }
         let mark = out.len();
         command(sh, s, &args, reads, out);
         if reads.submitted() {
@@ -192,6 +199,17 @@ fn run_decoded(
 }
 
 type Args<'a> = SmallVec<[&'a [u8]; 8]>;
+
+/// The key arguments of a command, as the command table places them.
+fn write_keys<'b, 'a: 'b>(args: &'b Args<'a>) -> impl Iterator<Item = &'a [u8]> + 'b {
+    let (first, last, step) = crate::resp_table::find(args[0]).map_or((0, 0, 1), |s| s.keys);
+    let n = args.len() as i32;
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    let first = if first <= 0 { n } else { first };
+    (first..=last)
+        .step_by(step.max(1) as usize)
+        .filter_map(move |i| args.get(i as usize).copied())
+}
 
 fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) -> Args<'a> {
     spans[a..b].iter().map(|&(x, y)| &buf[x..y]).collect()

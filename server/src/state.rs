@@ -366,6 +366,9 @@ impl Shared {
         line("leaf_cache_evictions", m.evictions.to_string());
         line("leaf_cache_evicted_leaves", m.evicted_leaves.to_string());
         line("leaf_cache_write_backs", d.write_backs.to_string());
+        let (deferred_loads, deferred_waits) = self.engine.deferred_reads();
+        line("leaf_cache_deferred_waits", deferred_waits.to_string());
+        line("leaf_cache_deferred_loads", deferred_loads.to_string());
         line("recovery", p.recovery().to_string());
         out
     }

@@ -7,6 +7,8 @@
 mod common;
 
 use accelkv_client::Client;
+use accelkv_proto::resp::{self, Value};
+use accelkv_proto::Limits;
 use common::Server;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,6 +171,183 @@ fn a_data_set_larger_than_the_budget_serves_everything_and_survives_kill_9() {
         let v = c.get(&key(i)).unwrap().expect("acknowledged key present");
         assert!(step_of(i, &v) >= step, "key {i} went back");
     }
+    drop(c);
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Sends `cmds` at once (a pipeline) and reads their replies, in order.
+fn pipeline(s: &mut std::net::TcpStream, buf: &mut Vec<u8>, cmds: &[Vec<Vec<u8>>]) -> Vec<Value> {
+    use std::io::{Read, Write};
+    let mut out = Vec::new();
+    for c in cmds {
+        let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+        resp::command(&mut out, &args);
+    }
+    s.write_all(&out).unwrap();
+    let mut replies = Vec::new();
+    while replies.len() < cmds.len() {
+        if let Some((v, used)) = resp::parse_reply(buf, &Limits::default()).unwrap() {
+            buf.drain(..used);
+            replies.push(v);
+            continue;
+        }
+        let mut b = [0u8; 65536];
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "server closed the connection");
+        buf.extend_from_slice(&b[..n]);
+    }
+    replies
+}
+
+/// Checks a GET's reply for key `i` (absent when `i >= KEYS`); keys `i ≡ 0 (mod 7)` are
+/// being rewritten, so only their owner is checked.
+fn check_get(i: u64, v: &Value) {
+    match v {
+        Value::Bulk(Some(b)) if i < KEYS => {
+            let step = step_of(i, b);
+            assert!(i.is_multiple_of(7) || step == 0, "key {i} at step {step}");
+        }
+        Value::Bulk(None) if i >= KEYS => {}
+        other => panic!("GET of key {i}: {other:?}"),
+    }
+}
+
+#[test]
+fn one_loop_serves_many_resp_clients_while_their_reads_wait_for_the_page_file() {
+    let dir = data_dir("defer");
+    let d = dir.to_str().unwrap().to_string();
+    let server = Server::start(&[
+        "--data-dir",
+        &d,
+        "--memory-limit-mib",
+        BUDGET_MIB,
+        "--node-size",
+        "4096",
+        "--threads",
+        "1",
+    ]);
+    {
+        let mut c = Client::connect(server.bin, None).unwrap();
+        for i in 0..KEYS {
+            c.put(&key(i), &value(i, 0)).unwrap();
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    // A writer keeps leaves dirty and moving while the readers' leaves come and go.
+    let writer = {
+        let (stop, bin) = (stop.clone(), server.bin);
+        std::thread::spawn(move || {
+            let mut c = Client::connect(bin, None).unwrap();
+            let mut step = 1;
+            while !stop.load(Ordering::Relaxed) {
+                let i = step * 14 % KEYS / 14 * 14;
+                c.put(&key(i), &value(i, step)).unwrap();
+                step += 1;
+            }
+        })
+    };
+    // A RESP writer whose SETs wait for their leaves without blocking the loop, each read
+    // back in the same pipeline (read-your-writes across the wait).
+    let resp_writer = {
+        let (stop, addr) = (stop.clone(), server.resp);
+        std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut buf = Vec::new();
+            let mut step = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                let i = (step * 7919 * 14 % KEYS) / 14 * 14 + 7;
+                let cmds = vec![
+                    vec![b"SET".to_vec(), key(i), value(i, step)],
+                    vec![b"GET".to_vec(), key(i)],
+                ];
+                let r = pipeline(&mut s, &mut buf, &cmds);
+                assert_eq!(r[0], Value::Simple("OK".into()), "SET of key {i}");
+                assert_eq!(
+                    r[1],
+                    Value::Bulk(Some(value(i, step))),
+                    "GET after SET of {i}"
+                );
+                step += 1;
+            }
+            step
+        })
+    };
+    let readers: Vec<_> = (0..6u64)
+        .map(|t| {
+            let (stop, addr) = (stop.clone(), server.resp);
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut buf = Vec::new();
+                let mut x = 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(t + 1);
+                let mut rounds = 0u64;
+                let mut next = || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % (KEYS + KEYS / 10)
+                };
+                while !stop.load(Ordering::Relaxed) || rounds < 20 {
+                    rounds += 1;
+                    // GETs (some of absent keys), an MGET, EXISTS and STRLEN in one pipeline.
+                    let gets: Vec<u64> = (0..12).map(|_| next()).collect();
+                    let mget: Vec<u64> = (0..5).map(|_| next()).collect();
+                    let probe = next();
+                    let mut cmds: Vec<Vec<Vec<u8>>> = gets
+                        .iter()
+                        .map(|&i| vec![b"GET".to_vec(), key(i)])
+                        .collect();
+                    let mut m = vec![b"MGET".to_vec()];
+                    m.extend(mget.iter().map(|&i| key(i)));
+                    cmds.push(m);
+                    cmds.push(vec![b"EXISTS".to_vec(), key(probe)]);
+                    cmds.push(vec![b"STRLEN".to_vec(), key(probe)]);
+                    let r = pipeline(&mut s, &mut buf, &cmds);
+                    for (&i, v) in gets.iter().zip(&r) {
+                        check_get(i, v);
+                    }
+                    match &r[12] {
+                        Value::Array(Some(vs)) => {
+                            assert_eq!(vs.len(), 5);
+                            for (&i, v) in mget.iter().zip(vs) {
+                                check_get(i, v);
+                            }
+                        }
+                        other => panic!("MGET: {other:?}"),
+                    }
+                    let present = probe < KEYS;
+                    assert_eq!(r[13], Value::Integer(i64::from(present)), "EXISTS {probe}");
+                    assert_eq!(
+                        r[14],
+                        Value::Integer(if present { 100 } else { 0 }),
+                        "STRLEN {probe}"
+                    );
+                }
+                rounds
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let rounds: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    writer.join().unwrap();
+    assert!(
+        resp_writer.join().unwrap() > 10,
+        "the RESP writer made no progress"
+    );
+    let mut c = Client::connect(server.bin, None).unwrap();
+    let info = c.stats().unwrap();
+    // Reads missed the cache and waited for the loader threads, not on the loop's thread.
+    assert!(
+        info_field(&info, "leaf_cache_deferred_waits") > 100,
+        "{rounds} rounds\n{info}"
+    );
+    assert!(
+        info_field(&info, "leaf_cache_deferred_loads") > 100,
+        "{info}"
+    );
     drop(c);
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -347,6 +347,19 @@ impl Tree {
         Ok(e)
     }
 
+    /// The resident buffer of `lid` (its newest), or `None` when it is evicted.
+    #[inline]
+    pub(crate) fn page_if_resident(&self, lid: u64) -> Option<u64> {
+        let e = self.pt.get(lid);
+        if let Some(m) = self.mirror.get() {
+            if is_evicted(e) {
+                return None;
+            }
+            m.touch(lid);
+        }
+        Some(e)
+    }
+
     /// Bytes of memory the budget counts: node buffers and out-of-line values.
     pub(crate) fn resident_bytes(&self) -> usize {
         self.arena.live_buffers() * self.geo.node_size

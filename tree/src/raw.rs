@@ -47,6 +47,14 @@ impl<'s> Raw<'s> {
         self.tree.page(lid)
     }
 
+    /// Arena offset of `lid`'s newest buffer if it is resident; `None` for a leaf evicted to
+    /// the page file (nothing is read: an engine that must not block hands the LID to
+    /// [`crate::Store::read_back`] on another thread and runs the request again later).
+    #[inline]
+    pub fn resident(&self, lid: u64) -> Option<u64> {
+        self.tree.page_if_resident(lid)
+    }
+
     /// Counts a request's visit of a leaf for the mirror cache's hit ratio (a no-op
     /// without a memory budget).
     #[inline]

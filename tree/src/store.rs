@@ -565,6 +565,18 @@ impl Store {
         self.tree.evict_round(target, page_of)
     }
 
+    /// Reads evicted leaf `lid` back from the page file (blocking), so that the next walk
+    /// that reaches it finds it resident: how a read engine that must not block completes
+    /// a request that missed ([`Raw::resident`]). A LID that is resident, or no longer a
+    /// leaf, costs nothing.
+    pub fn read_back(&self, lid: u64) -> Result<()> {
+        if lid >= self.tree.pt.lid_bound() {
+            return Ok(()); // never allocated
+        }
+        let _pin = self.tree.epochs.pin();
+        self.tree.page(lid).map(|_| ())
+    }
+
     /// Whether the store holds more than its memory budget.
     pub fn over_budget(&self) -> bool {
         self.tree.over_budget()
