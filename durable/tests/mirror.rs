@@ -313,3 +313,120 @@ fn clear_retires_evicted_leaves() {
     assert_eq!(all.len(), 300);
     assert_eq!(s.get(&key(13)).unwrap(), Some(value(1, 1, 40)));
 }
+
+/// The CPU engine's inline walk with deferred misses (the serving loop's reads): every
+/// request it answers matches the reference reader; every one it leaves unanswered names a
+/// leaf that, read back (`read_back`, what the loader threads do), lets it be answered.
+#[test]
+fn deferred_misses_answer_like_the_reference_reader() {
+    use accelkv_engine::{CpuEngine, EngineConfig, ReadRef, Reply};
+    let dir = TempDir::new("defer");
+    let s = Store::open_with(dir.path(), budget_options(24, SyncPolicy::None)).unwrap();
+    for i in 0..6000u32 {
+        s.put(&key(i), &value(i, 0, 60 + (i as usize % 7) * 30))
+            .unwrap();
+    }
+    settle(&s);
+    let tree = s.tree().clone();
+    let engine = CpuEngine::start(
+        tree.clone(),
+        EngineConfig {
+            threads: 0,
+            ..EngineConfig::default()
+        },
+    );
+    assert!(
+        engine.loader().is_some(),
+        "a budget starts the loader threads"
+    );
+    let mut reader = engine.reader();
+    let reference = |r: &ReadRef<'_>| match *r {
+        ReadRef::Get(k) => Reply::Value(tree.get(k).unwrap()),
+        ReadRef::Scan { lo, hi, limit } => {
+            let mut items = accelkv_engine::Items::default();
+            for (k, v) in tree.try_scan(lo, hi, limit).unwrap() {
+                items.push(&k, &v);
+            }
+            Reply::Items(items)
+        }
+        ReadRef::ScanFloor { kl, ku, limit } => {
+            let mut items = accelkv_engine::Items::default();
+            for (k, v) in tree.try_scan_floor(kl, ku, limit).unwrap() {
+                items.push(&k, &v);
+            }
+            Reply::Items(items)
+        }
+    };
+    let (mut missed_total, mut x) = (0usize, 12345u32);
+    for round in 0..40u32 {
+        let keys: Vec<(Vec<u8>, Vec<u8>)> = (0..48)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let i = (x >> 8) % 6600; // some absent
+                (key(i), key(i + 40))
+            })
+            .collect();
+        let reqs: Vec<ReadRef<'_>> = keys
+            .iter()
+            .enumerate()
+            .map(|(j, (a, b))| match j % 4 {
+                0 | 1 => ReadRef::Get(a),
+                2 => ReadRef::Scan {
+                    lo: a,
+                    hi: Some(b),
+                    limit: 25,
+                },
+                _ => ReadRef::ScanFloor {
+                    kl: a,
+                    ku: b,
+                    limit: 25,
+                },
+            })
+            .collect();
+        let mut left: Vec<usize> = (0..reqs.len()).collect();
+        for attempt in 0.. {
+            // Deferred for a few attempts, then read on this thread (what a resumed run does).
+            reader.set_defer(attempt < 4);
+            let batch: Vec<ReadRef<'_>> = left.iter().map(|&j| reqs[j]).collect();
+            let mut answered = vec![false; batch.len()];
+            reader.run(&batch, |b, found| {
+                let j = left[b];
+                assert_eq!(
+                    found.into_reply(),
+                    reference(&reqs[j]),
+                    "round {round}, request {j}"
+                );
+                answered[b] = true;
+            });
+            let missed: Vec<(usize, u64)> = reader.missed().to_vec();
+            missed_total += missed.len();
+            for &(b, lid) in &missed {
+                assert!(!answered[b], "a missed request was answered too");
+                // No room now is not an error here: the next run reads it itself.
+                match tree.read_back(lid) {
+                    Ok(()) | Err(accelkv_tree::Error::OutOfMemory { .. }) => {}
+                    Err(e) => panic!("reading leaf {lid} back: {e}"),
+                }
+            }
+            assert_eq!(
+                answered.iter().filter(|a| !**a).count(),
+                missed.len(),
+                "every request is answered or missed"
+            );
+            left = left
+                .iter()
+                .zip(&answered)
+                .filter(|(_, a)| !**a)
+                .map(|(&j, _)| j)
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            assert!(attempt < 4, "a blocking run answers everything");
+        }
+    }
+    assert!(
+        missed_total > 50,
+        "requests reached evicted leaves: {missed_total}"
+    );
+}

@@ -8,6 +8,10 @@
 //! io_uring: the reads are whole pages at known offsets, mostly served from the OS page
 //! cache, and a pool needs nothing the kernel or a container may refuse.
 //!
+//! A leaf that finds no room (the loads' bound, `Config::hard_memory_limit`) is retried for
+//! up to about 100 ms while the evictor makes room: a loader thread is not pinned between
+//! tries, so waiting cannot hold the evictor back.
+//!
 //! Bounds: a waiter has one wait at a time (a connection or a parked datagram), so the
 //! queue holds at most one job per waiter. A failed read is not reported here: the waiting
 //! request, run again, reaches the same leaf and reads it itself, which fails it with the
@@ -124,8 +128,17 @@ fn run(sh: &Shared) {
             }
         };
         for &lid in &job.lids {
-            // An error is found again by the request's next run (module docs).
-            let _ = sh.store.read_back(lid);
+            // No room yet: the evictor was told (the load that failed told it) and this
+            // thread holds nothing back, so it waits for it a little, as writers do. Any
+            // other error is found again by the request's next run (module docs).
+            for _ in 0..100 {
+                match sh.store.read_back(lid) {
+                    Err(accelkv_tree::Error::OutOfMemory { .. }) => {
+                        std::thread::sleep(std::time::Duration::from_millis(1))
+                    }
+                    _ => break,
+                }
+            }
         }
         sh.leaves
             .fetch_add(job.lids.len() as u64, Ordering::Relaxed);
