@@ -248,6 +248,71 @@ fn readers_and_writers_race_with_evictions() {
     assert_eq!(s.tree().len(), KEYS as usize);
 }
 
+/// Two threads inserting keys in random order (every few inserts split a leaf, so write-backs
+/// of untouched halves, loads and evictions race) and one reader, over a budget of a few
+/// leaves: no write fails, and every key written is there afterwards.
+#[test]
+fn inserts_in_random_order_race_with_evictions() {
+    let secs: u64 = std::env::var("ACCELKV_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    let dir = TempDir::new("inserts");
+    let s = Arc::new(Store::open_with(dir.path(), budget_options(16, SyncPolicy::None)).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new([
+        std::sync::atomic::AtomicU32::new(0),
+        std::sync::atomic::AtomicU32::new(0),
+    ]);
+    // Key i is inserted by thread i % 2, in a scrambled order.
+    let scramble = |n: u32| n.wrapping_mul(2_654_435_761) % 1_000_000;
+    let mut hs = Vec::new();
+    for w in 0..2u32 {
+        let (s, stop, done) = (s.clone(), stop.clone(), done.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) && n < 400_000 {
+                let i = scramble(2 * n + w);
+                s.put(&key(i), &value(i, 0, 60 + (i as usize % 90)))
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "insert {n} of writer {w} (key {i}): {e}; {:?}; {:?}",
+                            s.tree().mirror_stats(),
+                            s.durability().stats()
+                        )
+                    });
+                n += 1;
+                done[w as usize].store(n, Ordering::Relaxed);
+            }
+        }));
+    }
+    {
+        let (s, stop, done) = (s.clone(), stop.clone(), done.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let w = n % 2;
+                let upto = done[w as usize].load(Ordering::Relaxed);
+                if upto > 0 {
+                    let i = scramble(2 * (n.wrapping_mul(7919) % upto) + w);
+                    let got = s.get(&key(i)).unwrap().expect("inserted before");
+                    assert!(got.starts_with(format!("{i}:").as_bytes()));
+                }
+                n += 1;
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    for h in hs {
+        h.join().unwrap();
+    }
+    let n: u32 = done.iter().map(|d| d.load(Ordering::Relaxed)).sum();
+    assert_eq!(s.tree().len(), n as usize);
+    let st = s.tree().mirror_stats();
+    assert!(st.evictions > 100 && st.loads > 100, "{st:?}");
+}
+
 /// A page that cannot be read back fails the request that needed it, with a clear error;
 /// the store keeps serving everything that is resident, and the same read succeeds once
 /// the device works again.

@@ -112,6 +112,18 @@ pub fn build_leaf_full(
     leaf_within(buf, geo, items, meta, geo.interior_capacity())
 }
 
+/// The bytes `items` (ascending keys) take in a leaf's sorted block, exactly as the builders
+/// lay them out (the keys of shortcut starts live in the shortcut block, not counted here):
+/// the items fit [`build_leaf_full`] when this is at most [`Geometry::interior_capacity`].
+pub fn leaf_sorted_bytes(geo: &Geometry, items: &[(&[u8], ValueRef<'_>)]) -> usize {
+    let key = |i: usize| items[i].0;
+    let body = |i: usize| 2 + items[i].1.body_len();
+    let starts = choose_shortcuts(geo, items.len(), &key, &body);
+    (0..items.len())
+        .map(|i| body(i) + if starts[i] { 0 } else { 2 + key(i).len() })
+        .sum()
+}
+
 /// A leaf whose sorted block may take `cap` bytes.
 fn leaf_within(
     buf: &mut [u8],

@@ -20,8 +20,8 @@ pub mod view;
 mod tests;
 
 pub use builder::{
-    build_interior, build_leaf, build_leaf_full, interior_item_size, leaf_item_size, NodeMeta,
-    Overflow,
+    build_interior, build_leaf, build_leaf_full, interior_item_size, leaf_item_size,
+    leaf_sorted_bytes, NodeMeta, Overflow,
 };
 pub use keys::cmp_keys;
 pub use layout::Geometry;

@@ -286,6 +286,10 @@ fn a_full_leaf_and_its_log_fit_in_one_rebuilt_sorted_block() {
     );
     let used = build_leaf_full(&mut b2, &g, &refs, &meta(version)).unwrap();
     assert!(used <= g.node_size);
+    // What the mirror's evictor checks before evicting such a leaf is exactly what the
+    // rebuild used; the per-item upper bound (every key counted) says it would not fit.
+    assert_eq!(leaf_sorted_bytes(&g, &refs), used - g.sorted_start());
+    assert!(leaf_sorted_bytes(&g, &refs) <= g.interior_capacity());
     validate_node(&b2).unwrap();
     assert_eq!(collect(&view(&b2), u64::MAX), merged);
     for (k, v) in &model {

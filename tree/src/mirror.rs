@@ -814,20 +814,19 @@ impl Tree {
             Some(l) if l.version == newest => (l.items, l.expiring, l.ool),
             _ => {
                 drop(stubs);
-                let mut items = 0i64;
-                let mut expiring = 0i64;
-                let mut bytes = 0;
-                for (k, val) in v.leaf_iter(u64::MAX, NO_DEADLINE) {
-                    items += 1;
-                    expiring += i64::from(val.deadline != NO_DEADLINE);
-                    bytes += accelkv_node::leaf_item_size(k.len(), &val);
-                }
-                if bytes > self.geo.interior_capacity() {
+                let all: Vec<_> = v.leaf_iter(u64::MAX, NO_DEADLINE).collect();
+                let items = all.len() as i64;
+                let expiring = all.iter().filter(|i| i.1.deadline != NO_DEADLINE).count() as i64;
+                // Exactly as a load rebuilds it (`build_leaf_full`; keys of shortcut starts
+                // do not count). An upper bound that counted every key here once kept full
+                // leaves resident forever, and writers then ran out of room.
+                if accelkv_node::leaf_sorted_bytes(&self.geo, &all) > self.geo.interior_capacity() {
                     // Cannot happen (a sorted item is never larger than its log entry), but
                     // a leaf that could not be rebuilt stays.
                     self.word(off).store(w, Ordering::Release);
                     return Evict::NotNow;
                 }
+                drop(all);
                 let mut ool = Vec::new();
                 Tree::ool_refs(&v, &mut ool);
                 ool.sort_unstable();
