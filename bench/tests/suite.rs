@@ -42,7 +42,7 @@ fn quick_suite_runs_every_in_process_target() {
 }
 
 /// The durable targets (accelkv with a data directory under each sync policy, and RocksDB
-/// with the same policies when built with it) answer every workload correctly.
+/// and LMDB with the same policies when built with them) answer every workload correctly.
 #[test]
 fn quick_suite_runs_the_durable_targets() {
     let mut t = vec![
@@ -52,6 +52,10 @@ fn quick_suite_runs_the_durable_targets() {
     ];
     if cfg!(feature = "rocksdb") {
         t.extend(["rocksdb=sync".to_string(), "rocksdb=none".into()]);
+    }
+    if cfg!(feature = "lmdb") {
+        t.extend(["lmdb=sync".to_string(), "lmdb=none".into()]);
+        assert!(target::parse("lmdb=cache=32", None).is_err());
     }
     let mut s = Suite::quick(t);
     s.settings.shape = RecordShape::Ycsb;

@@ -3,6 +3,8 @@
 //! is YCSB's one-operation-at-a-time client; larger batches use each system's own batching:
 //! accelkv frames and engine batches, Redis and memcached pipelines).
 
+#[cfg(feature = "lmdb")]
+mod lmdb;
 pub mod local;
 pub mod net;
 #[cfg(feature = "rocksdb")]
@@ -88,7 +90,7 @@ pub trait Conn: Send {
 /// `accelkv-durable[=POLICY[,budget=MiB]]` (POLICY `sync`, `interval=<ms>` or `none`;
 /// default `sync`; a budget makes leaves past it live only in the page file),
 /// `rocksdb=sync|none[,cache=MiB]` (RocksDB with its WAL synced on every write or not, and
-/// its block cache, default 1 GiB), or
+/// its block cache, default 1 GiB), `lmdb=sync|none` (LMDB, every commit synced or not), or
 /// `accelkv-tcp=ADDR`, `accelkv-udp=ADDR`, `accelkv-resp=ADDR`, `redis=ADDR`,
 /// `memcached=ADDR`. `password` is used by the accelkv network targets.
 pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
@@ -118,6 +120,16 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
                     .into(),
             ))
         }
+        #[cfg(feature = "lmdb")]
+        "lmdb" => Box::new(lmdb::Lmdb::open(addr.as_deref())?),
+        #[cfg(not(feature = "lmdb"))]
+        "lmdb" => {
+            return Err(TargetError(
+                "this accelkv-bench was built without LMDB: build with --features lmdb \
+                 (see docs/BENCHMARKS.md)"
+                    .into(),
+            ))
+        }
         "accelkv-tcp" => Box::new(net::AccelkvTcp::new(need(kind)?, pw)),
         "accelkv-udp" => Box::new(net::AccelkvUdp::new(need(kind)?, pw)),
         "accelkv-resp" => Box::new(net::Resp::accelkv(need(kind)?, pw)),
@@ -126,7 +138,7 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
         other => {
             return Err(TargetError(format!(
                 "unknown target '{other}' (accelkv, accelkv-engine[=auto|cpu|gpu], accelkv-durable[=POLICY], \
-                 btreemap, rocksdb[=sync|none], \
+                 btreemap, rocksdb[=sync|none], lmdb[=sync|none], \
                  accelkv-tcp=ADDR, accelkv-udp=ADDR, accelkv-resp=ADDR, redis=ADDR, memcached=ADDR)"
             )))
         }
