@@ -15,7 +15,7 @@
 //! posts it to the loop's mailbox and wakes the loop. Meanwhile the loop serves everyone else.
 
 use crate::conn::{admit_connection, Conn, Held, Parked, Proto};
-use crate::exec::{run_frame, Ran, Transport};
+use crate::exec::{run_frame, Framed, Ran, Transport};
 use crate::gather::{self, Gather};
 use crate::reads::{Answered, Reads, Who};
 use crate::resp_batch::{self, Scratch};
@@ -229,7 +229,8 @@ impl Loop {
             let (slot, id) = match a.who {
                 Who::Conn { slot, id } => (slot, id),
                 Who::Datagram => {
-                    self.udp.complete(&self.sh, &self.mailbox, wait, a.replies);
+                    self.udp
+                        .complete(&self.sh, &self.mailbox, &mut self.reads, wait, a);
                     continue;
                 }
             };
@@ -610,10 +611,19 @@ fn run_input(
                     }
                 };
                 let frame = &rest[..h.frame_len];
-                let Ok(ran) = run_frame(sh, frame, Transport::Tcp, authed, reads) else {
-                    sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
-                    c.closing = true;
-                    break;
+                let ran = match run_frame(sh, frame, Transport::Tcp, authed, reads) {
+                    Ok(Framed::Ran(ran)) => ran,
+                    Ok(Framed::Later) => {
+                        // A write's leaf is being read back: the frame stays in the input
+                        // and runs again, whole, when the wait is answered.
+                        c.awaiting = reads.take_submitted();
+                        break;
+                    }
+                    Err(_) => {
+                        sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
+                        c.closing = true;
+                        break;
+                    }
                 };
                 pos += h.frame_len;
                 if let Some(wait) = ran.awaiting() {

@@ -2,6 +2,10 @@
 //! them: writes in frame order through the reservation station, then every read of the frame
 //! as one batch through the loop's read door, then one response frame with an answer per
 //! operation (held back, when the frame wrote, until the writes are durable).
+//!
+//! With a memory budget, a frame whose writes reach a leaf that lives only in the page file
+//! runs nothing at first: the leaves go to the loader threads and the frame runs again,
+//! whole, once they are back ([`Framed::Later`]), so the loop never blocks on a page read.
 
 use crate::ops::{Cond, ExpireCond, Failure, Outcome, Ttl, Write};
 use crate::reads::Reads;
@@ -130,6 +134,16 @@ impl Ran {
     }
 }
 
+/// What running a frame came to.
+pub enum Framed {
+    /// Its operations ran (its reads may still be in flight: [`Ran::awaiting`]).
+    Ran(Ran),
+    /// Nothing ran: a write's leaf is being read back from the page file for the current
+    /// waiter (`Reads::take_submitted` names the wait). The caller keeps the frame and runs
+    /// it again, whole, once the wait is answered (`Reads::resume`).
+    Later,
+}
+
 /// Runs the operations of the request frame in `frame`, reads through `reads`; an error means
 /// the frame could not be decoded at all (drop the datagram or close the connection).
 /// `authed` is the connection's AUTH state (always false for UDP).
@@ -139,11 +153,10 @@ pub fn run_frame(
     transport: Transport,
     authed: &mut bool,
     reads: &mut Reads,
-) -> Result<Ran, FrameError> {
+) -> Result<Framed, FrameError> {
     let limits = &sh.settings.limits;
     let (h, ops) = decode_request(frame, limits)?;
     let start = Instant::now();
-    sh.metrics.hot().frames.fetch_add(1, Ordering::Relaxed);
     let password = sh.settings.password.as_deref().map(str::as_bytes);
     let token_ok = password.is_some_and(|p| h.token == Some(p));
     let frame_authed = password.is_none() || *authed || token_ok;
@@ -180,6 +193,17 @@ pub fn run_frame(
             execute_op(sh, op, transport, i, max_items, &mut to_read, &mut writes)
         };
         answers[i] = a;
+    }
+    if !writes.is_empty()
+        && reads
+            .probe_write(writes.iter().map(|w| w.1.key.as_ref()))
+            .is_err()
+    {
+        // Nothing has changed yet (AUTH, the only effect so far, is idempotent).
+        if admitted {
+            sh.release(n);
+        }
+        return Ok(Framed::Later);
     }
     let mut wrote = Vec::new();
     let mut version = 0;
@@ -229,7 +253,9 @@ pub fn run_frame(
     if admitted {
         sh.release(n);
     }
-    Ok(Ran {
+    // Counted once it ran (a frame that ran `Later` first runs twice).
+    sh.metrics.hot().frames.fetch_add(1, Ordering::Relaxed);
+    Ok(Framed::Ran(Ran {
         frame_id: h.frame_id,
         frame_len: frame.len(),
         heads: ops.iter().map(|op| (op.id(), op.opcode())).collect(),
@@ -241,7 +267,7 @@ pub fn run_frame(
         start,
         pending,
         limits: (max_items, limits.max_scan_bytes),
-    })
+    }))
 }
 
 /// A binary answer for a read.

@@ -5,8 +5,8 @@
 //! older writer to complete waits here (rare and short: a datagram carries few writes).
 
 use crate::event_loop::{Mailbox, Release};
-use crate::exec::{run_frame, Ran, Transport};
-use crate::reads::{Reads, Who};
+use crate::exec::{run_frame, Framed, Ran, Transport};
+use crate::reads::{Answered, Reads, Who};
 use crate::state::Shared;
 use accelkv_proto::frame::decode_header;
 use mio::net::UdpSocket;
@@ -27,8 +27,45 @@ pub struct UdpPort {
     lens: [usize; BATCH],
     outs: Vec<Vec<u8>>,
     peers: Vec<Option<SocketAddr>>,
-    /// Frames whose reads were submitted to an engine's workers, by wait id.
+    held: Holds,
+}
+
+/// Datagrams whose replies wait, by wait id.
+#[derive(Default)]
+struct Holds {
+    /// Frames whose reads were submitted to an engine's workers.
     waiting: HashMap<u64, (Ran, SocketAddr)>,
+    /// Datagrams whose writes wait for their leaves to be read back from the page file
+    /// (copied: the receive buffer is reused), run again whole when the wait is answered.
+    deferred: HashMap<u64, (Vec<u8>, SocketAddr)>,
+}
+
+impl Holds {
+    /// Keeps a datagram whose reply is not in its output buffer yet.
+    fn hold(
+        &mut self,
+        sh: &Shared,
+        reads: &mut Reads,
+        mailbox: &Arc<Mailbox>,
+        outcome: Outcome,
+        frame: &[u8],
+        peer: SocketAddr,
+    ) {
+        match outcome {
+            Outcome::Done => {}
+            Outcome::Held(ran) => match ran.awaiting() {
+                Some(id) => {
+                    self.waiting.insert(id, (ran, peer));
+                }
+                None => durable_then_send(sh, mailbox, ran, peer),
+            },
+            Outcome::Later => {
+                if let Some(id) = reads.take_submitted() {
+                    self.deferred.insert(id, (frame.to_vec(), peer));
+                }
+            }
+        }
+    }
 }
 
 impl UdpPort {
@@ -41,7 +78,7 @@ impl UdpPort {
                 .map(|_| Vec::with_capacity(MAX_DATAGRAM))
                 .collect(),
             peers: vec![None; BATCH],
-            waiting: HashMap::new(),
+            held: Holds::default(),
         }
     }
 
@@ -63,32 +100,41 @@ impl UdpPort {
                     continue;
                 };
                 reads.serve(Who::Datagram);
-                if let Some(ran) = answer(sh, reads, buf, out) {
-                    match ran.awaiting() {
-                        Some(id) => {
-                            self.waiting.insert(id, (ran, peer));
-                        }
-                        None => durable_then_send(sh, mailbox, ran, peer),
-                    }
-                }
+                let outcome = answer(sh, reads, buf, out);
+                self.held.hold(sh, reads, mailbox, outcome, buf, peer);
             }
             self.send(n);
         }
     }
 
-    /// Answers the frame that waited for wait `id` with its reads' replies (after its writes
-    /// are durable, when they must be).
+    /// Completes wait `id`: a frame that waited for its reads gets their replies (and is
+    /// sent once its writes are durable, when they must be); a datagram that waited for
+    /// its writes' leaves runs again, whole.
     pub fn complete(
         &mut self,
         sh: &Arc<Shared>,
         mailbox: &Arc<Mailbox>,
+        reads: &mut Reads,
         id: u64,
-        replies: Vec<accelkv_engine::Reply>,
+        a: Answered,
     ) {
-        let Some((mut ran, peer)) = self.waiting.remove(&id) else {
+        if let Some((frame, peer)) = self.held.deferred.remove(&id) {
+            let mut out = std::mem::take(&mut self.outs[0]);
+            reads.serve(Who::Datagram);
+            reads.resume(a);
+            let outcome = answer(sh, reads, &frame, &mut out);
+            reads.forget();
+            if !out.is_empty() {
+                let _ = self.socket.send_to(&out, peer);
+            }
+            self.outs[0] = out;
+            self.held.hold(sh, reads, mailbox, outcome, &frame, peer);
+            return;
+        }
+        let Some((mut ran, peer)) = self.held.waiting.remove(&id) else {
             return;
         };
-        ran.complete_reads(replies);
+        ran.complete_reads(a.replies);
         sh.store.wait_visible(ran.version);
         if ran.must_wait(sh) {
             return durable_then_send(sh, mailbox, ran, peer);
@@ -146,10 +192,19 @@ fn durable_then_send(sh: &Shared, mailbox: &Arc<Mailbox>, ran: Ran, peer: Socket
     );
 }
 
-/// Answers one datagram into `out` (empty: no reply). Returns the frame instead when its
-/// reply must wait for its reads (submitted to an engine's workers) or for durability
-/// (`out` stays empty then).
-fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) -> Option<Ran> {
+/// What became of a datagram.
+enum Outcome {
+    /// Answered into its output buffer (empty: no reply).
+    Done,
+    /// Its reply waits for its reads (submitted to an engine's workers) or for durability.
+    Held(Ran),
+    /// Nothing ran: its writes wait for their leaves (`Framed::Later`).
+    Later,
+}
+
+/// Answers one datagram into `out` (empty: no reply), or says why its reply waits (`out`
+/// stays empty then).
+fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) -> Outcome {
     out.clear();
     sh.metrics
         .hot()
@@ -159,15 +214,19 @@ fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) 
     match decode_header(frame, &sh.settings.limits) {
         // One frame per datagram: it must be whole and exact.
         Ok(h) if h.frame_len == frame.len() => {
-            let ran = run_frame(sh, frame, Transport::Udp, &mut authed, reads).ok()?;
+            let ran = match run_frame(sh, frame, Transport::Udp, &mut authed, reads) {
+                Ok(Framed::Ran(ran)) => ran,
+                Ok(Framed::Later) => return Outcome::Later,
+                Err(_) => return Outcome::Done,
+            };
             if ran.awaiting().is_some() {
-                return Some(ran); // its reads complete later (an engine's workers)
+                return Outcome::Held(ran); // its reads complete later
             }
             // A datagram's writes are few (PUT, DELETE); waiting here for an older writer
             // elsewhere to complete is rare and short, unlike parking a datagram.
             sh.store.wait_visible(ran.version);
             if ran.must_wait(sh) {
-                return Some(ran);
+                return Outcome::Held(ran);
             }
             ran.finish(sh, Ok(()), out);
         }
@@ -175,7 +234,7 @@ fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) 
             sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
         }
     }
-    None
+    Outcome::Done
 }
 
 #[cfg(target_os = "linux")]

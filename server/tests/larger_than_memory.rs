@@ -352,3 +352,77 @@ fn one_loop_serves_many_resp_clients_while_their_reads_wait_for_the_page_file() 
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Binary-protocol writes over TCP and UDP whose leaves live only in the page file wait for
+/// the loader threads, not on the loop's thread: one loop serves several writers (writes
+/// only, so every wait INFO counts is a write's), and every write is there afterwards.
+#[test]
+fn binary_writes_that_miss_wait_for_their_leaves_without_blocking_the_loop() {
+    let dir = data_dir("defer-writes");
+    let d = dir.to_str().unwrap().to_string();
+    let server = Server::start(&[
+        "--data-dir",
+        &d,
+        "--memory-limit-mib",
+        BUDGET_MIB,
+        "--node-size",
+        "4096",
+        "--threads",
+        "1",
+    ]);
+    let waits_before = {
+        let mut c = Client::connect(server.bin, None).unwrap();
+        for i in 0..KEYS {
+            c.put(&key(i), &value(i, 0)).unwrap();
+        }
+        info_field(&c.stats().unwrap(), "leaf_cache_deferred_waits")
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    // Writer t owns the keys i with i % 5 == t; TCP writers 0..4, a UDP writer 4.
+    let writers: Vec<_> = (0..5u64)
+        .map(|t| {
+            let (stop, bin) = (stop.clone(), server.bin);
+            std::thread::spawn(move || {
+                let mut tcp = (t < 4).then(|| Client::connect(bin, None).unwrap());
+                let mut udp =
+                    (t == 4).then(|| accelkv_client::UdpClient::connect(bin, None).unwrap());
+                let mut written = BTreeMap::new();
+                let mut step = 1u64;
+                while !stop.load(Ordering::Relaxed) || step < 20 {
+                    let i = (step * 7919 * 5 % KEYS) / 5 * 5 + t;
+                    let v = value(i, step);
+                    match (&mut tcp, &mut udp) {
+                        // Writes only: every wait counted below is a write's.
+                        (Some(c), _) => {
+                            c.put(&key(i), &v).unwrap();
+                        }
+                        (_, Some(u)) => {
+                            u.put(&key(i), &v).unwrap();
+                        }
+                        _ => unreachable!(),
+                    }
+                    written.insert(i, step);
+                    step += 1;
+                }
+                written
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let written: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut c = Client::connect(server.bin, None).unwrap();
+    let info = c.stats().unwrap();
+    let waits_after = info_field(&info, "leaf_cache_deferred_waits");
+    assert!(
+        waits_after > waits_before + 50,
+        "writes waited for their leaves: {waits_before} before\n{info}"
+    );
+    for (i, step) in written.into_iter().flatten() {
+        let v = c.get(&key(i)).unwrap().expect("written key");
+        assert_eq!(step_of(i, &v), step, "key {i}");
+    }
+    drop(c);
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
