@@ -74,6 +74,11 @@ pub struct Args {
     /// Default 16384.
     #[arg(long)]
     pub memory_limit_mib: Option<usize>,
+    /// With --data-dir and a leaf cache: threads that read evicted leaves back for the
+    /// event loops (each one blocking read at a time). More help when misses go to a slow
+    /// device (docs/BENCHMARKS.md, "Data larger than memory"). Default 2.
+    #[arg(long)]
+    pub load_threads: Option<usize>,
     /// Most client connections (TCP and RESP together). Default 1024.
     #[arg(long)]
     pub max_connections: Option<usize>,
@@ -141,6 +146,7 @@ pub struct Settings {
     pub cache_buckets: usize,
     pub node_size: usize,
     pub memory_limit: usize,
+    pub load_threads: usize,
     pub max_connections: usize,
     pub idle_timeout: Option<Duration>,
     pub max_output: usize,
@@ -227,6 +233,7 @@ impl Settings {
             cache_buckets: pick!(flags.cache_buckets, file.cache_buckets, 1 << 16),
             node_size: pick!(flags.node_size, file.node_size, 8192),
             memory_limit: pick!(flags.memory_limit_mib, file.memory_limit_mib, 16384) << 20,
+            load_threads: pick!(flags.load_threads, file.load_threads, 2).max(1),
             max_connections: pick!(flags.max_connections, file.max_connections, 1024),
             idle_timeout: (idle > 0).then(|| Duration::from_secs(idle)),
             max_output: pick!(flags.max_output_mib, file.max_output_mib, 64) << 20,

@@ -31,6 +31,7 @@ impl Engine {
             threads: 0,
             window: settings.engine_window.max(1),
             cache_buckets: settings.cache_buckets,
+            load_threads: settings.load_threads,
             ..EngineConfig::default()
         };
         let started = accelkv_engine::start(

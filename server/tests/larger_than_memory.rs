@@ -369,6 +369,8 @@ fn binary_writes_that_miss_wait_for_their_leaves_without_blocking_the_loop() {
         "4096",
         "--threads",
         "1",
+        "--load-threads",
+        "3",
     ]);
     let waits_before = {
         let mut c = Client::connect(server.bin, None).unwrap();
