@@ -25,6 +25,10 @@ pub trait Storage: Send + Sync {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()>;
     /// Makes every completed write durable (`fdatasync`).
     fn sync(&self) -> io::Result<()>;
+    /// Reads from now on come at random offsets (a leaf cache's misses): no read-ahead, so
+    /// a miss does not fill the page cache with pages nobody asked for. A hint; the default
+    /// does nothing.
+    fn advise_random(&self) {}
 }
 
 /// [`Storage`] on a file.
@@ -72,6 +76,14 @@ impl Storage for FileStorage {
 
     fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn advise_random(&self) {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: a valid open descriptor; the call only sets a read-ahead policy (its
+        // result is a hint's: ignored).
+        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     }
 }
 

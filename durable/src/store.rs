@@ -291,6 +291,9 @@ impl Store {
             .map_err(|e| Error::Disk(format!("starting the committer thread: {e}")))?;
         let evictor = match &core.mirror {
             Some(shared) => {
+                // Recovery has read the file in order; from now on a miss reads one page
+                // at a random offset (RocksDB's advise_random_on_open does the same).
+                core.storage.advise_random();
                 // Attached by recovery when it left leaves in the page file.
                 tree.attach_pager(Arc::new(crate::mirror::PageReader {
                     storage: core.storage.clone(),
