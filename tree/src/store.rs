@@ -805,9 +805,20 @@ impl Snapshot<'_> {
             .leaf_iter(self.rv, self.now)
             .map(|(k, val)| (k, t.value_bytes(val), val.deadline))
             .collect();
-        debug_assert!(items
-            .iter()
-            .all(|(k, _, _)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)));
+        debug_assert!(
+            items
+                .iter()
+                .all(|(k, _, _)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)),
+            "leaf {lid} at version {} holds keys outside its fences [{:?}, {:?}): first {:?}, \
+             last {:?}, node version {}, log entries {}",
+            self.rv,
+            low.map(String::from_utf8_lossy),
+            high.map(String::from_utf8_lossy),
+            items.first().map(|i| String::from_utf8_lossy(i.0)),
+            items.last().map(|i| String::from_utf8_lossy(i.0)),
+            v.version(),
+            v.log_len()
+        );
         Ok(f(&LeafImage {
             lid,
             low,
