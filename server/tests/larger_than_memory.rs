@@ -53,14 +53,21 @@ fn info_field(info: &str, name: &str) -> u64 {
 }
 
 fn start(d: &str) -> Server {
-    Server::start(&[
+    start_with(d, &[])
+}
+
+/// The budgeted server of these tests with `extra` flags.
+fn start_with(d: &str, extra: &[&str]) -> Server {
+    let mut args = vec![
         "--data-dir",
         d,
         "--memory-limit-mib",
         BUDGET_MIB,
         "--node-size",
         "4096",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args)
 }
 
 #[test]
@@ -217,16 +224,7 @@ fn check_get(i: u64, v: &Value) {
 fn one_loop_serves_many_resp_clients_while_their_reads_wait_for_the_page_file() {
     let dir = data_dir("defer");
     let d = dir.to_str().unwrap().to_string();
-    let server = Server::start(&[
-        "--data-dir",
-        &d,
-        "--memory-limit-mib",
-        BUDGET_MIB,
-        "--node-size",
-        "4096",
-        "--threads",
-        "1",
-    ]);
+    let server = start_with(&d, &["--threads", "1"]);
     {
         let mut c = Client::connect(server.bin, None).unwrap();
         for i in 0..KEYS {
@@ -360,18 +358,7 @@ fn one_loop_serves_many_resp_clients_while_their_reads_wait_for_the_page_file() 
 fn binary_writes_that_miss_wait_for_their_leaves_without_blocking_the_loop() {
     let dir = data_dir("defer-writes");
     let d = dir.to_str().unwrap().to_string();
-    let server = Server::start(&[
-        "--data-dir",
-        &d,
-        "--memory-limit-mib",
-        BUDGET_MIB,
-        "--node-size",
-        "4096",
-        "--threads",
-        "1",
-        "--load-threads",
-        "3",
-    ]);
+    let server = start_with(&d, &["--threads", "1", "--load-threads", "3"]);
     let waits_before = {
         let mut c = Client::connect(server.bin, None).unwrap();
         for i in 0..KEYS {
