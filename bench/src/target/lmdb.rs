@@ -4,13 +4,13 @@
 //! page is read through the map from the OS page cache, so it has no counterpart of
 //! accelkv's memory budget or RocksDB's block cache (docs/BENCHMARKS.md says what that
 //! means for the comparison). The environment lives in a fresh directory under the system's
-//! temporary directory, removed when the target is dropped.
+//! temporary directory ([`Scratch`]), removed when the target is dropped.
 
+use super::scratch::Scratch;
 use super::{Conn, Op, Outcome, Result, Target, TargetError};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 use std::ops::Bound;
-use std::path::PathBuf;
 
 /// Address space reserved for the map (sparse: only written pages take disk or memory).
 const MAP_SIZE: usize = 64 << 30;
@@ -19,7 +19,8 @@ const MAP_SIZE: usize = 64 << 30;
 pub struct Lmdb {
     env: Env,
     db: Database<Bytes, Bytes>,
-    dir: PathBuf,
+    /// After `env`: removed once the environment is closed.
+    _dir: Scratch,
     sync: bool,
 }
 
@@ -41,15 +42,9 @@ impl Lmdb {
                 )))
             }
         };
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "accelkv-bench-lmdb-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| TargetError(format!("lmdb: creating {}: {e}", dir.display())))?;
+        let dir = Scratch::new("lmdb");
+        std::fs::create_dir_all(dir.path())
+            .map_err(|e| TargetError(format!("lmdb: creating {}: {e}", dir.path().display())))?;
         let mut opts = EnvOpenOptions::new();
         opts.map_size(MAP_SIZE).max_readers(256);
         if !sync {
@@ -59,17 +54,16 @@ impl Lmdb {
         }
         // SAFETY: a fresh directory that no other environment in this process or any
         // other opens (the name is unique to this process and target).
-        let env = unsafe { opts.open(&dir) }.map_err(err)?;
+        let env = unsafe { opts.open(dir.path()) }.map_err(err)?;
         let mut w = env.write_txn().map_err(err)?;
         let db = env.create_database(&mut w, None).map_err(err)?;
         w.commit().map_err(err)?;
-        Ok(Lmdb { env, db, dir, sync })
-    }
-}
-
-impl Drop for Lmdb {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(Lmdb {
+            env,
+            db,
+            _dir: dir,
+            sync,
+        })
     }
 }
 

@@ -25,7 +25,8 @@ pub struct Accelkv {
 /// reference reader (as RocksDB's do), never touching the device.
 pub struct Durable {
     durable: Arc<accelkv_durable::Store>,
-    dir: std::path::PathBuf,
+    /// Removed when the target is dropped (after the leaf cache's line below).
+    _dir: super::scratch::Scratch,
     policy: String,
 }
 
@@ -34,7 +35,6 @@ impl Durable {
     /// optionally followed by `,budget=<MiB>`: a memory budget, past which leaves live only
     /// in the page file (the mirror cache, `Config::evict`).
     pub fn open(spec: &str) -> Result<Durable> {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let (policy, budget) =
             match spec.split_once(",budget=") {
                 Some((p, b)) => (
@@ -46,12 +46,7 @@ impl Durable {
                 None => (spec, None),
             };
         let sync = policy.parse().map_err(TargetError)?;
-        let dir = std::env::temp_dir().join(format!(
-            "accelkv-bench-durable-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = super::scratch::Scratch::new("durable");
         let config = match budget {
             Some(mib) => Config {
                 memory_limit: mib << 20,
@@ -62,12 +57,12 @@ impl Durable {
         };
         let opts = accelkv_durable::Options { config, sync };
         let durable = Arc::new(
-            accelkv_durable::Store::open_with(&dir, opts)
+            accelkv_durable::Store::open_with(dir.path(), opts)
                 .map_err(|e| TargetError::from_display("accelkv-durable", e))?,
         );
         Ok(Durable {
             durable,
-            dir,
+            _dir: dir,
             policy: spec.to_string(),
         })
     }
@@ -90,7 +85,6 @@ impl Drop for Durable {
                 m.budget_bytes
             );
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

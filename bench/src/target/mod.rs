@@ -9,6 +9,7 @@ pub mod local;
 pub mod net;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
+mod scratch;
 
 use std::fmt;
 
@@ -93,6 +94,15 @@ pub trait Conn: Send {
 /// its block cache, default 1 GiB), `lmdb=sync|none` (LMDB, every commit synced or not), or
 /// `accelkv-tcp=ADDR`, `accelkv-udp=ADDR`, `accelkv-resp=ADDR`, `redis=ADDR`,
 /// `memcached=ADDR`. `password` is used by the accelkv network targets.
+/// The error for a target whose cargo feature this build left out.
+#[cfg(any(not(feature = "rocksdb"), not(feature = "lmdb")))]
+fn not_built(what: &str, feature: &str) -> TargetError {
+    TargetError(format!(
+        "this accelkv-bench was built without {what}: build with --features {feature} \
+         (see docs/BENCHMARKS.md)"
+    ))
+}
+
 pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
     let (kind, addr) = match spec.split_once('=') {
         Some((k, a)) => (k, Some(a.to_string())),
@@ -113,23 +123,11 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(rocks::Rocks::open(addr.as_deref())?),
         #[cfg(not(feature = "rocksdb"))]
-        "rocksdb" => {
-            return Err(TargetError(
-                "this accelkv-bench was built without RocksDB: build with --features rocksdb \
-                 (see docs/BENCHMARKS.md)"
-                    .into(),
-            ))
-        }
+        "rocksdb" => return Err(not_built("RocksDB", "rocksdb")),
         #[cfg(feature = "lmdb")]
         "lmdb" => Box::new(lmdb::Lmdb::open(addr.as_deref())?),
         #[cfg(not(feature = "lmdb"))]
-        "lmdb" => {
-            return Err(TargetError(
-                "this accelkv-bench was built without LMDB: build with --features lmdb \
-                 (see docs/BENCHMARKS.md)"
-                    .into(),
-            ))
-        }
+        "lmdb" => return Err(not_built("LMDB", "lmdb")),
         "accelkv-tcp" => Box::new(net::AccelkvTcp::new(need(kind)?, pw)),
         "accelkv-udp" => Box::new(net::AccelkvUdp::new(need(kind)?, pw)),
         "accelkv-resp" => Box::new(net::Resp::accelkv(need(kind)?, pw)),

@@ -4,15 +4,16 @@
 //! from memory, as it is from the in-memory stores beside it. The database lives in a fresh
 //! directory under the system's temporary directory, removed when the target is dropped.
 
+use super::scratch::Scratch;
 use super::{Conn, Op, Outcome, Result, Target, TargetError};
 use rocksdb::{BlockBasedOptions, Cache, Direction, IteratorMode, Options, WriteOptions, DB};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// RocksDB target.
 pub struct Rocks {
     db: Arc<DB>,
-    dir: PathBuf,
+    /// After `db`: removed once the database is closed.
+    _dir: Scratch,
     /// `Some(true)`: sync on every write; `Some(false)`/`None`: never (named or default).
     sync: Option<bool>,
 }
@@ -45,13 +46,7 @@ impl Rocks {
                 )))
             }
         };
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "accelkv-bench-rocksdb-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("rocksdb");
         let mut opts = Options::default();
         opts.create_if_missing(true);
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -59,18 +54,12 @@ impl Rocks {
         let mut table = BlockBasedOptions::default();
         table.set_block_cache(&Cache::new_lru_cache(cache_mib << 20).map_err(err)?);
         opts.set_block_based_table_factory(&table);
-        let db = DB::open(&opts, &dir).map_err(err)?;
+        let db = DB::open(&opts, dir.path()).map_err(err)?;
         Ok(Rocks {
             db: Arc::new(db),
-            dir,
+            _dir: dir,
             sync,
         })
-    }
-}
-
-impl Drop for Rocks {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
