@@ -194,17 +194,6 @@ pub fn run_frame(
         };
         answers[i] = a;
     }
-    if !writes.is_empty()
-        && reads
-            .probe_write(writes.iter().map(|w| w.1.key.as_ref()))
-            .is_err()
-    {
-        // Nothing has changed yet (AUTH, the only effect so far, is idempotent).
-        if admitted {
-            sh.release(n);
-        }
-        return Ok(Framed::Later);
-    }
     let mut wrote = Vec::new();
     let mut version = 0;
     if !writes.is_empty() {
@@ -224,6 +213,19 @@ pub fn run_frame(
                     }
                     frees
                 });
+            }
+            // Only writes that will run wait for their leaves. Nothing has changed yet
+            // (AUTH, the only effect so far, is idempotent; refusals above are answers
+            // the re-run gives again).
+            if !writes.is_empty()
+                && reads
+                    .probe_write(writes.iter().map(|w| w.1.key.as_ref()))
+                    .is_err()
+            {
+                if admitted {
+                    sh.release(n);
+                }
+                return Ok(Framed::Later);
             }
             // The frame's writes, in frame order, through the reservation station.
             wrote = writes.iter().map(|w| w.0).collect();
