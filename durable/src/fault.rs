@@ -24,6 +24,8 @@ struct State {
     error: Option<i32>,
     read_error: Option<i32>,
     sync_delay: std::time::Duration,
+    read_delay: std::time::Duration,
+    reads: u64,
     bytes_written: u64,
     syncs: u64,
 }
@@ -87,6 +89,12 @@ impl FaultStorage {
     /// writes meanwhile.
     pub fn set_sync_delay(&self, d: std::time::Duration) {
         self.state().sync_delay = d;
+    }
+
+    /// Makes every read sleep for a pseudo-random time up to `max` first (a slow device:
+    /// widens the window between a reader taking a page's name and reading it).
+    pub fn set_read_delay(&self, max: std::time::Duration) {
+        self.state().read_delay = max;
     }
 
     /// Bytes passed to `write_at` so far.
@@ -161,7 +169,15 @@ impl Storage for FaultStorage {
     }
 
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        let s = self.state();
+        let mut s = self.state();
+        if !s.read_delay.is_zero() {
+            s.reads += 1;
+            let max = s.read_delay.as_nanos() as u64;
+            let ns = SplitMix(s.reads).next() % (max + 1);
+            drop(s);
+            std::thread::sleep(std::time::Duration::from_nanos(ns));
+            s = self.state();
+        }
         if let Some(e) = s.read_error {
             return Err(io::Error::from_raw_os_error(e));
         }

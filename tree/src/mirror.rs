@@ -20,8 +20,10 @@
 //!    reads at a version at or after that state ([`Mirror::safe_version`]): the reloaded
 //!    buffer has that version and no old-version pointer, so no reader can need an older one.
 //! 2. A stub number is never reused, so a reader that read a page for a stub installs its
-//!    buffer only if the page-table entry still names that stub (checked under the stubs'
-//!    mutex, under which evictions and installs happen): a stale read is discarded.
+//!    buffer, or uses its private copy, only if the page-table entry still names that stub
+//!    after the read (for installs checked under the stubs' mutex, under which evictions and
+//!    installs happen): the pager reads the leaf's newest image, which may be of a newer
+//!    state once the stub was installed, so a stale read is discarded.
 //! 3. A stub whose LID was retired (FLUSHALL) is never installed into the page table; a
 //!    reader at an old version that loads it gets a private buffer, retired at once.
 
@@ -540,20 +542,34 @@ impl Tree {
                 limit: self.cfg.memory_limit,
             });
         };
-        let entry = self.pt.get(lid);
-        let stub = if is_evicted(entry) {
-            lock(&m.stubs).by_seq.get(&(entry & !EVICTED)).cloned()
-        } else {
-            None
+        let (built, buf) = loop {
+            let entry = self.pt.get(lid);
+            let stub = if is_evicted(entry) {
+                lock(&m.stubs).by_seq.get(&(entry & !EVICTED)).cloned()
+            } else {
+                None
+            };
+            let Some(stub) = stub else {
+                // Installed meanwhile.
+                return self.resolve(lid, rv, pin);
+            };
+            let started = Instant::now();
+            let mut buf = vec![0u8; self.geo.node_size].into_boxed_slice();
+            let read = self.read_into(m, lid, &stub, &mut buf);
+            // The pager reads the leaf's newest image, which is this stub's state only while
+            // the entry still names the stub (invariant 2): if the leaf was installed since,
+            // it may have been changed (split, merged) and imaged again, and that state is
+            // not what a reader at `rv` may see. Look again.
+            if self.pt.get(lid) != entry {
+                if let Ok(b) = &read {
+                    self.free_values(&b.ool);
+                }
+                continue;
+            }
+            let built = read?;
+            m.counters.loaded(started);
+            break (built, buf);
         };
-        let Some(stub) = stub else {
-            // Installed meanwhile.
-            return self.resolve(lid, rv, pin);
-        };
-        let started = Instant::now();
-        let mut buf = vec![0u8; self.geo.node_size].into_boxed_slice();
-        let built = self.read_into(m, lid, &stub, &mut buf)?;
-        m.counters.loaded(started);
         let mut g: Vec<Garbage> = built
             .ool
             .iter()
@@ -956,6 +972,10 @@ impl Mirror {
         self.pager.read(NO_LID, page, items)
     }
 }
+
+#[cfg(test)]
+#[path = "mirror_tests.rs"]
+mod tests;
 
 impl Tree {
     /// Maps `spec.lid` to a new stub at version 0 (a tree being built, not yet shared);

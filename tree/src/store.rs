@@ -95,6 +95,12 @@ pub struct Stats {
 }
 
 impl Store {
+    /// The tree inside (tests of the tree's internals).
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Tree {
+        &self.tree
+    }
+
     /// An empty store.
     pub fn new(cfg: Config) -> Result<Store> {
         Ok(Store {
