@@ -1,0 +1,110 @@
+// C ABI over the Verilator model of the key search unit (sv/ksu.sv), for the Rust crate:
+// load a node and a key as 64-byte beats, run one search, report the answer and its cycles.
+#include <cstdint>
+#include <cstring>
+#include "Vksu.h"
+#include "verilated.h"
+
+namespace {
+
+struct Sim {
+    VerilatedContext ctx;
+    Vksu* top;
+    uint64_t ticks = 0;
+    Sim() : top(nullptr) { top = new Vksu(&ctx); }
+    ~Sim() {
+        top->final();
+        delete top;
+    }
+    void tick() {
+        top->clk = 0;
+        top->eval();
+        top->clk = 1;
+        top->eval();
+        ticks++;
+    }
+    void put_beat(VlWide<16>& dst, const uint8_t* src, size_t n) {
+        uint8_t b[64] = {0};
+        std::memcpy(b, src, n);
+        for (int w = 0; w < 16; w++) {
+            uint32_t v;
+            std::memcpy(&v, b + 4 * w, 4);
+            dst[w] = v;
+        }
+    }
+    // Loads `len` bytes as beats through `valid`/`idx`/`data`, waiting for `ready`.
+    template <typename V, typename I>
+    void load(const uint8_t* p, size_t len, V& valid, I& idx, VlWide<16>& data, uint8_t& ready) {
+        for (size_t beat = 0; beat * 64 < len; beat++) {
+            while (!ready) tick();
+            size_t n = len - beat * 64 < 64 ? len - beat * 64 : 64;
+            put_beat(data, p + beat * 64, n);
+            idx = beat;
+            valid = 1;
+            tick();
+            valid = 0;
+        }
+        while (!ready) tick();
+    }
+};
+
+}  // namespace
+
+extern "C" {
+
+struct ksu_answer {
+    uint32_t status;
+    uint32_t value_off;
+    uint64_t child;
+    uint32_t cycles;
+};
+
+void* ksu_new() {
+    Sim* s = new Sim();
+    s->top->rst = 1;
+    s->tick();
+    s->tick();
+    s->top->rst = 0;
+    s->tick();
+    return s;
+}
+
+void ksu_free(void* h) { delete static_cast<Sim*>(h); }
+
+void ksu_load_node(void* h, const uint8_t* node, size_t len) {
+    Sim* s = static_cast<Sim*>(h);
+    s->load(node, len, s->top->beat_valid, s->top->beat_idx, s->top->beat_data,
+            s->top->beat_ready);
+}
+
+void ksu_load_key(void* h, const uint8_t* key, size_t len) {
+    Sim* s = static_cast<Sim*>(h);
+    s->load(key, len, s->top->key_valid, s->top->key_idx, s->top->key_data, s->top->key_ready);
+}
+
+// Runs a search for the loaded key (`key_len` bytes); returns 0, or -1 when the unit did not
+// answer within `max_cycles`.
+int ksu_search(void* h, uint32_t key_len, uint64_t rv, uint64_t now, uint64_t max_cycles,
+               ksu_answer* out) {
+    Sim* s = static_cast<Sim*>(h);
+    Vksu* t = s->top;
+    t->key_len = key_len;
+    t->rv = rv;
+    t->now = now;
+    t->start = 1;
+    s->tick();
+    t->start = 0;
+    for (uint64_t c = 0; c < max_cycles; c++) {
+        s->tick();
+        if (t->done) {
+            out->status = t->status;
+            out->value_off = t->value_off;
+            out->child = t->child;
+            out->cycles = t->cycles;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+}  // extern "C"

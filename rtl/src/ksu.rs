@@ -1,0 +1,107 @@
+//! The simulated key search unit (`sv/ksu.sv` through Verilator and `csrc/ksu_ffi.cpp`).
+
+use std::ffi::c_void;
+
+#[repr(C)]
+#[derive(Default)]
+struct RawAnswer {
+    status: u32,
+    value_off: u32,
+    child: u64,
+    cycles: u32,
+}
+
+extern "C" {
+    fn ksu_new() -> *mut c_void;
+    fn ksu_free(h: *mut c_void);
+    fn ksu_load_node(h: *mut c_void, node: *const u8, len: usize);
+    fn ksu_load_key(h: *mut c_void, key: *const u8, len: usize);
+    fn ksu_search(
+        h: *mut c_void,
+        key_len: u32,
+        rv: u64,
+        now: u64,
+        max_cycles: u64,
+        out: *mut RawAnswer,
+    ) -> i32;
+}
+
+/// What the unit answered for one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// A leaf without a visible value for the key (absent, deleted, expired, newer than the
+    /// read version).
+    NotFound,
+    /// A leaf's visible value: the node offset of its value header (FORMAT.md `value`).
+    Value(usize),
+    /// An interior node: the child LID the key routes to.
+    Child(u64),
+    /// The header does not describe a node the unit can search.
+    BadNode,
+}
+
+/// An answer and the cycles from `start` to `done`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Search {
+    pub answer: Answer,
+    pub cycles: u32,
+}
+
+/// One simulated key search unit (a Verilator model: one thread at a time).
+pub struct Ksu {
+    h: *mut c_void,
+}
+
+// SAFETY: the model is owned by this value and only reached through `&mut self`; Verilator
+// models may move between threads when not used concurrently.
+unsafe impl Send for Ksu {}
+
+impl Default for Ksu {
+    fn default() -> Self {
+        Ksu::new()
+    }
+}
+
+impl Ksu {
+    /// A unit out of reset.
+    pub fn new() -> Ksu {
+        // SAFETY: plain constructor; the handle is freed once, in Drop.
+        Ksu {
+            h: unsafe { ksu_new() },
+        }
+    }
+
+    /// Searches `node` (its published bytes: at least up to its `used`, at most 64 KiB) for
+    /// `key` (1–460 bytes) at read version `rv` and clock `now` (0: expire nothing). `None`
+    /// when the unit did not answer within a million cycles (a bug, never a valid answer).
+    pub fn search(&mut self, node: &[u8], key: &[u8], rv: u64, now: u64) -> Option<Search> {
+        assert!(node.len() <= 65536 && !key.is_empty() && key.len() <= 460);
+        let mut out = RawAnswer::default();
+        // SAFETY: the pointers are valid for the lengths given; the model copies the bytes.
+        let rc = unsafe {
+            ksu_load_node(self.h, node.as_ptr(), node.len());
+            ksu_load_key(self.h, key.as_ptr(), key.len());
+            ksu_search(self.h, key.len() as u32, rv, now, 1_000_000, &mut out)
+        };
+        if rc != 0 {
+            return None;
+        }
+        let answer = match out.status {
+            0 => Answer::NotFound,
+            1 => Answer::Value(out.value_off as usize),
+            2 => Answer::Child(out.child),
+            _ => Answer::BadNode,
+        };
+        Some(Search {
+            answer,
+            cycles: out.cycles,
+        })
+    }
+}
+
+impl Drop for Ksu {
+    fn drop(&mut self) {
+        // SAFETY: created by ksu_new, freed once.
+        unsafe { ksu_free(self.h) }
+    }
+}
