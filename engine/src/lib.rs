@@ -45,6 +45,7 @@ mod request;
 mod routed;
 mod select;
 mod sketch;
+mod submissions;
 
 pub use cpu::{CpuEngine, EngineConfig};
 pub use hot::{HotCache, HotCacheStats};
@@ -53,6 +54,7 @@ pub use loader::{LoadSink, Loader};
 pub use request::{Completion, Items, ReadRef, Reply, Request, Sink};
 pub use routed::EngineStore;
 pub use select::{start, Accelerator, EngineKind, Offload, Started};
+pub use submissions::{Submission, Submissions};
 
 /// Counters an engine reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

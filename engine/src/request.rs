@@ -49,6 +49,38 @@ impl Request {
         }
     }
 
+    /// The reference reader's answer to this request at read version `rv` and clock `now`:
+    /// what an offload engine answers for a request it does not run itself (validity is
+    /// the caller's to check first, with [`Request::invalid`]).
+    ///
+    /// # Safety
+    /// As for [`accelkv_tree::Raw::reference_get`]: an epoch published before `rv` was taken
+    /// is still published.
+    pub unsafe fn reference_reply(&self, raw: accelkv_tree::Raw<'_>, rv: u64, now: u64) -> Reply {
+        let mut items = Items::default();
+        // SAFETY: the caller's published epoch protects everything reachable at `rv`.
+        let r = unsafe {
+            match self {
+                Request::Get { key } => {
+                    return match raw.reference_get(key, rv, now) {
+                        Ok(v) => Reply::Value(v),
+                        Err(e) => Reply::Error(e),
+                    }
+                }
+                Request::Scan { lo, hi, limit } => {
+                    raw.reference_scan(lo, hi.as_deref(), *limit, rv, now, |k, v| items.push(k, v))
+                }
+                Request::ScanFloor { kl, ku, limit } => {
+                    raw.reference_scan_floor(kl, ku, *limit, rv, now, |k, v| items.push(k, v))
+                }
+            }
+        };
+        match r {
+            Ok(()) => Reply::Items(items),
+            Err(e) => Reply::Error(e),
+        }
+    }
+
     /// The request borrowed.
     pub fn as_ref(&self) -> ReadRef<'_> {
         match self {

@@ -22,13 +22,13 @@ use crate::error::GpuError;
 use crate::exec::{Exec, Shape};
 use crate::layout::{decode, Batch, Outcome, Work};
 use crate::mirror::Mirror;
-use accelkv_engine::{Completion, EngineStats, Items, ReadEngine, Reply, Request, Sink};
+use accelkv_engine::{
+    Completion, EngineStats, ReadEngine, Reply, Request, Sink, Submission, Submissions,
+};
 use accelkv_tree::{Chunk, ReaderSlot, Remap, RemapFeed, Store, ValueRef};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// How the GPU engine runs.
 #[derive(Clone, Debug)]
@@ -73,27 +73,8 @@ pub struct GpuStats {
     pub last_error: Option<String>,
 }
 
-struct Sub {
-    epoch: u64,
-    rv: u64,
-    /// The submitters' clock (ms since the Unix epoch), taken after `rv`.
-    now: u64,
-    sink: Arc<Sink>,
-    reqs: Vec<(u64, Request)>,
-}
-
-#[derive(Default)]
-struct ShardQ {
-    subs: VecDeque<Sub>,
-    /// The worker has taken batches it has not delivered yet.
-    running: bool,
-}
-
-struct Shard {
-    q: Mutex<ShardQ>,
-    ready: Condvar,
-    slot: ReaderSlot,
-}
+/// One stream's queue of batches and the reader slot that protects them.
+type Shard = Submissions;
 
 struct DeviceState {
     mirror: Mirror,
@@ -184,11 +165,7 @@ impl GpuEngine {
         };
         let exec = make(&shape)?;
         let shards = (0..streams)
-            .map(|_| Shard {
-                q: Mutex::new(ShardQ::default()),
-                ready: Condvar::new(),
-                slot: raw.reader_slot(),
-            })
+            .map(|_| Submissions::new(raw.reader_slot()))
             .collect();
         let initial: Vec<Remap> = sub
             .table
@@ -325,20 +302,8 @@ impl Inner {
     fn worker(&self, i: usize) {
         let shard = &self.shards[i];
         loop {
-            let subs: Vec<Sub> = {
-                let mut q = shard.q.lock().unwrap_or_else(|e| e.into_inner());
-                while q.subs.is_empty() {
-                    if self.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    q = shard
-                        .ready
-                        .wait_timeout(q, Duration::from_millis(50))
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
-                q.running = true;
-                q.subs.drain(..).collect()
+            let Some(subs) = shard.take_all(&self.stop) else {
+                return;
             };
             // A bug in this worker must not leave its submitters waiting forever (nor its
             // epoch held): whatever it had not delivered is answered by the reference reader.
@@ -365,17 +330,12 @@ impl Inner {
                     s.sink.push_all(done);
                 }
             }
-            let mut q = shard.q.lock().unwrap_or_else(|e| e.into_inner());
-            q.running = false;
-            match q.subs.front() {
-                Some(s) => shard.slot.hold(s.epoch),
-                None => shard.slot.clear(),
-            }
+            shard.finished();
         }
     }
 
     /// Runs the requests of `subs` to completion and delivers them.
-    fn run(&self, stream: usize, subs: &[Sub]) {
+    fn run(&self, stream: usize, subs: &[Submission]) {
         let cfg = self.store.config();
         let mut works: Vec<Work> = Vec::new();
         let mut dest: Vec<(usize, u64)> = Vec::new();
@@ -490,29 +450,8 @@ impl Inner {
     /// The reference reader's answer at read version `rv` and clock `now`.
     fn fallback(&self, req: &Request, rv: u64, now: u64) -> Reply {
         self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-        let raw = self.store.raw();
-        let mut items = Items::default();
         // SAFETY: invariant 1 — the shard's slot protects everything reachable at `rv`.
-        let r = unsafe {
-            match req {
-                Request::Get { key } => {
-                    return match raw.reference_get(key, rv, now) {
-                        Ok(v) => Reply::Value(v),
-                        Err(e) => Reply::Error(e),
-                    }
-                }
-                Request::Scan { lo, hi, limit } => {
-                    raw.reference_scan(lo, hi.as_deref(), *limit, rv, now, |k, v| items.push(k, v))
-                }
-                Request::ScanFloor { kl, ku, limit } => {
-                    raw.reference_scan_floor(kl, ku, *limit, rv, now, |k, v| items.push(k, v))
-                }
-            }
-        };
-        match r {
-            Ok(()) => Reply::Items(items),
-            Err(e) => Reply::Error(e),
-        }
+        unsafe { req.reference_reply(self.store.raw(), rv, now) }
     }
 }
 
@@ -531,23 +470,7 @@ impl ReadEngine for GpuEngine {
         }
         let inner = &self.inner;
         let shard = &inner.shards[inner.next.fetch_add(1, Ordering::Relaxed) % inner.shards.len()];
-        let raw = inner.store.raw();
-        let mut q = shard.q.lock().unwrap_or_else(|e| e.into_inner());
-        // Invariant 1: publish before taking the read version.
-        let epoch = raw.current_epoch();
-        if q.subs.is_empty() && !q.running {
-            shard.slot.hold(epoch);
-        }
-        let rv = raw.read_version();
-        q.subs.push_back(Sub {
-            epoch,
-            rv,
-            now: accelkv_tree::now_ms(),
-            sink: sink.clone(),
-            reqs: batch,
-        });
-        drop(q);
-        shard.ready.notify_one();
+        shard.push(inner.store.raw(), sink, batch);
     }
 
     fn name(&self) -> &'static str {
@@ -557,15 +480,7 @@ impl ReadEngine for GpuEngine {
     fn stats(&self) -> EngineStats {
         EngineStats {
             completed: self.inner.counters.completed.load(Ordering::Relaxed),
-            queued: self
-                .inner
-                .shards
-                .iter()
-                .map(|s| {
-                    let q = s.q.lock().unwrap_or_else(|e| e.into_inner());
-                    q.subs.iter().map(|s| s.reqs.len() as u64).sum::<u64>()
-                })
-                .sum(),
+            queued: self.inner.shards.iter().map(Submissions::queued).sum(),
             ..EngineStats::default()
         }
     }
@@ -575,7 +490,7 @@ impl Drop for GpuEngine {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::Relaxed);
         for s in &self.inner.shards {
-            s.ready.notify_all();
+            s.wake();
         }
         for t in self.threads.drain(..) {
             let _ = t.join();

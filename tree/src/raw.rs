@@ -135,6 +135,33 @@ impl<'s> Raw<'s> {
         self.tree.scan_at(lo, hi, limit, rv, now, &pin, f)
     }
 
+    /// The reference reader's SCAN of `[lo, hi)` at `rv`, starting at the leaf at arena
+    /// offset `leaf`: the leaf `lo` routes to at `rv`, found by an engine's own walk (the RTL
+    /// engine walks to the leaf; the leaves' items are read here).
+    ///
+    /// # Safety
+    /// As for [`Raw::reference_get`], and `leaf` was reached by a walk for `lo` at `rv`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn reference_scan_from(
+        &self,
+        leaf: u64,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        rv: u64,
+        now: u64,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> crate::Result<()> {
+        let pin = self.tree.epochs.pin();
+        let v = self.tree.view(leaf, &pin);
+        self.tree.leaf_visit();
+        let hi = hi.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        self.tree
+            .scan_refs_from(v, lo, hi, limit, rv, now, &pin, |k, v| {
+                f(k, self.tree.value_bytes(v))
+            })
+    }
+
     /// The reference reader's SCAN_FLOOR at `rv`.
     ///
     /// # Safety

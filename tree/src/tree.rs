@@ -373,13 +373,33 @@ impl Tree {
         rv: u64,
         now: u64,
         pin: &'g Pin<'_>,
+        f: impl FnMut(&'g [u8], ValueRef<'g>),
+    ) -> Result<(), crate::Error> {
+        if limit == 0 {
+            return Ok(());
+        }
+        let leaf = self.leaf_for(lo, rv, pin)?;
+        self.scan_refs_from(leaf, lo, hi, limit, rv, now, pin, f)
+    }
+
+    /// [`Tree::scan_refs_at`] from `leaf`, the leaf `lo` routes to at `rv` (found by an
+    /// engine's walk).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scan_refs_from<'g>(
+        &'g self,
+        mut leaf: NodeView<'g>,
+        lo: &[u8],
+        hi: Bound<&[u8]>,
+        limit: usize,
+        rv: u64,
+        now: u64,
+        pin: &'g Pin<'_>,
         mut f: impl FnMut(&'g [u8], ValueRef<'g>),
     ) -> Result<(), crate::Error> {
         if limit == 0 {
             return Ok(());
         }
         let mut n = 0;
-        let mut leaf = self.leaf_for(lo, rv, pin)?;
         loop {
             for (k, v) in leaf.leaf_lower_bound(lo, rv, now) {
                 let beyond = match hi {
