@@ -25,35 +25,61 @@ mod sim {
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
     }
 
-    pub fn build() {
-        let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-        let obj = out.join("ksu");
+    /// Verilates `top` (from `sources`) into OUT_DIR/<top> and returns that directory.
+    fn verilate(out: &std::path::Path, top: &str, sources: &[&str]) -> PathBuf {
+        let obj = out.join(top);
         let status = Command::new("verilator")
-            .args(["--cc", "--build", "-O3", "-Wall", "--top-module", "ksu"])
+            .args(["--cc", "--build", "-O3", "-Wall", "--top-module", top])
             .arg("--Mdir")
             .arg(&obj)
             .args(["-MAKEFLAGS", "-s"])
             .args(["-CFLAGS", "-fPIC -O2"])
-            .arg("sv/ksu.sv")
+            .args(sources)
             .status()
             .expect("the `sim` feature needs Verilator (apt-get install -y verilator)");
-        assert!(status.success(), "verilator failed on sv/ksu.sv");
+        assert!(status.success(), "verilator failed on {top}");
+        obj
+    }
+
+    pub fn build() {
+        let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+        let ksu = verilate(&out, "ksu", &["sv/ksu.sv"]);
+        let walk = verilate(&out, "walk", &["sv/walk.sv", "sv/ksu.sv"]);
+        let parser = verilate(&out, "frame_parser", &["sv/frame_parser.sv"]);
         let root = verilator_root();
-        // The model (all of Verilator's generated C++ in one unit), Verilator's runtime and
-        // the C ABI, always optimised: a debug build simulates as fast as a release one.
-        cc::Build::new()
-            .cpp(true)
+        // The models (all of Verilator's generated C++ of each in one unit), Verilator's
+        // runtime and the C ABIs, always optimised: a debug build simulates as fast as a
+        // release one.
+        let mut b = cc::Build::new();
+        for dir in [&ksu, &walk, &parser] {
+            // Verilator's C++ for the model: every file but the `__ALL` one that includes
+            // the rest (written only for small models)
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| {
+                    let n = p.file_name().unwrap().to_string_lossy();
+                    n.ends_with(".cpp") && !n.ends_with("__ALL.cpp")
+                })
+                .collect();
+            files.sort();
+            b.files(files);
+        }
+        b.cpp(true)
             .std("c++17")
             .opt_level(2)
-            .file(obj.join("Vksu__ALL.cpp"))
             .file(root.join("include/verilated.cpp"))
             .file(root.join("include/verilated_threads.cpp"))
             .file("csrc/ksu_ffi.cpp")
-            .include(&obj)
+            .file("csrc/walk_ffi.cpp")
+            .file("csrc/parser_ffi.cpp")
+            .include(&ksu)
+            .include(&walk)
+            .include(&parser)
             .include(root.join("include"))
             .include(root.join("include/vltstd"))
             .warnings(false)
-            .compile("ksu_sim");
+            .compile("rtl_sim");
         println!("cargo:rustc-link-lib=dylib=stdc++");
         println!("cargo:rustc-link-lib=dylib=pthread");
     }

@@ -22,6 +22,9 @@ pub enum EngineKind {
     CpuThreads,
     /// The GPU engine; an error when none is usable.
     Gpu,
+    /// The accelerator's RTL (`accelkv-rtl`'s simulated tree-walk engine): slow and exact,
+    /// for co-verification; an error in a program built without it.
+    Rtl,
 }
 
 impl std::str::FromStr for EngineKind {
@@ -32,8 +35,9 @@ impl std::str::FromStr for EngineKind {
             "cpu" => Ok(EngineKind::Cpu),
             "cpu-threads" => Ok(EngineKind::CpuThreads),
             "gpu" => Ok(EngineKind::Gpu),
+            "rtl" => Ok(EngineKind::Rtl),
             _ => Err(format!(
-                "unknown engine {s:?} (expected auto, cpu, cpu-threads or gpu)"
+                "unknown engine {s:?} (expected auto, cpu, cpu-threads, gpu or rtl)"
             )),
         }
     }
@@ -46,6 +50,7 @@ impl std::fmt::Display for EngineKind {
             EngineKind::Cpu => "cpu",
             EngineKind::CpuThreads => "cpu-threads",
             EngineKind::Gpu => "gpu",
+            EngineKind::Rtl => "rtl",
         })
     }
 }
@@ -86,7 +91,8 @@ pub enum Started {
 /// Starts the engine `kind` asks for over `store`: the CPU engine with `cpu` (for
 /// `CpuThreads`, with `streams` threads of its own), or the one `accel` offers (`None`:
 /// this program has none) with `streams` streams. `Gpu` without a
-/// usable accelerator is an error; `Auto` falls back to the CPU engine and says why.
+/// usable accelerator is an error; `Auto` falls back to the CPU engine and says why. For
+/// `Rtl`, `accel` is the RTL engine (`accelkv_rtl::Rtl`), never chosen by `Auto`.
 pub fn start(
     store: Arc<Store>,
     kind: EngineKind,
@@ -109,6 +115,16 @@ pub fn start(
                 engine: Box::new(CpuEngine::start(store, cfg)),
                 why_not_gpu: None,
             });
+        }
+        EngineKind::Rtl => {
+            let Some(rtl) = accel else {
+                return Err(
+                    "this program was built without the RTL engine (build accelkv-server \
+                            with `--features rtl`, which needs Verilator)"
+                        .into(),
+                );
+            };
+            return rtl.start(store, streams.max(1)).map(Started::Offload);
         }
         EngineKind::Auto | EngineKind::Gpu => {}
     }
@@ -222,7 +238,9 @@ mod tests {
         assert!("fpga"
             .parse::<EngineKind>()
             .unwrap_err()
-            .contains("auto, cpu, cpu-threads or gpu"));
+            .contains("auto, cpu, cpu-threads, gpu or rtl"));
+        assert_eq!("rtl".parse(), Ok(EngineKind::Rtl));
+        assert_eq!(EngineKind::Rtl.to_string(), "rtl");
         assert_eq!("cpu-threads".parse(), Ok(EngineKind::CpuThreads));
         assert_eq!(EngineKind::Cpu.to_string(), "cpu");
     }
@@ -267,6 +285,13 @@ mod tests {
         );
         assert_eq!(
             run(EngineKind::Auto, Some(&good)),
+            Ok(Some("offload fake device".into()))
+        );
+        assert!(run(EngineKind::Rtl, None)
+            .unwrap_err()
+            .contains("built without the RTL engine"));
+        assert_eq!(
+            run(EngineKind::Rtl, Some(&good)),
             Ok(Some("offload fake device".into()))
         );
     }

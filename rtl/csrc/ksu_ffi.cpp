@@ -3,35 +3,11 @@
 #include <cstdint>
 #include <cstring>
 #include "Vksu.h"
-#include "verilated.h"
+#include "sim.h"
 
 namespace {
 
-struct Sim {
-    VerilatedContext ctx;
-    Vksu* top;
-    uint64_t ticks = 0;
-    Sim() : top(nullptr) { top = new Vksu(&ctx); }
-    ~Sim() {
-        top->final();
-        delete top;
-    }
-    void tick() {
-        top->clk = 0;
-        top->eval();
-        top->clk = 1;
-        top->eval();
-        ticks++;
-    }
-    void put_beat(VlWide<16>& dst, const uint8_t* src, size_t n) {
-        uint8_t b[64] = {0};
-        std::memcpy(b, src, n);
-        for (int w = 0; w < 16; w++) {
-            uint32_t v;
-            std::memcpy(&v, b + 4 * w, 4);
-            dst[w] = v;
-        }
-    }
+struct KsuSim : Sim<Vksu> {
     // Loads `len` bytes as beats through `valid`/`idx`/`data`, waiting for `ready`.
     template <typename V, typename I>
     void load(const uint8_t* p, size_t len, V& valid, I& idx, VlWide<16>& data, uint8_t& ready) {
@@ -55,30 +31,26 @@ extern "C" {
 struct ksu_answer {
     uint32_t status;
     uint32_t value_off;
-    uint64_t child;
+    uint64_t next;
     uint32_t cycles;
 };
 
 void* ksu_new() {
-    Sim* s = new Sim();
-    s->top->rst = 1;
-    s->tick();
-    s->tick();
-    s->top->rst = 0;
-    s->tick();
+    KsuSim* s = new KsuSim();
+    s->reset();
     return s;
 }
 
-void ksu_free(void* h) { delete static_cast<Sim*>(h); }
+void ksu_free(void* h) { delete static_cast<KsuSim*>(h); }
 
 void ksu_load_node(void* h, const uint8_t* node, size_t len) {
-    Sim* s = static_cast<Sim*>(h);
+    KsuSim* s = static_cast<KsuSim*>(h);
     s->load(node, len, s->top->beat_valid, s->top->beat_idx, s->top->beat_data,
             s->top->beat_ready);
 }
 
 void ksu_load_key(void* h, const uint8_t* key, size_t len) {
-    Sim* s = static_cast<Sim*>(h);
+    KsuSim* s = static_cast<KsuSim*>(h);
     s->load(key, len, s->top->key_valid, s->top->key_idx, s->top->key_data, s->top->key_ready);
 }
 
@@ -86,7 +58,7 @@ void ksu_load_key(void* h, const uint8_t* key, size_t len) {
 // answer within `max_cycles`.
 int ksu_search(void* h, uint32_t key_len, uint64_t rv, uint64_t now, uint64_t max_cycles,
                ksu_answer* out) {
-    Sim* s = static_cast<Sim*>(h);
+    KsuSim* s = static_cast<KsuSim*>(h);
     Vksu* t = s->top;
     t->key_len = key_len;
     t->rv = rv;
@@ -99,7 +71,7 @@ int ksu_search(void* h, uint32_t key_len, uint64_t rv, uint64_t now, uint64_t ma
         if (t->done) {
             out->status = t->status;
             out->value_off = t->value_off;
-            out->child = t->child;
+            out->next = t->next;
             out->cycles = t->cycles;
             return 0;
         }

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 struct RawAnswer {
     status: u32,
     value_off: u32,
-    child: u64,
+    next: u64,
     cycles: u32,
 }
 
@@ -38,6 +38,9 @@ pub enum Answer {
     Child(u64),
     /// The header does not describe a node the unit can search.
     BadNode,
+    /// The node is newer than the read version: search its previous version, at this arena
+    /// offset, instead.
+    Older(u64),
 }
 
 /// An answer and the cycles from `start` to `done`.
@@ -89,7 +92,8 @@ impl Ksu {
         let answer = match out.status {
             0 => Answer::NotFound,
             1 => Answer::Value(out.value_off as usize),
-            2 => Answer::Child(out.child),
+            2 => Answer::Child(out.next),
+            4 => Answer::Older(out.next),
             _ => Answer::BadNode,
         };
         Some(Search {

@@ -1,20 +1,22 @@
 // Key search unit (issue 19, Honeycomb §4): searches one accelkv node for a key, reading the
 // node bytes exactly as docs/FORMAT.md lays them out.
 //
-// A node arrives as 64-byte beats (`beat_*`) and is written into eight byte-wide banks
-// (bank b holds the bytes whose address is b mod 8), so any 8 bytes at any address are one
-// read of every bank: one unaligned 8-byte window per access, two cycles from request to
-// use (the banks are synchronous RAMs, block RAM on an FPGA; a beat takes 8 cycles to
-// write, a row of the eight banks per cycle). The key arrives the same way (`key_*`).
-// On `start` the unit reads the header, the shortcut block (the last boundary key <= the
+// A node arrives as 64-byte beats (`beat_*`, one per cycle) and is written into eight
+// 64-bit-wide banks (bank b holds the 8-byte words whose index is b mod 8), so any 8 bytes
+// at any address are one read of two banks: one unaligned 8-byte window per access, two
+// cycles from request to use (the banks are synchronous RAMs, block RAM on an FPGA). The
+// key arrives the same way (`key_*`). On `start` the unit reads the header (a node newer
+// than `rv` with an older version answers that version's arena offset, as Honeycomb's KSU
+// sends the request back to visit the old version), the shortcut block (the last boundary key <= the
 // search key picks the segment), that segment of the sorted block, and, in a leaf, the whole
 // log block (the newest entry for the key whose version <= `rv` wins; a delete marker hides
 // the key). Then, for a found value with a deadline, the expiry rule (gone once `now` >
 // deadline; `now` = 0 expires nothing).
 //
 // Answers (`status` with `done`): 0 not found, 1 found (`value_off`: node offset of the
-// value's header, as FORMAT.md's `value`), 2 interior (`child`: the LID to follow), 3 bad
-// node (a field points outside the node or the kind is unknown).
+// value's header, as FORMAT.md's `value`), 2 interior (`next`: the child LID to follow), 3
+// bad node (a field points outside the node or the kind is unknown), 4 older (`next`: arena
+// offset of the node's previous version, to search instead). `leaf`: the node is a leaf.
 //
 // Keys are compared 8 bytes per access in memcmp order. `cycles` counts cycles from
 // `start` to `done`.
@@ -25,7 +27,9 @@ module ksu #(
     input  logic         rst,
     // node bytes: beat `beat_idx` holds bytes [64 * beat_idx, 64 * beat_idx + 64)
     input  logic         beat_valid,
-    input  logic [15:0]  beat_idx,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  logic [15:0]  beat_idx,  // bits past the node size are ignored
+    /* verilator lint_on UNUSEDSIGNAL */
     input  logic [511:0] beat_data,
     output logic         beat_ready,
     // search key bytes, the same way (at most 460 bytes: 8 beats)
@@ -39,83 +43,62 @@ module ksu #(
     input  logic [63:0]  rv,
     input  logic [63:0]  now,
     output logic         done,
-    output logic [1:0]   status,
+    output logic [2:0]   status,
     output logic [31:0]  value_off,
-    output logic [47:0]  child,
+    output logic [63:0]  next,
+    output logic         leaf,
     output logic [31:0]  cycles
 );
-  localparam int ROWS = NODE_BYTES / 8;
+  localparam int ROWS = NODE_BYTES / 64;
   localparam int RW = $clog2(ROWS);
-  localparam int KROWS = 64;
+  localparam int KROWS = 8;
 
   // ---------------------------------------------------------------- banked memories
-  logic [7:0] nq[8];
-  logic [7:0] kq[8];
+  // Bank b holds the 8-byte words whose index is b mod 8: row r of bank b is node bytes
+  // [64r + 8b, 64r + 8b + 8). A 64-byte beat is one row of every bank, written in one
+  // cycle; any unaligned 8-byte window spans words w and w + 1, which sit in different
+  // banks, so it is one read of two banks and a byte shift.
+  logic [63:0] nq[8];
+  logic [63:0] kq[8];
   logic [31:0] rd_addr, krd_addr;  // byte addresses of the windows asked for
 
-  // Loading: a beat is latched, then written one row (8 bytes, one per bank) per cycle.
-  logic [511:0] lbuf;
+  assign beat_ready = 1'b1;
+  assign key_ready = 1'b1;
+
   /* verilator lint_off UNUSEDSIGNAL */
-  logic [15:0] lbeat;  // bits past the node size are ignored
+  wire [28:0] nw0 = rd_addr[31:3];
+  wire [28:0] nw1 = nw0 + 29'd1;
+  wire [28:0] kw0 = krd_addr[31:3];
+  wire [28:0] kw1 = kw0 + 29'd1;
   /* verilator lint_on UNUSEDSIGNAL */
-  logic [3:0] lrow;  // 8 = idle
-  logic lkey;
 
-  assign beat_ready = (lrow == 4'd8);
-  assign key_ready = (lrow == 4'd8);
-
-  always_ff @(posedge clk) begin
-    if (rst) begin
-      lrow <= 4'd8;
-    end else if (lrow != 4'd8) begin
-      lrow <= lrow + 4'd1;
-      if (lrow == 4'd7) lrow <= 4'd8;
-    end else if (beat_valid) begin
-      lbuf <= beat_data;
-      lbeat <= beat_idx;
-      lkey <= 1'b0;
-      lrow <= 4'd0;
-    end else if (key_valid) begin
-      lbuf <= key_data;
-      lbeat <= {13'd0, key_idx};
-      lkey <= 1'b1;
-      lrow <= 4'd0;
-    end
-  end
-
-  // Bank b holds byte j = (b - addr) mod 8 of the window; its row is (addr + j) / 8. The
-  // banks' outputs are registered (block RAM read ports): a window asked for in one cycle
-  // (the address register) is read in the next and used in the one after, so the search
-  // stalls a cycle after each request.
+  // The banks' outputs are registered (block RAM read ports): a window asked for in one
+  // cycle (the address register) is read in the next and used in the one after, so the
+  // search stalls a cycle after each request.
   logic [63:0] win, kwin;
   genvar b;
   generate
     for (b = 0; b < 8; b++) begin : g_bank
-      wire [2:0] j = 3'(b) - rd_addr[2:0];
-      /* verilator lint_off UNUSEDSIGNAL */
-      wire [31:0] a = rd_addr + {29'd0, j};
-      wire [31:0] ka = krd_addr + {29'd0, 3'(b) - krd_addr[2:0]};
-      /* verilator lint_on UNUSEDSIGNAL */
-      logic [7:0] nbank[ROWS];
-      logic [7:0] kbank[KROWS];
+      logic [63:0] nbank[ROWS];
+      logic [63:0] kbank[KROWS];
+      wire [RW-1:0] nrow = (nw0[2:0] == 3'(b)) ? nw0[RW+2:3] : nw1[RW+2:3];
+      wire [2:0] krow = (kw0[2:0] == 3'(b)) ? kw0[5:3] : kw1[5:3];
       always_ff @(posedge clk) begin
-        if (lrow != 4'd8 && !lkey) nbank[{lbeat[RW-4:0], lrow[2:0]}] <= lbuf[(lrow[2:0]*64+b*8)+:8];
-        if (lrow != 4'd8 && lkey) kbank[{lbeat[2:0], lrow[2:0]}] <= lbuf[(lrow[2:0]*64+b*8)+:8];
+        if (beat_valid) nbank[beat_idx[RW-1:0]] <= beat_data[b*64+:64];
+        if (key_valid) kbank[key_idx] <= key_data[b*64+:64];
       end
       always_ff @(posedge clk) begin
-        nq[b] <= nbank[a[RW+2:3]];
-        kq[b] <= kbank[ka[8:3]];
+        nq[b] <= nbank[nrow];
+        kq[b] <= kbank[krow];
       end
     end
   endgenerate
 
-  // byte j of a window is bank (addr + j) mod 8
-  always_comb begin
-    for (int j = 0; j < 8; j++) begin
-      win[j*8+:8] = nq[3'(j)+rd_addr[2:0]];
-      kwin[j*8+:8] = kq[3'(j)+krd_addr[2:0]];
-    end
-  end
+  // the window: the two words, shifted by the address's byte offset
+  wire [127:0] npair = {nq[nw1[2:0]], nq[nw0[2:0]]};
+  wire [127:0] kpair = {kq[kw1[2:0]], kq[kw0[2:0]]};
+  assign win = npair[{1'b0, rd_addr[2:0], 3'b000}+:64];
+  assign kwin = kpair[{1'b0, krd_addr[2:0], 3'b000}+:64];
 
   // ---------------------------------------------------------------- the search
   typedef enum logic [4:0] {
@@ -125,10 +108,10 @@ module ksu #(
   } state_t;
   state_t st, ret, after_val, after_lid;
 
-  logic [1:0] hdr_i;
+  logic [2:0] hdr_i;
   logic [31:0] used, sorted_end, pos, seg_end, q, voff, entry_end;
   logic [15:0] sorted_start;
-  logic [63:0] version;
+  logic [63:0] version, old;
   logic [47:0] link, best_child;
   logic [7:0] kind, nsc, sc_i;
   logic [8:0] klen;
@@ -137,7 +120,7 @@ module ksu #(
   logic [31:0] hit_off;
   logic sorted_hit;
   logic [31:0] sorted_off;
-  logic [1:0] ans;
+  logic [2:0] ans;
   logic stall;  // the window asked for is not read yet
 
   // Key comparison: node bytes [cmp_a, cmp_a + cmp_len) against the search key.
@@ -179,16 +162,18 @@ module ksu #(
           if (start) begin
             done <= 1'b0;
             cycles <= 32'd0;
-            hdr_i <= 2'd0;
+            hdr_i <= 3'd0;
             st <= HDR_REQ;
           end
         end
-        // header: words at 0 (used), 16 (version), 32 (link, kind), 40 (sorted block, nsc)
+        // header: words at 0 (used), 16 (version), 24 (old version), 32 (link, kind), 40
+        // (sorted block, nsc)
         HDR_REQ: begin
           case (hdr_i)
-            2'd0: rd_addr <= 32'd0;
-            2'd1: rd_addr <= 32'd16;
-            2'd2: rd_addr <= 32'd32;
+            3'd0: rd_addr <= 32'd0;
+            3'd1: rd_addr <= 32'd16;
+            3'd2: rd_addr <= 32'd24;
+            3'd3: rd_addr <= 32'd32;
             default: rd_addr <= 32'd40;
           endcase
           stall <= 1'b1;
@@ -196,9 +181,10 @@ module ksu #(
         end
         HDR_USE: begin
           case (hdr_i)
-            2'd0: used <= win[63:32];
-            2'd1: version <= win;
-            2'd2: begin
+            3'd0: used <= win[63:32];
+            3'd1: version <= win;
+            3'd2: old <= win;
+            3'd3: begin
               link <= win[47:0];
               kind <= win[55:48];
             end
@@ -208,11 +194,15 @@ module ksu #(
               nsc <= win[55:48];
             end
           endcase
-          hdr_i <= hdr_i + 2'd1;
-          if (hdr_i == 2'd3) begin
-            if ((kind != 8'h4C && kind != 8'h49) || used > NODE_BYTES || win[31:0] > used
+          hdr_i <= hdr_i + 3'd1;
+          if (hdr_i == 3'd4) begin
+            if (version > rv && old != ~64'd0) begin
+              // newer than the read version: the older version answers (a walk follows it)
+              ans <= 3'd4;
+              st <= FINISH;
+            end else if ((kind != 8'h4C && kind != 8'h49) || used > NODE_BYTES || win[31:0] > used
                 || {16'd0, win[47:32]} > win[31:0]) begin
-              ans <= 2'd3;
+              ans <= 3'd3;
               st <= FINISH;
             end else begin
               pos <= 32'd48;
@@ -261,7 +251,7 @@ module ksu #(
             // below every key: a leaf holds no sorted item for it; an interior node routes
             // to its leftmost child (`link`)
             st <= (kind == 8'h4C) ? LOG : FINISH;
-            ans <= 2'd2;
+            ans <= 3'd2;
           end else begin
             pos <= {16'd0, sorted_start} + voff;
             seg_end <= {16'd0, sorted_start} + seg_end;
@@ -305,7 +295,7 @@ module ksu #(
         ITEM_REQ: begin
           if (pos >= seg_end) begin
             st <= (kind == 8'h4C) ? LOG : FINISH;
-            ans <= 2'd2;
+            ans <= 3'd2;
           end else begin
             rd_addr <= pos;
             stall <= 1'b1;
@@ -335,7 +325,7 @@ module ksu #(
             end
           end else begin
             if (cmp_res == GT) begin
-              ans <= 2'd2;
+              ans <= 3'd2;
               st <= FINISH;
             end else begin
               pos <= pos + 32'd2 + {23'd0, klen};
@@ -354,7 +344,7 @@ module ksu #(
             // the newest visible log entry, else the sorted item
             if (hit) begin
               if (hit_tomb) begin
-                ans <= 2'd0;
+                ans <= 3'd0;
                 st <= FINISH;
               end else begin
                 voff <= hit_off;
@@ -364,7 +354,7 @@ module ksu #(
               voff <= sorted_off;
               st <= EXP_REQ;
             end else begin
-              ans <= 2'd0;
+              ans <= 3'd0;
               st <= FINISH;
             end
           end else begin
@@ -420,7 +410,7 @@ module ksu #(
         EXP_USE: begin
           if (win[14] && now != 64'd0) st <= DL_REQ;
           else begin
-            ans <= 2'd1;
+            ans <= 3'd1;
             st <= FINISH;
           end
         end
@@ -430,7 +420,7 @@ module ksu #(
           st <= DL_USE;
         end
         DL_USE: begin
-          ans <= (now > win) ? 2'd0 : 2'd1;
+          ans <= (now > win) ? 3'd0 : 3'd1;
           st <= FINISH;
         end
         // 8 bytes of node key and search key per access
@@ -455,7 +445,8 @@ module ksu #(
         FINISH: begin
           status <= ans;
           value_off <= voff;
-          child <= best_child;
+          next <= (ans == 3'd4) ? old : {16'd0, best_child};
+          leaf <= (kind == 8'h4C);
           done <= 1'b1;
           st <= IDLE;
         end

@@ -8,7 +8,7 @@ OUT=${OUT:-../target/rtl-synth}
 mkdir -p "$OUT"
 yosys -q -l "$OUT/ice40.log" -p "read_verilog -sv sv/ksu.sv synth/ksu_top.sv; \
     synth_ice40 -top ksu_top -json $OUT/ksu.json; tee -o $OUT/ice40-stat.txt stat"
-# Routing does not converge yet (docs/RTL.md, "Synthesis"): bounded at 10 minutes.
+# No fmax yet (docs/RTL.md, "Synthesis": the unit no longer fits an HX8K): bounded at 10 minutes.
 timeout 600 nextpnr-ice40 --hx8k --package ct256 --json "$OUT/ksu.json" --pcf-allow-unconstrained \
     --freq 48 --seed 1 --log "$OUT/pnr.log" --quiet || true
 grep -E "SB_LUT4|SB_DFF|SB_RAM40|SB_CARRY|Number of cells" "$OUT/ice40-stat.txt" | sed 's/^ */ice40: /'

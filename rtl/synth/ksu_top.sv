@@ -12,8 +12,9 @@ module ksu_top (
     input  logic       start,
     output logic       ready,
     output logic       done,
-    output logic [1:0] status,
-    output logic       dout         // the answer (value offset, child), a bit per cycle
+    output logic [2:0] status,
+    output logic       leaf,
+    output logic       dout         // the answer (value offset, next), a bit per cycle
 );
   logic [511:0] sh;
   logic [15:0] idx;
@@ -21,12 +22,12 @@ module ksu_top (
   logic [63:0] rv, now;
   logic [79:0] res;
   logic [31:0] value_off, cycles;
-  logic [47:0] child;
+  logic [63:0] next;
   logic beat_ready, key_ready, d;
   always_ff @(posedge clk) begin
     if (shift) sh <= {din, sh[511:8]};
     if (cfg) {now, rv, key_len, idx} <= sh[152:0];
-    if (d) res <= {value_off ^ cycles, child};
+    if (d) res <= {value_off ^ cycles, next[47:0] ^ next[63:16]};
     else res <= {1'b0, res[79:1]};
   end
   assign dout = res[0];
@@ -35,6 +36,6 @@ module ksu_top (
   ksu #(.NODE_BYTES(8192)) u (
       .clk, .rst, .beat_valid, .beat_idx(idx), .beat_data(sh), .beat_ready,
       .key_valid, .key_idx(idx[2:0]), .key_data(sh), .key_ready,
-      .start, .key_len, .rv, .now, .done(d), .status, .value_off, .child, .cycles
+      .start, .key_len, .rv, .now, .done(d), .status, .value_off, .next, .leaf, .cycles
   );
 endmodule

@@ -211,3 +211,28 @@ proptest! {
         }
     }
 }
+
+/// A node newer than the read version answers its previous version's offset (the walk
+/// follows it, as `Tree::resolve` does); a node without one is searched whatever its
+/// version; a node at or below the read version is searched.
+#[test]
+fn a_node_newer_than_the_read_version_answers_its_older_version() {
+    let g = geo(4096);
+    let mut buf = vec![0u8; 4096];
+    let mut m = meta(50, 99, 1);
+    m.old = 0x0012_3456_789a;
+    build_interior(&mut buf, &g, &[(b"m".as_slice(), 100)], &m).unwrap();
+    let node = &buf[..used(&buf)];
+    let mut ksu = Ksu::new();
+    let at = |ksu: &mut Ksu, rv| ksu.search(node, b"q", rv, 0).unwrap().answer;
+    assert_eq!(at(&mut ksu, 49), Answer::Older(0x0012_3456_789a));
+    assert_eq!(at(&mut ksu, 50), Answer::Child(100));
+    assert_eq!(at(&mut ksu, 51), Answer::Child(100));
+    let mut none = vec![0u8; 4096];
+    build_interior(&mut none, &g, &[(b"m".as_slice(), 100)], &meta(50, 99, 1)).unwrap();
+    let node = &none[..used(&none)];
+    assert_eq!(
+        ksu.search(node, b"a", 1, 0).unwrap().answer,
+        Answer::Child(99)
+    );
+}

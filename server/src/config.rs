@@ -36,8 +36,9 @@ pub struct Args {
     /// Read engine: `auto` (the GPU engine when an NVIDIA GPU, its driver and NVRTC are
     /// present, else the CPU engine; the log and INFO say which and why), `cpu` (reads run
     /// on the event loops), `cpu-threads` (the CPU engine on `--engine-threads` threads of
-    /// its own, reached like the GPU engine: for comparison) or `gpu` (an error at start
-    /// without a usable GPU). Default auto.
+    /// its own, reached like the GPU engine: for comparison), `gpu` (an error at start
+    /// without a usable GPU) or `rtl` (the accelerator's RTL, simulated: slow and exact;
+    /// only in a server built with `--features rtl`). Default auto.
     #[arg(long)]
     pub engine: Option<String>,
     /// Event loops: each owns its share of the connections and runs every request it reads

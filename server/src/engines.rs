@@ -1,5 +1,6 @@
-//! The read engine a server runs, chosen at start by `--engine auto|cpu|gpu`: the CPU engine
-//! (with the hot-key cache in front) or the GPU engine, behind one `ReadEngine`.
+//! The read engine a server runs, chosen at start by `--engine auto|cpu|cpu-threads|gpu|rtl`:
+//! the CPU engine (with the hot-key cache in front), the GPU engine, or (built with the `rtl`
+//! feature) the simulated RTL tree-walk engine, behind one `ReadEngine`.
 
 use crate::config::Settings;
 use crate::reads::{Reads, Ring};
@@ -18,13 +19,14 @@ pub enum Engine {
         why_not_gpu: Option<String>,
         threads: bool,
     },
-    /// The GPU engine.
-    Gpu(Box<dyn Offload>),
+    /// An engine with memory of its own: the GPU engine, or the RTL engine.
+    Offload(Box<dyn Offload>),
 }
 
 impl Engine {
     /// Starts the engine `settings.engine` asks for (chosen by `accelkv_engine::start`, the
-    /// GPU offered as `accelkv_gpu::Gpu`); `gpu` without a usable GPU is an error.
+    /// GPU offered as `accelkv_gpu::Gpu`, the RTL engine with the `rtl` feature); `gpu`
+    /// without a usable GPU is an error, as is `rtl` in a server built without it.
     pub fn start(store: Arc<Store>, settings: &Settings) -> Result<Engine, String> {
         let cpu = EngineConfig {
             // No engine threads: each event loop runs reads inline (`Engine::reads`).
@@ -34,14 +36,18 @@ impl Engine {
             load_threads: settings.load_threads,
             ..EngineConfig::default()
         };
+        let accel: Option<&dyn accelkv_engine::Accelerator> = match settings.engine {
+            EngineKind::Rtl => rtl(),
+            _ => Some(&accelkv_gpu::Gpu),
+        };
         let started = accelkv_engine::start(
             store,
             settings.engine,
             cpu,
             settings.engine_threads.max(1),
-            Some(&accelkv_gpu::Gpu),
+            accel,
         )
-        .map_err(|e| format!("--engine gpu: {e}"))?;
+        .map_err(|e| format!("--engine {}: {e}", settings.engine))?;
         Ok(match started {
             Started::Cpu {
                 engine,
@@ -57,8 +63,8 @@ impl Engine {
                 }
             }
             Started::Offload(g) => {
-                eprintln!("accelkv-server: engine gpu on {}", g.device());
-                Engine::Gpu(g)
+                eprintln!("accelkv-server: engine {} on {}", g.name(), g.device());
+                Engine::Offload(g)
             }
         })
     }
@@ -74,7 +80,7 @@ impl Engine {
                 why_not_gpu: Some(_),
                 ..
             } => "cpu (no usable GPU)".into(),
-            Engine::Gpu(g) => format!("gpu on {}", g.device()),
+            Engine::Offload(g) => format!("{} on {}", g.name(), g.device()),
         }
     }
 
@@ -85,7 +91,7 @@ impl Engine {
                 .iter()
                 .map(|w| ("engine_gpu_unavailable", w.replace(['\r', '\n'], " ")))
                 .collect(),
-            Engine::Gpu(g) => g.info(),
+            Engine::Offload(g) => g.info(),
         }
     }
 
@@ -108,14 +114,14 @@ impl Engine {
     pub fn deferred_reads(&self) -> (u64, u64) {
         match self {
             Engine::Cpu { engine, .. } => engine.loader().map_or((0, 0), |l| l.counts()),
-            Engine::Gpu(_) => (0, 0),
+            Engine::Offload(_) => (0, 0),
         }
     }
 
-    /// The GPU engine's Prometheus samples (name, counter or gauge, value), when it runs.
+    /// The offload engine's Prometheus samples (name, counter or gauge, value), when it runs.
     pub fn offload_samples(&self) -> Vec<(&'static str, bool, u64)> {
         match self {
-            Engine::Gpu(g) => g.samples(),
+            Engine::Offload(g) => g.samples(),
             Engine::Cpu { .. } => Vec::new(),
         }
     }
@@ -123,7 +129,7 @@ impl Engine {
     fn inner(&self) -> &dyn ReadEngine {
         match self {
             Engine::Cpu { engine, .. } => engine.as_ref(),
-            Engine::Gpu(g) => g.engine(),
+            Engine::Offload(g) => g.engine(),
         }
     }
 }
@@ -140,4 +146,16 @@ impl ReadEngine for Engine {
     fn stats(&self) -> EngineStats {
         self.inner().stats()
     }
+}
+
+/// The RTL engine, in a server built with the `rtl` feature.
+#[cfg(feature = "rtl")]
+fn rtl() -> Option<&'static dyn accelkv_engine::Accelerator> {
+    Some(&accelkv_rtl::Rtl)
+}
+
+/// No RTL engine: the server was built without the `rtl` feature.
+#[cfg(not(feature = "rtl"))]
+fn rtl() -> Option<&'static dyn accelkv_engine::Accelerator> {
+    None
 }
