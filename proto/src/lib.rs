@@ -4,6 +4,7 @@
 //!   UDP datagram or length-delimited on TCP, per-operation status codes, replies in any
 //!   order within a frame;
 //! * [`resp`]: the RESP2 subset that lets Redis clients and tools talk to accelkv;
+//! * [`memcache`]: memcached's text and meta commands, so memcached clients and tools work;
 //! * [`operand`]: the typed operands of atomics and vector operations;
 //! * [`Limits`]: the sizes every decoder enforces.
 //!
@@ -15,6 +16,7 @@
 
 pub mod frame;
 mod limits;
+pub mod memcache;
 pub mod operand;
 pub mod resp;
 
