@@ -1,7 +1,7 @@
 //! memcached's text protocol, as memcached 1.6's `protocol.txt` documents it: the classic
 //! commands ([`Command`]) and the meta commands ([`meta`]), decoded in place from a
-//! connection's input with no allocation, plus the reply lines ([`reply`]) and memcached's
-//! expiry rule ([`Exptime`]).
+//! connection's input with no allocation, plus the reply lines ([`reply`]), memcached's
+//! expiry rule ([`Exptime`]) and its UDP framing ([`udp`]).
 //!
 //! ```text
 //! storage   := ("set"|"add"|"replace"|"append"|"prepend") key flags exptime bytes [noreply] CRLF
@@ -21,6 +21,7 @@
 pub mod meta;
 pub mod reply;
 mod tokens;
+pub mod udp;
 
 pub use meta::{Meta, MetaCmd, MetaFlags};
 pub use tokens::Tokens;
