@@ -27,9 +27,23 @@ mod sim {
 
     /// Verilates `top` (from `sources`) into OUT_DIR/<top> and returns that directory.
     fn verilate(out: &std::path::Path, top: &str, sources: &[&str]) -> PathBuf {
-        let obj = out.join(top);
+        verilate_as(out, top, top, &[], sources)
+    }
+
+    /// Verilates `top` as model `V<name>` (with `params`, `-G` overrides) into
+    /// OUT_DIR/<name> and returns that directory.
+    fn verilate_as(
+        out: &std::path::Path,
+        top: &str,
+        name: &str,
+        params: &[&str],
+        sources: &[&str],
+    ) -> PathBuf {
+        let obj = out.join(name);
         let status = Command::new("verilator")
             .args(["--cc", "--build", "-O3", "-Wall", "--top-module", top])
+            .args(["--prefix", &format!("V{name}")])
+            .args(params)
             .arg("--Mdir")
             .arg(&obj)
             .args(["-MAKEFLAGS", "-s"])
@@ -37,13 +51,15 @@ mod sim {
             .args(sources)
             .status()
             .expect("the `sim` feature needs Verilator (apt-get install -y verilator)");
-        assert!(status.success(), "verilator failed on {top}");
+        assert!(status.success(), "verilator failed on {name}");
         obj
     }
 
     pub fn build() {
         let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
         let ksu = verilate(&out, "ksu", &["sv/ksu.sv"]);
+        // the configuration synth/ksu.sh places and routes: keys up to 64 bytes
+        let ksu64 = verilate_as(&out, "ksu", "ksu64", &["-GKEY_BYTES=64"], &["sv/ksu.sv"]);
         let walk = verilate(&out, "walk", &["sv/walk.sv", "sv/ksu.sv"]);
         let parser = verilate(&out, "frame_parser", &["sv/frame_parser.sv"]);
         let root = verilator_root();
@@ -51,7 +67,7 @@ mod sim {
         // runtime and the C ABIs, always optimised: a debug build simulates as fast as a
         // release one.
         let mut b = cc::Build::new();
-        for dir in [&ksu, &walk, &parser] {
+        for dir in [&ksu, &ksu64, &walk, &parser] {
             // Verilator's C++ for the model: every file but the `__ALL` one that includes
             // the rest (written only for small models)
             let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -74,6 +90,7 @@ mod sim {
             .file("csrc/walk_ffi.cpp")
             .file("csrc/parser_ffi.cpp")
             .include(&ksu)
+            .include(&ksu64)
             .include(&walk)
             .include(&parser)
             .include(root.join("include"))

@@ -11,6 +11,9 @@ struct RawAnswer {
     cycles: u32,
 }
 
+type SearchFn = unsafe extern "C" fn(*mut c_void, u32, u64, u64, u64, *mut RawAnswer) -> i32;
+type LoadFn = unsafe extern "C" fn(*mut c_void, *const u8, usize);
+
 extern "C" {
     fn ksu_new() -> *mut c_void;
     fn ksu_free(h: *mut c_void);
@@ -24,7 +27,41 @@ extern "C" {
         max_cycles: u64,
         out: *mut RawAnswer,
     ) -> i32;
+    fn ksu64_new() -> *mut c_void;
+    fn ksu64_free(h: *mut c_void);
+    fn ksu64_load_node(h: *mut c_void, node: *const u8, len: usize);
+    fn ksu64_load_key(h: *mut c_void, key: *const u8, len: usize);
+    fn ksu64_search(
+        h: *mut c_void,
+        key_len: u32,
+        rv: u64,
+        now: u64,
+        max_cycles: u64,
+        out: *mut RawAnswer,
+    ) -> i32;
 }
+
+/// One model's C ABI.
+struct Abi {
+    free: unsafe extern "C" fn(*mut c_void),
+    load_node: LoadFn,
+    load_key: LoadFn,
+    search: SearchFn,
+}
+
+static FULL: Abi = Abi {
+    free: ksu_free,
+    load_node: ksu_load_node,
+    load_key: ksu_load_key,
+    search: ksu_search,
+};
+
+static SHORT: Abi = Abi {
+    free: ksu64_free,
+    load_node: ksu64_load_node,
+    load_key: ksu64_load_key,
+    search: ksu64_search,
+};
 
 /// What the unit answered for one node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +90,7 @@ pub struct Search {
 /// One simulated key search unit (a Verilator model: one thread at a time).
 pub struct Ksu {
     h: *mut c_void,
+    abi: &'static Abi,
 }
 
 // SAFETY: the model is owned by this value and only reached through `&mut self`; Verilator
@@ -66,11 +104,22 @@ impl Default for Ksu {
 }
 
 impl Ksu {
-    /// A unit out of reset.
+    /// A unit out of reset, with the default parameters (keys up to 512 bytes).
     pub fn new() -> Ksu {
         // SAFETY: plain constructor; the handle is freed once, in Drop.
         Ksu {
             h: unsafe { ksu_new() },
+            abi: &FULL,
+        }
+    }
+
+    /// A unit built with `KEY_BYTES = 64`, the configuration `rtl/synth/ksu.sh` places and
+    /// routes: a longer key answers [`Answer::BadNode`].
+    pub fn short_keys() -> Ksu {
+        // SAFETY: plain constructor; the handle is freed once, in Drop.
+        Ksu {
+            h: unsafe { ksu64_new() },
+            abi: &SHORT,
         }
     }
 
@@ -82,9 +131,9 @@ impl Ksu {
         let mut out = RawAnswer::default();
         // SAFETY: the pointers are valid for the lengths given; the model copies the bytes.
         let rc = unsafe {
-            ksu_load_node(self.h, node.as_ptr(), node.len());
-            ksu_load_key(self.h, key.as_ptr(), key.len());
-            ksu_search(self.h, key.len() as u32, rv, now, 1_000_000, &mut out)
+            (self.abi.load_node)(self.h, node.as_ptr(), node.len());
+            (self.abi.load_key)(self.h, key.as_ptr(), key.len());
+            (self.abi.search)(self.h, key.len() as u32, rv, now, 1_000_000, &mut out)
         };
         if rc != 0 {
             return None;
@@ -105,7 +154,7 @@ impl Ksu {
 
 impl Drop for Ksu {
     fn drop(&mut self) {
-        // SAFETY: created by ksu_new, freed once.
-        unsafe { ksu_free(self.h) }
+        // SAFETY: created by this model's constructor, freed once.
+        unsafe { (self.abi.free)(self.h) }
     }
 }

@@ -21,7 +21,9 @@
 // Keys are compared 8 bytes per access in memcmp order. `cycles` counts cycles from
 // `start` to `done`.
 module ksu #(
-    parameter int NODE_BYTES = 65536  // largest node size served (power of two)
+    parameter int NODE_BYTES = 65536,  // largest node size served (power of two)
+    parameter int KEY_BYTES = 512  // longest key served (a multiple of 64, at most 512);
+                                   // a longer key_len answers 3 (bad)
 ) (
     input  logic         clk,
     input  logic         rst,
@@ -51,16 +53,22 @@ module ksu #(
 );
   localparam int ROWS = NODE_BYTES / 64;
   localparam int RW = $clog2(ROWS);
-  localparam int KROWS = 8;
+  localparam int KROWS = KEY_BYTES / 64;
+  localparam int KW = (KROWS > 1) ? $clog2(KROWS) : 1;
 
   // ---------------------------------------------------------------- banked memories
   // Bank b holds the 8-byte words whose index is b mod 8: row r of bank b is node bytes
   // [64r + 8b, 64r + 8b + 8). A 64-byte beat is one row of every bank, written in one
   // cycle; any unaligned 8-byte window spans words w and w + 1, which sit in different
-  // banks, so it is one read of two banks and a byte shift.
+  // banks, so it is one read of two banks and a byte shift. The key is only ever read at
+  // multiples of 8 (a comparison walks it from byte 0), so its window is one word of one
+  // bank, no shift.
   logic [63:0] nq[8];
   logic [63:0] kq[8];
-  logic [31:0] rd_addr, krd_addr;  // byte addresses of the windows asked for
+  logic [31:0] rd_addr;  // byte address of the node window asked for
+  /* verilator lint_off UNUSEDSIGNAL */
+  logic [31:0] krd_addr;  // byte address of the key word asked for (bits 2:0 always 0)
+  /* verilator lint_on UNUSEDSIGNAL */
 
   assign beat_ready = 1'b1;
   assign key_ready = 1'b1;
@@ -69,7 +77,6 @@ module ksu #(
   wire [28:0] nw0 = rd_addr[31:3];
   wire [28:0] nw1 = nw0 + 29'd1;
   wire [28:0] kw0 = krd_addr[31:3];
-  wire [28:0] kw1 = kw0 + 29'd1;
   /* verilator lint_on UNUSEDSIGNAL */
 
   // The banks' outputs are registered (block RAM read ports): a window asked for in one
@@ -82,23 +89,29 @@ module ksu #(
       logic [63:0] nbank[ROWS];
       logic [63:0] kbank[KROWS];
       wire [RW-1:0] nrow = (nw0[2:0] == 3'(b)) ? nw0[RW+2:3] : nw1[RW+2:3];
-      wire [2:0] krow = (kw0[2:0] == 3'(b)) ? kw0[5:3] : kw1[5:3];
+      /* verilator lint_off UNUSEDSIGNAL */
+      wire [KW-1:0] krow = (KROWS > 1) ? kw0[KW+2:3] : '0;  // unused with one key row
+      /* verilator lint_on UNUSEDSIGNAL */
+      wire [KW-1:0] kwrow = (KROWS > 1) ? key_idx[KW-1:0] : '0;
       always_ff @(posedge clk) begin
         if (beat_valid) nbank[beat_idx[RW-1:0]] <= beat_data[b*64+:64];
-        if (key_valid) kbank[key_idx] <= key_data[b*64+:64];
+        if (key_valid && {29'd0, key_idx} < 32'(KROWS)) kbank[kwrow] <= key_data[b*64+:64];
       end
-      always_ff @(posedge clk) begin
-        nq[b] <= nbank[nrow];
-        kq[b] <= kbank[krow];
+      always_ff @(posedge clk) nq[b] <= nbank[nrow];
+      // One key row is a register, not a RAM: read it directly (the key does not change
+      // during a search, so the word is the same when the search uses it).
+      if (KROWS > 1) begin : g_kram
+        always_ff @(posedge clk) kq[b] <= kbank[krow];
+      end else begin : g_kreg
+        assign kq[b] = kbank[0];
       end
     end
   endgenerate
 
   // the window: the two words, shifted by the address's byte offset
   wire [127:0] npair = {nq[nw1[2:0]], nq[nw0[2:0]]};
-  wire [127:0] kpair = {kq[kw1[2:0]], kq[kw0[2:0]]};
   assign win = npair[{1'b0, rd_addr[2:0], 3'b000}+:64];
-  assign kwin = kpair[{1'b0, krd_addr[2:0], 3'b000}+:64];
+  assign kwin = kq[kw0[2:0]];
 
   // ---------------------------------------------------------------- the search
   typedef enum logic [4:0] {
@@ -201,6 +214,7 @@ module ksu #(
               ans <= 3'd4;
               st <= FINISH;
             end else if ((kind != 8'h4C && kind != 8'h49) || used > NODE_BYTES || win[31:0] > used
+                || {23'd0, key_len} > KEY_BYTES
                 || {16'd0, win[47:32]} > win[31:0]) begin
               ans <= 3'd3;
               st <= FINISH;

@@ -158,8 +158,8 @@ module walk #(
     best_rank = 2'd0;
     best_stamp = '1;
     for (int i = 0; i < NKSU; i++) begin
-      if (i < int'(cfg_ksus) && k_tagv[i] && !k_leaf[i]) inner = inner + 9'd1;
-      if (i < int'(cfg_ksus) && !k_busy[i]) begin
+      if (8'(i) < cfg_ksus && k_tagv[i] && !k_leaf[i]) inner = inner + 9'd1;
+      if (8'(i) < cfg_ksus && !k_busy[i]) begin
         rank = !k_tagv[i] ? 2'd3 : k_leaf[i] ? 2'd2 : 2'd1;
         if (!any_idle || rank > best_rank || (rank == best_rank && k_stamp[i] < best_stamp)) begin
           victim = KW'(i);
@@ -183,7 +183,7 @@ module walk #(
     for (int j = 0; j < SLOTS; j++) begin
       logic [SW-1:0] s;
       s = rr + SW'(j);
-      if (!pick_ok && int'(s) < int'(cfg_slots)
+      if (!pick_ok && 8'(s) < cfg_slots
           && (s_st[s] == PT_REQ || (s_st[s] == NODE_REQ && any_idle))) begin
         pick_ok = 1'b1;
         pick = s;
@@ -197,7 +197,7 @@ module walk #(
     hit_ok = 1'b0;
     hit_u = '0;
     for (int i = 0; i < NKSU; i++) begin
-      if (!hit_ok && i < int'(cfg_ksus) && !k_busy[i] && k_tagv[i] && k_off[i] == s_addr[pick]) begin
+      if (!hit_ok && 8'(i) < cfg_ksus && !k_busy[i] && k_tagv[i] && k_off[i] == s_addr[pick]) begin
         hit_ok = 1'b1;
         hit_u = KW'(i);
       end
@@ -213,7 +213,7 @@ module walk #(
     done_ok = 1'b0;
     done_s = '0;
     for (int j = 0; j < SLOTS; j++) begin
-      if (!free_ok && j < int'(cfg_slots) && s_st[j] == FREE) begin
+      if (!free_ok && 8'(j) < cfg_slots && s_st[j] == FREE) begin
         free_ok = 1'b1;
         free_s = SW'(j);
       end

@@ -182,8 +182,11 @@ proptest! {
         let mut probes: Vec<Vec<u8>> = items.keys().cloned().collect();
         probes.extend(log.iter().map(|o| match o { LogOp::Put(k, _) | LogOp::Delete(k) => k.clone() }));
         probes.extend(extra);
-        let mut ksu = Ksu::new();
-        check_leaf(&mut ksu, &node, &probes, newest)?;
+        // both builds: keys up to 512 bytes, and the 64-byte-key one synth/ksu.sh times
+        // (every key here is under 64 bytes)
+        for mut ksu in [Ksu::new(), Ksu::short_keys()] {
+            check_leaf(&mut ksu, &node, &probes, newest)?;
+        }
     }
 
     #[test]
@@ -204,10 +207,11 @@ proptest! {
             seps.truncate(seps.len() * 3 / 4);
         }
         let view = NodeView::from_node(&buf, used(&buf));
-        let mut ksu = Ksu::new();
-        for k in seps.iter().chain(&extra) {
-            let got = ksu.search(&buf[..used(&buf)], k, 7, 0).expect("the unit answers");
-            prop_assert_eq!(got.answer, Answer::Child(view.child_for(k)), "key {:?}", k);
+        for mut ksu in [Ksu::new(), Ksu::short_keys()] {
+            for k in seps.iter().chain(&extra) {
+                let got = ksu.search(&buf[..used(&buf)], k, 7, 0).expect("the unit answers");
+                prop_assert_eq!(got.answer, Answer::Child(view.child_for(k)), "key {:?}", k);
+            }
         }
     }
 }
@@ -234,5 +238,45 @@ fn a_node_newer_than_the_read_version_answers_its_older_version() {
     assert_eq!(
         ksu.search(node, b"a", 1, 0).unwrap().answer,
         Answer::Child(99)
+    );
+}
+
+/// The 64-byte-key build answers "bad" for a longer key instead of comparing bytes it did
+/// not keep; the default build searches it.
+#[test]
+fn a_key_longer_than_the_unit_keeps_is_refused() {
+    let long = |c: u8| vec![c; 100];
+    let items: BTreeMap<Vec<u8>, Val> = [long(b'a'), long(b'b'), long(b'c')]
+        .into_iter()
+        .map(|k| {
+            (
+                k,
+                Val {
+                    len: 3,
+                    deadline: 0,
+                    out_of_line: false,
+                },
+            )
+        })
+        .collect();
+    let (node, _) = leaf(4096, &items, &[]);
+    let published = &node[..used(&node)];
+    let view = NodeView::from_node(&node, used(&node));
+    let full = Ksu::new().search(published, &long(b'b'), 10, 0).unwrap();
+    match full.answer {
+        Answer::Value(off) => assert_eq!(
+            Some(view.value_at(off).0),
+            view.leaf_get(&long(b'b'), 10, 0)
+        ),
+        a => panic!("{a:?}"),
+    }
+    let mut short = Ksu::short_keys();
+    assert_eq!(
+        short.search(published, &long(b'b'), 10, 0).unwrap().answer,
+        Answer::BadNode
+    );
+    assert_eq!(
+        short.search(published, &[b'b'; 64], 10, 0).unwrap().answer,
+        Answer::NotFound
     );
 }
