@@ -11,57 +11,44 @@ struct RawAnswer {
     cycles: u32,
 }
 
-type SearchFn = unsafe extern "C" fn(*mut c_void, u32, u64, u64, u64, *mut RawAnswer) -> i32;
-type LoadFn = unsafe extern "C" fn(*mut c_void, *const u8, usize);
-
-extern "C" {
-    fn ksu_new() -> *mut c_void;
-    fn ksu_free(h: *mut c_void);
-    fn ksu_load_node(h: *mut c_void, node: *const u8, len: usize);
-    fn ksu_load_key(h: *mut c_void, key: *const u8, len: usize);
-    fn ksu_search(
-        h: *mut c_void,
-        key_len: u32,
-        rv: u64,
-        now: u64,
-        max_cycles: u64,
-        out: *mut RawAnswer,
-    ) -> i32;
-    fn ksu64_new() -> *mut c_void;
-    fn ksu64_free(h: *mut c_void);
-    fn ksu64_load_node(h: *mut c_void, node: *const u8, len: usize);
-    fn ksu64_load_key(h: *mut c_void, key: *const u8, len: usize);
-    fn ksu64_search(
-        h: *mut c_void,
-        key_len: u32,
-        rv: u64,
-        now: u64,
-        max_cycles: u64,
-        out: *mut RawAnswer,
-    ) -> i32;
-}
-
-/// One model's C ABI.
+/// One model's C ABI (csrc/ksu_ffi.cpp's `KSU_ABI`).
 struct Abi {
+    new: unsafe extern "C" fn() -> *mut c_void,
     free: unsafe extern "C" fn(*mut c_void),
-    load_node: LoadFn,
-    load_key: LoadFn,
-    search: SearchFn,
+    load_node: unsafe extern "C" fn(*mut c_void, *const u8, usize),
+    load_key: unsafe extern "C" fn(*mut c_void, *const u8, usize),
+    search: unsafe extern "C" fn(*mut c_void, u32, u64, u64, u64, *mut RawAnswer) -> i32,
 }
 
-static FULL: Abi = Abi {
-    free: ksu_free,
-    load_node: ksu_load_node,
-    load_key: ksu_load_key,
-    search: ksu_search,
-};
+/// Declares a model's C functions and its [`Abi`].
+macro_rules! model {
+    ($abi:ident: $new:ident, $free:ident, $node:ident, $key:ident, $search:ident) => {
+        extern "C" {
+            fn $new() -> *mut c_void;
+            fn $free(h: *mut c_void);
+            fn $node(h: *mut c_void, node: *const u8, len: usize);
+            fn $key(h: *mut c_void, key: *const u8, len: usize);
+            fn $search(
+                h: *mut c_void,
+                key_len: u32,
+                rv: u64,
+                now: u64,
+                max_cycles: u64,
+                out: *mut RawAnswer,
+            ) -> i32;
+        }
+        static $abi: Abi = Abi {
+            new: $new,
+            free: $free,
+            load_node: $node,
+            load_key: $key,
+            search: $search,
+        };
+    };
+}
 
-static SHORT: Abi = Abi {
-    free: ksu64_free,
-    load_node: ksu64_load_node,
-    load_key: ksu64_load_key,
-    search: ksu64_search,
-};
+model!(FULL: ksu_new, ksu_free, ksu_load_node, ksu_load_key, ksu_search);
+model!(SHORT: ksu64_new, ksu64_free, ksu64_load_node, ksu64_load_key, ksu64_search);
 
 /// What the unit answered for one node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,20 +93,20 @@ impl Default for Ksu {
 impl Ksu {
     /// A unit out of reset, with the default parameters (keys up to 512 bytes).
     pub fn new() -> Ksu {
-        // SAFETY: plain constructor; the handle is freed once, in Drop.
-        Ksu {
-            h: unsafe { ksu_new() },
-            abi: &FULL,
-        }
+        Ksu::of(&FULL)
     }
 
     /// A unit built with `KEY_BYTES = 64`, the configuration `rtl/synth/ksu.sh` places and
     /// routes: a longer key answers [`Answer::BadNode`].
     pub fn short_keys() -> Ksu {
-        // SAFETY: plain constructor; the handle is freed once, in Drop.
+        Ksu::of(&SHORT)
+    }
+
+    fn of(abi: &'static Abi) -> Ksu {
+        // SAFETY: plain constructor; the handle is freed once, in Drop, by the same model.
         Ksu {
-            h: unsafe { ksu64_new() },
-            abi: &SHORT,
+            h: unsafe { (abi.new)() },
+            abi,
         }
     }
 
