@@ -144,14 +144,22 @@ pub enum McError {
 }
 
 impl McError {
-    /// The reply line memcached sends for this error (none for `LineTooLong`).
-    pub fn reply(&self) -> Option<String> {
+    /// Writes the reply line memcached sends for this error to `out`; false for
+    /// `LineTooLong`, which gets none (the connection closes).
+    pub fn write_reply(&self, out: &mut Vec<u8>) -> bool {
         match self {
-            McError::Unknown { .. } => Some("ERROR\r\n".into()),
-            McError::Client { msg, .. } => Some(format!("CLIENT_ERROR {msg}\r\n")),
-            McError::TooLarge { .. } => Some("SERVER_ERROR object too large for cache\r\n".into()),
-            McError::LineTooLong => None,
+            McError::Unknown { .. } => out.extend_from_slice(b"ERROR\r\n"),
+            McError::Client { msg, .. } => {
+                out.extend_from_slice(b"CLIENT_ERROR ");
+                out.extend_from_slice(msg.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            McError::TooLarge { .. } => {
+                out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n")
+            }
+            McError::LineTooLong => return false,
         }
+        true
     }
 }
 

@@ -487,26 +487,29 @@ fn replies() {
 
 #[test]
 fn errors_say_what_memcached_says() {
-    assert_eq!(McError::Unknown { skip: 1 }.reply().unwrap(), "ERROR\r\n");
+    let reply = |e: McError| {
+        let mut out = Vec::new();
+        e.write_reply(&mut out)
+            .then(|| String::from_utf8(out).unwrap())
+    };
+    assert_eq!(reply(McError::Unknown { skip: 1 }).unwrap(), "ERROR\r\n");
     assert_eq!(
-        McError::Client {
+        reply(McError::Client {
             msg: BAD_FORMAT,
             skip: 1
-        }
-        .reply()
+        })
         .unwrap(),
         "CLIENT_ERROR bad command line format\r\n"
     );
     assert_eq!(
-        McError::TooLarge {
+        reply(McError::TooLarge {
             skip: 1,
             swallow: 3
-        }
-        .reply()
+        })
         .unwrap(),
         "SERVER_ERROR object too large for cache\r\n"
     );
-    assert_eq!(McError::LineTooLong.reply(), None);
+    assert_eq!(reply(McError::LineTooLong), None);
 }
 
 mod prop {
