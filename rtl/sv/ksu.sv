@@ -108,10 +108,20 @@ module ksu #(
     end
   endgenerate
 
-  // the window: the two words, shifted by the address's byte offset
-  wire [127:0] npair = {nq[nw1[2:0]], nq[nw0[2:0]]};
-  assign win = npair[{1'b0, rd_addr[2:0], 3'b000}+:64];
-  assign kwin = kq[kw0[2:0]];
+  // The window: the two words, shifted by the address's byte offset. Which banks hold the
+  // two words and the shift are registered with the read (from the address the banks were
+  // read at), so the window's path starts at the banks' outputs, not at the address
+  // arithmetic: the bank outputs and these registers always describe the same address.
+  logic [2:0] sel_lo, sel_hi, shift, ksel;
+  always_ff @(posedge clk) begin
+    sel_lo <= nw0[2:0];
+    sel_hi <= nw0[2:0] + 3'd1;
+    shift <= rd_addr[2:0];
+    ksel <= kw0[2:0];
+  end
+  wire [127:0] npair = {nq[sel_hi], nq[sel_lo]};
+  assign win = npair[{1'b0, shift, 3'b000}+:64];
+  assign kwin = kq[ksel];
 
   // ---------------------------------------------------------------- the search
   typedef enum logic [4:0] {
