@@ -5,7 +5,7 @@
 //! that order.
 
 use super::tokens::{parse_num, valid_key, Tokens};
-use super::{data_block, Command, Exptime, McError, McLimits, BAD_FORMAT};
+use super::{client, data_block, Command, Exptime, McError, McLimits, BAD_FORMAT};
 use base64::Engine as _;
 
 /// Which meta command.
@@ -147,10 +147,6 @@ fn allowed(cmd: MetaCmd) -> &'static [u8] {
         MetaCmd::Debug => b"b",
         MetaCmd::Noop => b"",
     }
-}
-
-fn client(msg: &'static str, skip: usize) -> McError {
-    McError::Client { msg, skip }
 }
 
 const BAD_TOKEN: &str = "bad token in command line format";

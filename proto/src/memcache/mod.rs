@@ -209,7 +209,8 @@ impl Exptime {
     }
 }
 
-fn client(msg: &'static str, skip: usize) -> McError {
+/// `CLIENT_ERROR <msg>`, dropping `skip` bytes.
+pub(crate) fn client(msg: &'static str, skip: usize) -> McError {
     McError::Client { msg, skip }
 }
 
