@@ -240,10 +240,17 @@ impl accelkv_tree::WriteObserver for DirtyObserver {
     /// written since (dirty too): that commit's pages cover the whole key space and replace
     /// every page of the old tree.
     fn on_clear(&self, version: u64) {
-        self.on_write(&[], None, 0, version);
+        self.on_write(&[], None, 0, 0, version);
     }
 
-    fn on_write(&self, key: &[u8], _value: Option<&[u8]>, _deadline: u64, version: u64) {
+    fn on_write(
+        &self,
+        key: &[u8],
+        _value: Option<&[u8]>,
+        _deadline: u64,
+        _flags: u32,
+        version: u64,
+    ) {
         let mut q = lock(&self.0.queue);
         let was_empty = q.dirty.is_empty();
         q.dirty.push((key.to_vec(), version));
@@ -262,8 +269,8 @@ struct Planned {
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
     bytes: Vec<u8>,
-    /// In key order: the key's bytes, the value, its deadline (0: none).
-    items: Vec<(Span, Val, u64)>,
+    /// In key order: the key's bytes, the value, its deadline (0: none), its client flags.
+    items: Vec<(Span, Val, u64, u32)>,
 }
 
 /// A range of `Planned::bytes`.
@@ -491,12 +498,12 @@ impl Core {
                     bytes: Vec::with_capacity(
                         leaf.items
                             .iter()
-                            .map(|(k, v, _)| k.len() + v.len().min(self.inline_max + 1))
+                            .map(|(k, v, ..)| k.len() + v.len().min(self.inline_max + 1))
                             .sum(),
                     ),
                     items: Vec::with_capacity(leaf.items.len()),
                 };
-                for (k, val, deadline) in &leaf.items {
+                for (k, val, deadline, flags) in &leaf.items {
                     // A large value not written since the last commit keeps its durable
                     // extension page: no copy, no write.
                     let kept = (val.len() > self.inline_max)
@@ -509,7 +516,7 @@ impl Core {
                         Some(r) => Val::Ext(*r),
                         None => Val::Inline(p.push(val)),
                     };
-                    p.items.push((key, v, *deadline));
+                    p.items.push((key, v, *deadline, *flags));
                 }
                 p
             });
@@ -646,7 +653,7 @@ impl Core {
         // Extension pages for the large values the plan did not keep.
         for p in plans.iter_mut() {
             for j in 0..p.items.len() {
-                let (k, Val::Inline(b), _) = p.items[j] else {
+                let (k, Val::Inline(b), ..) = p.items[j] else {
                     continue;
                 };
                 if b.len as usize <= self.inline_max {
@@ -683,7 +690,7 @@ impl Core {
                 items: p
                     .items
                     .iter()
-                    .map(|(k, val, deadline)| {
+                    .map(|(k, val, deadline, flags)| {
                         (
                             p.at(*k),
                             match val {
@@ -691,6 +698,7 @@ impl Core {
                                 Val::Ext(r) | Val::NewExt(r) => PageValue::Ext(*r),
                             },
                             *deadline,
+                            *flags,
                         )
                     })
                     .collect(),
@@ -725,7 +733,7 @@ impl Core {
                 i.record(p.lid, off, len, v);
             }
             let mut exts = Vec::new();
-            for (k, val, _) in &p.items {
+            for (k, val, ..) in &p.items {
                 if let Some(r) = val.ext() {
                     *d.ext_refs.entry(r.off).or_insert(0) += 1;
                     exts.push(r.off);
@@ -745,7 +753,7 @@ impl Core {
             {
                 let now_ext = p
                     .items
-                    .binary_search_by(|(x, _, _)| p.at(*x).cmp(k))
+                    .binary_search_by(|(x, ..)| p.at(*x).cmp(k))
                     .is_ok_and(|i| p.items[i].1.ext().is_some());
                 if !now_ext {
                     d.ext_of.remove(k);

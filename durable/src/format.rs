@@ -22,9 +22,10 @@ pub const HEADER: usize = 64;
 pub const SUPER_MAGIC: [u8; 8] = *b"ACKVPAGE";
 /// Format version this code writes. Version 2 added commit numbers to page headers; files
 /// of version 1 are read (their pages count as one finished commit, number 0). Version 3
-/// added expiry deadlines to leaf items ([`TAG_EXPIRES`]). Older files are upgraded when
-/// opened (their items have no deadlines), so an older build refuses them afterwards.
-pub const FORMAT_VERSION: u32 = 3;
+/// added expiry deadlines to leaf items ([`TAG_EXPIRES`]); version 4 added client flags
+/// ([`TAG_FLAGS`]). Older files are upgraded when opened (their items have no deadlines or
+/// flags), so an older build refuses them afterwards.
+pub const FORMAT_VERSION: u32 = 4;
 /// Oldest format version this code reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Slab descriptor magic.
@@ -39,9 +40,12 @@ pub const KIND_EXT: u8 = 2;
 pub const ALIVE: u8 = 1;
 /// Leaf item tag bit: a deadline (u64, ms since the Unix epoch, nonzero) follows the tag.
 pub const TAG_EXPIRES: u8 = 0x80;
+/// Leaf item tag bit: client flags (u32, nonzero) follow the tag (and the deadline).
+pub const TAG_FLAGS: u8 = 0x40;
 
-/// One leaf item: key, value, expiry deadline (ms since the Unix epoch; 0: none).
-pub type PageItem<'a> = (&'a [u8], PageValue<'a>, u64);
+/// One leaf item: key, value, expiry deadline (ms since the Unix epoch; 0: none), client
+/// flags (0: none).
+pub type PageItem<'a> = (&'a [u8], PageValue<'a>, u64, u32);
 
 /// Why bytes are not a valid page (or superblock, or descriptor).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -353,10 +357,11 @@ pub fn leaf_len(p: &LeafPage<'_>) -> usize {
         + fence(p.high)
         + p.items
             .iter()
-            .map(|(k, v, d)| {
+            .map(|(k, v, d, f)| {
                 2 + k.len()
                     + 1
                     + if *d != 0 { 8 } else { 0 }
+                    + if *f != 0 { 4 } else { 0 }
                     + match v {
                         PageValue::Inline(b) => 4 + b.len(),
                         PageValue::Ext(_) => 16,
@@ -378,17 +383,21 @@ pub fn encode_leaf(p: &LeafPage<'_>, offset: u64) -> Vec<u8> {
     out.reserve(leaf_len(p) - HEADER);
     put_fence(&mut out, p.low);
     put_fence(&mut out, p.high);
-    for (k, v, d) in &p.items {
+    for (k, v, d, f) in &p.items {
         out.extend_from_slice(&(k.len() as u16).to_le_bytes());
         out.extend_from_slice(k);
         let expires = if *d != 0 { TAG_EXPIRES } else { 0 };
+        let flagged = if *f != 0 { TAG_FLAGS } else { 0 };
         let tag = match v {
             PageValue::Inline(_) => 0,
             PageValue::Ext(_) => 1,
         };
-        out.push(tag | expires);
+        out.push(tag | expires | flagged);
         if *d != 0 {
             out.extend_from_slice(&d.to_le_bytes());
+        }
+        if *f != 0 {
+            out.extend_from_slice(&f.to_le_bytes());
         }
         match v {
             PageValue::Inline(b) => {
@@ -553,7 +562,15 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
                 } else {
                     0
                 };
-                let v = match tag & !TAG_EXPIRES {
+                let flags = if tag & TAG_FLAGS != 0 {
+                    match c.u32()? {
+                        0 => return Err(FormatError::Malformed("zero flags")),
+                        f => f,
+                    }
+                } else {
+                    0
+                };
+                let v = match tag & !(TAG_EXPIRES | TAG_FLAGS) {
                     0 => {
                         let n = c.u32()? as usize;
                         PageValue::Inline(c.take(n)?)
@@ -565,7 +582,7 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
                     }),
                     _ => return Err(FormatError::Malformed("value tag")),
                 };
-                items.push((k, v, deadline));
+                items.push((k, v, deadline, flags));
             }
             Page::Leaf(LeafPage {
                 lid: h.lid,
@@ -613,8 +630,10 @@ mod tests {
             low: Some(b"b"),
             high: Some(b"m"),
             items: vec![
-                (b"b", PageValue::Inline(b""), 0),
-                (b"cat", PageValue::Inline(b"meow"), 1_700_000_000_000),
+                (b"b", PageValue::Inline(b""), 0, 0),
+                (b"cat", PageValue::Inline(b"meow"), 1_700_000_000_000, 0),
+                (b"cow", PageValue::Inline(b"moo"), 0, 0xdead_beef),
+                (b"cub", PageValue::Inline(b"grr"), 1_700_000_000_000, 7),
                 (
                     b"dog",
                     PageValue::Ext(ExtRef {
@@ -623,6 +642,7 @@ mod tests {
                         crc: 42,
                     }),
                     77,
+                    9,
                 ),
             ],
         }

@@ -177,7 +177,7 @@ impl PageReader {
             };
             // Values in extension pages, read first so every item can be borrowed.
             let mut ext: Vec<Vec<u8>> = Vec::new();
-            for (k, v, _) in &p.items {
+            for (k, v, ..) in &p.items {
                 if let PageValue::Ext(r) = v {
                     let mut e = Vec::new();
                     let n = read_page(
@@ -201,13 +201,13 @@ impl PageReader {
             }
             let mut ext = ext.iter();
             let mut all: Vec<accelkv_tree::PageItem<'_>> = Vec::with_capacity(p.items.len());
-            for (k, v, deadline) in &p.items {
+            for (k, v, deadline, flags) in &p.items {
                 let v: &[u8] = match v {
                     PageValue::Inline(v) => v,
                     // As many as pushed above, in the same order.
                     PageValue::Ext(_) => ext.next().map_or(&[][..], Vec::as_slice),
                 };
-                all.push((k, v, *deadline));
+                all.push((k, v, *deadline, *flags));
             }
             items(&all);
             Ok(())

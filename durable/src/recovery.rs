@@ -118,8 +118,8 @@ impl std::fmt::Display for RecoveryReport {
 }
 
 /// A recovered item: key, value (borrowed from a leaf page or read from an extension
-/// page), deadline.
-type Recovered<'a> = (&'a [u8], Cow<'a, [u8]>, u64);
+/// page), deadline, client flags.
+type Recovered<'a> = (&'a [u8], Cow<'a, [u8]>, u64, u32);
 
 /// A piece of a tree rebuilt with a memory budget.
 type Piece<'a> = accelkv_tree::Recovered<&'a [u8], Cow<'a, [u8]>>;
@@ -314,7 +314,7 @@ pub(crate) fn recover(
         for (lo, hi, page) in cover.ranges() {
             let l = &leaves[by_off[&page]];
             let items = l.items();
-            for (k, v, _) in in_range(&items, lo, hi) {
+            for (k, v, ..) in in_range(&items, lo, hi) {
                 if let PageValue::Ext(r) = v {
                     if !ext_ok(storage, &slabs, r, k, &mut checked)? {
                         bad.push(page);
@@ -359,13 +359,13 @@ pub(crate) fn recover(
             // With a budget, a page that provides its whole range stays in the page file:
             // it images exactly the leaf built for it (mirror cache).
             let its = &decoded[&page];
-            for (k, v, _) in its {
+            for (k, v, ..) in its {
                 if let PageValue::Ext(r) = v {
                     ext_of.insert(k.to_vec(), *r);
                 }
             }
             if !items.is_empty() {
-                pieces.extend(items.drain(..).map(|(k, v, d)| Piece::Item(k, v, d)));
+                pieces.extend(items.drain(..).map(|(k, v, d, f)| Piece::Item(k, v, d, f)));
             }
             rep.items += its.len() as u64;
             pieces.push(Piece::Page {
@@ -376,7 +376,7 @@ pub(crate) fn recover(
             });
             continue;
         }
-        for (k, v, deadline) in in_range(&decoded[&page], lo, hi) {
+        for (k, v, deadline, flags) in in_range(&decoded[&page], lo, hi) {
             if deadline != 0 && now > deadline {
                 rep.expired += 1;
                 continue;
@@ -390,14 +390,18 @@ pub(crate) fn recover(
                     })?)
                 }
             };
-            items.push((k, value, deadline));
+            items.push((k, value, deadline, flags));
         }
     }
     rep.items += items.len() as u64;
     rep.version = max_version;
     let tree = match mirror {
         Some((storage, shared)) => {
-            pieces.extend(items.into_iter().map(|(k, v, d)| Piece::Item(k, v, d)));
+            pieces.extend(
+                items
+                    .into_iter()
+                    .map(|(k, v, d, f)| Piece::Item(k, v, d, f)),
+            );
             let pager = Arc::new(crate::mirror::PageReader {
                 storage,
                 shared: shared.clone(),
@@ -425,7 +429,7 @@ pub(crate) fn recover(
     for (&page, its) in &decoded {
         let named: Vec<u64> = its
             .iter()
-            .filter_map(|(_, v, _)| match v {
+            .filter_map(|(_, v, ..)| match v {
                 PageValue::Ext(r) => Some(r.off),
                 PageValue::Inline(_) => None,
             })
@@ -483,7 +487,7 @@ fn newest_complete_commit(
             continue;
         }
         for l in pages {
-            for (k, v, _) in l.items() {
+            for (k, v, ..) in l.items() {
                 if let PageValue::Ext(r) = v {
                     if !ext_ok(storage, slabs, &r, k, checked)? {
                         continue 'commits;
@@ -530,12 +534,12 @@ fn in_range<'p, 'a>(
     items: &'p [PageItem<'a>],
     lo: &'p [u8],
     hi: Option<&'p [u8]>,
-) -> impl Iterator<Item = (&'a [u8], &'p PageValue<'a>, u64)> + 'p {
-    let start = items.partition_point(|(k, _, _)| *k < lo);
+) -> impl Iterator<Item = (&'a [u8], &'p PageValue<'a>, u64, u32)> + 'p {
+    let start = items.partition_point(|(k, ..)| *k < lo);
     items[start..]
         .iter()
-        .take_while(move |(k, _, _)| hi.is_none_or(|h| *k < h))
-        .map(|(k, v, d)| (*k, v, *d))
+        .take_while(move |(k, ..)| hi.is_none_or(|h| *k < h))
+        .map(|(k, v, d, f)| (*k, v, *d, *f))
 }
 
 /// The value in the extension page `r` names, if that page is intact and belongs to `key`.

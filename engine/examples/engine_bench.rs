@@ -228,7 +228,7 @@ fn main() {
             let reqs: Vec<ReadRef<'_>> = keys.iter().map(|k| ReadRef::Get(k)).collect();
             out.clear();
             reader.run(&reqs, |_, f| {
-                if let Found::Value(Some(v)) = f {
+                if let Found::Value(Some(v), _) = f {
                     out.extend_from_slice(v);
                 }
             });

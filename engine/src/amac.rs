@@ -67,7 +67,8 @@ pub(crate) struct Flight {
 pub(crate) enum Step<'s> {
     Pending,
     Done(Reply),
-    Value(Option<&'s [u8]>),
+    /// A GET's value and its client flags (0 when absent).
+    Value(Option<&'s [u8]>, u32),
     /// (Only when stepping with `defer`.) The walk reached leaf LID, which lives only in
     /// the page file: nothing was read; the request is answered by a later run, once the
     /// leaf is read back.
@@ -81,7 +82,7 @@ impl Step<'_> {
             // Engine threads step without `defer`, so they never see `Missed`.
             Step::Pending | Step::Missed(_) => None,
             Step::Done(r) => Some(r),
-            Step::Value(v) => Some(Reply::Value(v.map(<[u8]>::to_vec))),
+            Step::Value(v, _) => Some(Reply::Value(v.map(<[u8]>::to_vec))),
         }
     }
 }
@@ -303,10 +304,10 @@ impl Flight {
             unsafe { raw.value(x) }
         }
         match &mut self.kind {
-            Kind::Get(key) => Step::Value(
-                v.leaf_get_from(v.resume(cursor), key, rv, now)
-                    .map(|x| bytes(raw, x)),
-            ),
+            Kind::Get(key) => match v.leaf_get_from(v.resume(cursor), key, rv, now) {
+                Some(x) => Step::Value(Some(bytes(raw, x)), x.flags),
+                None => Step::Value(None, 0),
+            },
             Kind::Scan {
                 lo,
                 hi,

@@ -28,9 +28,9 @@
 //!    version.
 //! 3. A boxed value is freed through the store's reclamation after it is unlinked, so a
 //!    reader holding an engine epoch can still copy it.
-//! 4. No entry holds a value with an expiry deadline (writers clear the entry, the manager
-//!    installs only values without one), so a cached value never expires and a lookup needs
-//!    no clock.
+//! 4. No entry holds a value with an expiry deadline or client flags (writers clear the
+//!    entry, the manager installs only values without either), so a cached value never
+//!    expires, a lookup needs no clock, and a hit's flags are 0.
 
 use crate::hash::hash;
 use accelkv_tree::{Store, WriteObserver};
@@ -438,9 +438,10 @@ impl HotCache {
 impl WriteObserver for HotCache {
     /// Invariant 1: lock both buckets of the key (bumping their sequence), update the entry
     /// if the key is cached, unlock. Runs before the write is released. A value with an
-    /// expiry deadline clears the entry: expiring items are never cached (invariant 4).
-    fn on_write(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, version: u64) {
-        let value = if deadline == accelkv_tree::NO_DEADLINE {
+    /// expiry deadline or client flags clears the entry: such items are never cached
+    /// (invariant 4).
+    fn on_write(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, flags: u32, version: u64) {
+        let value = if deadline == accelkv_tree::NO_DEADLINE && flags == 0 {
             value
         } else {
             None

@@ -25,8 +25,9 @@ use std::sync::Arc;
 /// One answer of an inline batch.
 #[derive(Debug)]
 pub enum Found<'v> {
-    /// A GET's value (`None`: absent), borrowed until `emit` returns.
-    Value(Option<&'v [u8]>),
+    /// A GET's value (`None`: absent), borrowed until `emit` returns, and its client flags
+    /// (0: none, or absent).
+    Value(Option<&'v [u8]>, u32),
     /// A scan's items or an error.
     Reply(Reply),
 }
@@ -35,7 +36,7 @@ impl Found<'_> {
     /// The owned reply.
     pub fn into_reply(self) -> Reply {
         match self {
-            Found::Value(v) => Reply::Value(v.map(<[u8]>::to_vec)),
+            Found::Value(v, _) => Reply::Value(v.map(<[u8]>::to_vec)),
             Found::Reply(r) => r,
         }
     }
@@ -136,7 +137,7 @@ impl InlineReader {
                 if let (ReadRef::Get(key), Some(cache)) = (req, &self.cache) {
                     self.sampler.see(key);
                     if cache
-                        .lookup_with(key, rv, |v| emit(tag, Found::Value(Some(v))))
+                        .lookup_with(key, rv, |v| emit(tag, Found::Value(Some(v), 0)))
                         .is_some()
                     {
                         hits += 1;
@@ -171,7 +172,7 @@ impl InlineReader {
                         self.spare.push(self.flights.swap_remove(i));
                         continue;
                     }
-                    Step::Value(v) => Found::Value(v),
+                    Step::Value(v, f) => Found::Value(v, f),
                     Step::Done(r) => Found::Reply(r),
                 };
                 emit(self.flights[i].tag as usize, found);

@@ -123,7 +123,7 @@ impl Manager {
             }
             let snap = self.store.snapshot();
             // Expiring values are never cached (hot.rs invariant 4).
-            let Ok(Some((value, accelkv_tree::NO_DEADLINE))) = snap.get_entry(&key) else {
+            let Ok(Some((value, accelkv_tree::NO_DEADLINE, 0))) = snap.get_item(&key) else {
                 continue;
             };
             if self.cache.install(b, seen, &key, &value, snap.version()) {

@@ -52,7 +52,8 @@
 #define F_DUP 0x2000
 #define V_OOL 0x8000
 #define V_EXPIRES 0x4000 /* a u64 deadline (ms since the Unix epoch) follows the header */
-#define V_LEN_MASK 0x3FFF
+#define V_FLAGS 0x2000   /* u32 client flags follow (after the deadline) */
+#define V_LEN_MASK 0x1FFF
 #define LOG_HDR 8
 #define MAX_LOG 255
 #define MAX_KEY 460
@@ -325,9 +326,11 @@ struct item {
     akv_u32 ko, klen, body;
 };
 
-/* Offset of a value's body: past its header and, when it has one, its deadline. */
+/* Offset of a value's body: past its header and, when it has them, its deadline and its
+ * client flags. */
 AKV_DEV akv_u32 value_body(nptr b, akv_u32 body) {
-    return body + 2 + ((rd16(b, body) & V_EXPIRES) ? 8 : 0);
+    akv_u32 hdr = rd16(b, body);
+    return body + 2 + ((hdr & V_EXPIRES) ? 8 : 0) + ((hdr & V_FLAGS) ? 4 : 0);
 }
 
 AKV_DEV akv_u32 value_end(nptr b, akv_u32 body) {

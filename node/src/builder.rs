@@ -57,20 +57,26 @@ pub fn interior_item_size(key_len: usize) -> usize {
     2 + key_len + LID_SIZE
 }
 
-/// Encodes a value (header + body) into `dst`; returns the bytes written.
+/// Encodes a value (header, deadline, flags, body) into `dst`; returns the bytes written.
 pub fn encode_value(dst: &mut [u8], v: &ValueRef<'_>) -> usize {
-    if let (ValueData::Inline(b), NO_DEADLINE) = (v.data, v.deadline) {
+    if let (ValueData::Inline(b), NO_DEADLINE, 0) = (v.data, v.deadline, v.flags) {
         // The common case: header = length, then the bytes.
         dst[0..2].copy_from_slice(&(b.len() as u16).to_le_bytes());
         dst[2..2 + b.len()].copy_from_slice(b);
         return 2 + b.len();
     }
-    let (flag, mut p) = if v.deadline != NO_DEADLINE {
-        dst[2..10].copy_from_slice(&v.deadline.to_le_bytes());
-        (VALUE_EXPIRES, 2 + DEADLINE_SIZE)
-    } else {
-        (0, 2)
-    };
+    let mut attrs = 0;
+    let mut p = 2;
+    if v.deadline != NO_DEADLINE {
+        dst[p..p + DEADLINE_SIZE].copy_from_slice(&v.deadline.to_le_bytes());
+        p += DEADLINE_SIZE;
+        attrs |= VALUE_EXPIRES;
+    }
+    if v.flags != 0 {
+        dst[p..p + FLAGS_SIZE].copy_from_slice(&v.flags.to_le_bytes());
+        p += FLAGS_SIZE;
+        attrs |= VALUE_FLAGS;
+    }
     let hdr = match v.data {
         ValueData::Inline(b) => {
             dst[p..p + b.len()].copy_from_slice(b);
@@ -84,7 +90,7 @@ pub fn encode_value(dst: &mut [u8], v: &ValueRef<'_>) -> usize {
             VALUE_OUT_OF_LINE
         }
     };
-    dst[0..2].copy_from_slice(&(hdr | flag).to_le_bytes());
+    dst[0..2].copy_from_slice(&(hdr | attrs).to_le_bytes());
     p
 }
 

@@ -76,8 +76,15 @@ pub const VALUE_OUT_OF_LINE: u16 = 0x8000;
 pub const VALUE_EXPIRES: u16 = 0x4000;
 /// Size of the deadline that [`VALUE_EXPIRES`] announces.
 pub const DEADLINE_SIZE: usize = 8;
-/// Mask of the inline length bits of a value header.
-pub const VALUE_LEN_MASK: u16 = 0x3FFF;
+/// Value header flag: the item's client flags (u32, memcached's opaque per-item word)
+/// follow the header and the deadline, before the body. Absent means flags 0.
+pub const VALUE_FLAGS: u16 = 0x2000;
+/// Size of the client flags that [`VALUE_FLAGS`] announces.
+pub const FLAGS_SIZE: usize = 4;
+/// Mask of the inline length bits of a value header (inline values are at most 8,191 bytes).
+pub const VALUE_LEN_MASK: u16 = 0x1FFF;
+/// Header bits that send a reader off the common path (anything but a plain inline length).
+pub const VALUE_ATTRS: u16 = VALUE_OUT_OF_LINE | VALUE_EXPIRES | VALUE_FLAGS;
 /// A deadline of 0 means "never expires"; a clock of 0 means "expire nothing" (writers and
 /// structural modifications read every item whatever its deadline).
 pub const NO_DEADLINE: u64 = 0;
@@ -185,7 +192,7 @@ impl Geometry {
 
     /// Largest sorted-block item a leaf can hold.
     pub fn max_leaf_item(&self) -> usize {
-        2 + MAX_KEY + 2 + DEADLINE_SIZE + self.max_inline_value.max(OUT_OF_LINE_REF)
+        2 + MAX_KEY + 2 + DEADLINE_SIZE + FLAGS_SIZE + self.max_inline_value.max(OUT_OF_LINE_REF)
     }
 
     /// Largest item an interior node can hold.

@@ -28,17 +28,37 @@ fn leaf(g: &Geometry, items: &[(Vec<u8>, Vec<u8>)], version: u64) -> Vec<u8> {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone(), 0))
         .collect();
-    leaf_expiring(g, &with, version)
+    leaf_flagged(g, &with, version, false)
 }
 
-/// A leaf of (key, value, deadline) items.
-fn leaf_expiring(g: &Geometry, items: &[(Vec<u8>, Vec<u8>, u64)], version: u64) -> Vec<u8> {
+/// The client flags the model tests give an item: a function of its key and deadline, so
+/// the model need not keep them (0, no flags, for a third of the items).
+fn flags_of(key: &[u8], deadline: u64) -> u32 {
+    let h = key
+        .iter()
+        .fold(deadline as u32, |h, &b| h.wrapping_mul(31) ^ u32::from(b));
+    if h % 3 == 0 {
+        0
+    } else {
+        h | 1
+    }
+}
+
+/// A leaf of (key, value, deadline) items, with [`flags_of`] flags when `flagged`.
+fn leaf_flagged(
+    g: &Geometry,
+    items: &[(Vec<u8>, Vec<u8>, u64)],
+    version: u64,
+    flagged: bool,
+) -> Vec<u8> {
     let refs: Vec<(&[u8], ValueRef)> = items
         .iter()
         .map(|(k, v, d)| {
             (
                 k.as_slice(),
-                ValueRef::inline(v.as_slice()).with_deadline(*d),
+                ValueRef::inline(v.as_slice())
+                    .with_deadline(*d)
+                    .with_flags(if flagged { flags_of(k, *d) } else { 0 }),
             )
         })
         .collect();
@@ -58,19 +78,24 @@ fn view(buf: &[u8]) -> NodeView<'_> {
 
 /// Appends a log entry as the tree's writer does; false when it does not fit.
 fn append(buf: &mut [u8], key: &[u8], value: Option<&[u8]>, version: u64) -> bool {
-    append_expiring(buf, key, value, 0, version)
+    append_item(buf, key, value, 0, 0, version)
 }
 
-/// [`append`] with a deadline for the value.
-fn append_expiring(
+/// [`append`] with a deadline and client flags for the value.
+fn append_item(
     buf: &mut [u8],
     key: &[u8],
     value: Option<&[u8]>,
     deadline: u64,
+    flags: u32,
     version: u64,
 ) -> bool {
     let u = used(buf);
-    let v = value.map(|v| ValueRef::inline(v).with_deadline(deadline));
+    let v = value.map(|v| {
+        ValueRef::inline(v)
+            .with_deadline(deadline)
+            .with_flags(flags)
+    });
     let len = log_entry_len(key.len(), v.as_ref());
     let entry = {
         let view = view(buf);
@@ -398,13 +423,24 @@ fn deadlines_round_trip_inline_and_out_of_line() {
         ),
         (&b"c"[..], ValueRef::out_of_line(0xfeed, 9)),
         (&b"d"[..], ValueRef::inline(b"")),
+        (
+            &b"e"[..],
+            ValueRef::inline(b"flagged").with_flags(0xdead_beef),
+        ),
+        (
+            &b"f"[..],
+            ValueRef::out_of_line(0xf00d, 77)
+                .with_deadline(1_700_000_000_000)
+                .with_flags(1),
+        ),
+        (&b"g"[..], ValueRef::inline(b"").with_flags(u32::MAX)),
     ];
     let mut buf = vec![0u8; g.node_size];
     build_leaf(&mut buf, &g, &items, &meta(3)).expect("fits");
     validate_node(&buf).expect("valid");
     let v = view(&buf);
     let got: Vec<_> = v.leaf_iter(3, 0).collect();
-    assert_eq!(got.len(), 4);
+    assert_eq!(got.len(), items.len());
     for ((k, want), (gk, gv)) in items.iter().zip(&got) {
         assert_eq!(k, gk);
         assert_eq!(want, gv);
@@ -412,11 +448,24 @@ fn deadlines_round_trip_inline_and_out_of_line() {
     // At 43 ms "b" is gone, at exactly its deadline it is not.
     assert!(v.leaf_get(b"b", 3, 42).is_some());
     assert!(v.leaf_get(b"b", 3, 43).is_none());
-    assert_eq!(v.leaf_iter(3, 43).count(), 3);
+    assert_eq!(v.leaf_iter(3, 43).count(), items.len() - 1);
     // An expiring value with a zero deadline is corrupt.
     let mut bad = buf.clone();
     let body = v.sorted_items().next_item().expect("item").body;
     bad[body + 2..body + 10].fill(0);
+    assert!(validate_node(&bad).is_err());
+    // So is a flagged value whose flags are zero.
+    let mut bad = buf.clone();
+    let e = v.leaf_get(b"e", 3, 0).expect("e");
+    assert_eq!(e.flags, 0xdead_beef);
+    let mut it = v.sorted_items();
+    let body = loop {
+        let i = it.next_item().expect("item e");
+        if i.key == b"e" {
+            break i.body;
+        }
+    };
+    bad[body + 2..body + 6].fill(0);
     assert!(validate_node(&bad).is_err());
 }
 
@@ -437,7 +486,7 @@ proptest! {
             .iter()
             .map(|k| (pkey(*k), vec![b'b'; usize::from(*k % 13)], deadline(u64::from(*k % 4))))
             .collect();
-        let mut buf = leaf_expiring(&g, &items, 5);
+        let mut buf = leaf_flagged(&g, &items, 5, true);
         let mut model: BTreeMap<Vec<u8>, (Vec<u8>, u64)> =
             items.iter().map(|(k, v, d)| (k.clone(), (v.clone(), *d))).collect();
         let mut snaps = vec![(5u64, model.clone())];
@@ -447,7 +496,8 @@ proptest! {
             let ok = match op {
                 Op::Put(k, v, d) => {
                     let val = vec![b'v'; usize::from(v)];
-                    let ok = append_expiring(&mut buf, &pkey(k), Some(&val), deadline(d), version);
+                    let (dl, key) = (deadline(d), pkey(k));
+                    let ok = append_item(&mut buf, &key, Some(&val), dl, flags_of(&key, dl), version);
                     if ok { model.insert(pkey(k), (val, deadline(d))); }
                     ok
                 }
@@ -477,6 +527,7 @@ proptest! {
                     prop_assert_eq!(got.map(|x| x.value_len()), live.get(&k).map(|x| x.len()));
                     if let Some(x) = got {
                         prop_assert_eq!(x.deadline, snap[&k].1);
+                        prop_assert_eq!(x.flags, flags_of(&k, snap[&k].1));
                     }
                     let floor = v.leaf_floor(&k, *rv, now).map(|f| f.to_vec());
                     prop_assert_eq!(floor, live.range::<&Vec<u8>, _>(..=&k).next_back().map(|x| (*x.0).clone()));

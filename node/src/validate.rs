@@ -196,8 +196,16 @@ fn value_end(b: &Bytes<'_>, body: usize) -> Result<usize, Corrupt> {
     } else {
         body + 2
     };
+    let at = if hdr & VALUE_FLAGS != 0 {
+        if b.u32(at)? == 0 {
+            return bad("flagged value with zero flags");
+        }
+        at + FLAGS_SIZE
+    } else {
+        at
+    };
     let len = if hdr & VALUE_OUT_OF_LINE != 0 {
-        if hdr & !VALUE_EXPIRES != VALUE_OUT_OF_LINE {
+        if hdr & !(VALUE_EXPIRES | VALUE_FLAGS) != VALUE_OUT_OF_LINE {
             return bad("out-of-line value header with length bits");
         }
         OUT_OF_LINE_REF

@@ -22,7 +22,7 @@ pub enum ValueData<'a> {
     },
 }
 
-/// A value as stored in an item: its bytes and its expiry deadline.
+/// A value as stored in an item: its bytes, its expiry deadline and its client flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ValueRef<'a> {
     /// The bytes.
@@ -30,6 +30,8 @@ pub struct ValueRef<'a> {
     /// Milliseconds since the Unix epoch after which the item is gone; [`NO_DEADLINE`]
     /// (0) for an item that never expires.
     pub deadline: u64,
+    /// The client's opaque per-item word (memcached's flags); 0 when none was given.
+    pub flags: u32,
 }
 
 impl<'a> ValueRef<'a> {
@@ -38,6 +40,7 @@ impl<'a> ValueRef<'a> {
         ValueRef {
             data: ValueData::Inline(bytes),
             deadline: NO_DEADLINE,
+            flags: 0,
         }
     }
 
@@ -46,12 +49,18 @@ impl<'a> ValueRef<'a> {
         ValueRef {
             data: ValueData::OutOfLine { handle, len },
             deadline: NO_DEADLINE,
+            flags: 0,
         }
     }
 
     /// The same value with `deadline` ([`NO_DEADLINE`]: none).
     pub fn with_deadline(self, deadline: u64) -> Self {
         ValueRef { deadline, ..self }
+    }
+
+    /// The same value with client `flags` (0: none).
+    pub fn with_flags(self, flags: u32) -> Self {
+        ValueRef { flags, ..self }
     }
 
     /// Whether a reader whose clock reads `now` (ms since the Unix epoch) no longer sees the
@@ -70,10 +79,12 @@ impl<'a> ValueRef<'a> {
         } else {
             0
         };
-        d + match self.data {
-            ValueData::Inline(b) => b.len(),
-            ValueData::OutOfLine { .. } => OUT_OF_LINE_REF,
-        }
+        let f = if self.flags != 0 { FLAGS_SIZE } else { 0 };
+        d + f
+            + match self.data {
+                ValueData::Inline(b) => b.len(),
+                ValueData::OutOfLine { .. } => OUT_OF_LINE_REF,
+            }
     }
 
     /// Length of the value itself.
@@ -275,14 +286,15 @@ impl<'a> NodeView<'a> {
     #[inline]
     pub fn value_at(&self, body: usize) -> (ValueRef<'a>, usize) {
         let hdr = self.u16_at(body);
-        if hdr & (VALUE_OUT_OF_LINE | VALUE_EXPIRES) == 0 {
-            // The common case: inline, no deadline; the header is the length.
+        if hdr & VALUE_ATTRS == 0 {
+            // The common case: inline, no deadline, no flags; the header is the length.
             let len = usize::from(hdr);
             let data = ValueData::Inline(self.bytes(body + 2, len));
             return (
                 ValueRef {
                     data,
                     deadline: NO_DEADLINE,
+                    flags: 0,
                 },
                 body + 2 + len,
             );
@@ -290,7 +302,7 @@ impl<'a> NodeView<'a> {
         self.value_at_flagged(body, hdr)
     }
 
-    /// [`NodeView::value_at`] of a value stored out of line or with a deadline.
+    /// [`NodeView::value_at`] of a value stored out of line, with a deadline or with flags.
     #[inline(never)]
     fn value_at_flagged(&self, body: usize, hdr: u16) -> (ValueRef<'a>, usize) {
         let (deadline, at) = if hdr & VALUE_EXPIRES != 0 {
@@ -298,15 +310,30 @@ impl<'a> NodeView<'a> {
         } else {
             (NO_DEADLINE, body + 2)
         };
+        let (flags, at) = if hdr & VALUE_FLAGS != 0 {
+            (self.u32_at(at), at + FLAGS_SIZE)
+        } else {
+            (0, at)
+        };
         if hdr & VALUE_OUT_OF_LINE != 0 {
             let handle = self.u64_at(at);
             let len = self.u32_at(at + 8);
             let data = ValueData::OutOfLine { handle, len };
-            (ValueRef { data, deadline }, at + OUT_OF_LINE_REF)
+            let v = ValueRef {
+                data,
+                deadline,
+                flags,
+            };
+            (v, at + OUT_OF_LINE_REF)
         } else {
             let len = usize::from(hdr & VALUE_LEN_MASK);
             let data = ValueData::Inline(self.bytes(at, len));
-            (ValueRef { data, deadline }, at + len)
+            let v = ValueRef {
+                data,
+                deadline,
+                flags,
+            };
+            (v, at + len)
         }
     }
 
@@ -314,14 +341,16 @@ impl<'a> NodeView<'a> {
     #[inline]
     pub fn value_end(&self, body: usize) -> usize {
         let hdr = self.u16_at(body);
-        if hdr & (VALUE_OUT_OF_LINE | VALUE_EXPIRES) == 0 {
+        if hdr & VALUE_ATTRS == 0 {
             return body + 2 + usize::from(hdr);
         }
-        let at = if hdr & VALUE_EXPIRES != 0 {
-            body + 2 + DEADLINE_SIZE
-        } else {
-            body + 2
-        };
+        let mut at = body + 2;
+        if hdr & VALUE_EXPIRES != 0 {
+            at += DEADLINE_SIZE;
+        }
+        if hdr & VALUE_FLAGS != 0 {
+            at += FLAGS_SIZE;
+        }
         if hdr & VALUE_OUT_OF_LINE != 0 {
             at + OUT_OF_LINE_REF
         } else {

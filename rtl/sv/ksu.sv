@@ -167,9 +167,10 @@ module ksu #(
     end
   end
 
-  // a value's bytes after its header: [deadline] body
+  // a value's bytes after its header: [deadline] [flags] body
   function automatic logic [31:0] value_size(input logic [15:0] vh);
-    value_size = 32'd2 + (vh[14] ? 32'd8 : 32'd0) + (vh[15] ? 32'd12 : {18'd0, vh[13:0]});
+    value_size = 32'd2 + (vh[14] ? 32'd8 : 32'd0) + (vh[13] ? 32'd4 : 32'd0)
+               + (vh[15] ? 32'd12 : {19'd0, vh[12:0]});
   endfunction
 
   always_ff @(posedge clk) begin

@@ -46,6 +46,7 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
 struct Val {
     len: usize,
     deadline: u64,
+    flags: u32,
     out_of_line: bool,
 }
 
@@ -53,11 +54,13 @@ fn val() -> impl Strategy<Value = Val> {
     (
         0usize..40,
         prop_oneof![3 => Just(0u64), 1 => 1000u64..1010],
+        prop_oneof![3 => Just(0u32), 1 => any::<u32>()],
         any::<bool>(),
     )
-        .prop_map(|(len, deadline, ool)| Val {
+        .prop_map(|(len, deadline, flags, ool)| Val {
             len,
             deadline,
+            flags,
             out_of_line: ool && len > 30,
         })
 }
@@ -68,7 +71,7 @@ fn value_ref<'a>(bytes: &'a [u8], v: &Val) -> ValueRef<'a> {
     } else {
         ValueRef::inline(&bytes[..v.len])
     };
-    r.with_deadline(v.deadline)
+    r.with_deadline(v.deadline).with_flags(v.flags)
 }
 
 const BYTES: [u8; 64] = [b'v'; 64];
@@ -254,6 +257,7 @@ fn a_key_longer_than_the_unit_keeps_is_refused() {
                 Val {
                     len: 3,
                     deadline: 0,
+                    flags: 0,
                     out_of_line: false,
                 },
             )

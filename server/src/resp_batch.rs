@@ -219,7 +219,7 @@ fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) 
 /// answers them) in protocol `ver`.
 pub fn get_reply(out: &mut Vec<u8>, found: Found<'_>, ver: Version, mget: bool) {
     match found {
-        Found::Value(v) => resp::bulk_in(out, v, ver),
+        Found::Value(v, _) => resp::bulk_in(out, v, ver),
         Found::Reply(Reply::Value(v)) => resp::bulk_in(out, v.as_deref(), ver),
         Found::Reply(Reply::Error(_)) if mget => resp::bulk_in(out, None, ver),
         Found::Reply(Reply::Error(e)) => err_store(out, &e),

@@ -537,7 +537,7 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
             let _ = reads.run(&sh.engine, &keys, |_, f| {
                 if matches!(
                     f,
-                    Found::Value(Some(_)) | Found::Reply(Reply::Value(Some(_)))
+                    Found::Value(Some(_), _) | Found::Reply(Reply::Value(Some(_)))
                 ) {
                     n += 1;
                 }

@@ -10,18 +10,20 @@ use accelkv_node::{build_interior, build_leaf, interior_item_size, leaf_item_siz
 use accelkv_node::{NodeMeta, ValueRef};
 use std::sync::atomic::Ordering;
 
+/// A value as a bulk load keeps it until its leaf is built: bytes or an out-of-line
+/// reference, with the item's deadline and client flags.
 enum Stored {
-    Inline(Vec<u8>, u64),
-    OutOfLine(u64, u32, u64),
+    Inline(Vec<u8>, u64, u32),
+    OutOfLine(u64, u32, u64, u32),
 }
 
 impl Stored {
     fn as_ref(&self) -> ValueRef<'_> {
         match self {
-            Stored::Inline(v, d) => ValueRef::inline(v).with_deadline(*d),
-            Stored::OutOfLine(handle, len, d) => {
-                ValueRef::out_of_line(*handle, *len).with_deadline(*d)
-            }
+            Stored::Inline(v, d, f) => ValueRef::inline(v).with_deadline(*d).with_flags(*f),
+            Stored::OutOfLine(handle, len, d, f) => ValueRef::out_of_line(*handle, *len)
+                .with_deadline(*d)
+                .with_flags(*f),
         }
     }
 }
@@ -30,11 +32,11 @@ impl Stored {
 type Built = (Vec<u8>, u64, u64);
 
 impl Tree {
-    /// Loads `items` (strictly ascending keys, each with its deadline) into this tree, which
-    /// must be empty and not yet shared. On error the tree is left empty.
+    /// Loads `items` (strictly ascending keys, each with its deadline and client flags) into
+    /// this tree, which must be empty and not yet shared. On error the tree is left empty.
     pub(crate) fn bulk_load<K, V>(
         &self,
-        items: impl IntoIterator<Item = (K, V, u64)>,
+        items: impl IntoIterator<Item = (K, V, u64, u32)>,
         check: impl Fn(&[u8], &[u8]) -> Result<(), Error>,
     ) -> Result<u64, Error>
     where
@@ -55,7 +57,7 @@ impl Tree {
 
     fn bulk_load_inner<K, V>(
         &self,
-        items: impl IntoIterator<Item = (K, V, u64)>,
+        items: impl IntoIterator<Item = (K, V, u64, u32)>,
         check: &impl Fn(&[u8], &[u8]) -> Result<(), Error>,
         ool: &mut Vec<(u64, u32)>,
     ) -> Result<u64, Error>
@@ -72,7 +74,7 @@ impl Tree {
         let mut count = 0u64;
         let mut expiring = 0i64;
         let mut last_key: Vec<u8> = Vec::new();
-        for (i, (k, v, d)) in items.into_iter().enumerate() {
+        for (i, (k, v, d, f)) in items.into_iter().enumerate() {
             let (k, v) = (k.as_ref(), v.as_ref());
             check(k, v)?;
             if i > 0 && last_key.as_slice() >= k {
@@ -86,9 +88,9 @@ impl Tree {
                 };
                 self.ool_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
                 ool.push((handle, len));
-                Stored::OutOfLine(handle, len, d)
+                Stored::OutOfLine(handle, len, d, f)
             } else {
-                Stored::Inline(v.to_vec(), d)
+                Stored::Inline(v.to_vec(), d, f)
             };
             expiring += i64::from(d != NO_DEADLINE);
             let size = leaf_item_size(k.len(), &stored.as_ref());
@@ -218,8 +220,9 @@ impl Tree {
 /// One piece of a tree rebuilt from a page file with a memory budget, in key order
 /// ([`crate::Store::recovered`]).
 pub enum Recovered<K, V> {
-    /// An item that goes into a resident leaf (packed with its neighbours).
-    Item(K, V, u64),
+    /// An item that goes into a resident leaf (packed with its neighbours): key, value,
+    /// deadline (0: none), client flags (0: none).
+    Item(K, V, u64, u32),
     /// A leaf that stays in the page file: the page that images exactly its range, its
     /// lower fence (`None` only for the first leaf) and how many items it holds, with how
     /// many of them have a deadline.
@@ -265,7 +268,7 @@ impl Tree {
         let (mut count, mut expiring) = (0u64, 0i64);
         for p in pieces {
             match p {
-                Recovered::Item(k, v, d) => {
+                Recovered::Item(k, v, d, f) => {
                     let (k, v) = (k.as_ref(), v.as_ref());
                     check(k, v)?;
                     let stored = if v.len() > self.geo.max_inline_value {
@@ -273,9 +276,9 @@ impl Tree {
                             unreachable!("alloc returns an out-of-line reference")
                         };
                         self.ool_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
-                        Stored::OutOfLine(handle, len, d)
+                        Stored::OutOfLine(handle, len, d, f)
                     } else {
-                        Stored::Inline(v.to_vec(), d)
+                        Stored::Inline(v.to_vec(), d, f)
                     };
                     let size = leaf_item_size(k.len(), &stored.as_ref());
                     if !cur.is_empty() && cur_bytes + size > fill {
@@ -323,7 +326,7 @@ impl Tree {
                     items.extend(
                         page_items
                             .iter()
-                            .map(|&(k, v, d)| (k.to_vec(), v.to_vec(), d)),
+                            .map(|&(k, v, d, f)| (k.to_vec(), v.to_vec(), d, f)),
                     )
                 })
                 .map_err(Error::PageRead)?;

@@ -47,8 +47,8 @@ pub(crate) fn is_evicted(entry: u64) -> bool {
     entry != UNMAPPED && entry & EVICTED != 0
 }
 
-/// One item of a page: key, value, deadline.
-pub type PageItem<'p> = (&'p [u8], &'p [u8], u64);
+/// One item of a page: key, value, deadline (0: none), client flags (0: none).
+pub type PageItem<'p> = (&'p [u8], &'p [u8], u64, u32);
 
 /// Receives a page's items, all at once, borrowed from the pager's buffer.
 pub type ItemSink<'a> = dyn for<'p> FnMut(&[PageItem<'p>]) + 'a;
@@ -597,7 +597,7 @@ impl Tree {
         let mut ool = Vec::new();
         let refs = items
             .iter()
-            .map(|&(k, v, d)| {
+            .map(|&(k, v, d, f)| {
                 let r = if v.len() > self.geo.max_inline_value {
                     let r = values::alloc(v);
                     if let Some((h, l)) = r.out_of_line_ref() {
@@ -608,7 +608,7 @@ impl Tree {
                 } else {
                     ValueRef::inline(v)
                 };
-                (k, r.with_deadline(d))
+                (k, r.with_deadline(d).with_flags(f))
             })
             .collect();
         (refs, ool)

@@ -48,7 +48,7 @@ impl Pager for MemPager {
         let image = images.get(&lid).ok_or(format!("leaf {lid} has no image"))?;
         let all: Vec<PageItem<'_>> = image
             .iter()
-            .map(|(k, v, d)| (k.as_slice(), v.as_slice(), *d))
+            .map(|(k, v, d)| (k.as_slice(), v.as_slice(), *d, 0))
             .collect();
         items(&all);
         Ok(())
@@ -91,7 +91,7 @@ fn image_all(s: &Store, pager: &MemPager) -> Vec<(u64, Items)> {
                 let items: Items = l
                     .items
                     .iter()
-                    .map(|(k, v, d)| (k.to_vec(), v.to_vec(), *d))
+                    .map(|(k, v, d, _)| (k.to_vec(), v.to_vec(), *d))
                     .collect();
                 (l.lid, items, l.high.map(<[u8]>::to_vec))
             })

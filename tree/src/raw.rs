@@ -114,7 +114,7 @@ impl<'s> Raw<'s> {
         now: u64,
     ) -> crate::Result<Option<Vec<u8>>> {
         let pin = self.tree.epochs.pin();
-        self.tree.get_at(key, rv, now, &pin, |v, _| v.to_vec())
+        self.tree.get_at(key, rv, now, &pin, |v, _, _| v.to_vec())
     }
 
     /// The reference reader's SCAN of `[lo, hi)` at `rv`.
@@ -234,8 +234,9 @@ pub struct RemapSubscription {
 /// to update or invalidate its entry, so no reader sees a value outside its snapshot.
 pub trait WriteObserver: Send + Sync {
     /// `value` is the key's new value, `None` for a delete; `deadline` its expiry deadline
-    /// (ms since the Unix epoch, 0: none); `version` its write version.
-    fn on_write(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, version: u64);
+    /// (ms since the Unix epoch, 0: none); `flags` its client flags (0: none); `version`
+    /// its write version.
+    fn on_write(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, flags: u32, version: u64);
 
     /// Every item was removed at `version` ([`crate::Store::clear`]), before its release.
     fn on_clear(&self, version: u64);

@@ -252,7 +252,7 @@ impl Tree {
         SmoCounters::bump(&self.counters.log_merges);
         let wv = self.versions.begin_write();
         self.publish(&mut plan, wv);
-        self.observe(key, op.value(), op.deadline(), wv);
+        self.observe(key, &op, wv);
         self.complete(key, wv);
         self.count(outcome, current.map(|v| v.deadline), &op);
         // Values referenced by superseded leaves but by no new leaf are dropped with them.

@@ -129,6 +129,18 @@ impl Store {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
+        Store::bulk_load_items(cfg, items.into_iter().map(|(k, v, d)| (k, v, d, 0)))
+    }
+
+    /// [`Store::bulk_load_expiring`] of items that also carry client flags (0: none).
+    pub fn bulk_load_items<K, V>(
+        cfg: Config,
+        items: impl IntoIterator<Item = (K, V, u64, u32)>,
+    ) -> Result<Store>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
         let store = Store::new(cfg)?;
         store.tree.bulk_load(items, |k, v| {
             store.check_key(k)?;
@@ -137,18 +149,18 @@ impl Store {
         Ok(store)
     }
 
-    /// [`Store::bulk_load_expiring`] for recovery: the store's version clocks start at `version`, so
+    /// [`Store::bulk_load_items`] for recovery: the store's version clocks start at `version`, so
     /// every later write gets a version above it. (Nodes built here carry version 0.)
     pub fn bulk_load_at<K, V>(
         cfg: Config,
-        items: impl IntoIterator<Item = (K, V, u64)>,
+        items: impl IntoIterator<Item = (K, V, u64, u32)>,
         version: u64,
     ) -> Result<Store>
     where
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
-        let store = Store::bulk_load_expiring(cfg, items)?;
+        let store = Store::bulk_load_items(cfg, items)?;
         store.tree.versions.advance_to(version);
         Ok(store)
     }
@@ -234,6 +246,16 @@ impl Store {
         now: u64,
         f: impl FnOnce(&[u8], u64) -> R,
     ) -> Result<Option<R>> {
+        self.get_item_with(key, now, |v, d, _| f(v, d))
+    }
+
+    /// [`Store::get_entry_with`] that also hands `f` the item's client flags (0: none).
+    pub fn get_item_with<R>(
+        &self,
+        key: &[u8],
+        now: u64,
+        f: impl FnOnce(&[u8], u64, u32) -> R,
+    ) -> Result<Option<R>> {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
         let rv = self.tree.versions.read_version();
@@ -259,12 +281,20 @@ impl Store {
         Ok(w)
     }
 
+    /// Inserts or replaces with a deadline (0: never) and client flags (0: none; the
+    /// memcached port's per-item word). Returns once the write is visible to readers.
+    pub fn put_item(&self, key: &[u8], value: &[u8], deadline: u64, flags: u32) -> Result<Write> {
+        let w = self.put_item_unwaited(key, value, deadline, flags)?;
+        self.wait_visible(w.version);
+        Ok(w)
+    }
+
     /// Replaces the value of a present key; `Error::NotFound` when absent. Returns once the
     /// write is visible to readers.
     pub fn update(&self, key: &[u8], value: &[u8]) -> Result<Write> {
         self.check_key(key)?;
         self.check_value(value)?;
-        match self.tree.write(key, Op::Update(value, NO_DEADLINE))? {
+        match self.tree.write(key, Op::Update(value, NO_DEADLINE, 0))? {
             (Outcome::Absent, _) => Err(Error::NotFound),
             (_, version) => {
                 self.wait_visible(version);
@@ -294,9 +324,20 @@ impl Store {
 
     /// [`Store::put_expiring`] without waiting for visibility (see [`Store::put_unwaited`]).
     pub fn put_expiring_unwaited(&self, key: &[u8], value: &[u8], deadline: u64) -> Result<Write> {
+        self.put_item_unwaited(key, value, deadline, 0)
+    }
+
+    /// [`Store::put_item`] without waiting for visibility (see [`Store::put_unwaited`]).
+    pub fn put_item_unwaited(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        deadline: u64,
+        flags: u32,
+    ) -> Result<Write> {
         self.check_key(key)?;
         self.check_value(value)?;
-        let (o, version) = self.tree.write(key, Op::Put(value, deadline))?;
+        let (o, version) = self.tree.write(key, Op::Put(value, deadline, flags))?;
         Ok(Write {
             version,
             existed: o.existed(),
@@ -405,7 +446,7 @@ impl Store {
                 .check_key(k)
                 .and_then(|()| v.map_or(Ok(()), |(v, _)| self.check_value(v)));
             if ok.is_ok() {
-                ops.push((*k, v.map_or(Op::Delete, |(v, d)| Op::Put(v, d))));
+                ops.push((*k, v.map_or(Op::Delete, |(v, d)| Op::Put(v, d, 0))));
             }
             checked.push(ok);
         }
@@ -461,11 +502,16 @@ impl Store {
 
     /// [`Store::get_latest`] with the value's deadline (expired values are absent).
     pub fn get_latest_entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        Ok(self.get_latest_item(key)?.map(|(v, d, _)| (v, d)))
+    }
+
+    /// [`Store::get_latest`] with the value's deadline and client flags.
+    pub fn get_latest_item(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64, u32)>> {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
         let now = self.tree.read_clock();
         self.tree
-            .get_at(key, u64::MAX, now, &pin, |v, d| (v.to_vec(), d))
+            .get_at(key, u64::MAX, now, &pin, |v, d, f| (v.to_vec(), d, f))
     }
 
     /// Test hook: every later write of `key` sleeps `stall` between taking its version and
@@ -807,14 +853,14 @@ impl Snapshot<'_> {
             lid = child;
             v = t.resolve(lid, self.rv, &pin)?;
         }
-        let items: Vec<(&[u8], &[u8], u64)> = v
+        let items: Vec<(&[u8], &[u8], u64, u32)> = v
             .leaf_iter(self.rv, self.now)
-            .map(|(k, val)| (k, t.value_bytes(val), val.deadline))
+            .map(|(k, val)| (k, t.value_bytes(val), val.deadline, val.flags))
             .collect();
         debug_assert!(
             items
                 .iter()
-                .all(|(k, _, _)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)),
+                .all(|(k, ..)| low.is_none_or(|l| l <= *k) && high.is_none_or(|h| *k < h)),
             "leaf {lid} at version {} holds keys outside its fences [{:?}, {:?}): first {:?}, \
              last {:?}, node version {}, log entries {}",
             self.rv,
@@ -851,7 +897,15 @@ impl Snapshot<'_> {
         self.store.check_key(key)?;
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        t.get_at(key, self.rv, self.now, &pin, |v, d| (v.to_vec(), d))
+        t.get_at(key, self.rv, self.now, &pin, |v, d, _| (v.to_vec(), d))
+    }
+
+    /// The value of `key`, its deadline and its client flags at this snapshot.
+    pub fn get_item(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64, u32)>> {
+        self.store.check_key(key)?;
+        let t = &self.store.tree;
+        let pin = t.epochs.pin();
+        t.get_at(key, self.rv, self.now, &pin, |v, d, f| (v.to_vec(), d, f))
     }
 
     /// [`Store::scan`] at this snapshot (panics as it does).
@@ -884,8 +938,9 @@ pub struct LeafImage<'a> {
     /// Upper fence: the leaf holds keys < it (`None`: no upper bound).
     pub high: Option<&'a [u8]>,
     /// The leaf's items at the snapshot, in key order: key, value, deadline (ms since the
-    /// Unix epoch, 0: none). Items expired at the snapshot's clock reading are left out.
-    pub items: Vec<(&'a [u8], &'a [u8], u64)>,
+    /// Unix epoch, 0: none), client flags (0: none). Items expired at the snapshot's clock
+    /// reading are left out.
+    pub items: Vec<(&'a [u8], &'a [u8], u64, u32)>,
 }
 
 /// Reads at one read version, borrowed from a [`Snapshot`] that keeps it readable.
@@ -906,7 +961,7 @@ impl VersionView<'_> {
         self.store.check_key(key)?;
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        t.get_at(key, self.rv, self.now, &pin, |v, _| v.to_vec())
+        t.get_at(key, self.rv, self.now, &pin, |v, _, _| v.to_vec())
     }
 
     /// [`Store::scan`] at this version (panics as it does).

@@ -337,12 +337,12 @@ impl Tree {
         rv: u64,
         now: u64,
         pin: &Pin<'_>,
-        f: impl FnOnce(&[u8], u64) -> R,
+        f: impl FnOnce(&[u8], u64, u32) -> R,
     ) -> Result<Option<R>, crate::Error> {
         let leaf = self.leaf_for(key, rv, pin)?;
         Ok(leaf
             .leaf_get(key, rv, now)
-            .map(|v| f(self.value_bytes(v), v.deadline)))
+            .map(|v| f(self.value_bytes(v), v.deadline, v.flags)))
     }
 
     /// SCAN at `rv`: calls `f` for each item with key >= `lo` within `hi`, ascending, at most
@@ -538,10 +538,11 @@ impl Tree {
 
     /// Tells the write observers, if any, about a write that is visible in node memory and
     /// not yet released.
-    pub(crate) fn observe(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, wv: u64) {
+    pub(crate) fn observe(&self, key: &[u8], op: &crate::write::Op<'_>, wv: u64) {
+        let (value, deadline, flags) = (op.value(), op.deadline(), op.flags());
         for slot in &self.observers {
             match slot.get() {
-                Some(o) => o.on_write(key, value, deadline, wv),
+                Some(o) => o.on_write(key, value, deadline, flags, wv),
                 None => return,
             }
         }
@@ -664,8 +665,8 @@ mod poison_tests {
         let old_root = t.pt.get(ROOT);
         // With the log block off every write rebuilds the root leaf, retiring the old one,
         // and with no reader pinned it is reclaimed at once.
-        t.write(b"k", Op::Put(b"v", 0)).unwrap();
-        t.write(b"k2", Op::Put(b"v", 0)).unwrap();
+        t.write(b"k", Op::Put(b"v", 0, 0)).unwrap();
+        t.write(b"k2", Op::Put(b"v", 0, 0)).unwrap();
         let pin = t.epochs.pin();
         let _ = t.view(old_root, &pin);
     }

@@ -24,13 +24,14 @@ use accelkv_node::layout::*;
 use accelkv_node::{encode_log_entry, log_entry_len, plan_append, set_log_delta, ValueRef};
 use std::sync::atomic::Ordering;
 
-/// A write operation. Values carry an expiry deadline (ms since the Unix epoch, 0: none).
+/// A write operation. Values carry an expiry deadline (ms since the Unix epoch, 0: none)
+/// and client flags (0: none).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Op<'a> {
     /// Insert or replace.
-    Put(&'a [u8], u64),
+    Put(&'a [u8], u64, u32),
     /// Replace; absent (or expired) keys are left alone.
-    Update(&'a [u8], u64),
+    Update(&'a [u8], u64, u32),
     /// Remove; absent keys are left alone.
     Delete,
     /// Remove only if the key's value has expired by this clock reading (the active sweep:
@@ -42,7 +43,7 @@ impl<'a> Op<'a> {
     /// The value the key has after the operation (`None` for a delete).
     pub(crate) fn value(&self) -> Option<&'a [u8]> {
         match *self {
-            Op::Put(v, _) | Op::Update(v, _) => Some(v),
+            Op::Put(v, ..) | Op::Update(v, ..) => Some(v),
             Op::Delete | Op::DeleteExpired(_) => None,
         }
     }
@@ -50,8 +51,16 @@ impl<'a> Op<'a> {
     /// The deadline the key has after the operation.
     pub(crate) fn deadline(&self) -> u64 {
         match *self {
-            Op::Put(_, d) | Op::Update(_, d) => d,
+            Op::Put(_, d, _) | Op::Update(_, d, _) => d,
             Op::Delete | Op::DeleteExpired(_) => NO_DEADLINE,
+        }
+    }
+
+    /// The client flags the key has after the operation.
+    pub(crate) fn flags(&self) -> u32 {
+        match *self {
+            Op::Put(_, _, f) | Op::Update(_, _, f) => f,
+            Op::Delete | Op::DeleteExpired(_) => 0,
         }
     }
 
@@ -142,33 +151,35 @@ impl Tree {
     ) -> Result<(Outcome, u64), crate::Error> {
         // The value as it will be stored: inline, or copied out of line once.
         let value: Option<ValueRef<'_>> = match op {
-            Op::Put(v, d) | Op::Update(v, d) => Some(if v.len() > self.geo.max_inline_value {
-                if d != NO_DEADLINE {
-                    self.deadlines_seen.store(true, Ordering::Release);
-                }
-                // Out-of-line values count against the memory limit with the node buffers.
-                let used = self.resident_bytes();
-                let limit = if self.cfg.evict {
-                    self.cfg.write_memory_limit()
-                } else {
-                    self.cfg.memory_limit
-                };
-                if used + v.len() > limit {
-                    if let Some(m) = self.mirror.get() {
-                        m.pressure();
+            Op::Put(v, d, f) | Op::Update(v, d, f) => {
+                Some(if v.len() > self.geo.max_inline_value {
+                    if d != NO_DEADLINE {
+                        self.deadlines_seen.store(true, Ordering::Release);
                     }
-                    return Err(crate::Error::OutOfMemory {
-                        limit: self.cfg.memory_limit,
-                    });
-                }
-                self.ool_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
-                values::alloc(v).with_deadline(d)
-            } else {
-                if d != NO_DEADLINE {
-                    self.deadlines_seen.store(true, Ordering::Release);
-                }
-                ValueRef::inline(v).with_deadline(d)
-            }),
+                    // Out-of-line values count against the memory limit with the node buffers.
+                    let used = self.resident_bytes();
+                    let limit = if self.cfg.evict {
+                        self.cfg.write_memory_limit()
+                    } else {
+                        self.cfg.memory_limit
+                    };
+                    if used + v.len() > limit {
+                        if let Some(m) = self.mirror.get() {
+                            m.pressure();
+                        }
+                        return Err(crate::Error::OutOfMemory {
+                            limit: self.cfg.memory_limit,
+                        });
+                    }
+                    self.ool_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
+                    values::alloc(v).with_deadline(d).with_flags(f)
+                } else {
+                    if d != NO_DEADLINE {
+                        self.deadlines_seen.store(true, Ordering::Release);
+                    }
+                    ValueRef::inline(v).with_deadline(d).with_flags(f)
+                })
+            }
             Op::Delete | Op::DeleteExpired(_) => None,
         };
         let free_unused = |v: Option<ValueRef<'_>>| {
@@ -249,7 +260,7 @@ impl Tree {
             set_log_delta(dst, wv - view.version());
             word.store(unlocked_next(w, used + entry_len), Ordering::Release);
             drop(pin);
-            self.observe(key, op.value(), op.deadline(), wv);
+            self.observe(key, &op, wv);
             self.complete(key, wv);
             self.count(outcome, old_deadline, &op);
             return Ok((outcome, wv));

@@ -363,7 +363,7 @@ fn leaf_images_partition_the_key_space() {
                     leaf.low.map(|l| l.to_vec()),
                     (!probe.is_empty()).then(|| probe.clone())
                 );
-                for (k, v, _) in &leaf.items {
+                for (k, v, ..) in &leaf.items {
                     assert!(leaf.low.is_none_or(|l| l <= *k));
                     assert!(leaf.high.is_none_or(|h| *k < h));
                     got.push((k.to_vec(), v.to_vec()));

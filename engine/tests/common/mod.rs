@@ -61,6 +61,17 @@ pub fn fill(store: &Store, rng: &mut SmallRng) {
                     .put_expiring(&key(i), &value(i, 1), EXPIRES_LATER)
                     .unwrap(),
             ),
+            // Client flags (memcached's), alone and with a deadline: every reader skips them.
+            5 => drop(
+                store
+                    .put_item(&key(i), &value(i, 1), 0, 0x8000_0001)
+                    .unwrap(),
+            ),
+            6 => drop(
+                store
+                    .put_item(&key(i), &value(i, 1), EXPIRES_LATER, 7)
+                    .unwrap(),
+            ),
             _ => drop(store.put(&key(i), &value(i, 1)).unwrap()),
         }
     }
