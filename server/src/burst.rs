@@ -7,7 +7,8 @@
 //! The caller must own the station slot of every key it runs here, from the first read to
 //! the write-back: that is what makes the carried value the key's newest.
 
-use crate::ops::{Effect, Outcome, Ttl};
+use crate::ops::memcache::Current;
+use crate::ops::{Effect, Outcome, Ttl, Write};
 use crate::station::{Op, StationStats};
 use crate::vector::Registry;
 use accelkv_tree::{Error, Store};
@@ -16,15 +17,18 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-/// One key of a burst: its latest value (None: absent) and deadline (0: none), whether it
-/// was read (or set) yet, whether the burst changed it, and why reading it failed, if it did.
+/// One key of a burst: its latest value (None: absent), deadline (0: none) and client flags,
+/// whether it was read (or set) yet, whether the burst changed it, why reading it failed, if
+/// it did, and the version of its write-back ahead of a versioned operation (0: none).
 struct KeyState<'b> {
     key: Cow<'b, [u8]>,
     value: Option<Cow<'b, [u8]>>,
     deadline: u64,
+    flags: u32,
     known: bool,
     dirty: bool,
     read_error: Option<Error>,
+    flushed: u64,
 }
 
 /// One write of an atomic batch: the key and its new value and deadline (`None`: removed).
@@ -65,9 +69,11 @@ impl<'b> Burst<'b> {
             key,
             value: None,
             deadline: 0,
+            flags: 0,
             known: false,
             dirty: false,
             read_error: None,
+            flushed: 0,
         });
         self.keys.len() - 1
     }
@@ -89,9 +95,11 @@ impl<'b> Burst<'b> {
             // The newest value, visible or not: every write of this key came through its
             // slot, which the caller owns, so the newest is the one this operation follows.
             // An expired value reads as absent.
-            match store.get_latest_entry(&k.key) {
-                Ok(Some((v, d))) => (k.value, k.deadline) = (Some(Cow::Owned(v)), d),
-                Ok(None) => (k.value, k.deadline) = (None, 0),
+            match store.get_latest_item(&k.key) {
+                Ok(Some((v, d, f))) => {
+                    (k.value, k.deadline, k.flags) = (Some(Cow::Owned(v)), d, f);
+                }
+                Ok(None) => (k.value, k.deadline, k.flags) = (None, 0, 0),
                 Err(e) => k.read_error = Some(e),
             }
             k.known = true;
@@ -101,19 +109,46 @@ impl<'b> Burst<'b> {
                 return (i, Err(e.clone()), false);
             }
         }
-        let cur = if reads { k.value.as_deref() } else { None };
-        let (effect, outcome) = write.apply(cur, k.deadline, registry, store.config().max_value);
+        // A memcached CAS compares (or a versioned read answers) the key's version in the
+        // tree: a change this burst has not written back yet is written first, so the
+        // version is the item's own.
+        let mut version = 0;
+        if matches!(&write, Write::Mc(m) if m.needs_version()) {
+            if k.dirty {
+                if let Err(e) = flush(store, stats, k) {
+                    return (i, Err(e), false);
+                }
+            }
+            match store.key_version(&k.key) {
+                Ok(v) => version = v,
+                Err(e) => return (i, Err(e), false),
+            }
+        }
+        let cur = Current {
+            value: if reads { k.value.as_deref() } else { None },
+            deadline: k.deadline,
+            flags: k.flags,
+            version,
+        };
+        let (effect, outcome) = write.apply_item(&cur, registry, store.config().max_value);
         let changed = !matches!(effect, Effect::Keep);
         match effect {
             Effect::Keep => {}
             Effect::Set(v, ttl) => {
                 (k.value, k.known, k.dirty) = (Some(v), true, true);
                 if let Ttl::Set(d) = ttl {
-                    k.deadline = d;
+                    (k.deadline, k.flags) = (d, 0);
                 }
             }
+            Effect::SetItem(v, d, f) => {
+                (k.value, k.deadline, k.flags) = (Some(v), d, f);
+                (k.known, k.dirty) = (true, true);
+            }
             Effect::SetDeadline(d) => (k.deadline, k.dirty) = (d, true),
-            Effect::Remove => (k.value, k.deadline, k.known, k.dirty) = (None, 0, true, true),
+            Effect::Remove => {
+                (k.value, k.deadline, k.flags) = (None, 0, 0);
+                (k.known, k.dirty) = (true, true);
+            }
         }
         (i, Ok(outcome), changed)
     }
@@ -129,15 +164,9 @@ impl<'b> Burst<'b> {
             .iter()
             .map(|k| {
                 if !k.dirty {
-                    return Ok(0);
+                    return Ok(k.flushed);
                 }
-                stats.tree_writes.fetch_add(1, Ordering::Relaxed);
-                match &k.value {
-                    Some(v) => store
-                        .put_expiring_unwaited(&k.key, v, k.deadline)
-                        .map(|w| w.version),
-                    None => store.delete_unwaited(&k.key).map(|w| w.version),
-                }
+                write_one(store, stats, k)
             })
             .collect()
     }
@@ -185,4 +214,23 @@ impl<'b> Burst<'b> {
             }
         }
     }
+}
+
+/// Writes `k`'s latest value back: its write version.
+fn write_one(store: &Store, stats: &StationStats, k: &KeyState<'_>) -> Result<u64, Error> {
+    stats.tree_writes.fetch_add(1, Ordering::Relaxed);
+    match &k.value {
+        Some(v) => store
+            .put_item_unwaited(&k.key, v, k.deadline, k.flags)
+            .map(|w| w.version),
+        None => store.delete_unwaited(&k.key).map(|w| w.version),
+    }
+}
+
+/// Writes a changed key back ahead of the burst's end (before a versioned operation); the
+/// burst's own write-back then answers this version for it unless it changes again.
+fn flush(store: &Store, stats: &StationStats, k: &mut KeyState<'_>) -> Result<(), Error> {
+    k.flushed = write_one(store, stats, k)?;
+    k.dirty = false;
+    Ok(())
 }

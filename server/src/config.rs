@@ -29,6 +29,15 @@ pub struct Args {
     /// 0 picks a free port.
     #[arg(long)]
     pub admin_port: Option<u16>,
+    /// Port of the memcached text and meta protocol. Default 11211 (memcached's), left off
+    /// with a warning when another program holds it; `0` or `off` turns it off, `auto`
+    /// picks a free port.
+    #[arg(long)]
+    pub memcached_port: Option<String>,
+    /// Also serve memcached's UDP protocol on the memcached port (off by default, as in
+    /// memcached). A UDP reply is never larger than its request (no amplification).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub memcached_udp: Option<bool>,
     /// Require this password: RESP clients send AUTH, binary frames carry it as their token.
     /// Prefer the ACCELKV_PASSWORD environment variable (flags show in `ps`).
     #[arg(long)]
@@ -137,6 +146,12 @@ pub struct Settings {
     pub port: u16,
     pub resp_port: u16,
     pub admin_port: u16,
+    /// The memcached port (`None`: off; `Some(0)`: a free one).
+    pub memcached_port: Option<u16>,
+    /// Whether `memcached_port` was asked for (a port in use is then an error, not a
+    /// warning).
+    pub memcached_explicit: bool,
+    pub memcached_udp: bool,
     pub password: Option<String>,
     pub engine: accelkv_engine::EngineKind,
     pub engine_threads: usize,
@@ -210,7 +225,20 @@ impl Settings {
             return Err("--sync needs --data-dir (without one the store is in memory only)".into());
         }
         let sync = sync_text.as_deref().unwrap_or("sync").parse()?;
+        let mc_text = flags.memcached_port.or(file.memcached_port);
+        let memcached_port =
+            match mc_text.as_deref() {
+                None => Some(11211),
+                Some("0" | "off") => None,
+                Some("auto") => Some(0),
+                Some(p) => Some(p.parse::<u16>().map_err(|_| {
+                    format!("--memcached-port {p}: expected a port, `auto` or `off`")
+                })?),
+            };
         Ok(Settings {
+            memcached_port,
+            memcached_explicit: mc_text.is_some(),
+            memcached_udp: pick!(flags.memcached_udp, file.memcached_udp, false),
             bind: pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1])),
             port: pick!(flags.port, file.port, 7707),
             resp_port: pick!(flags.resp_port, file.resp_port, 7379),

@@ -46,6 +46,7 @@ pub fn admit_connection(sh: &Arc<Shared>) -> Option<ConnGuard> {
 pub enum Proto {
     Resp(Session),
     Binary { authed: bool },
+    Memcached(crate::mc::McSession),
 }
 
 /// Replies held back until the writes they rest on are visible to readers and, where the
@@ -250,9 +251,13 @@ impl Conn {
             (Held::Resp { mark }, Err(m)) => {
                 sh.metrics.errors.fetch_add(1, Ordering::Relaxed);
                 self.out.truncate(mark);
+                let prefix = match self.proto {
+                    Proto::Memcached(_) => "SERVER_ERROR",
+                    _ => "-ERR",
+                };
                 self.out.extend_from_slice(
                     format!(
-                        "-ERR {m} (replies withheld: the writes of this pipeline may or may not be applied)\r\n"
+                        "{prefix} {m} (replies withheld: the writes of this pipeline may or may not be applied)\r\n"
                     )
                     .as_bytes(),
                 );

@@ -36,13 +36,27 @@ const WAKE: Token = Token(0);
 const RESP: Token = Token(1);
 const BIN: Token = Token(2);
 const UDP: Token = Token(3);
-const FIRST_CONN: usize = 4;
+const MEMCACHED: Token = Token(4);
+const MEMCACHED_UDP: Token = Token(5);
+const FIRST_CONN: usize = 6;
 
 /// The sockets every loop serves (shared; each loop polls its own handle of each).
 pub struct Sockets {
     pub resp: std::net::TcpListener,
     pub bin: std::net::TcpListener,
     pub udp: std::net::UdpSocket,
+    /// The memcached port, when on (`--memcached-port`), and its UDP socket
+    /// (`--memcached-udp`).
+    pub memcached: Option<std::net::TcpListener>,
+    pub memcached_udp: Option<std::net::UdpSocket>,
+}
+
+/// Which listener a connection came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Binary,
+    Resp,
+    Memcached,
 }
 
 /// Parked replies whose durability was settled, posted by the committer's thread.
@@ -90,6 +104,9 @@ pub struct Loop {
     resp: TcpListener,
     bin: TcpListener,
     udp: UdpPort,
+    memcached: Option<TcpListener>,
+    mc_udp: Option<crate::mc_udp::McUdp>,
+    mc_scratch: crate::mc::McScratch,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     reads: Reads,
@@ -127,6 +144,20 @@ impl Loop {
         r.register(&mut resp, RESP, Interest::READABLE)?;
         r.register(&mut bin, BIN, Interest::READABLE)?;
         r.register(udp.socket_mut(), UDP, Interest::READABLE)?;
+        let mut memcached = match &sockets.memcached {
+            Some(l) => Some(clone_listener(l)?),
+            None => None,
+        };
+        if let Some(l) = &mut memcached {
+            r.register(l, MEMCACHED, Interest::READABLE)?;
+        }
+        let mut mc_udp = match &sockets.memcached_udp {
+            Some(u) => Some(crate::mc_udp::McUdp::new(u)?),
+            None => None,
+        };
+        if let Some(u) = &mut mc_udp {
+            r.register(u.socket_mut(), MEMCACHED_UDP, Interest::READABLE)?;
+        }
         let mailbox = Arc::new(Mailbox {
             waker: Waker::new(r, WAKE)?,
             released: Mutex::new(Vec::new()),
@@ -140,6 +171,9 @@ impl Loop {
                 resp,
                 bin,
                 udp,
+                memcached,
+                mc_udp,
+                mc_scratch: Default::default(),
                 conns: Vec::new(),
                 free: Vec::new(),
                 reads,
@@ -188,8 +222,14 @@ impl Loop {
                         self.settle_released();
                         self.complete_reads();
                     }
-                    RESP => self.accept(false),
-                    BIN => self.accept(true),
+                    RESP => self.accept(Kind::Resp),
+                    BIN => self.accept(Kind::Binary),
+                    MEMCACHED => self.accept(Kind::Memcached),
+                    MEMCACHED_UDP => {
+                        if let Some(u) = &mut self.mc_udp {
+                            u.drain(&self.sh, &mut self.reads);
+                        }
+                    }
                     UDP => self.udp.drain(&self.sh, &mut self.reads, &self.mailbox),
                     Token(t) => ready.push(t - FIRST_CONN),
                 }
@@ -292,12 +332,13 @@ impl Loop {
         }
     }
 
-    fn accept(&mut self, binary: bool) {
+    fn accept(&mut self, kind: Kind) {
         loop {
-            let r = if binary {
-                self.bin.accept()
-            } else {
-                self.resp.accept()
+            let r = match (kind, &self.memcached) {
+                (Kind::Binary, _) => self.bin.accept(),
+                (Kind::Resp, _) => self.resp.accept(),
+                (Kind::Memcached, Some(l)) => l.accept(),
+                (Kind::Memcached, None) => return,
             };
             let sock = match r {
                 Ok((s, _)) => s,
@@ -305,15 +346,18 @@ impl Loop {
                 // WouldBlock: none left; anything else (out of descriptors): try next turn.
                 Err(_) => return,
             };
-            self.admit(sock, binary);
+            self.admit(sock, kind);
         }
     }
 
-    fn admit(&mut self, mut sock: TcpStream, binary: bool) {
+    fn admit(&mut self, mut sock: TcpStream, kind: Kind) {
         let Some(guard) = admit_connection(&self.sh) else {
-            if !binary {
-                let _ = sock.write(b"-ERR max number of clients reached\r\n");
-            }
+            let refusal: &[u8] = match kind {
+                Kind::Resp => b"-ERR max number of clients reached\r\n",
+                Kind::Memcached => b"SERVER_ERROR max number of clients reached\r\n",
+                Kind::Binary => b"",
+            };
+            let _ = sock.write(refusal);
             return;
         };
         let slot = self.free.pop().unwrap_or_else(|| {
@@ -335,8 +379,10 @@ impl Loop {
         }
         self.next_id += 1;
         let id = (self.next_id << 8) | self.index;
-        let proto = if binary {
+        let proto = if kind == Kind::Binary {
             Proto::Binary { authed: false }
+        } else if kind == Kind::Memcached {
+            Proto::Memcached(Default::default())
         } else {
             let client_id = self.sh.next_client.fetch_add(1, Ordering::Relaxed);
             let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
@@ -416,7 +462,7 @@ impl Loop {
                     c,
                     slot,
                     &mut self.reads,
-                    &mut self.scratch,
+                    (&mut self.scratch, &mut self.mc_scratch),
                     &self.mailbox,
                     &mut self.unseen,
                 );
@@ -551,12 +597,39 @@ fn run_input(
     c: &mut Conn,
     slot: usize,
     reads: &mut Reads,
-    scratch: &mut Scratch,
+    (scratch, mc): (&mut Scratch, &mut crate::mc::McScratch),
     mailbox: &Arc<Mailbox>,
     unseen: &mut Vec<usize>,
 ) {
     let max_out = sh.settings.max_output;
     match &mut c.proto {
+        Proto::Memcached(session) => {
+            let mark = c.out.len();
+            let start = Instant::now();
+            let ran = crate::mc::run(sh, session, c.inb.data(), reads, mc, &mut c.out, max_out);
+            if ran.used > 0 {
+                sh.record_latency(start.elapsed());
+            }
+            c.inb.consume(ran.used);
+            c.awaiting = reads.take_submitted();
+            if ran.close {
+                c.closing = true;
+            }
+            if session.quit {
+                c.closing = true;
+            }
+            let version = std::mem::take(&mut session.unreleased);
+            let durable = std::mem::take(&mut session.wrote) && sh.waits_for_durability();
+            if version > 0 || durable {
+                let version = version.max(if durable { sh.store.read_version() } else { 0 });
+                let p = Parked {
+                    held: Held::Resp { mark },
+                    version,
+                    durable,
+                };
+                park(sh, c, slot, p, mailbox, unseen);
+            }
+        }
         Proto::Resp(session) => {
             let mark = c.out.len();
             let start = Instant::now();

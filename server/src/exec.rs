@@ -275,8 +275,8 @@ pub fn run_frame(
 /// A binary answer for a read.
 fn read_answer(found: Found<'_>, max_items: usize, max_bytes: usize) -> Answer {
     match found {
-        Found::Value(Some(v)) => Answer::Bytes(v.to_vec()),
-        Found::Value(None) => Answer::Fail(Status::NotFound, String::new()),
+        Found::Value(Some(v), _) => Answer::Bytes(v.to_vec()),
+        Found::Value(None, _) => Answer::Fail(Status::NotFound, String::new()),
         Found::Reply(Reply::Value(Some(v))) => Answer::Bytes(v),
         Found::Reply(Reply::Value(None)) => Answer::Fail(Status::NotFound, String::new()),
         Found::Reply(Reply::Items(items)) => {
@@ -494,6 +494,9 @@ fn answer_of(sh: &Shared, d: Done) -> Answer {
         Ok(Outcome::Bytes(b)) => Answer::Bytes(b),
         Ok(Outcome::Old(b)) => Answer::Bytes(b.unwrap_or_default()),
         Ok(Outcome::Int(n)) => Answer::Bytes(n.to_le_bytes().to_vec()),
+        // memcached outcomes (the binary protocol sends no memcached write).
+        Ok(Outcome::Uint(n)) => Answer::Word(n.to_le_bytes()),
+        Ok(Outcome::Item(i)) => Answer::Bytes(i.value),
         Ok(Outcome::Deadline(Some(d))) => Answer::Word(d.to_le_bytes()),
         Ok(Outcome::Deadline(None)) => Answer::Fail(Status::NotFound, String::new()),
         Ok(Outcome::Mismatch { absent }) => {

@@ -13,6 +13,10 @@ mod event_loop;
 mod exec;
 mod gather;
 mod glob;
+mod mc;
+mod mc_admin;
+mod mc_meta;
+mod mc_udp;
 mod metrics;
 mod ops;
 mod reads;
@@ -76,6 +80,15 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     let admin = std::net::TcpListener::bind(addr(settings.admin_port))
         .map_err(|e| bind_err("admin HTTP", addr(settings.admin_port), e))?;
     let resp_port = resp.local_addr().map_err(|e| e.to_string())?.port();
+    let (memcached, memcached_udp) = bind_memcached(&settings, addr)?;
+    let mc_text = match &memcached {
+        Some(l) => {
+            let a = l.local_addr().map_err(|e| e.to_string())?;
+            let udp = if memcached_udp.is_some() { "+udp" } else { "" };
+            format!("memcached tcp{udp} {a}")
+        }
+        None => "memcached off".to_string(),
+    };
     let admin_port = admin.local_addr().map_err(|e| e.to_string())?.port();
     let auth = if settings.password.is_some() {
         "on"
@@ -83,7 +96,13 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         "off"
     };
     let shared = state::Shared::with_registry(settings.clone(), registry)?;
-    let sockets = event_loop::Sockets { resp, bin, udp };
+    let sockets = event_loop::Sockets {
+        resp,
+        bin,
+        udp,
+        memcached,
+        memcached_udp,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let mut mailboxes = Vec::new();
@@ -126,7 +145,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {} resp {} admin http {} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {storage})",
+        "accelkv-server listening: binary tcp+udp {} resp {} {mc_text} admin http {} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {storage})",
         addr(bin_port),
         addr(resp_port),
         addr(admin_port),
@@ -156,4 +175,40 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The memcached port's listener (and UDP socket with `--memcached-udp`), or none when it is
+/// off. The default port (11211) held by another program (a memcached) leaves it off with a
+/// warning; a port asked for explicitly must bind.
+#[allow(clippy::type_complexity)]
+fn bind_memcached(
+    settings: &config::Settings,
+    addr: impl Fn(u16) -> SocketAddr,
+) -> Result<(Option<std::net::TcpListener>, Option<std::net::UdpSocket>), String> {
+    let Some(port) = settings.memcached_port else {
+        return Ok((None, None));
+    };
+    let tcp = match std::net::TcpListener::bind(addr(port)) {
+        Ok(l) => l,
+        Err(e) if !settings.memcached_explicit && e.kind() == std::io::ErrorKind::AddrInUse => {
+            eprintln!(
+                "accelkv-server: memcached port {} is in use; memcached protocol off (give --memcached-port)",
+                addr(port)
+            );
+            return Ok((None, None));
+        }
+        Err(e) => {
+            return Err(format!(
+                "cannot listen for memcached on {}: {e}",
+                addr(port)
+            ))
+        }
+    };
+    if !settings.memcached_udp {
+        return Ok((Some(tcp), None));
+    }
+    let at = tcp.local_addr().map_err(|e| e.to_string())?;
+    let udp = std::net::UdpSocket::bind(at)
+        .map_err(|e| format!("cannot listen for memcached UDP on {at}: {e}"))?;
+    Ok((Some(tcp), Some(udp)))
 }

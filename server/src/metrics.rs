@@ -23,6 +23,10 @@ pub fn prometheus(sh: &Shared) -> String {
         ("accelkv_busy_total", m.busy.load(Ordering::Relaxed)),
         ("accelkv_frames_total", m.sum(|h| &h.frames)),
         ("accelkv_resp_commands_total", m.sum(|h| &h.resp_commands)),
+        (
+            "accelkv_memcached_commands_total",
+            m.sum(|h| &h.memcached_commands),
+        ),
         ("accelkv_udp_datagrams_total", m.sum(|h| &h.udp_datagrams)),
         (
             "accelkv_bad_input_total",

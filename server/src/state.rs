@@ -53,6 +53,8 @@ pub struct Hot {
     pub ops: [AtomicU64; 9],
     pub frames: AtomicU64,
     pub resp_commands: AtomicU64,
+    /// memcached commands (text and meta, TCP and UDP).
+    pub memcached_commands: AtomicU64,
     pub udp_datagrams: AtomicU64,
 }
 
@@ -107,11 +109,12 @@ impl Metrics {
     /// histograms (every loop's).
     pub fn reset(&self) {
         for h in self.hot.iter() {
-            for c in h
-                .ops
-                .iter()
-                .chain([&h.frames, &h.resp_commands, &h.udp_datagrams])
-            {
+            for c in h.ops.iter().chain([
+                &h.frames,
+                &h.resp_commands,
+                &h.memcached_commands,
+                &h.udp_datagrams,
+            ]) {
                 c.store(0, Ordering::Relaxed);
             }
         }
@@ -165,6 +168,9 @@ pub struct Shared {
     pub started: Instant,
     /// Keys the active expiry sweep removed (INFO's `expired_keys`).
     pub expired_keys: AtomicU64,
+    /// A memcached `flush_all <delay>` pending: when it clears the store (ms since the Unix
+    /// epoch; 0: none). The sweep thread runs it; a later `flush_all` replaces it.
+    pub mc_flush_at: AtomicU64,
     /// The RESP connections (CLIENT LIST/KILL).
     pub clients: Arc<crate::clients::Clients>,
 }
@@ -229,6 +235,7 @@ impl Shared {
             next_client: AtomicU64::new(1),
             started: Instant::now(),
             expired_keys: AtomicU64::new(0),
+            mc_flush_at: AtomicU64::new(0),
             clients: Arc::default(),
             settings,
         }))

@@ -411,7 +411,7 @@ mod tests {
                             );
                             match e {
                                 Effect::Keep | Effect::SetDeadline(_) => {}
-                                Effect::Set(v, _) => {
+                                Effect::Set(v, _) | Effect::SetItem(v, ..) => {
                                     model.insert(key.clone(), v.into_owned());
                                 }
                                 Effect::Remove => {

@@ -27,6 +27,7 @@ pub fn run(sh: Arc<Shared>, stop: Arc<AtomicBool>) {
     let mut cursor: Vec<u8> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(TICK);
+        crate::mc_admin::run_due_flush(&sh);
         if sh.store.expiring_len() == 0 {
             cursor.clear();
             continue;

@@ -3,7 +3,9 @@
 //! ([`vector`]). The reservation station (`station.rs`) runs them atomically per key; the
 //! protocols (`exec.rs`, `resp_cmd.rs`) decode into them and encode their [`Outcome`]s.
 
+pub mod memcache;
 pub mod vector;
 pub mod write;
 
+pub use memcache::{McCond, McTtl, McWrite};
 pub use write::{Cond, Effect, ExpireCond, Failure, Outcome, Ttl, Write};

@@ -142,6 +142,9 @@ pub enum Write<'a> {
         /// The value set.
         new: Cow<'a, [u8]>,
     },
+    /// A memcached write or versioned read (ops/memcache.rs), which also sees and sets the
+    /// item's client flags and compares its CAS unique.
+    Mc(super::memcache::McWrite<'a>),
     /// A KV-Direct vector operation on a present key.
     Vector {
         /// Which operation.
@@ -162,8 +165,12 @@ pub enum Write<'a> {
 pub enum Effect<'a> {
     /// Leaves it.
     Keep,
-    /// Replaces it (inserting the key if absent), and sets or keeps the deadline.
+    /// Replaces it (inserting the key if absent), and sets or keeps the deadline. Setting a
+    /// deadline replaces the value wholesale, so the client flags go back to 0; keeping it
+    /// (an in-place change) keeps them.
     Set(Cow<'a, [u8]>, Ttl),
+    /// Replaces it with this deadline (0: none) and these client flags (memcached).
+    SetItem(Cow<'a, [u8]>, u64, u32),
     /// Keeps the value (the key is present) and sets its deadline (0: none).
     SetDeadline(u64),
     /// Removes the key.
@@ -185,6 +192,10 @@ pub enum Outcome {
     Deadline(Option<u64>),
     /// Fetch-and-add: the original 8 bytes.
     Fetched([u8; 8]),
+    /// memcached incr/decr: the new value.
+    Uint(u64),
+    /// A memcached versioned read: the item.
+    Item(Box<super::memcache::McItem>),
     /// A vector operation's reply.
     Bytes(Vec<u8>),
     /// CAS found another value (`absent`: no value at all).
@@ -234,6 +245,9 @@ impl<'a> Write<'a> {
     /// Whether the outcome depends on the current value (false: the station need not read
     /// the key).
     pub fn reads(&self) -> bool {
+        if let Write::Mc(m) = self {
+            return m.reads();
+        }
         !matches!(
             self,
             Write::Put(_)
@@ -252,6 +266,7 @@ impl<'a> Write<'a> {
         let own = |c: Cow<'a, [u8]>| Cow::Owned(c.into_owned());
         match self {
             Write::Put(v) => Write::Put(own(v)),
+            Write::Mc(m) => Write::Mc(m.into_owned()),
             Write::Set {
                 value,
                 cond,
@@ -307,9 +322,25 @@ impl<'a> Write<'a> {
         }
     }
 
+    /// [`Write::apply`] on the key's whole current item: its value, deadline, client flags
+    /// and (for a memcached write that compares or answers it) CAS unique. What the
+    /// reservation station calls.
+    pub fn apply_item(
+        self,
+        cur: &super::memcache::Current<'_>,
+        registry: &Registry,
+        max_value: usize,
+    ) -> (Effect<'a>, Outcome) {
+        match self {
+            Write::Mc(m) => m.apply(cur, max_value),
+            w => w.apply(cur.value, cur.deadline, registry, max_value),
+        }
+    }
+
     /// Runs the write on the key's current value `cur` (`None`: absent; always `None` when
     /// [`Write::reads`] is false) and its deadline `deadline` (0: none): its effect and its
-    /// answer. `max_value` bounds what APPEND and SETRANGE may grow a value to.
+    /// answer. `max_value` bounds what APPEND and SETRANGE may grow a value to. A memcached
+    /// write sees flags 0 and CAS unique 0 here: [`Write::apply_item`] gives it the item's.
     pub fn apply(
         self,
         cur: Option<&[u8]>,
@@ -322,6 +353,15 @@ impl<'a> Write<'a> {
         let modify = |v: Vec<u8>| Effect::Set(Cow::Owned(v), Ttl::Keep);
         let past = |d: u64| d != 0 && d <= accelkv_tree::now_ms();
         match self {
+            Write::Mc(m) => {
+                let cur = super::memcache::Current {
+                    value: cur,
+                    deadline,
+                    flags: 0,
+                    version: 0,
+                };
+                m.apply(&cur, max_value)
+            }
             Write::Expire {
                 deadline: new,
                 cond,
@@ -553,7 +593,7 @@ mod tests {
         let (e, o) = w.apply(cur, 0, &Registry::default(), 1 << 20);
         let e = match e {
             Effect::Keep | Effect::SetDeadline(_) => None,
-            Effect::Set(v, _) => Some(Some(v.into_owned())),
+            Effect::Set(v, _) | Effect::SetItem(v, ..) => Some(Some(v.into_owned())),
             Effect::Remove => Some(None),
         };
         (e, o)
@@ -565,7 +605,7 @@ mod tests {
         let e = match e {
             Effect::Keep => "keep".to_string(),
             Effect::Set(_, Ttl::Keep) => "set keep-ttl".to_string(),
-            Effect::Set(_, Ttl::Set(d)) => format!("set ttl {d}"),
+            Effect::Set(_, Ttl::Set(d)) | Effect::SetItem(_, d, _) => format!("set ttl {d}"),
             Effect::SetDeadline(d) => format!("deadline {d}"),
             Effect::Remove => "remove".to_string(),
         };

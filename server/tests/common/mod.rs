@@ -15,6 +15,8 @@ pub struct Server {
     pub bin: SocketAddr,
     pub resp: SocketAddr,
     pub admin: SocketAddr,
+    /// The memcached port (every test server has one, on a free port).
+    pub memcached: SocketAddr,
 }
 
 impl Server {
@@ -34,6 +36,8 @@ impl Server {
                 "0",
                 "--admin-port",
                 "0",
+                "--memcached-port",
+                "auto",
                 "--engine-threads",
                 "1",
             ])
@@ -62,6 +66,12 @@ impl Server {
             bin: addr("tcp+udp "),
             resp: addr("resp "),
             admin: addr("admin http "),
+            // "memcached tcp ADDR" or "memcached tcp+udp ADDR"
+            memcached: if line.contains("memcached tcp+udp ") {
+                addr("memcached tcp+udp ")
+            } else {
+                addr("memcached tcp ")
+            },
             child,
         }
     }

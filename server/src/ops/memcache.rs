@@ -1,0 +1,419 @@
+//! What memcached's writes do to an item, apart from how they arrive: storage commands with
+//! their flags, exptime and CAS check, append/prepend, incr/decr (unsigned 64-bit, wrapping
+//! on incr and stopping at 0 on decr, as memcached), delete with a CAS check, and reads that
+//! answer an item's flags, deadline and CAS unique. The reservation station runs them like
+//! any other [`super::Write`] (`Write::Mc`), so they are ordered with RESP's and the binary
+//! protocol's writes of the same key.
+//!
+//! An item's CAS unique is its key's version in the tree (`Store::key_version`): it changes
+//! whenever the item does. It may also change when the key's leaf is rebuilt, which makes a
+//! `cas` answer `EXISTS` spuriously, never store over a change it did not see.
+
+use super::write::{Effect, Failure, Outcome};
+use std::borrow::Cow;
+
+/// When a memcached storage command applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum McCond {
+    /// `set`, `cas`, `ms` (mode S).
+    Always,
+    /// `add`, `ms ME`: only if absent.
+    IfAbsent,
+    /// `replace`, `ms MR`: only if present.
+    IfPresent,
+}
+
+/// An item's new deadline: none, already past (the item is gone at once), or this
+/// millisecond since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum McTtl {
+    Never,
+    Past,
+    At(u64),
+}
+
+impl McTtl {
+    fn deadline(self) -> u64 {
+        match self {
+            McTtl::Never => 0,
+            McTtl::Past => 1, // 1 ms after the epoch: expired for every reader
+            McTtl::At(d) => d,
+        }
+    }
+}
+
+/// One memcached write (or versioned read).
+#[derive(Clone, Debug)]
+pub enum McWrite<'a> {
+    /// `set`/`add`/`replace`/`cas`, `ms`: store `value` with `flags` and `ttl`.
+    Store {
+        value: Cow<'a, [u8]>,
+        flags: u32,
+        ttl: McTtl,
+        cond: McCond,
+        /// Store only if the item's CAS unique is this (absent: `NOT_FOUND`).
+        cas: Option<u64>,
+    },
+    /// `append`/`prepend`, `ms MA|MP`: add `data` to a present item, keeping its flags and
+    /// deadline.
+    Concat {
+        data: Cow<'a, [u8]>,
+        prepend: bool,
+        cas: Option<u64>,
+    },
+    /// `incr`/`decr`, `ma`: the value as an unsigned decimal, plus or minus `delta`.
+    Arith {
+        delta: u64,
+        incr: bool,
+        cas: Option<u64>,
+        /// `ma N<ttl> J<initial>`: on a miss, create the item with this value and TTL.
+        vivify: Option<(u64, McTtl)>,
+    },
+    /// `delete`, `md`: remove a present item.
+    Delete { cas: Option<u64> },
+    /// `touch`, `gat`, `mg T`: set a present item's deadline.
+    Touch { ttl: McTtl },
+    /// `gets`, `gats`, `mg` asking for its CAS or TTL: the item as it is now (after `touch`,
+    /// when given), ordered with the writes of its key.
+    Read { touch: Option<McTtl> },
+}
+
+/// An item as a versioned read found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McItem {
+    pub value: Vec<u8>,
+    pub flags: u32,
+    /// ms since the Unix epoch; 0: none.
+    pub deadline: u64,
+    pub cas: u64,
+}
+
+/// The key's state a memcached write runs on.
+pub struct Current<'c> {
+    pub value: Option<&'c [u8]>,
+    pub deadline: u64,
+    pub flags: u32,
+    /// The CAS unique (only computed when [`McWrite::needs_version`]).
+    pub version: u64,
+}
+
+impl<'a> McWrite<'a> {
+    /// Whether the write compares or answers the item's CAS unique.
+    pub fn needs_version(&self) -> bool {
+        match self {
+            McWrite::Store { cas, .. }
+            | McWrite::Concat { cas, .. }
+            | McWrite::Arith { cas, .. }
+            | McWrite::Delete { cas } => cas.is_some(),
+            McWrite::Touch { .. } => false,
+            McWrite::Read { .. } => true,
+        }
+    }
+
+    /// Whether the outcome depends on the current item (all but a plain `set`).
+    pub fn reads(&self) -> bool {
+        !matches!(
+            self,
+            McWrite::Store {
+                cond: McCond::Always,
+                cas: None,
+                ..
+            }
+        )
+    }
+
+    /// The same write owning its operands.
+    pub fn into_owned(self) -> McWrite<'static> {
+        let own = |c: Cow<'a, [u8]>| Cow::Owned(c.into_owned());
+        match self {
+            McWrite::Store {
+                value,
+                flags,
+                ttl,
+                cond,
+                cas,
+            } => McWrite::Store {
+                value: own(value),
+                flags,
+                ttl,
+                cond,
+                cas,
+            },
+            McWrite::Concat { data, prepend, cas } => McWrite::Concat {
+                data: own(data),
+                prepend,
+                cas,
+            },
+            McWrite::Arith {
+                delta,
+                incr,
+                cas,
+                vivify,
+            } => McWrite::Arith {
+                delta,
+                incr,
+                cas,
+                vivify,
+            },
+            McWrite::Delete { cas } => McWrite::Delete { cas },
+            McWrite::Touch { ttl } => McWrite::Touch { ttl },
+            McWrite::Read { touch } => McWrite::Read { touch },
+        }
+    }
+
+    /// Runs the write on the key's current item: its effect and its answer. `Skipped` is
+    /// memcached's `NOT_STORED`/`NOT_FOUND`, `Mismatch` its `EXISTS` (or `NOT_FOUND` when
+    /// absent), `Uint` incr/decr's new value, `Item` a read's item.
+    pub fn apply(self, cur: &Current<'_>, max_value: usize) -> (Effect<'a>, Outcome) {
+        let keep = |o: Outcome| (Effect::Keep, o);
+        let cas_fails = |cas: Option<u64>| match cas {
+            Some(_) if cur.value.is_none() => Some(Outcome::Mismatch { absent: true }),
+            Some(c) if c != cur.version => Some(Outcome::Mismatch { absent: false }),
+            _ => None,
+        };
+        match self {
+            McWrite::Store {
+                value,
+                flags,
+                ttl,
+                cond,
+                cas,
+            } => {
+                if let Some(o) = cas_fails(cas) {
+                    return keep(o);
+                }
+                let applies = match cond {
+                    McCond::Always => true,
+                    McCond::IfAbsent => cur.value.is_none(),
+                    McCond::IfPresent => cur.value.is_some(),
+                };
+                if !applies {
+                    return keep(Outcome::Skipped);
+                }
+                match ttl {
+                    McTtl::Past => (Effect::Remove, Outcome::Done),
+                    _ => (Effect::SetItem(value, ttl.deadline(), flags), Outcome::Done),
+                }
+            }
+            McWrite::Concat { data, prepend, cas } => {
+                if let Some(o) = cas_fails(cas) {
+                    return keep(o);
+                }
+                let Some(old) = cur.value else {
+                    return keep(Outcome::Skipped);
+                };
+                if old.len() + data.len() > max_value {
+                    return keep(Outcome::Failed(Failure::TooLarge));
+                }
+                let mut new = Vec::with_capacity(old.len() + data.len());
+                if prepend {
+                    new.extend_from_slice(&data);
+                    new.extend_from_slice(old);
+                } else {
+                    new.extend_from_slice(old);
+                    new.extend_from_slice(&data);
+                }
+                let e = Effect::SetItem(Cow::Owned(new), cur.deadline, cur.flags);
+                (e, Outcome::Done)
+            }
+            McWrite::Arith {
+                delta,
+                incr,
+                cas,
+                vivify,
+            } => {
+                let Some(old) = cur.value else {
+                    return match (cas, vivify) {
+                        (None, Some((initial, ttl))) => {
+                            let v = Cow::Owned(initial.to_string().into_bytes());
+                            (
+                                Effect::SetItem(v, ttl.deadline(), 0),
+                                Outcome::Uint(initial),
+                            )
+                        }
+                        (Some(_), _) => keep(Outcome::Mismatch { absent: true }),
+                        (None, None) => keep(Outcome::Skipped),
+                    };
+                };
+                if let Some(o) = cas_fails(cas) {
+                    return keep(o);
+                }
+                let Some(n) = parse_u64(old) else {
+                    return keep(Outcome::Failed(Failure::NotInteger));
+                };
+                let n = if incr {
+                    n.wrapping_add(delta)
+                } else {
+                    n.saturating_sub(delta)
+                };
+                let v = Cow::Owned(n.to_string().into_bytes());
+                (
+                    Effect::SetItem(v, cur.deadline, cur.flags),
+                    Outcome::Uint(n),
+                )
+            }
+            McWrite::Delete { cas } => {
+                if let Some(o) = cas_fails(cas) {
+                    return keep(o);
+                }
+                match cur.value {
+                    None => keep(Outcome::Skipped),
+                    Some(_) => (Effect::Remove, Outcome::Done),
+                }
+            }
+            McWrite::Touch { ttl } => match (cur.value, ttl) {
+                (None, _) => keep(Outcome::Skipped),
+                (Some(_), McTtl::Past) => (Effect::Remove, Outcome::Done),
+                (Some(_), t) => (Effect::SetDeadline(t.deadline()), Outcome::Done),
+            },
+            McWrite::Read { touch } => {
+                let Some(v) = cur.value else {
+                    return keep(Outcome::Skipped);
+                };
+                let mut item = McItem {
+                    value: v.to_vec(),
+                    flags: cur.flags,
+                    deadline: cur.deadline,
+                    cas: cur.version,
+                };
+                match touch {
+                    None => keep(Outcome::Item(Box::new(item))),
+                    Some(McTtl::Past) => (Effect::Remove, Outcome::Item(Box::new(item))),
+                    Some(t) => {
+                        item.deadline = t.deadline();
+                        let d = item.deadline;
+                        (Effect::SetDeadline(d), Outcome::Item(Box::new(item)))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// memcached's incr/decr operand: the value's leading decimal digits, at most 20 of them and
+/// fitting in 64 bits; anything else (empty, a sign, letters first) is not a number.
+fn parse_u64(v: &[u8]) -> Option<u64> {
+    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    // memcached (strtoull) accepts trailing spaces, as incr leaves them after a shrink.
+    if digits == 0 || v[digits..].iter().any(|&b| b != b' ') {
+        return None;
+    }
+    std::str::from_utf8(&v[..digits]).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cur<'c>(v: Option<&'c [u8]>, version: u64) -> Current<'c> {
+        Current {
+            value: v,
+            deadline: 0,
+            flags: 9,
+            version,
+        }
+    }
+
+    fn outcome(w: McWrite<'_>, c: &Current<'_>) -> Outcome {
+        w.apply(c, 1 << 20).1
+    }
+
+    #[test]
+    fn cas_compares_the_version_and_tells_absent_from_changed() {
+        let store = |cas| McWrite::Store {
+            value: Cow::Borrowed(b"x"),
+            flags: 1,
+            ttl: McTtl::Never,
+            cond: McCond::Always,
+            cas: Some(cas),
+        };
+        assert_eq!(outcome(store(7), &cur(Some(b"a"), 7)), Outcome::Done);
+        assert_eq!(
+            outcome(store(6), &cur(Some(b"a"), 7)),
+            Outcome::Mismatch { absent: false }
+        );
+        assert_eq!(
+            outcome(store(7), &cur(None, 7)),
+            Outcome::Mismatch { absent: true }
+        );
+    }
+
+    #[test]
+    fn incr_wraps_decr_stops_at_zero_and_text_is_refused() {
+        let arith = |delta, incr| McWrite::Arith {
+            delta,
+            incr,
+            cas: None,
+            vivify: None,
+        };
+        let max = u64::MAX.to_string();
+        assert_eq!(
+            outcome(arith(2, true), &cur(Some(max.as_bytes()), 1)),
+            Outcome::Uint(1)
+        );
+        assert_eq!(
+            outcome(arith(5, false), &cur(Some(b"3"), 1)),
+            Outcome::Uint(0)
+        );
+        assert_eq!(
+            outcome(arith(1, true), &cur(Some(b"10  "), 1)),
+            Outcome::Uint(11)
+        );
+        assert_eq!(
+            outcome(arith(1, true), &cur(Some(b"abc"), 1)),
+            Outcome::Failed(Failure::NotInteger)
+        );
+        assert_eq!(
+            outcome(arith(1, true), &cur(Some(b"-1"), 1)),
+            Outcome::Failed(Failure::NotInteger)
+        );
+        assert_eq!(outcome(arith(1, true), &cur(None, 1)), Outcome::Skipped);
+    }
+
+    #[test]
+    fn append_keeps_flags_and_deadline_and_needs_an_item() {
+        let c = Current {
+            value: Some(b"ab"),
+            deadline: 77,
+            flags: 5,
+            version: 1,
+        };
+        let w = McWrite::Concat {
+            data: Cow::Borrowed(b"c"),
+            prepend: true,
+            cas: None,
+        };
+        match w.apply(&c, 100).0 {
+            Effect::SetItem(v, 77, 5) => assert_eq!(&*v, b"cab"),
+            e => panic!("{e:?}"),
+        }
+        let w = McWrite::Concat {
+            data: Cow::Borrowed(b"c"),
+            prepend: false,
+            cas: None,
+        };
+        assert_eq!(outcome(w, &cur(None, 1)), Outcome::Skipped);
+    }
+
+    #[test]
+    fn add_and_replace_follow_presence_and_a_past_ttl_removes() {
+        let store = |cond, ttl| McWrite::Store {
+            value: Cow::Borrowed(b"x"),
+            flags: 0,
+            ttl,
+            cond,
+            cas: None,
+        };
+        assert_eq!(
+            outcome(store(McCond::IfAbsent, McTtl::Never), &cur(Some(b"a"), 1)),
+            Outcome::Skipped
+        );
+        assert_eq!(
+            outcome(store(McCond::IfPresent, McTtl::Never), &cur(None, 1)),
+            Outcome::Skipped
+        );
+        let (e, o) = store(McCond::Always, McTtl::Past).apply(&cur(Some(b"a"), 1), 10);
+        assert!(matches!(e, Effect::Remove));
+        assert_eq!(o, Outcome::Done);
+    }
+}
