@@ -2,7 +2,8 @@
 //! the Redis clients people use, each running the same scripted session from its own
 //! directory — redis-py (RESP2 and RESP3, with and without hiredis), go-redis v9 (RESP2 and
 //! RESP3), ioredis and node-redis v4, Jedis 5 (RESP2 and RESP3) — plus `redis-cli --pipe`
-//! mass insertion and redis-benchmark's tests of the commands accelkv serves.
+//! mass insertion and redis-benchmark's tests of the commands accelkv serves; and on the
+//! memcached port, pymemcache and gomemcache, and memcslap from libmemcached-tools.
 //!
 //! A client whose toolchain or prepared dependencies are missing is skipped with a note,
 //! except under CI (`CI` set), where `.ci/run` prepares every one and a skip is a failure.
@@ -42,6 +43,7 @@ fn run(client: &str, srv: &Server, dir: &Path, cmd: &mut Command) {
     let out = cmd
         .current_dir(dir)
         .env("ACCELKV_RESP_ADDR", srv.resp.to_string())
+        .env("ACCELKV_MEMCACHED_ADDR", srv.memcached.to_string())
         .env("ACCELKV_PASSWORD", "pw")
         .output()
         .unwrap_or_else(|e| panic!("{client}: {e}"));
@@ -84,8 +86,72 @@ fn go_redis() {
         "go-redis",
         &srv,
         &clients_dir().join("go"),
-        Command::new("go").args(["test", "-count=1", "-v", "./..."]),
+        Command::new("go").args(["test", "-count=1", "-v", "."]),
     );
+}
+
+#[test]
+fn pymemcache() {
+    let ok = Command::new("python3")
+        .args(["-c", "import pymemcache"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        return unprepared("pymemcache", "python3 with pymemcache not installed");
+    }
+    let srv = Server::start(&[]);
+    let port = srv.memcached.port().to_string();
+    run(
+        "pymemcache",
+        &srv,
+        &clients_dir().join("python"),
+        Command::new("python3").args(["memcached_session.py", &port]),
+    );
+}
+
+#[test]
+fn gomemcache() {
+    if !have("go", "version") {
+        return unprepared("gomemcache", "go not installed");
+    }
+    let srv = Server::start(&[]);
+    run(
+        "gomemcache",
+        &srv,
+        &clients_dir().join("go"),
+        Command::new("go").args(["test", "-count=1", "-v", "./memcache/"]),
+    );
+}
+
+/// memcslap (libmemcached-tools), memcached's own load tool, sets and gets against the port
+/// and must report no failures.
+#[test]
+fn memcslap() {
+    if !have("memcslap", "--version") {
+        return unprepared("memcslap", "memcslap (libmemcached-tools) not installed");
+    }
+    let srv = Server::start(&[]);
+    let servers = format!("--servers={}", srv.memcached);
+    for test in ["set", "get"] {
+        let out = Command::new("memcslap")
+            .args([
+                &servers,
+                &format!("--test={test}"),
+                "--concurrency=4",
+                "--execute-number=2000",
+            ])
+            .output()
+            .expect("memcslap");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "memcslap --test={test}:\n{text}");
+        assert!(!text.to_lowercase().contains("failure"), "{text}");
+        eprintln!("memcslap --test={test}:\n{text}");
+    }
 }
 
 #[test]

@@ -2,7 +2,10 @@ module accelkv.dev/clients/go
 
 go 1.22
 
-require github.com/redis/go-redis/v9 v9.7.0
+require (
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
+	github.com/redis/go-redis/v9 v9.7.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.2.0 // indirect
