@@ -124,14 +124,26 @@ fn gomemcache() {
     );
 }
 
-/// memcslap (libmemcached-tools), memcached's own load tool, sets and gets against the port
-/// and must report no failures.
+/// libmemcached-tools against the port: memccapable's protocol conformance tests (every
+/// ASCII test must pass, as they do against memcached 1.6), and memcslap, memcached's own
+/// load tool, setting and getting with no failure.
 #[test]
-fn memcslap() {
+fn memccapable_and_memcslap() {
     if !have("memcslap", "--version") {
         return unprepared("memcslap", "memcslap (libmemcached-tools) not installed");
     }
     let srv = Server::start(&[]);
+    let port = srv.memcached.port().to_string();
+    let out = Command::new("memccapable")
+        .args(["-h", "127.0.0.1", "-p", &port, "-a"])
+        .output()
+        .expect("memccapable");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && text.contains("All tests passed"),
+        "memccapable -a:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let servers = format!("--servers={}", srv.memcached);
     for test in ["set", "get"] {
         let out = Command::new("memcslap")

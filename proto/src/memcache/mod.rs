@@ -294,17 +294,17 @@ pub fn parse<'a>(
                 noreply,
             }
         }
-        b"version" => {
-            end(&mut toks, after)?;
-            Command::Version
-        }
+        // memcached 1.6 answers `version` whatever follows it.
+        b"version" => Command::Version,
+        // One or two arguments (a level, which memcached reads with strtoul and so never
+        // refuses, and `noreply`); anything else is an unknown command, as memcached's.
         b"verbosity" => {
-            let mut rest: [Option<&[u8]>; 3] = [toks.next(), toks.next(), toks.next()];
-            let noreply = take_noreply(&mut rest);
+            let rest: [Option<&[u8]>; 3] = [toks.next(), toks.next(), toks.next()];
             match rest {
-                [Some(l), None, None] if parse_num::<u32>(l).is_some() => {}
-                _ => return Err(client(BAD_FORMAT, after)),
+                [Some(_), None, None] | [Some(_), Some(_), None] => {}
+                _ => return Err(McError::Unknown { skip: after }),
             }
+            let noreply = rest[..2].iter().flatten().last() == Some(&b"noreply".as_slice());
             Command::Verbosity { noreply }
         }
         b"stats" => Command::Stats { args: toks },
