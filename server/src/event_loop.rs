@@ -423,7 +423,7 @@ impl Loop {
         let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        if matches!(c.proto, Proto::Resp(_))
+        if matches!(c.proto, Proto::Resp(_) | Proto::Memcached(_))
             && !c.closing
             && !c.eof
             && !c.held()

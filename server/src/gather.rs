@@ -1,5 +1,6 @@
 //! Gather: once per loop turn, the GETs at the head of every ready RESP connection's input
-//! become one read batch, run through the loop's read door (the interleaved walk) together,
+//! (and the one-key `get`s at the head of every memcached connection's) become one read
+//! batch, run through the loop's read door (the interleaved walk) together,
 //! so fifty clients sending one GET each are one window of fifty independent lookups, not
 //! fifty batches of one. Each connection's replies go straight into its output buffer, in
 //! its command order; whatever follows its GETs (writes, other commands, a GET after its own
@@ -15,7 +16,8 @@ use crate::conn::{Conn, Proto};
 use crate::reads::Reads;
 use crate::resp_batch::get_reply;
 use crate::state::{OpClass, Shared};
-use accelkv_engine::ReadRef;
+use accelkv_engine::{Found, ReadRef};
+use accelkv_proto::memcache::{self as mc, reply as mc_reply};
 use accelkv_proto::resp::{self, Version};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
@@ -33,7 +35,7 @@ const PER_TURN: usize = 1024;
 pub struct Gather {
     /// Per GET: its connection's slot, the key's offsets in that connection's input, and
     /// the connection's reply protocol.
-    keys: Vec<(usize, usize, usize, Version)>,
+    keys: Vec<(usize, usize, usize, Answer)>,
     /// Per connection that gave GETs: its slot, input bytes they span, how many.
     conns: Vec<(usize, usize, usize)>,
     spans: Vec<(usize, usize)>,
@@ -43,6 +45,31 @@ pub struct Gather {
     segs: Vec<(usize, usize)>,
     /// Per GET: whether it reached a leaf that lives only in the page file (not answered).
     missed: Vec<bool>,
+}
+
+/// How a gathered GET is answered.
+#[derive(Clone, Copy)]
+enum Answer {
+    Resp(Version),
+    /// A memcached `get` of one key: its `VALUE` block with the item's flags, then `END`.
+    Memcached,
+}
+
+/// The key of a memcached `get` of exactly one key at the front of `b`, as offsets, and
+/// the bytes the command takes; `None` for anything else (left to the connection's run).
+fn mc_get_one(b: &[u8], limits: &mc::McLimits) -> Option<((usize, usize), usize)> {
+    if !b.starts_with(b"get ") {
+        return None;
+    }
+    let Ok(Some((mc::Command::Get { mut keys, .. }, used))) = mc::parse(b, limits) else {
+        return None;
+    };
+    let key = keys.next()?;
+    if keys.next().is_some() {
+        return None;
+    }
+    let x = key.as_ptr() as usize - b.as_ptr() as usize;
+    Some(((x, x + key.len()), used))
 }
 
 /// Whether `b` starts with a RESP `GET` of one key (`*2\r\n$3\r\nGET\r\n`, any case): a
@@ -71,6 +98,7 @@ pub fn run(
         return;
     }
     let limits = &sh.settings.limits;
+    let mc_limits = &crate::mc::limits(sh);
     let max_out = sh.settings.max_output;
     let open = sh.settings.password.is_none();
     for &slot in ready {
@@ -80,6 +108,24 @@ pub fn run(
         let Some(c) = conns.get(slot).and_then(Option::as_ref) else {
             continue;
         };
+        if let Proto::Memcached(s) = &c.proto {
+            if c.closing || c.parked.is_some() || c.out.len() > max_out || !s.gatherable(open) {
+                continue;
+            }
+            let data = c.inb.data();
+            let (first, mut at) = (g.keys.len(), 0);
+            while g.keys.len() - first < PER_CONN && g.keys.len() < PER_TURN {
+                let Some(((x, y), used)) = mc_get_one(&data[at..], mc_limits) else {
+                    break;
+                };
+                g.keys.push((slot, at + x, at + y, Answer::Memcached));
+                at += used;
+            }
+            if g.keys.len() > first {
+                g.conns.push((slot, at, g.keys.len() - first));
+            }
+            continue;
+        }
         let Proto::Resp(s) = &c.proto else {
             continue;
         };
@@ -106,7 +152,7 @@ pub fn run(
             match resp::parse_command_spans(&data[at..], limits, &mut g.spans) {
                 Ok(Some(used)) if g.spans.len() == 2 => {
                     let (x, y) = g.spans[1];
-                    g.keys.push((slot, at + x, at + y, s.proto));
+                    g.keys.push((slot, at + x, at + y, Answer::Resp(s.proto)));
                     at += used;
                 }
                 _ => break, // incomplete or malformed: the normal run deals with it
@@ -150,7 +196,16 @@ pub fn run(
             &reqs,
             |j, found| {
                 let at = replies.len();
-                get_reply(replies, found, part[j].3, false);
+                match (part[j].3, &reqs[j]) {
+                    (Answer::Resp(ver), _) => get_reply(replies, found, ver, false),
+                    (Answer::Memcached, ReadRef::Get(key)) => {
+                        if let Found::Value(Some(v), flags) = found {
+                            mc_reply::value(replies, key, flags, v, None);
+                        }
+                        replies.extend_from_slice(b"END\r\n");
+                    }
+                    (Answer::Memcached, _) => replies.extend_from_slice(b"END\r\n"),
+                }
                 segs[base + j] = (at, replies.len());
             },
             |j| missed[base + j] = true,
@@ -158,6 +213,7 @@ pub fn run(
     }
     sh.release(n);
     let (mut next, mut answered) = (0, 0);
+    let (mut resp_commands, mut mc_commands) = (0, 0);
     for &(slot, used, k) in &g.conns {
         let span = next..next + k;
         next += k;
@@ -175,16 +231,21 @@ pub fn run(
             c.out.extend_from_slice(&g.replies[x..y]);
         }
         c.inb.consume(used);
-        if let Proto::Resp(s) = &mut c.proto {
-            s.reply_hint = (c.out.len() - before) / k;
+        match &mut c.proto {
+            Proto::Resp(s) => {
+                s.reply_hint = (c.out.len() - before) / k;
+                resp_commands += k as u64;
+            }
+            _ => mc_commands += k as u64,
         }
         sh.record_latency(start.elapsed());
     }
     sh.count_n(OpClass::Get, answered);
-    sh.metrics
-        .hot()
-        .resp_commands
-        .fetch_add(answered as u64, Ordering::Relaxed);
+    let hot = sh.metrics.hot();
+    hot.resp_commands
+        .fetch_add(resp_commands, Ordering::Relaxed);
+    hot.memcached_commands
+        .fetch_add(mc_commands, Ordering::Relaxed);
     if g.replies.capacity() > 4 << 20 {
         g.replies = Vec::new(); // do not keep a big batch's memory per loop
     }

@@ -43,6 +43,16 @@ pub struct McSession {
 }
 
 impl McSession {
+    /// Whether the loop's gathered batch may answer this connection's leading `get`s
+    /// (gather.rs): nothing of its own to wait for, nothing to swallow, authenticated.
+    pub fn gatherable(&self, open: bool) -> bool {
+        !self.quit
+            && self.unreleased == 0
+            && self.swallow == 0
+            && !self.datagram
+            && (open || self.authed)
+    }
+
     /// The session of one UDP datagram (`authed` when the server has no password).
     pub fn for_datagram(authed: bool) -> McSession {
         McSession {
