@@ -9,6 +9,8 @@
 #     with the server's context switches per request (from /proc/PID/task/*/status).
 #  2. net_bench: accelkv's binary protocol (TCP and UDP, 1/16/64 operations per frame) next
 #     to Redis and memcached pipelines, from one client thread.
+#  3. scripts/bench-memcached.sh: memcached -t 1 against accelkv's memcached port with one
+#     event loop, memaslap with 50 connections (GET, GET of 16 keys, SET).
 #
 # Usage: scripts/bench-servers.sh [rounds]      (default 3)
 set -euo pipefail
@@ -25,9 +27,9 @@ redis-server --port 16399 --save '' --appendonly no --bind 127.0.0.1 >/dev/null 
 pids+=($!); redis_pid=$!
 memcached -l 127.0.0.1 -p 11299 -U 0 -u root >/dev/null &
 pids+=($!)
-./target/release/accelkv-server --port 17707 --resp-port 17379 --admin-port 17708 >/dev/null 2>&1 &
+./target/release/accelkv-server --port 17707 --resp-port 17379 --admin-port 17708 --memcached-port off >/dev/null 2>&1 &
 pids+=($!); akv_pid=$!
-./target/release/accelkv-server --threads 1 --port 17717 --resp-port 17389 --admin-port 17718 >/dev/null 2>&1 &
+./target/release/accelkv-server --threads 1 --port 17717 --resp-port 17389 --admin-port 17718 --memcached-port off >/dev/null 2>&1 &
 pids+=($!); akv1_pid=$!
 sleep 1
 
@@ -78,3 +80,8 @@ echo
 echo "## net_bench (one client thread)"
 ./target/release/examples/net_bench --ops 100000 \
   --accelkv 127.0.0.1:17707 --redis 127.0.0.1:16399 --memcached 127.0.0.1:11299
+echo
+# Its own servers (ports 11297, 11298); the ones above are stopped first.
+cleanup
+pids=()
+scripts/bench-memcached.sh "$rounds"
