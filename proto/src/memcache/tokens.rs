@@ -67,10 +67,12 @@ fn is_get(buf: &[u8]) -> bool {
         .any(|p| buf.starts_with(p))
 }
 
-/// A key memcached's text protocol accepts: 1 to `max_key` bytes, none of them a space or
-/// a control character.
+/// A key memcached's text protocol accepts: 1 to `max_key` bytes. memcached 1.6 splits
+/// lines on spaces only, so it takes any other byte in a key (tabs and control characters
+/// too, which its documentation discourages and load tools such as memaslap send); so does
+/// this decoder. A line end cannot be inside a token.
 pub(crate) fn valid_key(k: &[u8], limits: &McLimits) -> bool {
-    !k.is_empty() && k.len() <= limits.max_key && k.iter().all(|&b| b > b' ' && b != 0x7f)
+    !k.is_empty() && k.len() <= limits.max_key && !k.iter().any(|&b| b == b' ' || b == b'\r')
 }
 
 /// A decimal number: digits only (a leading `-` for signed types), no overflow.
