@@ -137,8 +137,13 @@ pub fn run(
                         pos += skip;
                         s.swallow = swallow;
                         // memcached drops the old item too: a failed set must not leave a
-                        // stale value behind.
-                        if let Some(key) = too_large_key(&buf[pos - skip..pos]) {
+                        // stale value behind (only for a client allowed to write).
+                        let may_write = !s.datagram
+                            && (s.authed || sh.settings.password.is_none())
+                            && refused(sh, false).is_none();
+                        if let Some(key) =
+                            too_large_key(&buf[pos - skip..pos]).filter(|_| may_write)
+                        {
                             drop(write(sh, s, key, McWrite::Delete { cas: None }));
                         }
                     }

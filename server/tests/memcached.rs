@@ -411,6 +411,19 @@ fn with_a_password_memcached_ascii_auth_comes_first() {
         m.call(b"get a\r\n", b"END\r\n"),
         "VALUE a 0 1\r\nv\r\nEND\r\n"
     );
+    // A stranger's oversized set is refused without removing the item it names.
+    let mut stranger = Mc::new(&srv);
+    let mut req = b"set a 0 0 1048577\r\n".to_vec();
+    req.extend_from_slice(&vec![b'x'; (1 << 20) + 1]);
+    req.extend_from_slice(b"\r\n");
+    assert_eq!(
+        stranger.call(&req, b"\r\n"),
+        "SERVER_ERROR object too large for cache\r\n"
+    );
+    assert_eq!(
+        m.call(b"get a\r\n", b"END\r\n"),
+        "VALUE a 0 1\r\nv\r\nEND\r\n"
+    );
 }
 
 #[test]
