@@ -31,8 +31,9 @@ struct KeyState<'b> {
     flushed: u64,
 }
 
-/// One write of an atomic batch: the key and its new value and deadline (`None`: removed).
-type Item<'a> = (&'a [u8], Option<(&'a [u8], u64)>);
+/// One write of an atomic batch: the key and its new value, deadline and client flags
+/// (`None`: removed).
+type Item<'a> = accelkv_tree::BatchEntry<'a>;
 
 /// The keys of one burst, in order of first appearance.
 #[derive(Default)]
@@ -187,7 +188,10 @@ impl<'b> Burst<'b> {
             .map(|(i, k)| {
                 (
                     i,
-                    (k.key.as_ref(), k.value.as_deref().map(|v| (v, k.deadline))),
+                    (
+                        k.key.as_ref(),
+                        k.value.as_deref().map(|v| (v, k.deadline, k.flags)),
+                    ),
                 )
             })
             .collect();
@@ -199,7 +203,7 @@ impl<'b> Burst<'b> {
             .tree_writes
             .fetch_add(dirty.len() as u64, Ordering::Relaxed);
         let items: Vec<Item<'_>> = dirty.iter().map(|d| d.1).collect();
-        match store.write_batch_expiring_unwaited(&items) {
+        match store.write_batch_items_unwaited(&items) {
             Ok(b) => {
                 for ((i, _), r) in dirty.iter().zip(b.results) {
                     errors[*i] = r.err();

@@ -225,6 +225,14 @@ fn one_keyspace_with_resp_and_flags_survive_resp_reads() {
         m.call(b"get shared\r\n", b"END\r\n"),
         "VALUE shared 42 6\r\nhello!\r\nEND\r\n"
     );
+    // So does one inside a transaction (its writes go back as one atomic batch).
+    r.str(&["MULTI"]);
+    r.str(&["APPEND", "shared", "?"]);
+    r.str(&["EXEC"]);
+    assert_eq!(
+        m.call(b"get shared\r\n", b"END\r\n"),
+        "VALUE shared 42 7\r\nhello!?\r\nEND\r\n"
+    );
     r.str(&["SET", "shared", "x"]);
     assert_eq!(
         m.call(b"get shared\r\n", b"END\r\n"),

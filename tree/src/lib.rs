@@ -50,4 +50,6 @@ pub use mirror::{ItemSink, MirrorStats, PageItem, PageOf, Pager};
 pub use raw::{Raw, RemapSubscription, WriteObserver, ROOT_LID};
 pub use remap::{Chunk, Remap, RemapFeed};
 pub use store::ExpiredStep;
-pub use store::{Batch, BatchItem, LeafImage, Snapshot, Stats, Store, VersionView, Write};
+pub use store::{
+    Batch, BatchEntry, BatchItem, LeafImage, Snapshot, Stats, Store, VersionView, Write,
+};

@@ -42,6 +42,10 @@ pub struct Write {
 /// its deadline (0: none), or `None` to delete it.
 pub type BatchItem<'a> = (&'a [u8], Option<(&'a [u8], u64)>);
 
+/// One write of an atomic batch with client flags: the key, and its new value, deadline (0:
+/// none) and flags (0: none), or `None` to delete it.
+pub type BatchEntry<'a> = (&'a [u8], Option<(&'a [u8], u64, u32)>);
+
 /// What an atomic batch did; see [`Store::write_batch`].
 #[derive(Clone, Debug)]
 pub struct Batch {
@@ -433,6 +437,15 @@ impl Store {
 
     /// [`Store::write_batch_unwaited`] whose values carry deadlines (0: none).
     pub fn write_batch_expiring_unwaited(&self, items: &[BatchItem<'_>]) -> Result<Batch> {
+        let with: Vec<BatchEntry<'_>> = items
+            .iter()
+            .map(|(k, v)| (*k, v.map(|(v, d)| (v, d, 0))))
+            .collect();
+        self.write_batch_items_unwaited(&with)
+    }
+
+    /// [`Store::write_batch_expiring_unwaited`] whose values also carry client flags.
+    pub fn write_batch_items_unwaited(&self, items: &[BatchEntry<'_>]) -> Result<Batch> {
         if items.len() > crate::MAX_BATCH {
             return Err(Error::BatchTooLarge {
                 len: items.len(),
@@ -444,9 +457,9 @@ impl Store {
         for (k, v) in items {
             let ok = self
                 .check_key(k)
-                .and_then(|()| v.map_or(Ok(()), |(v, _)| self.check_value(v)));
+                .and_then(|()| v.map_or(Ok(()), |(v, ..)| self.check_value(v)));
             if ok.is_ok() {
-                ops.push((*k, v.map_or(Op::Delete, |(v, d)| Op::Put(v, d, 0))));
+                ops.push((*k, v.map_or(Op::Delete, |(v, d, f)| Op::Put(v, d, f))));
             }
             checked.push(ok);
         }
