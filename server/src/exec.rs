@@ -495,7 +495,7 @@ fn answer_of(sh: &Shared, d: Done) -> Answer {
         Ok(Outcome::Old(b)) => Answer::Bytes(b.unwrap_or_default()),
         Ok(Outcome::Int(n)) => Answer::Bytes(n.to_le_bytes().to_vec()),
         // memcached outcomes (the binary protocol sends no memcached write).
-        Ok(Outcome::Uint(n)) => Answer::Word(n.to_le_bytes()),
+        Ok(Outcome::Uint(n) | Outcome::Created(n)) => Answer::Word(n.to_le_bytes()),
         Ok(Outcome::Item(i)) => Answer::Bytes(i.value),
         Ok(Outcome::Deadline(Some(d))) => Answer::Word(d.to_le_bytes()),
         Ok(Outcome::Deadline(None)) => Answer::Fail(Status::NotFound, String::new()),

@@ -74,9 +74,10 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
                 cas: item.cas,
                 ttl: ttl_secs(item.deadline),
             };
+            // Quiet mode hides only the miss (`EN`), as memcached's.
             if f.ret_value {
                 reply::meta(out, "VA", f, m.key, Some(&info), Some(&item.value));
-            } else if !f.quiet {
+            } else {
                 reply::meta(out, "HD", f, m.key, Some(&info), None);
             }
         }
@@ -125,7 +126,6 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
                 Ok(Outcome::Done) if f.quiet => {}
                 Ok(Outcome::Done) => code(out, "HD"),
                 Ok(Outcome::Mismatch { absent: false }) => code(out, "EX"),
-                Ok(_) if f.quiet => {}
                 Ok(_) => code(out, "NF"),
                 Err(e) => store_error(out, &e),
             }
@@ -142,12 +142,14 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
                 vivify: f.vivify.map(|t| (f.initial.unwrap_or(0), ttl_of(t))),
             };
             match crate::mc::station(sh, s, key, w, true).outcome {
-                Ok(Outcome::Uint(n)) if f.ret_value => {
+                // Quiet mode hides a success whole, its value too, but not the creation of
+                // a missing item (as memcached's).
+                Ok(Outcome::Uint(_)) if f.quiet => {}
+                Ok(Outcome::Uint(n) | Outcome::Created(n)) if f.ret_value => {
                     let text = n.to_string();
                     reply::meta(out, "VA", f, m.key, None, Some(text.as_bytes()));
                 }
-                Ok(Outcome::Uint(_)) if f.quiet => {}
-                Ok(Outcome::Uint(_)) => code(out, "HD"),
+                Ok(Outcome::Uint(_) | Outcome::Created(_)) => code(out, "HD"),
                 Ok(Outcome::Failed(Failure::NotInteger)) => reply::line(
                     out,
                     "CLIENT_ERROR cannot increment or decrement non-numeric value",

@@ -228,7 +228,7 @@ impl<'a> McWrite<'a> {
                             let v = Cow::Owned(initial.to_string().into_bytes());
                             (
                                 Effect::SetItem(v, ttl.deadline(), 0),
-                                Outcome::Uint(initial),
+                                Outcome::Created(initial),
                             )
                         }
                         (Some(_), _) => keep(Outcome::Mismatch { absent: true }),
@@ -246,9 +246,15 @@ impl<'a> McWrite<'a> {
                 } else {
                     n.saturating_sub(delta)
                 };
-                let v = Cow::Owned(n.to_string().into_bytes());
+                // As memcached, which rewrites the item in place when the result fits: a
+                // shorter result is padded with spaces to the old length ("10" decr 1 is
+                // "9 "; protocol.txt: clients must not rely on either form).
+                let mut v = n.to_string().into_bytes();
+                if v.len() < old.len() {
+                    v.resize(old.len(), b' ');
+                }
                 (
-                    Effect::SetItem(v, cur.deadline, cur.flags),
+                    Effect::SetItem(Cow::Owned(v), cur.deadline, cur.flags),
                     Outcome::Uint(n),
                 )
             }
@@ -290,12 +296,16 @@ impl<'a> McWrite<'a> {
     }
 }
 
-/// memcached's incr/decr operand: the value's leading decimal digits, at most 20 of them and
-/// fitting in 64 bits; anything else (empty, a sign, letters first) is not a number.
+/// memcached's incr/decr operand, read as its `safe_strtoull` reads it: optional leading
+/// whitespace and `+`, decimal digits that fit in 64 bits, then the end of the value or a
+/// whitespace byte (whatever follows it is ignored: "12 ab" is 12). Anything else (empty,
+/// a `-`, letters right after the digits, overflow) is not a number.
 fn parse_u64(v: &[u8]) -> Option<u64> {
+    let space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let v = &v[v.iter().take_while(|&&b| space(b)).count()..];
+    let v = v.strip_prefix(b"+").unwrap_or(v);
     let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
-    // memcached (strtoull) accepts trailing spaces, as incr leaves them after a shrink.
-    if digits == 0 || v[digits..].iter().any(|&b| b != b' ') {
+    if digits == 0 || v.get(digits).is_some_and(|&b| !space(b)) {
         return None;
     }
     std::str::from_utf8(&v[..digits]).ok()?.parse().ok()
@@ -359,6 +369,15 @@ mod tests {
             outcome(arith(1, true), &cur(Some(b"10  "), 1)),
             Outcome::Uint(11)
         );
+        // as memcached's safe_strtoull: whatever follows a space is ignored
+        assert_eq!(
+            outcome(arith(1, true), &cur(Some(b" +7 x"), 1)),
+            Outcome::Uint(8)
+        );
+        assert_eq!(
+            outcome(arith(1, true), &cur(Some(b"99999999999999999999"), 1)),
+            Outcome::Failed(Failure::NotInteger)
+        );
         assert_eq!(
             outcome(arith(1, true), &cur(Some(b"abc"), 1)),
             Outcome::Failed(Failure::NotInteger)
@@ -368,6 +387,20 @@ mod tests {
             Outcome::Failed(Failure::NotInteger)
         );
         assert_eq!(outcome(arith(1, true), &cur(None, 1)), Outcome::Skipped);
+    }
+
+    #[test]
+    fn a_shorter_result_is_space_padded_as_memcached_writes_it() {
+        let w = McWrite::Arith {
+            delta: 1,
+            incr: false,
+            cas: None,
+            vivify: None,
+        };
+        match w.apply(&cur(Some(b"10"), 1), 100).0 {
+            Effect::SetItem(v, ..) => assert_eq!(&*v, b"9 "),
+            e => panic!("{e:?}"),
+        }
     }
 
     #[test]

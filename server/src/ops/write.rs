@@ -194,6 +194,8 @@ pub enum Outcome {
     Fetched([u8; 8]),
     /// memcached incr/decr: the new value.
     Uint(u64),
+    /// memcached `ma` with `N` on a miss: the item was created with this initial value.
+    Created(u64),
     /// A memcached versioned read: the item.
     Item(Box<super::memcache::McItem>),
     /// A vector operation's reply.
