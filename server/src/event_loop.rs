@@ -590,6 +590,30 @@ fn park(
     }
 }
 
+/// Parks a RESP or memcached connection's replies from `mark` on what they rest on:
+/// `(version, wrote)`, the newest write version they saw and whether they wrote (so wait
+/// for durability where the sync policy asks). Nothing to wait for: nothing parked.
+fn park_stream(
+    sh: &Arc<Shared>,
+    c: &mut Conn,
+    slot: usize,
+    mark: usize,
+    (version, wrote): (u64, bool),
+    mailbox: &Arc<Mailbox>,
+    unseen: &mut Vec<usize>,
+) {
+    let durable = wrote && sh.waits_for_durability();
+    if version > 0 || durable {
+        let version = version.max(if durable { sh.store.read_version() } else { 0 });
+        let p = Parked {
+            held: Held::Resp { mark },
+            version,
+            durable,
+        };
+        park(sh, c, slot, p, mailbox, unseen);
+    }
+}
+
 /// Runs the complete requests buffered on `c`, parking its replies if the writes they rest
 /// on are not yet visible or must be durable first.
 fn run_input(
@@ -618,17 +642,11 @@ fn run_input(
             if session.quit {
                 c.closing = true;
             }
-            let version = std::mem::take(&mut session.unreleased);
-            let durable = std::mem::take(&mut session.wrote) && sh.waits_for_durability();
-            if version > 0 || durable {
-                let version = version.max(if durable { sh.store.read_version() } else { 0 });
-                let p = Parked {
-                    held: Held::Resp { mark },
-                    version,
-                    durable,
-                };
-                park(sh, c, slot, p, mailbox, unseen);
-            }
+            let rests = (
+                std::mem::take(&mut session.unreleased),
+                std::mem::take(&mut session.wrote),
+            );
+            park_stream(sh, c, slot, mark, rests, mailbox, unseen);
         }
         Proto::Resp(session) => {
             let mark = c.out.len();
@@ -655,17 +673,11 @@ fn run_input(
             if session.quit {
                 c.closing = true;
             }
-            let version = std::mem::take(&mut session.unreleased);
-            let durable = std::mem::take(&mut session.wrote) && sh.waits_for_durability();
-            if version > 0 || durable {
-                let version = version.max(if durable { sh.store.read_version() } else { 0 });
-                let p = Parked {
-                    held: Held::Resp { mark },
-                    version,
-                    durable,
-                };
-                park(sh, c, slot, p, mailbox, unseen);
-            }
+            let rests = (
+                std::mem::take(&mut session.unreleased),
+                std::mem::take(&mut session.wrote),
+            );
+            park_stream(sh, c, slot, mark, rests, mailbox, unseen);
         }
         Proto::Binary { authed } => {
             let limits = &sh.settings.limits;

@@ -316,7 +316,6 @@ fn command(
             cas,
             noreply,
         } => {
-            let mark = out.len();
             let w = match op {
                 StoreOp::Append | StoreOp::Prepend => McWrite::Concat {
                     data: Cow::Borrowed(data),
@@ -336,28 +335,23 @@ fn command(
                 },
             };
             sh.count(OpClass::Put);
-            match refused(sh, true) {
-                Some(m) => reply::line(out, &m),
-                None => store_reply(out, &write(sh, s, key, w)),
-            }
-            if noreply {
-                out.truncate(mark);
-            }
+            classic_write(sh, s, key, w, noreply, out, |out, o| match o {
+                Outcome::Done => reply::line(out, "STORED"),
+                Outcome::Mismatch { absent: true } => reply::line(out, "NOT_FOUND"),
+                Outcome::Mismatch { absent: false } => reply::line(out, "EXISTS"),
+                Outcome::Failed(Failure::TooLarge) => {
+                    reply::line(out, "SERVER_ERROR out of memory storing object")
+                }
+                _ => reply::line(out, "NOT_STORED"),
+            });
         }
         Command::Delete { key, noreply } => {
             sh.count(OpClass::Delete);
-            let mark = out.len();
-            match refused(sh, false) {
-                Some(m) => reply::line(out, &m),
-                None => match write(sh, s, key, McWrite::Delete { cas: None }).outcome {
-                    Ok(Outcome::Done) => reply::line(out, "DELETED"),
-                    Ok(_) => reply::line(out, "NOT_FOUND"),
-                    Err(e) => store_error(out, &e),
-                },
-            }
-            if noreply {
-                out.truncate(mark);
-            }
+            let w = McWrite::Delete { cas: None };
+            classic_write(sh, s, key, w, noreply, out, |out, o| match o {
+                Outcome::Done => reply::line(out, "DELETED"),
+                _ => reply::line(out, "NOT_FOUND"),
+            });
         }
         Command::Arith {
             key,
@@ -366,28 +360,20 @@ fn command(
             noreply,
         } => {
             sh.count(OpClass::Atomic);
-            let mark = out.len();
             let w = McWrite::Arith {
                 delta,
                 incr,
                 cas: None,
                 vivify: None,
             };
-            match refused(sh, true) {
-                Some(m) => reply::line(out, &m),
-                None => match write(sh, s, key, w).outcome {
-                    Ok(Outcome::Uint(n)) => reply::number(out, n),
-                    Ok(Outcome::Failed(Failure::NotInteger)) => reply::line(
-                        out,
-                        "CLIENT_ERROR cannot increment or decrement non-numeric value",
-                    ),
-                    Ok(_) => reply::line(out, "NOT_FOUND"),
-                    Err(e) => store_error(out, &e),
-                },
-            }
-            if noreply {
-                out.truncate(mark);
-            }
+            classic_write(sh, s, key, w, noreply, out, |out, o| match o {
+                Outcome::Uint(n) => reply::number(out, n),
+                Outcome::Failed(Failure::NotInteger) => reply::line(
+                    out,
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value",
+                ),
+                _ => reply::line(out, "NOT_FOUND"),
+            });
         }
         Command::Touch {
             key,
@@ -395,21 +381,13 @@ fn command(
             noreply,
         } => {
             sh.count(OpClass::Update);
-            let mark = out.len();
             let w = McWrite::Touch {
                 ttl: ttl_of(exptime),
             };
-            match refused(sh, false) {
-                Some(m) => reply::line(out, &m),
-                None => match write(sh, s, key, w).outcome {
-                    Ok(Outcome::Done) => reply::line(out, "TOUCHED"),
-                    Ok(_) => reply::line(out, "NOT_FOUND"),
-                    Err(e) => store_error(out, &e),
-                },
-            }
-            if noreply {
-                out.truncate(mark);
-            }
+            classic_write(sh, s, key, w, noreply, out, |out, o| match o {
+                Outcome::Done => reply::line(out, "TOUCHED"),
+                _ => reply::line(out, "NOT_FOUND"),
+            });
         }
         Command::FlushAll { delay, noreply } => {
             let mark = out.len();
@@ -442,17 +420,29 @@ fn version(out: &mut Vec<u8>) {
     );
 }
 
-/// A classic storage command's reply.
-fn store_reply(out: &mut Vec<u8>, d: &Done) {
-    match &d.outcome {
-        Ok(Outcome::Done) => reply::line(out, "STORED"),
-        Ok(Outcome::Mismatch { absent: true }) => reply::line(out, "NOT_FOUND"),
-        Ok(Outcome::Mismatch { absent: false }) => reply::line(out, "EXISTS"),
-        Ok(Outcome::Failed(Failure::TooLarge)) => {
-            reply::line(out, "SERVER_ERROR out of memory storing object")
-        }
-        Ok(_) => reply::line(out, "NOT_STORED"),
-        Err(e) => store_error(out, e),
+/// A classic write: refused while writes cannot run (the disk fails; past `maxmemory`, for
+/// a write that can add memory), else run through the reservation station and answered by
+/// `answer`; a store error is memcached's `SERVER_ERROR`. With `noreply` nothing is sent.
+fn classic_write<'a>(
+    sh: &Shared,
+    s: &mut McSession,
+    key: &'a [u8],
+    w: McWrite<'a>,
+    noreply: bool,
+    out: &mut Vec<u8>,
+    answer: impl FnOnce(&mut Vec<u8>, Outcome),
+) {
+    let mark = out.len();
+    let adds_memory = !matches!(w, McWrite::Delete { .. } | McWrite::Touch { .. });
+    match refused(sh, adds_memory) {
+        Some(m) => reply::line(out, &m),
+        None => match write(sh, s, key, w).outcome {
+            Ok(o) => answer(out, o),
+            Err(e) => store_error(out, &e),
+        },
+    }
+    if noreply {
+        out.truncate(mark);
     }
 }
 
