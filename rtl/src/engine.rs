@@ -117,9 +117,12 @@ impl Inner {
         while let Some(subs) = self.subs.take_all(&self.stop) {
             for sub in &subs {
                 let done = self.batch(&mut sim, sub);
-                let n = done.len() as u64;
+                // Counted before they are handed over, so a caller that has its
+                // completions sees them in the stats too.
+                self.counters
+                    .completed
+                    .fetch_add(done.len() as u64, Ordering::Relaxed);
                 sub.sink.push_all(done);
-                self.counters.completed.fetch_add(n, Ordering::Relaxed);
             }
             // Invariant 1: the next batch's epoch replaces these ones' only now.
             self.subs.finished();
