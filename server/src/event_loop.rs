@@ -569,13 +569,7 @@ fn park(
     mailbox: &Arc<Mailbox>,
     unseen: &mut Vec<usize>,
 ) {
-    // An older writer on another thread usually completes within microseconds.
-    let mut spins = 0;
-    while !sh.store.is_visible(p.version) && spins < 256 {
-        std::hint::spin_loop();
-        spins += 1;
-    }
-    let (visible, durable, version) = (sh.store.is_visible(p.version), p.durable, p.version);
+    let (visible, durable, version) = (sh.visible_soon(p.version), p.durable, p.version);
     c.parked = Some(p);
     if !visible {
         unseen.push(slot);

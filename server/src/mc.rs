@@ -157,7 +157,7 @@ pub fn run(
             pos += used;
             continue;
         }
-        if s.unreleased > 0 && !is_write(&cmd) && !own_writes_visible(sh, s) {
+        if s.unreleased > 0 && !is_write(&cmd) && !sh.visible_soon(s.unreleased) {
             break; // runs once this connection's writes are visible
         }
         let mark = out.len();
@@ -195,16 +195,6 @@ fn is_write(c: &Command<'_>) -> bool {
         Command::Meta(m) => matches!(m.cmd, MetaCmd::Set | MetaCmd::Delete | MetaCmd::Arith),
         _ => false,
     }
-}
-
-fn own_writes_visible(sh: &Shared, s: &McSession) -> bool {
-    for _ in 0..256 {
-        if sh.store.is_visible(s.unreleased) {
-            return true;
-        }
-        std::hint::spin_loop();
-    }
-    sh.store.is_visible(s.unreleased)
 }
 
 /// An exptime as an item's new deadline, now.

@@ -130,18 +130,6 @@ pub fn run(
     }
 }
 
-/// Whether the connection's writes so far are visible (spinning briefly for an older writer
-/// on another thread to complete).
-fn own_writes_visible(sh: &Shared, s: &Session) -> bool {
-    for _ in 0..256 {
-        if sh.store.is_visible(s.unreleased) {
-            return true;
-        }
-        std::hint::spin_loop();
-    }
-    sh.store.is_visible(s.unreleased)
-}
-
 /// Runs the commands in `sc.cmds`, in order; returns how many ran (fewer than all when a
 /// command that is not a write follows a write of this connection that is not visible yet).
 fn run_decoded(
@@ -156,7 +144,7 @@ fn run_decoded(
     let mut i = 0;
     while i < n && !s.quit {
         let args = args_of(buf, &sc.spans, sc.cmds[i]);
-        if s.unreleased > 0 && !is_write(args[0]) && !own_writes_visible(sh, s) {
+        if s.unreleased > 0 && !is_write(args[0]) && !sh.visible_soon(s.unreleased) {
             return i;
         }
         let authed = s.authed || sh.settings.password.is_none();

@@ -256,6 +256,18 @@ impl Shared {
         m > 0 && self.store.memory_used() > m
     }
 
+    /// Whether write `version` is visible to readers, spinning briefly (256 rounds) first:
+    /// an older writer on another thread usually completes within microseconds.
+    pub fn visible_soon(&self, version: u64) -> bool {
+        for _ in 0..256 {
+            if self.store.is_visible(version) {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        self.store.is_visible(version)
+    }
+
     /// Whether a reply to a write must wait for the durability layer: with a data directory
     /// under `sync`, always (until the write is durable); under `interval` and `none`, only
     /// while the page writer is further behind than the policy allows (backpressure: the
