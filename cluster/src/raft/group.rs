@@ -1,0 +1,197 @@
+//! The Raft groups one node runs: one per range it holds a replica of, each with its log
+//! and snapshot in `<dir>/range-<id>/`, all reached through the node's one Raft port. Also
+//! the two calls the serving path makes: a write (committed by a majority, then applied)
+//! and a read barrier (openraft's read index: the leader confirms with a quorum that it
+//! still leads and waits until it has applied everything committed before the read).
+
+use super::log::LogStore;
+use super::machine::{Machine, StateMachine};
+use super::net::{self, Groups, Network};
+use super::{Command, Raft};
+use crate::map::{NodeId, RangeId};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, SnapshotPolicy};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a node's groups are tuned.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// Leader heartbeat.
+    pub heartbeat: Duration,
+    /// A follower that hears no leader for a random time in this range starts an election.
+    pub election: (Duration, Duration),
+    /// A snapshot is taken after this many entries, and the log before it dropped.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot, so a replica a little behind catches up
+    /// from the log rather than from a whole snapshot.
+    pub keep_behind_snapshot: u64,
+    /// Whether log appends are flushed to the device (always, outside tests of the logic).
+    pub sync: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            heartbeat: Duration::from_millis(100),
+            election: (Duration::from_millis(400), Duration::from_millis(800)),
+            snapshot_every: 20_000,
+            keep_behind_snapshot: 1000,
+            sync: true,
+        }
+    }
+}
+
+/// Why a write or a read was not served here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotServed {
+    /// This replica does not lead the group; the leader, if known, with its Raft address.
+    NotLeader(Option<(NodeId, String)>),
+    /// The group cannot answer now (shutting down, or no quorum in time).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for NotServed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotServed::NotLeader(Some((id, _))) => write!(f, "node {id} leads this range"),
+            NotServed::NotLeader(None) => write!(f, "this range has no leader now"),
+            NotServed::Unavailable(e) => write!(f, "the range is unavailable: {e}"),
+        }
+    }
+}
+
+/// A node's Raft side: its groups and its Raft port.
+pub struct RaftNode {
+    /// This node's id.
+    pub id: NodeId,
+    /// Where its Raft port listens.
+    pub addr: SocketAddr,
+    dir: PathBuf,
+    groups: Groups,
+    tuning: Tuning,
+}
+
+impl RaftNode {
+    /// Starts node `id`'s Raft port on `listen` (a running tokio runtime must be current),
+    /// keeping group files under `dir`.
+    pub async fn start(
+        id: NodeId,
+        listen: &str,
+        dir: PathBuf,
+        tuning: Tuning,
+    ) -> std::io::Result<RaftNode> {
+        std::fs::create_dir_all(&dir)?;
+        let l = tokio::net::TcpListener::bind(listen).await?;
+        let addr = l.local_addr()?;
+        let groups: Groups = Default::default();
+        tokio::spawn(net::serve(l, groups.clone()));
+        Ok(RaftNode {
+            id,
+            addr,
+            dir,
+            groups,
+            tuning,
+        })
+    }
+
+    /// Opens this node's replica of range `range` (whose voters are `members`, by id and
+    /// Raft address), restoring it from its files. A group that never ran anywhere is
+    /// initialized by its lowest-numbered member.
+    pub async fn open_group(
+        &self,
+        range: RangeId,
+        members: &BTreeMap<NodeId, String>,
+        machine: Arc<dyn Machine>,
+    ) -> Result<Raft, String> {
+        let dir = self.dir.join(format!("range-{range}"));
+        let log = LogStore::open(&dir, self.tuning.sync)
+            .map_err(|e| format!("opening the log of range {range}: {e}"))?;
+        let fresh = log.is_empty();
+        let sm = StateMachine::open(&dir, machine)?;
+        let t = &self.tuning;
+        let config = openraft::Config {
+            cluster_name: format!("accelkv-range-{range}"),
+            heartbeat_interval: t.heartbeat.as_millis() as u64,
+            election_timeout_min: t.election.0.as_millis() as u64,
+            election_timeout_max: t.election.1.as_millis() as u64,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every),
+            max_in_snapshot_log_to_keep: t.keep_behind_snapshot,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| e.to_string())?;
+        let raft = Raft::new(self.id, Arc::new(config), Network { range }, log, sm)
+            .await
+            .map_err(|e| format!("starting the group of range {range}: {e}"))?;
+        self.groups
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(range, raft.clone());
+        if fresh && members.keys().next() == Some(&self.id) {
+            let nodes: BTreeMap<u64, BasicNode> = members
+                .iter()
+                .map(|(id, a)| (*id, BasicNode { addr: a.clone() }))
+                .collect();
+            if let Err(e) = raft.initialize(nodes).await {
+                // Already initialized (a restart that lost nothing) is no error.
+                if !matches!(
+                    e,
+                    RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))
+                ) {
+                    return Err(format!("initializing range {range}: {e}"));
+                }
+            }
+        }
+        Ok(raft)
+    }
+
+    /// The group of `range`, if this node runs it.
+    pub fn group(&self, range: RangeId) -> Option<Raft> {
+        self.groups
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&range)
+            .cloned()
+    }
+
+    /// Stops every group (their files stay).
+    pub async fn shutdown(&self) {
+        let all: Vec<Raft> = self
+            .groups
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, r)| r)
+            .collect();
+        for r in all {
+            let _ = r.shutdown().await;
+        }
+    }
+}
+
+/// Commits `cmd` in `raft`'s group and answers what applying it answered.
+pub async fn write(raft: &Raft, cmd: Vec<u8>) -> Result<Vec<u8>, NotServed> {
+    match raft.client_write(Command(cmd)).await {
+        Ok(r) => Ok(r.data.0),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(
+            NotServed::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))),
+        ),
+        Err(e) => Err(NotServed::Unavailable(e.to_string())),
+    }
+}
+
+/// Waits until a read on this replica is linearizable: it leads the group (confirmed by a
+/// quorum now) and has applied every command committed before this call.
+pub async fn read_barrier(raft: &Raft) -> Result<(), NotServed> {
+    match raft.ensure_linearizable().await {
+        Ok(_) => Ok(()),
+        Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f))) => Err(
+            NotServed::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))),
+        ),
+        Err(e) => Err(NotServed::Unavailable(e.to_string())),
+    }
+}

@@ -1,0 +1,224 @@
+//! The transport between replicas: each Raft message travels as one length-prefixed
+//! bincode frame over TCP (`u32 length | payload`), naming the range whose group it is for,
+//! and the answer comes back on the same connection. A node listens on one Raft port for
+//! all its groups; a peer connection is opened on first use and again after any error.
+
+use super::{Config, Raft};
+use crate::map::RangeId;
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The largest frame either side accepts (a snapshot chunk or a batch of entries).
+const MAX_FRAME: usize = 256 << 20;
+
+#[derive(Serialize, Deserialize)]
+enum Body {
+    Append(AppendEntriesRequest<Config>),
+    Vote(VoteRequest<u64>),
+    Snapshot(InstallSnapshotRequest<Config>),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Rpc {
+    range: RangeId,
+    body: Body,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Reply {
+    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    /// This node runs no group for the range (it was moved away, or is not started yet).
+    NoGroup,
+}
+
+/// The groups a node runs, by range: where incoming messages go.
+pub type Groups = Arc<RwLock<HashMap<RangeId, Raft>>>;
+
+async fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let n = s.read_u32_le().await? as usize;
+    if n > MAX_FRAME {
+        return Err(std::io::Error::other(format!(
+            "a {n}-byte frame is too large"
+        )));
+    }
+    let mut b = vec![0; n];
+    s.read_exact(&mut b).await?;
+    Ok(b)
+}
+
+async fn write_frame(s: &mut TcpStream, b: &[u8]) -> std::io::Result<()> {
+    let mut out = Vec::with_capacity(b.len() + 4);
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+    s.write_all(&out).await
+}
+
+/// Serves Raft messages arriving on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, groups: Groups) {
+    loop {
+        let Ok((mut s, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = s.set_nodelay(true);
+        let groups = groups.clone();
+        tokio::spawn(async move {
+            while let Ok(frame) = read_frame(&mut s).await {
+                let Ok(rpc) = bincode::deserialize::<Rpc>(&frame) else {
+                    return; // not a peer of ours: hang up
+                };
+                let raft = groups
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&rpc.range)
+                    .cloned();
+                let reply = match raft {
+                    None => Reply::NoGroup,
+                    Some(r) => match rpc.body {
+                        Body::Append(q) => Reply::Append(r.append_entries(q).await),
+                        Body::Vote(q) => Reply::Vote(r.vote(q).await),
+                        Body::Snapshot(q) => Reply::Snapshot(r.install_snapshot(q).await),
+                    },
+                };
+                let b = bincode::serialize(&reply).expect("a reply serializes");
+                if write_frame(&mut s, &b).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// Makes the connections of one range's group to its peers.
+pub struct Network {
+    /// The range whose group this is.
+    pub range: RangeId,
+}
+
+impl RaftNetworkFactory<Config> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
+        Peer {
+            target,
+            addr: node.addr.clone(),
+            range: self.range,
+            conn: None,
+        }
+    }
+}
+
+/// One group's connection to one peer.
+pub struct Peer {
+    target: u64,
+    addr: String,
+    range: RangeId,
+    conn: Option<TcpStream>,
+}
+
+type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
+
+impl Peer {
+    async fn call(&mut self, body: Body, ttl: Duration) -> Result<Reply, std::io::Error> {
+        let rpc = bincode::serialize(&Rpc {
+            range: self.range,
+            body,
+        })
+        .map_err(std::io::Error::other)?;
+        let addr = self.addr.clone();
+        let mut conn = self.conn.take();
+        let r = tokio::time::timeout(ttl, async {
+            if conn.is_none() {
+                let s = TcpStream::connect(&addr).await?;
+                s.set_nodelay(true)?;
+                conn = Some(s);
+            }
+            let s = conn.as_mut().expect("connected");
+            write_frame(s, &rpc).await?;
+            read_frame(s).await
+        })
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the peer did not answer in time")));
+        let frame = r?;
+        self.conn = conn; // kept only after a whole exchange
+        bincode::deserialize(&frame).map_err(std::io::Error::other)
+    }
+
+    #[allow(clippy::result_large_err)] // openraft's own error type, returned as it is
+    fn remote<T, E: std::error::Error>(
+        &self,
+        r: Result<T, RaftError<u64, E>>,
+    ) -> Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>> {
+        r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+fn unreachable<E: std::error::Error>(e: std::io::Error) -> RPCError<u64, BasicNode, E> {
+    RPCError::Unreachable(Unreachable::new(&e))
+}
+
+fn confused<E: std::error::Error>() -> RPCError<u64, BasicNode, E> {
+    let e = std::io::Error::other("the peer answered another kind of message");
+    RPCError::Network(NetworkError::new(&e))
+}
+
+fn no_group<E: std::error::Error>() -> RPCError<u64, BasicNode, E> {
+    unreachable(std::io::Error::other(
+        "the peer runs no group for this range",
+    ))
+}
+
+impl RaftNetwork<Config> for Peer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<Config>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
+        match self.call(Body::Append(rpc), option.hard_ttl()).await {
+            Ok(Reply::Append(r)) => self.remote(r),
+            Ok(Reply::NoGroup) => Err(no_group()),
+            Ok(_) => Err(confused()),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<Config>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<u64>, RpcErr<InstallSnapshotError>> {
+        match self.call(Body::Snapshot(rpc), option.hard_ttl()).await {
+            Ok(Reply::Snapshot(r)) => self.remote(r),
+            Ok(Reply::NoGroup) => Err(no_group()),
+            Ok(_) => Err(confused()),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RpcErr> {
+        match self.call(Body::Vote(rpc), option.hard_ttl()).await {
+            Ok(Reply::Vote(r)) => self.remote(r),
+            Ok(Reply::NoGroup) => Err(no_group()),
+            Ok(_) => Err(confused()),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+}
