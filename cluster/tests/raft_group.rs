@@ -48,6 +48,7 @@ fn tuning() -> Tuning {
         snapshot_every: 100,
         keep_behind_snapshot: 10,
         sync: true,
+        source: None,
     }
 }
 

@@ -8,6 +8,12 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+macro_rules! pick {
+    ($flag:expr, $file:expr, $default:expr) => {
+        $flag.or($file).unwrap_or($default)
+    };
+}
+
 /// accelkv-server: an in-memory ordered key-value store served over a batched binary
 /// protocol (TCP and UDP) and RESP (Redis clients and tools).
 #[derive(Parser, Debug, Default, Deserialize)]
@@ -133,10 +139,93 @@ pub struct Args {
     /// (a prefix of the writes)
     #[arg(long)]
     pub sync: Option<String>,
+    /// Join a cluster (docs/CLUSTER.md): `etcd=http://host:port[,http://host:port…]`, the
+    /// etcd that holds the range map and membership. Needs --node-id and --data-dir (the
+    /// Raft log and snapshots; the store itself is rebuilt from them), and a build with
+    /// `--features cluster`.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// This node's id in the cluster (1 or more, unique, kept across restarts).
+    #[arg(long)]
+    pub node_id: Option<u64>,
+    /// Port of the Raft endpoint the other replicas reach. Default 7709; 0 picks a free one.
+    #[arg(long)]
+    pub raft_port: Option<u16>,
+    /// The Raft address the other replicas are told to reach this node at (`host:port`),
+    /// when it is not the address it listens on (behind a proxy or NAT). Default: the
+    /// --bind address and --raft-port.
+    #[arg(long)]
+    pub raft_advertise: Option<String>,
+    /// The cluster's name: its key prefix in etcd (`/accelkv/<name>/`). Default `accelkv`.
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    /// Replicas per range. The first map is made once this many nodes have registered.
+    /// Default 3.
+    #[arg(long)]
+    pub replicas: Option<usize>,
     /// Read settings from this TOML file (keys as the flags, with underscores).
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
+}
+
+/// Cluster mode's settings (`--cluster`).
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    /// etcd's client endpoints.
+    pub etcd: Vec<String>,
+    pub node_id: u64,
+    pub raft_port: u16,
+    pub raft_advertise: Option<String>,
+    pub name: String,
+    pub replicas: usize,
+    /// Where the Raft logs and snapshots live (the `--data-dir`).
+    pub dir: PathBuf,
+}
+
+impl ClusterSettings {
+    fn resolve(
+        spec: String,
+        flags: &Args,
+        file: &Args,
+        data_dir: &mut Option<PathBuf>,
+    ) -> Result<ClusterSettings, String> {
+        let etcd: Vec<String> = spec
+            .strip_prefix("etcd=")
+            .ok_or_else(|| format!("--cluster {spec}: expected etcd=http://host:port[,…]"))?
+            .split(',')
+            .filter(|e| !e.is_empty())
+            .map(str::to_string)
+            .collect();
+        if etcd.is_empty() {
+            return Err("--cluster etcd=: no etcd endpoint given".into());
+        }
+        let node_id = flags
+            .node_id
+            .or(file.node_id)
+            .filter(|n| *n > 0)
+            .ok_or("--cluster needs --node-id (a number from 1, unique in the cluster)")?;
+        let dir = data_dir.take().ok_or(
+            "--cluster needs --data-dir: the Raft log and snapshots that survive a restart",
+        )?;
+        let replicas = pick!(flags.replicas, file.replicas, 3);
+        if replicas == 0 {
+            return Err("--replicas must be 1 or more".into());
+        }
+        Ok(ClusterSettings {
+            etcd,
+            node_id,
+            raft_port: pick!(flags.raft_port, file.raft_port, 7709),
+            raft_advertise: flags.raft_advertise.clone().or(file.raft_advertise.clone()),
+            name: flags
+                .cluster_name
+                .clone()
+                .or(file.cluster_name.clone())
+                .unwrap_or_else(|| "accelkv".into()),
+            replicas,
+            dir,
+        })
+    }
 }
 
 /// The resolved configuration.
@@ -172,12 +261,8 @@ pub struct Settings {
     /// Where the page file lives; `None` = in memory only.
     pub data_dir: Option<PathBuf>,
     pub sync: accelkv_durable::SyncPolicy,
-}
-
-macro_rules! pick {
-    ($flag:expr, $file:expr, $default:expr) => {
-        $flag.or($file).unwrap_or($default)
-    };
+    /// Cluster mode (`--cluster`); `None`: a standalone server.
+    pub cluster: Option<ClusterSettings>,
 }
 
 impl Settings {
@@ -191,6 +276,28 @@ impl Settings {
             }
             None => Args::default(),
         };
+        let mut data_dir = flags.data_dir.clone().or(file.data_dir.clone());
+        let cluster = match flags.cluster.clone().or(file.cluster.clone()) {
+            None => None,
+            Some(spec) => {
+                if flags.sync.is_some() || file.sync.is_some() {
+                    return Err("--sync does not apply with --cluster: a write is acknowledged once a majority of its range's replicas flushed it to their Raft logs".into());
+                }
+                if flags.memcached_port.is_some() || file.memcached_port.is_some() {
+                    return Err("--memcached-port does not apply with --cluster: cluster mode serves keys over RESP only".into());
+                }
+                Some(ClusterSettings::resolve(
+                    spec,
+                    &flags,
+                    &file,
+                    &mut data_dir,
+                )?)
+            }
+        };
+        let bind = pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1]));
+        if cluster.is_some() && bind.is_unspecified() {
+            return Err(format!("--bind {bind} with --cluster: give the address the other nodes and clients reach this one at (it is advertised in etcd)"));
+        }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let mut limits = accelkv_proto::Limits::default();
         limits.max_ops = pick!(
@@ -219,7 +326,6 @@ impl Settings {
             return Err("password longer than 255 bytes".into());
         }
         let idle = pick!(flags.idle_timeout_secs, file.idle_timeout_secs, 300);
-        let data_dir = flags.data_dir.or(file.data_dir);
         let sync_text = flags.sync.or(file.sync);
         if sync_text.is_some() && data_dir.is_none() {
             return Err("--sync needs --data-dir (without one the store is in memory only)".into());
@@ -228,6 +334,7 @@ impl Settings {
         let mc_text = flags.memcached_port.or(file.memcached_port);
         let memcached_port =
             match mc_text.as_deref() {
+                None if cluster.is_some() => None,
                 None => Some(11211),
                 Some("0" | "off") => None,
                 Some("auto") => Some(0),
@@ -239,7 +346,7 @@ impl Settings {
             memcached_port,
             memcached_explicit: mc_text.is_some(),
             memcached_udp: pick!(flags.memcached_udp, file.memcached_udp, false),
-            bind: pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1])),
+            bind,
             port: pick!(flags.port, file.port, 7707),
             resp_port: pick!(flags.resp_port, file.resp_port, 7379),
             admin_port: pick!(flags.admin_port, file.admin_port, 7708),
@@ -271,6 +378,7 @@ impl Settings {
             limits,
             data_dir,
             sync,
+            cluster,
         })
     }
 }

@@ -125,6 +125,9 @@ pub struct Conn {
     pub awaiting: Option<u64>,
     /// Those answers, handed back for the re-run of a RESP connection's input.
     pub answers: Option<Answered>,
+    /// A command waits on its range's Raft group (cluster mode): nothing more of its input
+    /// runs until it settles.
+    pub cluster_wait: bool,
     /// Close once `out` is written (or at once after a write error).
     pub closing: bool,
     /// The client closed its side; answer what was read, then close.
@@ -148,6 +151,7 @@ impl Conn {
             parked: None,
             awaiting: None,
             answers: None,
+            cluster_wait: false,
             closing: false,
             eof: false,
             throttled: false,
@@ -269,11 +273,16 @@ impl Conn {
 
     /// Whether the loop should drop it now.
     pub fn done(&self) -> bool {
-        self.closing && self.parked.is_none() && self.awaiting.is_none() && self.pending() == 0
+        self.closing
+            && self.parked.is_none()
+            && self.awaiting.is_none()
+            && !self.cluster_wait
+            && self.pending() == 0
     }
 
-    /// Whether its input must not run now: replies parked or reads in flight.
+    /// Whether its input must not run now: replies parked, reads in flight, or a command
+    /// waiting on its range's group.
     pub fn held(&self) -> bool {
-        self.parked.is_some() || self.awaiting.is_some()
+        self.parked.is_some() || self.awaiting.is_some() || self.cluster_wait
     }
 }

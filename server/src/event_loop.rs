@@ -14,6 +14,7 @@
 //! and checked each turn; one that must be durable is parked until the committer's callback
 //! posts it to the loop's mailbox and wakes the loop. Meanwhile the loop serves everyone else.
 
+use crate::cluster_route::Settled;
 use crate::conn::{admit_connection, Conn, Held, Parked, Proto};
 use crate::exec::{run_frame, Framed, Ran, Transport};
 use crate::gather::{self, Gather};
@@ -73,6 +74,12 @@ pub enum Release {
     },
     /// CLIENT KILL: close connection `id` at `slot`.
     Kill { slot: usize, id: u64 },
+    /// Cluster mode: the command connection `id` at `slot` routed has settled.
+    Cluster {
+        slot: usize,
+        id: u64,
+        settled: crate::cluster_route::Settled,
+    },
 }
 
 /// How other threads reach a loop: a waker and the settled parked replies.
@@ -405,6 +412,7 @@ impl Loop {
                 reply_hint: 0,
                 proto: Default::default(),
                 tx: Default::default(),
+                cluster: Default::default(),
             })
         };
         self.conns[slot] = Some(Conn::new(sock, id, proto, guard));
@@ -523,6 +531,22 @@ impl Loop {
                 }
                 Release::Datagram { ran, peer, result } => {
                     self.udp.answer_parked(&self.sh, ran, peer, result);
+                }
+                Release::Cluster { slot, id, settled } => {
+                    let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    if c.id != id || !c.cluster_wait {
+                        continue;
+                    }
+                    c.cluster_wait = false;
+                    if let Proto::Resp(s) = &mut c.proto {
+                        match settled {
+                            Settled::Reply(r) => s.cluster.answer = Some(r),
+                            Settled::Granted => s.cluster.granted = true,
+                        }
+                    }
+                    self.service(slot);
                 }
                 Release::Kill { slot, id } => {
                     if self
@@ -660,6 +684,15 @@ fn run_input(
             c.inb.consume(ran.used);
             // It stopped at a read submitted to an engine's workers.
             c.awaiting = reads.take_submitted();
+            // Or at a command routed to its range's group (cluster mode).
+            if let (Some(f), Some(cl)) = (session.cluster.forward.take(), sh.cluster.get()) {
+                c.cluster_wait = true;
+                let (mb, id) = (mailbox.clone(), c.id);
+                cl.submit(
+                    f,
+                    Box::new(move |settled| mb.post(Release::Cluster { slot, id, settled })),
+                );
+            }
             if ran.bad.is_some() {
                 sh.metrics.bad_input.fetch_add(1, Ordering::Relaxed);
                 c.closing = true;

@@ -309,6 +309,18 @@ fn execute_op<'a>(
     // A scan asks the engine for one item more than the server sends, to know whether the
     // reply is cut short by the server's limit.
     let ask = |limit: u32| (limit as usize).min(max_items + 1);
+    if sh.cluster.get().is_some()
+        && !matches!(
+            op,
+            Request::Ping { .. } | Request::Pad { .. } | Request::Stats { .. }
+        )
+    {
+        // A write here would skip its range's group; a read could be stale.
+        return Some(Answer::Fail(
+            Status::Unsupported,
+            "cluster mode serves keys over RESP only (docs/CLUSTER.md)".into(),
+        ));
+    }
     match *op {
         Request::Get { key, .. } => {
             sh.count(OpClass::Get);

@@ -92,6 +92,10 @@ pub fn run(
 ) {
     g.keys.clear();
     g.conns.clear();
+    if sh.cluster.get().is_some() {
+        // Cluster mode routes every read on its own (resp_batch.rs, cluster.rs).
+        return;
+    }
     if reads.is_ring() {
         // An engine with workers of its own batches submissions itself; each connection
         // submits its reads and waits on its own (reads.rs).

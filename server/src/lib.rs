@@ -6,6 +6,9 @@
 mod admin;
 mod burst;
 mod clients;
+#[cfg(feature = "cluster")]
+mod cluster;
+mod cluster_route;
 pub mod config;
 mod conn;
 mod engines;
@@ -96,6 +99,10 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         "off"
     };
     let shared = state::Shared::with_registry(settings.clone(), registry)?;
+    let cluster_text = match &settings.cluster {
+        Some(cs) => format!(", {}", start_cluster(&shared, cs, addr(resp_port))?),
+        None => String::new(),
+    };
     let sockets = event_loop::Sockets {
         resp,
         bin,
@@ -145,7 +152,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {} resp {} {mc_text} admin http {} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {storage})",
+        "accelkv-server listening: binary tcp+udp {} resp {} {mc_text} admin http {} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {storage}{cluster_text})",
         addr(bin_port),
         addr(resp_port),
         addr(admin_port),
@@ -175,6 +182,28 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Joins the cluster (`--cluster`): answers the listening line's words for it.
+#[cfg(feature = "cluster")]
+fn start_cluster(
+    sh: &Arc<state::Shared>,
+    cs: &config::ClusterSettings,
+    resp: SocketAddr,
+) -> Result<String, String> {
+    let node = cluster::start(sh, cs, resp)?;
+    let text = cluster_route::Router::describe(&*node);
+    let _ = sh.cluster.set(node);
+    Ok(text)
+}
+
+#[cfg(not(feature = "cluster"))]
+fn start_cluster(
+    _: &Arc<state::Shared>,
+    _: &config::ClusterSettings,
+    _: SocketAddr,
+) -> Result<String, String> {
+    Err("this accelkv-server was built without cluster support: build it with `cargo build --release -p accelkv-server --features cluster` (docs/CLUSTER.md)".into())
 }
 
 /// The memcached port's listener (and UDP socket with `--memcached-udp`), or none when it is

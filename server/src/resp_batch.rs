@@ -5,6 +5,7 @@
 //! straight into the connection's output buffer. Nothing is allocated per command once the
 //! loop's scratch buffers have grown.
 
+use crate::cluster_route::Route;
 use crate::reads::{NotYet, Reads};
 use crate::resp_cmd::{command, err_store, is_write, Session};
 use crate::state::{OpClass, Shared};
@@ -59,6 +60,9 @@ pub fn run(
     max_out: usize,
 ) -> Ran {
     let limits = &sh.settings.limits;
+    // Cluster mode: a read barrier that passed while the connection waited covers the
+    // commands in its input now, which is this run's.
+    s.cluster.barrier_ok = std::mem::take(&mut s.cluster.granted);
     let mut pos = 0;
     while out.len() <= max_out && !s.quit {
         // Decode up to BATCH commands, fewer when replies have been big (so a connection's
@@ -148,11 +152,29 @@ fn run_decoded(
             return i;
         }
         let authed = s.authed || sh.settings.password.is_none();
+        let cluster = sh.cluster.get();
+        if let (true, Some(cl)) = (authed, cluster) {
+            match cl.route(&mut s.cluster, &args, s.proto) {
+                Route::Here => {}
+                Route::Answer(reply) => {
+                    out.extend_from_slice(&reply);
+                    i += 1;
+                    continue;
+                }
+                Route::Refuse(e) => {
+                    resp::error(out, &e);
+                    i += 1;
+                    continue;
+                }
+                Route::Wait => return i,
+            }
+        }
         if authed && is_read(&args) && s.tx.queued.is_none() {
-            // A run of GET/MGET, up to BATCH keys (an MGET longer than that on its own).
+            // A run of GET/MGET, up to BATCH keys (an MGET longer than that on its own);
+            // in cluster mode one command, each routed on its own.
             let mut end = i;
             let mut keys = 0;
-            while end < n {
+            while end < n && !(cluster.is_some() && end > i) {
                 let a = args_of(buf, &sc.spans, sc.cmds[end]);
                 if !is_read(&a) || (keys > 0 && keys + a.len() - 1 > BATCH) {
                     break;

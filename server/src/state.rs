@@ -173,6 +173,8 @@ pub struct Shared {
     pub mc_flush_at: AtomicU64,
     /// The RESP connections (CLIENT LIST/KILL).
     pub clients: Arc<crate::clients::Clients>,
+    /// Cluster mode: the node's ranges and their groups (docs/CLUSTER.md); unset otherwise.
+    pub cluster: std::sync::OnceLock<Arc<dyn crate::cluster_route::Router>>,
 }
 
 impl Shared {
@@ -237,6 +239,7 @@ impl Shared {
             expired_keys: AtomicU64::new(0),
             mc_flush_at: AtomicU64::new(0),
             clients: Arc::default(),
+            cluster: Default::default(),
             settings,
         }))
     }

@@ -31,6 +31,8 @@ pub struct Tuning {
     pub keep_behind_snapshot: u64,
     /// Whether log appends are flushed to the device (always, outside tests of the logic).
     pub sync: bool,
+    /// The local address Raft connections leave from (`None`: the system's choice).
+    pub source: Option<std::net::IpAddr>,
 }
 
 impl Default for Tuning {
@@ -41,6 +43,7 @@ impl Default for Tuning {
             snapshot_every: 20_000,
             keep_behind_snapshot: 1000,
             sync: true,
+            source: None,
         }
     }
 }
@@ -124,7 +127,11 @@ impl RaftNode {
         }
         .validate()
         .map_err(|e| e.to_string())?;
-        let raft = Raft::new(self.id, Arc::new(config), Network { range }, log, sm)
+        let net = Network {
+            range,
+            source: t.source,
+        };
+        let raft = Raft::new(self.id, Arc::new(config), net, log, sm)
             .await
             .map_err(|e| format!("starting the group of range {range}: {e}"))?;
         self.groups

@@ -16,6 +16,7 @@ use openraft::raft::{
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -107,6 +108,9 @@ pub async fn serve(listener: TcpListener, groups: Groups) {
 pub struct Network {
     /// The range whose group this is.
     pub range: RangeId,
+    /// The local address connections leave from (`None`: the system's choice), so a host
+    /// with several addresses sends from the one it is known by.
+    pub source: Option<IpAddr>,
 }
 
 impl RaftNetworkFactory<Config> for Network {
@@ -117,6 +121,7 @@ impl RaftNetworkFactory<Config> for Network {
             target,
             addr: node.addr.clone(),
             range: self.range,
+            source: self.source,
             conn: None,
         }
     }
@@ -127,6 +132,7 @@ pub struct Peer {
     target: u64,
     addr: String,
     range: RangeId,
+    source: Option<IpAddr>,
     conn: Option<TcpStream>,
 }
 
@@ -139,11 +145,11 @@ impl Peer {
             body,
         })
         .map_err(std::io::Error::other)?;
-        let addr = self.addr.clone();
+        let (addr, source) = (self.addr.clone(), self.source);
         let mut conn = self.conn.take();
         let r = tokio::time::timeout(ttl, async {
             if conn.is_none() {
-                let s = TcpStream::connect(&addr).await?;
+                let s = connect(&addr, source).await?;
                 s.set_nodelay(true)?;
                 conn = Some(s);
             }
@@ -165,6 +171,26 @@ impl Peer {
     ) -> Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>> {
         r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
+}
+
+/// Connects to `addr` from `source` (any port).
+async fn connect(addr: &str, source: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(ip) = source else {
+        return TcpStream::connect(addr).await;
+    };
+    let to = tokio::net::lookup_host(addr)
+        .await?
+        .find(|a| a.is_ipv4() == ip.is_ipv4())
+        .ok_or_else(|| {
+            std::io::Error::other(format!("{addr}: no address of the source's family"))
+        })?;
+    let sock = if ip.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.bind(SocketAddr::new(ip, 0))?;
+    sock.connect(to).await
 }
 
 fn unreachable<E: std::error::Error>(e: std::io::Error) -> RPCError<u64, BasicNode, E> {

@@ -1,0 +1,410 @@
+//! Cluster mode (`--cluster`, docs/CLUSTER.md): this node registers in etcd, waits for the
+//! range map, and runs an openraft group for every range it holds a replica of, with the
+//! node's store as each group's state machine. The serving path asks [`Node::route`] about
+//! every keyed RESP command: a key in a range this node does not lead is redirected
+//! (`-MOVED <range> <host:port>`); a write to a range it leads is committed by a majority
+//! of the range's replicas and then applied on each, through the same command code and
+//! write door as a standalone server; a read waits for a read index (the leader confirms
+//! with a quorum that it still leads and has applied everything committed before), then
+//! runs on the event loop as any read.
+//!
+//! The groups run on a small tokio runtime of their own; the event loop hands a routed
+//! command over and parks the connection until it settles (consensus needs a network round
+//! trip, so this is the one hand-off on cluster mode's serving path).
+
+use crate::cluster_route::{classify, decode, encode, normalize, Class, ClusterSession};
+use crate::cluster_route::{Forward, Route, Router, Settled};
+use crate::config::ClusterSettings;
+use crate::reads::Reads;
+use crate::resp_cmd::{command, Session};
+use crate::state::Shared;
+use accelkv_cluster::{read_barrier, write, Coordinator, Machine, NodeAddr, NotServed};
+use accelkv_cluster::{RaftNode, Range, RangeMap, Tuning};
+use accelkv_proto::resp::{self, Version};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long a write or read barrier may wait for its group before the client hears so.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// This node's part of the cluster.
+pub struct Node {
+    me: u64,
+    rt: tokio::runtime::Runtime,
+    raft: Arc<RaftNode>,
+    map: watch::Receiver<RangeMap>,
+    etcd: String,
+}
+
+/// Joins the cluster `cs` describes, serving RESP at `resp`: registers, waits for the map
+/// (creating the first one once enough nodes registered) and opens this node's groups.
+pub fn start(
+    sh: &Arc<Shared>,
+    cs: &ClusterSettings,
+    resp: SocketAddr,
+) -> Result<Arc<Node>, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("accelkv-raft")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the cluster runtime: {e}"))?;
+    let me = cs.node_id;
+    let (raft, map) = rt.block_on(async {
+        let listen = SocketAddr::new(resp.ip(), cs.raft_port);
+        let tuning = Tuning {
+            source: Some(resp.ip()),
+            ..Tuning::default()
+        };
+        let raft = RaftNode::start(me, &listen.to_string(), cs.dir.join("raft"), tuning)
+            .await
+            .map_err(|e| format!("cannot listen for Raft on {listen}: {e}"))?;
+        let coord = tokio::time::timeout(WAIT, Coordinator::connect(&cs.etcd, &cs.name))
+            .await
+            .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
+        let addr = NodeAddr {
+            resp: resp.to_string(),
+            raft: cs
+                .raft_advertise
+                .clone()
+                .unwrap_or_else(|| raft.addr.to_string()),
+        };
+        tokio::time::timeout(WAIT, coord.register(me, &addr, 3))
+            .await
+            .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
+        if coord.map().await?.is_none() {
+            eprintln!(
+                "accelkv-server: node {me} registered; waiting for {} nodes to make the first range map",
+                cs.replicas
+            );
+        }
+        let first = coord.bootstrap(cs.replicas).await?;
+        if let Some(a) = first.nodes.get(&me) {
+            if *a != addr {
+                return Err(format!(
+                    "node {me} is in the range map at {} / {}, not at {} / {}: restart it with the addresses it had",
+                    a.resp, a.raft, addr.resp, addr.raft
+                ));
+            }
+        }
+        let map = coord.watch_map().await?;
+        Ok::<_, String>((Arc::new(raft), map))
+    })?;
+    let node = Arc::new(Node {
+        me,
+        rt,
+        raft,
+        map,
+        etcd: cs.etcd.join(","),
+    });
+    // Open the groups of the first map, then follow the map.
+    let opened = node.rt.block_on(open_groups(
+        &node.raft,
+        &node.map.borrow().clone(),
+        me,
+        sh,
+        &BTreeSet::new(),
+    ))?;
+    let (raft, mut map, weak) = (node.raft.clone(), node.map.clone(), Arc::downgrade(sh));
+    node.rt.spawn(async move {
+        let mut opened = opened;
+        while map.changed().await.is_ok() {
+            let m = map.borrow().clone();
+            let Some(sh) = weak.upgrade() else { return };
+            match open_groups(&raft, &m, me, &sh, &opened).await {
+                Ok(more) => opened.extend(more),
+                Err(e) => eprintln!("accelkv-server: cluster: {e}"),
+            }
+        }
+    });
+    Ok(node)
+}
+
+/// Opens this node's groups of `map` not in `opened`; answers the ranges it opened.
+async fn open_groups(
+    raft: &RaftNode,
+    map: &RangeMap,
+    me: u64,
+    sh: &Arc<Shared>,
+    opened: &BTreeSet<u64>,
+) -> Result<BTreeSet<u64>, String> {
+    let mut out = BTreeSet::new();
+    for r in map.ranges_of(me).filter(|r| !opened.contains(&r.id)) {
+        let members: BTreeMap<u64, String> = r
+            .replicas
+            .iter()
+            .filter_map(|id| map.nodes.get(id).map(|a| (*id, a.raft.clone())))
+            .collect();
+        let machine = Arc::new(StoreMachine::new(sh, r));
+        raft.open_group(r.id, &members, machine).await?;
+        out.insert(r.id);
+    }
+    Ok(out)
+}
+
+impl Node {
+    /// The redirect to the node that leads (or, not knowing, holds) range `r`.
+    fn moved(&self, map: &RangeMap, r: &Range, leader: Option<u64>) -> String {
+        let to = leader.or(r.leader).or(r.replicas.first().copied());
+        match to.and_then(|id| map.nodes.get(&id)) {
+            Some(a) if leader.is_some() || to != Some(self.me) => {
+                format!("MOVED {} {}", r.id, a.resp)
+            }
+            _ => format!("TRYAGAIN range {} has no leader at the moment", r.id),
+        }
+    }
+}
+
+impl Router for Node {
+    fn route(&self, s: &mut ClusterSession, args: &[&[u8]], proto: Version) -> Route {
+        if let Some(a) = s.answer.take() {
+            return Route::Answer(a);
+        }
+        let (keys, is_write, upto) = match classify(args) {
+            Class::Local => return Route::Here,
+            Class::Refused(why) => return Route::Refuse(format!("ERR {why} (docs/CLUSTER.md)")),
+            Class::Keyed { keys, write, upto } => (keys, write, upto),
+        };
+        let map = self.map.borrow();
+        let Some(r) = map.find(keys[0]) else {
+            return Route::Refuse("CLUSTERDOWN the range map has a gap".into());
+        };
+        if keys[1..].iter().any(|k| !r.contains(k)) {
+            return Route::Refuse(
+                "CROSSSLOT Keys in request don't hash to the same slot (they are in different ranges)".into(),
+            );
+        }
+        if let Some(hi) = upto {
+            let floor = args[0].eq_ignore_ascii_case(b"FLOOR");
+            let inside = match (&r.end, hi) {
+                (None, _) => true,
+                (Some(e), Some(hi)) => hi <= e.as_slice(),
+                (Some(_), None) => false,
+            };
+            if !inside || (floor && !r.start.is_empty()) {
+                return Route::Refuse(format!(
+                    "CROSSSLOT the request spans more than range {}: split it at the range's bounds (CLUSTER RANGES)",
+                    r.id
+                ));
+            }
+        }
+        let leader = self
+            .raft
+            .group(r.id)
+            .and_then(|g| g.metrics().borrow().current_leader);
+        if leader != Some(self.me) {
+            return Route::Refuse(self.moved(&map, r, leader));
+        }
+        if is_write {
+            let cmd = encode(&normalize(args, accelkv_tree::now_ms()), proto);
+            s.forward = Some(Forward::Write { range: r.id, cmd });
+            return Route::Wait;
+        }
+        if s.barrier_ok {
+            return Route::Here;
+        }
+        s.forward = Some(Forward::Barrier { range: r.id });
+        Route::Wait
+    }
+
+    fn submit(&self, f: Forward, done: Box<dyn FnOnce(Settled) + Send>) {
+        let range = match &f {
+            Forward::Write { range, .. } | Forward::Barrier { range } => *range,
+        };
+        let Some(raft) = self.raft.group(range) else {
+            let e = NotServed::NotLeader(None);
+            done(Settled::Reply(settle_error(&self.map, self.me, range, e)));
+            return;
+        };
+        let map = self.map.clone();
+        let this = self.me;
+        self.rt.spawn(async move {
+            let r = match f {
+                Forward::Write { cmd, .. } => tokio::time::timeout(WAIT, write(&raft, cmd))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(NotServed::Unavailable(format!(
+                            "the write was not committed within {} s; it may still apply",
+                            WAIT.as_secs()
+                        )))
+                    })
+                    .map(Settled::Reply),
+                Forward::Barrier { .. } => tokio::time::timeout(WAIT, read_barrier(&raft))
+                    .await
+                    .unwrap_or(Err(NotServed::NotLeader(None)))
+                    .map(|_| Settled::Granted),
+            };
+            done(match r {
+                Ok(s) => s,
+                Err(e) => Settled::Reply(settle_error(&map, this, range, e)),
+            });
+        });
+    }
+
+    fn describe(&self) -> String {
+        let map = self.map.borrow();
+        let ranges: Vec<String> = map.ranges_of(self.me).map(|r| r.id.to_string()).collect();
+        format!(
+            "cluster node {} raft {} etcd {} ranges [{}] epoch {}",
+            self.me,
+            self.raft.addr,
+            self.etcd,
+            ranges.join(","),
+            map.epoch
+        )
+    }
+}
+
+/// The RESP error for a routed command its group did not serve.
+fn settle_error(map: &watch::Receiver<RangeMap>, me: u64, range: u64, e: NotServed) -> Vec<u8> {
+    let map = map.borrow();
+    let msg = match (e, map.range(range)) {
+        (NotServed::NotLeader(Some((id, _))), Some(r)) if id != me => match map.nodes.get(&id) {
+            Some(a) => format!("MOVED {} {}", r.id, a.resp),
+            None => format!("TRYAGAIN range {range} has no leader at the moment"),
+        },
+        (NotServed::NotLeader(_), _) => {
+            format!("TRYAGAIN range {range} has no leader at the moment")
+        }
+        (NotServed::Unavailable(m), _) => format!("CLUSTERDOWN range {range}: {m}"),
+    };
+    let mut out = Vec::new();
+    resp::error(&mut out, &msg);
+    out
+}
+
+/// A range's state machine: the node's store, written through the same RESP command code
+/// and reservation station as a standalone server's writes.
+struct StoreMachine {
+    sh: Weak<Shared>,
+    /// The range's bounds (what a snapshot holds).
+    bounds: (Vec<u8>, Option<Vec<u8>>),
+    exec: Mutex<(Session, Reads)>,
+}
+
+impl StoreMachine {
+    fn new(sh: &Arc<Shared>, r: &Range) -> StoreMachine {
+        let session = Session {
+            id: 0,
+            client: None,
+            authed: true,
+            name: None,
+            quit: false,
+            wrote: false,
+            unreleased: 0,
+            reply_hint: 0,
+            proto: Default::default(),
+            tx: Default::default(),
+            cluster: Default::default(),
+        };
+        StoreMachine {
+            sh: Arc::downgrade(sh),
+            bounds: (r.start.clone(), r.end.clone()),
+            exec: Mutex::new((session, sh.engine.reads(|| {}))),
+        }
+    }
+}
+
+impl Machine for StoreMachine {
+    fn apply(&self, cmd: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let Some(sh) = self.sh.upgrade() else {
+            return out; // shutting down
+        };
+        let Some((proto, args)) = decode(cmd) else {
+            resp::error(&mut out, "ERR a replicated command could not be decoded");
+            return out;
+        };
+        let mut g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, reads) = &mut *g;
+        s.proto = proto;
+        command(&sh, s, &args, reads, &mut out);
+        let v = std::mem::take(&mut s.unreleased);
+        if v > 0 {
+            // Applied in order: the next command (and the reply) sees this one.
+            sh.store.wait_visible(v);
+        }
+        s.wrote = false;
+        out
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let Some(sh) = self.sh.upgrade() else {
+            return out;
+        };
+        let (lo, hi) = (&self.bounds.0, self.bounds.1.as_deref());
+        let snap = sh.store.snapshot();
+        let mut key = lo.clone();
+        loop {
+            let next = snap.leaf(&key, |img| {
+                for (k, v, d, f) in &img.items {
+                    if *k >= lo.as_slice() && hi.is_none_or(|h| *k < h) {
+                        put_item(&mut out, k, v, *d, *f);
+                    }
+                }
+                img.high.map(<[u8]>::to_vec)
+            });
+            match next {
+                Ok(Some(n)) if hi.is_none_or(|h| n.as_slice() < h) => key = n,
+                _ => break,
+            }
+        }
+        out
+    }
+
+    fn install(&self, data: &[u8]) -> Result<(), String> {
+        let sh = self.sh.upgrade().ok_or("shutting down")?;
+        let items = items_of(data).ok_or("the snapshot is corrupt")?;
+        let (lo, hi) = (&self.bounds.0, self.bounds.1.as_deref());
+        let _g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let old = sh.store.scan(lo, hi, 4096);
+            if old.is_empty() {
+                break;
+            }
+            for (k, _) in old {
+                sh.store.delete(&k).map_err(|e| e.to_string())?;
+            }
+        }
+        for (k, v, d, f) in items {
+            sh.store.put_item(k, v, d, f).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// A snapshot item: `u32 key length | key | u32 value length | value | u64 deadline | u32
+/// flags`, little-endian.
+fn put_item(out: &mut Vec<u8>, k: &[u8], v: &[u8], deadline: u64, flags: u32) {
+    out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+    out.extend_from_slice(k);
+    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    out.extend_from_slice(v);
+    out.extend_from_slice(&deadline.to_le_bytes());
+    out.extend_from_slice(&flags.to_le_bytes());
+}
+
+type Item<'a> = (&'a [u8], &'a [u8], u64, u32);
+
+fn items_of(mut b: &[u8]) -> Option<Vec<Item<'_>>> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (h, t) = (b.get(..n)?, b.get(n..)?);
+        *b = t;
+        Some(h)
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let kl = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+        let k = take(&mut b, kl)?;
+        let vl = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+        let v = take(&mut b, vl)?;
+        let d = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+        let f = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
+        out.push((k, v, d, f));
+    }
+    Some(out)
+}

@@ -1,0 +1,187 @@
+//! A cluster of real `accelkv-server` processes (node `i` on loopback address
+//! `127.0.0.<10+i>`, so each sends from an address of its own) and a real etcd, each node's
+//! Raft port behind a [`Proxy`] the test can cut.
+
+use super::proxy::Proxy;
+use accelkv_cluster::testing::Etcd;
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Node {
+    pub id: u64,
+    pub ip: IpAddr,
+    pub resp: SocketAddr,
+    raft: SocketAddr,
+    pub proxy: Proxy,
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+pub struct Cluster {
+    pub etcd: Etcd,
+    pub nodes: Vec<Node>,
+    dir: PathBuf,
+    name: String,
+}
+
+fn free_port(ip: IpAddr) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Cluster {
+    /// Starts etcd and `n` nodes (a one-range map over the first three), and waits until
+    /// every node is serving.
+    pub fn start(n: u64, name: &str) -> Cluster {
+        let dir =
+            std::env::temp_dir().join(format!("accelkv-cluster-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let etcd = Etcd::start(&dir.join("etcd"));
+        let nodes = (1..=n)
+            .map(|id| {
+                let ip = IpAddr::from([127, 0, 0, 10 + id as u8]);
+                let raft = SocketAddr::new(ip, free_port(ip));
+                let proxy = Proxy::start(SocketAddr::new(ip, 0), raft);
+                Node {
+                    id,
+                    ip,
+                    resp: SocketAddr::new(ip, free_port(ip)),
+                    raft,
+                    proxy,
+                    child: None,
+                    dir: dir.join(format!("n{id}")),
+                }
+            })
+            .collect();
+        let mut c = Cluster {
+            etcd,
+            nodes,
+            dir,
+            name: name.into(),
+        };
+        let children: Vec<_> = (0..c.nodes.len()).map(|i| c.spawn(i)).collect();
+        for (i, child) in children.into_iter().enumerate() {
+            c.nodes[i].child = Some(wait_listening(child));
+        }
+        c
+    }
+
+    fn spawn(&self, i: usize) -> Child {
+        let n = &self.nodes[i];
+        Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+            .args(["--cluster", &format!("etcd={}", self.etcd.endpoint())])
+            .args(["--cluster-name", &self.name])
+            .args(["--node-id", &n.id.to_string()])
+            .arg("--data-dir")
+            .arg(&n.dir)
+            .args(["--bind", &n.ip.to_string()])
+            .args(["--port", "0", "--admin-port", "0"])
+            .args(["--resp-port", &n.resp.port().to_string()])
+            .args(["--raft-port", &n.raft.port().to_string()])
+            .args(["--raft-advertise", &n.proxy.addr.to_string()])
+            .args(["--threads", "1", "--engine-threads", "1"])
+            .env_remove("ACCELKV_PASSWORD")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start accelkv-server")
+    }
+
+    /// SIGKILLs node `i` (index into `nodes`).
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts node `i` again with its data and ports.
+    pub fn restart(&mut self, i: usize) {
+        self.kill9(i);
+        let child = self.spawn(i);
+        self.nodes[i].child = Some(wait_listening(child));
+    }
+
+    /// Cuts node `i` off from its peers (both ways) until [`Cluster::heal`].
+    pub fn partition(&self, i: usize) {
+        let ip = self.nodes[i].ip;
+        for (j, n) in self.nodes.iter().enumerate() {
+            if j == i {
+                for m in &self.nodes {
+                    n.proxy.block(m.ip);
+                }
+            } else {
+                n.proxy.block(ip);
+            }
+        }
+    }
+
+    pub fn heal(&self) {
+        for n in &self.nodes {
+            n.proxy.heal();
+        }
+    }
+
+    pub fn alive(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
+    }
+
+    /// The index of the node that leads range 1 now, as the live nodes tell (a node that
+    /// answers a read itself leads; a follower redirects to the leader).
+    pub fn leader(&self, timeout: Duration) -> usize {
+        let t = Instant::now();
+        loop {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if !self.alive(i) {
+                    continue;
+                }
+                let Ok(s) =
+                    std::net::TcpStream::connect_timeout(&n.resp, Duration::from_millis(500))
+                else {
+                    continue;
+                };
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut c = super::client::Conn::new(s);
+                if let Some(v) = c.call(&[b"GET", b"leader-probe"]) {
+                    if !matches!(&v, accelkv_proto::resp::Value::Error(_)) {
+                        return i;
+                    }
+                }
+            }
+            assert!(t.elapsed() < timeout, "no node leads range 1");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn seeds(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(|n| n.resp).collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill9(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits for the listening line (printed once the node's groups are open).
+fn wait_listening(mut child: Child) -> Child {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listening line");
+    assert!(
+        line.contains("listening"),
+        "the node did not start: {line:?}"
+    );
+    child
+}
