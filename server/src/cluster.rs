@@ -21,7 +21,7 @@ use crate::state::Shared;
 use accelkv_cluster::{read_barrier, write, Coordinator, Machine, NodeAddr, NotServed};
 use accelkv_cluster::{RaftNode, Range, RangeMap, Tuning};
 use accelkv_proto::resp::{self, Version};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -30,6 +30,13 @@ use tokio::sync::watch;
 /// How long a write or read barrier may wait for its group before the client hears so.
 const WAIT: Duration = Duration::from_secs(5);
 
+/// Batches of writes one range has in its group's pipeline at once.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Most commands, and bytes, in one batch (one Raft entry).
+const BATCH_COMMANDS: usize = 1024;
+const BATCH_BYTES: usize = 4 << 20;
+
 /// This node's part of the cluster.
 pub struct Node {
     me: u64,
@@ -37,6 +44,28 @@ pub struct Node {
     raft: Arc<RaftNode>,
     map: watch::Receiver<RangeMap>,
     etcd: String,
+    /// Reads and writes waiting for their groups, by range.
+    queues: Arc<Mutex<HashMap<u64, Queues>>>,
+}
+
+type Done = Box<dyn FnOnce(Settled) + Send>;
+
+/// What one range's routed commands wait in.
+///
+/// Reads wait for a read index: while one is being confirmed, reads that arrive wait for
+/// the next, which then serves them all (a read index taken after a read arrived is valid
+/// for it; one taken before is not).
+///
+/// Writes are committed in batches, one Raft entry each (openraft appends and flushes its
+/// log once per entry it is handed): while [`BATCHES_IN_FLIGHT`] batches are on their way,
+/// writes that arrive wait for the next. Each write of a batch takes effect, in order, when
+/// the batch is applied, between its arrival and its reply.
+#[derive(Default)]
+struct Queues {
+    reading: bool,
+    reads: Vec<Done>,
+    writing: usize,
+    writes: Vec<(Vec<u8>, Done)>,
 }
 
 /// Joins the cluster `cs` describes, serving RESP at `resp`: registers, waits for the map
@@ -99,6 +128,7 @@ pub fn start(
         raft,
         map,
         etcd: cs.etcd.join(","),
+        queues: Default::default(),
     });
     // Open the groups of the first map, then follow the map.
     let opened = node.rt.block_on(open_groups(
@@ -146,6 +176,107 @@ async fn open_groups(
 }
 
 impl Node {
+    /// Runs `done` once a read index taken after this call is confirmed: batched with
+    /// every read of the range that arrives while another read index is being taken.
+    fn barrier(&self, range: u64, raft: accelkv_cluster::raft::Raft, done: Done) {
+        {
+            let mut g = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            let q = g.entry(range).or_default();
+            q.reads.push(done);
+            if q.reading {
+                return;
+            }
+            q.reading = true;
+        }
+        let (queues, map, me) = (self.queues.clone(), self.map.clone(), self.me);
+        self.rt.spawn(async move {
+            loop {
+                let batch = {
+                    let mut g = queues.lock().unwrap_or_else(|e| e.into_inner());
+                    let q = g.entry(range).or_default();
+                    if q.reads.is_empty() {
+                        q.reading = false;
+                        return;
+                    }
+                    std::mem::take(&mut q.reads)
+                };
+                let r = tokio::time::timeout(WAIT, read_barrier(&raft))
+                    .await
+                    .unwrap_or(Err(NotServed::NotLeader(None)));
+                for done in batch {
+                    done(match &r {
+                        Ok(()) => Settled::Granted,
+                        Err(e) => Settled::Reply(settle_error(&map, me, range, e.clone())),
+                    });
+                }
+            }
+        });
+    }
+
+    /// Commits `cmd` in range `range`'s group with the writes around it (see [`Queues`]),
+    /// then runs `done` with its reply.
+    fn write(&self, range: u64, raft: accelkv_cluster::raft::Raft, cmd: Vec<u8>, done: Done) {
+        {
+            let mut g = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            let q = g.entry(range).or_default();
+            q.writes.push((cmd, done));
+            if q.writing >= BATCHES_IN_FLIGHT {
+                return;
+            }
+            q.writing += 1;
+        }
+        let (queues, map, me) = (self.queues.clone(), self.map.clone(), self.me);
+        self.rt.spawn(async move {
+            loop {
+                let batch: Vec<(Vec<u8>, Done)> = {
+                    let mut g = queues.lock().unwrap_or_else(|e| e.into_inner());
+                    let q = g.entry(range).or_default();
+                    if q.writes.is_empty() {
+                        q.writing -= 1;
+                        return;
+                    }
+                    let (mut n, mut bytes) = (0, 0);
+                    while n < q.writes.len() && n < BATCH_COMMANDS && bytes < BATCH_BYTES {
+                        bytes += q.writes[n].0.len();
+                        n += 1;
+                    }
+                    q.writes.drain(..n).collect()
+                };
+                let (cmds, dones): (Vec<Vec<u8>>, Vec<Done>) = batch.into_iter().unzip();
+                let mut entry = Vec::new();
+                crate::cluster_route::put_list(&mut entry, &cmds);
+                let r = tokio::time::timeout(WAIT, write(&raft, entry))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(NotServed::Unavailable(format!(
+                            "the write was not committed within {} s; it may still apply",
+                            WAIT.as_secs()
+                        )))
+                    });
+                let replies = r.as_ref().ok().and_then(|b| crate::cluster_route::list(b));
+                match (&r, replies) {
+                    (Ok(_), Some(replies)) if replies.len() == dones.len() => {
+                        for (done, reply) in dones.into_iter().zip(replies) {
+                            done(Settled::Reply(reply.to_vec()));
+                        }
+                    }
+                    (Ok(_), _) => {
+                        let e =
+                            NotServed::Unavailable("the replicas answered a batch wrongly".into());
+                        for done in dones {
+                            done(Settled::Reply(settle_error(&map, me, range, e.clone())));
+                        }
+                    }
+                    (Err(e), _) => {
+                        for done in dones {
+                            done(Settled::Reply(settle_error(&map, me, range, e.clone())));
+                        }
+                    }
+                }
+            }
+        });
+    }
+
     /// The redirect to the node that leads (or, not knowing, holds) range `r`.
     fn moved(&self, map: &RangeMap, r: &Range, leader: Option<u64>) -> String {
         let to = leader.or(r.leader).or(r.replicas.first().copied());
@@ -219,29 +350,10 @@ impl Router for Node {
             done(Settled::Reply(settle_error(&self.map, self.me, range, e)));
             return;
         };
-        let map = self.map.clone();
-        let this = self.me;
-        self.rt.spawn(async move {
-            let r = match f {
-                Forward::Write { cmd, .. } => tokio::time::timeout(WAIT, write(&raft, cmd))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(NotServed::Unavailable(format!(
-                            "the write was not committed within {} s; it may still apply",
-                            WAIT.as_secs()
-                        )))
-                    })
-                    .map(Settled::Reply),
-                Forward::Barrier { .. } => tokio::time::timeout(WAIT, read_barrier(&raft))
-                    .await
-                    .unwrap_or(Err(NotServed::NotLeader(None)))
-                    .map(|_| Settled::Granted),
-            };
-            done(match r {
-                Ok(s) => s,
-                Err(e) => Settled::Reply(settle_error(&map, this, range, e)),
-            });
-        });
+        match f {
+            Forward::Barrier { .. } => self.barrier(range, raft, done),
+            Forward::Write { cmd, .. } => self.write(range, raft, cmd, done),
+        }
     }
 
     fn describe(&self) -> String {
@@ -309,25 +421,36 @@ impl StoreMachine {
 }
 
 impl Machine for StoreMachine {
-    fn apply(&self, cmd: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
+    /// Applies a batch of commands (see [`Queues`]), answering the list of their replies.
+    fn apply(&self, batch: &[u8]) -> Vec<u8> {
         let Some(sh) = self.sh.upgrade() else {
-            return out; // shutting down
+            return Vec::new(); // shutting down
         };
-        let Some((proto, args)) = decode(cmd) else {
-            resp::error(&mut out, "ERR a replicated command could not be decoded");
-            return out;
+        let Some(cmds) = crate::cluster_route::list(batch) else {
+            return Vec::new(); // not a batch: its writer hears "answered wrongly"
         };
         let mut g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
         let (s, reads) = &mut *g;
-        s.proto = proto;
-        command(&sh, s, &args, reads, &mut out);
-        let v = std::mem::take(&mut s.unreleased);
-        if v > 0 {
-            // Applied in order: the next command (and the reply) sees this one.
-            sh.store.wait_visible(v);
+        let mut replies = Vec::with_capacity(cmds.len());
+        for cmd in cmds {
+            let mut out = Vec::new();
+            let Some((proto, args)) = decode(cmd) else {
+                resp::error(&mut out, "ERR a replicated command could not be decoded");
+                replies.push(out);
+                continue;
+            };
+            s.proto = proto;
+            command(&sh, s, &args, reads, &mut out);
+            let v = std::mem::take(&mut s.unreleased);
+            if v > 0 {
+                // Applied in order: the next command (and the reply) sees this one.
+                sh.store.wait_visible(v);
+            }
+            s.wrote = false;
+            replies.push(out);
         }
-        s.wrote = false;
+        let mut out = Vec::new();
+        crate::cluster_route::put_list(&mut out, &replies);
         out
     }
 

@@ -210,15 +210,34 @@ pub fn normalize(args: &[&[u8]], now: u64) -> Vec<Vec<u8>> {
     out
 }
 
+/// A list of byte strings: `u32 count`, then each as `u32 length | bytes` (little-endian),
+/// appended to `b`. Replicated commands, their batches, and the batches' replies.
+pub fn put_list<T: AsRef<[u8]>>(b: &mut Vec<u8>, items: &[T]) {
+    b.reserve(4 + items.iter().map(|a| a.as_ref().len() + 4).sum::<usize>());
+    b.extend_from_slice(&(items.len() as u32).to_le_bytes());
+    for a in items {
+        b.extend_from_slice(&(a.as_ref().len() as u32).to_le_bytes());
+        b.extend_from_slice(a.as_ref());
+    }
+}
+
+/// [`put_list`]'s inverse over all of `b`; `None` for bytes it did not make.
+pub fn list(b: &[u8]) -> Option<Vec<&[u8]>> {
+    let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+    let mut at = 4;
+    let mut out = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let len = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+        out.push(b.get(at + 4..at + 4 + len)?);
+        at += 4 + len;
+    }
+    (at == b.len()).then_some(out)
+}
+
 /// A replicated command: the reply protocol, then the arguments.
 pub fn encode(args: &[Vec<u8>], proto: Version) -> Vec<u8> {
-    let mut b = Vec::with_capacity(5 + args.iter().map(|a| a.len() + 4).sum::<usize>());
-    b.push(if proto == Version::Resp3 { 3 } else { 2 });
-    b.extend_from_slice(&(args.len() as u32).to_le_bytes());
-    for a in args {
-        b.extend_from_slice(&(a.len() as u32).to_le_bytes());
-        b.extend_from_slice(a);
-    }
+    let mut b = vec![if proto == Version::Resp3 { 3 } else { 2 }];
+    put_list(&mut b, args);
     b
 }
 
@@ -229,15 +248,8 @@ pub fn decode(b: &[u8]) -> Option<(Version, Vec<&[u8]>)> {
         3 => Version::Resp3,
         _ => return None,
     };
-    let n = u32::from_le_bytes(b.get(1..5)?.try_into().ok()?) as usize;
-    let mut at = 5;
-    let mut args = Vec::with_capacity(n.min(1024));
-    for _ in 0..n {
-        let len = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
-        args.push(b.get(at + 4..at + 4 + len)?);
-        at += 4 + len;
-    }
-    (at == b.len() && !args.is_empty()).then_some((proto, args))
+    let args = list(&b[1..])?;
+    (!args.is_empty()).then_some((proto, args))
 }
 
 #[cfg(test)]

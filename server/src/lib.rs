@@ -143,6 +143,14 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             .map_err(|e| e.to_string())?;
     }
     let storage = match (&shared.persist, &settings.data_dir) {
+        _ if settings.cluster.is_some() => {
+            let dir = settings.cluster.as_ref().map(|c| c.dir.join("raft"));
+            let dir = dir.unwrap_or_default();
+            format!(
+                "in memory, rebuilt from the Raft logs and snapshots in {}",
+                dir.display()
+            )
+        }
         (Some(p), Some(dir)) => {
             eprintln!("accelkv-server: {}: {}", dir.display(), p.recovery());
             format!("data dir {}, sync {}", dir.display(), settings.sync)

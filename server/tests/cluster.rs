@@ -236,3 +236,135 @@ fn a_killed_leader_loses_no_acknowledged_write_and_reads_stay_linearizable() {
     );
     check(&h).unwrap();
 }
+
+/// Which nodes answer a read themselves (each believes it leads and can prove it to a
+/// quorum); the others redirect or fail.
+fn serving(c: &Cluster) -> Vec<usize> {
+    (0..c.nodes.len())
+        .filter(|&i| c.alive(i))
+        .filter(|&i| {
+            let Ok(s) = std::net::TcpStream::connect(c.nodes[i].resp) else {
+                return false;
+            };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(8)));
+            let v = cluster_support::client::Conn::new(s).call(&[b"GET", b"probe"]);
+            matches!(v, Some(Value::Bulk(_)))
+        })
+        .collect()
+}
+
+#[test]
+fn a_partitioned_leader_serves_nothing_stale_and_the_cluster_heals() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    let c = Cluster::start(3, "part");
+    let old = c.leader(Duration::from_secs(20));
+    let load = Load::start(&c, 4, 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    c.partition(old);
+    // The majority side elects a leader of its own and takes writes; the cut-off node
+    // cannot prove its leadership to a quorum, so it answers no read and commits no write.
+    let t = Instant::now();
+    let other = loop {
+        let s = serving(&c);
+        if let [one] = s[..] {
+            if one != old {
+                break one;
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no leader on the majority side: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut probe = Client::new(vec![c.nodes[other].resp]);
+    assert!(matches!(
+        probe.call(
+            &[b"SET", b"during", b"partition"],
+            true,
+            Duration::from_secs(10)
+        ),
+        Outcome::Done(_)
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    c.heal();
+    std::thread::sleep(Duration::from_millis(2000));
+    let (mut h, start) = load.finish();
+    final_reads(&c, &mut h, start);
+    eprintln!("partition of the leader: {}", summary(&h));
+    check(&h).unwrap();
+    // One leader after healing, and the healed node has the write made without it.
+    let s = serving(&c);
+    assert_eq!(s.len(), 1, "after healing, {s:?} serve reads");
+    let mut cl = Client::new(vec![c.nodes[old].resp]);
+    match cl.call(&[b"GET", b"during"], false, Duration::from_secs(10)) {
+        Outcome::Done(Value::Bulk(Some(v))) => assert_eq!(v, b"partition"),
+        o => panic!("the write made during the partition: {o:?}"),
+    }
+}
+
+#[test]
+fn etcd_restarting_under_the_cluster_loses_neither_map_nor_service() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    let mut c = Cluster::start(3, "etcd");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let coord = |c: &Cluster| {
+        rt.block_on(accelkv_cluster::Coordinator::connect(
+            &[c.etcd.endpoint()],
+            "etcd",
+        ))
+        .unwrap()
+    };
+    let (before, _) = rt.block_on(coord(&c).map()).unwrap().unwrap();
+    let mut cl = Client::new(c.seeds());
+    let set = |cl: &mut Client, k: &str| {
+        let o = cl.call(&[b"SET", k.as_bytes(), b"v"], true, Duration::from_secs(10));
+        assert!(
+            matches!(o, Outcome::Done(Value::Simple(_))),
+            "SET {k}: {o:?}"
+        );
+    };
+    set(&mut cl, "before");
+    // etcd dies: the ranges are served by their groups, which do not need it.
+    c.etcd.kill();
+    for i in 0..20 {
+        set(&mut cl, &format!("without-etcd-{i}"));
+    }
+    std::thread::sleep(Duration::from_secs(4)); // past the nodes' lease TTL
+    c.etcd.restart();
+    // The map is as it was, and every node registers again.
+    let t = Instant::now();
+    loop {
+        let co = coord(&c);
+        let live = rt.block_on(co.live_nodes()).unwrap_or_default();
+        if live.len() == 3 {
+            let (after, _) = rt.block_on(co.map()).unwrap().unwrap();
+            assert_eq!(after, before);
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "nodes did not register again: {live:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A node restarted now reads the map from etcd and rejoins its range.
+    let follower = (0..3)
+        .find(|&i| i != c.leader(Duration::from_secs(10)))
+        .unwrap();
+    c.restart(follower);
+    set(&mut cl, "after");
+    for k in ["before", "without-etcd-19", "after"] {
+        let o = cl.call(&[b"GET", k.as_bytes()], false, Duration::from_secs(10));
+        assert!(
+            matches!(&o, Outcome::Done(Value::Bulk(Some(v))) if v == b"v"),
+            "{k}: {o:?}"
+        );
+    }
+}

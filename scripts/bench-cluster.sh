@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Cluster overhead on loopback (docs/CLUSTER.md "Measured"): one range replicated on three
+# nodes (etcd + three accelkv-server --cluster processes, --threads 1 each) against one
+# plain accelkv-server --threads 1, all on this machine. On 2 cores this measures what
+# replication costs, not how a cluster scales.
+#
+#  1. redis-benchmark -c 50 -d 16 -r 100000 --threads 1 against the range's leader and the
+#     plain server, interleaved for ROUNDS rounds: SET (-n 100000), GET (-n 200000) and a
+#     10-item RANGE scan (-n 100000); median throughput and p99 of each, and the ratio.
+#  2. Failover: kill -9 of the leader, then the time until a write is acknowledged again
+#     (redis-cli -c retrying every 10 ms), FAILOVERS times.
+#
+# Usage: scripts/bench-cluster.sh [rounds] [failovers]     (defaults 3 and 5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+failovers=${2:-5}
+for tool in etcd redis-benchmark redis-cli protoc; do
+  command -v "$tool" >/dev/null || {
+    echo "install $tool: apt-get install -y etcd-server redis-tools protobuf-compiler" >&2
+    exit 1
+  }
+done
+cargo build --release -q -p accelkv-server --features cluster
+bin=./target/release/accelkv-server
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+etcd --name bench --data-dir "$dir/etcd" --listen-client-urls http://127.0.0.1:22379 \
+  --advertise-client-urls http://127.0.0.1:22379 --listen-peer-urls http://127.0.0.1:22380 \
+  >"$dir/etcd.log" 2>&1 &
+pids+=($!)
+disown $!
+sleep 1
+declare -A node_pid
+start_node() { # $1: node id
+  $bin --cluster etcd=http://127.0.0.1:22379 --node-id "$1" --data-dir "$dir/n$1" \
+    --resp-port "1810$1" --raft-port "1820$1" --port 0 --admin-port 0 --threads 1 \
+    >"$dir/n$1.log" 2>&1 &
+  node_pid[$1]=$!
+  pids+=($!)
+  disown $!
+}
+for i in 1 2 3; do start_node "$i"; done
+$bin --threads 1 --port 0 --resp-port 18199 --admin-port 0 --memcached-port off >/dev/null 2>&1 &
+pids+=($!)
+disown $!
+for i in 1 2 3; do
+  until grep -q listening "$dir/n$i.log" 2>/dev/null; do sleep 0.1; done
+done
+leader() { # the RESP port of the node that answers a read itself
+  while true; do
+    for i in 1 2 3; do
+      kill -0 "${node_pid[$i]}" 2>/dev/null || continue
+      r=$(redis-cli -p "1810$i" GET probe 2>/dev/null || true)
+      case "$r" in MOVED* | TRYAGAIN* | CLUSTERDOWN* | *refused*) ;; *) echo "1810$i"; return ;; esac
+    done
+    sleep 0.05
+  done
+}
+port=$(leader)
+echo "leader on $port"
+redis-benchmark -p "$port" -n 20000 -c 50 -r 100000 -d 16 -t set -q >/dev/null # warm up
+redis-benchmark -p 18199 -n 20000 -c 50 -r 100000 -d 16 -t set -q >/dev/null
+
+run() { # $1 port, $2 test name: prints "rps p99"
+  local common=(-p "$1" -c 50 --threads 1 --csv)
+  case $2 in
+    SET) redis-benchmark "${common[@]}" -n 100000 -r 100000 -d 16 -t set ;;
+    GET) redis-benchmark "${common[@]}" -n 200000 -r 100000 -t get ;;
+    RANGE) redis-benchmark "${common[@]}" -n 100000 RANGE key:000000050000 + LIMIT 10 ;;
+  esac | awk -F'","' 'NR == 2 { print $2, $7 }'
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+declare -A rps p99
+for r in $(seq "$rounds"); do
+  for t in SET GET RANGE; do
+    for target in plain cluster; do
+      p=18199
+      [ $target = cluster ] && p=$port
+      read -r x y < <(run "$p" "$t")
+      rps[$t-$target]+="$x "
+      p99[$t-$target]+="$y "
+    done
+  done
+done
+echo
+printf '%-6s %14s %14s %8s %12s %12s\n' test "plain ops/s" "3-replica ops/s" ratio "plain p99" "cluster p99"
+for t in SET GET RANGE; do
+  a=$(echo "${rps[$t-plain]}" | tr ' ' '\n' | grep . | median)
+  b=$(echo "${rps[$t-cluster]}" | tr ' ' '\n' | grep . | median)
+  pa=$(echo "${p99[$t-plain]}" | tr ' ' '\n' | grep . | median)
+  pb=$(echo "${p99[$t-cluster]}" | tr ' ' '\n' | grep . | median)
+  printf '%-6s %14.0f %14.0f %7.2fx %10s ms %10s ms\n' "$t" "$a" "$b" "$(echo "$b / $a" | bc -l)" "$pa" "$pb"
+done
+
+echo
+for f in $(seq "$failovers"); do
+  port=$(leader)
+  id=${port: -1}
+  t0=$(date +%s%N)
+  kill -9 "${node_pid[$id]}"
+  until [ "$(redis-cli -c -p 1810$(( id % 3 + 1 )) SET failover "$f" 2>/dev/null)" = OK ]; do sleep 0.01; done
+  t1=$(date +%s%N)
+  echo "failover $f: node $id killed, a write acknowledged again after $(( (t1 - t0) / 1000000 )) ms"
+  start_node "$id"
+  until grep -q listening "$dir/n$id.log" 2>/dev/null; do sleep 0.1; done
+  sleep 2
+done

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Starts a three-node accelkv cluster on loopback for trying it out (docs/CLUSTER.md): an
+# etcd (Debian's etcd-server) for the range map and membership, and three accelkv-server
+# nodes, each a replica of the one range the first map holds. Ctrl-C stops everything.
+#
+#   RESP:  127.0.0.1:7101, 7102, 7103 (any node: followers answer -MOVED to the leader;
+#          redis-cli -c follows it)
+#   Raft:  127.0.0.1:7201, 7202, 7203      etcd: http://127.0.0.1:2379
+#
+# Usage: scripts/cluster-local.sh [data dir]     (default: target/cluster-local; kept, so a
+#        second start recovers every node from its Raft log and snapshots)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-target/cluster-local}
+for tool in etcd protoc; do
+  command -v "$tool" >/dev/null || {
+    echo "$tool is needed: apt-get install -y etcd-server protobuf-compiler" >&2
+    exit 1
+  }
+done
+cargo build --release -q -p accelkv-server --features cluster
+mkdir -p "$dir"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+etcd --name accelkv-local --data-dir "$dir/etcd" \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 >"$dir/etcd.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do
+  (exec 3<>/dev/tcp/127.0.0.1/2379) 2>/dev/null && break
+  sleep 0.1
+done
+for i in 1 2 3; do
+  ./target/release/accelkv-server --cluster etcd=http://127.0.0.1:2379 --node-id "$i" \
+    --data-dir "$dir/node$i" --resp-port "710$i" --raft-port "720$i" \
+    --port "770$i" --admin-port "780$i" --threads 1 >"$dir/node$i.log" 2>&1 &
+  pids+=($!)
+done
+for i in 1 2 3; do
+  for _ in $(seq 100); do
+    grep -q listening "$dir/node$i.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep listening "$dir/node$i.log" || { cat "$dir/node$i.log" >&2; exit 1; }
+done
+echo
+echo "cluster up: try  redis-cli -c -p 7101 SET greeting hello  and  redis-cli -c -p 7103 GET greeting"
+echo "logs in $dir; Ctrl-C stops the cluster"
+wait
