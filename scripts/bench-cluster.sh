@@ -67,13 +67,19 @@ echo "leader on $port"
 redis-benchmark -p "$port" -n 20000 -c 50 -r 100000 -d 16 -t set -q >/dev/null # warm up
 redis-benchmark -p 18199 -n 20000 -c 50 -r 100000 -d 16 -t set -q >/dev/null
 
-run() { # $1 port, $2 test name: prints "rps p99"
+run() { # $1 port, $2 test name: prints "rps p99"; any error reply fails the benchmark
   local common=(-p "$1" -c 50 --threads 1 --csv)
   case $2 in
     SET) redis-benchmark "${common[@]}" -n 100000 -r 100000 -d 16 -t set ;;
     GET) redis-benchmark "${common[@]}" -n 200000 -r 100000 -t get ;;
     RANGE) redis-benchmark "${common[@]}" -n 100000 RANGE key:000000050000 + LIMIT 10 ;;
-  esac | awk -F'","' 'NR == 2 { print $2, $7 }'
+  esac >"$dir/out" 2>"$dir/err"
+  if grep -q . "$dir/err"; then
+    echo "$2 on port $1 failed:" >&2
+    head -3 "$dir/err" >&2
+    exit 1
+  fi
+  awk -F'","' 'NR == 2 { print $2, $7 }' "$dir/out"
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 declare -A rps p99

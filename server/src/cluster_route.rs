@@ -46,10 +46,9 @@ pub enum Route {
 pub struct ClusterSession {
     /// The reply of the command routed last, for when its input runs again.
     pub answer: Option<Vec<u8>>,
-    /// A read barrier passed since the connection last ran: it covers every command in
-    /// its input now (none is read while it waits).
-    pub granted: bool,
-    /// The barrier covers this run of the input.
+    /// A read barrier passed since the connection last read input: it covers every
+    /// command in its input now (none is read while it waits). Cleared by the next read
+    /// from the socket.
     pub barrier_ok: bool,
     /// What the command it stopped at waits for; the event loop submits it.
     pub forward: Option<Forward>,

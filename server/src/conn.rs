@@ -177,11 +177,12 @@ impl Conn {
                 Ok(n) => {
                     self.inb.len += n;
                     self.last_active = Instant::now();
-                    if let Proto::Resp(Session {
-                        client: Some(r), ..
-                    }) = &self.proto
-                    {
-                        r.entry.touch(self.last_active);
+                    if let Proto::Resp(s) = &mut self.proto {
+                        if let Some(r) = &s.client {
+                            r.entry.touch(self.last_active);
+                        }
+                        // Cluster mode: a read barrier covers what was read before it.
+                        s.cluster.barrier_ok = false;
                     }
                     return true;
                 }

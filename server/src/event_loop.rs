@@ -543,7 +543,7 @@ impl Loop {
                     if let Proto::Resp(s) = &mut c.proto {
                         match settled {
                             Settled::Reply(r) => s.cluster.answer = Some(r),
-                            Settled::Granted => s.cluster.granted = true,
+                            Settled::Granted => s.cluster.barrier_ok = true,
                         }
                     }
                     self.service(slot);

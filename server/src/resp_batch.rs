@@ -60,9 +60,6 @@ pub fn run(
     max_out: usize,
 ) -> Ran {
     let limits = &sh.settings.limits;
-    // Cluster mode: a read barrier that passed while the connection waited covers the
-    // commands in its input now, which is this run's.
-    s.cluster.barrier_ok = std::mem::take(&mut s.cluster.granted);
     let mut pos = 0;
     while out.len() <= max_out && !s.quit {
         // Decode up to BATCH commands, fewer when replies have been big (so a connection's

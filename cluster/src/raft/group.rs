@@ -75,6 +75,7 @@ pub struct RaftNode {
     pub addr: SocketAddr,
     dir: PathBuf,
     groups: Groups,
+    pool: Arc<net::Pool>,
     tuning: Tuning,
 }
 
@@ -97,6 +98,7 @@ impl RaftNode {
             addr,
             dir,
             groups,
+            pool: Default::default(),
             tuning,
         })
     }
@@ -130,6 +132,7 @@ impl RaftNode {
         let net = Network {
             range,
             source: t.source,
+            pool: self.pool.clone(),
         };
         let raft = Raft::new(self.id, Arc::new(config), net, log, sm)
             .await

@@ -17,7 +17,7 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -49,6 +49,35 @@ enum Reply {
 
 /// The groups a node runs, by range: where incoming messages go.
 pub type Groups = Arc<RwLock<HashMap<RangeId, Raft>>>;
+
+/// Idle connections to peers, by address, shared by a node's groups. openraft makes a new
+/// client for every leadership check (each linearizable read's read index); without the
+/// pool each would open a TCP connection per peer, and a busy node would run out of ports.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+}
+
+/// Idle connections kept per peer.
+const POOL_PER_PEER: usize = 16;
+
+impl Pool {
+    fn take(&self, addr: &str) -> Option<TcpStream> {
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(addr)?
+            .pop()
+    }
+
+    fn give(&self, addr: &str, s: TcpStream) {
+        let mut g = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let v = g.entry(addr.to_string()).or_default();
+        if v.len() < POOL_PER_PEER {
+            v.push(s);
+        }
+    }
+}
 
 async fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let n = s.read_u32_le().await? as usize;
@@ -111,6 +140,8 @@ pub struct Network {
     /// The local address connections leave from (`None`: the system's choice), so a host
     /// with several addresses sends from the one it is known by.
     pub source: Option<IpAddr>,
+    /// The node's idle connections.
+    pub pool: Arc<Pool>,
 }
 
 impl RaftNetworkFactory<Config> for Network {
@@ -122,6 +153,7 @@ impl RaftNetworkFactory<Config> for Network {
             addr: node.addr.clone(),
             range: self.range,
             source: self.source,
+            pool: self.pool.clone(),
             conn: None,
         }
     }
@@ -133,7 +165,16 @@ pub struct Peer {
     addr: String,
     range: RangeId,
     source: Option<IpAddr>,
+    pool: Arc<Pool>,
     conn: Option<TcpStream>,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(s) = self.conn.take() {
+            self.pool.give(&self.addr, s);
+        }
+    }
 }
 
 type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
@@ -146,16 +187,19 @@ impl Peer {
         })
         .map_err(std::io::Error::other)?;
         let (addr, source) = (self.addr.clone(), self.source);
-        let mut conn = self.conn.take();
+        let reused = self.conn.take().or_else(|| self.pool.take(&addr));
+        let fresh = reused.is_none();
+        let mut conn = reused;
         let r = tokio::time::timeout(ttl, async {
-            if conn.is_none() {
-                let s = connect(&addr, source).await?;
-                s.set_nodelay(true)?;
-                conn = Some(s);
+            match exchange(&mut conn, &addr, source, &rpc).await {
+                // A kept connection the peer closed meanwhile (it restarted, say): once
+                // more on a new one. Every message is safe to repeat.
+                Err(_) if !fresh => {
+                    conn = None;
+                    exchange(&mut conn, &addr, source, &rpc).await
+                }
+                r => r,
             }
-            let s = conn.as_mut().expect("connected");
-            write_frame(s, &rpc).await?;
-            read_frame(s).await
         })
         .await
         .unwrap_or_else(|_| Err(std::io::Error::other("the peer did not answer in time")));
@@ -171,6 +215,23 @@ impl Peer {
     ) -> Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>> {
         r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
+}
+
+/// Sends one frame on `conn` (connecting first if it is `None`) and reads the answer.
+async fn exchange(
+    conn: &mut Option<TcpStream>,
+    addr: &str,
+    source: Option<IpAddr>,
+    rpc: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    if conn.is_none() {
+        let s = connect(addr, source).await?;
+        s.set_nodelay(true)?;
+        *conn = Some(s);
+    }
+    let s = conn.as_mut().expect("connected");
+    write_frame(s, rpc).await?;
+    read_frame(s).await
 }
 
 /// Connects to `addr` from `source` (any port).
