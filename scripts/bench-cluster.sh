@@ -7,6 +7,7 @@
 #  1. redis-benchmark -c 50 -d 16 -r 100000 --threads 1 against the range's leader and the
 #     plain server, interleaved for ROUNDS rounds: SET (-n 100000), GET (-n 200000) and a
 #     10-item RANGE scan (-n 100000); median throughput and p99 of each, and the ratio.
+#     Also GET sent to a follower, which proxies it to the leader (row GETP).
 #  2. Failover: kill -9 of the leader, then the time until a write is acknowledged again
 #     (redis-cli -c retrying every 10 ms), FAILOVERS times.
 #
@@ -27,6 +28,8 @@ dir=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # Leadership changes the nodes logged (a change under load is an election the load caused).
+  grep -h "leads\|no leader" "$dir"/n*.log 2>/dev/null | sort | uniq -c | sed 's/^/  log: /' || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -52,18 +55,25 @@ disown $!
 for i in 1 2 3; do
   until grep -q listening "$dir/n$i.log" 2>/dev/null; do sleep 0.1; done
 done
-leader() { # the RESP port of the node that answers a read itself
+leader() { # the RESP port of the node that takes a write itself (followers redirect a
+           # connection named as a proxy)
   while true; do
     for i in 1 2 3; do
       kill -0 "${node_pid[$i]}" 2>/dev/null || continue
-      r=$(redis-cli -p "1810$i" GET probe 2>/dev/null || true)
-      case "$r" in MOVED* | TRYAGAIN* | CLUSTERDOWN* | *refused*) ;; *) echo "1810$i"; return ;; esac
+      # Named as a proxy, the connection is redirected by followers rather than proxied.
+      r=$(printf 'CLIENT SETNAME accelkv-proxy-bench\nSET probe 1\n' | redis-cli -p "1810$i" 2>&1 | tail -n 1 || true)
+      if [ "$r" = OK ]; then
+        echo "1810$i"
+        return
+      fi
     done
     sleep 0.05
   done
 }
 port=$(leader)
-echo "leader on $port"
+follower=18101
+[ "$port" = 18101 ] && follower=18102
+echo "leader on $port, proxied reads through $follower"
 redis-benchmark -p "$port" -n 20000 -c 50 -r 100000 -d 16 -t set -q >/dev/null # warm up
 redis-benchmark -p 18199 -n 20000 -c 50 -r 100000 -d 16 -t set -q >/dev/null
 
@@ -93,10 +103,16 @@ for r in $(seq "$rounds"); do
       p99[$t-$target]+="$y "
     done
   done
+  # GET sent to a follower, which proxies it to the leader (--proxy, the default).
+  read -r x y < <(run "$follower" GET)
+  rps[GETP-cluster]+="$x "
+  p99[GETP-cluster]+="$y "
+  rps[GETP-plain]=${rps[GET-plain]}
+  p99[GETP-plain]=${p99[GET-plain]}
 done
 echo
 printf '%-6s %14s %14s %8s %12s %12s\n' test "plain ops/s" "3-replica ops/s" ratio "plain p99" "cluster p99"
-for t in SET GET RANGE; do
+for t in SET GET RANGE GETP; do
   a=$(echo "${rps[$t-plain]}" | tr ' ' '\n' | grep . | median)
   b=$(echo "${rps[$t-cluster]}" | tr ' ' '\n' | grep . | median)
   pa=$(echo "${p99[$t-plain]}" | tr ' ' '\n' | grep . | median)

@@ -12,5 +12,7 @@ pub mod testing;
 
 pub use coord::Coordinator;
 pub use map::{NodeAddr, NodeId, Range, RangeId, RangeMap};
+/// The consensus library, for its types (metrics, errors).
+pub use openraft;
 pub use raft::group::{read_barrier, write, NotServed, RaftNode, Tuning};
 pub use raft::machine::Machine;

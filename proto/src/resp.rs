@@ -272,6 +272,60 @@ fn parse_reply_at(
     }))
 }
 
+/// The length of the one reply, RESP2 or RESP3, at the start of `buf`, without decoding it
+/// (`Ok(None)`: more bytes are needed). Every RESP3 type is framed: null `_`, boolean `#`,
+/// double `,`, big number `(`, verbatim `=`, blob error `!`, map `%`, set `~`, push `>` and
+/// attributes `|` (which precede the reply they annotate and are counted with it). A proxy
+/// relays replies whole with it.
+pub fn reply_len(buf: &[u8], limits: &Limits) -> Result<Option<usize>, RespError> {
+    reply_end(buf, 0, limits, 0)
+}
+
+fn reply_end(
+    buf: &[u8],
+    at: usize,
+    limits: &Limits,
+    depth: usize,
+) -> Result<Option<usize>, RespError> {
+    if depth > limits.max_depth {
+        return Err(RespError::TooLarge {
+            what: "nesting",
+            len: depth,
+            max: limits.max_depth,
+        });
+    }
+    let Some(&t) = buf.get(at) else {
+        return Ok(None);
+    };
+    let Some((l, next)) = line(buf, at + 1, limits.max_inline)? else {
+        return Ok(None);
+    };
+    let items = |per: usize| -> Result<Option<usize>, RespError> {
+        let Some(n) = declared_len(l, "aggregate", limits.max_array)? else {
+            return Ok(Some(next));
+        };
+        let mut pos = next;
+        for _ in 0..n * per {
+            let Some(p) = reply_end(buf, pos, limits, depth + 1)? else {
+                return Ok(None);
+            };
+            pos = p;
+        }
+        Ok(Some(pos))
+    };
+    match t {
+        b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => Ok(Some(next)),
+        b'$' | b'=' | b'!' => Ok(bulk_body(buf, l, next, limits)?.map(|(_, end)| end)),
+        b'*' | b'~' | b'>' => items(1),
+        b'%' => items(2),
+        b'|' => match items(2)? {
+            Some(p) => reply_end(buf, p, limits, depth + 1),
+            None => Ok(None),
+        },
+        _ => Err(RespError::Protocol("unknown reply type")),
+    }
+}
+
 /// Appends `+s\r\n`.
 pub fn simple(out: &mut Vec<u8>, s: &str) {
     out.push(b'+');

@@ -412,3 +412,66 @@ fn reply_with_cr_inside_line_is_rejected() {
     assert!(resp::parse_reply(b"-\r\0\r\n", &Limits::default()).is_err());
     assert!(resp::parse_command(b"PI\rNG\r\n", &Limits::default()).is_err());
 }
+
+/// Every RESP3 reply type the server writes (and RESP2's), framed whole by `reply_len`.
+#[test]
+fn resp3_replies_are_framed_whole() {
+    let l = Limits::default();
+    let whole: &[&[u8]] = &[
+        b"+OK\r\n",
+        b"-ERR x\r\n",
+        b":-5\r\n",
+        b"_\r\n",
+        b"#t\r\n",
+        b",1.5\r\n",
+        b"(12345678901234567890\r\n",
+        b"$3\r\na\r\n\r\n",
+        b"$-1\r\n",
+        b"*-1\r\n",
+        b"=7\r\ntxt:abc\r\n",
+        b"!3\r\nERR\r\n",
+        b"*2\r\n$1\r\na\r\n:1\r\n",
+        b"%2\r\n+a\r\n:1\r\n+b\r\n*1\r\n_\r\n",
+        b"~2\r\n#f\r\n,2\r\n",
+        b">2\r\n+message\r\n$1\r\nx\r\n",
+        b"|1\r\n+ttl\r\n:3\r\n$2\r\nhi\r\n",
+    ];
+    for r in whole {
+        let mut two = r.to_vec();
+        two.extend_from_slice(b"+NEXT\r\n");
+        assert_eq!(
+            resp::reply_len(&two, &l),
+            Ok(Some(r.len())),
+            "{:?}",
+            String::from_utf8_lossy(r)
+        );
+        for cut in 0..r.len() {
+            assert_eq!(
+                resp::reply_len(&r[..cut], &l),
+                Ok(None),
+                "{:?} cut at {cut}",
+                String::from_utf8_lossy(r)
+            );
+        }
+    }
+    assert!(resp::reply_len(b"?x\r\n", &l).is_err());
+    assert!(resp::reply_len(b"$3\r\nabcd\r\n", &l).is_err());
+}
+
+proptest! {
+    /// RESP2 replies frame exactly as the decoder reads them.
+    #[test]
+    fn reply_len_agrees_with_parse_reply(v in value()) {
+        let mut b = Vec::new();
+        resp::value(&mut b, &v);
+        let l = Limits::default();
+        let parsed = resp::parse_reply(&b, &l).unwrap().map(|(_, n)| n);
+        prop_assert_eq!(resp::reply_len(&b, &l).unwrap(), parsed);
+    }
+
+    /// Random bytes never panic.
+    #[test]
+    fn reply_len_never_panics(b in bytes(200)) {
+        let _ = resp::reply_len(&b, &Limits::default());
+    }
+}

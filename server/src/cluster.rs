@@ -13,7 +13,7 @@
 //! trip, so this is the one hand-off on cluster mode's serving path).
 
 use crate::cluster_route::{classify, decode, encode, normalize, Class, ClusterSession};
-use crate::cluster_route::{Forward, Route, Router, Settled};
+use crate::cluster_route::{Forward, Route, Router, Settled, PROXY_NAME};
 use crate::config::ClusterSettings;
 use crate::reads::Reads;
 use crate::resp_cmd::{command, Session};
@@ -46,6 +46,10 @@ pub struct Node {
     etcd: String,
     /// Reads and writes waiting for their groups, by range.
     queues: Arc<Mutex<HashMap<u64, Queues>>>,
+    /// Whether commands for ranges led elsewhere are proxied (`--proxy`).
+    proxy: bool,
+    /// Idle proxy connections to other nodes' RESP ports.
+    proxies: Arc<crate::cluster_proxy::Pool>,
 }
 
 type Done = Box<dyn FnOnce(Settled) + Send>;
@@ -129,6 +133,11 @@ pub fn start(
         map,
         etcd: cs.etcd.join(","),
         queues: Default::default(),
+        proxy: cs.proxy,
+        proxies: Arc::new(crate::cluster_proxy::Pool::new(
+            me,
+            sh.settings.limits.clone(),
+        )),
     });
     // Open the groups of the first map, then follow the map.
     let opened = node.rt.block_on(open_groups(
@@ -169,10 +178,37 @@ async fn open_groups(
             .filter_map(|id| map.nodes.get(id).map(|a| (*id, a.raft.clone())))
             .collect();
         let machine = Arc::new(StoreMachine::new(sh, r));
-        raft.open_group(r.id, &members, machine).await?;
+        let group = raft.open_group(r.id, &members, machine).await?;
+        tokio::spawn(log_leaders(r.id, group.metrics()));
         out.insert(r.id);
     }
     Ok(out)
+}
+
+/// Logs each change of range `range`'s leader as this node sees it (on stderr).
+async fn log_leaders(
+    range: u64,
+    mut m: watch::Receiver<
+        accelkv_cluster::openraft::RaftMetrics<u64, accelkv_cluster::openraft::BasicNode>,
+    >,
+) {
+    let mut last = None;
+    loop {
+        let (leader, term) = {
+            let now = m.borrow_and_update();
+            (now.current_leader, now.current_term)
+        };
+        if leader != last {
+            match leader {
+                Some(l) => eprintln!("accelkv-server: range {range}: node {l} leads (term {term})"),
+                None => eprintln!("accelkv-server: range {range}: no leader (term {term})"),
+            }
+            last = leader;
+        }
+        if m.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 impl Node {
@@ -294,6 +330,13 @@ impl Router for Node {
         if let Some(a) = s.answer.take() {
             return Route::Answer(a);
         }
+        if args.len() == 3
+            && args[0].eq_ignore_ascii_case(b"CLIENT")
+            && args[1].eq_ignore_ascii_case(b"SETNAME")
+            && args[2].starts_with(PROXY_NAME.as_bytes())
+        {
+            s.proxied = true; // another node's proxy connection
+        }
         let (keys, is_write, upto) = match classify(args) {
             Class::Local => return Route::Here,
             Class::Refused(why) => return Route::Refuse(format!("ERR {why} (docs/CLUSTER.md)")),
@@ -327,7 +370,23 @@ impl Router for Node {
             .group(r.id)
             .and_then(|g| g.metrics().borrow().current_leader);
         if leader != Some(self.me) {
-            return Route::Refuse(self.moved(&map, r, leader));
+            let moved = self.moved(&map, r, leader);
+            let to = moved
+                .strip_prefix("MOVED ")
+                .and_then(|m| m.split(' ').nth(1));
+            if let (true, false, Some(to)) = (self.proxy, s.proxied, to) {
+                let mut cmd = Vec::new();
+                resp::command(&mut cmd, args);
+                s.forward = Some(Forward::Proxy {
+                    range: r.id,
+                    to: to.to_string(),
+                    cmd,
+                    write: is_write,
+                    proto,
+                });
+                return Route::Wait;
+            }
+            return Route::Refuse(moved);
         }
         if is_write {
             let cmd = encode(&normalize(args, accelkv_tree::now_ms()), proto);
@@ -342,8 +401,21 @@ impl Router for Node {
     }
 
     fn submit(&self, f: Forward, done: Box<dyn FnOnce(Settled) + Send>) {
-        let range = match &f {
-            Forward::Write { range, .. } | Forward::Barrier { range } => *range,
+        let range = match f {
+            Forward::Proxy {
+                to,
+                cmd,
+                write,
+                proto,
+                ..
+            } => {
+                let pool = self.proxies.clone();
+                self.rt.spawn(async move {
+                    done(Settled::Reply(pool.relay(to, cmd, write, proto).await));
+                });
+                return;
+            }
+            Forward::Write { range, .. } | Forward::Barrier { range } => range,
         };
         let Some(raft) = self.raft.group(range) else {
             let e = NotServed::NotLeader(None);
@@ -351,8 +423,8 @@ impl Router for Node {
             return;
         };
         match f {
-            Forward::Barrier { .. } => self.barrier(range, raft, done),
             Forward::Write { cmd, .. } => self.write(range, raft, cmd, done),
+            _ => self.barrier(range, raft, done),
         }
     }
 

@@ -17,6 +17,15 @@ pub enum Forward {
     /// A read: the range's leader confirms it still leads and has applied everything
     /// committed before (a read index); then the read runs here.
     Barrier { range: u64 },
+    /// A command for a range another node leads: sent there (RESP address `to`), and its
+    /// answer relayed.
+    Proxy {
+        range: u64,
+        to: String,
+        cmd: Vec<u8>,
+        write: bool,
+        proto: Version,
+    },
 }
 
 /// How a routed command ended.
@@ -52,7 +61,14 @@ pub struct ClusterSession {
     pub barrier_ok: bool,
     /// What the command it stopped at waits for; the event loop submits it.
     pub forward: Option<Forward>,
+    /// The connection is another node proxying commands (it named itself
+    /// [`PROXY_NAME`]`-<node>`): it gets `-MOVED` rather than being proxied on, so a
+    /// command never travels in a circle.
+    pub proxied: bool,
 }
+
+/// The name a node's proxy connections give themselves (CLIENT SETNAME).
+pub const PROXY_NAME: &str = "accelkv-proxy";
 
 /// A cluster the serving path routes commands through.
 pub trait Router: Send + Sync {

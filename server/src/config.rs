@@ -159,6 +159,11 @@ pub struct Args {
     /// The cluster's name: its key prefix in etcd (`/accelkv/<name>/`). Default `accelkv`.
     #[arg(long)]
     pub cluster_name: Option<String>,
+    /// In cluster mode, forward a command for a range this node does not lead to the
+    /// range's leader and relay its answer, so any client may use any node (the default);
+    /// `false` answers `-MOVED <range> <host:port>` instead, for clients that follow it.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub proxy: Option<bool>,
     /// Replicas per range. The first map is made once this many nodes have registered.
     /// Default 3.
     #[arg(long)]
@@ -177,6 +182,7 @@ pub struct ClusterSettings {
     pub node_id: u64,
     pub raft_port: u16,
     pub raft_advertise: Option<String>,
+    pub proxy: bool,
     pub name: String,
     pub replicas: usize,
     /// Where the Raft logs and snapshots live (the `--data-dir`).
@@ -217,6 +223,7 @@ impl ClusterSettings {
             node_id,
             raft_port: pick!(flags.raft_port, file.raft_port, 7709),
             raft_advertise: flags.raft_advertise.clone().or(file.raft_advertise.clone()),
+            proxy: pick!(flags.proxy, file.proxy, true),
             name: flags
                 .cluster_name
                 .clone()

@@ -8,6 +8,8 @@ mod burst;
 mod clients;
 #[cfg(feature = "cluster")]
 mod cluster;
+#[cfg(feature = "cluster")]
+mod cluster_proxy;
 mod cluster_route;
 pub mod config;
 mod conn;

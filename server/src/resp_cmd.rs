@@ -37,7 +37,7 @@ pub struct Session {
     /// This connection in the server's registry (CLIENT LIST/KILL); `None` in tests.
     pub client: Option<crate::clients::Registration>,
     /// Cluster mode: the command waiting on its range's group (cluster_route.rs).
-    pub cluster: crate::cluster_route::ClusterSession,
+    pub cluster: Box<crate::cluster_route::ClusterSession>,
 }
 
 impl Session {

@@ -247,7 +247,9 @@ fn serving(c: &Cluster) -> Vec<usize> {
                 return false;
             };
             let _ = s.set_read_timeout(Some(Duration::from_secs(8)));
-            let v = cluster_support::client::Conn::new(s).call(&[b"GET", b"probe"]);
+            let mut c = cluster_support::client::Conn::new(s);
+            c.call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]); // no proxying
+            let v = c.call(&[b"GET", b"probe"]);
             matches!(v, Some(Value::Bulk(_)))
         })
         .collect()
@@ -359,6 +361,7 @@ fn etcd_restarting_under_the_cluster_loses_neither_map_nor_service() {
         .find(|&i| i != c.leader(Duration::from_secs(10)))
         .unwrap();
     c.restart(follower);
+    let mut cl = Client::new(c.seeds()); // the old client may have been talking to it
     set(&mut cl, "after");
     for k in ["before", "without-etcd-19", "after"] {
         let o = cl.call(&[b"GET", k.as_bytes()], false, Duration::from_secs(10));
@@ -366,5 +369,84 @@ fn etcd_restarting_under_the_cluster_loses_neither_map_nor_service() {
             matches!(&o, Outcome::Done(Value::Bulk(Some(v))) if v == b"v"),
             "{k}: {o:?}"
         );
+    }
+}
+
+#[test]
+fn any_node_serves_any_key_through_its_proxy() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    let c = Cluster::start(3, "proxy");
+    let leader = c.leader(Duration::from_secs(20));
+    let plain = |i: usize| {
+        let s = std::net::TcpStream::connect(c.nodes[i].resp).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        cluster_support::client::Conn::new(s)
+    };
+    // A client that never follows a redirect writes and reads through every node.
+    for i in 0..3 {
+        let mut conn = plain(i);
+        let k = format!("via-{i}");
+        assert_eq!(
+            conn.call(&[b"SET", k.as_bytes(), b"v"]),
+            Some(Value::Simple("OK".into()))
+        );
+        assert_eq!(
+            conn.call(&[b"INCR", b"counter"]),
+            Some(Value::Integer(i as i64 + 1))
+        );
+    }
+    for i in 0..3 {
+        let mut conn = plain(i);
+        for j in 0..3 {
+            let k = format!("via-{j}");
+            assert_eq!(
+                conn.call(&[b"GET", k.as_bytes()]),
+                Some(Value::Bulk(Some(b"v".to_vec())))
+            );
+        }
+        let got = conn.call(&[b"RANGE", b"via-", b"via-~"]);
+        assert!(
+            matches!(got, Some(Value::Array(Some(ref a))) if a.len() == 6),
+            "{got:?}"
+        );
+    }
+    // RESP3 answers are relayed as RESP3.
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let mut raw = std::net::TcpStream::connect(c.nodes[follower].resp).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    use std::io::{Read, Write};
+    raw.write_all(b"HELLO 3\r\n").unwrap();
+    let mut b = vec![0u8; 4096];
+    let n = raw.read(&mut b).unwrap();
+    assert_eq!(b[0], b'%', "{:?}", String::from_utf8_lossy(&b[..n]));
+    raw.write_all(b"GET absent\r\nGET via-0\r\n").unwrap();
+    let mut got = Vec::new();
+    while got.len() < b"_\r\n$1\r\nv\r\n".len() {
+        let n = raw.read(&mut b).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&b[..n]);
+    }
+    assert_eq!(got, b"_\r\n$1\r\nv\r\n");
+    // A connection named as a proxy gets the redirect instead (no proxy chains).
+    let mut conn = plain(follower);
+    conn.call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-9"]);
+    match conn.call(&[b"GET", b"via-0"]) {
+        Some(Value::Error(e)) => {
+            assert!(e.starts_with("MOVED 1 "), "{e}");
+            assert!(e.ends_with(&c.nodes[leader].resp.to_string()), "{e}");
+        }
+        v => panic!("{v:?}"),
+    }
+    // redis-cli itself, without -c, on a follower.
+    if let Ok(out) = std::process::Command::new("redis-cli")
+        .args(["-h", &c.nodes[follower].ip.to_string()])
+        .args(["-p", &c.nodes[follower].resp.port().to_string()])
+        .args(["GET", "via-1"])
+        .output()
+    {
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "v");
     }
 }

@@ -133,7 +133,8 @@ impl Cluster {
     }
 
     /// The index of the node that leads range 1 now, as the live nodes tell (a node that
-    /// answers a read itself leads; a follower redirects to the leader).
+    /// answers a read itself leads; a follower redirects a connection that named itself a
+    /// proxy, rather than proxying its read).
     pub fn leader(&self, timeout: Duration) -> usize {
         let t = Instant::now();
         loop {
@@ -148,6 +149,7 @@ impl Cluster {
                 };
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 let mut c = super::client::Conn::new(s);
+                c.call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]);
                 if let Some(v) = c.call(&[b"GET", b"leader-probe"]) {
                     if !matches!(&v, accelkv_proto::resp::Value::Error(_)) {
                         return i;
