@@ -3,8 +3,7 @@
 # etcd (Debian's etcd-server) for the range map and membership, and three accelkv-server
 # nodes, each a replica of the one range the first map holds. Ctrl-C stops everything.
 #
-#   RESP:  127.0.0.1:7101, 7102, 7103 (any node: followers answer -MOVED to the leader;
-#          redis-cli -c follows it)
+#   RESP:  127.0.0.1:7101, 7102, 7103 (any node: a follower proxies to the range's leader)
 #   Raft:  127.0.0.1:7201, 7202, 7203      etcd: http://127.0.0.1:2379
 #
 # Usage: scripts/cluster-local.sh [data dir]     (default: target/cluster-local; kept, so a
@@ -48,6 +47,6 @@ for i in 1 2 3; do
   grep listening "$dir/node$i.log" || { cat "$dir/node$i.log" >&2; exit 1; }
 done
 echo
-echo "cluster up: try  redis-cli -c -p 7101 SET greeting hello  and  redis-cli -c -p 7103 GET greeting"
+echo "cluster up: try  redis-cli -p 7101 SET greeting hello  and  redis-cli -p 7103 GET greeting"
 echo "logs in $dir; Ctrl-C stops the cluster"
 wait
