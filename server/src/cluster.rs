@@ -90,6 +90,8 @@ pub fn start(
         let listen = SocketAddr::new(resp.ip(), cs.raft_port);
         let tuning = Tuning {
             source: Some(resp.ip()),
+            snapshot_every: cs.snapshot_every,
+            keep_behind_snapshot: (cs.snapshot_every / 2).min(1000),
             ..Tuning::default()
         };
         let raft = RaftNode::start(me, &listen.to_string(), cs.dir.join("raft"), tuning)
@@ -330,6 +332,11 @@ impl Router for Node {
         if let Some(a) = s.answer.take() {
             return Route::Answer(a);
         }
+        if args.len() == 1 && args[0].eq_ignore_ascii_case(b"READONLY") {
+            s.readonly = true;
+        } else if args.len() == 1 && args[0].eq_ignore_ascii_case(b"READWRITE") {
+            s.readonly = false;
+        }
         if args.len() == 3
             && args[0].eq_ignore_ascii_case(b"CLIENT")
             && args[1].eq_ignore_ascii_case(b"SETNAME")
@@ -365,10 +372,13 @@ impl Router for Node {
                 ));
             }
         }
-        let leader = self
-            .raft
-            .group(r.id)
-            .and_then(|g| g.metrics().borrow().current_leader);
+        let group = self.raft.group(r.id);
+        if s.readonly && !is_write && group.is_some() {
+            // READONLY (Redis Cluster's replica reads): this replica's own state, which
+            // may lag the leader's.
+            return Route::Here;
+        }
+        let leader = group.and_then(|g| g.metrics().borrow().current_leader);
         if leader != Some(self.me) {
             let moved = self.moved(&map, r, leader);
             let to = moved
@@ -554,6 +564,15 @@ impl Machine for StoreMachine {
     fn install(&self, data: &[u8]) -> Result<(), String> {
         let sh = self.sh.upgrade().ok_or("shutting down")?;
         let items = items_of(data).ok_or("the snapshot is corrupt")?;
+        eprintln!(
+            "accelkv-server: installing a snapshot of {} items over range [{}, {})",
+            items.len(),
+            String::from_utf8_lossy(&self.bounds.0),
+            self.bounds
+                .1
+                .as_deref()
+                .map_or("end".into(), String::from_utf8_lossy)
+        );
         let (lo, hi) = (&self.bounds.0, self.bounds.1.as_deref());
         let _g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
         loop {

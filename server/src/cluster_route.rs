@@ -65,6 +65,9 @@ pub struct ClusterSession {
     /// [`PROXY_NAME`]`-<node>`): it gets `-MOVED` rather than being proxied on, so a
     /// command never travels in a circle.
     pub proxied: bool,
+    /// READONLY was sent: reads are served by any replica of their range from its own
+    /// state (possibly behind the leader's), as Redis Cluster's replicas serve them.
+    pub readonly: bool,
 }
 
 /// The name a node's proxy connections give themselves (CLIENT SETNAME).

@@ -164,6 +164,11 @@ pub struct Args {
     /// `false` answers `-MOVED <range> <host:port>` instead, for clients that follow it.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub proxy: Option<bool>,
+    /// In cluster mode, a range's replicas snapshot its data after this many Raft entries
+    /// (each a batch of writes) and drop the log before it, keeping the last half of it or
+    /// 1,000 entries, whichever is fewer. Default 20000.
+    #[arg(long)]
+    pub raft_snapshot_every: Option<u64>,
     /// Replicas per range. The first map is made once this many nodes have registered.
     /// Default 3.
     #[arg(long)]
@@ -183,6 +188,7 @@ pub struct ClusterSettings {
     pub raft_port: u16,
     pub raft_advertise: Option<String>,
     pub proxy: bool,
+    pub snapshot_every: u64,
     pub name: String,
     pub replicas: usize,
     /// Where the Raft logs and snapshots live (the `--data-dir`).
@@ -224,6 +230,8 @@ impl ClusterSettings {
             raft_port: pick!(flags.raft_port, file.raft_port, 7709),
             raft_advertise: flags.raft_advertise.clone().or(file.raft_advertise.clone()),
             proxy: pick!(flags.proxy, file.proxy, true),
+            snapshot_every: pick!(flags.raft_snapshot_every, file.raft_snapshot_every, 20_000)
+                .max(2),
             name: flags
                 .cluster_name
                 .clone()

@@ -450,3 +450,75 @@ fn any_node_serves_any_key_through_its_proxy() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "v");
     }
 }
+
+#[test]
+fn a_replica_that_missed_the_log_is_sent_a_snapshot_of_the_store() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    // Snapshots every 50 entries, keeping 25 behind: a replica away for more than that
+    // can only catch up from a snapshot.
+    let mut c = Cluster::start_with(3, "snap", &["--raft-snapshot-every", "50"]);
+    let leader = c.leader(Duration::from_secs(20));
+    let away = (0..3).find(|&i| i != leader).unwrap();
+    let mut cl = Client::new(vec![c.nodes[leader].resp]);
+    let mut call = |args: &[&[u8]]| match cl.call(args, true, Duration::from_secs(10)) {
+        Outcome::Done(v) => v,
+        Outcome::Unknown => panic!("{args:?}: unknown outcome"),
+    };
+    call(&[b"SET", b"before", b"1"]);
+    c.kill9(away);
+    for i in 0..1500 {
+        let (k, v) = (format!("s{i:04}"), format!("v{i}"));
+        let args: Vec<&[u8]> = match i % 3 {
+            0 => vec![b"SET", k.as_bytes(), v.as_bytes(), b"PX", b"600000"],
+            _ => vec![b"SET", k.as_bytes(), v.as_bytes()],
+        };
+        assert_eq!(call(&args), Value::Simple("OK".into()));
+    }
+    for i in (0..1500).step_by(10) {
+        call(&[b"DEL", format!("s{i:04}").as_bytes()]);
+    }
+    call(&[b"INCRBY", b"counter", b"7"]);
+    c.restart(away);
+    // READONLY: the replica answers from its own state.
+    let s = std::net::TcpStream::connect(c.nodes[away].resp).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut r = cluster_support::client::Conn::new(s);
+    assert_eq!(r.call(&[b"READONLY"]), Some(Value::Simple("OK".into())));
+    let t = Instant::now();
+    while r.call(&[b"GET", b"counter"]) != Some(Value::Bulk(Some(b"7".to_vec()))) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the replica did not catch up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for i in 0..1500 {
+        let k = format!("s{i:04}");
+        let want = (i % 10 != 0).then(|| format!("v{i}").into_bytes());
+        assert_eq!(
+            r.call(&[b"GET", k.as_bytes()]),
+            Some(Value::Bulk(want)),
+            "{k}"
+        );
+        if i % 10 != 0 {
+            let ttl = r.call(&[b"PTTL", k.as_bytes()]);
+            let has_deadline = matches!(ttl, Some(Value::Integer(ms)) if ms > 500_000);
+            assert_eq!(has_deadline, i % 3 == 0, "{k}: PTTL {ttl:?}");
+        }
+    }
+    assert_eq!(
+        r.call(&[b"GET", b"before"]),
+        Some(Value::Bulk(Some(b"1".to_vec())))
+    );
+    // It was sent the leader's snapshot (the log it missed was gone).
+    let log = c.log(away);
+    let sent = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("accelkv-server: installing a snapshot of "))
+        .filter_map(|l| l.split(' ').next()?.parse::<usize>().ok())
+        .any(|n| n >= 1300);
+    assert!(sent, "no snapshot of the range was installed:\n{log}");
+}

@@ -25,6 +25,8 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     dir: PathBuf,
     name: String,
+    /// Flags every node gets besides the harness's own.
+    extra: Vec<String>,
 }
 
 fn free_port(ip: IpAddr) -> u16 {
@@ -39,6 +41,11 @@ impl Cluster {
     /// Starts etcd and `n` nodes (a one-range map over the first three), and waits until
     /// every node is serving.
     pub fn start(n: u64, name: &str) -> Cluster {
+        Cluster::start_with(n, name, &[])
+    }
+
+    /// [`Cluster::start`] with `extra` flags for every node.
+    pub fn start_with(n: u64, name: &str, extra: &[&str]) -> Cluster {
         let dir =
             std::env::temp_dir().join(format!("accelkv-cluster-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -64,6 +71,7 @@ impl Cluster {
             nodes,
             dir,
             name: name.into(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         let children: Vec<_> = (0..c.nodes.len()).map(|i| c.spawn(i)).collect();
         for (i, child) in children.into_iter().enumerate() {
@@ -86,11 +94,31 @@ impl Cluster {
             .args(["--raft-port", &n.raft.port().to_string()])
             .args(["--raft-advertise", &n.proxy.addr.to_string()])
             .args(["--threads", "1", "--engine-threads", "1"])
+            .args(&self.extra)
             .env_remove("ACCELKV_PASSWORD")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(self.stderr(i))
             .spawn()
             .expect("start accelkv-server")
+    }
+
+    fn stderr(&self, i: usize) -> Stdio {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))
+            .expect("a node's log");
+        Stdio::from(f)
+    }
+
+    /// Where node `i`'s stderr goes (appended across restarts).
+    pub fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("n{}.stderr", self.nodes[i].id))
+    }
+
+    /// What node `i` wrote on stderr so far.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.log_path(i)).unwrap_or_default()
     }
 
     /// SIGKILLs node `i` (index into `nodes`).
