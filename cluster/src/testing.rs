@@ -21,6 +21,20 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// Whether a test that needs etcd should run: true when it is installed; without it, a
+/// test under CI (`CI` set) fails here, and elsewhere it is skipped with a message.
+pub fn etcd_or_skip() -> bool {
+    if available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "etcd is not installed (etcd-server)"
+    );
+    eprintln!("skipped: etcd is not installed (apt-get install etcd-server)");
+    false
+}
+
 /// Whether the etcd binary is installed.
 pub fn available() -> bool {
     Command::new("etcd")

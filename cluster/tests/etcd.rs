@@ -2,21 +2,9 @@
 //! one map between them, a change is a compare-and-swap on the map's revision, watchers see
 //! every change, and a killed and restarted etcd loses neither the map nor the watch.
 
-use accelkv_cluster::testing::{self, Etcd};
+use accelkv_cluster::testing::Etcd;
 use accelkv_cluster::{Coordinator, NodeAddr};
 use std::time::{Duration, Instant};
-
-fn need_etcd() -> bool {
-    if testing::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "etcd is not installed (etcd-server)"
-    );
-    eprintln!("skipped: etcd is not installed (apt-get install etcd-server)");
-    false
-}
 
 fn addr(i: u64) -> NodeAddr {
     NodeAddr {
@@ -27,7 +15,7 @@ fn addr(i: u64) -> NodeAddr {
 
 #[test]
 fn the_map_lives_in_etcd_and_survives_its_restart() {
-    if !need_etcd() {
+    if !accelkv_cluster::testing::etcd_or_skip() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("accelkv-etcd-{}", std::process::id()));

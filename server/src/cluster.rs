@@ -482,17 +482,8 @@ struct StoreMachine {
 impl StoreMachine {
     fn new(sh: &Arc<Shared>, r: &Range) -> StoreMachine {
         let session = Session {
-            id: 0,
-            client: None,
             authed: true,
-            name: None,
-            quit: false,
-            wrote: false,
-            unreleased: 0,
-            reply_hint: 0,
-            proto: Default::default(),
-            tx: Default::default(),
-            cluster: Default::default(),
+            ..Session::new(0, None)
         };
         StoreMachine {
             sh: Arc::downgrade(sh),

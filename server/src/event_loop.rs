@@ -401,19 +401,7 @@ impl Loop {
                 sock.peer_addr().unwrap_or(unknown),
                 sock.local_addr().unwrap_or(unknown),
             );
-            Proto::Resp(Session {
-                id: client_id,
-                client: Some(client),
-                authed: false,
-                name: None,
-                quit: false,
-                wrote: false,
-                unreleased: 0,
-                reply_hint: 0,
-                proto: Default::default(),
-                tx: Default::default(),
-                cluster: Default::default(),
-            })
+            Proto::Resp(Session::new(client_id, Some(client)))
         };
         self.conns[slot] = Some(Conn::new(sock, id, proto, guard));
     }

@@ -41,6 +41,23 @@ pub struct Session {
 }
 
 impl Session {
+    /// A new connection's state (`client`: its entry in the server's registry).
+    pub fn new(id: u64, client: Option<crate::clients::Registration>) -> Session {
+        Session {
+            id,
+            client,
+            authed: false,
+            name: None,
+            quit: false,
+            wrote: false,
+            unreleased: 0,
+            reply_hint: 0,
+            proto: Default::default(),
+            tx: Default::default(),
+            cluster: Default::default(),
+        }
+    }
+
     /// Sets the connection's name (CLIENT SETNAME, HELLO SETNAME, RESET).
     pub fn set_name(&mut self, name: Option<&[u8]>) {
         if let Some(r) = &self.client {

@@ -6,6 +6,7 @@
 //! loses neither the map nor service. Needs `--features cluster` and etcd (etcd-server).
 
 mod cluster_support;
+mod common;
 
 use accelkv_proto::resp::Value;
 use cluster_support::client::{Client, Outcome};
@@ -18,18 +19,6 @@ use std::time::{Duration, Instant};
 
 /// The tests run one at a time: each starts its own cluster, and elections want the CPU.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn need_etcd() -> bool {
-    if accelkv_cluster::testing::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "etcd is not installed (etcd-server)"
-    );
-    eprintln!("skipped: etcd is not installed (apt-get install etcd-server)");
-    false
-}
 
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
 
@@ -186,7 +175,7 @@ fn summary(h: &[Record]) -> String {
 #[test]
 fn a_killed_leader_loses_no_acknowledged_write_and_reads_stay_linearizable() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !need_etcd() {
+    if !accelkv_cluster::testing::etcd_or_skip() {
         return;
     }
     let mut c = Cluster::start(3, "kill");
@@ -247,9 +236,9 @@ fn serving(c: &Cluster) -> Vec<usize> {
                 return false;
             };
             let _ = s.set_read_timeout(Some(Duration::from_secs(8)));
-            let mut c = cluster_support::client::Conn::new(s);
-            c.call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]); // no proxying
-            let v = c.call(&[b"GET", b"probe"]);
+            let mut c = cluster_support::client::Conn::from_stream(s);
+            c.try_call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]); // no proxying
+            let v = c.try_call(&[b"GET", b"probe"]);
             matches!(v, Some(Value::Bulk(_)))
         })
         .collect()
@@ -258,7 +247,7 @@ fn serving(c: &Cluster) -> Vec<usize> {
 #[test]
 fn a_partitioned_leader_serves_nothing_stale_and_the_cluster_heals() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !need_etcd() {
+    if !accelkv_cluster::testing::etcd_or_skip() {
         return;
     }
     let c = Cluster::start(3, "part");
@@ -311,7 +300,7 @@ fn a_partitioned_leader_serves_nothing_stale_and_the_cluster_heals() {
 #[test]
 fn etcd_restarting_under_the_cluster_loses_neither_map_nor_service() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !need_etcd() {
+    if !accelkv_cluster::testing::etcd_or_skip() {
         return;
     }
     let mut c = Cluster::start(3, "etcd");
@@ -375,7 +364,7 @@ fn etcd_restarting_under_the_cluster_loses_neither_map_nor_service() {
 #[test]
 fn any_node_serves_any_key_through_its_proxy() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !need_etcd() {
+    if !accelkv_cluster::testing::etcd_or_skip() {
         return;
     }
     let c = Cluster::start(3, "proxy");
@@ -383,18 +372,18 @@ fn any_node_serves_any_key_through_its_proxy() {
     let plain = |i: usize| {
         let s = std::net::TcpStream::connect(c.nodes[i].resp).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        cluster_support::client::Conn::new(s)
+        cluster_support::client::Conn::from_stream(s)
     };
     // A client that never follows a redirect writes and reads through every node.
     for i in 0..3 {
         let mut conn = plain(i);
         let k = format!("via-{i}");
         assert_eq!(
-            conn.call(&[b"SET", k.as_bytes(), b"v"]),
+            conn.try_call(&[b"SET", k.as_bytes(), b"v"]),
             Some(Value::Simple("OK".into()))
         );
         assert_eq!(
-            conn.call(&[b"INCR", b"counter"]),
+            conn.try_call(&[b"INCR", b"counter"]),
             Some(Value::Integer(i as i64 + 1))
         );
     }
@@ -403,11 +392,11 @@ fn any_node_serves_any_key_through_its_proxy() {
         for j in 0..3 {
             let k = format!("via-{j}");
             assert_eq!(
-                conn.call(&[b"GET", k.as_bytes()]),
+                conn.try_call(&[b"GET", k.as_bytes()]),
                 Some(Value::Bulk(Some(b"v".to_vec())))
             );
         }
-        let got = conn.call(&[b"RANGE", b"via-", b"via-~"]);
+        let got = conn.try_call(&[b"RANGE", b"via-", b"via-~"]);
         assert!(
             matches!(got, Some(Value::Array(Some(ref a))) if a.len() == 6),
             "{got:?}"
@@ -432,8 +421,8 @@ fn any_node_serves_any_key_through_its_proxy() {
     assert_eq!(got, b"_\r\n$1\r\nv\r\n");
     // A connection named as a proxy gets the redirect instead (no proxy chains).
     let mut conn = plain(follower);
-    conn.call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-9"]);
-    match conn.call(&[b"GET", b"via-0"]) {
+    conn.try_call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-9"]);
+    match conn.try_call(&[b"GET", b"via-0"]) {
         Some(Value::Error(e)) => {
             assert!(e.starts_with("MOVED 1 "), "{e}");
             assert!(e.ends_with(&c.nodes[leader].resp.to_string()), "{e}");
@@ -454,7 +443,7 @@ fn any_node_serves_any_key_through_its_proxy() {
 #[test]
 fn a_replica_that_missed_the_log_is_sent_a_snapshot_of_the_store() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !need_etcd() {
+    if !accelkv_cluster::testing::etcd_or_skip() {
         return;
     }
     // Snapshots every 50 entries, keeping 25 behind: a replica away for more than that
@@ -485,10 +474,10 @@ fn a_replica_that_missed_the_log_is_sent_a_snapshot_of_the_store() {
     // READONLY: the replica answers from its own state.
     let s = std::net::TcpStream::connect(c.nodes[away].resp).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut r = cluster_support::client::Conn::new(s);
-    assert_eq!(r.call(&[b"READONLY"]), Some(Value::Simple("OK".into())));
+    let mut r = cluster_support::client::Conn::from_stream(s);
+    assert_eq!(r.try_call(&[b"READONLY"]), Some(Value::Simple("OK".into())));
     let t = Instant::now();
-    while r.call(&[b"GET", b"counter"]) != Some(Value::Bulk(Some(b"7".to_vec()))) {
+    while r.try_call(&[b"GET", b"counter"]) != Some(Value::Bulk(Some(b"7".to_vec()))) {
         assert!(
             t.elapsed() < Duration::from_secs(30),
             "the replica did not catch up"
@@ -499,18 +488,18 @@ fn a_replica_that_missed_the_log_is_sent_a_snapshot_of_the_store() {
         let k = format!("s{i:04}");
         let want = (i % 10 != 0).then(|| format!("v{i}").into_bytes());
         assert_eq!(
-            r.call(&[b"GET", k.as_bytes()]),
+            r.try_call(&[b"GET", k.as_bytes()]),
             Some(Value::Bulk(want)),
             "{k}"
         );
         if i % 10 != 0 {
-            let ttl = r.call(&[b"PTTL", k.as_bytes()]);
+            let ttl = r.try_call(&[b"PTTL", k.as_bytes()]);
             let has_deadline = matches!(ttl, Some(Value::Integer(ms)) if ms > 500_000);
             assert_eq!(has_deadline, i % 3 == 0, "{k}: PTTL {ttl:?}");
         }
     }
     assert_eq!(
-        r.call(&[b"GET", b"before"]),
+        r.try_call(&[b"GET", b"before"]),
         Some(Value::Bulk(Some(b"1".to_vec())))
     );
     // It was sent the leader's snapshot (the log it missed was gone).

@@ -3,42 +3,12 @@
 //! connection broke after a write was sent, or the group did not commit in time) as
 //! unknown rather than guessing. Reads are retried freely (they change nothing).
 
-use accelkv_proto::resp::{self, Value};
-use accelkv_proto::Limits;
-use std::io::{Read, Write};
+use accelkv_proto::resp::Value;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// One RESP connection.
-pub struct Conn {
-    s: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    pub fn new(s: TcpStream) -> Conn {
-        Conn { s, buf: Vec::new() }
-    }
-
-    /// Sends a command and reads its reply; `None` if the connection broke.
-    pub fn call(&mut self, args: &[&[u8]]) -> Option<Value> {
-        let mut cmd = Vec::new();
-        resp::command(&mut cmd, args);
-        self.s.write_all(&cmd).ok()?;
-        loop {
-            if let Some((v, used)) = resp::parse_reply(&self.buf, &Limits::default()).ok()? {
-                self.buf.drain(..used);
-                return Some(v);
-            }
-            let mut b = [0u8; 65536];
-            let n = self.s.read(&mut b).ok()?;
-            if n == 0 {
-                return None;
-            }
-            self.buf.extend_from_slice(&b[..n]);
-        }
-    }
-}
+/// One RESP connection (`try_call`: the reply, `None` if the connection broke).
+pub use crate::common::RespConn as Conn;
 
 /// How a command ended.
 #[derive(Debug)]
@@ -77,7 +47,7 @@ impl Client {
             Ok(s) => {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(8)));
                 let _ = s.set_nodelay(true);
-                self.conn = Some(Conn::new(s));
+                self.conn = Some(Conn::from_stream(s));
                 true
             }
             Err(_) => {
@@ -112,7 +82,7 @@ impl Client {
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             }
-            let reply = self.conn.as_mut().unwrap().call(args);
+            let reply = self.conn.as_mut().unwrap().try_call(args);
             match reply {
                 None => {
                     // Sent, and the connection broke: a write may have been committed.

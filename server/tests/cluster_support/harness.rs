@@ -176,9 +176,9 @@ impl Cluster {
                     continue;
                 };
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut c = super::client::Conn::new(s);
-                c.call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]);
-                if let Some(v) = c.call(&[b"GET", b"leader-probe"]) {
+                let mut c = super::client::Conn::from_stream(s);
+                c.try_call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]);
+                if let Some(v) = c.try_call(&[b"GET", b"leader-probe"]) {
                     if !matches!(&v, accelkv_proto::resp::Value::Error(_)) {
                         return i;
                     }

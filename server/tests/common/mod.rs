@@ -143,6 +143,11 @@ impl RespConn {
     pub fn connect(addr: SocketAddr) -> RespConn {
         let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        RespConn::from_stream(s)
+    }
+
+    /// A connection over a stream the caller opened (with its own timeouts).
+    pub fn from_stream(s: TcpStream) -> RespConn {
         RespConn { s, buf: Vec::new() }
     }
 
