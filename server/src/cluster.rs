@@ -438,6 +438,61 @@ impl Router for Node {
         }
     }
 
+    fn command(&self, args: &[&[u8]], proto: Version, out: &mut Vec<u8>) {
+        let map = self.map.borrow();
+        let sub = crate::resp_cmd::upper(args[0]);
+        match (&sub[..], args.len()) {
+            (b"RANGES", 1) => {
+                // [id, start, end or nil, leader's RESP address or nil, [[node, address]…]]
+                resp::array(out, map.ranges.len());
+                for r in &map.ranges {
+                    let leader = match self.raft.group(r.id) {
+                        Some(g) => g.metrics().borrow().current_leader,
+                        None => r.leader,
+                    };
+                    let addr = |id: u64| map.nodes.get(&id).map(|a| a.resp.as_bytes());
+                    resp::array(out, 5);
+                    resp::integer(out, r.id as i64);
+                    resp::bulk(out, Some(&r.start));
+                    resp::bulk_in(out, r.end.as_deref(), proto);
+                    resp::bulk_in(out, leader.and_then(addr), proto);
+                    resp::array(out, r.replicas.len());
+                    for id in &r.replicas {
+                        resp::array(out, 2);
+                        resp::integer(out, *id as i64);
+                        resp::bulk(out, addr(*id));
+                    }
+                }
+            }
+            (b"INFO", 1) => {
+                let led = map
+                    .ranges_of(self.me)
+                    .filter(|r| {
+                        let g = self.raft.group(r.id);
+                        g.is_some_and(|g| g.metrics().borrow().current_leader == Some(self.me))
+                    })
+                    .count();
+                let text = format!(
+                    "cluster_enabled:1\r\ncluster_state:ok\r\ncluster_epoch:{}\r\ncluster_my_node:{}\r\ncluster_known_nodes:{}\r\ncluster_ranges:{}\r\ncluster_ranges_here:{}\r\ncluster_ranges_led_here:{led}\r\n",
+                    map.epoch,
+                    self.me,
+                    map.nodes.len(),
+                    map.ranges.len(),
+                    map.ranges_of(self.me).count(),
+                );
+                resp::verbatim(out, text.as_bytes(), proto);
+            }
+            (b"MYID", 1) => resp::bulk(out, Some(self.me.to_string().as_bytes())),
+            _ => resp::error(
+                out,
+                &format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try RANGES, INFO or MYID.",
+                    String::from_utf8_lossy(args[0])
+                ),
+            ),
+        }
+    }
+
     fn describe(&self) -> String {
         let map = self.map.borrow();
         let ranges: Vec<String> = map.ranges_of(self.me).map(|r| r.id.to_string()).collect();

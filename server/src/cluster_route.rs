@@ -81,6 +81,8 @@ pub trait Router: Send + Sync {
     fn submit(&self, f: Forward, done: Box<dyn FnOnce(Settled) + Send>);
     /// One line for the listening message.
     fn describe(&self) -> String;
+    /// Answers `CLUSTER <args>` (RANGES, INFO, MYID).
+    fn command(&self, args: &[&[u8]], proto: Version, out: &mut Vec<u8>);
 }
 
 /// How a command is served in cluster mode.
@@ -115,6 +117,7 @@ const LOCAL: &[&str] = &[
     "INFO",
     "TIME",
     "WAIT",
+    "CLUSTER",
 ];
 
 /// Classifies `args` (a decoded command, name first).

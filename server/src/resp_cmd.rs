@@ -541,6 +541,10 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
         }
         // No replicas: nothing to wait for.
         b"WAIT" if argc == 3 => resp::integer(out, 0),
+        b"CLUSTER" if argc >= 2 => match sh.cluster.get() {
+            Some(cl) => cl.command(&c[1..], s.proto, out),
+            None => resp::error(out, "ERR This instance has cluster support disabled"),
+        },
         b"EXISTS" if argc >= 2 && s.tx.running.is_some() => {
             let mut n = 0;
             for k in &c[1..] {

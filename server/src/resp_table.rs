@@ -159,6 +159,14 @@ pub static TABLE: &[Spec] = &[
     spec("DBSIZE", 1, RF, NONE, "server", "Number of keys."),
     spec("TIME", 1, FAST, NONE, "server", "The server's clock."),
     spec(
+        "CLUSTER",
+        -2,
+        CONN,
+        NONE,
+        "cluster",
+        "Cluster mode: the range map (RANGES), its state (INFO), this node's id (MYID).",
+    ),
+    spec(
         "WAIT",
         3,
         FAST,

@@ -429,6 +429,29 @@ fn any_node_serves_any_key_through_its_proxy() {
         }
         v => panic!("{v:?}"),
     }
+    // CLUSTER RANGES: one range over every key, its leader and its three replicas.
+    let mut conn = plain(follower);
+    let Some(Value::Array(Some(ranges))) = conn.try_call(&[b"CLUSTER", b"RANGES"]) else {
+        panic!("CLUSTER RANGES");
+    };
+    assert_eq!(ranges.len(), 1);
+    let Value::Array(Some(r)) = &ranges[0] else {
+        panic!("{ranges:?}")
+    };
+    assert_eq!(r[0], Value::Integer(1));
+    assert_eq!(r[1], Value::Bulk(Some(Vec::new())));
+    assert_eq!(r[2], Value::Bulk(None));
+    let leader_addr = c.nodes[leader].resp.to_string().into_bytes();
+    assert_eq!(r[3], Value::Bulk(Some(leader_addr)));
+    assert!(matches!(&r[4], Value::Array(Some(v)) if v.len() == 3));
+    match conn.try_call(&[b"CLUSTER", b"INFO"]) {
+        Some(Value::Bulk(Some(text))) => {
+            let text = String::from_utf8(text).unwrap();
+            assert!(text.contains("cluster_enabled:1\r\n"), "{text}");
+            assert!(text.contains("cluster_ranges_led_here:0\r\n"), "{text}");
+        }
+        v => panic!("CLUSTER INFO: {v:?}"),
+    }
     // redis-cli itself, without -c, on a follower.
     if let Ok(out) = std::process::Command::new("redis-cli")
         .args(["-h", &c.nodes[follower].ip.to_string()])

@@ -65,6 +65,10 @@ fn string_and_keyspace_commands_answer_as_redis() {
         other => panic!("TIME: {other:?}"),
     }
     assert_eq!(c.str(&["WAIT", "0", "0"]), Value::Integer(0));
+    assert!(err_starts(
+        &c.str(&["CLUSTER", "INFO"]),
+        "ERR This instance has cluster support disabled"
+    ));
     let count = accelkv_server::RESP_COMMANDS.len() as i64;
     assert_eq!(c.str(&["COMMAND", "COUNT"]), Value::Integer(count));
     // SCAN: MATCH filters what a COUNT's worth of keys holds; TYPE other than string: none.
