@@ -178,6 +178,26 @@ impl Coordinator {
         Ok(r.succeeded())
     }
 
+    /// Changes the map: `f` answers the new map for the one it is shown (with `epoch`
+    /// bumped), or `None` when nothing needs changing; a compare-and-swap that loses a race
+    /// reads the map again and asks `f` again. Answers the map as it stands afterwards.
+    pub async fn update_map(
+        &self,
+        mut f: impl FnMut(&RangeMap) -> Result<Option<RangeMap>, String>,
+    ) -> Result<RangeMap, String> {
+        loop {
+            let (m, rev) = self.map().await?.ok_or("no map was created yet")?;
+            match f(&m)? {
+                None => return Ok(m),
+                Some(n) => {
+                    if self.replace_map(&n, rev).await? {
+                        return Ok(n);
+                    }
+                }
+            }
+        }
+    }
+
     /// Waits until a map exists, creating a one-range map over the `replicas` lowest-numbered
     /// live nodes once that many are registered.
     pub async fn bootstrap(&self, replicas: usize) -> Result<RangeMap, String> {

@@ -37,6 +37,10 @@ pub struct Range {
     /// The replica that led the group when the map was last written (a hint: the group
     /// itself knows the current leader).
     pub leader: Option<NodeId>,
+    /// Nodes catching up as learners while the range moves to them (they vote once the
+    /// group's membership changes; see `docs/CLUSTER.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub learners: Vec<NodeId>,
 }
 
 impl Range {
@@ -55,6 +59,9 @@ pub struct RangeMap {
     pub ranges: Vec<Range>,
     /// Every node the map names.
     pub nodes: BTreeMap<NodeId, NodeAddr>,
+    /// The id the next new range gets (ids are never reused).
+    #[serde(default)]
+    pub next_id: RangeId,
 }
 
 impl RangeMap {
@@ -68,9 +75,20 @@ impl RangeMap {
                 end: None,
                 replicas: replicas.iter().map(|r| r.0).collect(),
                 leader: None,
+                learners: Vec::new(),
             }],
             nodes: replicas.iter().cloned().collect(),
+            next_id: 2,
         }
+    }
+
+    /// Takes the next unused range id (the caller writes the map back to keep it).
+    pub fn reserve_id(&mut self) -> RangeId {
+        let top = self.ranges.iter().map(|r| r.id).max().unwrap_or(0);
+        let id = self.next_id.max(top + 1);
+        self.next_id = id + 1;
+        self.epoch += 1;
+        id
     }
 
     /// The range that holds `key`.
@@ -86,11 +104,11 @@ impl RangeMap {
         self.ranges.iter().find(|r| r.id == id)
     }
 
-    /// The ranges `node` holds a replica of.
+    /// The ranges `node` holds a replica of (voting, or learning as the range moves).
     pub fn ranges_of(&self, node: NodeId) -> impl Iterator<Item = &Range> {
         self.ranges
             .iter()
-            .filter(move |r| r.replicas.contains(&node))
+            .filter(move |r| r.replicas.contains(&node) || r.learners.contains(&node))
     }
 
     /// Checks the map's shape: ranges sorted, contiguous from the empty key to the end,
@@ -125,7 +143,12 @@ impl RangeMap {
             if r.replicas.is_empty() {
                 return Err(format!("range {} has no replicas", r.id));
             }
-            if let Some(n) = r.replicas.iter().find(|n| !self.nodes.contains_key(n)) {
+            if let Some(n) = r
+                .replicas
+                .iter()
+                .chain(&r.learners)
+                .find(|n| !self.nodes.contains_key(n))
+            {
                 return Err(format!("range {} names unknown node {n}", r.id));
             }
         }
@@ -153,9 +176,11 @@ impl RangeMap {
             end: r.end.clone(),
             replicas: r.replicas.clone(),
             leader: r.leader,
+            learners: Vec::new(),
         };
         self.ranges[i].end = Some(at.to_vec());
         self.ranges.insert(i + 1, right);
+        self.next_id = self.next_id.max(new_id + 1);
         self.epoch += 1;
         Ok(())
     }
@@ -263,6 +288,21 @@ mod tests {
         assert!(m.split(1, b"", 2).is_err());
         assert!(m.split(1, b"m", 1).is_err());
         assert!(RangeMap::from_json(b"{}").is_err());
+    }
+
+    #[test]
+    fn reserved_ids_are_never_reused() {
+        let mut m = three();
+        let a = m.reserve_id();
+        let b = m.reserve_id();
+        assert_eq!((a, b), (2, 3));
+        m.split(1, b"m", 7).unwrap();
+        assert_eq!(m.reserve_id(), 8);
+        let mut old = three();
+        old.next_id = 0; // a map written before the counter existed
+        old.split(1, b"m", 5).unwrap();
+        assert_eq!(old.reserve_id(), 6);
+        assert_eq!(m.epoch, 5);
     }
 
     proptest! {

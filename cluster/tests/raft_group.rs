@@ -63,7 +63,14 @@ fn start(id: u64, listen: &str, dir: &std::path::Path, members: &BTreeMap<u64, S
         let node = RaftNode::start(id, listen, dir.join(format!("n{id}")), tuning())
             .await
             .unwrap();
-        node.open_group(1, members, machine.clone()).await.unwrap();
+        node.open_group(
+            1,
+            members,
+            machine.clone(),
+            accelkv_cluster::Open::Bootstrap,
+        )
+        .await
+        .unwrap();
         node
     });
     Replica { rt, node, machine }

@@ -12,23 +12,23 @@
 //! command over and parks the connection until it settles (consensus needs a network round
 //! trip, so this is the one hand-off on cluster mode's serving path).
 
-use crate::cluster_route::{classify, decode, encode, normalize, Class, ClusterSession};
+use crate::cluster_machine::{OpenReq, Registry, StoreMachine};
+use crate::cluster_route::{classify, encode, normalize, Class, ClusterSession};
 use crate::cluster_route::{Forward, Route, Router, Settled, PROXY_NAME};
+use crate::cluster_split::Ctl;
 use crate::config::ClusterSettings;
-use crate::reads::Reads;
-use crate::resp_cmd::{command, Session};
 use crate::state::Shared;
-use accelkv_cluster::{read_barrier, write, Coordinator, Machine, NodeAddr, NotServed};
+use accelkv_cluster::{read_barrier, write, Coordinator, NodeAddr, NotServed, Open};
 use accelkv_cluster::{RaftNode, Range, RangeMap, Tuning};
 use accelkv_proto::resp::{self, Version};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 
 /// How long a write or read barrier may wait for its group before the client hears so.
-const WAIT: Duration = Duration::from_secs(5);
+pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
 /// Batches of writes one range has in its group's pipeline at once.
 const BATCHES_IN_FLIGHT: usize = 4;
@@ -50,6 +50,10 @@ pub struct Node {
     proxy: bool,
     /// Idle proxy connections to other nodes' RESP ports.
     proxies: Arc<crate::cluster_proxy::Pool>,
+    /// The ranges open here.
+    reg: Arc<Registry>,
+    /// What splits ranges and keeps the map in step with them.
+    ctl: Ctl,
 }
 
 type Done = Box<dyn FnOnce(Settled) + Send>;
@@ -86,7 +90,7 @@ pub fn start(
         .build()
         .map_err(|e| format!("cannot start the cluster runtime: {e}"))?;
     let me = cs.node_id;
-    let (raft, map) = rt.block_on(async {
+    let (raft, map, coord) = rt.block_on(async {
         let listen = SocketAddr::new(resp.ip(), cs.raft_port);
         let tuning = Tuning {
             source: Some(resp.ip()),
@@ -126,8 +130,24 @@ pub fn start(
             }
         }
         let map = coord.watch_map().await?;
-        Ok::<_, String>((Arc::new(raft), map))
+        Ok::<_, String>((Arc::new(raft), map, coord))
     })?;
+    let (opens, requests) = tokio::sync::mpsc::unbounded_channel();
+    let reg = Arc::new(Registry {
+        machines: Default::default(),
+        claimed: Default::default(),
+        raft: raft.clone(),
+        opens,
+    });
+    let ctl = Ctl {
+        me,
+        raft: raft.clone(),
+        coord,
+        reg: reg.clone(),
+        map: map.clone(),
+        sh: Arc::downgrade(sh),
+        split_size: cs.split_size,
+    };
     let node = Arc::new(Node {
         me,
         rt,
@@ -140,51 +160,112 @@ pub fn start(
             me,
             sh.settings.limits.clone(),
         )),
+        reg: reg.clone(),
+        ctl: ctl.clone(),
     });
-    // Open the groups of the first map, then follow the map.
-    let opened = node.rt.block_on(open_groups(
-        &node.raft,
-        &node.map.borrow().clone(),
+    // Open the ranges of the first map, then follow the map and the splits applied here.
+    let first = node.map.borrow().clone();
+    node.rt.block_on(open_from_map(&reg, sh, &first, me));
+    node.rt.spawn(opener(
+        requests,
+        reg.clone(),
+        Arc::downgrade(sh),
+        node.map.clone(),
         me,
-        sh,
-        &BTreeSet::new(),
-    ))?;
-    let (raft, mut map, weak) = (node.raft.clone(), node.map.clone(), Arc::downgrade(sh));
+    ));
+    let mut watch = node.map.clone();
     node.rt.spawn(async move {
-        let mut opened = opened;
-        while map.changed().await.is_ok() {
-            let m = map.borrow().clone();
-            let Some(sh) = weak.upgrade() else { return };
-            match open_groups(&raft, &m, me, &sh, &opened).await {
-                Ok(more) => opened.extend(more),
-                Err(e) => eprintln!("accelkv-server: cluster: {e}"),
+        while watch.changed().await.is_ok() {
+            if reg.opens.send(OpenReq::Recheck).is_err() {
+                return;
             }
         }
     });
+    node.rt.spawn(crate::cluster_split::run(ctl));
     Ok(node)
 }
 
-/// Opens this node's groups of `map` not in `opened`; answers the ranges it opened.
-async fn open_groups(
-    raft: &RaftNode,
-    map: &RangeMap,
+/// Opens ranges as they are asked for, one at a time.
+async fn opener(
+    mut requests: tokio::sync::mpsc::UnboundedReceiver<OpenReq>,
+    reg: Arc<Registry>,
+    sh: Weak<Shared>,
+    map: watch::Receiver<RangeMap>,
     me: u64,
-    sh: &Arc<Shared>,
-    opened: &BTreeSet<u64>,
-) -> Result<BTreeSet<u64>, String> {
-    let mut out = BTreeSet::new();
-    for r in map.ranges_of(me).filter(|r| !opened.contains(&r.id)) {
+) {
+    while let Some(req) = requests.recv().await {
+        let Some(sh) = sh.upgrade() else { return };
+        match req {
+            OpenReq::Open {
+                range,
+                bounds,
+                members,
+                how,
+            } => open_one(&reg, &sh, range, bounds, &members, how).await,
+            OpenReq::Recheck => {
+                let m = map.borrow().clone();
+                open_from_map(&reg, &sh, &m, me).await;
+            }
+        }
+    }
+}
+
+/// Opens the ranges of `map` this node holds a replica of that are not open yet, except
+/// one that overlaps a range open here (its split is not applied here yet: it is opened
+/// when it is, or when a snapshot narrows the old range).
+async fn open_from_map(reg: &Arc<Registry>, sh: &Arc<Shared>, map: &RangeMap, me: u64) {
+    for r in map.ranges_of(me) {
+        let bounds = (r.start.clone(), r.end.clone());
+        let claimed = reg
+            .claimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&r.id);
+        if claimed || reg.overlaps(&bounds, r.id) || !reg.claim(r.id) {
+            continue;
+        }
         let members: BTreeMap<u64, String> = r
             .replicas
             .iter()
             .filter_map(|id| map.nodes.get(id).map(|a| (*id, a.raft.clone())))
             .collect();
-        let machine = Arc::new(StoreMachine::new(sh, r));
-        let group = raft.open_group(r.id, &members, machine).await?;
-        tokio::spawn(log_leaders(r.id, group.metrics()));
-        out.insert(r.id);
+        // Range 1 is the first map's; any other was made by a split or is moving here.
+        let how = if r.id == 1 {
+            Open::Bootstrap
+        } else {
+            Open::Join
+        };
+        open_one(reg, sh, r.id, bounds, &members, how).await;
     }
-    Ok(out)
+}
+
+/// Opens this node's replica of `range`.
+async fn open_one(
+    reg: &Arc<Registry>,
+    sh: &Arc<Shared>,
+    range: u64,
+    bounds: crate::cluster_machine::Bounds,
+    members: &BTreeMap<u64, String>,
+    how: Open,
+) {
+    let m = Arc::new(StoreMachine::new(sh, reg, range, bounds));
+    reg.machines
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(range, m.clone());
+    match reg.raft.open_group(range, members, m, how).await {
+        Ok(g) => {
+            tokio::spawn(log_leaders(range, g.metrics()));
+        }
+        Err(e) => {
+            eprintln!("accelkv-server: cluster: {e}");
+            reg.machines
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&range);
+            reg.unclaim(range);
+        }
+    }
 }
 
 /// Logs each change of range `range`'s leader as this node sees it (on stderr).
@@ -344,7 +425,12 @@ impl Router for Node {
         {
             s.proxied = true; // another node's proxy connection
         }
+        // CLUSTER SPLIT <key> goes to the leader of the key's range, as a write would.
+        let split = args.len() == 3
+            && args[0].eq_ignore_ascii_case(b"CLUSTER")
+            && args[1].eq_ignore_ascii_case(b"SPLIT");
         let (keys, is_write, upto) = match classify(args) {
+            _ if split => (vec![args[2]], true, None),
             Class::Local => return Route::Here,
             Class::Refused(why) => return Route::Refuse(format!("ERR {why} (docs/CLUSTER.md)")),
             Class::Keyed { keys, write, upto } => (keys, write, upto),
@@ -373,10 +459,14 @@ impl Router for Node {
             }
         }
         let group = self.raft.group(r.id);
+        // The range's bounds here, which a split applied here narrows before the map
+        // follows: a key outside them waits for the map.
+        let held = || self.reg.holds(r.id, &keys, upto);
+        let splitting = || Route::Refuse(format!("TRYAGAIN range {} is splitting; retry", r.id));
         if s.readonly && !is_write && group.is_some() {
             // READONLY (Redis Cluster's replica reads): this replica's own state, which
             // may lag the leader's.
-            return Route::Here;
+            return if held() { Route::Here } else { splitting() };
         }
         let leader = group.and_then(|g| g.metrics().borrow().current_leader);
         if leader != Some(self.me) {
@@ -397,6 +487,16 @@ impl Router for Node {
                 return Route::Wait;
             }
             return Route::Refuse(moved);
+        }
+        if !held() {
+            return splitting();
+        }
+        if split {
+            s.forward = Some(Forward::Split {
+                range: r.id,
+                at: args[2].to_vec(),
+            });
+            return Route::Wait;
         }
         if is_write {
             let cmd = encode(&normalize(args, accelkv_tree::now_ms()), proto);
@@ -422,6 +522,18 @@ impl Router for Node {
                 let pool = self.proxies.clone();
                 self.rt.spawn(async move {
                     done(Settled::Reply(pool.relay(to, cmd, write, proto).await));
+                });
+                return;
+            }
+            Forward::Split { range, at } => {
+                let ctl = self.ctl.clone();
+                self.rt.spawn(async move {
+                    let mut out = Vec::new();
+                    match crate::cluster_split::split(&ctl, range, at).await {
+                        Ok(child) => resp::integer(&mut out, child as i64),
+                        Err(e) => resp::error(&mut out, &e),
+                    }
+                    done(Settled::Reply(out));
                 });
                 return;
             }
@@ -486,7 +598,7 @@ impl Router for Node {
             _ => resp::error(
                 out,
                 &format!(
-                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try RANGES, INFO or MYID.",
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try RANGES, INFO, MYID or SPLIT <key>.",
                     String::from_utf8_lossy(args[0])
                 ),
             ),
@@ -523,148 +635,4 @@ fn settle_error(map: &watch::Receiver<RangeMap>, me: u64, range: u64, e: NotServ
     let mut out = Vec::new();
     resp::error(&mut out, &msg);
     out
-}
-
-/// A range's state machine: the node's store, written through the same RESP command code
-/// and reservation station as a standalone server's writes.
-struct StoreMachine {
-    sh: Weak<Shared>,
-    /// The range's bounds (what a snapshot holds).
-    bounds: (Vec<u8>, Option<Vec<u8>>),
-    exec: Mutex<(Session, Reads)>,
-}
-
-impl StoreMachine {
-    fn new(sh: &Arc<Shared>, r: &Range) -> StoreMachine {
-        let session = Session {
-            authed: true,
-            ..Session::new(0, None)
-        };
-        StoreMachine {
-            sh: Arc::downgrade(sh),
-            bounds: (r.start.clone(), r.end.clone()),
-            exec: Mutex::new((session, sh.engine.reads(|| {}))),
-        }
-    }
-}
-
-impl Machine for StoreMachine {
-    /// Applies a batch of commands (see [`Queues`]), answering the list of their replies.
-    fn apply(&self, batch: &[u8]) -> Vec<u8> {
-        let Some(sh) = self.sh.upgrade() else {
-            return Vec::new(); // shutting down
-        };
-        let Some(cmds) = crate::cluster_route::list(batch) else {
-            return Vec::new(); // not a batch: its writer hears "answered wrongly"
-        };
-        let mut g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
-        let (s, reads) = &mut *g;
-        let mut replies = Vec::with_capacity(cmds.len());
-        for cmd in cmds {
-            let mut out = Vec::new();
-            let Some((proto, args)) = decode(cmd) else {
-                resp::error(&mut out, "ERR a replicated command could not be decoded");
-                replies.push(out);
-                continue;
-            };
-            s.proto = proto;
-            command(&sh, s, &args, reads, &mut out);
-            let v = std::mem::take(&mut s.unreleased);
-            if v > 0 {
-                // Applied in order: the next command (and the reply) sees this one.
-                sh.store.wait_visible(v);
-            }
-            s.wrote = false;
-            replies.push(out);
-        }
-        let mut out = Vec::new();
-        crate::cluster_route::put_list(&mut out, &replies);
-        out
-    }
-
-    fn snapshot(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        let Some(sh) = self.sh.upgrade() else {
-            return out;
-        };
-        let (lo, hi) = (&self.bounds.0, self.bounds.1.as_deref());
-        let snap = sh.store.snapshot();
-        let mut key = lo.clone();
-        loop {
-            let next = snap.leaf(&key, |img| {
-                for (k, v, d, f) in &img.items {
-                    if *k >= lo.as_slice() && hi.is_none_or(|h| *k < h) {
-                        put_item(&mut out, k, v, *d, *f);
-                    }
-                }
-                img.high.map(<[u8]>::to_vec)
-            });
-            match next {
-                Ok(Some(n)) if hi.is_none_or(|h| n.as_slice() < h) => key = n,
-                _ => break,
-            }
-        }
-        out
-    }
-
-    fn install(&self, data: &[u8]) -> Result<(), String> {
-        let sh = self.sh.upgrade().ok_or("shutting down")?;
-        let items = items_of(data).ok_or("the snapshot is corrupt")?;
-        eprintln!(
-            "accelkv-server: installing a snapshot of {} items over range [{}, {})",
-            items.len(),
-            String::from_utf8_lossy(&self.bounds.0),
-            self.bounds
-                .1
-                .as_deref()
-                .map_or("end".into(), String::from_utf8_lossy)
-        );
-        let (lo, hi) = (&self.bounds.0, self.bounds.1.as_deref());
-        let _g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            let old = sh.store.scan(lo, hi, 4096);
-            if old.is_empty() {
-                break;
-            }
-            for (k, _) in old {
-                sh.store.delete(&k).map_err(|e| e.to_string())?;
-            }
-        }
-        for (k, v, d, f) in items {
-            sh.store.put_item(k, v, d, f).map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-}
-
-/// A snapshot item: `u32 key length | key | u32 value length | value | u64 deadline | u32
-/// flags`, little-endian.
-fn put_item(out: &mut Vec<u8>, k: &[u8], v: &[u8], deadline: u64, flags: u32) {
-    out.extend_from_slice(&(k.len() as u32).to_le_bytes());
-    out.extend_from_slice(k);
-    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-    out.extend_from_slice(v);
-    out.extend_from_slice(&deadline.to_le_bytes());
-    out.extend_from_slice(&flags.to_le_bytes());
-}
-
-type Item<'a> = (&'a [u8], &'a [u8], u64, u32);
-
-fn items_of(mut b: &[u8]) -> Option<Vec<Item<'_>>> {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (h, t) = (b.get(..n)?, b.get(n..)?);
-        *b = t;
-        Some(h)
-    }
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let kl = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
-        let k = take(&mut b, kl)?;
-        let vl = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
-        let v = take(&mut b, vl)?;
-        let d = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
-        let f = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
-        out.push((k, v, d, f));
-    }
-    Some(out)
 }

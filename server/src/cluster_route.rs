@@ -17,6 +17,8 @@ pub enum Forward {
     /// A read: the range's leader confirms it still leads and has applied everything
     /// committed before (a read index); then the read runs here.
     Barrier { range: u64 },
+    /// `CLUSTER SPLIT <key>`: range `range`, which this node leads, is split at `at`.
+    Split { range: u64, at: Vec<u8> },
     /// A command for a range another node leads: sent there (RESP address `to`), and its
     /// answer relayed.
     Proxy {

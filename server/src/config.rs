@@ -169,6 +169,10 @@ pub struct Args {
     /// 1,000 entries, whichever is fewer. Default 20000.
     #[arg(long)]
     pub raft_snapshot_every: Option<u64>,
+    /// A range whose keys and values come to more than this many bytes is split in two at
+    /// its middle key by its leader (`k`, `m`, `g` suffixes; `0`: never). Default 64m.
+    #[arg(long)]
+    pub split_size: Option<String>,
     /// Replicas per range. The first map is made once this many nodes have registered.
     /// Default 3.
     #[arg(long)]
@@ -189,10 +193,24 @@ pub struct ClusterSettings {
     pub raft_advertise: Option<String>,
     pub proxy: bool,
     pub snapshot_every: u64,
+    /// Bytes past which a range splits (0: never).
+    pub split_size: u64,
     pub name: String,
     pub replicas: usize,
     /// Where the Raft logs and snapshots live (the `--data-dir`).
     pub dir: PathBuf,
+}
+
+/// `512`, `512k`, `64m` or `1g` as bytes.
+fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, shift) = match s.as_bytes().last()? {
+        b'k' => (&s[..s.len() - 1], 10),
+        b'm' => (&s[..s.len() - 1], 20),
+        b'g' => (&s[..s.len() - 1], 30),
+        _ => (&s[..], 0),
+    };
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 impl ClusterSettings {
@@ -220,6 +238,13 @@ impl ClusterSettings {
         let dir = data_dir.take().ok_or(
             "--cluster needs --data-dir: the Raft log and snapshots that survive a restart",
         )?;
+        let split = flags.split_size.clone().or(file.split_size.clone());
+        let split_size = match split.as_deref() {
+            None => 64 << 20,
+            Some(s) => parse_bytes(s).ok_or_else(|| {
+                format!("--split-size {s}: expected a number of bytes, as 512k, 64m or 1g")
+            })?,
+        };
         let replicas = pick!(flags.replicas, file.replicas, 3);
         if replicas == 0 {
             return Err("--replicas must be 1 or more".into());
@@ -232,6 +257,7 @@ impl ClusterSettings {
             proxy: pick!(flags.proxy, file.proxy, true),
             snapshot_every: pick!(flags.raft_snapshot_every, file.raft_snapshot_every, 20_000)
                 .max(2),
+            split_size,
             name: flags
                 .cluster_name
                 .clone()
@@ -395,5 +421,19 @@ impl Settings {
             sync,
             cluster,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_take_suffixes() {
+        assert_eq!(super::parse_bytes("512"), Some(512));
+        assert_eq!(super::parse_bytes("48k"), Some(48 << 10));
+        assert_eq!(super::parse_bytes("64M"), Some(64 << 20));
+        assert_eq!(super::parse_bytes("1g"), Some(1 << 30));
+        assert_eq!(super::parse_bytes("k"), None);
+        assert_eq!(super::parse_bytes("-1m"), None);
+        assert_eq!(super::parse_bytes("99999999999g"), None);
     }
 }

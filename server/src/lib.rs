@@ -9,8 +9,12 @@ mod clients;
 #[cfg(feature = "cluster")]
 mod cluster;
 #[cfg(feature = "cluster")]
+mod cluster_machine;
+#[cfg(feature = "cluster")]
 mod cluster_proxy;
 mod cluster_route;
+#[cfg(feature = "cluster")]
+mod cluster_split;
 pub mod config;
 mod conn;
 mod engines;

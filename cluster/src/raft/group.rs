@@ -67,6 +67,21 @@ impl std::fmt::Display for NotServed {
     }
 }
 
+/// How [`RaftNode::open_group`] opens a replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Open {
+    /// A range of the first map: a group that never ran anywhere is initialized by its
+    /// lowest-numbered member.
+    Bootstrap,
+    /// A replica that joins a running group (a range made by a split elsewhere, or one
+    /// moved here): it starts empty and is sent the leader's snapshot, or restores its
+    /// own files.
+    Join,
+    /// A range this node just split off: [`RaftNode::seed_group`] wrote its files and the
+    /// machine holds their contents already.
+    Seeded,
+}
+
 /// A node's Raft side: its groups and its Raft port.
 pub struct RaftNode {
     /// This node's id.
@@ -103,20 +118,90 @@ impl RaftNode {
         })
     }
 
+    /// Whether this node has files for range `range` (it held a replica before).
+    pub fn has_files(&self, range: RangeId) -> bool {
+        self.dir.join(format!("range-{range}")).exists()
+    }
+
+    /// Writes the files of a new group, range `range` split off another: a snapshot of
+    /// `data` at the log's start (index 0, where openraft's `initialize` puts a group's
+    /// first membership) with `members` as its voters, and a log that begins after it. So
+    /// every replica that applied the split starts the group at the same state with no
+    /// entry to replay, and one that did not is sent a snapshot by the group's leader.
+    /// Answers `false`, writing nothing, if the range has files already. The files are
+    /// written aside and renamed into place, so a crash leaves all of them or none.
+    pub fn seed_group(
+        &self,
+        range: RangeId,
+        members: &BTreeMap<NodeId, String>,
+        data: &[u8],
+    ) -> Result<bool, String> {
+        let dir = self.dir.join(format!("range-{range}"));
+        if dir.exists() {
+            return Ok(false);
+        }
+        let tmp = self.dir.join(format!("range-{range}.seed"));
+        let e = |e: std::io::Error| format!("writing the files of range {range}: {e}");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let at = openraft::LogId::default();
+        let nodes: BTreeMap<u64, BasicNode> = members
+            .iter()
+            .map(|(id, a)| (*id, BasicNode { addr: a.clone() }))
+            .collect();
+        let voters = vec![nodes.keys().copied().collect()];
+        let meta = openraft::SnapshotMeta {
+            last_log_id: Some(at),
+            last_membership: openraft::StoredMembership::new(
+                Some(at),
+                openraft::Membership::new(voters, nodes),
+            ),
+            snapshot_id: "seed".into(),
+        };
+        super::machine::seed(&tmp, &meta, data).map_err(e)?;
+        LogStore::seed(&tmp, at).map_err(e)?;
+        std::fs::File::open(&tmp)
+            .and_then(|d| d.sync_all())
+            .map_err(e)?;
+        std::fs::rename(&tmp, &dir).map_err(e)?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(e)?;
+        Ok(true)
+    }
+
+    /// Stops this node's replica of `range` and deletes its files (it was moved away).
+    pub async fn close_group(&self, range: RangeId) -> Result<(), String> {
+        let g = self
+            .groups
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&range);
+        if let Some(g) = g {
+            let _ = g.shutdown().await;
+        }
+        let dir = self.dir.join(format!("range-{range}"));
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(format!("deleting the files of range {range}: {e}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Opens this node's replica of range `range` (whose voters are `members`, by id and
-    /// Raft address), restoring it from its files. A group that never ran anywhere is
-    /// initialized by its lowest-numbered member.
+    /// Raft address), restoring it from its files; `how` says how a new replica starts.
     pub async fn open_group(
         &self,
         range: RangeId,
         members: &BTreeMap<NodeId, String>,
         machine: Arc<dyn Machine>,
+        how: Open,
     ) -> Result<Raft, String> {
         let dir = self.dir.join(format!("range-{range}"));
         let log = LogStore::open(&dir, self.tuning.sync)
             .map_err(|e| format!("opening the log of range {range}: {e}"))?;
-        let fresh = log.is_empty();
-        let sm = StateMachine::open(&dir, machine)?;
+        let fresh = log.is_empty() && how == Open::Bootstrap;
+        let sm = StateMachine::open(&dir, machine, how == Open::Seeded)?;
         let t = &self.tuning;
         let config = openraft::Config {
             cluster_name: format!("accelkv-range-{range}"),

@@ -129,6 +129,15 @@ impl LogStore {
             .unwrap_or(0)
     }
 
+    /// Writes a new log in `dir` that starts after `id` (everything up to it is in the
+    /// snapshot a new group is seeded with). `dir` must hold no log yet.
+    pub fn seed(dir: &Path, id: LogId) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let mut f = File::create(dir.join("log"))?;
+        f.write_all(&encode(&Record::Purge(id)))?;
+        f.sync_all()
+    }
+
     /// Whether nothing was ever written (no entry, purge or vote): a new replica.
     pub fn is_empty(&self) -> bool {
         let g = self.lock();

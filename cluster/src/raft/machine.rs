@@ -48,8 +48,12 @@ fn serr(e: impl std::fmt::Display) -> StorageError {
 
 impl StateMachine {
     /// The state machine of the group whose files are in `dir`, restored from the snapshot
-    /// kept there.
-    pub fn open(dir: &Path, machine: Arc<dyn Machine>) -> Result<StateMachine, String> {
+    /// kept there (given to the machine unless `installed`: it holds the contents already).
+    pub fn open(
+        dir: &Path,
+        machine: Arc<dyn Machine>,
+        installed: bool,
+    ) -> Result<StateMachine, String> {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let mut inner = Inner {
             machine,
@@ -62,7 +66,9 @@ impl StateMachine {
         match std::fs::read(dir.join("snapshot")) {
             Ok(b) => {
                 let (meta, data) = decode_snapshot(&b)?;
-                inner.machine.install(&data)?;
+                if !installed {
+                    inner.machine.install(&data)?;
+                }
                 inner.applied = meta.last_log_id;
                 inner.membership = meta.last_membership.clone();
                 inner.current = Some((meta, data));
@@ -78,6 +84,16 @@ impl StateMachine {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Writes the snapshot a new group starts from into `dir`: `data` as of `meta`.
+pub(crate) fn seed(dir: &Path, meta: &Meta, data: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let body = bincode::serialize(&(meta, data)).map_err(std::io::Error::other)?;
+    let mut f = std::fs::File::create(dir.join("snapshot"))?;
+    f.write_all(&crc32c::crc32c(&body).to_le_bytes())?;
+    f.write_all(&body)?;
+    f.sync_all()
 }
 
 fn decode_snapshot(b: &[u8]) -> Result<(Meta, Vec<u8>), String> {

@@ -73,11 +73,53 @@ impl Cluster {
             name: name.into(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
-        let children: Vec<_> = (0..c.nodes.len()).map(|i| c.spawn(i)).collect();
-        for (i, child) in children.into_iter().enumerate() {
-            c.nodes[i].child = Some(wait_listening(child));
+        // Every node waits for the others before it listens, so they start together; one
+        // whose port another process took meanwhile (free_port's race) gets new ports.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut waiting = 0;
+        for i in 0..c.nodes.len() {
+            c.launch(i, &tx);
+            waiting += 1;
+        }
+        let t = Instant::now();
+        while waiting > 0 {
+            let left = Duration::from_secs(60).saturating_sub(t.elapsed());
+            let Ok((i, listening)) = rx.recv_timeout(left) else {
+                let logs: String = (0..c.nodes.len()).map(|i| c.log(i)).collect();
+                panic!("the cluster did not start in 60 s:\n{logs}");
+            };
+            if listening {
+                waiting -= 1;
+                continue;
+            }
+            let log = c.log(i);
+            assert!(
+                log.contains("already in use"),
+                "node {} did not start:\n{log}",
+                i + 1
+            );
+            let n = &mut c.nodes[i];
+            n.child = None;
+            n.resp = SocketAddr::new(n.ip, free_port(n.ip));
+            n.raft = SocketAddr::new(n.ip, free_port(n.ip));
+            n.proxy = Proxy::start(SocketAddr::new(n.ip, 0), n.raft);
+            c.launch(i, &tx);
         }
         c
+    }
+
+    /// Spawns node `i` and reports on `tx`, once it printed its first line, whether that
+    /// said it listens.
+    fn launch(&mut self, i: usize, tx: &std::sync::mpsc::Sender<(usize, bool)>) {
+        let mut child = self.spawn(i);
+        let out = child.stdout.take().expect("stdout");
+        self.nodes[i].child = Some(child);
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(out).read_line(&mut line);
+            let _ = tx.send((i, line.contains("listening")));
+        });
     }
 
     fn spawn(&self, i: usize) -> Child {

@@ -1,0 +1,470 @@
+//! A range's state machine in cluster mode (docs/CLUSTER.md): the node's one store, of
+//! which each range's group owns the keys within its bounds. Committed commands are applied
+//! through the same RESP command code and write door as a standalone server's; a command
+//! for a key outside the bounds (routed before a split moved the key to another range) is
+//! answered `-TRYAGAIN` and changes nothing. A split is itself a replicated command
+//! (`ACCELKV.SPLIT`): every replica applies it at the same point of the range's log,
+//! narrows the range's bounds there, and starts the new range's group from the store's
+//! contents at that point (a seeded snapshot), so the new group has nothing to replay.
+//!
+//! Each node keeps its open ranges in a [`Registry`]. Two open ranges never overlap: a
+//! range in the map that overlaps one still open here (whose split this node has not
+//! applied yet) waits until that split is applied here or a snapshot narrows the old range.
+
+use crate::cluster_route::{classify, decode, list, put_list, Class};
+use crate::reads::Reads;
+use crate::resp_cmd::{command, Session};
+use crate::state::Shared;
+use accelkv_cluster::{Machine, Open, RaftNode, RangeId};
+use accelkv_proto::resp;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// A range's keys: `start <= key < end` (`end` `None`: no upper bound).
+pub(crate) type Bounds = (Vec<u8>, Option<Vec<u8>>);
+
+/// The command a split replicates: `ACCELKV.SPLIT <at> <new range id> <members>`, the
+/// members as `id=raft-address` separated by commas. Clients cannot send it: only commands
+/// the router classifies as keyed writes reach a log.
+pub(crate) const SPLIT: &[u8] = b"ACCELKV.SPLIT";
+
+fn inside(b: &Bounds, key: &[u8]) -> bool {
+    key >= b.0.as_slice() && b.1.as_deref().is_none_or(|e| key < e)
+}
+
+/// Whether a command's keys (and the bound a ranged read stops at) lie within `b`.
+pub(crate) fn covers(b: &Bounds, keys: &[&[u8]], upto: Option<Option<&[u8]>>) -> bool {
+    keys.iter().all(|k| inside(b, k))
+        && match (upto, &b.1) {
+            (None, _) | (Some(_), None) => true,
+            (Some(Some(hi)), Some(e)) => hi <= e.as_slice(),
+            (Some(None), Some(_)) => false,
+        }
+}
+
+fn overlap(a: &Bounds, b: &Bounds) -> bool {
+    let a_before_b = a.1.as_deref().is_some_and(|e| e <= b.0.as_slice());
+    let b_before_a = b.1.as_deref().is_some_and(|e| e <= a.0.as_slice());
+    !a_before_b && !b_before_a
+}
+
+/// What the node's group opener is asked to do.
+pub(crate) enum OpenReq {
+    /// Open range `range` (the new half of a split this node applied).
+    Open {
+        range: RangeId,
+        bounds: Bounds,
+        members: BTreeMap<u64, String>,
+        how: Open,
+    },
+    /// Compare the open ranges with the map again (it changed, or a range narrowed).
+    Recheck,
+}
+
+/// The ranges open on this node.
+pub(crate) struct Registry {
+    pub machines: RwLock<BTreeMap<RangeId, Arc<StoreMachine>>>,
+    /// Ranges opened or being opened (so the map and a split never both open one).
+    pub claimed: Mutex<BTreeSet<RangeId>>,
+    pub raft: Arc<RaftNode>,
+    pub opens: UnboundedSender<OpenReq>,
+}
+
+impl Registry {
+    /// The bounds of open range `range`.
+    pub fn bounds(&self, range: RangeId) -> Option<Bounds> {
+        let g = self.machines.read().unwrap_or_else(|e| e.into_inner());
+        g.get(&range).map(|m| m.bounds())
+    }
+
+    /// Whether open range `range` holds these keys (see [`covers`]).
+    pub fn holds(&self, range: RangeId, keys: &[&[u8]], upto: Option<Option<&[u8]>>) -> bool {
+        let g = self.machines.read().unwrap_or_else(|e| e.into_inner());
+        g.get(&range).is_some_and(|m| {
+            let st = m.state.lock().unwrap_or_else(|e| e.into_inner());
+            covers(&st.bounds, keys, upto)
+        })
+    }
+
+    /// Whether `b` overlaps a range open here other than `except`.
+    pub fn overlaps(&self, b: &Bounds, except: RangeId) -> bool {
+        let g = self.machines.read().unwrap_or_else(|e| e.into_inner());
+        g.iter()
+            .any(|(id, m)| *id != except && overlap(&m.bounds(), b))
+    }
+
+    /// Claims `range` for opening; `false` if it is opened or being opened already.
+    pub fn claim(&self, range: RangeId) -> bool {
+        let mut c = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        c.insert(range)
+    }
+
+    pub fn unclaim(&self, range: RangeId) {
+        let mut c = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        c.remove(&range);
+    }
+
+    /// A split was applied here: starts range `child` over `bounds` from the store's
+    /// contents now, unless it is open here already (the map opened it first: its leader
+    /// sends it a snapshot) or has files of its own (a restart replaying the split: they
+    /// are newer).
+    fn split_off(
+        &self,
+        sh: &Shared,
+        child: RangeId,
+        bounds: Bounds,
+        members: BTreeMap<u64, String>,
+    ) {
+        let mut c = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        if !c.insert(child) {
+            return;
+        }
+        let how = if self.raft.has_files(child) {
+            Open::Join
+        } else {
+            let data = encode_snapshot(sh, &bounds);
+            match self.raft.seed_group(child, &members, &data) {
+                Ok(true) => Open::Seeded,
+                Ok(false) => Open::Join,
+                Err(e) => {
+                    eprintln!("accelkv-server: range {child}: {e}; it will be sent a snapshot");
+                    Open::Join
+                }
+            }
+        };
+        drop(c);
+        let _ = self.opens.send(OpenReq::Open {
+            range: child,
+            bounds,
+            members,
+            how,
+        });
+    }
+}
+
+/// The bounds and split history of one range, as replicated.
+pub(crate) struct MState {
+    pub bounds: Bounds,
+    /// The last split applied: where, the new range's id, and where the range ended before.
+    pub split: Option<(Vec<u8>, RangeId, Option<Vec<u8>>)>,
+}
+
+/// A range's state machine: the node's store within the range's bounds.
+pub(crate) struct StoreMachine {
+    pub id: RangeId,
+    sh: Weak<Shared>,
+    reg: Weak<Registry>,
+    pub state: Mutex<MState>,
+    exec: Mutex<(Session, Reads)>,
+    /// Bytes of commands applied (what the split check watches).
+    pub written: AtomicU64,
+}
+
+impl StoreMachine {
+    pub fn new(sh: &Arc<Shared>, reg: &Arc<Registry>, id: RangeId, bounds: Bounds) -> StoreMachine {
+        let session = Session {
+            authed: true,
+            ..Session::new(0, None)
+        };
+        StoreMachine {
+            id,
+            sh: Arc::downgrade(sh),
+            reg: Arc::downgrade(reg),
+            state: Mutex::new(MState {
+                bounds,
+                split: None,
+            }),
+            exec: Mutex::new((session, sh.engine.reads(|| {}))),
+            written: AtomicU64::new(0),
+        }
+    }
+
+    pub fn bounds(&self) -> Bounds {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .bounds
+            .clone()
+    }
+
+    /// Applies `ACCELKV.SPLIT` (deterministic: every replica answers the same).
+    fn split(&self, sh: &Shared, args: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let parsed = (|| {
+            let at = args.get(1)?.to_vec();
+            let child: RangeId = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
+            let mut members = BTreeMap::new();
+            for m in std::str::from_utf8(args.get(3)?).ok()?.split(',') {
+                let (id, addr) = m.split_once('=')?;
+                members.insert(id.parse().ok()?, addr.to_string());
+            }
+            Some((at, child, members))
+        })();
+        let Some((at, child, members)) = parsed else {
+            resp::error(&mut out, "ERR a split command could not be decoded");
+            return out;
+        };
+        let old_end = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let b = &st.bounds;
+            if at.as_slice() <= b.0.as_slice() || !inside(b, &at) {
+                // The leader checked the key: a split applied since moved it elsewhere.
+                resp::error(
+                    &mut out,
+                    &format!(
+                        "TRYAGAIN range {} no longer holds the split key; retry",
+                        self.id
+                    ),
+                );
+                return out;
+            }
+            let old = st.bounds.1.replace(at.clone());
+            st.split = Some((at.clone(), child, old.clone()));
+            old
+        };
+        eprintln!(
+            "accelkv-server: range {} split at {:?}: keys from there are range {child}",
+            self.id,
+            String::from_utf8_lossy(&at)
+        );
+        if let Some(reg) = self.reg.upgrade() {
+            reg.split_off(sh, child, (at, old_end), members);
+        }
+        resp::simple(&mut out, "OK");
+        out
+    }
+}
+
+impl Machine for StoreMachine {
+    /// Applies a batch of commands (one Raft entry), answering the list of their replies.
+    fn apply(&self, batch: &[u8]) -> Vec<u8> {
+        let Some(sh) = self.sh.upgrade() else {
+            return Vec::new(); // shutting down
+        };
+        let Some(cmds) = list(batch) else {
+            return Vec::new(); // not a batch: its writer hears "answered wrongly"
+        };
+        self.written
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let mut g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, reads) = &mut *g;
+        let mut replies = Vec::with_capacity(cmds.len());
+        for cmd in cmds {
+            let mut out = Vec::new();
+            let Some((proto, args)) = decode(cmd) else {
+                resp::error(&mut out, "ERR a replicated command could not be decoded");
+                replies.push(out);
+                continue;
+            };
+            if args[0] == SPLIT {
+                replies.push(self.split(&sh, &args));
+                continue;
+            }
+            if let Class::Keyed { keys, upto, .. } = classify(&args) {
+                let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if !covers(&st.bounds, &keys, upto) {
+                    let to = st.split.as_ref().map_or(0, |s| s.1);
+                    resp::error(
+                        &mut out,
+                        &format!(
+                            "TRYAGAIN range {} split (its keys moved to range {to}); retry",
+                            self.id
+                        ),
+                    );
+                    replies.push(out);
+                    continue;
+                }
+            }
+            s.proto = proto;
+            command(&sh, s, &args, reads, &mut out);
+            let v = std::mem::take(&mut s.unreleased);
+            if v > 0 {
+                // Applied in order: the next command (and the reply) sees this one.
+                sh.store.wait_visible(v);
+            }
+            s.wrote = false;
+            replies.push(out);
+        }
+        let mut out = Vec::new();
+        put_list(&mut out, &replies);
+        out
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        match self.sh.upgrade() {
+            Some(sh) => encode_snapshot(&sh, &self.bounds()),
+            None => Vec::new(),
+        }
+    }
+
+    fn install(&self, data: &[u8]) -> Result<(), String> {
+        let sh = self.sh.upgrade().ok_or("shutting down")?;
+        let (bounds, items) = decode_snapshot(data).ok_or("the snapshot is corrupt")?;
+        eprintln!(
+            "accelkv-server: range {}: installing a snapshot of {} items over [{}, {})",
+            self.id,
+            items.len(),
+            String::from_utf8_lossy(&bounds.0),
+            bounds
+                .1
+                .as_deref()
+                .map_or("end".into(), String::from_utf8_lossy)
+        );
+        let _g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        // Keys another open range holds are its own (never the case but for a snapshot
+        // older than a split this replica applied, which openraft does not install).
+        let reg = self.reg.upgrade();
+        let others: Vec<Bounds> = reg.as_ref().map_or(Vec::new(), |r| {
+            let g = r.machines.read().unwrap_or_else(|e| e.into_inner());
+            g.iter()
+                .filter(|(id, _)| **id != self.id)
+                .map(|(_, m)| m.bounds())
+                .collect()
+        });
+        let mine = |k: &[u8]| !others.iter().any(|o| inside(o, k));
+        let mut from = bounds.0.clone();
+        loop {
+            let old = sh.store.scan(&from, bounds.1.as_deref(), 4096);
+            let Some(last) = old.last().map(|(k, _)| k.clone()) else {
+                break;
+            };
+            for (k, _) in old.iter().filter(|(k, _)| mine(k)) {
+                sh.store.delete(k).map_err(|e| e.to_string())?;
+            }
+            from = last;
+            from.push(0);
+        }
+        for (k, v, d, f) in items.into_iter().filter(|i| mine(i.0)) {
+            sh.store.put_item(k, v, d, f).map_err(|e| e.to_string())?;
+        }
+        {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.bounds = bounds;
+        }
+        if let Some(r) = reg {
+            let _ = r.opens.send(OpenReq::Recheck);
+        }
+        Ok(())
+    }
+}
+
+/// A snapshot: `AKV1 | bounds | items`, the bounds `u32 length | start | u8 has end |
+/// [u32 length | end]`, each item `u32 key length | key | u32 value length | value | u64
+/// deadline | u32 flags`, all little-endian.
+pub(crate) fn encode_snapshot(sh: &Shared, b: &Bounds) -> Vec<u8> {
+    let mut out = b"AKV1".to_vec();
+    put_bytes(&mut out, &b.0);
+    match &b.1 {
+        Some(e) => {
+            out.push(1);
+            put_bytes(&mut out, e);
+        }
+        None => out.push(0),
+    }
+    let (lo, hi) = (&b.0, b.1.as_deref());
+    let snap = sh.store.snapshot();
+    let mut key = lo.clone();
+    loop {
+        let next = snap.leaf(&key, |img| {
+            for (k, v, d, f) in &img.items {
+                if *k >= lo.as_slice() && hi.is_none_or(|h| *k < h) {
+                    put_bytes(&mut out, k);
+                    put_bytes(&mut out, v);
+                    out.extend_from_slice(&d.to_le_bytes());
+                    out.extend_from_slice(&f.to_le_bytes());
+                }
+            }
+            img.high.map(<[u8]>::to_vec)
+        });
+        match next {
+            Ok(Some(n)) if hi.is_none_or(|h| n.as_slice() < h) => key = n,
+            _ => break,
+        }
+    }
+    out
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+type Item<'a> = (&'a [u8], &'a [u8], u64, u32);
+
+/// A snapshot's bounds and items (`None`: it is corrupt).
+pub(crate) fn decode_snapshot(b: &[u8]) -> Option<(Bounds, Vec<Item<'_>>)> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (h, t) = (b.get(..n)?, b.get(n..)?);
+        *b = t;
+        Some(h)
+    }
+    fn bytes<'a>(b: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let n = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
+        take(b, n)
+    }
+    let mut b = b.strip_prefix(b"AKV1")?;
+    let start = bytes(&mut b)?.to_vec();
+    let end = match take(&mut b, 1)?[0] {
+        0 => None,
+        1 => Some(bytes(&mut b)?.to_vec()),
+        _ => return None,
+    };
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let k = bytes(&mut b)?;
+        let v = bytes(&mut b)?;
+        let d = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+        let f = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
+        out.push((k, v, d, f));
+    }
+    Some(((start, end), out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(lo: &str, hi: Option<&str>) -> Bounds {
+        (lo.as_bytes().to_vec(), hi.map(|h| h.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn bounds_cover_keys_and_ranged_reads() {
+        let r = b("b", Some("m"));
+        assert!(covers(&r, &[b"b", b"c"], None));
+        assert!(!covers(&r, &[b"a"], None));
+        assert!(!covers(&r, &[b"m"], None));
+        assert!(covers(&r, &[b"c"], Some(Some(b"m"))));
+        assert!(!covers(&r, &[b"c"], Some(Some(b"n"))));
+        assert!(!covers(&r, &[b"c"], Some(None)));
+        assert!(covers(&b("b", None), &[b"c"], Some(None)));
+        assert!(overlap(&b("a", Some("m")), &b("l", None)));
+        assert!(!overlap(&b("a", Some("m")), &b("m", None)));
+        assert!(!overlap(&b("m", None), &b("a", Some("m"))));
+        assert!(overlap(&b("", None), &b("q", Some("r"))));
+    }
+
+    #[test]
+    fn a_snapshot_decodes_to_its_bounds_and_items() {
+        let mut s = b"AKV1".to_vec();
+        put_bytes(&mut s, b"k");
+        s.push(1);
+        put_bytes(&mut s, b"p");
+        put_bytes(&mut s, b"key");
+        put_bytes(&mut s, b"value");
+        s.extend_from_slice(&7u64.to_le_bytes());
+        s.extend_from_slice(&9u32.to_le_bytes());
+        let (bounds, items) = decode_snapshot(&s).unwrap();
+        assert_eq!(bounds, b("k", Some("p")));
+        assert_eq!(items, vec![(&b"key"[..], &b"value"[..], 7, 9)]);
+        for cut in 0..s.len() {
+            if cut != 15 {
+                // Every other prefix is torn (15 bytes: the bounds alone, no item).
+                assert!(decode_snapshot(&s[..cut]).is_none(), "{cut}");
+            }
+        }
+        assert!(decode_snapshot(b"AKV2").is_none());
+    }
+}
