@@ -136,6 +136,9 @@ pub fn start(
     let reg = Arc::new(Registry {
         machines: Default::default(),
         claimed: Default::default(),
+        retiring: Default::default(),
+        draining: Default::default(),
+        pending: Default::default(),
         raft: raft.clone(),
         opens,
     });
@@ -206,6 +209,19 @@ async fn opener(
                 let m = map.borrow().clone();
                 open_from_map(&reg, &sh, &m, me).await;
             }
+            OpenReq::Retire(range) => {
+                let gone = map
+                    .borrow()
+                    .range(range)
+                    .is_some_and(|r| !r.replicas.contains(&me) && !r.learners.contains(&me));
+                reg.retiring
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&range);
+                if gone {
+                    close_one(&reg, &sh, range).await;
+                }
+            }
         }
     }
 }
@@ -214,6 +230,31 @@ async fn opener(
 /// one that overlaps a range open here (its split is not applied here yet: it is opened
 /// when it is, or when a snapshot narrows the old range).
 async fn open_from_map(reg: &Arc<Registry>, sh: &Arc<Shared>, map: &RangeMap, me: u64) {
+    // A range the map shows without this node moved away: it is closed here once the
+    // commands it was serving settled (a write waits at most WAIT; meanwhile its group
+    // answers that another node leads).
+    let open: Vec<u64> = {
+        let g = reg.machines.read().unwrap_or_else(|e| e.into_inner());
+        g.keys().copied().collect()
+    };
+    for id in open {
+        let gone = map
+            .range(id)
+            .is_some_and(|r| !r.replicas.contains(&me) && !r.learners.contains(&me));
+        let first = gone
+            && reg
+                .retiring
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id);
+        if first {
+            let opens = reg.opens.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(WAIT + Duration::from_secs(1)).await;
+                let _ = opens.send(OpenReq::Retire(id));
+            });
+        }
+    }
     for r in map.ranges_of(me) {
         let bounds = (r.start.clone(), r.end.clone());
         let claimed = reg
@@ -237,6 +278,30 @@ async fn open_from_map(reg: &Arc<Registry>, sh: &Arc<Shared>, map: &RangeMap, me
         };
         open_one(reg, sh, r.id, bounds, &members, how).await;
     }
+}
+
+/// Closes this node's replica of `range` (moved away): stops its group, deletes its files
+/// and drops its keys from the store.
+async fn close_one(reg: &Arc<Registry>, sh: &Arc<Shared>, range: u64) {
+    if let Err(e) = reg.raft.close_group(range).await {
+        eprintln!("accelkv-server: cluster: {e}");
+    }
+    let m = reg
+        .machines
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&range);
+    if let Some(m) = m {
+        if let Err(e) = crate::cluster_machine::clear(sh, &m.bounds(), |_| true) {
+            eprintln!("accelkv-server: range {range}: dropping its keys: {e}");
+        }
+    }
+    reg.unclaim(range);
+    reg.draining
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&range);
+    eprintln!("accelkv-server: range {range} moved away from this node: its replica is closed");
 }
 
 /// Opens this node's replica of `range`.
@@ -335,6 +400,37 @@ impl Node {
     /// Commits `cmd` in range `range`'s group with the writes around it (see [`Queues`]),
     /// then runs `done` with its reply.
     fn write(&self, range: u64, raft: accelkv_cluster::raft::Raft, cmd: Vec<u8>, done: Done) {
+        let draining = self
+            .reg
+            .draining
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&range);
+        if draining {
+            let mut out = Vec::new();
+            let msg = format!("TRYAGAIN range {range} is moving to another leader; retry");
+            resp::error(&mut out, &msg);
+            return done(Settled::Reply(out));
+        }
+        *self
+            .reg
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(range)
+            .or_default() += 1;
+        let reg = self.reg.clone();
+        let done: Done = Box::new(move |s| {
+            done(s);
+            if let Some(n) = reg
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(&range)
+            {
+                *n -= 1;
+            }
+        });
         {
             let mut g = self.queues.lock().unwrap_or_else(|e| e.into_inner());
             let q = g.entry(range).or_default();
@@ -429,8 +525,30 @@ impl Router for Node {
         let split = args.len() == 3
             && args[0].eq_ignore_ascii_case(b"CLUSTER")
             && args[1].eq_ignore_ascii_case(b"SPLIT");
+        // CLUSTER MOVE <range> <from> <to> goes to the range's leader (by its first key).
+        let moving = match args {
+            [c, m, r, f, t]
+                if c.eq_ignore_ascii_case(b"CLUSTER") && m.eq_ignore_ascii_case(b"MOVE") =>
+            {
+                let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
+                match (num(r), num(f), num(t)) {
+                    (Some(r), Some(f), Some(t)) => Some((r, f, t)),
+                    _ => {
+                        return Route::Refuse(
+                            "ERR CLUSTER MOVE takes a range id and two node ids".into(),
+                        )
+                    }
+                }
+            }
+            _ => None,
+        };
+        let start = moving.and_then(|(id, ..)| Some(self.map.borrow().range(id)?.start.clone()));
+        if moving.is_some() && start.is_none() {
+            return Route::Refuse("ERR no such range (CLUSTER RANGES)".into());
+        }
         let (keys, is_write, upto) = match classify(args) {
             _ if split => (vec![args[2]], true, None),
+            _ if start.is_some() => (vec![start.as_deref().unwrap_or_default()], true, None),
             Class::Local => return Route::Here,
             Class::Refused(why) => return Route::Refuse(format!("ERR {why} (docs/CLUSTER.md)")),
             Class::Keyed { keys, write, upto } => (keys, write, upto),
@@ -468,7 +586,11 @@ impl Router for Node {
             // may lag the leader's.
             return if held() { Route::Here } else { splitting() };
         }
-        let leader = group.and_then(|g| g.metrics().borrow().current_leader);
+        // A replica the map shows moved away serves nothing, even while its group, removed
+        // from the range's voters, has not noticed it leads no one.
+        let leader = group
+            .and_then(|g| g.metrics().borrow().current_leader)
+            .filter(|l| *l != self.me || r.replicas.contains(&self.me));
         if leader != Some(self.me) {
             let moved = self.moved(&map, r, leader);
             let to = moved
@@ -490,6 +612,10 @@ impl Router for Node {
         }
         if !held() {
             return splitting();
+        }
+        if let Some((range, from, to)) = moving {
+            s.forward = Some(Forward::Move { range, from, to });
+            return Route::Wait;
         }
         if split {
             s.forward = Some(Forward::Split {
@@ -531,6 +657,18 @@ impl Router for Node {
                     let mut out = Vec::new();
                     match crate::cluster_split::split(&ctl, range, at).await {
                         Ok(child) => resp::integer(&mut out, child as i64),
+                        Err(e) => resp::error(&mut out, &e),
+                    }
+                    done(Settled::Reply(out));
+                });
+                return;
+            }
+            Forward::Move { range, from, to } => {
+                let ctl = self.ctl.clone();
+                self.rt.spawn(async move {
+                    let mut out = Vec::new();
+                    match crate::cluster_move::move_replica(&ctl, range, from, to).await {
+                        Ok(()) => resp::simple(&mut out, "OK"),
                         Err(e) => resp::error(&mut out, &e),
                     }
                     done(Settled::Reply(out));
@@ -598,7 +736,7 @@ impl Router for Node {
             _ => resp::error(
                 out,
                 &format!(
-                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try RANGES, INFO, MYID or SPLIT <key>.",
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try RANGES, INFO, MYID, SPLIT <key> or MOVE <range> <from> <to>.",
                     String::from_utf8_lossy(args[0])
                 ),
             ),

@@ -61,6 +61,8 @@ pub(crate) enum OpenReq {
     },
     /// Compare the open ranges with the map again (it changed, or a range narrowed).
     Recheck,
+    /// Close range `range` if the map still shows it moved away from this node.
+    Retire(RangeId),
 }
 
 /// The ranges open on this node.
@@ -68,6 +70,13 @@ pub(crate) struct Registry {
     pub machines: RwLock<BTreeMap<RangeId, Arc<StoreMachine>>>,
     /// Ranges opened or being opened (so the map and a split never both open one).
     pub claimed: Mutex<BTreeSet<RangeId>>,
+    /// Ranges moved away from this node, to be closed once what they were doing settled.
+    pub retiring: Mutex<BTreeSet<RangeId>>,
+    /// Ranges whose leader here is moving its own replica away: new writes are answered
+    /// `-TRYAGAIN` until another node leads.
+    pub draining: Mutex<BTreeSet<RangeId>>,
+    /// Write batches each range has in its group's pipeline here, and writes waiting.
+    pub pending: Mutex<BTreeMap<RangeId, usize>>,
     pub raft: Arc<RaftNode>,
     pub opens: UnboundedSender<OpenReq>,
 }
@@ -324,18 +333,7 @@ impl Machine for StoreMachine {
                 .collect()
         });
         let mine = |k: &[u8]| !others.iter().any(|o| inside(o, k));
-        let mut from = bounds.0.clone();
-        loop {
-            let old = sh.store.scan(&from, bounds.1.as_deref(), 4096);
-            let Some(last) = old.last().map(|(k, _)| k.clone()) else {
-                break;
-            };
-            for (k, _) in old.iter().filter(|(k, _)| mine(k)) {
-                sh.store.delete(k).map_err(|e| e.to_string())?;
-            }
-            from = last;
-            from.push(0);
-        }
+        clear(&sh, &bounds, mine)?;
         for (k, v, d, f) in items.into_iter().filter(|i| mine(i.0)) {
             sh.store.put_item(k, v, d, f).map_err(|e| e.to_string())?;
         }
@@ -347,6 +345,22 @@ impl Machine for StoreMachine {
             let _ = r.opens.send(OpenReq::Recheck);
         }
         Ok(())
+    }
+}
+
+/// Deletes the keys within `b` that `mine` accepts from the store.
+pub(crate) fn clear(sh: &Shared, b: &Bounds, mine: impl Fn(&[u8]) -> bool) -> Result<(), String> {
+    let mut from = b.0.clone();
+    loop {
+        let old = sh.store.scan(&from, b.1.as_deref(), 4096);
+        let Some(last) = old.last().map(|(k, _)| k.clone()) else {
+            return Ok(());
+        };
+        for (k, _) in old.iter().filter(|(k, _)| mine(k)) {
+            sh.store.delete(k).map_err(|e| e.to_string())?;
+        }
+        from = last;
+        from.push(0);
     }
 }
 

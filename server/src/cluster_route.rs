@@ -19,6 +19,9 @@ pub enum Forward {
     Barrier { range: u64 },
     /// `CLUSTER SPLIT <key>`: range `range`, which this node leads, is split at `at`.
     Split { range: u64, at: Vec<u8> },
+    /// `CLUSTER MOVE <range> <from> <to>`: range `range`, which this node leads, moves its
+    /// replica on node `from` to node `to`.
+    Move { range: u64, from: u64, to: u64 },
     /// A command for a range another node leads: sent there (RESP address `to`), and its
     /// answer relayed.
     Proxy {

@@ -48,6 +48,14 @@ pub(crate) async fn split(ctl: &Ctl, range: RangeId, at: Vec<u8>) -> Result<Rang
             "ERR the split key must lie inside range {range}, after its first key"
         ));
     }
+    if ctl
+        .map
+        .borrow()
+        .range(range)
+        .is_some_and(|r| !r.learners.is_empty())
+    {
+        return Err(format!("TRYAGAIN range {range} is moving; split it after"));
+    }
     let members = {
         let m = raft.metrics().borrow().membership_config.clone();
         let mem = m.membership();

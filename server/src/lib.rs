@@ -11,6 +11,8 @@ mod cluster;
 #[cfg(feature = "cluster")]
 mod cluster_machine;
 #[cfg(feature = "cluster")]
+mod cluster_move;
+#[cfg(feature = "cluster")]
 mod cluster_proxy;
 mod cluster_route;
 #[cfg(feature = "cluster")]

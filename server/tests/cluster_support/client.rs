@@ -26,6 +26,8 @@ pub struct Client {
     next_seed: usize,
     /// Redirects followed (for the test's report).
     pub redirects: u64,
+    /// Why the last call's outcome was unknown.
+    pub why_unknown: String,
 }
 
 impl Client {
@@ -36,6 +38,7 @@ impl Client {
             conn: None,
             next_seed: 0,
             redirects: 0,
+            why_unknown: String::new(),
         }
     }
 
@@ -88,6 +91,7 @@ impl Client {
                     // Sent, and the connection broke: a write may have been committed.
                     self.rotate();
                     if write {
+                        self.why_unknown = "the connection broke".into();
                         return Outcome::Unknown;
                     }
                 }
@@ -109,6 +113,7 @@ impl Client {
                 Some(Value::Error(e)) if e.starts_with("CLUSTERDOWN") => {
                     self.rotate();
                     if write {
+                        self.why_unknown = e;
                         return Outcome::Unknown;
                     }
                 }

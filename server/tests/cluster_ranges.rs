@@ -1,0 +1,442 @@
+//! Splits and moves end to end (docs/CLUSTER.md, "Splits" and "Moves"): a real etcd and
+//! real server processes while clients write and scan. Splits: a small `--split-size`, so
+//! ranges split again and again, plus a `CLUSTER SPLIT` by hand and a follower killed with
+//! -9 and restarted in the middle. Moves: range 1's leader moves its own replica to a
+//! fourth node. The promise tried: no error reaches a client beyond redirects (`-MOVED`,
+//! `-TRYAGAIN`, and `-CROSSSLOT` for a scan planned on a map that changed since), and no key
+//! is lost or duplicated: every cluster-wide scan (one RANGE per range, merged in key
+//! order) holds each acknowledged key exactly once, and once the load stops every replica
+//! holds exactly what the leaders hold. Needs `--features cluster` and etcd.
+
+mod cluster_support;
+mod common;
+
+use accelkv_proto::resp::Value;
+use cluster_support::client::{Client, Conn, Outcome};
+use cluster_support::harness::Cluster;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The tests run one at a time: each starts its own cluster.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A range as `CLUSTER RANGES` shows it: id, start, end, replicas' node ids.
+type RangeRow = (i64, Vec<u8>, Option<Vec<u8>>, Vec<i64>);
+
+/// The ranges as `CLUSTER RANGES` shows them, asked of the first of `seeds` that answers.
+fn ranges(seeds: &[SocketAddr]) -> Vec<RangeRow> {
+    let rs = seeds
+        .iter()
+        .find_map(|a| {
+            let s = std::net::TcpStream::connect_timeout(a, Duration::from_millis(500)).ok()?;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            match Conn::from_stream(s).try_call(&[b"CLUSTER", b"RANGES"]) {
+                Some(Value::Array(Some(rs))) => Some(rs),
+                _ => None,
+            }
+        })
+        .expect("no node answered CLUSTER RANGES");
+    rs.into_iter()
+        .map(|r| match r {
+            Value::Array(Some(f)) => match (&f[0], &f[1], &f[2], &f[4]) {
+                (
+                    Value::Integer(id),
+                    Value::Bulk(Some(s)),
+                    Value::Bulk(e),
+                    Value::Array(Some(rs)),
+                ) => {
+                    let nodes = rs
+                        .iter()
+                        .map(|n| match n {
+                            Value::Array(Some(p)) => match p[0] {
+                                Value::Integer(id) => id,
+                                _ => panic!("CLUSTER RANGES replica {n:?}"),
+                            },
+                            n => panic!("CLUSTER RANGES replica {n:?}"),
+                        })
+                        .collect();
+                    (*id, s.clone(), e.clone(), nodes)
+                }
+                f => panic!("CLUSTER RANGES entry {f:?}"),
+            },
+            r => panic!("CLUSTER RANGES entry {r:?}"),
+        })
+        .collect()
+}
+
+/// Pages of `RANGE lo hi CURSOR` through `call` (a read), appended to `out`; `Err` with the
+/// error a page answered.
+fn scan_range(
+    call: &mut dyn FnMut(&[&[u8]]) -> Option<Value>,
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    out: &mut Vec<Vec<u8>>,
+) -> Result<(), String> {
+    let hi = hi.unwrap_or(b"+");
+    let mut from = lo.to_vec();
+    loop {
+        match call(&[b"RANGE", &from, hi, b"LIMIT", b"500", b"CURSOR"]) {
+            Some(Value::Array(Some(mut page))) if page.len() == 2 => {
+                let Value::Array(Some(items)) = page.pop().unwrap() else {
+                    return Err("RANGE page without items".into());
+                };
+                for kv in items.chunks(2) {
+                    match &kv[0] {
+                        Value::Bulk(Some(k)) => out.push(k.clone()),
+                        v => return Err(format!("RANGE item {v:?}")),
+                    }
+                }
+                match page.pop().unwrap() {
+                    Value::Bulk(Some(next)) => from = next,
+                    Value::Bulk(None) => return Ok(()),
+                    v => return Err(format!("RANGE cursor {v:?}")),
+                }
+            }
+            Some(Value::Error(e)) => return Err(e),
+            v => return Err(format!("RANGE answered {v:?}")),
+        }
+    }
+}
+
+/// A scan of every key, one RANGE per range of the map as it was read, merged in key
+/// order; `None` if a split changed the map under it (`-CROSSSLOT`: plan it again).
+fn cluster_scan(cl: &mut Client, seeds: &[SocketAddr]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for (_, lo, hi, _) in ranges(seeds) {
+        let mut call = |args: &[&[u8]]| match cl.call(args, false, Duration::from_secs(20)) {
+            Outcome::Done(v) => Some(v),
+            Outcome::Unknown => None,
+        };
+        match scan_range(&mut call, &lo, hi.as_deref(), &mut out) {
+            Ok(()) => {}
+            Err(e) if e.starts_with("CROSSSLOT") => return None,
+            Err(e) => panic!("a scan of [{lo:?}, {hi:?}) failed: {e}"),
+        }
+    }
+    Some(out)
+}
+
+/// Checks a scan: strictly increasing (no key twice), every key acknowledged before it
+/// began present, nothing that was never written.
+fn check_scan(keys: &[Vec<u8>], acked_before: &BTreeSet<Vec<u8>>, tried: &BTreeSet<Vec<u8>>) {
+    for w in keys.windows(2) {
+        assert!(w[0] < w[1], "the scan repeats or misorders {:?}", w);
+    }
+    let got: BTreeSet<_> = keys.iter().cloned().collect();
+    let lost: Vec<_> = acked_before.difference(&got).take(5).collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged keys missing from a scan: {lost:?}"
+    );
+    let alien: Vec<_> = got.difference(tried).take(5).collect();
+    assert!(alien.is_empty(), "keys nobody wrote: {alien:?}");
+}
+
+/// Three writers of unique keys spread over the key space and one scanner of the whole
+/// map, until [`Churn::finish`].
+struct Churn {
+    acked: Arc<Mutex<BTreeSet<Vec<u8>>>>,
+    tried: Arc<Mutex<BTreeSet<Vec<u8>>>>,
+    stop: Arc<AtomicBool>,
+    unknown: Arc<Mutex<Vec<Instant>>>,
+    writers: Vec<std::thread::JoinHandle<u64>>,
+    scanner: std::thread::JoinHandle<(usize, usize)>,
+}
+
+/// What a churn saw.
+struct Seen {
+    writes: u64,
+    acked: BTreeSet<Vec<u8>>,
+    tried: BTreeSet<Vec<u8>>,
+    /// When writes of unknown outcome (their connection broke) ended.
+    unknown: Vec<Instant>,
+    scans: usize,
+    replanned: usize,
+}
+
+impl Churn {
+    fn start(seeds: &[SocketAddr]) -> Churn {
+        let acked = Arc::new(Mutex::new(BTreeSet::<Vec<u8>>::new()));
+        let tried = Arc::new(Mutex::new(BTreeSet::<Vec<u8>>::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let unknown = Arc::new(Mutex::new(Vec::<Instant>::new()));
+        let writers = (0..3)
+            .map(|t| {
+                let (acked, tried, stop, seeds, unknown) = (
+                    acked.clone(),
+                    tried.clone(),
+                    stop.clone(),
+                    seeds.to_vec(),
+                    unknown.clone(),
+                );
+                std::thread::spawn(move || {
+                    let mut cl = Client::new(seeds);
+                    cl.aim(t);
+                    let value = vec![b'v'; 120];
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        // Spread over the key space, so every range keeps taking writes.
+                        let key = format!("{:x}:{t}:{n}", (n * 7919 + t as u64 * 31) % 4096);
+                        n += 1;
+                        tried.lock().unwrap().insert(key.clone().into_bytes());
+                        let set: [&[u8]; 3] = [b"SET", key.as_bytes(), &value];
+                        match cl.call(&set, true, Duration::from_secs(20)) {
+                            Outcome::Done(Value::Simple(s)) if s == "OK" => {
+                                acked.lock().unwrap().insert(key.into_bytes());
+                            }
+                            Outcome::Done(v) => panic!("SET {key} answered {v:?}"),
+                            // The connection broke with the write sent (a test kills a
+                            // node): it may or may not have been applied.
+                            Outcome::Unknown => {
+                                eprintln!("SET {key}: unknown outcome: {}", cl.why_unknown);
+                                unknown.lock().unwrap().push(Instant::now());
+                            }
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        let scanner = {
+            let (acked, tried, stop, seeds) =
+                (acked.clone(), tried.clone(), stop.clone(), seeds.to_vec());
+            std::thread::spawn(move || {
+                let mut cl = Client::new(seeds.clone());
+                let (mut scans, mut replanned) = (0, 0);
+                while !stop.load(Ordering::Relaxed) {
+                    let before = acked.lock().unwrap().clone();
+                    let first = scans % seeds.len();
+                    let order: Vec<_> = seeds[first..]
+                        .iter()
+                        .chain(&seeds[..first])
+                        .copied()
+                        .collect();
+                    match cluster_scan(&mut cl, &order) {
+                        Some(keys) => {
+                            check_scan(&keys, &before, &tried.lock().unwrap());
+                            scans += 1;
+                        }
+                        None => replanned += 1,
+                    }
+                }
+                (scans, replanned)
+            })
+        };
+        Churn {
+            acked,
+            tried,
+            stop,
+            unknown,
+            writers,
+            scanner,
+        }
+    }
+
+    fn finish(self) -> Seen {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut writes = 0;
+        for w in self.writers {
+            writes += w.join().expect("a writer failed");
+        }
+        let (scans, replanned) = self.scanner.join().expect("the scanner failed");
+        let seen = Seen {
+            writes,
+            acked: self.acked.lock().unwrap().clone(),
+            tried: self.tried.lock().unwrap().clone(),
+            unknown: self.unknown.lock().unwrap().clone(),
+            scans,
+            replanned,
+        };
+        eprintln!(
+            "{} SETs ({} acknowledged, {} unknown), {} whole scans ({} planned again)",
+            seen.writes,
+            seen.acked.len(),
+            seen.unknown.len(),
+            seen.scans,
+            seen.replanned
+        );
+        assert!(seen.scans >= 3, "too few scans finished: {}", seen.scans);
+        seen
+    }
+}
+
+/// The final scan through the leaders, checked against what the churn saw; then each
+/// node's own copy of its ranges (READONLY), once replication caught up, must hold the
+/// same keys. Answers the final scan.
+fn replicas_agree(c: &Cluster, seen: &Seen) -> Vec<Vec<u8>> {
+    let seeds = c.seeds();
+    let mut cl = Client::new(seeds.clone());
+    let fin = loop {
+        if let Some(k) = cluster_scan(&mut cl, &seeds) {
+            break k;
+        }
+    };
+    check_scan(&fin, &seen.acked, &seen.tried);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (i, addr) in seeds.iter().enumerate() {
+        loop {
+            let mut conn = Conn::connect(*addr);
+            conn.try_call(&[b"READONLY"]);
+            let me = c.nodes[i].id as i64;
+            // The keys of the ranges this node holds a replica of.
+            let mine: Vec<_> = ranges(&[*addr])
+                .into_iter()
+                .filter(|r| r.3.contains(&me))
+                .collect();
+            let want: Vec<Vec<u8>> = fin
+                .iter()
+                .filter(|k| {
+                    mine.iter().any(|(_, lo, hi, _)| {
+                        k.as_slice() >= lo.as_slice()
+                            && hi.as_ref().is_none_or(|h| k.as_slice() < h.as_slice())
+                    })
+                })
+                .cloned()
+                .collect();
+            let mut keys = Vec::new();
+            let mut all = Ok(());
+            for (_, lo, hi, _) in &mine {
+                let mut call = |args: &[&[u8]]| conn.try_call(args);
+                all = all.and(scan_range(&mut call, lo, hi.as_deref(), &mut keys));
+            }
+            if all.is_ok() && keys == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} holds {} keys ({all:?}), the leaders {} of its ranges\n{}",
+                i + 1,
+                keys.len(),
+                want.len(),
+                c.log(i)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    fin
+}
+
+#[test]
+fn ranges_split_under_load_and_no_key_is_lost_or_duplicated() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !accelkv_cluster::testing::etcd_or_skip() {
+        return;
+    }
+    let mut c = Cluster::start_with(
+        3,
+        "split",
+        &["--split-size", "48k", "--raft-snapshot-every", "300"],
+    );
+    let seeds = c.seeds();
+    let churn = Churn::start(&seeds);
+
+    // A split by hand, while the load runs: at a key inside the first range.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut admin = Client::new(seeds.clone());
+    match admin.call(&[b"CLUSTER", b"SPLIT", b"8"], true, Duration::from_secs(20)) {
+        Outcome::Done(Value::Integer(id)) => assert!(id > 1, "the new range's id {id}"),
+        o => panic!("CLUSTER SPLIT answered {o:?}"),
+    }
+    // A follower of range 1 killed -9 and restarted, while ranges keep splitting.
+    std::thread::sleep(Duration::from_millis(1500));
+    let leader = c.leader(Duration::from_secs(10));
+    let victim = (leader + 1) % 3;
+    let killed = Instant::now();
+    c.kill9(victim);
+    std::thread::sleep(Duration::from_millis(1500));
+    c.restart(victim);
+    std::thread::sleep(Duration::from_millis(4000));
+    let seen = churn.finish();
+
+    let map = ranges(&seeds);
+    assert!(map.len() >= 4, "the ranges did not split: {map:?}");
+    // A write whose outcome is unknown is one whose connection the kill broke.
+    for u in &seen.unknown {
+        let after = u.saturating_duration_since(killed);
+        assert!(
+            *u >= killed && after < Duration::from_secs(5),
+            "a write had no answer {after:?} after the kill"
+        );
+    }
+    replicas_agree(&c, &seen);
+    let logs: String = (0..3).map(|i| c.log(i)).collect();
+    if std::env::var_os("ACCELKV_SHOW_LOGS").is_some() {
+        eprintln!("victim node {}:\n{}", victim + 1, c.log(victim));
+    }
+    assert!(
+        logs.contains("split off range"),
+        "no split by size:\n{logs}"
+    );
+}
+
+#[test]
+fn a_range_moves_to_another_node_under_load() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !accelkv_cluster::testing::etcd_or_skip() {
+        return;
+    }
+    let c = Cluster::start_with(
+        4,
+        "move",
+        &["--split-size", "0", "--raft-snapshot-every", "300"],
+    );
+    let seeds = c.seeds();
+    let churn = Churn::start(&seeds);
+    std::thread::sleep(Duration::from_millis(2000));
+    // Range 1's leader moves its own replica to the node that holds none.
+    let leader = c.leader(Duration::from_secs(10));
+    let before = ranges(&seeds);
+    let holders = &before[0].3;
+    let spare = c
+        .nodes
+        .iter()
+        .find(|n| !holders.contains(&(n.id as i64)))
+        .expect("a fourth node")
+        .id;
+    let from = c.nodes[leader].id;
+    let mut admin = Client::new(seeds.clone());
+    let args = [
+        b"CLUSTER".to_vec(),
+        b"MOVE".to_vec(),
+        b"1".to_vec(),
+        from.to_string().into_bytes(),
+        spare.to_string().into_bytes(),
+    ];
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+    match admin.call(&args, true, Duration::from_secs(60)) {
+        Outcome::Done(Value::Simple(s)) if s == "OK" => {}
+        o => panic!("CLUSTER MOVE answered {o:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(2000));
+    let seen = churn.finish();
+    assert!(seen.unknown.is_empty(), "writes without an answer");
+    let after = ranges(&seeds);
+    let mut now = after[0].3.clone();
+    now.sort_unstable();
+    let mut want: Vec<i64> = holders
+        .iter()
+        .filter(|n| **n != from as i64)
+        .copied()
+        .collect();
+    want.push(spare as i64);
+    want.sort_unstable();
+    assert_eq!(now, want, "range 1's replicas after the move");
+    let fin = replicas_agree(&c, &seen);
+    assert!(fin.len() > 1000, "only {} keys", fin.len());
+    // The old replica lets go of the range once what it was serving settled (its log
+    // says so), and then answers for it only with a redirect.
+    let t = Instant::now();
+    while !c.log(leader).contains("range 1 moved away from this node") {
+        assert!(t.elapsed() < Duration::from_secs(20), "{}", c.log(leader));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut old = Conn::connect(c.nodes[leader].resp);
+    old.try_call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]);
+    match old.try_call(&[b"GET", &fin[0]]) {
+        Some(Value::Error(e)) if e.starts_with("MOVED ") => {}
+        v => panic!("the old replica answered {v:?}"),
+    }
+}
