@@ -224,12 +224,17 @@ pub fn parse_reply(buf: &[u8], limits: &Limits) -> Result<Option<(Value, usize)>
     parse_reply_at(buf, 0, limits, 0)
 }
 
-fn parse_reply_at(
-    buf: &[u8],
+/// A reply's type byte, its first line, and where that line ends.
+type Head<'a> = (u8, &'a [u8], usize);
+
+/// The head of the reply at `at`: its type byte, its first line and where the line ends
+/// (`Ok(None)`: more bytes are needed); nesting past `limits.max_depth` is refused.
+fn reply_head<'a>(
+    buf: &'a [u8],
     at: usize,
     limits: &Limits,
     depth: usize,
-) -> Result<Option<(Value, usize)>, RespError> {
+) -> Result<Option<Head<'a>>, RespError> {
     if depth > limits.max_depth {
         return Err(RespError::TooLarge {
             what: "nesting",
@@ -240,7 +245,16 @@ fn parse_reply_at(
     let Some(&t) = buf.get(at) else {
         return Ok(None);
     };
-    let Some((l, next)) = line(buf, at + 1, limits.max_inline)? else {
+    Ok(line(buf, at + 1, limits.max_inline)?.map(|(l, next)| (t, l, next)))
+}
+
+fn parse_reply_at(
+    buf: &[u8],
+    at: usize,
+    limits: &Limits,
+    depth: usize,
+) -> Result<Option<(Value, usize)>, RespError> {
+    let Some((t, l, next)) = reply_head(buf, at, limits, depth)? else {
         return Ok(None);
     };
     let text = || String::from_utf8_lossy(l).into_owned();
@@ -287,17 +301,7 @@ fn reply_end(
     limits: &Limits,
     depth: usize,
 ) -> Result<Option<usize>, RespError> {
-    if depth > limits.max_depth {
-        return Err(RespError::TooLarge {
-            what: "nesting",
-            len: depth,
-            max: limits.max_depth,
-        });
-    }
-    let Some(&t) = buf.get(at) else {
-        return Ok(None);
-    };
-    let Some((l, next)) = line(buf, at + 1, limits.max_inline)? else {
+    let Some((t, l, next)) = reply_head(buf, at, limits, depth)? else {
         return Ok(None);
     };
     let items = |per: usize| -> Result<Option<usize>, RespError> {
