@@ -257,12 +257,8 @@ async fn open_from_map(reg: &Arc<Registry>, sh: &Arc<Shared>, map: &RangeMap, me
     }
     for r in map.ranges_of(me) {
         let bounds = (r.start.clone(), r.end.clone());
-        let claimed = reg
-            .claimed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&r.id);
-        if claimed || reg.overlaps(&bounds, r.id) || !reg.claim(r.id) {
+        // Claiming last: a range claimed already (open, or being opened) is skipped too.
+        if reg.overlaps(&bounds, r.id) || !reg.claim(r.id) {
             continue;
         }
         let members: BTreeMap<u64, String> = r
