@@ -12,8 +12,11 @@
 //! ```
 
 mod async_client;
+pub mod cluster;
+mod resp_conn;
 
 pub use async_client::AsyncClient;
+pub use cluster::ClusterClient;
 
 use accelkv_proto::frame::{decode_header, decode_response, encode_request};
 use accelkv_proto::{Body, FrameError, Limits, Request, Status};
@@ -30,8 +33,14 @@ pub enum ClientError {
     Protocol(FrameError),
     /// The server answered an operation with a status other than OK.
     Status(Status, String),
-    /// No reply within the timeout after every retry (UDP).
+    /// No reply within the timeout after every retry (UDP), or no node served the
+    /// command before the cluster client's patience ran out.
     Timeout,
+    /// A RESP error reply (cluster client): the message as the server sent it.
+    Resp(String),
+    /// A write may or may not have taken effect (cluster client: the connection broke after
+    /// it was sent, or its range's group did not commit it in time); it is not retried.
+    Unknown(String),
 }
 
 impl std::fmt::Display for ClientError {
@@ -42,6 +51,8 @@ impl std::fmt::Display for ClientError {
             ClientError::Status(s, m) if m.is_empty() => write!(f, "server answered {s:?}"),
             ClientError::Status(s, m) => write!(f, "server answered {s:?}: {m}"),
             ClientError::Timeout => write!(f, "no reply from the server"),
+            ClientError::Resp(m) => write!(f, "server answered -{m}"),
+            ClientError::Unknown(m) => write!(f, "the write's outcome is unknown: {m}"),
         }
     }
 }

@@ -9,9 +9,12 @@
 //! accelkv vput v --elem u32 1 2 3 4                 # a vector value
 //! accelkv vector reduce v add 0 --elem u32          # 10
 //! accelkv bench --ops 100000 --batch 64
+//! accelkv --cluster 127.0.0.1:7001,127.0.0.1:7002 put user:1 alice   # a cluster (RESP)
+//! accelkv --cluster 127.0.0.1:7001 scan "" ""                        # across every range
+//! accelkv --cluster 127.0.0.1:7001 ranges                            # the range map
 //! ```
 
-use accelkv_client::{Client, ClientError};
+use accelkv_client::{Client, ClientError, ClusterClient};
 use accelkv_proto::operand::{Elem, Overflow, Scalar, VectorOp};
 use accelkv_proto::Request;
 use clap::{Parser, Subcommand};
@@ -29,6 +32,11 @@ struct Cli {
     /// Password (or set ACCELKV_PASSWORD).
     #[arg(long, env = "ACCELKV_PASSWORD")]
     password: Option<String>,
+    /// A cluster's nodes (their RESP addresses, comma-separated; docs/CLUSTER.md): get,
+    /// put, delete, scan and ranges go through the cluster client, which routes each key
+    /// to its range's leader and merges scans across ranges.
+    #[arg(long, value_delimiter = ',')]
+    cluster: Vec<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -101,6 +109,8 @@ enum Cmd {
         #[arg(long, default_value = "wrap")]
         overflow: String,
     },
+    /// Print the cluster's range map (with --cluster).
+    Ranges,
     /// Check the server answers.
     Ping,
     /// Print server statistics.
@@ -201,7 +211,56 @@ fn show(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The commands a cluster serves, through the cluster client.
+fn run_cluster(cli: Cli) -> Result<(), ClientError> {
+    let mut c = ClusterClient::with_password(&cli.cluster, cli.password.as_deref())?;
+    match cli.cmd {
+        Cmd::Get { key } => match c.get(key.as_bytes())? {
+            Some(v) => println!("{}", show(&v)),
+            None => println!("(nil)"),
+        },
+        Cmd::Put { key, value } => {
+            c.set(key.as_bytes(), value.as_bytes())?;
+            println!("OK");
+        }
+        Cmd::Delete { key } => println!(
+            "{}",
+            if c.del(key.as_bytes())? {
+                "deleted"
+            } else {
+                "(not found)"
+            }
+        ),
+        Cmd::Scan { lo, hi, limit } => {
+            let hi = (!hi.is_empty()).then_some(hi.as_bytes());
+            print_items((c.scan(lo.as_bytes(), hi, limit as usize)?, false))
+        }
+        Cmd::Ranges => {
+            for r in c.ranges() {
+                let end = r.end.as_deref().map_or("+∞".into(), show);
+                let leader = r.leader.as_deref().unwrap_or("?");
+                let reps: Vec<String> = r.replicas.iter().map(|(n, a)| format!("{n}@{a}")).collect();
+                println!(
+                    "range {} [{:?}, {end:?}) leader {leader} replicas {}",
+                    r.id,
+                    show(&r.start),
+                    reps.join(" ")
+                );
+            }
+        }
+        _ => {
+            return Err(usage(
+                "with --cluster: get, put, delete, scan and ranges (other commands: redis-cli -c against any node)".into(),
+            ))
+        }
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<(), ClientError> {
+    if !cli.cluster.is_empty() {
+        return run_cluster(cli);
+    }
     let mut c = Client::connect(&cli.addr, cli.password.as_deref())?;
     match cli.cmd {
         Cmd::Get { key } => match c.get(key.as_bytes())? {
@@ -281,6 +340,7 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             )?;
             println!("{}", decode_numbers(e, &out)?.join(" "));
         }
+        Cmd::Ranges => return Err(usage("ranges needs --cluster".into())),
         Cmd::Ping => {
             let t = Instant::now();
             c.ping(b"")?;

@@ -204,7 +204,12 @@ async fn opener(
                 bounds,
                 members,
                 how,
-            } => open_one(&reg, &sh, range, bounds, &members, how).await,
+            } => {
+                open_one(&reg, &sh, range, bounds, &members, how).await;
+                // Ranges of higher id waiting for this one (open_from_map) may open now.
+                let m = map.borrow().clone();
+                open_from_map(&reg, &sh, &m, me).await;
+            }
             OpenReq::Recheck => {
                 let m = map.borrow().clone();
                 open_from_map(&reg, &sh, &m, me).await;
@@ -255,10 +260,29 @@ async fn open_from_map(reg: &Arc<Registry>, sh: &Arc<Shared>, map: &RangeMap, me
             });
         }
     }
-    for r in map.ranges_of(me) {
+    // In order of id: a range split off another has a higher id than it. A range that has
+    // files here opens only once every range of lower id with files here is open, so its
+    // ancestors have taken their own bounds from their files first (an ancestor whose
+    // snapshot predates the split is wider, and the descendant then waits for the split to
+    // be applied here). Opened first, the descendant would be overwritten by the
+    // ancestor's older snapshot and log replayed after it.
+    let mut mine: Vec<&accelkv_cluster::Range> = map.ranges_of(me).collect();
+    mine.sort_by_key(|r| r.id);
+    let mut waiting = false;
+    for r in mine {
         let bounds = (r.start.clone(), r.end.clone());
+        let files = reg.raft.has_files(r.id);
+        if files && waiting {
+            continue;
+        }
         // Claiming last: a range claimed already (open, or being opened) is skipped too.
         if reg.overlaps(&bounds, r.id) || !reg.claim(r.id) {
+            let open = reg
+                .claimed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&r.id);
+            waiting |= files && !open;
             continue;
         }
         let members: BTreeMap<u64, String> = r
@@ -317,6 +341,7 @@ async fn open_one(
     match reg.raft.open_group(range, members, m, how).await {
         Ok(g) => {
             tokio::spawn(log_leaders(range, g.metrics()));
+            tokio::spawn(accelkv_cluster::ship_seed(g, reg.raft.id));
         }
         Err(e) => {
             eprintln!("accelkv-server: cluster: {e}");
@@ -490,7 +515,8 @@ impl Node {
 
     /// The redirect to the node that leads (or, not knowing, holds) range `r`.
     fn moved(&self, map: &RangeMap, r: &Range, leader: Option<u64>) -> String {
-        let to = leader.or(r.leader).or(r.replicas.first().copied());
+        let hint = r.leader.filter(|l| r.replicas.contains(l));
+        let to = leader.or(hint).or(r.replicas.first().copied());
         match to.and_then(|id| map.nodes.get(&id)) {
             Some(a) if leader.is_some() || to != Some(self.me) => {
                 format!("MOVED {} {}", r.id, a.resp)
@@ -516,6 +542,17 @@ impl Router for Node {
             && args[2].starts_with(PROXY_NAME.as_bytes())
         {
             s.proxied = true; // another node's proxy connection
+        }
+        // A client that routes by itself (accelkv_client::ClusterClient) asks for -MOVED
+        // rather than a proxied answer, so its stale map is corrected at once.
+        if args.len() == 2
+            && args[0].eq_ignore_ascii_case(b"CLUSTER")
+            && args[1].eq_ignore_ascii_case(b"NOPROXY")
+        {
+            s.proxied = true;
+            let mut out = Vec::new();
+            resp::simple(&mut out, "OK");
+            return Route::Answer(out);
         }
         // CLUSTER SPLIT <key> goes to the leader of the key's range, as a write would.
         let split = args.len() == 3
@@ -583,10 +620,11 @@ impl Router for Node {
             return if held() { Route::Here } else { splitting() };
         }
         // A replica the map shows moved away serves nothing, even while its group, removed
-        // from the range's voters, has not noticed it leads no one.
+        // from the range's voters, has not noticed it leads no one; nor is a command sent
+        // to it (the other replicas still vote for it until their election timeout).
         let leader = group
             .and_then(|g| g.metrics().borrow().current_leader)
-            .filter(|l| *l != self.me || r.replicas.contains(&self.me));
+            .filter(|l| r.replicas.contains(l));
         if leader != Some(self.me) {
             let moved = self.moved(&map, r, leader);
             let to = moved
@@ -732,7 +770,7 @@ impl Router for Node {
             _ => resp::error(
                 out,
                 &format!(
-                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try RANGES, INFO, MYID, SPLIT <key> or MOVE <range> <from> <to>.",
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try RANGES, INFO, MYID, NOPROXY, SPLIT <key> or MOVE <range> <from> <to>.",
                     String::from_utf8_lossy(args[0])
                 ),
             ),
@@ -757,10 +795,13 @@ impl Router for Node {
 fn settle_error(map: &watch::Receiver<RangeMap>, me: u64, range: u64, e: NotServed) -> Vec<u8> {
     let map = map.borrow();
     let msg = match (e, map.range(range)) {
-        (NotServed::NotLeader(Some((id, _))), Some(r)) if id != me => match map.nodes.get(&id) {
-            Some(a) => format!("MOVED {} {}", r.id, a.resp),
-            None => format!("TRYAGAIN range {range} has no leader at the moment"),
-        },
+        // A leader the map shows moved away is about to step down: not followed.
+        (NotServed::NotLeader(Some((id, _))), Some(r)) if id != me && r.replicas.contains(&id) => {
+            match map.nodes.get(&id) {
+                Some(a) => format!("MOVED {} {}", r.id, a.resp),
+                None => format!("TRYAGAIN range {range} has no leader at the moment"),
+            }
+        }
         (NotServed::NotLeader(_), _) => {
             format!("TRYAGAIN range {range} has no leader at the moment")
         }

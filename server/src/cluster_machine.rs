@@ -246,6 +246,23 @@ impl StoreMachine {
     }
 }
 
+impl StoreMachine {
+    /// The bounds of the ranges open on this node that were split off this one, directly
+    /// or not: those of higher id that overlap it. Ranges are made in the order of their
+    /// ids, each from keys its parent held then and no other range did, so a higher-id
+    /// range overlapping this one's bounds is a descendant, and its keys are its own: this
+    /// range's bounds can be wider only for a state older than the split (a snapshot or
+    /// log replayed here after the descendant was opened). A lower-id range overlapping
+    /// this one is an ancestor whose bounds here are that old; it yields to this one.
+    fn descendants(&self) -> Vec<Bounds> {
+        let Some(r) = self.reg.upgrade() else {
+            return Vec::new();
+        };
+        let g = r.machines.read().unwrap_or_else(|e| e.into_inner());
+        g.range(self.id + 1..).map(|(_, m)| m.bounds()).collect()
+    }
+}
+
 impl Machine for StoreMachine {
     /// Applies a batch of commands (one Raft entry), answering the list of their replies.
     fn apply(&self, batch: &[u8]) -> Vec<u8> {
@@ -259,6 +276,10 @@ impl Machine for StoreMachine {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
         let (s, reads) = &mut *g;
+        // Keys a range split off this one holds here are its own: a command of this range's
+        // log replayed from before the split never writes over them (in a node that did not
+        // miss a split, ranges open on it never overlap and this refuses nothing).
+        let others = self.descendants();
         let mut replies = Vec::with_capacity(cmds.len());
         for cmd in cmds {
             let mut out = Vec::new();
@@ -273,7 +294,8 @@ impl Machine for StoreMachine {
             }
             if let Class::Keyed { keys, upto, .. } = classify(&args) {
                 let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                if !covers(&st.bounds, &keys, upto) {
+                let theirs = keys.iter().any(|k| others.iter().any(|o| inside(o, k)));
+                if !covers(&st.bounds, &keys, upto) || theirs {
                     let to = st.split.as_ref().map_or(0, |s| s.1);
                     resp::error(
                         &mut out,
@@ -322,16 +344,10 @@ impl Machine for StoreMachine {
                 .map_or("end".into(), String::from_utf8_lossy)
         );
         let _g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
-        // Keys another open range holds are its own (never the case but for a snapshot
-        // older than a split this replica applied, which openraft does not install).
+        // Keys a range split off this one holds here are its own (the case for a snapshot
+        // older than a split whose new range is open here).
         let reg = self.reg.upgrade();
-        let others: Vec<Bounds> = reg.as_ref().map_or(Vec::new(), |r| {
-            let g = r.machines.read().unwrap_or_else(|e| e.into_inner());
-            g.iter()
-                .filter(|(id, _)| **id != self.id)
-                .map(|(_, m)| m.bounds())
-                .collect()
-        });
+        let others = self.descendants();
         let mine = |k: &[u8]| !others.iter().any(|o| inside(o, k));
         clear(&sh, &bounds, mine)?;
         for (k, v, d, f) in items.into_iter().filter(|i| mine(i.0)) {

@@ -102,7 +102,44 @@ pub(crate) async fn move_replica(
         })?
         .map_err(|e| format!("TRYAGAIN changing range {range}'s replicas: {e}"))?;
     eprintln!("accelkv-server: range {range} moved from node {from} to node {to}");
+    if from == ctl.me {
+        hand_over(ctl, range, raft, to);
+    }
     finish(ctl, range, &next).await
+}
+
+/// A leader that removed itself steps down once the change is applied; the others still
+/// hold its lease (the election timeout's upper end, from its last heartbeat) and would
+/// start an election only a random timeout after that. openraft 0.9 has no leadership
+/// transfer, so once the lease has run out one remaining voter that was one before (not the
+/// node just added) is asked to campaign at once: the range is without a leader for about
+/// one lease rather than a lease and an election timeout.
+fn hand_over(ctl: &Ctl, range: RangeId, raft: accelkv_cluster::raft::Raft, added: u64) {
+    let (me, node) = (ctl.me, ctl.raft.clone());
+    tokio::spawn(async move {
+        let t = tokio::time::Instant::now();
+        while raft.metrics().borrow().state.is_leader() {
+            if t.elapsed() > Duration::from_secs(5) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(node.election_timeout().1 + Duration::from_millis(20)).await;
+        let m = raft.metrics().borrow().clone();
+        if m.current_leader.is_some_and(|l| l != me) {
+            return; // a leader was elected meanwhile
+        }
+        let mem = m.membership_config.membership();
+        let heir = mem
+            .voter_ids()
+            .find(|id| *id != me && *id != added)
+            .and_then(|id| mem.get_node(&id).map(|n| n.addr.clone()));
+        if let Some(addr) = heir {
+            if let Err(e) = node.ask_to_campaign(range, &addr).await {
+                eprintln!("accelkv-server: {e}");
+            }
+        }
+    });
 }
 
 /// Stops range `range` taking writes here and waits (at most a write's own wait) for the

@@ -66,9 +66,9 @@ pub struct ClusterSession {
     pub barrier_ok: bool,
     /// What the command it stopped at waits for; the event loop submits it.
     pub forward: Option<Forward>,
-    /// The connection is another node proxying commands (it named itself
-    /// [`PROXY_NAME`]`-<node>`): it gets `-MOVED` rather than being proxied on, so a
-    /// command never travels in a circle.
+    /// The connection gets `-MOVED` rather than being proxied: another node proxying
+    /// commands (it named itself [`PROXY_NAME`]`-<node>`), so a command never travels in a
+    /// circle, or a client that routes by itself (`CLUSTER NOPROXY`).
     pub proxied: bool,
     /// READONLY was sent: reads are served by any replica of their range from its own
     /// state (possibly behind the leader's), as Redis Cluster's replicas serve them.

@@ -102,8 +102,34 @@ pub(crate) async fn split(ctl: &Ctl, range: RangeId, at: Vec<u8>) -> Result<Rang
         }
         _ => return Err("ERR the replicas answered the split wrongly".into()),
     }
+    campaign(ctl, child);
     record(ctl, range, &at, child).await?;
     Ok(child)
+}
+
+/// Has this node, the parent's leader, stand for election in the new range's group as soon
+/// as the group is open here. A seeded group holds no vote, so no leader lease delays it:
+/// the new range has a leader in milliseconds rather than after an election timeout
+/// (400–800 ms, and its keys answered `-TRYAGAIN` meanwhile), and the leader is the node
+/// that led the keys before. A replica that has not opened the group yet cannot vote, so
+/// the campaign is tried again every 20 ms until some leader is known (another replica
+/// timing out first and winning is harmless).
+fn campaign(ctl: &Ctl, child: RangeId) {
+    let raft = ctl.raft.clone();
+    tokio::spawn(async move {
+        let t = tokio::time::Instant::now();
+        while t.elapsed() < Duration::from_secs(2) {
+            if let Some(g) = raft.group(child) {
+                if g.metrics().borrow().current_leader.is_some() {
+                    return;
+                }
+                let _ = g.trigger().elect().await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+    });
 }
 
 /// Records in the map that range `range` split at `at`, giving range `child` the keys from

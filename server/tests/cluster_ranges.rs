@@ -4,13 +4,16 @@
 //! -9 and restarted in the middle. Moves: range 1's leader moves its own replica to a
 //! fourth node. The promise tried: no error reaches a client beyond redirects (`-MOVED`,
 //! `-TRYAGAIN`, and `-CROSSSLOT` for a scan planned on a map that changed since), and no key
-//! is lost or duplicated: every cluster-wide scan (one RANGE per range, merged in key
-//! order) holds each acknowledged key exactly once, and once the load stops every replica
-//! holds exactly what the leaders hold. Needs `--features cluster` and etcd.
+//! is lost or duplicated: every cluster-wide scan (`ClusterClient::scan`, the Rust client's
+//! merge of RANGE pages in key order) holds each acknowledged key exactly once, and once
+//! the load stops every replica holds exactly what the leaders hold. One writer is the
+//! Rust cluster client (its own map, routing and redirects), the others send everything to
+//! one node, which proxies. Needs `--features cluster` and etcd.
 
 mod cluster_support;
 mod common;
 
+use accelkv_client::{ClientError, ClusterClient};
 use accelkv_proto::resp::Value;
 use cluster_support::client::{Client, Conn, Outcome};
 use cluster_support::harness::Cluster;
@@ -101,22 +104,12 @@ fn scan_range(
     }
 }
 
-/// A scan of every key, one RANGE per range of the map as it was read, merged in key
-/// order; `None` if a split changed the map under it (`-CROSSSLOT`: plan it again).
-fn cluster_scan(cl: &mut Client, seeds: &[SocketAddr]) -> Option<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    for (_, lo, hi, _) in ranges(seeds) {
-        let mut call = |args: &[&[u8]]| match cl.call(args, false, Duration::from_secs(20)) {
-            Outcome::Done(v) => Some(v),
-            Outcome::Unknown => None,
-        };
-        match scan_range(&mut call, &lo, hi.as_deref(), &mut out) {
-            Ok(()) => {}
-            Err(e) if e.starts_with("CROSSSLOT") => return None,
-            Err(e) => panic!("a scan of [{lo:?}, {hi:?}) failed: {e}"),
-        }
+/// A scan of every key through the Rust cluster client, merged across ranges.
+fn cluster_scan(cl: &mut ClusterClient) -> Vec<Vec<u8>> {
+    match cl.scan(b"", None, usize::MAX) {
+        Ok(items) => items.into_iter().map(|(k, _)| k).collect(),
+        Err(e) => panic!("a cluster-wide scan failed: {e}"),
     }
-    Some(out)
 }
 
 /// Checks a scan: strictly increasing (no key twice), every key acknowledged before it
@@ -143,7 +136,8 @@ struct Churn {
     stop: Arc<AtomicBool>,
     unknown: Arc<Mutex<Vec<Instant>>>,
     writers: Vec<std::thread::JoinHandle<u64>>,
-    scanner: std::thread::JoinHandle<(usize, usize)>,
+    scanner: std::thread::JoinHandle<(usize, accelkv_client::cluster::ClusterStats)>,
+    writer_stats: Arc<Mutex<accelkv_client::cluster::ClusterStats>>,
 }
 
 /// What a churn saw.
@@ -154,7 +148,10 @@ struct Seen {
     /// When writes of unknown outcome (their connection broke) ended.
     unknown: Vec<Instant>,
     scans: usize,
-    replanned: usize,
+    /// The scanning cluster client's redirects, retries and map loads.
+    scanner: accelkv_client::cluster::ClusterStats,
+    /// The writing cluster client's.
+    writer: accelkv_client::cluster::ClusterStats,
 }
 
 impl Churn {
@@ -163,16 +160,21 @@ impl Churn {
         let tried = Arc::new(Mutex::new(BTreeSet::<Vec<u8>>::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let unknown = Arc::new(Mutex::new(Vec::<Instant>::new()));
+        let writer_stats = Arc::new(Mutex::new(Default::default()));
         let writers = (0..3)
             .map(|t| {
-                let (acked, tried, stop, seeds, unknown) = (
+                let (acked, tried, stop, seeds, unknown, smart_stats) = (
                     acked.clone(),
                     tried.clone(),
                     stop.clone(),
                     seeds.to_vec(),
                     unknown.clone(),
+                    writer_stats.clone(),
                 );
                 std::thread::spawn(move || {
+                    // Writer 0 is the Rust cluster client; the others go through one node
+                    // each, which proxies what it does not lead.
+                    let mut smart = (t == 0).then(|| ClusterClient::connect(&seeds).unwrap());
                     let mut cl = Client::new(seeds);
                     cl.aim(t);
                     let value = vec![b'v'; 120];
@@ -182,19 +184,35 @@ impl Churn {
                         let key = format!("{:x}:{t}:{n}", (n * 7919 + t as u64 * 31) % 4096);
                         n += 1;
                         tried.lock().unwrap().insert(key.clone().into_bytes());
-                        let set: [&[u8]; 3] = [b"SET", key.as_bytes(), &value];
-                        match cl.call(&set, true, Duration::from_secs(20)) {
-                            Outcome::Done(Value::Simple(s)) if s == "OK" => {
+                        let outcome = match &mut smart {
+                            Some(c) => match c.set(key.as_bytes(), &value) {
+                                Ok(()) => Ok(()),
+                                Err(ClientError::Unknown(why)) => Err(why),
+                                Err(e) => panic!("SET {key} through the cluster client: {e}"),
+                            },
+                            None => {
+                                let set: [&[u8]; 3] = [b"SET", key.as_bytes(), &value];
+                                match cl.call(&set, true, Duration::from_secs(20)) {
+                                    Outcome::Done(Value::Simple(s)) if s == "OK" => Ok(()),
+                                    Outcome::Done(v) => panic!("SET {key} answered {v:?}"),
+                                    Outcome::Unknown => Err(cl.why_unknown.clone()),
+                                }
+                            }
+                        };
+                        match outcome {
+                            Ok(()) => {
                                 acked.lock().unwrap().insert(key.into_bytes());
                             }
-                            Outcome::Done(v) => panic!("SET {key} answered {v:?}"),
                             // The connection broke with the write sent (a test kills a
                             // node): it may or may not have been applied.
-                            Outcome::Unknown => {
-                                eprintln!("SET {key}: unknown outcome: {}", cl.why_unknown);
+                            Err(why) => {
+                                eprintln!("SET {key}: unknown outcome: {why}");
                                 unknown.lock().unwrap().push(Instant::now());
                             }
                         }
+                    }
+                    if let Some(c) = smart {
+                        *smart_stats.lock().unwrap() = c.stats();
                     }
                     n
                 })
@@ -204,25 +222,15 @@ impl Churn {
             let (acked, tried, stop, seeds) =
                 (acked.clone(), tried.clone(), stop.clone(), seeds.to_vec());
             std::thread::spawn(move || {
-                let mut cl = Client::new(seeds.clone());
-                let (mut scans, mut replanned) = (0, 0);
+                let mut cl = ClusterClient::connect(&seeds).unwrap();
+                let mut scans = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let before = acked.lock().unwrap().clone();
-                    let first = scans % seeds.len();
-                    let order: Vec<_> = seeds[first..]
-                        .iter()
-                        .chain(&seeds[..first])
-                        .copied()
-                        .collect();
-                    match cluster_scan(&mut cl, &order) {
-                        Some(keys) => {
-                            check_scan(&keys, &before, &tried.lock().unwrap());
-                            scans += 1;
-                        }
-                        None => replanned += 1,
-                    }
+                    let keys = cluster_scan(&mut cl);
+                    check_scan(&keys, &before, &tried.lock().unwrap());
+                    scans += 1;
                 }
-                (scans, replanned)
+                (scans, cl.stats())
             })
         };
         Churn {
@@ -232,6 +240,7 @@ impl Churn {
             unknown,
             writers,
             scanner,
+            writer_stats,
         }
     }
 
@@ -241,22 +250,24 @@ impl Churn {
         for w in self.writers {
             writes += w.join().expect("a writer failed");
         }
-        let (scans, replanned) = self.scanner.join().expect("the scanner failed");
+        let (scans, scanner) = self.scanner.join().expect("the scanner failed");
         let seen = Seen {
             writes,
             acked: self.acked.lock().unwrap().clone(),
             tried: self.tried.lock().unwrap().clone(),
             unknown: self.unknown.lock().unwrap().clone(),
             scans,
-            replanned,
+            scanner,
+            writer: *self.writer_stats.lock().unwrap(),
         };
         eprintln!(
-            "{} SETs ({} acknowledged, {} unknown), {} whole scans ({} planned again)",
+            "{} SETs ({} acknowledged, {} unknown), {} whole scans; cluster clients: writer {:?}, scanner {:?}",
             seen.writes,
             seen.acked.len(),
             seen.unknown.len(),
             seen.scans,
-            seen.replanned
+            seen.writer,
+            seen.scanner,
         );
         assert!(seen.scans >= 3, "too few scans finished: {}", seen.scans);
         seen
@@ -268,12 +279,7 @@ impl Churn {
 /// same keys. Answers the final scan.
 fn replicas_agree(c: &Cluster, seen: &Seen) -> Vec<Vec<u8>> {
     let seeds = c.seeds();
-    let mut cl = Client::new(seeds.clone());
-    let fin = loop {
-        if let Some(k) = cluster_scan(&mut cl, &seeds) {
-            break k;
-        }
-    };
+    let fin = cluster_scan(&mut ClusterClient::connect(&seeds).unwrap());
     check_scan(&fin, &seen.acked, &seen.tried);
     let deadline = Instant::now() + Duration::from_secs(30);
     for (i, addr) in seeds.iter().enumerate() {
@@ -305,14 +311,33 @@ fn replicas_agree(c: &Cluster, seen: &Seen) -> Vec<Vec<u8>> {
             if all.is_ok() && keys == want {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "node {} holds {} keys ({all:?}), the leaders {} of its ranges\n{}",
-                i + 1,
-                keys.len(),
-                want.len(),
-                c.log(i)
-            );
+            if Instant::now() >= deadline {
+                // Which ranges differ, and a few of the keys, for the report.
+                let (got, wanted): (BTreeSet<_>, BTreeSet<_>) =
+                    (keys.iter().collect(), want.iter().collect());
+                let range_of = |k: &[u8]| {
+                    mine.iter()
+                        .find(|(_, lo, hi, _)| {
+                            k >= lo.as_slice() && hi.as_ref().is_none_or(|h| k < h.as_slice())
+                        })
+                        .map_or(0, |r| r.0)
+                };
+                let show = |d: Vec<&&Vec<u8>>| -> Vec<String> {
+                    d.iter()
+                        .take(8)
+                        .map(|k| format!("{} (range {})", String::from_utf8_lossy(k), range_of(k)))
+                        .collect()
+                };
+                panic!(
+                    "node {} holds {} keys ({all:?}), the leaders {} of its ranges; missing {:?}, extra {:?}\n{}",
+                    i + 1,
+                    keys.len(),
+                    want.len(),
+                    show(wanted.difference(&got).collect()),
+                    show(got.difference(&wanted).collect()),
+                    c.log(i)
+                );
+            }
             std::thread::sleep(Duration::from_millis(300));
         }
     }
@@ -362,6 +387,14 @@ fn ranges_split_under_load_and_no_key_is_lost_or_duplicated() {
         );
     }
     replicas_agree(&c, &seen);
+    // The cluster clients noticed the map change (a key's range split away answers
+    // TRYAGAIN or CROSSSLOT, and the client asks for the map again).
+    assert!(
+        seen.writer.map_loads > 1 && seen.scanner.map_loads > 1,
+        "the cluster clients never reloaded the map: {:?} {:?}",
+        seen.writer,
+        seen.scanner
+    );
     let logs: String = (0..3).map(|i| c.log(i)).collect();
     if std::env::var_os("ACCELKV_SHOW_LOGS").is_some() {
         eprintln!("victim node {}:\n{}", victim + 1, c.log(victim));
@@ -413,6 +446,13 @@ fn a_range_moves_to_another_node_under_load() {
     std::thread::sleep(Duration::from_millis(2000));
     let seen = churn.finish();
     assert!(seen.unknown.is_empty(), "writes without an answer");
+    // The cluster client writing went on at the new leader: sent a -MOVED (or asked to
+    // wait while the old leader drained) and followed it.
+    assert!(
+        seen.writer.redirects + seen.writer.retries > 0,
+        "the cluster client never saw the leader move: {:?}",
+        seen.writer
+    );
     let after = ranges(&seeds);
     let mut now = after[0].3.clone();
     now.sort_unstable();
@@ -434,7 +474,7 @@ fn a_range_moves_to_another_node_under_load() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut old = Conn::connect(c.nodes[leader].resp);
-    old.try_call(&[b"CLIENT", b"SETNAME", b"accelkv-proxy-test"]);
+    old.try_call(&[b"CLUSTER", b"NOPROXY"]);
     match old.try_call(&[b"GET", &fin[0]]) {
         Some(Value::Error(e)) if e.starts_with("MOVED ") => {}
         v => panic!("the old replica answered {v:?}"),

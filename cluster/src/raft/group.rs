@@ -244,6 +244,20 @@ impl RaftNode {
         Ok(raft)
     }
 
+    /// Asks the node whose Raft address is `addr` to stand for election in range `range`'s
+    /// group at once (a leader that removed itself hands over with it).
+    pub async fn ask_to_campaign(&self, range: RangeId, addr: &str) -> Result<(), String> {
+        net::campaign(self.pool.clone(), self.tuning.source, range, addr)
+            .await
+            .map_err(|e| format!("asking {addr} to campaign for range {range}: {e}"))
+    }
+
+    /// The election timeout's range: a follower that hears no leader for a random time in
+    /// it (after the leader's lease, which is its upper end) starts an election.
+    pub fn election_timeout(&self) -> (Duration, Duration) {
+        self.tuning.election
+    }
+
     /// The group of `range`, if this node runs it.
     pub fn group(&self, range: RangeId) -> Option<Raft> {
         self.groups
@@ -288,5 +302,46 @@ pub async fn read_barrier(raft: &Raft) -> Result<(), NotServed> {
             NotServed::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))),
         ),
         Err(e) => Err(NotServed::Unavailable(e.to_string())),
+    }
+}
+
+/// A group seeded at log index 0 (a split's new range, [`RaftNode::seed_group`]) holds the
+/// data it started with only in that seed, which openraft never sends: a replica with an
+/// empty log (one that missed the split, or a learner being added) counts as matching
+/// index 0 and is sent only the entries after it. So while this node leads such a group it
+/// takes a real snapshot (once the leader's first entry is applied) and purges the log up
+/// to it: a replica without the seed then is sent that snapshot. Returns once this node's
+/// snapshot is past index 0 (whoever leads), or the group stops.
+pub async fn ship_seed(raft: Raft, me: NodeId) {
+    let mut m = raft.metrics();
+    loop {
+        let (leading, seeded, applied) = {
+            let x = m.borrow_and_update();
+            (
+                x.current_leader == Some(me) && x.state.is_leader(),
+                x.snapshot.is_some_and(|s| s.index == 0),
+                x.last_applied.map_or(0, |l| l.index),
+            )
+        };
+        if !seeded {
+            return;
+        }
+        if leading && applied >= 1 {
+            if raft.trigger().snapshot().await.is_err() {
+                return;
+            }
+            let built = raft
+                .wait(Some(Duration::from_secs(10)))
+                .metrics(|x| x.snapshot.is_some_and(|s| s.index >= 1), "a snapshot")
+                .await;
+            let Ok(x) = built else { continue };
+            if let Some(s) = x.snapshot {
+                let _ = raft.trigger().purge_log(s.index).await;
+            }
+            return;
+        }
+        if m.changed().await.is_err() {
+            return;
+        }
     }
 }

@@ -30,6 +30,9 @@ enum Body {
     Append(AppendEntriesRequest<Config>),
     Vote(VoteRequest<u64>),
     Snapshot(InstallSnapshotRequest<Config>),
+    /// Stand for election now (a leader leaving the group hands over sooner than an
+    /// election timeout; not a Raft message, so safe whenever it arrives).
+    Campaign,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -43,6 +46,8 @@ enum Reply {
     Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    /// The campaign was started (`false`: the group has stopped).
+    Campaigning(bool),
     /// This node runs no group for the range (it was moved away, or is not started yet).
     NoGroup,
 }
@@ -122,6 +127,7 @@ pub async fn serve(listener: TcpListener, groups: Groups) {
                         Body::Append(q) => Reply::Append(r.append_entries(q).await),
                         Body::Vote(q) => Reply::Vote(r.vote(q).await),
                         Body::Snapshot(q) => Reply::Snapshot(r.install_snapshot(q).await),
+                        Body::Campaign => Reply::Campaigning(r.trigger().elect().await.is_ok()),
                     },
                 };
                 let b = bincode::serialize(&reply).expect("a reply serializes");
@@ -214,6 +220,30 @@ impl Peer {
         r: Result<T, RaftError<u64, E>>,
     ) -> Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>> {
         r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+/// Asks the node at `addr` to stand for election in range `range`'s group now.
+pub(crate) async fn campaign(
+    pool: Arc<Pool>,
+    source: Option<IpAddr>,
+    range: RangeId,
+    addr: &str,
+) -> std::io::Result<()> {
+    let mut peer = Peer {
+        target: 0,
+        addr: addr.to_string(),
+        range,
+        source,
+        pool,
+        conn: None,
+    };
+    match peer.call(Body::Campaign, Duration::from_secs(1)).await? {
+        Reply::Campaigning(true) => Ok(()),
+        Reply::NoGroup => Err(std::io::Error::other(
+            "the peer runs no group for the range",
+        )),
+        _ => Err(std::io::Error::other("the peer could not campaign")),
     }
 }
 
