@@ -341,7 +341,6 @@ async fn open_one(
     match reg.raft.open_group(range, members, m, how).await {
         Ok(g) => {
             tokio::spawn(log_leaders(range, g.metrics()));
-            tokio::spawn(accelkv_cluster::ship_seed(g, reg.raft.id));
         }
         Err(e) => {
             eprintln!("accelkv-server: cluster: {e}");

@@ -414,15 +414,28 @@ fn a_range_moves_to_another_node_under_load() {
     let c = Cluster::start_with(
         4,
         "move",
-        &["--split-size", "0", "--raft-snapshot-every", "300"],
+        // No snapshot by the policy before the move (see below).
+        &["--split-size", "0", "--raft-snapshot-every", "1000000"],
     );
     let seeds = c.seeds();
     let churn = Churn::start(&seeds);
     std::thread::sleep(Duration::from_millis(2000));
-    // Range 1's leader moves its own replica to the node that holds none.
+    // The range moved is one split off by hand under the load: its group starts from a
+    // seed at log index 0, and with no snapshot taken since (the policy's threshold is out
+    // of reach) the new replica has the keys written before the split only if it is sent
+    // that seed.
+    let mut admin = Client::new(seeds.clone());
+    let child = match admin.call(&[b"CLUSTER", b"SPLIT", b"8"], true, Duration::from_secs(20)) {
+        Outcome::Done(Value::Integer(id)) => id,
+        o => panic!("CLUSTER SPLIT answered {o:?}"),
+    };
+    std::thread::sleep(Duration::from_millis(1000));
+    // Its leader (the harness probes a key above "8") moves its own replica to the node
+    // that holds none.
     let leader = c.leader(Duration::from_secs(10));
     let before = ranges(&seeds);
-    let holders = &before[0].3;
+    let row = |rs: &[RangeRow]| rs.iter().find(|r| r.0 == child).cloned().unwrap();
+    let holders = &row(&before).3;
     let spare = c
         .nodes
         .iter()
@@ -430,11 +443,10 @@ fn a_range_moves_to_another_node_under_load() {
         .expect("a fourth node")
         .id;
     let from = c.nodes[leader].id;
-    let mut admin = Client::new(seeds.clone());
     let args = [
         b"CLUSTER".to_vec(),
         b"MOVE".to_vec(),
-        b"1".to_vec(),
+        child.to_string().into_bytes(),
         from.to_string().into_bytes(),
         spare.to_string().into_bytes(),
     ];
@@ -454,7 +466,7 @@ fn a_range_moves_to_another_node_under_load() {
         seen.writer
     );
     let after = ranges(&seeds);
-    let mut now = after[0].3.clone();
+    let mut now = row(&after).3;
     now.sort_unstable();
     let mut want: Vec<i64> = holders
         .iter()
@@ -463,19 +475,24 @@ fn a_range_moves_to_another_node_under_load() {
         .collect();
     want.push(spare as i64);
     want.sort_unstable();
-    assert_eq!(now, want, "range 1's replicas after the move");
+    assert_eq!(now, want, "range {child}'s replicas after the move");
     let fin = replicas_agree(&c, &seen);
     assert!(fin.len() > 1000, "only {} keys", fin.len());
     // The old replica lets go of the range once what it was serving settled (its log
     // says so), and then answers for it only with a redirect.
     let t = Instant::now();
-    while !c.log(leader).contains("range 1 moved away from this node") {
+    let gone = format!("range {child} moved away from this node");
+    while !c.log(leader).contains(&gone) {
         assert!(t.elapsed() < Duration::from_secs(20), "{}", c.log(leader));
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut old = Conn::connect(c.nodes[leader].resp);
     old.try_call(&[b"CLUSTER", b"NOPROXY"]);
-    match old.try_call(&[b"GET", &fin[0]]) {
+    let moved_key = fin
+        .iter()
+        .find(|k| k.as_slice() >= b"8".as_slice())
+        .unwrap();
+    match old.try_call(&[b"GET", moved_key]) {
         Some(Value::Error(e)) if e.starts_with("MOVED ") => {}
         v => panic!("the old replica answered {v:?}"),
     }
