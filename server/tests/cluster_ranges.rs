@@ -1,8 +1,8 @@
 //! Splits and moves end to end (docs/CLUSTER.md, "Splits" and "Moves"): a real etcd and
 //! real server processes while clients write and scan. Splits: a small `--split-size`, so
 //! ranges split again and again, plus a `CLUSTER SPLIT` by hand and a follower killed with
-//! -9 and restarted in the middle. Moves: range 1's leader moves its own replica to a
-//! fourth node. The promise tried: no error reaches a client beyond redirects (`-MOVED`,
+//! -9 and restarted in the middle. Moves: a range split off by hand (its group started from
+//! a seed) has its leader move its own replica to a fourth node. The promise tried: no error reaches a client beyond redirects (`-MOVED`,
 //! `-TRYAGAIN`, and `-CROSSSLOT` for a scan planned on a map that changed since), and no key
 //! is lost or duplicated: every cluster-wide scan (`ClusterClient::scan`, the Rust client's
 //! merge of RANGE pages in key order) holds each acknowledged key exactly once, and once
