@@ -128,9 +128,17 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    if let Err(e) = run(cli) {
-        eprintln!("accelkv: {e}");
-        std::process::exit(1);
+    match run(cli) {
+        Ok(()) => {}
+        // A usage error is not a connection's.
+        Err(ClientError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            eprintln!("accelkv: {e}");
+            std::process::exit(2);
+        }
+        Err(e) => {
+            eprintln!("accelkv: {e}");
+            std::process::exit(1);
+        }
     }
 }
 
@@ -237,11 +245,11 @@ fn run_cluster(cli: Cli) -> Result<(), ClientError> {
         }
         Cmd::Ranges => {
             for r in c.ranges() {
-                let end = r.end.as_deref().map_or("+∞".into(), show);
+                let end = r.end.as_deref().map_or("+∞".into(), |e| format!("{:?}", show(e)));
                 let leader = r.leader.as_deref().unwrap_or("?");
                 let reps: Vec<String> = r.replicas.iter().map(|(n, a)| format!("{n}@{a}")).collect();
                 println!(
-                    "range {} [{:?}, {end:?}) leader {leader} replicas {}",
+                    "range {} [{:?}, {end}) leader {leader} replicas {}",
                     r.id,
                     show(&r.start),
                     reps.join(" ")
@@ -260,6 +268,9 @@ fn run_cluster(cli: Cli) -> Result<(), ClientError> {
 fn run(cli: Cli) -> Result<(), ClientError> {
     if !cli.cluster.is_empty() {
         return run_cluster(cli);
+    }
+    if matches!(cli.cmd, Cmd::Ranges) {
+        return Err(usage("ranges needs --cluster host:port[,…]".into()));
     }
     let mut c = Client::connect(&cli.addr, cli.password.as_deref())?;
     match cli.cmd {
@@ -340,7 +351,7 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             )?;
             println!("{}", decode_numbers(e, &out)?.join(" "));
         }
-        Cmd::Ranges => return Err(usage("ranges needs --cluster".into())),
+        Cmd::Ranges => unreachable!("answered before connecting"),
         Cmd::Ping => {
             let t = Instant::now();
             c.ping(b"")?;
