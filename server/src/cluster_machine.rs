@@ -244,9 +244,7 @@ impl StoreMachine {
         resp::simple(&mut out, "OK");
         out
     }
-}
 
-impl StoreMachine {
     /// The bounds of the ranges open on this node that were split off this one, directly
     /// or not: those of higher id that overlap it. Ranges are made in the order of their
     /// ids, each from keys its parent held then and no other range did, so a higher-id
