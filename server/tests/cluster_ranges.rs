@@ -29,45 +29,26 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// A range as `CLUSTER RANGES` shows it: id, start, end, replicas' node ids.
 type RangeRow = (i64, Vec<u8>, Option<Vec<u8>>, Vec<i64>);
 
-/// The ranges as `CLUSTER RANGES` shows them, asked of the first of `seeds` that answers.
+/// The ranges as `CLUSTER RANGES` shows them, asked of the first of `seeds` that answers
+/// (read by the cluster client, which parses the reply).
 fn ranges(seeds: &[SocketAddr]) -> Vec<RangeRow> {
-    let rs = seeds
+    let c = ClusterClient::connect(seeds).expect("no node answered CLUSTER RANGES");
+    c.ranges()
         .iter()
-        .find_map(|a| {
-            let s = std::net::TcpStream::connect_timeout(a, Duration::from_millis(500)).ok()?;
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            match Conn::from_stream(s).try_call(&[b"CLUSTER", b"RANGES"]) {
-                Some(Value::Array(Some(rs))) => Some(rs),
-                _ => None,
-            }
-        })
-        .expect("no node answered CLUSTER RANGES");
-    rs.into_iter()
-        .map(|r| match r {
-            Value::Array(Some(f)) => match (&f[0], &f[1], &f[2], &f[4]) {
-                (
-                    Value::Integer(id),
-                    Value::Bulk(Some(s)),
-                    Value::Bulk(e),
-                    Value::Array(Some(rs)),
-                ) => {
-                    let nodes = rs
-                        .iter()
-                        .map(|n| match n {
-                            Value::Array(Some(p)) => match p[0] {
-                                Value::Integer(id) => id,
-                                _ => panic!("CLUSTER RANGES replica {n:?}"),
-                            },
-                            n => panic!("CLUSTER RANGES replica {n:?}"),
-                        })
-                        .collect();
-                    (*id, s.clone(), e.clone(), nodes)
-                }
-                f => panic!("CLUSTER RANGES entry {f:?}"),
-            },
-            r => panic!("CLUSTER RANGES entry {r:?}"),
+        .map(|r| {
+            let nodes = r.replicas.iter().map(|(n, _)| *n as i64).collect();
+            (r.id as i64, r.start.clone(), r.end.clone(), nodes)
         })
         .collect()
+}
+
+/// `CLUSTER SPLIT 8` by hand, while the load runs: the new range's id.
+fn split_at_8(seeds: &[SocketAddr]) -> i64 {
+    let mut admin = Client::new(seeds.to_vec());
+    match admin.call(&[b"CLUSTER", b"SPLIT", b"8"], true, Duration::from_secs(20)) {
+        Outcome::Done(Value::Integer(id)) => id,
+        o => panic!("CLUSTER SPLIT answered {o:?}"),
+    }
 }
 
 /// Pages of `RANGE lo hi CURSOR` through `call` (a read), appended to `out`; `Err` with the
@@ -360,11 +341,8 @@ fn ranges_split_under_load_and_no_key_is_lost_or_duplicated() {
 
     // A split by hand, while the load runs: at a key inside the first range.
     std::thread::sleep(Duration::from_millis(1500));
-    let mut admin = Client::new(seeds.clone());
-    match admin.call(&[b"CLUSTER", b"SPLIT", b"8"], true, Duration::from_secs(20)) {
-        Outcome::Done(Value::Integer(id)) => assert!(id > 1, "the new range's id {id}"),
-        o => panic!("CLUSTER SPLIT answered {o:?}"),
-    }
+    let id = split_at_8(&seeds);
+    assert!(id > 1, "the new range's id {id}");
     // A follower of range 1 killed -9 and restarted, while ranges keep splitting.
     std::thread::sleep(Duration::from_millis(1500));
     let leader = c.leader(Duration::from_secs(10));
@@ -424,11 +402,7 @@ fn a_range_moves_to_another_node_under_load() {
     // seed at log index 0, and with no snapshot taken since (the policy's threshold is out
     // of reach) the new replica has the keys written before the split only if it is sent
     // that seed.
-    let mut admin = Client::new(seeds.clone());
-    let child = match admin.call(&[b"CLUSTER", b"SPLIT", b"8"], true, Duration::from_secs(20)) {
-        Outcome::Done(Value::Integer(id)) => id,
-        o => panic!("CLUSTER SPLIT answered {o:?}"),
-    };
+    let child = split_at_8(&seeds);
     std::thread::sleep(Duration::from_millis(1000));
     // Its leader (the harness probes a key above "8") moves its own replica to the node
     // that holds none.
@@ -451,6 +425,7 @@ fn a_range_moves_to_another_node_under_load() {
         spare.to_string().into_bytes(),
     ];
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+    let mut admin = Client::new(seeds.clone());
     match admin.call(&args, true, Duration::from_secs(60)) {
         Outcome::Done(Value::Simple(s)) if s == "OK" => {}
         o => panic!("CLUSTER MOVE answered {o:?}"),
