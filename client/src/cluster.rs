@@ -300,8 +300,7 @@ impl ClusterClient {
                     // Nothing was sent: try another node and a fresher map.
                     attempt += 1;
                     self.forget_leader(&to);
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(200));
+                    back_off(&mut pause);
                     let _ = self.refresh();
                     continue;
                 }
@@ -331,8 +330,7 @@ impl ClusterClient {
                 if redirected > 2 {
                     // Redirected again and again: the nodes do not agree on the leader yet
                     // (an election is under way); wait as for TRYAGAIN.
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(200));
+                    back_off(&mut pause);
                 }
                 let mut it = rest.split_whitespace();
                 let (id, addr) = (it.next().and_then(|i| i.parse::<u64>().ok()), it.next());
@@ -353,8 +351,7 @@ impl ClusterClient {
                 e.starts_with("TRYAGAIN") || (kind == Kind::Read && e.starts_with("CLUSTERDOWN"));
             if retry {
                 self.stats.retries += 1;
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(200));
+                back_off(&mut pause);
                 let _ = self.refresh();
                 attempt = 0;
                 continue;
@@ -404,6 +401,12 @@ impl ClusterClient {
             v => Ok(v),
         }
     }
+}
+
+/// Sleeps `pause`, then doubles it up to 200 ms (the wait between retries of one call).
+fn back_off(pause: &mut Duration) {
+    std::thread::sleep(*pause);
+    *pause = (*pause * 2).min(Duration::from_millis(200));
 }
 
 fn expect_ok(v: Value, what: &str) -> Result<()> {

@@ -231,14 +231,7 @@ fn run_cluster(cli: Cli) -> Result<(), ClientError> {
             c.set(key.as_bytes(), value.as_bytes())?;
             println!("OK");
         }
-        Cmd::Delete { key } => println!(
-            "{}",
-            if c.del(key.as_bytes())? {
-                "deleted"
-            } else {
-                "(not found)"
-            }
-        ),
+        Cmd::Delete { key } => print_deleted(c.del(key.as_bytes())?),
         Cmd::Scan { lo, hi, limit } => {
             let hi = (!hi.is_empty()).then_some(hi.as_bytes());
             print_items((c.scan(lo.as_bytes(), hi, limit as usize)?, false))
@@ -284,14 +277,7 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             let v = c.put(key.as_bytes(), value.as_bytes())?;
             println!("OK (version {v})");
         }
-        Cmd::Delete { key } => println!(
-            "{}",
-            if c.delete(key.as_bytes())? {
-                "deleted"
-            } else {
-                "(not found)"
-            }
-        ),
+        Cmd::Delete { key } => print_deleted(c.delete(key.as_bytes())?),
         Cmd::Scan { lo, hi, limit } => print_items(c.scan(lo.as_bytes(), hi.as_bytes(), limit)?),
         Cmd::Floor { kl, ku, limit } => {
             print_items(c.scan_floor(kl.as_bytes(), ku.as_bytes(), limit)?)
@@ -361,6 +347,10 @@ fn run(cli: Cli) -> Result<(), ClientError> {
         Cmd::Bench { ops, batch } => bench(&mut c, ops, batch.clamp(1, 1024))?,
     }
     Ok(())
+}
+
+fn print_deleted(found: bool) {
+    println!("{}", if found { "deleted" } else { "(not found)" });
 }
 
 fn print_items((items, truncated): accelkv_client::ScanReply) {
