@@ -8,7 +8,10 @@
 #     plain server, interleaved for ROUNDS rounds: SET (-n 100000), GET (-n 200000) and a
 #     10-item RANGE scan (-n 100000); median throughput and p99 of each, and the ratio.
 #     Also GET sent to a follower, which proxies it to the leader (row GETP).
-#  2. Failover: kill -9 of the leader, then the time until a write is acknowledged again
+#  2. The binary protocol: the project's YCSB driver (accelkv-bench, accelkv-tcp targets)
+#     against the range's leader and the plain server, 20,000 records, 16 driver threads:
+#     workloads A, C and E one operation per frame, then A and C 16 operations per frame.
+#  3. Failover: kill -9 of the leader, then the time until a write is acknowledged again
 #     (redis-cli -c retrying every 10 ms), FAILOVERS times.
 #
 # Usage: scripts/bench-cluster.sh [rounds] [failovers]     (defaults 3 and 5)
@@ -23,6 +26,7 @@ for tool in etcd redis-benchmark redis-cli protoc; do
   }
 done
 cargo build --release -q -p accelkv-server --features cluster
+cargo build --release -q -p accelkv-bench
 bin=./target/release/accelkv-server
 dir=$(mktemp -d)
 pids=()
@@ -42,14 +46,14 @@ sleep 1
 declare -A node_pid
 start_node() { # $1: node id
   $bin --cluster etcd=http://127.0.0.1:22379 --node-id "$1" --data-dir "$dir/n$1" \
-    --resp-port "1810$1" --raft-port "1820$1" --port 0 --admin-port 0 --threads 1 \
+    --resp-port "1810$1" --raft-port "1820$1" --port "1830$1" --admin-port 0 --threads 1 \
     >"$dir/n$1.log" 2>&1 &
   node_pid[$1]=$!
   pids+=($!)
   disown $!
 }
 for i in 1 2 3; do start_node "$i"; done
-$bin --threads 1 --port 0 --resp-port 18199 --admin-port 0 --memcached-port off >/dev/null 2>&1 &
+$bin --threads 1 --port 18399 --resp-port 18199 --admin-port 0 --memcached-port off >/dev/null 2>&1 &
 pids+=($!)
 disown $!
 for i in 1 2 3; do
@@ -119,6 +123,19 @@ for t in SET GET RANGE GETP; do
   pb=$(echo "${p99[$t-cluster]}" | tr ' ' '\n' | grep . | median)
   printf '%-6s %14.0f %14.0f %7.2fx %10s ms %10s ms\n' "$t" "$a" "$b" "$(echo "$b / $a" | bc -l)" "$pa" "$pb"
 done
+
+echo
+# The binary protocol (the leader's binary port is 1830<node id>), one run per shape: a
+# run's workload E inserts keys a later run's scans would not expect.
+ycsb() { # $1 workloads, $2 operations per frame
+  ./target/release/accelkv-bench -t "accelkv-tcp=127.0.0.1:1830${port: -1}" \
+    -t accelkv-tcp=127.0.0.1:18399 --workloads "$1" --dist uniform --records 20000 \
+    --duration 5 --threads 16 --batch "$2" --out "$dir/ycsb" 2>&1 |
+    grep -E '^\| [ACE] \| uniform \| accelkv-tcp' | sed "s/^/  batch $2 /"
+}
+echo "binary protocol, YCSB (first rows: the 3-replica range's leader; last: the plain server)"
+ycsb a,c,e 1
+ycsb a,c 16
 
 echo
 for f in $(seq "$failovers"); do

@@ -48,5 +48,6 @@ for i in 1 2 3; do
 done
 echo
 echo "cluster up: try  redis-cli -p 7101 SET greeting hello  and  redis-cli -p 7103 GET greeting"
+echo "binary protocol on ports 7701-7703 (a range's leader serves it; others answer MOVED)"
 echo "logs in $dir; Ctrl-C stops the cluster"
 wait

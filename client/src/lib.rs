@@ -59,6 +59,21 @@ impl std::fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
+impl ClientError {
+    /// Where a cluster node sent the operation (status MOVED: it does not lead the key's
+    /// range): the range's id and its leader's binary address (`host:port`). Nothing was
+    /// done; send the operation there (docs/CLUSTER.md, "The binary protocol").
+    pub fn moved(&self) -> Option<(u64, &str)> {
+        match self {
+            ClientError::Status(Status::Moved, m) => {
+                let (range, addr) = m.split_once(' ')?;
+                Some((range.parse().ok()?, addr))
+            }
+            _ => None,
+        }
+    }
+}
+
 impl From<std::io::Error> for ClientError {
     fn from(e: std::io::Error) -> Self {
         ClientError::Io(e)
@@ -527,5 +542,26 @@ impl UdpClient {
             Some(Err(e)) => Err(e),
             _ => Err(ClientError::Protocol(FrameError::Malformed("no answer"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moved_status_names_the_range_and_address() {
+        let e = ClientError::Status(Status::Moved, "3 10.0.0.2:7707".into());
+        assert_eq!(e.moved(), Some((3, "10.0.0.2:7707")));
+        let garbled = ClientError::Status(Status::Moved, "x 10.0.0.2:7707".into());
+        assert_eq!(garbled.moved(), None);
+        assert_eq!(
+            ClientError::Status(Status::Moved, String::new()).moved(),
+            None
+        );
+        assert_eq!(
+            ClientError::Status(Status::TryAgain, "3 a:1".into()).moved(),
+            None
+        );
     }
 }

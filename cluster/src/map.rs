@@ -19,6 +19,10 @@ pub struct NodeAddr {
     pub resp: String,
     /// Its Raft endpoint (`host:port`): where the other replicas send Raft messages.
     pub raft: String,
+    /// Its binary-protocol TCP endpoint (`host:port`): where binary redirects go (empty in
+    /// a map written before nodes advertised it).
+    #[serde(default)]
+    pub binary: String,
 }
 
 /// One contiguous range of keys: `start <= key < end` (`end` `None`: no upper bound).
@@ -254,6 +258,7 @@ mod tests {
         NodeAddr {
             resp: format!("127.0.0.1:{}", 7000 + i),
             raft: format!("127.0.0.1:{}", 8000 + i),
+            binary: format!("127.0.0.1:{}", 9000 + i),
         }
     }
 

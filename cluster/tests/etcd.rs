@@ -10,6 +10,7 @@ fn addr(i: u64) -> NodeAddr {
     NodeAddr {
         resp: format!("127.0.0.1:{}", 7000 + i),
         raft: format!("127.0.0.1:{}", 8000 + i),
+        binary: format!("127.0.0.1:{}", 9000 + i),
     }
 }
 

@@ -172,6 +172,13 @@ pub enum Status {
     /// The write could not be made durable (disk full, I/O error): it may or may not be
     /// applied, and the server refuses writes until the disk works again; reads go on.
     Disk = 14,
+    /// Cluster mode: this node does not lead the key's range. The body is
+    /// `<range> <host:port>`, the binary address of the node that leads it (or holds it);
+    /// nothing was done: send the operation there.
+    Moved = 15,
+    /// Cluster mode: the key's range is splitting, moving or electing a leader; nothing was
+    /// done: retry after a short pause.
+    TryAgain = 16,
 }
 
 impl Status {
@@ -193,6 +200,8 @@ impl Status {
             12 => Status::UnknownFunction,
             13 => Status::TypeMismatch,
             14 => Status::Disk,
+            15 => Status::Moved,
+            16 => Status::TryAgain,
             _ => return None,
         })
     }

@@ -14,13 +14,14 @@
 
 use crate::cluster_machine::{OpenReq, Registry, StoreMachine};
 use crate::cluster_route::{classify, encode, normalize, Class, ClusterSession};
-use crate::cluster_route::{Forward, Route, Router, Settled, PROXY_NAME};
+use crate::cluster_route::{Forward, Located, Route, Router, Settled, PROXY_NAME};
 use crate::cluster_split::Ctl;
 use crate::config::ClusterSettings;
 use crate::state::Shared;
 use accelkv_cluster::{read_barrier, write, Coordinator, NodeAddr, NotServed, Open};
 use accelkv_cluster::{RaftNode, Range, RangeMap, Tuning};
 use accelkv_proto::resp::{self, Version};
+use accelkv_proto::Status;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
@@ -82,6 +83,7 @@ pub fn start(
     sh: &Arc<Shared>,
     cs: &ClusterSettings,
     resp: SocketAddr,
+    binary: SocketAddr,
 ) -> Result<Arc<Node>, String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -106,6 +108,7 @@ pub fn start(
             .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
         let addr = NodeAddr {
             resp: resp.to_string(),
+            binary: binary.to_string(),
             raft: cs
                 .raft_advertise
                 .clone()
@@ -122,11 +125,26 @@ pub fn start(
         }
         let first = coord.bootstrap(cs.replicas).await?;
         if let Some(a) = first.nodes.get(&me) {
-            if *a != addr {
+            if (&a.resp, &a.raft) != (&addr.resp, &addr.raft) {
                 return Err(format!(
                     "node {me} is in the range map at {} / {}, not at {} / {}: restart it with the addresses it had",
                     a.resp, a.raft, addr.resp, addr.raft
                 ));
+            }
+            if a.binary != addr.binary {
+                // Its binary port may change across restarts (`--port 0`), and a map
+                // written before nodes advertised one has none: redirects name the new one.
+                coord
+                    .update_map(|m| {
+                        let mut n = m.clone();
+                        match n.nodes.get_mut(&me) {
+                            Some(a) if a.binary != addr.binary => a.binary.clone_from(&addr.binary),
+                            _ => return Ok(None),
+                        }
+                        n.epoch += 1;
+                        Ok(Some(n))
+                    })
+                    .await?;
             }
         }
         let map = coord.watch_map().await?;
@@ -512,17 +530,91 @@ impl Node {
         });
     }
 
-    /// The redirect to the node that leads (or, not knowing, holds) range `r`.
-    fn moved(&self, map: &RangeMap, r: &Range, leader: Option<u64>) -> String {
+    /// The node that leads (or, not knowing, holds) range `r`, to redirect to; or the
+    /// TRYAGAIN error when there is none to name.
+    fn redirect(&self, map: &RangeMap, r: &Range, leader: Option<u64>) -> Result<NodeAddr, String> {
         let hint = r.leader.filter(|l| r.replicas.contains(l));
         let to = leader.or(hint).or(r.replicas.first().copied());
         match to.and_then(|id| map.nodes.get(&id)) {
-            Some(a) if leader.is_some() || to != Some(self.me) => {
-                format!("MOVED {} {}", r.id, a.resp)
-            }
-            _ => format!("TRYAGAIN range {} has no leader at the moment", r.id),
+            Some(a) if leader.is_some() || to != Some(self.me) => Ok(a.clone()),
+            _ => Err(format!(
+                "TRYAGAIN range {} has no leader at the moment",
+                r.id
+            )),
         }
     }
+
+    /// Where a command on `keys` goes (RESP and binary alike): `upto` is a ranged read's
+    /// end (`Some(None)`: unbounded) and `floor` whether it starts at the floor of its key;
+    /// `replica_read` a read this replica may serve from its own state (READONLY).
+    fn place(
+        &self,
+        keys: &[&[u8]],
+        upto: Option<Option<&[u8]>>,
+        floor: bool,
+        replica_read: bool,
+    ) -> Place {
+        let map = self.map.borrow();
+        let Some(r) = map.find(keys[0]) else {
+            return Place::Refuse("CLUSTERDOWN the range map has a gap".into());
+        };
+        if keys[1..].iter().any(|k| !r.contains(k)) {
+            return Place::Refuse(
+                "CROSSSLOT Keys in request don't hash to the same slot (they are in different ranges)".into(),
+            );
+        }
+        if let Some(hi) = upto {
+            let inside = match (&r.end, hi) {
+                (None, _) => true,
+                (Some(e), Some(hi)) => hi <= e.as_slice(),
+                (Some(_), None) => false,
+            };
+            if !inside || (floor && !r.start.is_empty()) {
+                return Place::Refuse(format!(
+                    "CROSSSLOT the request spans more than range {}: split it at the range's bounds (CLUSTER RANGES)",
+                    r.id
+                ));
+            }
+        }
+        let group = self.raft.group(r.id);
+        // The range's bounds here, which a split applied here narrows before the map
+        // follows: a key outside them waits for the map.
+        let held = || self.reg.holds(r.id, keys, upto);
+        let splitting = || Place::Refuse(format!("TRYAGAIN range {} is splitting; retry", r.id));
+        if replica_read && group.is_some() {
+            // READONLY (Redis Cluster's replica reads): this replica's own state, which
+            // may lag the leader's.
+            return if held() { Place::Replica } else { splitting() };
+        }
+        // A replica the map shows moved away serves nothing, even while its group, removed
+        // from the range's voters, has not noticed it leads no one; nor is a command sent
+        // to it (the other replicas still vote for it until their election timeout).
+        let leader = group
+            .and_then(|g| g.metrics().borrow().current_leader)
+            .filter(|l| r.replicas.contains(l));
+        if leader != Some(self.me) {
+            return match self.redirect(&map, r, leader) {
+                Ok(to) => Place::Away { range: r.id, to },
+                Err(m) => Place::Refuse(m),
+            };
+        }
+        if !held() {
+            return splitting();
+        }
+        Place::Lead(r.id)
+    }
+}
+
+/// Where a command goes, by its keys ([`Node::place`]).
+enum Place {
+    /// This node leads the range and holds the keys.
+    Lead(u64),
+    /// Served from this replica's own state (READONLY reads).
+    Replica,
+    /// Another node leads the range (or holds it, the leader unknown here).
+    Away { range: u64, to: NodeAddr },
+    /// Refused with this error.
+    Refuse(String),
 }
 
 impl Router for Node {
@@ -585,88 +677,92 @@ impl Router for Node {
             Class::Refused(why) => return Route::Refuse(format!("ERR {why} (docs/CLUSTER.md)")),
             Class::Keyed { keys, write, upto } => (keys, write, upto),
         };
-        let map = self.map.borrow();
-        let Some(r) = map.find(keys[0]) else {
-            return Route::Refuse("CLUSTERDOWN the range map has a gap".into());
+        let floor = upto.is_some() && args[0].eq_ignore_ascii_case(b"FLOOR");
+        let range = match self.place(&keys, upto, floor, s.readonly && !is_write) {
+            Place::Lead(range) => range,
+            Place::Replica => return Route::Here,
+            Place::Refuse(m) => return Route::Refuse(m),
+            Place::Away { range, to } => {
+                if self.proxy && !s.proxied {
+                    let mut cmd = Vec::new();
+                    resp::command(&mut cmd, args);
+                    s.forward = Some(Forward::Proxy {
+                        range,
+                        to: to.resp,
+                        cmd,
+                        write: is_write,
+                        proto,
+                    });
+                    return Route::Wait;
+                }
+                return Route::Refuse(format!("MOVED {range} {}", to.resp));
+            }
         };
-        if keys[1..].iter().any(|k| !r.contains(k)) {
-            return Route::Refuse(
-                "CROSSSLOT Keys in request don't hash to the same slot (they are in different ranges)".into(),
-            );
-        }
-        if let Some(hi) = upto {
-            let floor = args[0].eq_ignore_ascii_case(b"FLOOR");
-            let inside = match (&r.end, hi) {
-                (None, _) => true,
-                (Some(e), Some(hi)) => hi <= e.as_slice(),
-                (Some(_), None) => false,
-            };
-            if !inside || (floor && !r.start.is_empty()) {
-                return Route::Refuse(format!(
-                    "CROSSSLOT the request spans more than range {}: split it at the range's bounds (CLUSTER RANGES)",
-                    r.id
-                ));
-            }
-        }
-        let group = self.raft.group(r.id);
-        // The range's bounds here, which a split applied here narrows before the map
-        // follows: a key outside them waits for the map.
-        let held = || self.reg.holds(r.id, &keys, upto);
-        let splitting = || Route::Refuse(format!("TRYAGAIN range {} is splitting; retry", r.id));
-        if s.readonly && !is_write && group.is_some() {
-            // READONLY (Redis Cluster's replica reads): this replica's own state, which
-            // may lag the leader's.
-            return if held() { Route::Here } else { splitting() };
-        }
-        // A replica the map shows moved away serves nothing, even while its group, removed
-        // from the range's voters, has not noticed it leads no one; nor is a command sent
-        // to it (the other replicas still vote for it until their election timeout).
-        let leader = group
-            .and_then(|g| g.metrics().borrow().current_leader)
-            .filter(|l| r.replicas.contains(l));
-        if leader != Some(self.me) {
-            let moved = self.moved(&map, r, leader);
-            let to = moved
-                .strip_prefix("MOVED ")
-                .and_then(|m| m.split(' ').nth(1));
-            if let (true, false, Some(to)) = (self.proxy, s.proxied, to) {
-                let mut cmd = Vec::new();
-                resp::command(&mut cmd, args);
-                s.forward = Some(Forward::Proxy {
-                    range: r.id,
-                    to: to.to_string(),
-                    cmd,
-                    write: is_write,
-                    proto,
-                });
-                return Route::Wait;
-            }
-            return Route::Refuse(moved);
-        }
-        if !held() {
-            return splitting();
-        }
         if let Some((range, from, to)) = moving {
             s.forward = Some(Forward::Move { range, from, to });
             return Route::Wait;
         }
         if split {
             s.forward = Some(Forward::Split {
-                range: r.id,
+                range,
                 at: args[2].to_vec(),
             });
             return Route::Wait;
         }
         if is_write {
             let cmd = encode(&normalize(args, accelkv_tree::now_ms()), proto);
-            s.forward = Some(Forward::Write { range: r.id, cmd });
+            s.forward = Some(Forward::Write { range, cmd });
             return Route::Wait;
         }
         if s.barrier_ok {
             return Route::Here;
         }
-        s.forward = Some(Forward::Barrier { range: r.id });
+        s.forward = Some(Forward::Barrier { range });
         Route::Wait
+    }
+
+    fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool) -> Located {
+        match self.place(&[key], upto, floor, false) {
+            Place::Lead(range) => Located::Lead(range),
+            // Not asked for (a replica read): no binary operation reads a replica's state.
+            Place::Replica => Located::Refused(Status::Error, "not a leader read".into()),
+            Place::Away { range, to } if !to.binary.is_empty() => {
+                Located::Refused(Status::Moved, format!("{range} {}", to.binary))
+            }
+            Place::Away { range, .. } => Located::Refused(
+                Status::TryAgain,
+                format!("range {range}'s leader has no binary address in the map yet"),
+            ),
+            Place::Refuse(m) => {
+                let (status, m) = self.binary_error(m.as_bytes());
+                Located::Refused(status, m)
+            }
+        }
+    }
+
+    fn binary_error(&self, reply: &[u8]) -> (Status, String) {
+        let text = String::from_utf8_lossy(reply);
+        let text = text.trim_start_matches('-').trim_end();
+        let (code, rest) = text.split_once(' ').unwrap_or((text, ""));
+        match code {
+            "MOVED" => {
+                // MOVED <range> <RESP address>: the same node's binary address.
+                let mut w = rest.split(' ');
+                let (range, resp) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
+                let map = self.map.borrow();
+                match map.nodes.values().find(|a| a.resp == resp) {
+                    Some(a) if !a.binary.is_empty() => {
+                        (Status::Moved, format!("{range} {}", a.binary))
+                    }
+                    _ => (
+                        Status::TryAgain,
+                        format!("range {range}'s leader has no binary address in the map yet"),
+                    ),
+                }
+            }
+            "TRYAGAIN" => (Status::TryAgain, rest.to_string()),
+            _ => (Status::Error, text.to_string()),
+        }
     }
 
     fn submit(&self, f: Forward, done: Box<dyn FnOnce(Settled) + Send>) {

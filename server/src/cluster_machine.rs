@@ -290,6 +290,22 @@ impl Machine for StoreMachine {
                 replies.push(self.split(&sh, &args));
                 continue;
             }
+            if args[0] == crate::exec_cluster::OP {
+                // A binary operation, applied as the binary protocol runs it.
+                let frame = args.get(1).copied().unwrap_or_default();
+                replies.push(crate::exec_cluster::apply(&sh, frame, |key| {
+                    let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    let theirs = others.iter().any(|o| inside(o, key));
+                    (!inside(&st.bounds, key) || theirs).then(|| {
+                        let to = st.split.as_ref().map_or(0, |s| s.1);
+                        format!(
+                            "range {} split (its keys moved to range {to}); retry",
+                            self.id
+                        )
+                    })
+                }));
+                continue;
+            }
             if let Class::Keyed { keys, upto, .. } = classify(&args) {
                 let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 let theirs = keys.iter().any(|k| others.iter().any(|o| inside(o, k)));

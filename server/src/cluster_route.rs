@@ -7,6 +7,7 @@
 //! (`cluster.rs`, the `cluster` feature) implements [`Router`].
 
 use accelkv_proto::resp::Version;
+use accelkv_proto::Status;
 
 /// What a routed command waits for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,10 +79,26 @@ pub struct ClusterSession {
 /// The name a node's proxy connections give themselves (CLIENT SETNAME).
 pub const PROXY_NAME: &str = "accelkv-proxy";
 
+/// Where a binary operation goes (docs/CLUSTER.md, "The binary protocol").
+#[derive(Debug, PartialEq, Eq)]
+pub enum Located {
+    /// This node leads range `0` and holds the key: the operation goes through its group.
+    Lead(u64),
+    /// Answered with this status and message instead: `MOVED` (`<range> <host:port>`, the
+    /// binary address of the range's leader), `TRYAGAIN`, or an error.
+    Refused(Status, String),
+}
+
 /// A cluster the serving path routes commands through.
 pub trait Router: Send + Sync {
     /// Where command `args` goes, for a connection in state `s` speaking `proto`.
     fn route(&self, s: &mut ClusterSession, args: &[&[u8]], proto: Version) -> Route;
+    /// Where a binary operation on `key` goes. `upto` is a scan's end (`None`: not a
+    /// scan; `Some(None)`: unbounded), `floor` whether the scan starts at the floor of
+    /// `key`.
+    fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool) -> Located;
+    /// A routed command's RESP error reply as a binary status and message.
+    fn binary_error(&self, reply: &[u8]) -> (Status, String);
     /// Runs `f`, calling `done` (on another thread) when it settles.
     fn submit(&self, f: Forward, done: Box<dyn FnOnce(Settled) + Send>);
     /// One line for the listening message.

@@ -325,7 +325,7 @@ impl Settings {
                     return Err("--sync does not apply with --cluster: a write is acknowledged once a majority of its range's replicas flushed it to their Raft logs".into());
                 }
                 if flags.memcached_port.is_some() || file.memcached_port.is_some() {
-                    return Err("--memcached-port does not apply with --cluster: cluster mode serves keys over RESP only".into());
+                    return Err("--memcached-port does not apply with --cluster: cluster mode serves keys over RESP and the binary protocol (TCP) only".into());
                 }
                 Some(ClusterSettings::resolve(
                     spec,

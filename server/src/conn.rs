@@ -45,7 +45,12 @@ pub fn admit_connection(sh: &Arc<Shared>) -> Option<ConnGuard> {
 /// Which protocol a connection speaks, with its state.
 pub enum Proto {
     Resp(Session),
-    Binary { authed: bool },
+    /// `settled`: cluster mode, what the routed operations of the frame at the head of
+    /// the input settled to (it runs again with them).
+    Binary {
+        authed: bool,
+        settled: Vec<(usize, crate::cluster_route::Settled)>,
+    },
     Memcached(crate::mc::McSession),
 }
 

@@ -80,6 +80,13 @@ pub enum Release {
         id: u64,
         settled: crate::cluster_route::Settled,
     },
+    /// Cluster mode: every routed operation of the binary frame connection `id` at `slot`
+    /// waits on has settled.
+    Frame {
+        slot: usize,
+        id: u64,
+        settled: Vec<(usize, crate::cluster_route::Settled)>,
+    },
 }
 
 /// How other threads reach a loop: a waker and the settled parked replies.
@@ -387,7 +394,10 @@ impl Loop {
         self.next_id += 1;
         let id = (self.next_id << 8) | self.index;
         let proto = if kind == Kind::Binary {
-            Proto::Binary { authed: false }
+            Proto::Binary {
+                authed: false,
+                settled: Vec::new(),
+            }
         } else if kind == Kind::Memcached {
             Proto::Memcached(Default::default())
         } else {
@@ -533,6 +543,19 @@ impl Loop {
                             Settled::Reply(r) => s.cluster.answer = Some(r),
                             Settled::Granted => s.cluster.barrier_ok = true,
                         }
+                    }
+                    self.service(slot);
+                }
+                Release::Frame { slot, id, settled } => {
+                    let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    if c.id != id || !c.cluster_wait {
+                        continue;
+                    }
+                    c.cluster_wait = false;
+                    if let Proto::Binary { settled: s, .. } = &mut c.proto {
+                        *s = settled;
                     }
                     self.service(slot);
                 }
@@ -694,7 +717,7 @@ fn run_input(
             );
             park_stream(sh, c, slot, mark, rests, mailbox, unseen);
         }
-        Proto::Binary { authed } => {
+        Proto::Binary { authed, settled } => {
             let limits = &sh.settings.limits;
             let mut pos = 0;
             let mut parked = None;
@@ -711,8 +734,21 @@ fn run_input(
                     }
                 };
                 let frame = &rest[..h.frame_len];
-                let ran = match run_frame(sh, frame, Transport::Tcp, authed, reads) {
+                let settled = std::mem::take(settled);
+                let ran = match run_frame(sh, frame, Transport::Tcp, authed, reads, settled) {
                     Ok(Framed::Ran(ran)) => ran,
+                    Ok(Framed::Routed(forwards)) => {
+                        // Cluster mode: the frame waits for its ranges' groups and runs
+                        // again, whole, with what they settled to.
+                        if let Some(cl) = sh.cluster.get() {
+                            c.cluster_wait = true;
+                            let (mb, id) = (mailbox.clone(), c.id);
+                            crate::exec_cluster::submit(&**cl, forwards, move |settled| {
+                                mb.post(Release::Frame { slot, id, settled })
+                            });
+                        }
+                        break;
+                    }
                     Ok(Framed::Later) => {
                         // A write's leaf is being read back: the frame stays in the input
                         // and runs again, whole, when the wait is answered.

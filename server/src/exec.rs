@@ -7,6 +7,8 @@
 //! runs nothing at first: the leaves go to the loader threads and the frame runs again,
 //! whole, once they are back ([`Framed::Later`]), so the loop never blocks on a page read.
 
+use crate::cluster_route::{Forward, Settled};
+use crate::exec_cluster::Step;
 use crate::ops::{Cond, ExpireCond, Failure, Outcome, Ttl, Write};
 use crate::reads::Reads;
 use crate::state::{OpClass, Shared};
@@ -30,7 +32,7 @@ pub enum Transport {
 }
 
 /// An answer owning its bytes until the response frame is encoded.
-enum Answer {
+pub(crate) enum Answer {
     Fail(Status, String),
     Empty,
     Bytes(Vec<u8>),
@@ -142,6 +144,10 @@ pub enum Framed {
     /// waiter (`Reads::take_submitted` names the wait). The caller keeps the frame and runs
     /// it again, whole, once the wait is answered (`Reads::resume`).
     Later,
+    /// Cluster mode: its keyed operations were routed to their ranges' groups. The caller
+    /// keeps the frame, submits these, and runs it again, whole, with what they settled
+    /// to (`crate::exec_cluster`).
+    Routed(Vec<(usize, Forward)>),
 }
 
 /// Runs the operations of the request frame in `frame`, reads through `reads`; an error means
@@ -153,6 +159,7 @@ pub fn run_frame(
     transport: Transport,
     authed: &mut bool,
     reads: &mut Reads,
+    mut settled: Vec<(usize, Settled)>,
 ) -> Result<Framed, FrameError> {
     let limits = &sh.settings.limits;
     let (h, ops) = decode_request(frame, limits)?;
@@ -166,6 +173,8 @@ pub fn run_frame(
     let mut to_read: Vec<(usize, ReadRef<'_>)> = Vec::new();
     let mut writes: Vec<(usize, Op<'_>)> = Vec::new();
     let max_items = limits.max_scan_items;
+    let cluster = sh.cluster.get().map(|c| &**c);
+    let mut forwards = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let a = if !admitted {
             Some(Answer::Fail(Status::Busy, "server busy, retry".into()))
@@ -189,10 +198,24 @@ pub fn run_frame(
                 Status::Unauthorized,
                 "authentication required".into(),
             ))
+        } else if let Some(cl) = cluster {
+            let udp = transport == Transport::Udp;
+            match crate::exec_cluster::step(sh, cl, op, i, udp, &mut settled, &mut forwards) {
+                Step::Run => execute_op(sh, op, transport, i, max_items, &mut to_read, &mut writes),
+                Step::Answer(a) => Some(a),
+                Step::Routed => None,
+            }
         } else {
             execute_op(sh, op, transport, i, max_items, &mut to_read, &mut writes)
         };
         answers[i] = a;
+    }
+    if !forwards.is_empty() {
+        // Nothing here has changed the store (AUTH, the only effect, is idempotent).
+        if admitted {
+            sh.release(n);
+        }
+        return Ok(Framed::Routed(forwards));
     }
     let mut wrote = Vec::new();
     let mut version = 0;
@@ -309,18 +332,6 @@ fn execute_op<'a>(
     // A scan asks the engine for one item more than the server sends, to know whether the
     // reply is cut short by the server's limit.
     let ask = |limit: u32| (limit as usize).min(max_items + 1);
-    if sh.cluster.get().is_some()
-        && !matches!(
-            op,
-            Request::Ping { .. } | Request::Pad { .. } | Request::Stats { .. }
-        )
-    {
-        // A write here would skip its range's group; a read could be stale.
-        return Some(Answer::Fail(
-            Status::Unsupported,
-            "cluster mode serves keys over RESP only (docs/CLUSTER.md)".into(),
-        ));
-    }
     match *op {
         Request::Get { key, .. } => {
             sh.count(OpClass::Get);
@@ -563,30 +574,66 @@ fn cap_items(items: Items, max_items: usize, max_bytes: usize) -> (Items, bool) 
 fn encode(frame_id: u32, heads: &[(u16, u8)], answers: &[Option<Answer>], out: &mut Vec<u8>) {
     let start = begin_response(out, frame_id, heads.len());
     for (&(id, opcode), a) in heads.iter().zip(answers) {
-        let (status, body) = match a {
-            Some(Answer::Fail(s, m)) => (*s, Body::Message(m.as_bytes())),
-            Some(Answer::Empty) => (Status::Ok, Body::Empty),
-            Some(Answer::Bytes(b)) => (Status::Ok, Body::Bytes(b)),
-            Some(Answer::Word(b)) => (Status::Ok, Body::Bytes(b)),
-            Some(Answer::Version(v)) => (Status::Ok, Body::Version(*v)),
-            Some(Answer::Items(items, truncated)) => (
-                Status::Ok,
-                Body::Items {
-                    truncated: *truncated,
-                    items: items.iter().collect(),
-                },
-            ),
-            None => (Status::Error, Body::Message(b"no answer")),
-        };
-        encode_response_op(
-            out,
-            &Response {
-                id,
-                opcode,
-                status,
-                body,
-            },
-        );
+        encode_response_op(out, &response(id, opcode, a.as_ref()));
     }
     finish_response(out, start);
+}
+
+/// The response operation of an answer (`None`: none was given).
+fn response<'a>(id: u16, opcode: u8, a: Option<&'a Answer>) -> Response<'a> {
+    let (status, body) = match a {
+        Some(Answer::Fail(s, m)) => (*s, Body::Message(m.as_bytes())),
+        Some(Answer::Empty) => (Status::Ok, Body::Empty),
+        Some(Answer::Bytes(b)) => (Status::Ok, Body::Bytes(b)),
+        Some(Answer::Word(b)) => (Status::Ok, Body::Bytes(b)),
+        Some(Answer::Version(v)) => (Status::Ok, Body::Version(*v)),
+        Some(Answer::Items(items, truncated)) => (
+            Status::Ok,
+            Body::Items {
+                truncated: *truncated,
+                items: items.iter().collect(),
+            },
+        ),
+        None => (Status::Error, Body::Message(b"no answer")),
+    };
+    Response {
+        id,
+        opcode,
+        status,
+        body,
+    }
+}
+
+/// One response operation, alone: a replicated operation's reply (`crate::exec_cluster`).
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) fn encode_answer(id: u16, opcode: u8, a: &Answer) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_response_op(&mut out, &response(id, opcode, Some(a)));
+    out
+}
+
+/// Runs one replicated write operation on a replica (cluster mode) as a frame of its own
+/// would run it here, once the write is visible.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) fn run_replicated(sh: &Shared, op: &Request<'_>) -> Answer {
+    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    let max_items = sh.settings.limits.max_scan_items;
+    if let Some(a) = execute_op(
+        sh,
+        op,
+        Transport::Tcp,
+        0,
+        max_items,
+        &mut reads,
+        &mut writes,
+    ) {
+        return a;
+    }
+    if writes.is_empty() {
+        return Answer::Fail(Status::Error, "a replicated operation must write".into());
+    }
+    let (mut done, version) = run_writes(sh, writes);
+    sh.store.wait_visible(version);
+    done.pop()
+        .map_or(Answer::Fail(Status::Error, "no answer".into()), |d| d.1)
 }

@@ -22,6 +22,7 @@ mod conn;
 mod engines;
 mod event_loop;
 mod exec;
+mod exec_cluster;
 mod gather;
 mod glob;
 mod mc;
@@ -108,7 +109,10 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     };
     let shared = state::Shared::with_registry(settings.clone(), registry)?;
     let cluster_text = match &settings.cluster {
-        Some(cs) => format!(", {}", start_cluster(&shared, cs, addr(resp_port))?),
+        Some(cs) => format!(
+            ", {}",
+            start_cluster(&shared, cs, addr(resp_port), addr(bin_port))?
+        ),
         None => String::new(),
     };
     let sockets = event_loop::Sockets {
@@ -206,8 +210,9 @@ fn start_cluster(
     sh: &Arc<state::Shared>,
     cs: &config::ClusterSettings,
     resp: SocketAddr,
+    binary: SocketAddr,
 ) -> Result<String, String> {
-    let node = cluster::start(sh, cs, resp)?;
+    let node = cluster::start(sh, cs, resp, binary)?;
     let text = cluster_route::Router::describe(&*node);
     let _ = sh.cluster.set(node);
     Ok(text)
@@ -217,6 +222,7 @@ fn start_cluster(
 fn start_cluster(
     _: &Arc<state::Shared>,
     _: &config::ClusterSettings,
+    _: SocketAddr,
     _: SocketAddr,
 ) -> Result<String, String> {
     Err("this accelkv-server was built without cluster support: build it with `cargo build --release -p accelkv-server --features cluster` (docs/CLUSTER.md)".into())

@@ -214,10 +214,11 @@ fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) 
     match decode_header(frame, &sh.settings.limits) {
         // One frame per datagram: it must be whole and exact.
         Ok(h) if h.frame_len == frame.len() => {
-            let ran = match run_frame(sh, frame, Transport::Udp, &mut authed, reads) {
+            let ran = match run_frame(sh, frame, Transport::Udp, &mut authed, reads, Vec::new()) {
                 Ok(Framed::Ran(ran)) => ran,
                 Ok(Framed::Later) => return Outcome::Later,
-                Err(_) => return Outcome::Done,
+                // Never: over UDP a keyed operation in cluster mode is refused, not routed.
+                Ok(Framed::Routed(_)) | Err(_) => return Outcome::Done,
             };
             if ran.awaiting().is_some() {
                 return Outcome::Held(ran); // its reads complete later

@@ -14,6 +14,8 @@ pub struct Node {
     pub id: u64,
     pub ip: IpAddr,
     pub resp: SocketAddr,
+    /// Its binary protocol's TCP (and UDP) address.
+    pub binary: SocketAddr,
     raft: SocketAddr,
     pub proxy: Proxy,
     child: Option<Child>,
@@ -59,6 +61,7 @@ impl Cluster {
                     id,
                     ip,
                     resp: SocketAddr::new(ip, free_port(ip)),
+                    binary: SocketAddr::new(ip, free_port(ip)),
                     raft,
                     proxy,
                     child: None,
@@ -101,6 +104,7 @@ impl Cluster {
             let n = &mut c.nodes[i];
             n.child = None;
             n.resp = SocketAddr::new(n.ip, free_port(n.ip));
+            n.binary = SocketAddr::new(n.ip, free_port(n.ip));
             n.raft = SocketAddr::new(n.ip, free_port(n.ip));
             n.proxy = Proxy::start(SocketAddr::new(n.ip, 0), n.raft);
             c.launch(i, &tx);
@@ -131,7 +135,7 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&n.dir)
             .args(["--bind", &n.ip.to_string()])
-            .args(["--port", "0", "--admin-port", "0"])
+            .args(["--port", &n.binary.port().to_string(), "--admin-port", "0"])
             .args(["--resp-port", &n.resp.port().to_string()])
             .args(["--raft-port", &n.raft.port().to_string()])
             .args(["--raft-advertise", &n.proxy.addr.to_string()])
