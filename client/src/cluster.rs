@@ -9,9 +9,15 @@
 //! for a range it does not lead, so a stale map costs one redirect and is then corrected,
 //! rather than an extra hop on every command.
 //!
-//! A write whose outcome cannot be known (the connection broke after it was sent, or its
-//! group did not commit it within the node's wait) is never retried on its own: it is
-//! answered [`ClientError::Unknown`], and the caller decides. Reads are retried freely.
+//! Its typed writes ([`ClusterClient::set`], [`ClusterClient::del`],
+//! [`ClusterClient::incr_by`]) carry a request id (`ACCELKV.ONCE <client> <seq> …`, this
+//! client's random id and a number that grows with each write): the range applies a write
+//! at most once however often it arrives, and answers a repeat with the first reply. So
+//! such a write is sent again when its connection broke or its group did not commit it in
+//! time, and is answered [`ClientError::Unknown`] only if the client's patience runs out
+//! meanwhile. A write sent with [`ClusterClient::command`] carries no id: one whose outcome
+//! cannot be known is answered [`ClientError::Unknown`] at once, and the caller decides.
+//! Reads are retried freely.
 //!
 //! ```no_run
 //! use accelkv_client::cluster::ClusterClient;
@@ -72,13 +78,30 @@ pub struct ClusterClient {
     io_timeout: Duration,
     page: usize,
     stats: ClusterStats,
+    /// This client's id in its writes' request ids (random).
+    id: u64,
+    /// The sequence number of its last write with a request id.
+    seq: u64,
 }
 
 /// What a routed command is, for what may be retried.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Read,
+    /// A write without a request id: never sent twice.
     Write,
+    /// A write with a request id: sent again until it is answered.
+    Once,
+}
+
+/// A random client id (std's hasher keys are random per process and per use).
+fn client_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    h.write_u128(now.map_or(0, |d| d.as_nanos()));
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 impl ClusterClient {
@@ -108,6 +131,8 @@ impl ClusterClient {
             io_timeout: Duration::from_secs(8),
             page: 500,
             stats: ClusterStats::default(),
+            id: client_id(),
+            seq: 0,
         };
         c.refresh()?;
         Ok(c)
@@ -174,7 +199,7 @@ impl ClusterClient {
 
     /// Sets `key` to `value` (`SET`).
     pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        match self.routed(key, &[b"SET", key, value], Kind::Write)? {
+        match self.routed(key, &[b"SET", key, value], Kind::Once)? {
             Value::Simple(_) => Ok(()),
             v => Err(unexpected("SET", &v)),
         }
@@ -182,7 +207,7 @@ impl ClusterClient {
 
     /// Deletes `key`; whether it was there (`DEL`).
     pub fn del(&mut self, key: &[u8]) -> Result<bool> {
-        match self.routed(key, &[b"DEL", key], Kind::Write)? {
+        match self.routed(key, &[b"DEL", key], Kind::Once)? {
             Value::Integer(n) => Ok(n > 0),
             v => Err(unexpected("DEL", &v)),
         }
@@ -191,7 +216,7 @@ impl ClusterClient {
     /// Adds `by` to the integer at `key` (absent: 0); the new value (`INCRBY`).
     pub fn incr_by(&mut self, key: &[u8], by: i64) -> Result<i64> {
         let by = by.to_string();
-        match self.routed(key, &[b"INCRBY", key, by.as_bytes()], Kind::Write)? {
+        match self.routed(key, &[b"INCRBY", key, by.as_bytes()], Kind::Once)? {
             Value::Integer(n) => Ok(n),
             v => Err(unexpected("INCRBY", &v)),
         }
@@ -289,9 +314,29 @@ impl ClusterClient {
         let mut attempt = 0;
         let mut pause = Duration::from_millis(5);
         let mut redirected = 0;
+        // A write with a request id: the same id on every attempt.
+        let (id, seq) = (self.id.to_string(), (self.seq + 1).to_string());
+        let once: Vec<&[u8]>;
+        let args = if kind == Kind::Once {
+            self.seq += 1;
+            once = [&b"ACCELKV.ONCE"[..], id.as_bytes(), seq.as_bytes()]
+                .into_iter()
+                .chain(args.iter().copied())
+                .collect();
+            &once[..]
+        } else {
+            args
+        };
+        // Why an attempt's outcome is unknown, if one's is.
+        let mut unknown: Option<String> = None;
         loop {
             if started.elapsed() > self.patience {
-                return Err(ClientError::Timeout);
+                return Err(match unknown {
+                    Some(why) => ClientError::Unknown(format!(
+                        "{why}; sent again until the client's patience ran out"
+                    )),
+                    None => ClientError::Timeout,
+                });
             }
             let to = self.target(key, attempt);
             let conn = match self.conn(&to) {
@@ -311,10 +356,11 @@ impl ClusterClient {
                 Err(e) => {
                     self.conns.remove(&to);
                     self.forget_leader(&to);
-                    if kind == Kind::Write {
-                        return Err(ClientError::Unknown(format!(
-                            "the connection to {to} broke after the write was sent: {e}"
-                        )));
+                    let why = format!("the connection to {to} broke after the write was sent: {e}");
+                    match kind {
+                        Kind::Write => return Err(ClientError::Unknown(why)),
+                        Kind::Once => unknown = Some(why),
+                        Kind::Read => {}
                     }
                     attempt += 1;
                     let _ = self.refresh();
@@ -348,7 +394,10 @@ impl ClusterClient {
                 continue;
             }
             let retry =
-                e.starts_with("TRYAGAIN") || (kind == Kind::Read && e.starts_with("CLUSTERDOWN"));
+                e.starts_with("TRYAGAIN") || (kind != Kind::Write && e.starts_with("CLUSTERDOWN"));
+            if kind == Kind::Once && e.starts_with("CLUSTERDOWN") {
+                unknown = Some(e.clone());
+            }
             if retry {
                 self.stats.retries += 1;
                 back_off(&mut pause);

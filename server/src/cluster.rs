@@ -13,7 +13,7 @@
 //! trip, so this is the one hand-off on cluster mode's serving path).
 
 use crate::cluster_machine::{OpenReq, Registry, StoreMachine};
-use crate::cluster_route::{classify, encode, normalize, Class, ClusterSession};
+use crate::cluster_route::{classify, encode, normalize, Class, ClusterSession, ONCE};
 use crate::cluster_route::{Forward, Located, Route, Router, Settled, PROXY_NAME};
 use crate::cluster_split::Ctl;
 use crate::config::ClusterSettings;
@@ -618,9 +618,20 @@ enum Place {
 }
 
 impl Router for Node {
-    fn route(&self, s: &mut ClusterSession, args: &[&[u8]], proto: Version) -> Route {
+    fn route(&self, s: &mut ClusterSession, sent: &[&[u8]], proto: Version) -> Route {
         if let Some(a) = s.answer.take() {
             return Route::Answer(a);
+        }
+        // A write sent with a request id is routed by the command it carries.
+        let (once, args) = match crate::cluster_route::once(sent) {
+            Ok(Some((id, inner))) => (Some(id), inner),
+            Ok(None) => (None, sent),
+            Err(e) => return Route::Refuse(e),
+        };
+        if once.is_some() && !matches!(classify(args), Class::Keyed { write: true, .. }) {
+            return Route::Refuse(
+                "ERR ACCELKV.ONCE carries one write of keys (SET, INCR, DEL, …)".into(),
+            );
         }
         if args.len() == 1 && args[0].eq_ignore_ascii_case(b"READONLY") {
             s.readonly = true;
@@ -685,7 +696,7 @@ impl Router for Node {
             Place::Away { range, to } => {
                 if self.proxy && !s.proxied {
                     let mut cmd = Vec::new();
-                    resp::command(&mut cmd, args);
+                    resp::command(&mut cmd, sent);
                     s.forward = Some(Forward::Proxy {
                         range,
                         to: to.resp,
@@ -710,7 +721,16 @@ impl Router for Node {
             return Route::Wait;
         }
         if is_write {
-            let cmd = encode(&normalize(args, accelkv_tree::now_ms()), proto);
+            let mut replicated = normalize(args, accelkv_tree::now_ms());
+            if let Some((client, seq)) = once {
+                let id = [
+                    ONCE.to_vec(),
+                    client.to_string().into(),
+                    seq.to_string().into(),
+                ];
+                replicated.splice(0..0, id);
+            }
+            let cmd = encode(&replicated, proto);
             s.forward = Some(Forward::Write { range, cmd });
             return Route::Wait;
         }

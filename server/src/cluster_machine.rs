@@ -11,7 +11,8 @@
 //! range in the map that overlaps one still open here (whose split this node has not
 //! applied yet) waits until that split is applied here or a snapshot narrows the old range.
 
-use crate::cluster_route::{classify, decode, list, put_list, Class};
+use crate::cluster_once::Sessions;
+use crate::cluster_route::{classify, decode, list, once, put_list, Class};
 use crate::reads::Reads;
 use crate::resp_cmd::{command, Session};
 use crate::state::Shared;
@@ -125,6 +126,7 @@ impl Registry {
         child: RangeId,
         bounds: Bounds,
         members: BTreeMap<u64, String>,
+        sessions: &Sessions,
     ) {
         let mut c = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
         if !c.insert(child) {
@@ -133,7 +135,7 @@ impl Registry {
         let how = if self.raft.has_files(child) {
             Open::Join
         } else {
-            let data = encode_snapshot(sh, &bounds);
+            let data = encode_snapshot(sh, &bounds, sessions);
             match self.raft.seed_group(child, &members, &data) {
                 Ok(true) => Open::Seeded,
                 Ok(false) => Open::Join,
@@ -167,6 +169,8 @@ pub(crate) struct StoreMachine {
     reg: Weak<Registry>,
     pub state: Mutex<MState>,
     exec: Mutex<(Session, Reads)>,
+    /// The last write of each client that sends request ids (`cluster_once.rs`).
+    sessions: Mutex<Sessions>,
     /// Bytes of commands applied (what the split check watches).
     pub written: AtomicU64,
 }
@@ -186,6 +190,7 @@ impl StoreMachine {
                 split: None,
             }),
             exec: Mutex::new((session, sh.engine.reads(|| {}))),
+            sessions: Mutex::new(Sessions::default()),
             written: AtomicU64::new(0),
         }
     }
@@ -239,7 +244,14 @@ impl StoreMachine {
             String::from_utf8_lossy(&at)
         );
         if let Some(reg) = self.reg.upgrade() {
-            reg.split_off(sh, child, (at, old_end), members);
+            // The new range remembers this one's clients: a write sent again after the
+            // split goes to it.
+            let sessions = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            reg.split_off(sh, child, (at, old_end), members, &sessions);
         }
         resp::simple(&mut out, "OK");
         out
@@ -262,6 +274,14 @@ impl StoreMachine {
 }
 
 impl Machine for StoreMachine {
+    /// A seed (this range split off one open here): the store holds its keys already; the
+    /// clients' last writes come from the seed.
+    fn adopt(&self, data: &[u8]) {
+        if let Some((_, sessions, _)) = decode_snapshot(data) {
+            *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = sessions;
+        }
+    }
+
     /// Applies a batch of commands (one Raft entry), answering the list of their replies.
     fn apply(&self, batch: &[u8]) -> Vec<u8> {
         let Some(sh) = self.sh.upgrade() else {
@@ -281,11 +301,23 @@ impl Machine for StoreMachine {
         let mut replies = Vec::with_capacity(cmds.len());
         for cmd in cmds {
             let mut out = Vec::new();
-            let Some((proto, args)) = decode(cmd) else {
+            let Some((proto, sent)) = decode(cmd) else {
                 resp::error(&mut out, "ERR a replicated command could not be decoded");
                 replies.push(out);
                 continue;
             };
+            // A write with a request id: applied once, answered from the table again.
+            let (once, args) = match once(&sent) {
+                Ok(Some((id, inner))) => (Some(id), inner.to_vec()),
+                _ => (None, sent),
+            };
+            if let Some((client, seq)) = once {
+                let seen = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(reply) = seen.seen(client, seq) {
+                    replies.push(reply);
+                    continue;
+                }
+            }
             if args[0] == SPLIT {
                 replies.push(self.split(&sh, &args));
                 continue;
@@ -330,6 +362,10 @@ impl Machine for StoreMachine {
                 sh.store.wait_visible(v);
             }
             s.wrote = false;
+            if let Some((client, seq)) = once {
+                let mut t = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+                t.record(client, seq, &out);
+            }
             replies.push(out);
         }
         let mut out = Vec::new();
@@ -339,14 +375,17 @@ impl Machine for StoreMachine {
 
     fn snapshot(&self) -> Vec<u8> {
         match self.sh.upgrade() {
-            Some(sh) => encode_snapshot(&sh, &self.bounds()),
+            Some(sh) => {
+                let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+                encode_snapshot(&sh, &self.bounds(), &sessions)
+            }
             None => Vec::new(),
         }
     }
 
     fn install(&self, data: &[u8]) -> Result<(), String> {
         let sh = self.sh.upgrade().ok_or("shutting down")?;
-        let (bounds, items) = decode_snapshot(data).ok_or("the snapshot is corrupt")?;
+        let (bounds, sessions, items) = decode_snapshot(data).ok_or("the snapshot is corrupt")?;
         eprintln!(
             "accelkv-server: range {}: installing a snapshot of {} items over [{}, {})",
             self.id,
@@ -371,6 +410,7 @@ impl Machine for StoreMachine {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             st.bounds = bounds;
         }
+        *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = sessions;
         if let Some(r) = reg {
             let _ = r.opens.send(OpenReq::Recheck);
         }
@@ -394,11 +434,12 @@ pub(crate) fn clear(sh: &Shared, b: &Bounds, mine: impl Fn(&[u8]) -> bool) -> Re
     }
 }
 
-/// A snapshot: `AKV1 | bounds | items`, the bounds `u32 length | start | u8 has end |
-/// [u32 length | end]`, each item `u32 key length | key | u32 value length | value | u64
-/// deadline | u32 flags`, all little-endian.
-pub(crate) fn encode_snapshot(sh: &Shared, b: &Bounds) -> Vec<u8> {
-    let mut out = b"AKV1".to_vec();
+/// A snapshot: `AKV2 | bounds | sessions | items`, the bounds `u32 length | start | u8 has
+/// end | [u32 length | end]`, the sessions as `Sessions::encode` writes them, each item
+/// `u32 key length | key | u32 value length | value | u64 deadline | u32 flags`, all
+/// little-endian. (`AKV1`, written before request ids, has no sessions.)
+pub(crate) fn encode_snapshot(sh: &Shared, b: &Bounds, sessions: &Sessions) -> Vec<u8> {
+    let mut out = b"AKV2".to_vec();
     put_bytes(&mut out, &b.0);
     match &b.1 {
         Some(e) => {
@@ -407,6 +448,7 @@ pub(crate) fn encode_snapshot(sh: &Shared, b: &Bounds) -> Vec<u8> {
         }
         None => out.push(0),
     }
+    sessions.encode(&mut out);
     let (lo, hi) = (&b.0, b.1.as_deref());
     let snap = sh.store.snapshot();
     let mut key = lo.clone();
@@ -437,8 +479,8 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 
 type Item<'a> = (&'a [u8], &'a [u8], u64, u32);
 
-/// A snapshot's bounds and items (`None`: it is corrupt).
-pub(crate) fn decode_snapshot(b: &[u8]) -> Option<(Bounds, Vec<Item<'_>>)> {
+/// A snapshot's bounds, sessions and items (`None`: it is corrupt).
+pub(crate) fn decode_snapshot(b: &[u8]) -> Option<(Bounds, Sessions, Vec<Item<'_>>)> {
     fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
         let (h, t) = (b.get(..n)?, b.get(n..)?);
         *b = t;
@@ -448,12 +490,19 @@ pub(crate) fn decode_snapshot(b: &[u8]) -> Option<(Bounds, Vec<Item<'_>>)> {
         let n = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
         take(b, n)
     }
-    let mut b = b.strip_prefix(b"AKV1")?;
+    let (mut b, v2) = match b.strip_prefix(b"AKV2") {
+        Some(rest) => (rest, true),
+        None => (b.strip_prefix(b"AKV1")?, false),
+    };
     let start = bytes(&mut b)?.to_vec();
     let end = match take(&mut b, 1)?[0] {
         0 => None,
         1 => Some(bytes(&mut b)?.to_vec()),
         _ => return None,
+    };
+    let sessions = match v2 {
+        true => Sessions::decode(&mut b)?,
+        false => Sessions::default(),
     };
     let mut out = Vec::new();
     while !b.is_empty() {
@@ -463,7 +512,7 @@ pub(crate) fn decode_snapshot(b: &[u8]) -> Option<(Bounds, Vec<Item<'_>>)> {
         let f = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
         out.push((k, v, d, f));
     }
-    Some(((start, end), out))
+    Some(((start, end), sessions, out))
 }
 
 #[cfg(test)]
@@ -500,8 +549,9 @@ mod tests {
         put_bytes(&mut s, b"value");
         s.extend_from_slice(&7u64.to_le_bytes());
         s.extend_from_slice(&9u32.to_le_bytes());
-        let (bounds, items) = decode_snapshot(&s).unwrap();
+        let (bounds, sessions, items) = decode_snapshot(&s).unwrap();
         assert_eq!(bounds, b("k", Some("p")));
+        assert_eq!(sessions, Sessions::default(), "AKV1 has none");
         assert_eq!(items, vec![(&b"key"[..], &b"value"[..], 7, 9)]);
         for cut in 0..s.len() {
             if cut != 15 {
@@ -509,6 +559,18 @@ mod tests {
                 assert!(decode_snapshot(&s[..cut]).is_none(), "{cut}");
             }
         }
-        assert!(decode_snapshot(b"AKV2").is_none());
+        assert!(decode_snapshot(b"AKV3").is_none());
+        // AKV2: the clients' last writes between the bounds and the items.
+        let mut sessions = Sessions::default();
+        sessions.record(7, 3, b":3\r\n");
+        let mut v2 = b"AKV2".to_vec();
+        v2.extend_from_slice(&s[4..15]);
+        sessions.encode(&mut v2);
+        v2.extend_from_slice(&s[15..]);
+        let (bounds, got, items) = decode_snapshot(&v2).unwrap();
+        assert_eq!(bounds, b("k", Some("p")));
+        assert_eq!(got.seen(7, 3).as_deref(), Some(&b":3\r\n"[..]));
+        assert_eq!(items.len(), 1);
+        assert!(decode_snapshot(&v2[..20]).is_none());
     }
 }

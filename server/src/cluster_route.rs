@@ -192,6 +192,27 @@ pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
     }
 }
 
+/// `ACCELKV.ONCE <client> <seq> <command…>`: a write sent with a request id, applied at
+/// most once however often it is sent (docs/CLUSTER.md, "Writes sent again").
+pub const ONCE: &[u8] = b"ACCELKV.ONCE";
+
+/// The request id and the command of an `ACCELKV.ONCE` (`Ok(None)`: not one; `Err`: one
+/// whose id is not two numbers).
+#[allow(clippy::type_complexity)]
+pub fn once<'a, 'b>(args: &'b [&'a [u8]]) -> Result<Option<((u64, u64), &'b [&'a [u8]])>, String> {
+    if !args[0].eq_ignore_ascii_case(ONCE) {
+        return Ok(None);
+    }
+    let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
+    match args {
+        [_, c, q, _, ..] => match (num(c), num(q)) {
+            (Some(c), Some(q)) => Ok(Some(((c, q), &args[3..]))),
+            _ => Err("ERR ACCELKV.ONCE takes a client id and a sequence number (integers)".into()),
+        },
+        _ => Err("ERR wrong number of arguments for 'accelkv.once' command".into()),
+    }
+}
+
 /// `n` in `unit_ms` from `now`, if positive and representable (else the command keeps its
 /// own argument, and every replica answers the same error or the same past deadline).
 fn absolute(arg: &[u8], unit_ms: i64, now: u64) -> Option<Vec<u8>> {

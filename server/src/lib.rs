@@ -13,6 +13,8 @@ mod cluster_machine;
 #[cfg(feature = "cluster")]
 mod cluster_move;
 #[cfg(feature = "cluster")]
+mod cluster_once;
+#[cfg(feature = "cluster")]
 mod cluster_proxy;
 mod cluster_route;
 #[cfg(feature = "cluster")]

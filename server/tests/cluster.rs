@@ -534,3 +534,88 @@ fn a_replica_that_missed_the_log_is_sent_a_snapshot_of_the_store() {
         .any(|n| n >= 1300);
     assert!(sent, "no snapshot of the range was installed:\n{log}");
 }
+
+#[test]
+fn a_write_sent_again_with_its_request_id_applies_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !accelkv_cluster::testing::etcd_or_skip() {
+        return;
+    }
+    // Snapshots every 20 entries: the table of clients' last writes must survive them.
+    let mut c = Cluster::start_with(3, "once", &["--raft-snapshot-every", "20"]);
+    let wait = Duration::from_secs(20);
+    let call = |cl: &mut Client, args: &[&[u8]]| match cl.call(args, true, wait) {
+        Outcome::Done(v) => v,
+        Outcome::Unknown => panic!("{args:?}: unknown outcome"),
+    };
+    let once = |cl: &mut Client, seq: &str, cmd: &[&[u8]]| {
+        let mut args: Vec<&[u8]> = vec![b"ACCELKV.ONCE", b"42", seq.as_bytes()];
+        args.extend_from_slice(cmd);
+        call(cl, &args)
+    };
+    let mut cl = Client::new(c.seeds());
+    assert_eq!(once(&mut cl, "1", &[b"INCR", b"n"]), Value::Integer(1));
+    assert_eq!(
+        once(&mut cl, "1", &[b"INCR", b"n"]),
+        Value::Integer(1),
+        "the same request again gets its first reply"
+    );
+    assert_eq!(once(&mut cl, "2", &[b"INCR", b"n"]), Value::Integer(2));
+    match once(&mut cl, "1", &[b"INCR", b"n"]) {
+        Value::Error(e) => assert!(e.contains("arrived after its request 2"), "{e}"),
+        v => panic!("{v:?}"),
+    }
+    // Through every node (a follower proxies it), the same.
+    for i in 0..3 {
+        cl.aim(i);
+        assert_eq!(once(&mut cl, "2", &[b"INCR", b"n"]), Value::Integer(2));
+    }
+    assert_eq!(once(&mut cl, "3", &[b"INCR", b"z"]), Value::Integer(1));
+    // Refused: an id that is not two numbers, a read, a command without keys.
+    for bad in [
+        &[&b"ACCELKV.ONCE"[..], b"x", b"1", b"INCR", b"n"][..],
+        &[b"ACCELKV.ONCE", b"42", b"9", b"GET", b"n"],
+        &[b"ACCELKV.ONCE", b"42", b"9", b"PING"],
+        &[b"ACCELKV.ONCE", b"42"],
+    ] {
+        match call(&mut cl, bad) {
+            Value::Error(e) => assert!(e.starts_with("ERR"), "{e}"),
+            v => panic!("{bad:?}: {v:?}"),
+        }
+    }
+    // Many more entries (snapshots taken, the log before them dropped), then every node
+    // restarted: each rebuilds the table from its snapshot and the log after it.
+    for i in 0..200 {
+        let k = format!("fill-{i}");
+        assert_eq!(
+            call(&mut cl, &[b"SET", k.as_bytes(), b"v"]),
+            Value::Simple("OK".into())
+        );
+    }
+    for i in 0..3 {
+        c.restart(i);
+    }
+    let mut cl = Client::new(c.seeds());
+    assert_eq!(once(&mut cl, "3", &[b"INCR", b"z"]), Value::Integer(1));
+    assert_eq!(
+        call(&mut cl, &[b"GET", b"n"]),
+        Value::Bulk(Some(b"2".to_vec()))
+    );
+    // kill -9 the leader: the next one applied the same log.
+    let leader = c.leader(wait);
+    c.kill9(leader);
+    let mut cl = Client::new(c.seeds());
+    assert_eq!(once(&mut cl, "3", &[b"INCR", b"z"]), Value::Integer(1));
+    // A split: the new range remembers the old range's clients (request 3 wrote "z",
+    // which is the new range's now).
+    match call(&mut cl, &[b"CLUSTER", b"SPLIT", b"m"]) {
+        Value::Integer(_) => {}
+        v => panic!("CLUSTER SPLIT: {v:?}"),
+    }
+    assert_eq!(once(&mut cl, "3", &[b"INCR", b"z"]), Value::Integer(1));
+    assert_eq!(
+        call(&mut cl, &[b"GET", b"z"]),
+        Value::Bulk(Some(b"1".to_vec()))
+    );
+    assert_eq!(once(&mut cl, "4", &[b"INCR", b"z"]), Value::Integer(2));
+}

@@ -23,6 +23,9 @@ pub trait Machine: Send + Sync + 'static {
     fn snapshot(&self) -> Vec<u8>;
     /// Replaces everything the range holds with a snapshot's contents.
     fn install(&self, data: &[u8]) -> Result<(), String>;
+    /// Takes what a snapshot holds besides the contents the machine already has (a new
+    /// range seeded from its parent's store on this node); by default nothing.
+    fn adopt(&self, _data: &[u8]) {}
 }
 
 type Meta = SnapshotMeta<u64, BasicNode>;
@@ -66,7 +69,9 @@ impl StateMachine {
         match std::fs::read(dir.join("snapshot")) {
             Ok(b) => {
                 let (meta, data) = decode_snapshot(&b)?;
-                if !installed {
+                if installed {
+                    inner.machine.adopt(&data);
+                } else {
                     inner.machine.install(&data)?;
                 }
                 inner.applied = meta.last_log_id;
