@@ -106,6 +106,34 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Whatever the bytes (a snapshot file or a peer's message), decoding answers a
+        // table or None, never panics, and never reads past the bytes.
+        #[test]
+        fn decoding_any_bytes_is_safe(b in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let mut r = &b[..];
+            if let Some(s) = Sessions::decode(&mut r) {
+                let mut again = Vec::new();
+                s.encode(&mut again);
+                prop_assert!(again.len() <= b.len());
+            }
+        }
+
+        #[test]
+        fn any_table_round_trips(
+            writes in proptest::collection::vec((0u64..50, any::<u64>(), proptest::collection::vec(any::<u8>(), 0..40)), 0..60)
+        ) {
+            let mut s = Sessions::default();
+            for (c, q, reply) in &writes {
+                s.record(*c, *q, reply);
+            }
+            let mut b = Vec::new();
+            s.encode(&mut b);
+            prop_assert_eq!(Sessions::decode(&mut &b[..]), Some(s));
+        }
+    }
 
     #[test]
     fn a_write_seen_again_gets_its_reply_and_an_older_one_an_error() {
