@@ -315,10 +315,10 @@ impl ClusterClient {
         let mut pause = Duration::from_millis(5);
         let mut redirected = 0;
         // A write with a request id: the same id on every attempt.
-        let (id, seq) = (self.id.to_string(), (self.seq + 1).to_string());
-        let once: Vec<&[u8]>;
+        let (id, seq, once): (String, String, Vec<&[u8]>);
         let args = if kind == Kind::Once {
             self.seq += 1;
+            (id, seq) = (self.id.to_string(), self.seq.to_string());
             once = [&b"ACCELKV.ONCE"[..], id.as_bytes(), seq.as_bytes()]
                 .into_iter()
                 .chain(args.iter().copied())

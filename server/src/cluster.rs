@@ -746,13 +746,10 @@ impl Router for Node {
             Place::Lead(range) => Located::Lead(range),
             // Not asked for (a replica read): no binary operation reads a replica's state.
             Place::Replica => Located::Refused(Status::Error, "not a leader read".into()),
-            Place::Away { range, to } if !to.binary.is_empty() => {
-                Located::Refused(Status::Moved, format!("{range} {}", to.binary))
+            Place::Away { range, to } => {
+                let (status, m) = binary_moved(range, Some(&to.binary));
+                Located::Refused(status, m)
             }
-            Place::Away { range, .. } => Located::Refused(
-                Status::TryAgain,
-                format!("range {range}'s leader has no binary address in the map yet"),
-            ),
             Place::Refuse(m) => {
                 let (status, m) = self.binary_error(m.as_bytes());
                 Located::Refused(status, m)
@@ -770,15 +767,8 @@ impl Router for Node {
                 let mut w = rest.split(' ');
                 let (range, resp) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
                 let map = self.map.borrow();
-                match map.nodes.values().find(|a| a.resp == resp) {
-                    Some(a) if !a.binary.is_empty() => {
-                        (Status::Moved, format!("{range} {}", a.binary))
-                    }
-                    _ => (
-                        Status::TryAgain,
-                        format!("range {range}'s leader has no binary address in the map yet"),
-                    ),
-                }
+                let to = map.nodes.values().find(|a| a.resp == resp);
+                binary_moved(range, to.map(|a| a.binary.as_str()))
             }
             "TRYAGAIN" => (Status::TryAgain, rest.to_string()),
             _ => (Status::Error, text.to_string()),
@@ -903,6 +893,18 @@ impl Router for Node {
             ranges.join(","),
             map.epoch
         )
+    }
+}
+
+/// The binary redirect of range `range` to the node at binary address `to`: MOVED, or
+/// TRYAGAIN while the map has no address for it.
+fn binary_moved(range: impl std::fmt::Display, to: Option<&str>) -> (Status, String) {
+    match to.filter(|a| !a.is_empty()) {
+        Some(a) => (Status::Moved, format!("{range} {a}")),
+        None => (
+            Status::TryAgain,
+            format!("range {range}'s leader has no binary address in the map yet"),
+        ),
     }
 }
 

@@ -257,6 +257,25 @@ impl StoreMachine {
         out
     }
 
+    /// Why a replicated command on `keys` (and a ranged read up to `upto`) changes nothing
+    /// here: a key outside the range's bounds, or one a descendant (`others`) holds.
+    fn not_held(
+        &self,
+        keys: &[&[u8]],
+        upto: Option<Option<&[u8]>>,
+        others: &[Bounds],
+    ) -> Option<String> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let theirs = keys.iter().any(|k| others.iter().any(|o| inside(o, k)));
+        (!covers(&st.bounds, keys, upto) || theirs).then(|| {
+            let to = st.split.as_ref().map_or(0, |s| s.1);
+            format!(
+                "range {} split (its keys moved to range {to}); retry",
+                self.id
+            )
+        })
+    }
+
     /// The bounds of the ranges open on this node that were split off this one, directly
     /// or not: those of higher id that overlap it. Ranges are made in the order of their
     /// ids, each from keys its parent held then and no other range did, so a higher-id
@@ -326,30 +345,13 @@ impl Machine for StoreMachine {
                 // A binary operation, applied as the binary protocol runs it.
                 let frame = args.get(1).copied().unwrap_or_default();
                 replies.push(crate::exec_cluster::apply(&sh, frame, |key| {
-                    let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                    let theirs = others.iter().any(|o| inside(o, key));
-                    (!inside(&st.bounds, key) || theirs).then(|| {
-                        let to = st.split.as_ref().map_or(0, |s| s.1);
-                        format!(
-                            "range {} split (its keys moved to range {to}); retry",
-                            self.id
-                        )
-                    })
+                    self.not_held(&[key], None, &others)
                 }));
                 continue;
             }
             if let Class::Keyed { keys, upto, .. } = classify(&args) {
-                let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                let theirs = keys.iter().any(|k| others.iter().any(|o| inside(o, k)));
-                if !covers(&st.bounds, &keys, upto) || theirs {
-                    let to = st.split.as_ref().map_or(0, |s| s.1);
-                    resp::error(
-                        &mut out,
-                        &format!(
-                            "TRYAGAIN range {} split (its keys moved to range {to}); retry",
-                            self.id
-                        ),
-                    );
+                if let Some(why) = self.not_held(&keys, upto, &others) {
+                    resp::error(&mut out, &format!("TRYAGAIN {why}"));
                     replies.push(out);
                     continue;
                 }

@@ -507,6 +507,17 @@ impl Loop {
         }
     }
 
+    /// Connection `id` at `slot`, if it still waits on its range's group (cluster mode);
+    /// it waits no more.
+    fn cluster_waiter(&mut self, slot: usize, id: u64) -> Option<&mut Conn> {
+        let c = self.conns.get_mut(slot).and_then(Option::as_mut)?;
+        if c.id != id || !c.cluster_wait {
+            return None;
+        }
+        c.cluster_wait = false;
+        Some(c)
+    }
+
     fn settle_released(&mut self) {
         let released = std::mem::take(
             &mut *self
@@ -531,13 +542,9 @@ impl Loop {
                     self.udp.answer_parked(&self.sh, ran, peer, result);
                 }
                 Release::Cluster { slot, id, settled } => {
-                    let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                    let Some(c) = self.cluster_waiter(slot, id) else {
                         continue;
                     };
-                    if c.id != id || !c.cluster_wait {
-                        continue;
-                    }
-                    c.cluster_wait = false;
                     if let Proto::Resp(s) = &mut c.proto {
                         match settled {
                             Settled::Reply(r) => s.cluster.answer = Some(r),
@@ -547,13 +554,9 @@ impl Loop {
                     self.service(slot);
                 }
                 Release::Frame { slot, id, settled } => {
-                    let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                    let Some(c) = self.cluster_waiter(slot, id) else {
                         continue;
                     };
-                    if c.id != id || !c.cluster_wait {
-                        continue;
-                    }
-                    c.cluster_wait = false;
                     if let Proto::Binary { settled: s, .. } = &mut c.proto {
                         *s = settled;
                     }
