@@ -25,8 +25,8 @@ impl Machine for MapMachine {
             .insert(cmd[..at].to_vec(), cmd[at + 1..].to_vec());
         old.unwrap_or_default()
     }
-    fn snapshot(&self) -> Vec<u8> {
-        bincode::serialize(&*self.0.lock().unwrap()).unwrap()
+    fn snapshot(&self) -> Result<Vec<u8>, String> {
+        Ok(bincode::serialize(&*self.0.lock().unwrap()).unwrap())
     }
     fn install(&self, data: &[u8]) -> Result<(), String> {
         self.1.fetch_add(1, Ordering::Relaxed);

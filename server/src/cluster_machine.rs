@@ -13,6 +13,7 @@
 
 use crate::cluster_once::Sessions;
 use crate::cluster_route::{classify, decode, list, once, put_list, Class};
+use crate::cluster_snapshot as snapshot;
 use crate::reads::Reads;
 use crate::resp_cmd::{command, Session};
 use crate::state::Shared;
@@ -135,8 +136,8 @@ impl Registry {
         let how = if self.raft.has_files(child) {
             Open::Join
         } else {
-            let data = encode_snapshot(sh, &bounds, sessions);
-            match self.raft.seed_group(child, &members, &data) {
+            let data = snapshot::encode(&sh.store, &bounds, sessions);
+            match data.and_then(|d| self.raft.seed_group(child, &members, &d)) {
                 Ok(true) => Open::Seeded,
                 Ok(false) => Open::Join,
                 Err(e) => {
@@ -296,8 +297,8 @@ impl Machine for StoreMachine {
     /// A seed (this range split off one open here): the store holds its keys already; the
     /// clients' last writes come from the seed.
     fn adopt(&self, data: &[u8]) {
-        if let Some((_, sessions, _)) = decode_snapshot(data) {
-            *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = sessions;
+        if let Ok(d) = snapshot::decode(data) {
+            *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = d.sessions;
         }
     }
 
@@ -375,44 +376,38 @@ impl Machine for StoreMachine {
         out
     }
 
-    fn snapshot(&self) -> Vec<u8> {
-        match self.sh.upgrade() {
-            Some(sh) => {
-                let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-                encode_snapshot(&sh, &self.bounds(), &sessions)
-            }
-            None => Vec::new(),
-        }
+    fn snapshot(&self) -> Result<Vec<u8>, String> {
+        let sh = self.sh.upgrade().ok_or("shutting down")?;
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        snapshot::encode(&sh.store, &self.bounds(), &sessions)
     }
 
     fn install(&self, data: &[u8]) -> Result<(), String> {
         let sh = self.sh.upgrade().ok_or("shutting down")?;
-        let (bounds, sessions, items) = decode_snapshot(data).ok_or("the snapshot is corrupt")?;
-        eprintln!(
-            "accelkv-server: range {}: installing a snapshot of {} items over [{}, {})",
-            self.id,
-            items.len(),
-            String::from_utf8_lossy(&bounds.0),
-            bounds
-                .1
-                .as_deref()
-                .map_or("end".into(), String::from_utf8_lossy)
-        );
+        let snap = snapshot::decode(data)?;
+        let (lo, hi) = &snap.bounds;
+        let began = std::time::Instant::now();
         let _g = self.exec.lock().unwrap_or_else(|e| e.into_inner());
         // Keys a range split off this one holds here are its own (the case for a snapshot
         // older than a split whose new range is open here).
         let reg = self.reg.upgrade();
         let others = self.descendants();
         let mine = |k: &[u8]| !others.iter().any(|o| inside(o, k));
-        clear(&sh, &bounds, mine)?;
-        for (k, v, d, f) in items.into_iter().filter(|i| mine(i.0)) {
-            sh.store.put_item(k, v, d, f).map_err(|e| e.to_string())?;
-        }
+        snapshot::install(&sh.store, &snap.parts, mine)?;
+        eprintln!(
+            "accelkv-server: range {}: installed a snapshot of {} items in {} pages over [{}, {}) in {} ms",
+            self.id,
+            snap.items(),
+            snap.parts.len(),
+            String::from_utf8_lossy(lo),
+            hi.as_deref().map_or("end".into(), String::from_utf8_lossy),
+            began.elapsed().as_millis()
+        );
         {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.bounds = bounds;
+            st.bounds = snap.bounds;
         }
-        *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = sessions;
+        *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = snap.sessions;
         if let Some(r) = reg {
             let _ = r.opens.send(OpenReq::Recheck);
         }
@@ -434,87 +429,6 @@ pub(crate) fn clear(sh: &Shared, b: &Bounds, mine: impl Fn(&[u8]) -> bool) -> Re
         from = last;
         from.push(0);
     }
-}
-
-/// A snapshot: `AKV2 | bounds | sessions | items`, the bounds `u32 length | start | u8 has
-/// end | [u32 length | end]`, the sessions as `Sessions::encode` writes them, each item
-/// `u32 key length | key | u32 value length | value | u64 deadline | u32 flags`, all
-/// little-endian. (`AKV1`, written before request ids, has no sessions.)
-pub(crate) fn encode_snapshot(sh: &Shared, b: &Bounds, sessions: &Sessions) -> Vec<u8> {
-    let mut out = b"AKV2".to_vec();
-    put_bytes(&mut out, &b.0);
-    match &b.1 {
-        Some(e) => {
-            out.push(1);
-            put_bytes(&mut out, e);
-        }
-        None => out.push(0),
-    }
-    sessions.encode(&mut out);
-    let (lo, hi) = (&b.0, b.1.as_deref());
-    let snap = sh.store.snapshot();
-    let mut key = lo.clone();
-    loop {
-        let next = snap.leaf(&key, |img| {
-            for (k, v, d, f) in &img.items {
-                if *k >= lo.as_slice() && hi.is_none_or(|h| *k < h) {
-                    put_bytes(&mut out, k);
-                    put_bytes(&mut out, v);
-                    out.extend_from_slice(&d.to_le_bytes());
-                    out.extend_from_slice(&f.to_le_bytes());
-                }
-            }
-            img.high.map(<[u8]>::to_vec)
-        });
-        match next {
-            Ok(Some(n)) if hi.is_none_or(|h| n.as_slice() < h) => key = n,
-            _ => break,
-        }
-    }
-    out
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
-}
-
-type Item<'a> = (&'a [u8], &'a [u8], u64, u32);
-
-/// A snapshot's bounds, sessions and items (`None`: it is corrupt).
-pub(crate) fn decode_snapshot(b: &[u8]) -> Option<(Bounds, Sessions, Vec<Item<'_>>)> {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (h, t) = (b.get(..n)?, b.get(n..)?);
-        *b = t;
-        Some(h)
-    }
-    fn bytes<'a>(b: &mut &'a [u8]) -> Option<&'a [u8]> {
-        let n = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
-        take(b, n)
-    }
-    let (mut b, v2) = match b.strip_prefix(b"AKV2") {
-        Some(rest) => (rest, true),
-        None => (b.strip_prefix(b"AKV1")?, false),
-    };
-    let start = bytes(&mut b)?.to_vec();
-    let end = match take(&mut b, 1)?[0] {
-        0 => None,
-        1 => Some(bytes(&mut b)?.to_vec()),
-        _ => return None,
-    };
-    let sessions = match v2 {
-        true => Sessions::decode(&mut b)?,
-        false => Sessions::default(),
-    };
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let k = bytes(&mut b)?;
-        let v = bytes(&mut b)?;
-        let d = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
-        let f = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
-        out.push((k, v, d, f));
-    }
-    Some(((start, end), sessions, out))
 }
 
 #[cfg(test)]
@@ -539,40 +453,5 @@ mod tests {
         assert!(!overlap(&b("a", Some("m")), &b("m", None)));
         assert!(!overlap(&b("m", None), &b("a", Some("m"))));
         assert!(overlap(&b("", None), &b("q", Some("r"))));
-    }
-
-    #[test]
-    fn a_snapshot_decodes_to_its_bounds_and_items() {
-        let mut s = b"AKV1".to_vec();
-        put_bytes(&mut s, b"k");
-        s.push(1);
-        put_bytes(&mut s, b"p");
-        put_bytes(&mut s, b"key");
-        put_bytes(&mut s, b"value");
-        s.extend_from_slice(&7u64.to_le_bytes());
-        s.extend_from_slice(&9u32.to_le_bytes());
-        let (bounds, sessions, items) = decode_snapshot(&s).unwrap();
-        assert_eq!(bounds, b("k", Some("p")));
-        assert_eq!(sessions, Sessions::default(), "AKV1 has none");
-        assert_eq!(items, vec![(&b"key"[..], &b"value"[..], 7, 9)]);
-        for cut in 0..s.len() {
-            if cut != 15 {
-                // Every other prefix is torn (15 bytes: the bounds alone, no item).
-                assert!(decode_snapshot(&s[..cut]).is_none(), "{cut}");
-            }
-        }
-        assert!(decode_snapshot(b"AKV3").is_none());
-        // AKV2: the clients' last writes between the bounds and the items.
-        let mut sessions = Sessions::default();
-        sessions.record(7, 3, b":3\r\n");
-        let mut v2 = b"AKV2".to_vec();
-        v2.extend_from_slice(&s[4..15]);
-        sessions.encode(&mut v2);
-        v2.extend_from_slice(&s[15..]);
-        let (bounds, got, items) = decode_snapshot(&v2).unwrap();
-        assert_eq!(bounds, b("k", Some("p")));
-        assert_eq!(got.seen(7, 3).as_deref(), Some(&b":3\r\n"[..]));
-        assert_eq!(items.len(), 1);
-        assert!(decode_snapshot(&v2[..20]).is_none());
     }
 }

@@ -18,6 +18,8 @@ mod cluster_once;
 mod cluster_proxy;
 mod cluster_route;
 #[cfg(feature = "cluster")]
+mod cluster_snapshot;
+#[cfg(feature = "cluster")]
 mod cluster_split;
 pub mod config;
 mod conn;

@@ -525,13 +525,20 @@ fn a_replica_that_missed_the_log_is_sent_a_snapshot_of_the_store() {
         r.try_call(&[b"GET", b"before"]),
         Some(Value::Bulk(Some(b"1".to_vec())))
     );
-    // It was sent the leader's snapshot (the log it missed was gone).
+    // It was sent the leader's snapshot (the log it missed was gone): the range's leaves
+    // as pages, several of them.
     let log = c.log(away);
     let sent = log
         .lines()
-        .filter_map(|l| l.split_once("installing a snapshot of ").map(|p| p.1))
-        .filter_map(|l| l.split(' ').next()?.parse::<usize>().ok())
-        .any(|n| n >= 1300);
+        .filter_map(|l| l.split_once("installed a snapshot of ").map(|p| p.1))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            Some((
+                w.first()?.parse::<usize>().ok()?,
+                w.get(3)?.parse::<usize>().ok()?,
+            ))
+        })
+        .any(|(items, pages)| items >= 1300 && pages > 1);
     assert!(sent, "no snapshot of the range was installed:\n{log}");
 }
 

@@ -19,8 +19,9 @@ pub trait Machine: Send + Sync + 'static {
     /// Applies one committed command and answers its reply. It must be deterministic: the
     /// same commands in the same order give every replica the same contents.
     fn apply(&self, cmd: &[u8]) -> Vec<u8>;
-    /// Everything the range holds, as [`Machine::install`] takes it.
-    fn snapshot(&self) -> Vec<u8>;
+    /// Everything the range holds, as [`Machine::install`] takes it, or why it cannot be
+    /// read now (the snapshot is not taken; openraft tries again later).
+    fn snapshot(&self) -> Result<Vec<u8>, String>;
     /// Replaces everything the range holds with a snapshot's contents.
     fn install(&self, data: &[u8]) -> Result<(), String>;
     /// Takes what a snapshot holds besides the contents the machine already has (a new
@@ -127,7 +128,7 @@ impl Inner {
 impl RaftSnapshotBuilder<Config> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<Config>, StorageError> {
         let mut g = self.lock();
-        let data = g.machine.snapshot();
+        let data = g.machine.snapshot().map_err(serr)?;
         g.built += 1;
         let id = match g.applied {
             Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, g.built),
