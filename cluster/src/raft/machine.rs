@@ -20,7 +20,8 @@ pub trait Machine: Send + Sync + 'static {
     /// same commands in the same order give every replica the same contents.
     fn apply(&self, cmd: &[u8]) -> Vec<u8>;
     /// Everything the range holds, as [`Machine::install`] takes it, or why it cannot be
-    /// read now (the snapshot is not taken; openraft tries again later).
+    /// read. An error stops the group (openraft takes it for a storage failure): a replica
+    /// that stops is safe, a snapshot missing keys is not.
     fn snapshot(&self) -> Result<Vec<u8>, String>;
     /// Replaces everything the range holds with a snapshot's contents.
     fn install(&self, data: &[u8]) -> Result<(), String>;
