@@ -527,3 +527,69 @@ mod tests {
         }
     }
 }
+
+/// What a snapshot costs, against the item-list snapshots it replaced (docs/BENCHMARKS.md,
+/// "Range snapshots"). A measurement, not a test; it asserts nothing about time:
+/// `cargo test --release -p accelkv-server --features cluster --lib snapshot_costs -- --ignored --nocapture`
+#[cfg(test)]
+mod costs {
+    use super::*;
+    use accelkv_tree::Config;
+    use std::time::Instant;
+
+    #[test]
+    #[ignore]
+    fn snapshot_costs() {
+        let n: usize = std::env::var("ITEMS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(500_000);
+        let value = [b'x'; 100];
+        let from = Store::new(Config::default()).unwrap();
+        for i in 0..n {
+            from.put(format!("user{:012}", i * 7919 % n).as_bytes(), &value)
+                .unwrap();
+        }
+        let all: Bounds = (Vec::new(), None);
+        // The item list: magic, bounds, no clients, each item 4 + key + 4 + value + 12.
+        let listed = 4 + 5 + 4 + n * (4 + 16 + 4 + value.len() + 12);
+        for round in 1..=3 {
+            let t = Instant::now();
+            let data = encode(&from, &all, &Sessions::default()).unwrap();
+            let encoded = t.elapsed();
+            let t = Instant::now();
+            let snap = decode(&data).unwrap();
+            let decoded = t.elapsed();
+            let pages = Store::new(Config::default()).unwrap();
+            let t = Instant::now();
+            install(&pages, &snap.parts, |_| true).unwrap();
+            let into_empty = t.elapsed();
+            let t = Instant::now();
+            install(&pages, &snap.parts, |_| true).unwrap();
+            let over_image = t.elapsed();
+            // How item-list snapshots were installed: every key deleted, then put one by one.
+            let items = Store::new(Config::default()).unwrap();
+            let put_all = |s: &Store| {
+                for p in &snap.parts {
+                    for &(k, v, d, f) in &p.items {
+                        s.put_item(k, v, d, f).unwrap();
+                    }
+                }
+            };
+            let t = Instant::now();
+            put_all(&items);
+            let old_into_empty = t.elapsed();
+            let t = Instant::now();
+            for (k, _) in items.scan(b"", None, usize::MAX) {
+                items.delete(&k).unwrap();
+            }
+            put_all(&items);
+            let old_over_image = t.elapsed();
+            eprintln!(
+                "round {round}: {n} items, {} pages, {} bytes (item list {listed}); encode {encoded:.0?}, decode and check {decoded:.0?}; install into an empty store {into_empty:.0?} (item list {old_into_empty:.0?}), over the previous image {over_image:.0?} (item list {old_over_image:.0?})",
+                snap.parts.len(),
+                data.len(),
+            );
+        }
+    }
+}
