@@ -132,7 +132,7 @@ fn put_bounds(out: &mut Vec<u8>, b: &Bounds) {
     }
 }
 
-pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
 }
