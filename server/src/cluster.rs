@@ -330,7 +330,7 @@ async fn close_one(reg: &Arc<Registry>, sh: &Arc<Shared>, range: u64) {
         .unwrap_or_else(|e| e.into_inner())
         .remove(&range);
     if let Some(m) = m {
-        if let Err(e) = crate::cluster_machine::clear(sh, &m.bounds(), |_| true) {
+        if let Err(e) = crate::cluster_machine::clear(sh, &m.bounds()) {
             eprintln!("accelkv-server: range {range}: dropping its keys: {e}");
         }
     }

@@ -415,20 +415,14 @@ impl Machine for StoreMachine {
     }
 }
 
-/// Deletes the keys within `b` that `mine` accepts from the store.
-pub(crate) fn clear(sh: &Shared, b: &Bounds, mine: impl Fn(&[u8]) -> bool) -> Result<(), String> {
-    let mut from = b.0.clone();
-    loop {
-        let old = sh.store.scan(&from, b.1.as_deref(), 4096);
-        let Some(last) = old.last().map(|(k, _)| k.clone()) else {
-            return Ok(());
-        };
-        for (k, _) in old.iter().filter(|(k, _)| mine(k)) {
-            sh.store.delete(k).map_err(|e| e.to_string())?;
+/// Deletes the keys within `b` from the store.
+pub(crate) fn clear(sh: &Shared, b: &Bounds) -> Result<(), String> {
+    snapshot::held_keys(&sh.store, &b.0, b.1.as_deref(), |keys| {
+        for k in keys {
+            sh.store.delete(&k).map_err(|e| e.to_string())?;
         }
-        from = last;
-        from.push(0);
-    }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

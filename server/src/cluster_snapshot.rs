@@ -255,7 +255,11 @@ pub(crate) fn install(
 ) -> Result<(), String> {
     let failed = |e: accelkv_tree::Error| format!("installing a snapshot: {e}");
     for p in parts {
-        let held = held_keys(store, p.low, p.high);
+        let mut held = Vec::new();
+        held_keys(store, p.low, p.high, |keys| {
+            held.extend(keys);
+            Ok(())
+        })?;
         let mut ops: Vec<BatchEntry<'_>> = Vec::new();
         let mut items = p.items.iter().peekable();
         for k in &held {
@@ -278,18 +282,23 @@ pub(crate) fn install(
     Ok(())
 }
 
-/// The keys the store holds in `[low, high)`.
-fn held_keys(store: &Store, low: &[u8], high: Option<&[u8]>) -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = Vec::new();
+/// The keys the store holds in `[low, high)`, handed to `f` up to 4,096 at a time (each
+/// batch read after `f` had the one before, so `f` may delete them).
+pub(crate) fn held_keys(
+    store: &Store,
+    low: &[u8],
+    high: Option<&[u8]>,
+    mut f: impl FnMut(Vec<Vec<u8>>) -> Result<(), String>,
+) -> Result<(), String> {
     let mut from = low.to_vec();
     loop {
         let got = store.scan(&from, high, 4096);
         let Some((last, _)) = got.last() else {
-            return out;
+            return Ok(());
         };
         from = last.clone();
         from.push(0);
-        out.extend(got.into_iter().map(|(k, _)| k));
+        f(got.into_iter().map(|(k, _)| k).collect())?;
     }
 }
 
