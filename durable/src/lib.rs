@@ -33,6 +33,7 @@ pub mod fault;
 pub mod format;
 pub mod io;
 mod mirror;
+pub mod range_snapshot;
 mod recovery;
 mod slab;
 mod store;

@@ -6,6 +6,7 @@
 //! range's replicated state: every replica builds the same one from the same log, and
 //! snapshots and a split's seed carry it.
 
+use accelkv_durable::range_snapshot::ClientWrite;
 use std::collections::HashMap;
 
 /// Clients a range remembers; past it, the one whose last write is oldest is forgotten
@@ -67,39 +68,36 @@ impl Sessions {
         self.by_client.insert(client, Entry { seq, reply, tick });
     }
 
-    /// `u32 count`, then per client (in client order) `u64 client | u64 seq | u64 tick |
-    /// u32 length | reply`, little-endian.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut clients: Vec<_> = self.by_client.iter().collect();
-        clients.sort_by_key(|(c, _)| **c);
-        out.extend_from_slice(&(clients.len() as u32).to_le_bytes());
-        for (c, e) in clients {
-            for n in [*c, e.seq, e.tick] {
-                out.extend_from_slice(&n.to_le_bytes());
-            }
-            out.extend_from_slice(&(e.reply.len() as u32).to_le_bytes());
-            out.extend_from_slice(&e.reply);
-        }
+    /// The table as a snapshot carries it (docs/FORMAT.md "Range snapshot"), in client
+    /// order.
+    pub fn clients(&self) -> Vec<ClientWrite<'_>> {
+        let mut out: Vec<_> = self
+            .by_client
+            .iter()
+            .map(|(c, e)| ClientWrite {
+                client: *c,
+                seq: e.seq,
+                tick: e.tick,
+                reply: &e.reply,
+            })
+            .collect();
+        out.sort_by_key(|c| c.client);
+        out
     }
 
-    /// [`Sessions::encode`]'s inverse, from the front of `b` (advanced past it).
-    pub fn decode(b: &mut &[u8]) -> Option<Sessions> {
-        fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-            let (h, t) = (b.get(..n)?, b.get(n..)?);
-            *b = t;
-            Some(h)
-        }
-        let u64_of = |b: &mut &[u8]| Some(u64::from_le_bytes(take(b, 8)?.try_into().ok()?));
-        let n = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
+    /// [`Sessions::clients`]' inverse: the table a snapshot carried.
+    pub fn from_clients(clients: &[ClientWrite<'_>]) -> Sessions {
         let mut s = Sessions::default();
-        for _ in 0..n {
-            let (c, seq, tick) = (u64_of(b)?, u64_of(b)?, u64_of(b)?);
-            let len = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
-            let reply = take(b, len)?.to_vec();
-            s.tick = s.tick.max(tick);
-            s.by_client.insert(c, Entry { seq, reply, tick });
+        for c in clients {
+            s.tick = s.tick.max(c.tick);
+            let e = Entry {
+                seq: c.seq,
+                reply: c.reply.to_vec(),
+                tick: c.tick,
+            };
+            s.by_client.insert(c.client, e);
         }
-        Some(s)
+        s
     }
 }
 
@@ -109,18 +107,6 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        // Whatever the bytes (a snapshot file or a peer's message), decoding answers a
-        // table or None, never panics, and never reads past the bytes.
-        #[test]
-        fn decoding_any_bytes_is_safe(b in proptest::collection::vec(any::<u8>(), 0..256)) {
-            let mut r = &b[..];
-            if let Some(s) = Sessions::decode(&mut r) {
-                let mut again = Vec::new();
-                s.encode(&mut again);
-                prop_assert!(again.len() <= b.len());
-            }
-        }
-
         #[test]
         fn any_table_round_trips(
             writes in proptest::collection::vec((0u64..50, any::<u64>(), proptest::collection::vec(any::<u8>(), 0..40)), 0..60)
@@ -129,9 +115,7 @@ mod tests {
             for (c, q, reply) in &writes {
                 s.record(*c, *q, reply);
             }
-            let mut b = Vec::new();
-            s.encode(&mut b);
-            prop_assert_eq!(Sessions::decode(&mut &b[..]), Some(s));
+            prop_assert_eq!(Sessions::from_clients(&s.clients()), s);
         }
     }
 
@@ -166,12 +150,6 @@ mod tests {
         assert_eq!(s.by_client.len(), MAX_CLIENTS);
         assert_eq!(s.seen(1, 1), None);
         assert!(s.seen(0, 2).is_some());
-        let mut b = Vec::new();
-        s.encode(&mut b);
-        b.extend_from_slice(b"rest");
-        let mut r = &b[..];
-        assert_eq!(Sessions::decode(&mut r), Some(s));
-        assert_eq!(r, b"rest");
-        assert_eq!(Sessions::decode(&mut &b[..b.len() - 8]), None);
+        assert_eq!(Sessions::from_clients(&s.clients()), s);
     }
 }

@@ -1,44 +1,23 @@
 //! A range's snapshot in cluster mode (docs/FORMAT.md, "Range snapshot"): the range's
-//! leaves as pages of the page file's own format (accelkv-durable's `format.rs`: fences,
-//! items with deadlines and client flags, a CRC-32C each), all taken at one read version,
-//! after the range's bounds and its clients' last writes. The pages' fences tile the
-//! bounds, which is what proves a snapshot whole.
+//! leaves as pages of the page file's own format, all taken at one read version, after the
+//! range's bounds and its clients' last writes. The bytes are written and checked by
+//! accelkv-durable's `range_snapshot.rs`; this module takes a snapshot of the store and
+//! installs one.
 //!
 //! A replica installs a snapshot page by page, after every page was checked (a torn or
 //! corrupted snapshot changes nothing): each page's key range switches from what the store
 //! holds to the page's items in one atomic batch, so nothing is replayed and no reader of
-//! the store sees half a page. Snapshots written before pages (`AKV1`, `AKV2`: a list of
-//! items) still decode, as one part covering the range.
+//! the store sees half a page.
 
 use crate::cluster_machine::Bounds;
 use crate::cluster_once::Sessions;
-use accelkv_durable::format::{
-    decode_header, decode_page, encode_leaf, CommitTag, LeafPage, Page, PageValue,
-};
+use accelkv_durable::format::PageValue;
+use accelkv_durable::range_snapshot::{self, Part, Writer};
 use accelkv_tree::{BatchEntry, Store, MAX_BATCH};
-
-/// One item: key, value, deadline (ms since the Unix epoch; 0: none), client flags.
-pub(crate) type Item<'a> = (&'a [u8], &'a [u8], u64, u32);
-
-/// The magic of a snapshot made of pages.
-const PAGES: &[u8] = b"AKV3";
 
 /// A page holds one leaf's items, or a part of them once the page's values come to this
 /// many bytes (so a leaf of large values is never one huge page or one huge batch).
 const PAGE_CUT: usize = 256 << 10;
-
-/// Commit tag of a snapshot's pages: the file's recovery does not read snapshots, and the
-/// fences, not a page count, prove one whole.
-const TAG: CommitTag = CommitTag { seq: 1, pages: 0 };
-
-/// A key range of a snapshot (`low <= key < high`; `high` `None`: no bound) and its items:
-/// one page, or the whole range in an older snapshot.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Part<'a> {
-    pub low: &'a [u8],
-    pub high: Option<&'a [u8]>,
-    pub items: Vec<Item<'a>>,
-}
 
 /// A decoded snapshot.
 #[derive(Debug)]
@@ -55,15 +34,12 @@ impl Decoded<'_> {
     }
 }
 
-/// The range `b` of `store` as a snapshot: `AKV3 | bounds | sessions | pages`, the pages
-/// back to back, each recording its offset from the first. An error if a leaf could not
-/// be read (a snapshot missing it would lose keys).
+/// The range `b` of `store` as a snapshot: its head, then one page per leaf (more for a
+/// leaf of large values), each starting where the previous one ended. An error if a leaf
+/// could not be read (a snapshot missing it would lose keys).
 pub(crate) fn encode(store: &Store, b: &Bounds, sessions: &Sessions) -> Result<Vec<u8>, String> {
-    let mut out = PAGES.to_vec();
-    put_bounds(&mut out, b);
-    sessions.encode(&mut out);
-    let base = out.len();
     let (lo, hi) = (b.0.as_slice(), b.1.as_deref());
+    let mut out = Writer::new(lo, hi, &sessions.clients());
     let snap = store.snapshot();
     let version = snap.version();
     let mut key = lo.to_vec();
@@ -83,166 +59,32 @@ pub(crate) fn encode(store: &Store, b: &Bounds, sessions: &Sessions) -> Result<V
                 let mut size = 0;
                 for &(k, v, d, f) in img.items.iter().filter(|i| inside(i.0)) {
                     if size >= PAGE_CUT {
-                        page(&mut out, base, img.lid, version, low, Some(k), items);
+                        out.page(img.lid, version, low, Some(k), items);
                         (low, items, size) = (Some(k), Vec::new(), 0);
                     }
                     size += k.len() + v.len();
                     items.push((k, PageValue::Inline(v), d, f));
                 }
-                page(&mut out, base, img.lid, version, low, high, items);
+                out.page(img.lid, version, low, high, items);
                 high.map(<[u8]>::to_vec)
             })
             .map_err(|e| format!("reading the range's leaves for a snapshot: {e}"))?;
         match next {
             Some(n) if hi != Some(n.as_slice()) => key = n,
-            _ => return Ok(out),
+            _ => return Ok(out.finish()),
         }
     }
 }
 
-fn page<'a>(
-    out: &mut Vec<u8>,
-    base: usize,
-    lid: u64,
-    version: u64,
-    low: Option<&'a [u8]>,
-    high: Option<&'a [u8]>,
-    items: Vec<accelkv_durable::format::PageItem<'a>>,
-) {
-    let p = LeafPage {
-        lid,
-        version,
-        commit: TAG,
-        low,
-        high,
-        items,
-    };
-    let at = (out.len() - base) as u64;
-    out.extend_from_slice(&encode_leaf(&p, at));
-}
-
-fn put_bounds(out: &mut Vec<u8>, b: &Bounds) {
-    put_bytes(out, &b.0);
-    match &b.1 {
-        Some(e) => {
-            out.push(1);
-            put_bytes(out, e);
-        }
-        None => out.push(0),
-    }
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
-}
-
-fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    let (h, t) = (b.get(..n)?, b.get(n..)?);
-    *b = t;
-    Some(h)
-}
-
-fn bytes<'a>(b: &mut &'a [u8]) -> Option<&'a [u8]> {
-    let n = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
-    take(b, n)
-}
-
-const TORN: &str = "the snapshot is torn";
-
-/// Decodes and checks a snapshot: every page's checksum, offset and order, and that the
-/// pages' fences tile the bounds. Whatever the bytes, an error rather than a panic.
+/// Decodes and checks a snapshot (accelkv-durable's `range_snapshot::decode`): whatever
+/// the bytes, an error rather than a panic.
 pub(crate) fn decode(b: &[u8]) -> Result<Decoded<'_>, String> {
-    let (magic, mut b) = b.split_at_checked(4).ok_or(TORN)?;
-    let older = match magic {
-        PAGES => false,
-        b"AKV1" | b"AKV2" => true,
-        _ => return Err("not a range snapshot (unknown magic)".into()),
-    };
-    let start = bytes(&mut b).ok_or(TORN)?;
-    let end = match take(&mut b, 1).ok_or(TORN)?[0] {
-        0 => None,
-        1 => Some(bytes(&mut b).ok_or(TORN)?),
-        _ => return Err("the snapshot's bounds are malformed".into()),
-    };
-    if end.is_some_and(|e| e <= start) {
-        return Err("the snapshot's bounds are empty".into());
-    }
-    let sessions = match magic {
-        b"AKV1" => Sessions::default(),
-        _ => Sessions::decode(&mut b).ok_or(TORN)?,
-    };
-    let parts = match older {
-        true => vec![Part {
-            low: start,
-            high: end,
-            items: items_of(b).ok_or(TORN)?,
-        }],
-        false => pages(b, start, end)?,
-    };
+    let s = range_snapshot::decode(b)?;
     Ok(Decoded {
-        bounds: (start.to_vec(), end.map(<[u8]>::to_vec)),
-        sessions,
-        parts,
+        bounds: (s.low.to_vec(), s.high.map(<[u8]>::to_vec)),
+        sessions: Sessions::from_clients(&s.clients),
+        parts: s.parts,
     })
-}
-
-/// An older snapshot's items: `u32 key length | key | u32 value length | value | u64
-/// deadline | u32 flags` each.
-fn items_of(mut b: &[u8]) -> Option<Vec<Item<'_>>> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let k = bytes(&mut b)?;
-        let v = bytes(&mut b)?;
-        let d = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
-        let f = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?);
-        out.push((k, v, d, f));
-    }
-    Some(out)
-}
-
-fn pages<'a>(
-    sec: &'a [u8],
-    start: &'a [u8],
-    end: Option<&'a [u8]>,
-) -> Result<Vec<Part<'a>>, String> {
-    let bad =
-        |at: usize, why: &dyn std::fmt::Display| format!("the snapshot's page at {at}: {why}");
-    let mut parts: Vec<Part<'a>> = Vec::new();
-    let mut at = 0;
-    // The key the next page must start at (`None`: the last page ended the key space).
-    let mut next = Some(start);
-    while at < sec.len() {
-        let len = decode_header(&sec[at..]).map_err(|e| bad(at, &e))?.len as usize;
-        let p = match decode_page(&sec[at..], at as u64).map_err(|e| bad(at, &e))? {
-            Page::Leaf(p) => p,
-            Page::Ext(_) => {
-                return Err(bad(at, &"an extension page (snapshots keep values inline)"))
-            }
-        };
-        let low = p.low.unwrap_or_default();
-        if next != Some(low) {
-            return Err(bad(at, &"its fences do not follow the previous page's"));
-        }
-        let mut items = Vec::with_capacity(p.items.len());
-        for (k, v, d, f) in p.items {
-            match v {
-                PageValue::Inline(v) => items.push((k, v, d, f)),
-                PageValue::Ext(_) => return Err(bad(at, &"a value in an extension page")),
-            }
-        }
-        next = p.high;
-        parts.push(Part {
-            low,
-            high: p.high,
-            items,
-        });
-        at += len;
-    }
-    match parts.last() {
-        Some(last) if last.high == end => Ok(parts),
-        _ => Err(TORN.into()),
-    }
 }
 
 /// Makes the store hold, within each part's range, exactly the part's items, leaving keys
@@ -433,107 +275,33 @@ mod tests {
     }
 
     #[test]
-    fn torn_or_damaged_snapshots_are_refused() {
-        let data = encode(&store(300), &b("k", Some("l")), &Sessions::default()).unwrap();
-        assert!(decode(&data).is_ok());
-        for cut in 0..data.len() {
-            assert!(decode(&data[..cut]).is_err(), "a prefix of {cut} bytes");
+    fn an_older_snapshot_installs_as_one_part() {
+        // AKV2: bounds, one client, one item (docs/FORMAT.md "Range snapshot").
+        let mut s = b"AKV2".to_vec();
+        let one = 1u32.to_le_bytes();
+        // `k` up to `p`, then a table of one client.
+        for part in [&one[..], b"k", &[1], &one, b"p", &one] {
+            s.extend_from_slice(part);
         }
-        for at in (0..data.len()).step_by(97) {
-            let mut bad = data.clone();
-            bad[at] ^= 0x20;
-            assert!(decode(&bad).is_err(), "a flipped bit at {at}");
+        for n in [7u64, 3, 1] {
+            s.extend_from_slice(&n.to_le_bytes());
         }
-        assert!(decode(b"AKV9").is_err());
-        // Pages moved, each still whole: every page records its offset.
-        let (head, pages) = split_pages(&data);
-        assert!(pages.len() >= 3);
-        let swapped = [head, pages[1], pages[0], &pages[2..].concat()].concat();
-        assert!(decode(&swapped).is_err());
-        // A page left out, the others written again at their new offsets: the fences
-        // show the gap.
-        let mut gap = head.to_vec();
-        for p in [pages[0]].iter().chain(&pages[2..]) {
-            let Ok(Page::Leaf(leaf)) = decode_page(p, decode_header(p).unwrap().offset) else {
-                panic!("a leaf page");
-            };
-            let at = (gap.len() - head.len()) as u64;
-            gap.extend_from_slice(&encode_leaf(&leaf, at));
+        s.extend_from_slice(&4u32.to_le_bytes());
+        s.extend_from_slice(b":3\r\n");
+        for field in [&b"key"[..], b"value"] {
+            s.extend_from_slice(&(field.len() as u32).to_le_bytes());
+            s.extend_from_slice(field);
         }
-        assert!(decode(&gap).unwrap_err().contains("do not follow"));
-    }
-
-    /// A snapshot's bytes before its first page, and each page.
-    fn split_pages(data: &[u8]) -> (&[u8], Vec<&[u8]>) {
-        let base = data.windows(4).position(|w| w == b"AKVP").unwrap();
-        let mut pages = Vec::new();
-        let mut at = base;
-        while at < data.len() {
-            let len = decode_header(&data[at..]).unwrap().len as usize;
-            pages.push(&data[at..at + len]);
-            at += len;
-        }
-        (&data[..base], pages)
-    }
-
-    #[test]
-    fn older_snapshots_decode_as_one_part() {
-        let mut s = b"AKV1".to_vec();
-        put_bytes(&mut s, b"k");
-        s.push(1);
-        put_bytes(&mut s, b"p");
-        let head = s.len();
-        put_bytes(&mut s, b"key");
-        put_bytes(&mut s, b"value");
         s.extend_from_slice(&FAR.to_le_bytes());
         s.extend_from_slice(&9u32.to_le_bytes());
         let snap = decode(&s).unwrap();
         assert_eq!(snap.bounds, b("k", Some("p")));
-        assert_eq!(snap.sessions, Sessions::default(), "AKV1 has none");
-        assert_eq!(
-            snap.parts[0].items,
-            vec![(&b"key"[..], &b"value"[..], FAR, 9)]
-        );
-        for cut in (0..s.len()).filter(|&c| c != head) {
-            assert!(decode(&s[..cut]).is_err(), "{cut}");
-        }
-        let mut sessions = Sessions::default();
-        sessions.record(7, 3, b":3\r\n");
-        let mut v2 = b"AKV2".to_vec();
-        v2.extend_from_slice(&s[4..head]);
-        sessions.encode(&mut v2);
-        v2.extend_from_slice(&s[head..]);
-        let snap = decode(&v2).unwrap();
         assert_eq!(snap.sessions.seen(7, 3).as_deref(), Some(&b":3\r\n"[..]));
-        assert_eq!(snap.items(), 1);
         let to = store(0);
         to.put(b"l", b"stale").unwrap();
         install(&to, &snap.parts, |_| true).unwrap();
         assert_eq!(to.get(b"l").unwrap(), None);
         assert_eq!(to.get(b"key").unwrap(), Some(b"value".to_vec()));
-    }
-
-    proptest::proptest! {
-        /// Whatever a peer or a damaged file hands over, decoding answers a snapshot or an
-        /// error, never a panic; so does a valid snapshot with bytes overwritten.
-        #[test]
-        fn decoding_any_bytes_is_safe(
-            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
-            edits in proptest::collection::vec((0usize..4096, proptest::prelude::any::<u8>()), 0..8),
-        ) {
-            for magic in [&b""[..], b"AKV1", b"AKV2", b"AKV3"] {
-                let _ = decode(&[magic, &raw].concat());
-            }
-            static VALID: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
-                encode(&store(60), &b("k", None), &Sessions::default()).unwrap()
-            });
-            let mut data = VALID.clone();
-            for (at, byte) in edits {
-                let n = data.len();
-                data[at % n] = byte;
-            }
-            let _ = decode(&data);
-        }
     }
 }
 
