@@ -20,7 +20,7 @@ use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 enum Record {
     Entry(Entry),
     /// Entries at and after this index are gone (a leader overwrote them).
@@ -172,7 +172,10 @@ impl Inner {
                 self.entries.split_off(&i);
             }
             Record::Purge(id) => {
-                self.entries = self.entries.split_off(&(id.index + 1));
+                self.entries = match id.index.checked_add(1) {
+                    Some(next) => self.entries.split_off(&next),
+                    None => BTreeMap::new(),
+                };
                 self.purged = Some(id);
             }
             Record::Committed(c) => self.committed = c,
@@ -441,5 +444,52 @@ mod tests {
         assert_eq!(indexes(&s), (96..=100).map(|i| (1, i)).collect::<Vec<_>>());
         assert_eq!(s.lock().purged.map(|p| p.index), Some(95));
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    fn record() -> impl proptest::strategy::Strategy<Value = Record> {
+        use proptest::prelude::*;
+        let id = || (any::<u64>(), 0u64..40).prop_map(|(t, i)| entry(t, i).log_id);
+        let index = || prop_oneof![0u64..40, Just(u64::MAX)];
+        prop_oneof![
+            (any::<u64>(), index()).prop_map(|(t, i)| Record::Entry(entry(t, i))),
+            index().prop_map(Record::Truncate),
+            prop_oneof![id(), Just(entry(1, u64::MAX).log_id)].prop_map(Record::Purge),
+            proptest::option::of(id()).prop_map(Record::Committed),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever a log file holds (any checksummed records, in any order, then any
+        /// bytes), opening it never panics, keeps the entries the whole records leave (a
+        /// model: a map of index to term) and cuts the file after them.
+        #[test]
+        fn any_log_file_opens(
+            recs in proptest::collection::vec(record(), 0..24),
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+        ) {
+            let d = dir("any");
+            std::fs::create_dir_all(&d).unwrap();
+            let whole: Vec<u8> = recs.iter().flat_map(encode).collect();
+            std::fs::write(d.join("log"), [&whole[..], &tail].concat()).unwrap();
+            let s = LogStore::open(&d, false).unwrap();
+            let got = indexes(&s);
+            drop(s);
+            proptest::prop_assert_eq!(std::fs::metadata(d.join("log")).unwrap().len(), whole.len() as u64);
+            let mut model = BTreeMap::new();
+            for r in &recs {
+                match r {
+                    Record::Entry(e) => {
+                        model.insert(e.log_id.index, e.log_id.leader_id.term);
+                    }
+                    Record::Truncate(i) => model.retain(|k, _| k < i),
+                    Record::Purge(id) => model.retain(|k, _| *k > id.index),
+                    Record::Committed(_) => {}
+                }
+            }
+            let want: Vec<(u64, u64)> = model.into_iter().map(|(i, t)| (t, i)).collect();
+            proptest::prop_assert_eq!(got, want);
+            let _ = std::fs::remove_dir_all(&d);
+        }
     }
 }

@@ -339,3 +339,66 @@ impl RaftNetwork<Config> for Peer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::Command;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+    use proptest::prelude::*;
+
+    fn append() -> Vec<u8> {
+        let id = |i| LogId::new(CommittedLeaderId::new(3, 1), i);
+        let rpc = Rpc {
+            range: 7,
+            body: Body::Append(AppendEntriesRequest {
+                vote: Vote::new_committed(3, 1),
+                prev_log_id: Some(id(4)),
+                entries: (5..8)
+                    .map(|i| Entry {
+                        log_id: id(i),
+                        payload: EntryPayload::Normal(Command(b"SET k v".to_vec())),
+                    })
+                    .collect(),
+                leader_commit: Some(id(4)),
+            }),
+        };
+        bincode::serialize(&rpc).unwrap()
+    }
+
+    proptest! {
+        /// Whatever arrives on the Raft port (anyone can connect to it), decoding a frame
+        /// answers a message or an error, never a panic; so does a real message with bytes
+        /// overwritten or cut short.
+        #[test]
+        fn any_frame_decodes_or_is_refused(
+            raw in proptest::collection::vec(any::<u8>(), 0..256),
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            cut in any::<usize>(),
+        ) {
+            let _ = bincode::deserialize::<Rpc>(&raw);
+            let _ = bincode::deserialize::<Reply>(&raw);
+            let mut b = append();
+            for (at, byte) in edits {
+                let n = b.len();
+                b[at % n] = byte;
+            }
+            let _ = bincode::deserialize::<Rpc>(&b);
+            let _ = bincode::deserialize::<Rpc>(&b[..cut % (b.len() + 1)]);
+        }
+    }
+
+    #[test]
+    fn a_message_round_trips_and_a_cut_one_is_refused() {
+        let b = append();
+        let rpc: Rpc = bincode::deserialize(&b).unwrap();
+        assert_eq!(rpc.range, 7);
+        let Body::Append(q) = rpc.body else {
+            panic!("an append");
+        };
+        assert_eq!(q.entries.len(), 3);
+        for cut in 0..b.len() {
+            assert!(bincode::deserialize::<Rpc>(&b[..cut]).is_err(), "{cut}");
+        }
+    }
+}
