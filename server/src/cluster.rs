@@ -168,6 +168,7 @@ pub fn start(
         map: map.clone(),
         sh: Arc::downgrade(sh),
         split_size: cs.split_size,
+        split_load: cs.split_load,
     };
     let node = Arc::new(Node {
         me,
@@ -546,13 +547,17 @@ impl Node {
 
     /// Where a command on `keys` goes (RESP and binary alike): `upto` is a ranged read's
     /// end (`Some(None)`: unbounded) and `floor` whether it starts at the floor of its key;
-    /// `replica_read` a read this replica may serve from its own state (READONLY).
+    /// `replica_read` a read this replica may serve from its own state (READONLY); `count`:
+    /// this is the pass that serves the command, which counts towards the range's load
+    /// if this node leads it (a read placed again after its read index is not counted
+    /// twice).
     fn place(
         &self,
         keys: &[&[u8]],
         upto: Option<Option<&[u8]>>,
         floor: bool,
         replica_read: bool,
+        count: bool,
     ) -> Place {
         let map = self.map.borrow();
         let Some(r) = map.find(keys[0]) else {
@@ -579,12 +584,16 @@ impl Node {
         let group = self.raft.group(r.id);
         // The range's bounds here, which a split applied here narrows before the map
         // follows: a key outside them waits for the map.
-        let held = || self.reg.holds(r.id, keys, upto);
+        let held = |lead| self.reg.holds(r.id, keys, upto, lead);
         let splitting = || Place::Refuse(format!("TRYAGAIN range {} is splitting; retry", r.id));
         if replica_read && group.is_some() {
             // READONLY (Redis Cluster's replica reads): this replica's own state, which
             // may lag the leader's.
-            return if held() { Place::Replica } else { splitting() };
+            return if held(false) {
+                Place::Replica
+            } else {
+                splitting()
+            };
         }
         // A replica the map shows moved away serves nothing, even while its group, removed
         // from the range's voters, has not noticed it leads no one; nor is a command sent
@@ -598,7 +607,7 @@ impl Node {
                 Err(m) => Place::Refuse(m),
             };
         }
-        if !held() {
+        if !held(count) {
             return splitting();
         }
         Place::Lead(r.id)
@@ -689,7 +698,8 @@ impl Router for Node {
             Class::Keyed { keys, write, upto } => (keys, write, upto),
         };
         let floor = upto.is_some() && args[0].eq_ignore_ascii_case(b"FLOOR");
-        let range = match self.place(&keys, upto, floor, s.readonly && !is_write) {
+        let serving = is_write || s.barrier_ok;
+        let range = match self.place(&keys, upto, floor, s.readonly && !is_write, serving) {
             Place::Lead(range) => range,
             Place::Replica => return Route::Here,
             Place::Refuse(m) => return Route::Refuse(m),
@@ -741,8 +751,8 @@ impl Router for Node {
         Route::Wait
     }
 
-    fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool) -> Located {
-        match self.place(&[key], upto, floor, false) {
+    fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool, count: bool) -> Located {
+        match self.place(&[key], upto, floor, false, count) {
             Place::Lead(range) => Located::Lead(range),
             // Not asked for (a replica read): no binary operation reads a replica's state.
             Place::Replica => Located::Refused(Status::Error, "not a leader read".into()),
@@ -861,8 +871,13 @@ impl Router for Node {
                         g.is_some_and(|g| g.metrics().borrow().current_leader == Some(self.me))
                     })
                     .count();
+                // Keyed commands served as leader by the ranges open here (their load).
+                let served: u64 = {
+                    let g = self.reg.machines.read().unwrap_or_else(|e| e.into_inner());
+                    g.values().map(|m| m.load.served()).sum()
+                };
                 let text = format!(
-                    "cluster_enabled:1\r\ncluster_state:ok\r\ncluster_epoch:{}\r\ncluster_my_node:{}\r\ncluster_known_nodes:{}\r\ncluster_ranges:{}\r\ncluster_ranges_here:{}\r\ncluster_ranges_led_here:{led}\r\n",
+                    "cluster_enabled:1\r\ncluster_state:ok\r\ncluster_epoch:{}\r\ncluster_my_node:{}\r\ncluster_known_nodes:{}\r\ncluster_ranges:{}\r\ncluster_ranges_here:{}\r\ncluster_ranges_led_here:{led}\r\ncluster_commands_led_here:{served}\r\n",
                     map.epoch,
                     self.me,
                     map.nodes.len(),

@@ -11,6 +11,7 @@
 //! range in the map that overlaps one still open here (whose split this node has not
 //! applied yet) waits until that split is applied here or a snapshot narrows the old range.
 
+use crate::cluster_load::Load;
 use crate::cluster_once::Sessions;
 use crate::cluster_route::{classify, decode, list, once, put_list, Class};
 use crate::cluster_snapshot as snapshot;
@@ -90,12 +91,26 @@ impl Registry {
         g.get(&range).map(|m| m.bounds())
     }
 
-    /// Whether open range `range` holds these keys (see [`covers`]).
-    pub fn holds(&self, range: RangeId, keys: &[&[u8]], upto: Option<Option<&[u8]>>) -> bool {
+    /// Whether open range `range` holds these keys (see [`covers`]); `lead`: this node
+    /// serves them as the range's leader, and they count towards its load
+    /// (`cluster_load.rs`).
+    pub fn holds(
+        &self,
+        range: RangeId,
+        keys: &[&[u8]],
+        upto: Option<Option<&[u8]>>,
+        lead: bool,
+    ) -> bool {
         let g = self.machines.read().unwrap_or_else(|e| e.into_inner());
         g.get(&range).is_some_and(|m| {
-            let st = m.state.lock().unwrap_or_else(|e| e.into_inner());
-            covers(&st.bounds, keys, upto)
+            let held = {
+                let st = m.state.lock().unwrap_or_else(|e| e.into_inner());
+                covers(&st.bounds, keys, upto)
+            };
+            if held && lead {
+                m.load.count(keys[0]);
+            }
+            held
         })
     }
 
@@ -174,6 +189,8 @@ pub(crate) struct StoreMachine {
     sessions: Mutex<Sessions>,
     /// Bytes of commands applied (what the split check watches).
     pub written: AtomicU64,
+    /// Commands served as the range's leader here, and a sample of their keys.
+    pub load: Load,
 }
 
 impl StoreMachine {
@@ -193,6 +210,7 @@ impl StoreMachine {
             exec: Mutex::new((session, sh.engine.reads(|| {}))),
             sessions: Mutex::new(Sessions::default()),
             written: AtomicU64::new(0),
+            load: Load::default(),
         }
     }
 

@@ -95,8 +95,9 @@ pub trait Router: Send + Sync {
     fn route(&self, s: &mut ClusterSession, args: &[&[u8]], proto: Version) -> Route;
     /// Where a binary operation on `key` goes. `upto` is a scan's end (`None`: not a
     /// scan; `Some(None)`: unbounded), `floor` whether the scan starts at the floor of
-    /// `key`.
-    fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool) -> Located;
+    /// `key`. `count`: the operation counts towards the range's load (the first placing,
+    /// not the check after a read index).
+    fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool, count: bool) -> Located;
     /// A routed command's RESP error reply as a binary status and message.
     fn binary_error(&self, reply: &[u8]) -> (Status, String);
     /// Runs `f`, calling `done` (on another thread) when it settles.

@@ -8,7 +8,7 @@
 //! applied (its predecessor died between the two) records it.
 
 use crate::cluster::WAIT;
-use crate::cluster_machine::{Bounds, Registry, SPLIT};
+use crate::cluster_machine::{Bounds, Registry, StoreMachine, SPLIT};
 use crate::cluster_route::{encode, list, put_list};
 use crate::state::Shared;
 use accelkv_cluster::{write, Coordinator, RaftNode, RangeId, RangeMap};
@@ -30,6 +30,19 @@ pub(crate) struct Ctl {
     pub sh: Weak<Shared>,
     /// Bytes past which a range splits (0: never).
     pub split_size: u64,
+    /// Keyed commands a second past which a range splits (0: never).
+    pub split_load: u64,
+}
+
+/// Half-second ticks a range must stay over `--split-load` before it is split by load.
+const BUSY_TICKS: u32 = 4;
+
+/// A led range's load when the split loop last looked.
+struct Busy {
+    served: u64,
+    at: tokio::time::Instant,
+    /// Ticks in a row the range was over `--split-load`.
+    ticks: u32,
 }
 
 /// Splits range `range` (which this node must lead) at `at`; answers the new range's id,
@@ -158,10 +171,12 @@ async fn record(ctl: &Ctl, range: RangeId, at: &[u8], child: RangeId) -> Result<
 }
 
 /// Every half second, for each range this node leads: records a split the map is behind
-/// on, and splits the range if it grew past `--split-size` (measured again once a quarter
-/// of that has been written to it since it was last measured).
+/// on, splits the range if it grew past `--split-size` (measured again once a quarter
+/// of that has been written to it since it was last measured), and splits it by load if
+/// its leader here served more than `--split-load` commands a second for two seconds.
 pub(crate) async fn run(ctl: Ctl) {
     let mut measured: HashMap<RangeId, u64> = HashMap::new();
+    let mut busy: HashMap<RangeId, Busy> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tick.tick().await;
@@ -187,7 +202,7 @@ pub(crate) async fn run(ctl: Ctl) {
                     }
                 }
             }
-            if ctl.split_size == 0 {
+            if by_load(&ctl, &m, &mut busy).await || ctl.split_size == 0 {
                 continue;
             }
             let written = m.written.load(Ordering::Relaxed);
@@ -213,6 +228,55 @@ pub(crate) async fn run(ctl: Ctl) {
                     Err(e) => eprintln!("accelkv-server: splitting range {}: {e}", m.id),
                 }
             }
+        }
+    }
+}
+
+/// Splits range `m` if its leader here has served more than `--split-load` commands a
+/// second for [`BUSY_TICKS`] ticks, at the key that halves its sampled load; whether it did.
+async fn by_load(ctl: &Ctl, m: &StoreMachine, busy: &mut HashMap<RangeId, Busy>) -> bool {
+    if ctl.split_load == 0 {
+        return false;
+    }
+    let now = tokio::time::Instant::now();
+    let served = m.load.served();
+    let b = busy.entry(m.id).or_insert(Busy {
+        served,
+        at: now,
+        ticks: 0,
+    });
+    let secs = now.duration_since(b.at).as_secs_f64();
+    if secs <= 0.0 {
+        return false;
+    }
+    let rate = (served - b.served) as f64 / secs;
+    (b.served, b.at) = (served, now);
+    b.ticks = if rate > ctl.split_load as f64 {
+        b.ticks + 1
+    } else {
+        0
+    };
+    if b.ticks < BUSY_TICKS {
+        return false;
+    }
+    let Some(at) = m.load.split_key(&m.bounds()) else {
+        return false; // one key is most of the load, or too few sampled yet
+    };
+    b.ticks = 0;
+    match split(ctl, m.id, at.clone()).await {
+        Ok(child) => {
+            m.load.forget();
+            eprintln!(
+                "accelkv-server: range {} served {rate:.0} commands/s (over --split-load {}): split at {:?}, off range {child}",
+                m.id,
+                ctl.split_load,
+                String::from_utf8_lossy(&at)
+            );
+            true
+        }
+        Err(e) => {
+            eprintln!("accelkv-server: splitting range {} by load: {e}", m.id);
+            false
         }
     }
 }

@@ -173,6 +173,11 @@ pub struct Args {
     /// its middle key by its leader (`k`, `m`, `g` suffixes; `0`: never). Default 64m.
     #[arg(long)]
     pub split_size: Option<String>,
+    /// A range whose leader serves more than this many keyed commands a second, for two
+    /// seconds, is split in two at a key chosen from a sample of the commands' keys, so
+    /// about half the load goes to each side (`0`: never). Default 0.
+    #[arg(long)]
+    pub split_load: Option<u64>,
     /// Replicas per range. The first map is made once this many nodes have registered.
     /// Default 3.
     #[arg(long)]
@@ -195,6 +200,8 @@ pub struct ClusterSettings {
     pub snapshot_every: u64,
     /// Bytes past which a range splits (0: never).
     pub split_size: u64,
+    /// Keyed commands a second past which a range splits (0: never).
+    pub split_load: u64,
     pub name: String,
     pub replicas: usize,
     /// Where the Raft logs and snapshots live (the `--data-dir`).
@@ -258,6 +265,7 @@ impl ClusterSettings {
             snapshot_every: pick!(flags.raft_snapshot_every, file.raft_snapshot_every, 20_000)
                 .max(2),
             split_size,
+            split_load: pick!(flags.split_load, file.split_load, 0),
             name: flags
                 .cluster_name
                 .clone()

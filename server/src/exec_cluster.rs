@@ -108,13 +108,13 @@ pub(crate) fn step(
         return match settled.swap_remove(at).1 {
             Settled::Reply(r) => Step::Answer(answer_of_reply(cl, &r)),
             // The bounds again: a split applied since the read index was asked for.
-            Settled::Granted => match cl.locate(k.key, k.upto, k.floor) {
+            Settled::Granted => match cl.locate(k.key, k.upto, k.floor, false) {
                 Located::Lead(_) => Step::Run,
                 Located::Refused(s, m) => Step::Answer(Answer::Fail(s, m)),
             },
         };
     }
-    let range = match cl.locate(k.key, k.upto, k.floor) {
+    let range = match cl.locate(k.key, k.upto, k.floor, true) {
         Located::Lead(range) => range,
         Located::Refused(s, m) => return Step::Answer(Answer::Fail(s, m)),
     };

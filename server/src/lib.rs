@@ -9,6 +9,8 @@ mod clients;
 #[cfg(feature = "cluster")]
 mod cluster;
 #[cfg(feature = "cluster")]
+mod cluster_load;
+#[cfg(feature = "cluster")]
 mod cluster_machine;
 #[cfg(feature = "cluster")]
 mod cluster_move;

@@ -11,7 +11,7 @@ mod common;
 use accelkv_client::{Client, ClientError, UdpClient};
 use accelkv_proto::resp::Value;
 use accelkv_proto::{Request, Status};
-use cluster_support::client::{Client as RespClient, Outcome};
+use cluster_support::client::{commands_led, Client as RespClient, Outcome};
 use cluster_support::harness::Cluster;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -103,8 +103,11 @@ fn the_binary_protocol_is_served_by_each_ranges_leader_and_redirected_elsewhere(
         id: 100 + i as u16,
         key: k.as_bytes(),
     }));
+    let before = commands_led(&c.seeds());
     let answers = l.execute(&ops).unwrap();
     assert_eq!(answers.len(), 80);
+    // Each operation counted once towards the range's load (--split-load), a read too.
+    assert_eq!(commands_led(&c.seeds()) - before, 80);
     for a in answers {
         if a.id >= 100 {
             assert_eq!(a.into_value().unwrap().as_deref(), Some(&b"x"[..]));

@@ -15,7 +15,7 @@ mod common;
 
 use accelkv_client::{ClientError, ClusterClient};
 use accelkv_proto::resp::Value;
-use cluster_support::client::{Client, Conn, Outcome};
+use cluster_support::client::{commands_led, Client, Conn, Outcome};
 use cluster_support::harness::Cluster;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -471,4 +471,75 @@ fn a_range_moves_to_another_node_under_load() {
         Some(Value::Error(e)) if e.starts_with("MOVED ") => {}
         v => panic!("the old replica answered {v:?}"),
     }
+}
+
+#[test]
+fn a_busy_range_splits_by_load_inside_its_hot_keys() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !accelkv_cluster::testing::etcd_or_skip() {
+        return;
+    }
+    let c = Cluster::start_with(3, "load", &["--split-size", "0", "--split-load", "1000"]);
+    let seeds = c.seeds();
+    let key = |i: usize| format!("user{i:04}").into_bytes();
+    let mut loader = ClusterClient::connect(&seeds).unwrap();
+    let before = commands_led(&seeds);
+    for i in 0..1000 {
+        loader.set(&key(i), &key(i)).unwrap();
+    }
+    for i in 0..500 {
+        assert_eq!(loader.get(&key(i)).unwrap(), Some(key(i)));
+    }
+    // Each command counted once towards the load, a read too (it is placed again after
+    // its read index).
+    assert_eq!(commands_led(&seeds) - before, 1500);
+    // Four readers for six seconds, nine reads in ten to user0000–user0199, the rest to
+    // user0200–user0999: the balanced split lies inside the hot fifth of the keys.
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|t| {
+            let (seeds, stop) = (seeds.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut cl = ClusterClient::connect(&seeds).unwrap();
+                let mut reads = 0u64;
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ t;
+                while !stop.load(Ordering::Relaxed) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let i = match x % 10 {
+                        0 => 200 + (x >> 8) as usize % 800,
+                        _ => (x >> 8) as usize % 200,
+                    };
+                    let k = format!("user{i:04}").into_bytes();
+                    // Redirects and splits are the client's to follow: any error fails.
+                    assert_eq!(cl.get(&k).unwrap(), Some(k), "a read answered wrongly");
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(6));
+    stop.store(true, Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let logs: String = (0..3).map(|i| c.log(i)).collect();
+    for l in logs.lines().filter(|l| l.contains("--split-load")) {
+        eprintln!("{reads} reads; {l}");
+    }
+    assert!(
+        logs.contains("over --split-load"),
+        "no split by load after {reads} reads:\n{logs}"
+    );
+    let map = ranges(&seeds);
+    assert!(map.len() >= 2, "{map:?}");
+    let first_end = map[0].2.clone().expect("the first range has an end");
+    assert!(
+        first_end > key(0) && first_end < key(200),
+        "the first split is not inside the hot keys: {map:?}"
+    );
+    // Every key is still there, once.
+    let mut cl = ClusterClient::connect(&seeds).unwrap();
+    let want: Vec<_> = (0..1000).map(key).collect();
+    assert_eq!(cluster_scan(&mut cl), want);
 }

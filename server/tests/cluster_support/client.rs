@@ -122,3 +122,29 @@ impl Client {
         }
     }
 }
+
+/// `cluster_commands_led_here` of `CLUSTER INFO`, summed over the nodes at `seeds`: the
+/// keyed commands their ranges counted towards their load.
+pub fn commands_led(seeds: &[SocketAddr]) -> u64 {
+    use std::io::{Read, Write};
+    seeds
+        .iter()
+        .map(|a| {
+            let mut s = std::net::TcpStream::connect(a).unwrap();
+            s.write_all(b"*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n")
+                .unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            let field = "cluster_commands_led_here:";
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "CLUSTER INFO: the connection closed");
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                if let Some(v) = text.split(field).nth(1).and_then(|t| t.split_once("\r\n")) {
+                    return v.0.parse::<u64>().unwrap();
+                }
+            }
+        })
+        .sum()
+}
