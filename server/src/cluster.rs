@@ -31,6 +31,10 @@ use tokio::sync::watch;
 /// How long a write or read barrier may wait for its group before the client hears so.
 pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
+/// How long a command for keys a split gave away waits for the map to show the split
+/// before it is answered `-TRYAGAIN` (a split is recorded in milliseconds).
+const SETTLE: Duration = Duration::from_secs(2);
+
 /// Batches of writes one range has in its group's pipeline at once.
 const BATCHES_IN_FLIGHT: usize = 4;
 
@@ -511,7 +515,13 @@ impl Node {
                 match (&r, replies) {
                     (Ok(_), Some(replies)) if replies.len() == dones.len() => {
                         for (done, reply) in dones.into_iter().zip(replies) {
-                            done(Settled::Reply(reply.to_vec()));
+                            // Committed after a split gave its key away: not applied on
+                            // any replica, so it is placed again (by the new map).
+                            if crate::cluster_machine::split_away(reply) {
+                                done(Settled::Again);
+                            } else {
+                                done(Settled::Reply(reply.to_vec()));
+                            }
                         }
                     }
                     (Ok(_), _) => {
@@ -585,7 +595,11 @@ impl Node {
         // The range's bounds here, which a split applied here narrows before the map
         // follows: a key outside them waits for the map.
         let held = |lead| self.reg.holds(r.id, keys, upto, lead);
-        let splitting = || Place::Refuse(format!("TRYAGAIN range {} is splitting; retry", r.id));
+        let splitting = || Place::Settle {
+            range: r.id,
+            epoch: map.epoch,
+            leaderless: false,
+        };
         if replica_read && group.is_some() {
             // READONLY (Redis Cluster's replica reads): this replica's own state, which
             // may lag the leader's.
@@ -598,12 +612,20 @@ impl Node {
         // A replica the map shows moved away serves nothing, even while its group, removed
         // from the range's voters, has not noticed it leads no one; nor is a command sent
         // to it (the other replicas still vote for it until their election timeout).
+        let open = group.is_some();
         let leader = group
             .and_then(|g| g.metrics().borrow().current_leader)
             .filter(|l| r.replicas.contains(l));
         if leader != Some(self.me) {
             return match self.redirect(&map, r, leader) {
                 Ok(to) => Place::Away { range: r.id, to },
+                // A replica here with no leader known (an election, or a range just split
+                // off): wait for one.
+                Err(_) if open && leader.is_none() => Place::Settle {
+                    range: r.id,
+                    epoch: map.epoch,
+                    leaderless: true,
+                },
                 Err(m) => Place::Refuse(m),
             };
         }
@@ -624,6 +646,13 @@ enum Place {
     Away { range: u64, to: NodeAddr },
     /// Refused with this error.
     Refuse(String),
+    /// The range split here and the map at `epoch` does not show it yet, or (`leaderless`)
+    /// its replica here knows no leader ([`Forward::Settle`]).
+    Settle {
+        range: u64,
+        epoch: u64,
+        leaderless: bool,
+    },
 }
 
 impl Router for Node {
@@ -703,6 +732,18 @@ impl Router for Node {
             Place::Lead(range) => range,
             Place::Replica => return Route::Here,
             Place::Refuse(m) => return Route::Refuse(m),
+            Place::Settle {
+                range,
+                epoch,
+                leaderless,
+            } => {
+                s.forward = Some(Forward::Settle {
+                    range,
+                    epoch,
+                    leaderless,
+                });
+                return Route::Wait;
+            }
             Place::Away { range, to } => {
                 if self.proxy && !s.proxied {
                     let mut cmd = Vec::new();
@@ -754,6 +795,15 @@ impl Router for Node {
     fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool, count: bool) -> Located {
         match self.place(&[key], upto, floor, false, count) {
             Place::Lead(range) => Located::Lead(range),
+            Place::Settle {
+                range,
+                epoch,
+                leaderless,
+            } => Located::Settle(Forward::Settle {
+                range,
+                epoch,
+                leaderless,
+            }),
             // Not asked for (a replica read): no binary operation reads a replica's state.
             Place::Replica => Located::Refused(Status::Error, "not a leader read".into()),
             Place::Away { range, to } => {
@@ -821,6 +871,56 @@ impl Router for Node {
                         Err(e) => resp::error(&mut out, &e),
                     }
                     done(Settled::Reply(out));
+                });
+                return;
+            }
+            Forward::Settle {
+                range,
+                epoch,
+                leaderless,
+            } => {
+                let mut map = self.map.clone();
+                // Waiting for a leader: one of the replicas the map names, as `place` asks.
+                let metrics = self.raft.group(range).filter(|_| leaderless).map(|g| {
+                    let replicas = map.borrow().range(range).map(|r| r.replicas.clone());
+                    (g.metrics(), replicas.unwrap_or_default())
+                });
+                self.rt.spawn(async move {
+                    let changed = async {
+                        let _ = map.wait_for(|m| m.epoch != epoch).await;
+                    };
+                    let led = async {
+                        match metrics {
+                            Some((mut m, replicas)) => {
+                                let _ = m
+                                    .wait_for(|m| {
+                                        m.current_leader.is_some_and(|l| replicas.contains(&l))
+                                    })
+                                    .await;
+                            }
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let either = async {
+                        tokio::select! {
+                            _ = changed => {}
+                            _ = led => {}
+                        }
+                    };
+                    done(match tokio::time::timeout(SETTLE, either).await {
+                        Ok(()) => Settled::Again,
+                        Err(_) => {
+                            let mut out = Vec::new();
+                            let m = match leaderless {
+                                true => {
+                                    format!("TRYAGAIN range {range} has no leader at the moment")
+                                }
+                                false => format!("TRYAGAIN range {range} is splitting; retry"),
+                            };
+                            resp::error(&mut out, &m);
+                            Settled::Reply(out)
+                        }
+                    });
                 });
                 return;
             }

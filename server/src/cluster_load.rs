@@ -166,3 +166,37 @@ mod tests {
         assert_eq!(at, None, "a fifth of the sample is inside: too thin");
     }
 }
+
+/// What counting costs the serving path (docs/BENCHMARKS.md, "Splits by load"): ns per
+/// [`Load::count`] from one thread and from two at once on one range. A measurement, not
+/// a test; it asserts nothing about time:
+/// `cargo test --release -p accelkv-server --features cluster --lib load_costs -- --ignored --nocapture`
+#[cfg(test)]
+mod costs {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    #[ignore]
+    fn load_costs() {
+        let keys: Vec<Vec<u8>> = (0..1024)
+            .map(|i| format!("user{i:012}").into_bytes())
+            .collect();
+        let n = 20_000_000usize;
+        for threads in [1, 2] {
+            let l = Load::default();
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| {
+                        for i in 0..n / threads {
+                            l.count(&keys[i & 1023]);
+                        }
+                    });
+                }
+            });
+            let ns = t.elapsed().as_nanos() as f64 / (n / threads) as f64;
+            eprintln!("{threads} thread(s): {ns:.1} ns per count (each thread's wall time over its counts)");
+        }
+    }
+}

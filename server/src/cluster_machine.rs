@@ -33,6 +33,19 @@ pub(crate) type Bounds = (Vec<u8>, Option<Vec<u8>>);
 /// the router classifies as keyed writes reach a log.
 pub(crate) const SPLIT: &[u8] = b"ACCELKV.SPLIT";
 
+/// What the reply to a replicated command says when a split gave its keys away before it
+/// was applied (`-TRYAGAIN range <id> split (its keys moved to range <new>); retry`):
+/// nothing was done, on any replica.
+const SPLIT_AWAY: &str = "split (its keys moved to range";
+
+/// Whether `reply` is a replicated command's answer that a split gave its keys away.
+pub(crate) fn split_away(reply: &[u8]) -> bool {
+    reply.starts_with(b"-TRYAGAIN range ")
+        && reply
+            .windows(SPLIT_AWAY.len())
+            .any(|w| w == SPLIT_AWAY.as_bytes())
+}
+
 fn inside(b: &Bounds, key: &[u8]) -> bool {
     key >= b.0.as_slice() && b.1.as_deref().is_none_or(|e| key < e)
 }
@@ -288,10 +301,7 @@ impl StoreMachine {
         let theirs = keys.iter().any(|k| others.iter().any(|o| inside(o, k)));
         (!covers(&st.bounds, keys, upto) || theirs).then(|| {
             let to = st.split.as_ref().map_or(0, |s| s.1);
-            format!(
-                "range {} split (its keys moved to range {to}); retry",
-                self.id
-            )
+            format!("range {} {SPLIT_AWAY} {to}); retry", self.id)
         })
     }
 

@@ -23,6 +23,15 @@ pub enum Forward {
     /// `CLUSTER MOVE <range> <from> <to>`: range `range`, which this node leads, moves its
     /// replica on node `from` to node `to`.
     Move { range: u64, from: u64, to: u64 },
+    /// A command for keys range `range` gave away in a split the map (at `epoch`) does not
+    /// show yet, or (`leaderless`) for a range whose replica here knows no leader: it waits
+    /// until the map changes or a leader is known, then is placed again (a client sees no
+    /// error for a split or an election; after 2 s with neither, `-TRYAGAIN`).
+    Settle {
+        range: u64,
+        epoch: u64,
+        leaderless: bool,
+    },
     /// A command for a range another node leads: sent there (RESP address `to`), and its
     /// answer relayed.
     Proxy {
@@ -41,6 +50,9 @@ pub enum Settled {
     Reply(Vec<u8>),
     /// The read barrier passed: reads received before it may run.
     Granted,
+    /// Place the command again: the map changed under it (a split), and nothing of it was
+    /// done.
+    Again,
 }
 
 /// What to do with one command.
@@ -87,6 +99,9 @@ pub enum Located {
     /// Answered with this status and message instead: `MOVED` (`<range> <host:port>`, the
     /// binary address of the range's leader), `TRYAGAIN`, or an error.
     Refused(Status, String),
+    /// The key's range split and the map does not show it yet, or its replica here knows
+    /// no leader: this [`Forward::Settle`] waits for either.
+    Settle(Forward),
 }
 
 /// A cluster the serving path routes commands through.

@@ -549,6 +549,8 @@ impl Loop {
                         match settled {
                             Settled::Reply(r) => s.cluster.answer = Some(r),
                             Settled::Granted => s.cluster.barrier_ok = true,
+                            // Routed again from the start when the loop serves it.
+                            Settled::Again => {}
                         }
                     }
                     self.service(slot);

@@ -105,18 +105,28 @@ pub(crate) fn step(
         ));
     }
     if let Some(at) = settled.iter().position(|s| s.0 == i) {
-        return match settled.swap_remove(at).1 {
-            Settled::Reply(r) => Step::Answer(answer_of_reply(cl, &r)),
+        match settled.swap_remove(at).1 {
+            Settled::Reply(r) => return Step::Answer(answer_of_reply(cl, &r)),
             // The bounds again: a split applied since the read index was asked for.
             Settled::Granted => match cl.locate(k.key, k.upto, k.floor, false) {
-                Located::Lead(_) => Step::Run,
-                Located::Refused(s, m) => Step::Answer(Answer::Fail(s, m)),
+                Located::Lead(_) => return Step::Run,
+                Located::Refused(s, m) => return Step::Answer(Answer::Fail(s, m)),
+                Located::Settle(f) => {
+                    forwards.push((i, f));
+                    return Step::Routed;
+                }
             },
-        };
+            // The map changed under it: placed afresh below.
+            Settled::Again => {}
+        }
     }
     let range = match cl.locate(k.key, k.upto, k.floor, true) {
         Located::Lead(range) => range,
         Located::Refused(s, m) => return Step::Answer(Answer::Fail(s, m)),
+        Located::Settle(f) => {
+            forwards.push((i, f));
+            return Step::Routed;
+        }
     };
     if !k.write {
         forwards.push((i, Forward::Barrier { range }));
