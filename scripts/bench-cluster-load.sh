@@ -18,12 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 load=${2:-20000}
-for tool in etcd redis-benchmark redis-cli protoc; do
-  command -v "$tool" >/dev/null || {
-    echo "install $tool: apt-get install -y etcd-server redis-tools protobuf-compiler" >&2
-    exit 1
-  }
-done
+source scripts/cluster-bench-lib.sh
+need_tools etcd redis-benchmark redis-cli protoc
 cargo build --release -q -p accelkv-server --features cluster
 bin=./target/release/accelkv-server
 dir=$(mktemp -d)
@@ -55,18 +51,6 @@ start_cluster() { # $@: extra flags for every node
     until grep -q listening "$dir/c/n$i.log" 2>/dev/null; do sleep 0.1; done
   done
 }
-leader() { # the RESP port of the node that takes a write itself
-  while true; do
-    for i in 1 2 3; do
-      r=$(printf 'CLIENT SETNAME accelkv-proxy-bench\nSET probe 1\n' | redis-cli -p "1810$i" 2>&1 | tail -n 1 || true)
-      if [ "$r" = OK ]; then
-        echo "1810$i"
-        return
-      fi
-    done
-    sleep 0.05
-  done
-}
 run() { # $1 port, $2 test: prints ops/s; any error reply fails the benchmark
   local common=(-p "$1" -c 50 --threads 1 --csv -r 100000)
   case $2 in
@@ -84,7 +68,7 @@ median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 declare -A rps
 for r in $(seq "$rounds"); do
   start_cluster
-  port=$(leader)
+  port=$(resp_leader)
   redis-benchmark -p "$port" -n 100000 -c 50 -r 100000 -d 16 -t set -q >/dev/null # load
   for t in SET GET; do rps[$t-1]+="$(run "$port" "$t") "; done
   for at in 025000 050000 075000; do
@@ -93,7 +77,7 @@ for r in $(seq "$rounds"); do
   done
   sleep 1
   ranges=$(redis-cli -p "$port" CLUSTER INFO | tr -d '\r' | awk -F: '$1 == "cluster_ranges" { print $2 }')
-  port=$(leader)
+  port=$(resp_leader)
   for t in SET GET; do rps[$t-4]+="$(run "$port" "$t") "; done
   echo "round $r: ${ranges} ranges after the splits"
   stop_all
@@ -110,7 +94,7 @@ fi
 echo
 echo "a split by load: --split-load $load; 100,000 SETs, then 600,000 GETs"
 start_cluster --split-load "$load"
-port=$(leader)
+port=$(resp_leader)
 t0=$(date +%s%N)
 ( # when the map's range count changes, in ms from the start of the load
   last=1

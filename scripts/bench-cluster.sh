@@ -19,12 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 failovers=${2:-5}
-for tool in etcd redis-benchmark redis-cli protoc; do
-  command -v "$tool" >/dev/null || {
-    echo "install $tool: apt-get install -y etcd-server redis-tools protobuf-compiler" >&2
-    exit 1
-  }
-done
+source scripts/cluster-bench-lib.sh
+need_tools etcd redis-benchmark redis-cli protoc
 cargo build --release -q -p accelkv-server --features cluster
 cargo build --release -q -p accelkv-bench
 bin=./target/release/accelkv-server
@@ -59,22 +55,7 @@ disown $!
 for i in 1 2 3; do
   until grep -q listening "$dir/n$i.log" 2>/dev/null; do sleep 0.1; done
 done
-leader() { # the RESP port of the node that takes a write itself (followers redirect a
-           # connection named as a proxy)
-  while true; do
-    for i in 1 2 3; do
-      kill -0 "${node_pid[$i]}" 2>/dev/null || continue
-      # Named as a proxy, the connection is redirected by followers rather than proxied.
-      r=$(printf 'CLIENT SETNAME accelkv-proxy-bench\nSET probe 1\n' | redis-cli -p "1810$i" 2>&1 | tail -n 1 || true)
-      if [ "$r" = OK ]; then
-        echo "1810$i"
-        return
-      fi
-    done
-    sleep 0.05
-  done
-}
-port=$(leader)
+port=$(resp_leader)
 follower=18101
 [ "$port" = 18101 ] && follower=18102
 echo "leader on $port, proxied reads through $follower"
@@ -139,7 +120,7 @@ ycsb a,c 16
 
 echo
 for f in $(seq "$failovers"); do
-  port=$(leader)
+  port=$(resp_leader)
   id=${port: -1}
   t0=$(date +%s%N)
   kill -9 "${node_pid[$id]}"
