@@ -111,7 +111,12 @@ for t in set get; do
   n=100000
   [ $t = get ] && n=600000
   t1=$(date +%s%N)
-  redis-benchmark -p "$port" -c 50 --threads 1 --csv -r 100000 -d 16 -n $n -t $t >"$dir/out" 2>"$dir/err"
+  if ! redis-benchmark -p "$port" -c 50 --threads 1 --csv -r 100000 -d 16 -n $n -t $t >"$dir/out" 2>"$dir/err"; then
+    echo "  ${t^^} failed after $(( ($(date +%s%N) - t0) / 1000000 )) ms:" >&2
+    head -5 "$dir/err" "$dir/out" >&2
+    tail -n 5 "$dir"/c/n*.log >&2
+    exit 1
+  fi
   t2=$(date +%s%N)
   echo "  ${t^^} from $(( (t1 - t0) / 1000000 )) ms to $(( (t2 - t0) / 1000000 )) ms: $(awk -F'","' 'NR == 2 { print $2 }' "$dir/out") ops/s, error replies: $(grep -c . "$dir/err" || true)"
 done

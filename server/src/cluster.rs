@@ -620,12 +620,14 @@ impl Node {
             return match self.redirect(&map, r, leader) {
                 Ok(to) => Place::Away { range: r.id, to },
                 // A replica here with no leader known (an election, or a range just split
-                // off): wait for one.
-                Err(_) if open && leader.is_none() => Place::Settle {
-                    range: r.id,
-                    epoch: map.epoch,
-                    leaderless: true,
-                },
+                // off, whose group may not be open here yet): wait for one.
+                Err(_) if leader.is_none() && (open || r.replicas.contains(&self.me)) => {
+                    Place::Settle {
+                        range: r.id,
+                        epoch: map.epoch,
+                        leaderless: true,
+                    }
+                }
                 Err(m) => Place::Refuse(m),
             };
         }
@@ -881,25 +883,28 @@ impl Router for Node {
             } => {
                 let mut map = self.map.clone();
                 // Waiting for a leader: one of the replicas the map names, as `place` asks.
-                let metrics = self.raft.group(range).filter(|_| leaderless).map(|g| {
-                    let replicas = map.borrow().range(range).map(|r| r.replicas.clone());
-                    (g.metrics(), replicas.unwrap_or_default())
-                });
+                let replicas = map.borrow().range(range).map(|r| r.replicas.clone());
+                let raft = self.raft.clone();
                 self.rt.spawn(async move {
                     let changed = async {
                         let _ = map.wait_for(|m| m.epoch != epoch).await;
                     };
+                    // A leader known to the group here (opened first, for a range just
+                    // split off), one of the replicas the map names, as `place` asks.
                     let led = async {
-                        match metrics {
-                            Some((mut m, replicas)) => {
-                                let _ = m
-                                    .wait_for(|m| {
-                                        m.current_leader.is_some_and(|l| replicas.contains(&l))
-                                    })
-                                    .await;
+                        let Some(replicas) = replicas.filter(|_| leaderless) else {
+                            return std::future::pending().await;
+                        };
+                        let group = loop {
+                            match raft.group(range) {
+                                Some(g) => break g,
+                                None => tokio::time::sleep(Duration::from_millis(2)).await,
                             }
-                            None => std::future::pending().await,
-                        }
+                        };
+                        let mut m = group.metrics();
+                        let _ = m
+                            .wait_for(|m| m.current_leader.is_some_and(|l| replicas.contains(&l)))
+                            .await;
                     };
                     let either = async {
                         tokio::select! {

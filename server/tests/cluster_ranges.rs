@@ -494,18 +494,18 @@ fn a_busy_range_splits_by_load_inside_its_hot_keys() {
     // Each command counted once towards the load, a read too (it is placed again after
     // its read index).
     assert_eq!(commands_led(&seeds) - before, 1500);
-    // Four clients for six seconds, nine commands in ten on user0000–user0199, the rest on
+    // Five clients for six seconds, nine commands in ten on user0000–user0199, the rest on
     // user0200–user0999: the balanced split lies inside the hot fifth of the keys. Two are
-    // Rust cluster clients that read; two are plain RESP connections to one node each
-    // (proxied where it does not lead) that read and write the value a key holds: for them
-    // a split must be invisible, not even a -TRYAGAIN.
+    // Rust cluster clients that read; three are plain RESP connections, one to each node
+    // (proxied where it does not lead), that read and write the value a key holds: for
+    // them a split must be invisible, not even a -TRYAGAIN.
     let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..4u64)
+    let readers: Vec<_> = (0..5u64)
         .map(|t| {
             let (seeds, stop) = (seeds.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut cl = ClusterClient::connect(&seeds).unwrap();
-                let mut plain = (t >= 2).then(|| Conn::connect(seeds[t as usize - 1]));
+                let mut plain = (t >= 2).then(|| Conn::connect(seeds[t as usize - 2]));
                 let mut reads = 0u64;
                 let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ t;
                 while !stop.load(Ordering::Relaxed) {
