@@ -31,8 +31,9 @@ use tokio::sync::watch;
 /// How long a write or read barrier may wait for its group before the client hears so.
 pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
-/// How long a command for keys a split gave away waits for the map to show the split
-/// before it is answered `-TRYAGAIN` (a split is recorded in milliseconds).
+/// How long a command for keys a split gave away waits for the map to show the split, or
+/// one for a range whose replica here knows no leader waits for one, before it is answered
+/// `-TRYAGAIN` (a split is recorded in milliseconds; an election takes 0.4–1 s).
 const SETTLE: Duration = Duration::from_secs(2);
 
 /// Batches of writes one range has in its group's pipeline at once.
@@ -882,7 +883,6 @@ impl Router for Node {
                 leaderless,
             } => {
                 let mut map = self.map.clone();
-                // Waiting for a leader: one of the replicas the map names, as `place` asks.
                 let replicas = map.borrow().range(range).map(|r| r.replicas.clone());
                 let raft = self.raft.clone();
                 self.rt.spawn(async move {

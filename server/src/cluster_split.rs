@@ -249,7 +249,8 @@ async fn by_load(ctl: &Ctl, m: &StoreMachine, busy: &mut HashMap<RangeId, Busy>)
     if secs <= 0.0 {
         return false;
     }
-    let rate = (served - b.served) as f64 / secs;
+    // (saturating: a range closed and opened here again counts from 0)
+    let rate = served.saturating_sub(b.served) as f64 / secs;
     (b.served, b.at) = (served, now);
     b.ticks = if rate > ctl.split_load as f64 {
         b.ticks + 1
