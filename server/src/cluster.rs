@@ -549,10 +549,7 @@ impl Node {
         let to = leader.or(hint).or(r.replicas.first().copied());
         match to.and_then(|id| map.nodes.get(&id)) {
             Some(a) if leader.is_some() || to != Some(self.me) => Ok(a.clone()),
-            _ => Err(format!(
-                "TRYAGAIN range {} has no leader at the moment",
-                r.id
-            )),
+            _ => Err(no_leader(r.id)),
         }
     }
 
@@ -596,11 +593,14 @@ impl Node {
         // The range's bounds here, which a split applied here narrows before the map
         // follows: a key outside them waits for the map.
         let held = |lead| self.reg.holds(r.id, keys, upto, lead);
-        let splitting = || Place::Settle {
-            range: r.id,
-            epoch: map.epoch,
-            leaderless: false,
+        let settle = |leaderless| {
+            Place::Settle(Forward::Settle {
+                range: r.id,
+                epoch: map.epoch,
+                leaderless,
+            })
         };
+        let splitting = || settle(false);
         if replica_read && group.is_some() {
             // READONLY (Redis Cluster's replica reads): this replica's own state, which
             // may lag the leader's.
@@ -623,11 +623,7 @@ impl Node {
                 // A replica here with no leader known (an election, or a range just split
                 // off, whose group may not be open here yet): wait for one.
                 Err(_) if leader.is_none() && (open || r.replicas.contains(&self.me)) => {
-                    Place::Settle {
-                        range: r.id,
-                        epoch: map.epoch,
-                        leaderless: true,
-                    }
+                    settle(true)
                 }
                 Err(m) => Place::Refuse(m),
             };
@@ -649,13 +645,9 @@ enum Place {
     Away { range: u64, to: NodeAddr },
     /// Refused with this error.
     Refuse(String),
-    /// The range split here and the map at `epoch` does not show it yet, or (`leaderless`)
-    /// its replica here knows no leader ([`Forward::Settle`]).
-    Settle {
-        range: u64,
-        epoch: u64,
-        leaderless: bool,
-    },
+    /// The range split here and the map does not show it yet, or its replica here knows no
+    /// leader: this [`Forward::Settle`] waits for either.
+    Settle(Forward),
 }
 
 impl Router for Node {
@@ -735,16 +727,8 @@ impl Router for Node {
             Place::Lead(range) => range,
             Place::Replica => return Route::Here,
             Place::Refuse(m) => return Route::Refuse(m),
-            Place::Settle {
-                range,
-                epoch,
-                leaderless,
-            } => {
-                s.forward = Some(Forward::Settle {
-                    range,
-                    epoch,
-                    leaderless,
-                });
+            Place::Settle(f) => {
+                s.forward = Some(f);
                 return Route::Wait;
             }
             Place::Away { range, to } => {
@@ -798,15 +782,7 @@ impl Router for Node {
     fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool, count: bool) -> Located {
         match self.place(&[key], upto, floor, false, count) {
             Place::Lead(range) => Located::Lead(range),
-            Place::Settle {
-                range,
-                epoch,
-                leaderless,
-            } => Located::Settle(Forward::Settle {
-                range,
-                epoch,
-                leaderless,
-            }),
+            Place::Settle(f) => Located::Settle(f),
             // Not asked for (a replica read): no binary operation reads a replica's state.
             Place::Replica => Located::Refused(Status::Error, "not a leader read".into()),
             Place::Away { range, to } => {
@@ -917,9 +893,7 @@ impl Router for Node {
                         Err(_) => {
                             let mut out = Vec::new();
                             let m = match leaderless {
-                                true => {
-                                    format!("TRYAGAIN range {range} has no leader at the moment")
-                                }
+                                true => no_leader(range),
                                 false => format!("TRYAGAIN range {range} is splitting; retry"),
                             };
                             resp::error(&mut out, &m);
@@ -1028,6 +1002,11 @@ fn binary_moved(range: impl std::fmt::Display, to: Option<&str>) -> (Status, Str
     }
 }
 
+/// The error (without its `-`) for a command whose range has no leader known here.
+fn no_leader(range: u64) -> String {
+    format!("TRYAGAIN range {range} has no leader at the moment")
+}
+
 /// The RESP error for a routed command its group did not serve.
 fn settle_error(map: &watch::Receiver<RangeMap>, me: u64, range: u64, e: NotServed) -> Vec<u8> {
     let map = map.borrow();
@@ -1036,12 +1015,10 @@ fn settle_error(map: &watch::Receiver<RangeMap>, me: u64, range: u64, e: NotServ
         (NotServed::NotLeader(Some((id, _))), Some(r)) if id != me && r.replicas.contains(&id) => {
             match map.nodes.get(&id) {
                 Some(a) => format!("MOVED {} {}", r.id, a.resp),
-                None => format!("TRYAGAIN range {range} has no leader at the moment"),
+                None => no_leader(range),
             }
         }
-        (NotServed::NotLeader(_), _) => {
-            format!("TRYAGAIN range {range} has no leader at the moment")
-        }
+        (NotServed::NotLeader(_), _) => no_leader(range),
         (NotServed::Unavailable(m), _) => format!("CLUSTERDOWN range {range}: {m}"),
     };
     let mut out = Vec::new();
