@@ -27,6 +27,7 @@ mod clock;
 mod config;
 mod epoch;
 mod error;
+pub mod failpoint;
 mod mirror;
 mod page_table;
 mod raw;

@@ -16,6 +16,10 @@
 //!    superseded (superseded buffers stay locked forever). New buffers are created locked
 //!    and unlocked only after the parent that routes to them is published, so a locked,
 //!    current buffer with a current parent is the right leaf for the key.
+//! 4. The item counters change while the write holds its leaf's lock (the structural path:
+//!    the SMO mutex). `Tree::clear` takes both before it zeroes them, so a write is counted
+//!    either before the clear (and zeroed with the items it removes) or after it (at a
+//!    version above it, in the new tree), never against a tree it is not in.
 
 use crate::backoff::Backoff;
 use crate::tree::{Tree, ROOT};
@@ -258,11 +262,13 @@ impl Tree {
             encode_log_entry(dst, &plan, key, value.as_ref());
             let wv = self.versions.begin_write();
             set_log_delta(dst, wv - view.version());
+            // Counted before the unlock (invariant 4).
+            self.count(outcome, old_deadline, &op);
             word.store(unlocked_next(w, used + entry_len), Ordering::Release);
             drop(pin);
+            crate::failpoint::hit(crate::failpoint::WRITE_UNLOCKED);
             self.observe(key, &op, wv);
             self.complete(key, wv);
-            self.count(outcome, old_deadline, &op);
             return Ok((outcome, wv));
         }
     }
