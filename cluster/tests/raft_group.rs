@@ -77,8 +77,31 @@ fn start(id: u64, listen: &str, dir: &std::path::Path, members: &BTreeMap<u64, S
 }
 
 /// TCP sockets on this host, TIME_WAIT included.
-fn sockets() -> usize {
-    let n = |f: &str| std::fs::read_to_string(f).map_or(0, |t| t.lines().count());
+/// TCP sockets (any state, TIME_WAIT included) with an end on one of `addrs`' ports: the
+/// group's own connections, not those of whatever else runs on the machine (a test binary
+/// that ran just before leaves hundreds in TIME_WAIT).
+fn sockets(addrs: &BTreeMap<u64, String>) -> usize {
+    let ports: Vec<u16> = addrs
+        .values()
+        .filter_map(|a| a.rsplit(':').next()?.parse().ok())
+        .collect();
+    let port = |field: Option<&str>| {
+        field
+            .and_then(|f| f.rsplit(':').next())
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+            .is_some_and(|p| ports.contains(&p))
+    };
+    let n = |f: &str| {
+        std::fs::read_to_string(f).map_or(0, |t| {
+            t.lines()
+                .skip(1)
+                .filter(|l| {
+                    let mut fields = l.split_whitespace().skip(1);
+                    port(fields.next()) || port(fields.next())
+                })
+                .count()
+        })
+    };
     n("/proc/net/tcp") + n("/proc/net/tcp6")
 }
 
@@ -168,11 +191,11 @@ fn a_group_replicates_fails_over_and_recovers() {
     let lg = rs[&l].node.group(1).unwrap();
     // Every read index is a leadership check, for which openraft makes new peer clients:
     // they share pooled connections, so thousands of reads do not use thousands of ports.
-    let before = sockets();
+    let before = sockets(&members);
     for _ in 0..2000 {
         rs[&l].rt.block_on(read_barrier(&lg)).unwrap();
     }
-    let after = sockets();
+    let after = sockets(&members);
     assert!(
         after < before + 100,
         "{before} TCP sockets before 2000 reads, {after} after"

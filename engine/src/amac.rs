@@ -4,19 +4,20 @@
 //! run the other requests in its window while the memory system fetches.
 //!
 //! Stages mirror Honeycomb's accelerator: `Page` reads the page-table entry (the memory
-//! subsystem), `Node` checks the version and searches the shortcut block (a key search
-//! unit on the header and shortcut block), `Search` searches the chosen segment or, at a
-//! leaf, the segment and log block (the range scan units). The traversal is the reference
-//! reader's (tree.rs): same routing, same old-version chains, same right-sibling links, the
-//! same in-node functions, so the answers are the same.
+//! subsystem) and fetches the node's header and trailer, `Node` checks the version and
+//! fetches what the search reads of the tail (an interior node's item slots; a leaf's log
+//! slots and fingerprints for a GET, its item slots for a range), `Search` searches (the
+//! key search and range scan units). The traversal is the reference reader's (tree.rs):
+//! same routing, same old-version chains, same right-sibling links, the same in-node
+//! functions, so the answers are the same.
 
 use crate::prefetch::prefetch;
 use crate::request::{Items, ReadRef, Reply, Request};
-use accelkv_tree::{Error, NodeView, Raw, SegmentCursor, ValueRef, ROOT_LID};
+use accelkv_tree::{Error, NodeView, Raw, ValueRef, ROOT_LID};
 use std::ops::Bound;
 
-/// Bytes of a node's header and shortcut block fetched together.
-const HEAD_BYTES: usize = 512;
+/// Bytes of a node's header fetched first (and as many of its end: the trailer).
+const HEAD_BYTES: usize = 64;
 /// `old_version` of a buffer with no older version.
 const NO_BUFFER: u64 = u64::MAX;
 const NO_LID: u64 = 0;
@@ -45,8 +46,8 @@ enum Kind {
 enum Stage {
     Page(u64),
     Node(u64),
-    /// Buffer offset and the segment the shortcut search chose.
-    Search(u64, SegmentCursor),
+    /// Buffer offset of the version to search.
+    Search(u64),
 }
 
 /// A request in flight.
@@ -182,7 +183,7 @@ impl Flight {
                     // A leaf evicted to the page file that could not be read back.
                     Err(e) => return Step::Done(Reply::Error(e)),
                 };
-                prefetch(raw.node_addr(off), HEAD_BYTES);
+                self.fetch_head(raw, off);
                 self.stage = Stage::Node(off);
                 Step::Pending
             }
@@ -191,32 +192,27 @@ impl Flight {
                 let v = unsafe { raw.view(off) };
                 let old = v.old_version();
                 if v.version() > self.rv && old != NO_BUFFER {
-                    prefetch(raw.node_addr(old), HEAD_BYTES);
+                    self.fetch_head(raw, old);
                     self.stage = Stage::Node(old);
                     return Step::Pending;
                 }
-                // Shortcut search, then fetch only the chosen segment (and the log block).
-                let (key, strict) = self.key();
-                let it = v.seek(key, strict);
-                let base = raw.node_addr(off);
-                let start = v.sorted_start() + it.position();
-                let end = v.sorted_start() + it.segment_end();
-                prefetch(base.wrapping_add(start), end - start);
-                if v.is_leaf() && v.log_len() > 0 {
-                    prefetch(base.wrapping_add(v.sorted_end()), v.log_len());
-                }
-                self.stage = Stage::Search(off, it.cursor());
+                // Fetch what the search reads of the tail.
+                let (at, len) = match (&self.kind, v.is_leaf()) {
+                    (Kind::Get(_), true) => v.lookup_span(),
+                    _ => v.item_slots_span(),
+                };
+                prefetch(raw.node_addr(off).wrapping_add(at), len);
+                self.stage = Stage::Search(off);
                 Step::Pending
             }
-            Stage::Search(off, cursor) => {
+            Stage::Search(off) => {
                 // SAFETY: as above.
                 let v = unsafe { raw.view(off) };
                 if v.is_leaf() {
                     raw.leaf_visit();
                     // SAFETY: as above.
-                    unsafe { self.at_leaf(raw, v, cursor) }
+                    unsafe { self.at_leaf(raw, v) }
                 } else {
-                    let seg = v.resume(cursor);
                     let child = match &mut self.kind {
                         Kind::Floor {
                             probe,
@@ -224,19 +220,26 @@ impl Flight {
                             fence,
                             ..
                         } => {
-                            let (child, sep) = v.route_from(seg, probe, *strict);
+                            let (child, sep) = v.route(probe, *strict);
                             if let Some(s) = sep {
                                 *fence = Some(s.to_vec());
                             }
                             child
                         }
-                        _ => v.route_from(seg, self.key().0, false).0,
+                        _ => v.child_for(self.key().0),
                     };
                     self.goto_page(raw, child);
                     Step::Pending
                 }
             }
         }
+    }
+
+    /// Prefetches the header and the trailer of the buffer at `off`.
+    fn fetch_head(&self, raw: Raw<'_>, off: u64) {
+        let base = raw.node_addr(off);
+        prefetch(base, HEAD_BYTES);
+        prefetch(base.wrapping_add(raw.node_size() - HEAD_BYTES), HEAD_BYTES);
     }
 
     /// The reference reader's answer to this request at its read version and clock (from
@@ -292,19 +295,14 @@ impl Flight {
 
     /// # Safety
     /// As for [`Flight::step`].
-    unsafe fn at_leaf<'s>(
-        &mut self,
-        raw: Raw<'s>,
-        v: NodeView<'s>,
-        cursor: SegmentCursor,
-    ) -> Step<'s> {
+    unsafe fn at_leaf<'s>(&mut self, raw: Raw<'s>, v: NodeView<'s>) -> Step<'s> {
         let (rv, now) = (self.rv, self.now);
         fn bytes<'v>(raw: Raw<'_>, x: ValueRef<'v>) -> &'v [u8] {
             // SAFETY: values of a node read under the engine's epoch (the caller's contract).
             unsafe { raw.value(x) }
         }
         match &mut self.kind {
-            Kind::Get(key) => match v.leaf_get_from(v.resume(cursor), key, rv, now) {
+            Kind::Get(key) => match v.leaf_get(key, rv, now) {
                 Some(x) => Step::Value(Some(bytes(raw, x)), x.flags),
                 None => Step::Value(None, 0),
             },
@@ -315,7 +313,7 @@ impl Flight {
                 items,
             } => {
                 if items.len() < *limit {
-                    for (k, val) in v.leaf_lower_bound_from(v.resume(cursor), lo, rv, now) {
+                    for (k, val) in v.leaf_lower_bound(lo, rv, now) {
                         let beyond = match hi {
                             Bound::Included(h) => k > h.as_slice(),
                             Bound::Excluded(h) => k >= h.as_slice(),
@@ -366,9 +364,8 @@ impl Flight {
                         if limit == 0 {
                             return Step::Done(Reply::Items(Items::default()));
                         }
-                        // SAFETY: as above. The scan starts at the floor key's segment.
-                        let start_seg = v.seek_segment(start).cursor();
-                        unsafe { self.at_leaf(raw, v, start_seg) }
+                        // SAFETY: as above. The scan starts at the floor key.
+                        unsafe { self.at_leaf(raw, v) }
                     }
                     (None, Some(f)) => {
                         // Keys just below this leaf's lower fence: descend again.

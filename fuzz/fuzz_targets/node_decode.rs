@@ -1,13 +1,14 @@
 //! Decode-only fuzz target for the node format: arbitrary bytes (padded or cut to a node
 //! size) go through `validate_node`; a node it accepts is then read every way a reader
-//! reads one. Nothing may panic.
+//! reads one (the tail's fingerprints and slots included), and a log entry appended the
+//! way the tree's writer appends one must leave a node that validates. Nothing may panic.
 //!
-//! `cargo +nightly fuzz run node_decode -- -max_total_time=60`
+//! `cargo +nightly fuzz run node_decode fuzz/seeds/node_decode -- -max_total_time=60`
+//! (seeds: `cargo run -p accelkv-node --example node_seeds fuzz/seeds/node_decode`)
 
 #![no_main]
 
-use accelkv_node::layout::used_of;
-use accelkv_node::{validate_node, NodeView};
+use accelkv_node::{append_owned, validate_node, NodeView, ValueRef};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,8 +27,7 @@ fuzz_target!(|data: &[u8]| {
     if validate_node(&node).is_err() {
         return;
     }
-    let word = u64::from_le_bytes(node[0..8].try_into().expect("8 bytes"));
-    let view = NodeView::from_node(&node, used_of(word));
+    let view = NodeView::from_node(&node);
     let probe = rest.get(..rest.len().min(16)).unwrap_or(&[]);
     if view.is_leaf() {
         // Clocks: expire nothing, a typical time, and past every deadline.
@@ -38,6 +38,23 @@ fuzz_target!(|data: &[u8]| {
             let _ = view.leaf_lower_bound(probe, rv, now).count();
         }
         let _ = accelkv_node::plan_append(&view, probe);
+        if !probe.is_empty() && probe.len() <= accelkv_node::layout::MAX_KEY {
+            let version = view.version().saturating_add(1);
+            let mut node = node.clone();
+            let value = ValueRef::inline(probe);
+            let value = (sel & 0x40 != 0).then_some(&value);
+            if append_owned(&mut node, probe, value, version) {
+                if let Err(e) = validate_node(&node) {
+                    panic!("an append left an invalid node: {e}");
+                }
+                let v = NodeView::from_node(&node);
+                assert_eq!(
+                    v.leaf_get(probe, version, 0).map(|x| x.data),
+                    value.map(|x| x.data),
+                    "an appended entry is what a GET of its key finds"
+                );
+            }
+        }
     } else {
         let _ = view.child_for(probe);
         let _ = view.child_below(probe);

@@ -1,5 +1,7 @@
-//! Builders: write a whole node (header, shortcut block, sorted block) into a fresh buffer,
-//! choosing shortcut keys as Honeycomb §3.4 describes.
+//! Builders: write a whole node (header, shortcut block, sorted block, tail) into a fresh
+//! buffer, choosing shortcut keys as Honeycomb §3.4 describes; the tail gets a slot per item
+//! (its key's offset and, in a leaf, its fingerprint), room for the log slots, and the
+//! trailer.
 //!
 //! Calling order: size the items with [`leaf_item_size`] / [`interior_item_size`] to decide
 //! splits, then call [`build_leaf`] or [`build_interior`] once per new buffer. The buffer is
@@ -46,15 +48,16 @@ impl std::fmt::Display for Overflow {
 
 impl std::error::Error for Overflow {}
 
-/// Bytes a leaf item takes in a sorted block (upper bound: the first item of a segment is
-/// smaller because its key lives in the shortcut block).
+/// Bytes a leaf item takes in a sorted block and its tail slot (upper bound: the first item
+/// of a segment is smaller because its key lives in the shortcut block).
 pub fn leaf_item_size(key_len: usize, value: &ValueRef<'_>) -> usize {
-    2 + key_len + 2 + value.body_len()
+    2 + key_len + 2 + value.body_len() + LEAF_SLOT_SIZE
 }
 
-/// Bytes an interior item takes in a sorted block (upper bound, as for leaves).
+/// Bytes an interior item takes in a sorted block and its tail slot (upper bound, as for
+/// leaves).
 pub fn interior_item_size(key_len: usize) -> usize {
-    2 + key_len + LID_SIZE
+    2 + key_len + LID_SIZE + INTERIOR_SLOT_SIZE
 }
 
 /// Encodes a value (header, deadline, flags, body) into `dst`; returns the bytes written.
@@ -62,7 +65,7 @@ pub fn encode_value(dst: &mut [u8], v: &ValueRef<'_>) -> usize {
     if let (ValueData::Inline(b), NO_DEADLINE, 0) = (v.data, v.deadline, v.flags) {
         // The common case: header = length, then the bytes.
         dst[0..2].copy_from_slice(&(b.len() as u16).to_le_bytes());
-        dst[2..2 + b.len()].copy_from_slice(b);
+        put_bytes(dst, 2, b);
         return 2 + b.len();
     }
     let mut attrs = 0;
@@ -102,48 +105,60 @@ pub fn build_leaf(
     items: &[(&[u8], ValueRef<'_>)],
     meta: &NodeMeta,
 ) -> Result<usize, Overflow> {
-    leaf_within(buf, geo, items, meta, geo.leaf_capacity())
+    leaf_within(buf, geo, items, meta, geo.leaf_capacity(), geo.log_slots())
 }
 
-/// [`build_leaf`] allowing the sorted block the whole node (no room kept for a log
-/// block): how a leaf read back from a page file is rebuilt, since the leaf it images may
-/// have held its items in a sorted block and a log block together. Such a leaf's next write
-/// merges it (and splits it when it is over [`Geometry::leaf_capacity`]).
+/// [`build_leaf`] allowing the items the whole node (no room kept for a log block): how a
+/// leaf read back from a page file is rebuilt, since the leaf it images may have held its
+/// items in a sorted block and a log block together. It keeps its log slots when they
+/// still fit. Such a leaf's next write that does not fit merges it (and splits it when it
+/// is over [`Geometry::leaf_capacity`]).
 pub fn build_leaf_full(
     buf: &mut [u8],
     geo: &Geometry,
     items: &[(&[u8], ValueRef<'_>)],
     meta: &NodeMeta,
 ) -> Result<usize, Overflow> {
-    leaf_within(buf, geo, items, meta, geo.interior_capacity())
+    let bytes = leaf_sorted_bytes(geo, items) + LEAF_SLOT_SIZE * items.len();
+    let slots = if bytes + LOG_SLOT_SIZE * geo.log_slots() <= geo.leaf_room() {
+        geo.log_slots()
+    } else {
+        0
+    };
+    let cap = geo.leaf_room() - LOG_SLOT_SIZE * slots;
+    leaf_within(buf, geo, items, meta, cap, slots)
 }
 
 /// The bytes `items` (ascending keys) take in a leaf's sorted block, exactly as the builders
-/// lay them out (the keys of shortcut starts live in the shortcut block, not counted here):
-/// the items fit [`build_leaf_full`] when this is at most [`Geometry::interior_capacity`].
+/// lay them out (the keys of shortcut starts live in the shortcut block, not counted here;
+/// nor are the items' tail slots).
 pub fn leaf_sorted_bytes(geo: &Geometry, items: &[(&[u8], ValueRef<'_>)]) -> usize {
     let key = |i: usize| items[i].0;
     let body = |i: usize| 2 + items[i].1.body_len();
-    let starts = choose_shortcuts(geo, items.len(), &key, &body);
-    (0..items.len())
-        .map(|i| body(i) + if starts[i] { 0 } else { 2 + key(i).len() })
-        .sum()
+    choose_shortcuts(geo, items.len(), &key, &body).1
 }
 
-/// A leaf whose sorted block may take `cap` bytes.
+/// Whether [`build_leaf_full`] can hold `items`.
+pub fn leaf_fits_full(geo: &Geometry, items: &[(&[u8], ValueRef<'_>)]) -> bool {
+    leaf_sorted_bytes(geo, items) + LEAF_SLOT_SIZE * items.len() <= geo.leaf_room()
+}
+
+/// A leaf whose items (sorted block and slots) may take `cap` bytes, with room for `slots`
+/// log slots.
 fn leaf_within(
     buf: &mut [u8],
     geo: &Geometry,
     items: &[(&[u8], ValueRef<'_>)],
     meta: &NodeMeta,
     cap: usize,
+    slots: usize,
 ) -> Result<usize, Overflow> {
     build(
         buf,
         geo,
         KIND_LEAF,
         meta,
-        cap,
+        (cap, slots),
         items.len(),
         |i| items[i].0,
         |i| 2 + items[i].1.body_len(),
@@ -166,7 +181,7 @@ pub fn build_interior(
         geo,
         KIND_INTERIOR,
         meta,
-        geo.interior_capacity(),
+        (geo.interior_capacity(), 0),
         entries.len(),
         |i| entries[i].0,
         |_| LID_SIZE,
@@ -175,19 +190,26 @@ pub fn build_interior(
 }
 
 /// Shortcut selection: which items start a segment. Aims for as many segments as the
-/// shortcut block and the minimum segment size allow, of similar byte size.
+/// shortcut block and the minimum segment size allow, of similar byte size. Returns the
+/// starts and the bytes their keys (with their `key_len`) would have taken in the sorted
+/// block.
 fn choose_shortcuts<'k>(
     geo: &Geometry,
     n: usize,
     key: &impl Fn(usize) -> &'k [u8],
     body: &impl Fn(usize) -> usize,
-) -> Vec<bool> {
+) -> (Vec<bool>, usize) {
     let mut starts = vec![false; n];
     if n == 0 {
-        return starts;
+        return (starts, 0);
     }
-    let total: usize = (0..n).map(|i| 2 + key(i).len() + body(i)).sum();
-    let avg_key = (0..n).map(|i| key(i).len()).sum::<usize>() / n;
+    let (mut total, mut keys) = (0, 0);
+    for i in 0..n {
+        let k = key(i).len();
+        total += 2 + k + body(i);
+        keys += k;
+    }
+    let avg_key = keys / n;
     let by_space = geo.shortcut_size / (4 + avg_key);
     let by_min = total / geo.min_segment;
     let segments = by_space.min(by_min).clamp(1, 255);
@@ -207,50 +229,93 @@ fn choose_shortcuts<'k>(
             seg_bytes += 2 + k + body(i);
         }
     }
-    starts
+    // The shortcut block holds `4 + k` per start: `2 + k` of it would have been in the
+    // sorted block.
+    let moved = sc_used - 2 * count;
+    (starts, total - moved)
 }
 
+/// Copies `src` into `dst` at `at`: keys and values are short, and a call into `memcpy`
+/// costs more than two overlapping word moves.
+#[inline(always)]
+pub(crate) fn put_bytes(dst: &mut [u8], at: usize, src: &[u8]) {
+    let n = src.len();
+    let d = &mut dst[at..at + n];
+    if (8..=16).contains(&n) {
+        d[..8].copy_from_slice(&src[..8]);
+        d[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else if (4..8).contains(&n) {
+        d[..4].copy_from_slice(&src[..4]);
+        d[n - 4..].copy_from_slice(&src[n - 4..]);
+    } else {
+        d.copy_from_slice(src);
+    }
+}
+
+/// Writes a whole node: `room` is the bytes its items (sorted block and tail slots) may
+/// take and the log slots to reserve below them.
 #[allow(clippy::too_many_arguments)]
 fn build<'k>(
     buf: &mut [u8],
     geo: &Geometry,
     kind: u8,
     meta: &NodeMeta,
-    capacity: usize,
+    room: (usize, usize),
     n: usize,
     key: impl Fn(usize) -> &'k [u8],
     body: impl Fn(usize) -> usize,
     write_body: impl Fn(usize, &mut [u8]),
 ) -> Result<usize, Overflow> {
+    let (capacity, log_slots) = room;
     debug_assert_eq!(buf.len(), geo.node_size);
     debug_assert!((1..n).all(|i| key(i - 1) < key(i)), "keys must ascend");
-    let starts = choose_shortcuts(geo, n, &key, &body);
-    let needed: usize = (0..n)
-        .map(|i| body(i) + if starts[i] { 0 } else { 2 + key(i).len() })
-        .sum();
-    if needed > capacity {
+    let leaf = kind == KIND_LEAF;
+    let slot = if leaf {
+        LEAF_SLOT_SIZE
+    } else {
+        INTERIOR_SLOT_SIZE
+    };
+    let (starts, sorted) = choose_shortcuts(geo, n, &key, &body);
+    let needed = sorted + slot * n;
+    if needed > capacity || n > usize::from(u16::MAX) {
         return Err(Overflow { needed, capacity });
     }
+    let size = geo.node_size;
+    let s = size - TRAILER_SIZE - slot * n;
+    let (fps, offs) = if leaf { (s, s + n) } else { (s, s) };
     let sorted_start = geo.sorted_start();
     let mut sc = HEADER_SIZE;
     let mut pos = sorted_start;
     for (i, &start) in starts.iter().enumerate() {
         let k = key(i);
-        if start {
+        let key_header = if start {
             buf[sc..sc + 2].copy_from_slice(&((pos - sorted_start) as u16).to_le_bytes());
             buf[sc + 2..sc + 4].copy_from_slice(&(k.len() as u16).to_le_bytes());
             buf[sc + 4..sc + 4 + k.len()].copy_from_slice(k);
             sc += 4 + k.len();
+            sc - k.len() - 2
         } else {
             buf[pos..pos + 2].copy_from_slice(&(k.len() as u16).to_le_bytes());
-            buf[pos + 2..pos + 2 + k.len()].copy_from_slice(k);
+            put_bytes(buf, pos + 2, k);
             pos += 2 + k.len();
-        }
+            pos - k.len() - 2
+        };
         let b = body(i);
         write_body(i, &mut buf[pos..pos + b]);
         pos += b;
+        buf[offs + 2 * i..offs + 2 * i + 2].copy_from_slice(&(key_header as u16).to_le_bytes());
+        if leaf {
+            buf[fps + i] = crate::fingerprint(k);
+        }
     }
+    debug_assert!(
+        pos + LOG_SLOT_SIZE * log_slots <= s,
+        "items overlap the tail"
+    );
     buf[sc..sorted_start].fill(0);
+    buf[size - TRAILER_SIZE..size - TRAILER_SIZE + 2].copy_from_slice(&(n as u16).to_le_bytes());
+    buf[size - 2] = log_slots as u8;
+    buf[size - 1] = if leaf { TAIL_LEAF } else { TAIL_INTERIOR };
     let sc_count = starts.iter().filter(|s| **s).count();
     write_header(buf, geo, kind, meta, pos, sc_count);
     Ok(pos)

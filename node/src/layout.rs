@@ -13,6 +13,23 @@
 //! Bytes `[0, 16)` are the only bytes of a published node that change in place, and they are
 //! only ever accessed atomically. Everything in `[16, used)` is immutable once published;
 //! bytes at or past `used` are invisible to readers (the log block grows there).
+//!
+//! The node's last bytes are its *tail* (Retina's metadata region): a slot per sorted item
+//! (the node offset of its key, and in a leaf a 1-byte fingerprint of the key) and a
+//! trailer, written with the node; below them a leaf's log slots grow down, one per log
+//! entry, published with the entry by the log count in the lock word:
+//!
+//! ```text
+//!  used ... free ... tail_start               S                         node size - 4
+//!  ---------------+-----------+--------------+-------------+-------------+---------+
+//!                 | (log slot | log slots,   | leaf: item  | item slots  | trailer |
+//!                 |  room)    | newest first | fingerprints| u16 each    |         |
+//!  ---------------+-----------+--------------+-------------+-------------+---------+
+//!                             S - 4c                                      (c: log count)
+//! ```
+//!
+//! A reader sees `[S - 4c, node size)`, with `c` from the same acquire load as `used`; a
+//! writer fills slot `c` at `S - 4(c + 1)` before the release store that makes it `c + 1`.
 
 /// Size of the node header.
 pub const HEADER_SIZE: usize = 48;
@@ -100,8 +117,25 @@ pub const MAX_LOG_ENTRIES: usize = 255;
 
 /// Lock bit in the lock word.
 pub const LOCK_BIT: u32 = 1 << 31;
+/// Position of a leaf's log count (published log entries and log slots) in the lock word.
+pub const LOG_COUNT_SHIFT: u32 = 23;
+/// Log count bits in the lock word (8 bits: at most 255 entries).
+pub const LOG_COUNT_MASK: u32 = 0xFF << LOG_COUNT_SHIFT;
 /// Sequence bits in the lock word.
-pub const SEQ_MASK: u32 = LOCK_BIT - 1;
+pub const SEQ_MASK: u32 = (1 << LOG_COUNT_SHIFT) - 1;
+
+/// Size of the trailer at the end of every node: `{ items u16 | log_slots u8 | tag u8 }`.
+pub const TRAILER_SIZE: usize = 4;
+/// Trailer tag of a leaf's tail: a slot of [`LEAF_SLOT_SIZE`] bytes per sorted item.
+pub const TAIL_LEAF: u8 = 0xF1;
+/// Trailer tag of an interior node's tail: a slot of [`INTERIOR_SLOT_SIZE`] bytes per item.
+pub const TAIL_INTERIOR: u8 = 0xF2;
+/// Tail bytes per sorted item of a leaf: its fingerprint and its key's node offset (u16).
+pub const LEAF_SLOT_SIZE: usize = 3;
+/// Tail bytes per sorted item of an interior node: its key's node offset (u16).
+pub const INTERIOR_SLOT_SIZE: usize = 2;
+/// Bytes of one log slot: `{ entry offset u16 | fingerprint u8 | zero u8 }`.
+pub const LOG_SLOT_SIZE: usize = 4;
 
 /// Packs a lock word and the bytes used into the 64-bit header word.
 pub fn pack_lock_used(lock: u32, used: u32) -> u64 {
@@ -128,13 +162,33 @@ pub fn locked(word: u64) -> u64 {
     word | u64::from(LOCK_BIT)
 }
 
-/// The unlocked word that follows `word` after a write: sequence + 1 (31-bit wrap), new size.
+/// Log entries (and log slots) a leaf's header word publishes.
+#[inline]
+pub fn log_count_of(word: u64) -> usize {
+    ((lock_of(word) & LOG_COUNT_MASK) >> LOG_COUNT_SHIFT) as usize
+}
+
+/// The unlocked word that follows `word` after a write: sequence + 1 (23-bit wrap), new
+/// size, log count unchanged.
 pub fn unlocked_next(word: u64, used: usize) -> u64 {
+    unlocked_append(word, used, log_count_of(word))
+}
+
+/// The unlocked word that publishes a log append: sequence + 1 (23-bit wrap), new size,
+/// `count` log entries (at most 255).
+#[inline]
+pub fn unlocked_append(word: u64, used: usize, count: usize) -> u64 {
+    debug_assert!(count <= MAX_LOG_ENTRIES);
     let seq = (lock_of(word).wrapping_add(1)) & SEQ_MASK;
-    pack_lock_used(seq, used as u32)
+    pack_lock_used(seq | ((count as u32) << LOG_COUNT_SHIFT), used as u32)
 }
 
 /// Node geometry, chosen at store creation and the same for every node of a store.
+///
+/// The default log threshold is 1,024 bytes (Honeycomb used 512 to bound what its
+/// accelerator reads over PCIe): with fingerprints a point read does not read the log
+/// entries it does not need, and a write path that merges half as often costs a quarter
+/// less per put (docs/BENCHMARKS.md, "Fingerprints").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     /// Node size in bytes: a power of two from 4 KiB to 64 KiB.
@@ -155,7 +209,7 @@ impl Default for Geometry {
         Geometry {
             node_size: 8192,
             shortcut_size: 464,
-            log_threshold: 512,
+            log_threshold: 1024,
             max_inline_value: 469,
             min_segment: 256,
         }
@@ -180,24 +234,50 @@ impl Geometry {
         HEADER_SIZE + self.shortcut_size
     }
 
-    /// Bytes a merge may put into a leaf's sorted block, leaving room for a full log block.
+    /// Log slots a leaf reserves (0 without a log block): enough for a log of
+    /// `log_threshold` bytes of 24-byte entries and one more, at most 255. A log whose slots
+    /// are all taken is merged like one past its threshold.
+    pub fn log_slots(&self) -> usize {
+        if self.log_threshold == 0 {
+            0
+        } else {
+            (self.log_threshold / 24 + 2).min(MAX_LOG_ENTRIES)
+        }
+    }
+
+    /// Bytes a merge may give a leaf's items (sorted block plus their tail slots, as
+    /// [`crate::leaf_item_size`] counts them), leaving room for half a log block and all its
+    /// slots: a leaf that a merge filled is split after half a log of appends, one with room
+    /// merges after a whole log.
     pub fn leaf_capacity(&self) -> usize {
-        self.node_size - self.sorted_start() - self.log_threshold
+        self.leaf_room() - self.log_threshold / 2 - LOG_SLOT_SIZE * self.log_slots()
     }
 
-    /// Bytes an interior node's sorted block may hold.
+    /// Bytes of a leaf past its shortcut block less the trailer: its items, its log block
+    /// and its log slots share them.
+    pub fn leaf_room(&self) -> usize {
+        self.node_size - self.sorted_start() - TRAILER_SIZE
+    }
+
+    /// Bytes an interior node's items may take (sorted block plus their tail slots, as
+    /// [`crate::interior_item_size`] counts them).
     pub fn interior_capacity(&self) -> usize {
-        self.node_size - self.sorted_start()
+        self.node_size - self.sorted_start() - TRAILER_SIZE
     }
 
-    /// Largest sorted-block item a leaf can hold.
+    /// Largest item (with its tail slot) a leaf can hold.
     pub fn max_leaf_item(&self) -> usize {
-        2 + MAX_KEY + 2 + DEADLINE_SIZE + FLAGS_SIZE + self.max_inline_value.max(OUT_OF_LINE_REF)
+        2 + MAX_KEY
+            + 2
+            + DEADLINE_SIZE
+            + FLAGS_SIZE
+            + self.max_inline_value.max(OUT_OF_LINE_REF)
+            + LEAF_SLOT_SIZE
     }
 
-    /// Largest item an interior node can hold.
+    /// Largest item (with its tail slot) an interior node can hold.
     pub fn max_interior_item(&self) -> usize {
-        2 + MAX_KEY + LID_SIZE
+        2 + MAX_KEY + LID_SIZE + INTERIOR_SLOT_SIZE
     }
 
     /// Checks the invariants the builders and the tree rely on.
@@ -223,7 +303,12 @@ impl Geometry {
                 self.max_inline_value, VALUE_LEN_MASK
             ));
         }
-        if self.node_size < self.sorted_start() + self.log_threshold {
+        if self.node_size
+            < self.sorted_start()
+                + TRAILER_SIZE
+                + self.log_threshold
+                + LOG_SLOT_SIZE * self.log_slots()
+        {
             return err("node too small for its header, shortcut and log blocks".into());
         }
         if self.leaf_capacity() < 3 * self.max_leaf_item() {
@@ -260,10 +345,21 @@ mod tests {
         assert!(!is_locked(n));
         assert_eq!(lock_of(n), 6);
         assert_eq!(used_of(n), 2000);
-        // The sequence wraps within 31 bits and never sets the lock bit.
-        let top = pack_lock_used(SEQ_MASK | LOCK_BIT, 10);
+        assert_eq!(log_count_of(n), 0);
+        // An append publishes its log count with the size; later words keep it.
+        let a = unlocked_append(locked(n), 2100, 255);
+        assert_eq!(
+            (log_count_of(a), used_of(a), lock_of(a) & SEQ_MASK),
+            (255, 2100, 7)
+        );
+        assert!(!is_locked(a));
+        assert_eq!(log_count_of(unlocked_next(locked(a), 2100)), 255);
+        // The sequence wraps within 23 bits, never into the count or the lock bit.
+        let top = pack_lock_used(SEQ_MASK | LOCK_BIT | (3 << LOG_COUNT_SHIFT), 10);
         let wrapped = unlocked_next(top, 10);
-        assert_eq!(lock_of(wrapped), 0);
+        assert_eq!(lock_of(wrapped) & SEQ_MASK, 0);
+        assert_eq!(log_count_of(wrapped), 3);
+        assert!(!is_locked(wrapped));
     }
 
     #[test]
@@ -294,7 +390,7 @@ mod tests {
                 ..Geometry::default()
             },
             Geometry {
-                log_threshold: 6000,
+                log_threshold: 12000,
                 ..Geometry::default()
             },
         ] {

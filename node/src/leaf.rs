@@ -1,15 +1,17 @@
-//! Search inside one leaf at a read version: the shortcut block picks one segment, the log
-//! block is put in key order by its order hints, and the two are merged by back pointers, so
-//! items come out in key order with no key comparison between log and sorted items. The
-//! newest entry within the read version wins for each key; delete markers hide older items,
-//! and so does a winning entry whose deadline the reader's clock (`now`, ms since the Unix
-//! epoch; 0 expires nothing) is past: an expired item is absent, not replaced by an older one.
+//! Search inside one leaf at a read version. A point lookup hashes the key once and
+//! compares only the keys whose fingerprint matches: the log slots newest first (the newest
+//! entry within the read version wins; a delete marker hides the key), then the sorted
+//! items. A range read binary-searches the item slots for its first key, puts the log block
+//! in key order by its order hints, and merges the two by back pointers, so items come out in
+//! key order with no key comparison between log and sorted items. An entry whose deadline
+//! the reader's clock (`now`, ms since the Unix epoch; 0 expires nothing) is past hides its
+//! key as a delete marker does: an expired item is absent, not replaced by an older one.
 
 use crate::keys::cmp_keys;
 use crate::layout::*;
 use crate::log::{LogEntry, LogOrder};
-use crate::view::{NodeView, SortedIter, ValueRef};
-use std::cmp::Ordering::{Equal, Greater, Less};
+use crate::view::{NodeView, SortedItem, SortedIter, ValueRef};
+use std::cmp::Ordering::{Greater, Less};
 
 /// Merged, version-filtered iterator over a leaf's items in key order.
 pub struct LeafIter<'a> {
@@ -18,49 +20,74 @@ pub struct LeafIter<'a> {
     now: u64,
     order: LogOrder,
     li: usize,
+    /// Back pointer of the log entry at `li` (`usize::MAX` past the last).
+    log_back: usize,
     sorted: SortedIter<'a>,
+    /// The next sorted item, read ahead (its `rel` is what back pointers compare with).
+    next_sorted: Option<SortedItem<'a>>,
 }
 
 impl<'a> LeafIter<'a> {
-    fn new(view: NodeView<'a>, rv: u64, now: u64, sorted: SortedIter<'a>) -> Self {
+    fn new(view: NodeView<'a>, rv: u64, now: u64, mut sorted: SortedIter<'a>) -> Self {
         let order = view.log_order();
-        // Entries positioned before the chosen segment hold keys below its boundary key.
+        // Entries whose back pointer is before the first item read hold smaller keys.
         let start = sorted.position();
         let li = order
             .as_slice()
             .iter()
-            .position(|&off| view.log_entry(usize::from(off)).back >= start)
+            .position(|&off| view.log_back(usize::from(off)) >= start)
             .unwrap_or(order.len());
-        LeafIter {
+        let next_sorted = sorted.next_item();
+        let mut it = LeafIter {
             view,
             rv,
             now,
             order,
             li,
+            log_back: usize::MAX,
             sorted,
-        }
+            next_sorted,
+        };
+        it.load_back();
+        it
+    }
+
+    #[inline]
+    fn load_back(&mut self) {
+        self.log_back = match self.order.as_slice().get(self.li) {
+            Some(&off) => self.view.log_back(usize::from(off)),
+            None => usize::MAX,
+        };
     }
 
     fn entry(&self, i: usize) -> LogEntry<'a> {
         self.view.log_entry(usize::from(self.order.as_slice()[i]))
     }
 
+    /// The next sorted item, reading the one after it ahead.
+    #[inline]
+    fn take_sorted(&mut self) -> Option<SortedItem<'a>> {
+        let s = self.next_sorted?;
+        self.next_sorted = self.sorted.next_item();
+        Some(s)
+    }
+
     /// Next visible (key, value) in key order.
     #[inline]
     pub fn next_kv(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
         loop {
-            if self.li < self.order.len() {
+            // The back pointer says where an entry falls among sorted items: before the item
+            // at that offset (or on it, with FLAG_EQ).
+            if self.log_back != usize::MAX
+                && self.next_sorted.is_none_or(|s| self.log_back <= s.rel)
+            {
                 let e = self.entry(self.li);
-                // The back pointer says where the entry falls among sorted items: before the
-                // item at that offset (or on it, with FLAG_EQ).
-                if self.sorted.at_end() || e.back <= self.sorted.position() {
-                    if let Some(kv) = self.log_group(e) {
-                        return Some(kv);
-                    }
-                    continue;
+                if let Some(kv) = self.log_group(e) {
+                    return Some(kv);
                 }
+                continue;
             }
-            let s = self.sorted.next_item()?;
+            let s = self.take_sorted()?;
             let v = self.view.value_at(s.body).0;
             if v.is_expired(self.now) {
                 continue;
@@ -84,9 +111,10 @@ impl<'a> LeafIter<'a> {
             }
             cur = self.entry(self.li);
         }
+        self.load_back();
         let shadowed = if e.flags & FLAG_EQ != 0 {
             // The sorted item at the back pointer has this key: consume it.
-            self.sorted.next_item()
+            self.take_sorted()
         } else {
             None
         };
@@ -100,8 +128,14 @@ impl<'a> LeafIter<'a> {
 
 impl<'a> Iterator for LeafIter<'a> {
     type Item = (&'a [u8], ValueRef<'a>);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         self.next_kv()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let sorted = usize::from(self.next_sorted.is_some()) + self.sorted.remaining();
+        (0, Some(sorted + self.order.len() - self.li))
     }
 }
 
@@ -111,89 +145,85 @@ impl<'a> NodeView<'a> {
         LeafIter::new(*self, rv, now, self.sorted_items())
     }
 
-    /// Visible items with key >= `key`, starting the search at the segment the shortcut
-    /// block picks.
+    /// Visible items with key >= `key`, from the first sorted item >= `key` (binary search
+    /// of the item slots).
     pub fn leaf_lower_bound(
         &self,
         key: &[u8],
         rv: u64,
         now: u64,
     ) -> std::iter::Peekable<LeafIter<'a>> {
-        self.leaf_lower_bound_from(self.seek_segment(key), key, rv, now)
-    }
-
-    /// [`NodeView::leaf_lower_bound`] from the segment [`NodeView::seek_segment`] chose.
-    pub fn leaf_lower_bound_from(
-        &self,
-        seg: SortedIter<'a>,
-        key: &[u8],
-        rv: u64,
-        now: u64,
-    ) -> std::iter::Peekable<LeafIter<'a>> {
-        let mut it = LeafIter::new(*self, rv, now, seg).peekable();
+        let mut it = LeafIter::new(*self, rv, now, self.seek(key)).peekable();
+        // Log entries before the first sorted item >= `key` may still hold smaller keys.
         while it.next_if(|(k, _)| cmp_keys(k, key) == Less).is_some() {}
         it
     }
 
     /// The visible value of `key` at `rv`: the newest log entry for `key` within `rv` if
-    /// there is one (a delete marker hides the key), else the sorted block's item. Gives the
-    /// same answer as the first item of [`NodeView::leaf_lower_bound`] when its key is `key`
-    /// (tested), without ordering the log.
+    /// there is one (a delete marker hides the key), else the sorted block's item. Only keys
+    /// whose fingerprint matches are compared. Gives the same answer as the first item of
+    /// [`NodeView::leaf_lower_bound`] when its key is `key` (tested).
+    #[inline]
     pub fn leaf_get(&self, key: &[u8], rv: u64, now: u64) -> Option<ValueRef<'a>> {
-        self.leaf_get_from(self.seek_segment(key), key, rv, now)
+        self.leaf_get_fp(key, crate::fingerprint(key), rv, now)
     }
 
-    /// [`NodeView::leaf_get`] from the segment [`NodeView::seek_segment`] chose.
-    pub fn leaf_get_from(
-        &self,
-        mut it: SortedIter<'a>,
-        key: &[u8],
-        rv: u64,
-        now: u64,
-    ) -> Option<ValueRef<'a>> {
-        let mut newest: Option<LogEntry<'a>> = None;
-        for e in self.log_entries() {
-            // Entries are appended in version order, so the last visible match is newest.
-            if e.version <= rv && cmp_keys(e.key, key) == Equal {
-                newest = Some(e);
-            }
-        }
-        let found = match newest {
-            Some(e) => e.value,
-            None => loop {
-                let Some(item) = it.next_item() else {
-                    break None;
-                };
-                match cmp_keys(item.key, key) {
-                    Less => continue,
-                    Equal => break Some(self.value_at(item.body).0),
-                    Greater => break None,
-                }
-            },
+    /// [`NodeView::leaf_get`] with the key's fingerprint computed by the caller.
+    #[inline]
+    pub fn leaf_get_fp(&self, key: &[u8], fp: u8, rv: u64, now: u64) -> Option<ValueRef<'a>> {
+        let found = match self.log_lookup(key, fp, rv) {
+            Some(e) => e,
+            None => self
+                .find_item(key, fp)
+                .map(|i| self.value_at(self.item(i).1).0),
         };
         found.filter(|v| !v.is_expired(now))
     }
 
+    /// The newest log entry for `key` within `rv`: `Some(None)` for a delete marker, `None`
+    /// when the log has no such entry.
+    #[inline]
+    fn log_lookup(&self, key: &[u8], fp: u8, rv: u64) -> Option<Option<ValueRef<'a>>> {
+        let slots = self.log_slots();
+        if slots.is_empty() {
+            return None;
+        }
+        let c = slots.len() / crate::layout::LOG_SLOT_SIZE;
+        let mut found = None;
+        // Slots are newest first, and a buffer's entries are in version order, so the first
+        // match within `rv` is the newest.
+        crate::fingerprint::find_log_fingerprint(slots, fp, |j| {
+            let (off, _) = self.log_slot(c - 1 - j);
+            let (k, version) = self.log_key(off);
+            if version <= rv && k == key {
+                found = Some(self.log_entry(off).value);
+                true
+            } else {
+                false
+            }
+        });
+        found
+    }
+
     /// The largest visible key <= `key` in this leaf.
     pub fn leaf_floor(&self, key: &[u8], rv: u64, now: u64) -> Option<&'a [u8]> {
-        let mut best = None;
-        for (k, _) in LeafIter::new(*self, rv, now, self.seek_segment(key)) {
-            if cmp_keys(k, key) == Greater {
-                break;
+        // Start a few items before the lower bound: usually one of them is visible.
+        let lb = self.search(key, true);
+        let mut from = lb.saturating_sub(8);
+        loop {
+            let mut best = None;
+            for (k, _) in LeafIter::new(*self, rv, now, SortedIter::at_index(*self, from)) {
+                if cmp_keys(k, key) == Greater {
+                    break;
+                }
+                best = Some(k);
             }
-            best = Some(k);
-        }
-        if best.is_some() {
-            return best;
-        }
-        // Every item of the chosen segment is above `key` or deleted: look further left.
-        for (k, _) in self.leaf_iter(rv, now) {
-            if k > key {
-                break;
+            if best.is_some() || from == 0 {
+                return best;
             }
-            best = Some(k);
+            // Every item from there up to `key` is deleted: look further left.
+            from = 0;
         }
-        best
     }
 
     /// The largest visible key of this leaf.

@@ -3,7 +3,9 @@
 //!
 //! Format of one entry (see docs/FORMAT.md):
 //! `{ back u16 | hint u8 | vdelta u40 | khdr u16 (flags | len) | key | [vhdr u16 | value] }`
-//! where the value part is absent for a delete marker.
+//! where the value part is absent for a delete marker. Each entry has a log slot in the
+//! node's tail, `{ entry offset u16 | fingerprint u8 | 0 u8 }`, written with the entry and
+//! published with it by the log count in the header word.
 
 use crate::layout::*;
 use crate::view::{NodeView, ValueRef};
@@ -74,11 +76,27 @@ impl<'a> NodeView<'a> {
         }
     }
 
-    /// Log entries in the order they were appended.
+    /// The back pointer of the log entry at node offset `off`.
+    #[inline]
+    pub fn log_back(&self, off: usize) -> usize {
+        usize::from(self.u16_at(off))
+    }
+
+    /// The key and version of the log entry at node offset `off` (its value not decoded).
+    #[inline]
+    pub fn log_key(&self, off: usize) -> (&'a [u8], u64) {
+        let delta = read_delta(self.bytes(off + 3, 5));
+        let klen = usize::from(self.u16_at(off + LOG_ENTRY_HEADER) & KEY_LEN_MASK);
+        let key = self.bytes(off + LOG_ENTRY_HEADER + 2, klen);
+        (key, self.version().wrapping_add(delta))
+    }
+
+    /// Log entries in the order they were appended (oldest first), found by their slots.
     pub fn log_entries(&self) -> LogEntries<'a> {
         LogEntries {
             view: *self,
-            pos: self.sorted_end(),
+            next: 0,
+            count: self.log_count(),
         }
     }
 
@@ -86,10 +104,12 @@ impl<'a> NodeView<'a> {
     /// hints alone: no key comparisons, one insertion into the indirection array per entry.
     pub fn log_order(&self) -> LogOrder {
         let mut order = LogOrder { offs: Vec::new() };
-        if self.log_len() > 0 {
-            order.offs.reserve(32);
-            for e in self.log_entries() {
-                order.insert(usize::from(e.hint), e.off as u16);
+        let c = self.log_count();
+        if c > 0 {
+            order.offs.reserve(c);
+            for j in 0..c {
+                let off = self.log_slot(j).0;
+                order.insert(usize::from(self.u8_at(off + 2)), off as u16);
             }
         }
         order
@@ -99,17 +119,18 @@ impl<'a> NodeView<'a> {
 /// Iterator over log entries in storage (append) order.
 pub struct LogEntries<'a> {
     view: NodeView<'a>,
-    pos: usize,
+    next: usize,
+    count: usize,
 }
 
 impl<'a> Iterator for LogEntries<'a> {
     type Item = LogEntry<'a>;
     fn next(&mut self) -> Option<LogEntry<'a>> {
-        if self.pos >= self.view.used() {
+        if self.next >= self.count {
             return None;
         }
-        let e = self.view.log_entry(self.pos);
-        self.pos = e.end;
+        let e = self.view.log_entry(self.view.log_slot(self.next).0);
+        self.next += 1;
         Some(e)
     }
 }
@@ -159,33 +180,43 @@ pub struct AppendPlan<'a> {
     pub current: Option<ValueRef<'a>>,
     /// Number of log entries already in the leaf.
     pub log_entries: usize,
+    /// The key's fingerprint, for its log slot.
+    pub fp: u8,
 }
 
-/// Plans the append of an entry for `key` to a leaf (writers only; uses key comparisons).
+/// Plans the append of an entry for `key` to a leaf (writers only).
 pub fn plan_append<'a>(view: &NodeView<'a>, key: &[u8]) -> AppendPlan<'a> {
-    // Back pointer: first sorted item with key >= `key`.
-    let mut it = view.seek_segment(key);
-    let mut back = view.sorted_len();
-    let mut eq_value = None;
-    while let Some(item) = it.next_item() {
-        let ord = crate::keys::cmp_keys(item.key, key);
-        if ord.is_ge() {
-            back = item.rel;
-            if ord.is_eq() {
-                eq_value = Some(view.value_at(item.body).0);
-            }
-            break;
+    plan_append_fp(view, key, crate::fingerprint(key))
+}
+
+/// [`plan_append`] with the key's fingerprint computed by the caller. The sorted item with
+/// the key is found by fingerprint, and otherwise the first item above it by binary search;
+/// the order hint counts log entries by their back pointers, comparing keys only with the
+/// entries that share the new entry's back pointer (a smaller back pointer means a smaller
+/// key, a larger one a larger key).
+pub fn plan_append_fp<'a>(view: &NodeView<'a>, key: &[u8], fp: u8) -> AppendPlan<'a> {
+    let (back, eq_value) = match view.find_item(key, fp) {
+        Some(i) => {
+            let item = view.item_full(i);
+            (item.rel, Some(view.value_at(item.body).0))
         }
-    }
+        None => (view.item_rel(view.lower_bound(key)), None),
+    };
+    let count = view.log_count();
     let mut hint = 0usize;
-    let mut newest_same: Option<LogEntry<'a>> = None;
-    let mut count = 0;
-    for e in view.log_entries() {
-        count += 1;
-        match crate::keys::cmp_keys(e.key, key) {
-            std::cmp::Ordering::Less => hint += 1,
-            std::cmp::Ordering::Equal => newest_same = Some(e),
-            std::cmp::Ordering::Greater => {}
+    let mut newest_same = None;
+    for j in 0..count {
+        let off = view.log_slot(j).0;
+        let eback = view.log_back(off);
+        if eback < back {
+            hint += 1;
+        } else if eback == back {
+            match crate::keys::cmp_keys(view.log_key(off).0, key) {
+                std::cmp::Ordering::Less => hint += 1,
+                // Entries are in version order: the last one with the key is the newest.
+                std::cmp::Ordering::Equal => newest_same = Some(off),
+                std::cmp::Ordering::Greater => {}
+            }
         }
     }
     let mut flags = 0;
@@ -193,9 +224,9 @@ pub fn plan_append<'a>(view: &NodeView<'a>, key: &[u8]) -> AppendPlan<'a> {
         flags |= FLAG_EQ;
     }
     let current = match newest_same {
-        Some(e) => {
+        Some(off) => {
             flags |= FLAG_DUP;
-            e.value
+            view.log_entry(off).value
         }
         None => eq_value,
     };
@@ -205,6 +236,7 @@ pub fn plan_append<'a>(view: &NodeView<'a>, key: &[u8]) -> AppendPlan<'a> {
         flags,
         current,
         log_entries: count,
+        fp,
     }
 }
 
@@ -232,7 +264,7 @@ pub fn encode_log_entry(
     let mut p = LOG_ENTRY_HEADER;
     dst[p..p + 2].copy_from_slice(&khdr.to_le_bytes());
     p += 2;
-    dst[p..p + key.len()].copy_from_slice(key);
+    crate::builder::put_bytes(dst, p, key);
     p += key.len();
     if let Some(v) = value {
         p += crate::builder::encode_value(&mut dst[p..], v);
@@ -244,4 +276,53 @@ pub fn encode_log_entry(
 pub fn set_log_delta(dst: &mut [u8], delta: u64) {
     debug_assert!(delta <= MAX_VERSION_DELTA);
     dst[3..8].copy_from_slice(&delta.to_le_bytes()[..5]);
+}
+
+/// Writes the log slot `{ entry offset u16 | fingerprint u8 | 0 u8 }` of an entry at node
+/// offset `entry` into `dst` (4 bytes).
+pub fn encode_log_slot(dst: &mut [u8], entry: usize, fp: u8) {
+    dst[0..2].copy_from_slice(&(entry as u16).to_le_bytes());
+    dst[2] = fp;
+    dst[3] = 0;
+}
+
+/// Appends a log entry for `key` with `value` (`None`: a delete marker) at `version` to the
+/// leaf in `buf`, a whole node that nobody else reads or writes meanwhile, as the tree's
+/// fast path appends to a shared one (for tests and tools). Returns false, changing
+/// nothing, when the entry or its slot does not fit, every log slot is taken, or `version`
+/// is not above the node version by at most [`MAX_VERSION_DELTA`]. The log threshold is
+/// the caller's business.
+pub fn append_owned(
+    buf: &mut [u8],
+    key: &[u8],
+    value: Option<&ValueRef<'_>>,
+    version: u64,
+) -> bool {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&buf[OFF_LOCK_USED..OFF_LOCK_USED + 8]);
+    let word = u64::from_le_bytes(w);
+    let used = used_of(word);
+    let len = log_entry_len(key.len(), value);
+    let (entry, slot_at, plan) = {
+        let view = NodeView::from_node(buf);
+        let plan = plan_append(&view, key);
+        let (slot_at, limit) = view.next_log_slot();
+        let delta = version.wrapping_sub(view.version());
+        if used + len > limit
+            || plan.log_entries >= view.log_capacity()
+            || version <= view.version()
+            || delta > MAX_VERSION_DELTA
+        {
+            return false;
+        }
+        let mut entry = vec![0u8; len];
+        encode_log_entry(&mut entry, &plan, key, value);
+        set_log_delta(&mut entry, delta);
+        (entry, slot_at, (plan.log_entries, plan.fp))
+    };
+    buf[used..used + len].copy_from_slice(&entry);
+    encode_log_slot(&mut buf[slot_at..slot_at + LOG_SLOT_SIZE], used, plan.1);
+    let next = unlocked_append(word, used + len, plan.0 + 1);
+    buf[OFF_LOCK_USED..OFF_LOCK_USED + 8].copy_from_slice(&next.to_le_bytes());
+    true
 }

@@ -68,12 +68,8 @@ fn leaf_flagged(
     buf
 }
 
-fn used(buf: &[u8]) -> usize {
-    used_of(u64::from_le_bytes(buf[0..8].try_into().expect("8 bytes")))
-}
-
 fn view(buf: &[u8]) -> NodeView<'_> {
-    NodeView::from_node(buf, used(buf))
+    NodeView::from_node(buf)
 }
 
 /// Appends a log entry as the tree's writer does; false when it does not fit.
@@ -90,28 +86,12 @@ fn append_item(
     flags: u32,
     version: u64,
 ) -> bool {
-    let u = used(buf);
     let v = value.map(|v| {
         ValueRef::inline(v)
             .with_deadline(deadline)
             .with_flags(flags)
     });
-    let len = log_entry_len(key.len(), v.as_ref());
-    let entry = {
-        let view = view(buf);
-        let plan = plan_append(&view, key);
-        if u + len > buf.len() || plan.log_entries >= MAX_LOG_ENTRIES {
-            return false;
-        }
-        let mut entry = vec![0u8; len];
-        encode_log_entry(&mut entry, &plan, key, v.as_ref());
-        set_log_delta(&mut entry, version - view.version());
-        entry
-    };
-    buf[u..u + len].copy_from_slice(&entry);
-    let word = u64::from_le_bytes(buf[0..8].try_into().expect("8 bytes"));
-    buf[0..8].copy_from_slice(&unlocked_next(word, u + len).to_le_bytes());
-    true
+    append_owned(buf, key, v.as_ref(), version)
 }
 
 fn collect(v: &NodeView<'_>, rv: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -250,11 +230,13 @@ fn node_exactly_full() {
     };
     let cap = g.leaf_capacity();
     let key = b"k".to_vec();
-    // The only item starts segment 0, so its key lives in the shortcut block: 2 + value.
-    let exact = vec![(key.clone(), vec![7u8; cap - 2])];
+    // The only item starts segment 0, so its key lives in the shortcut block: 2 + value in
+    // the sorted block, and its slot in the tail.
+    let slot = LEAF_SLOT_SIZE;
+    let exact = vec![(key.clone(), vec![7u8; cap - 2 - slot])];
     let buf = leaf(&g, &exact, 1);
-    assert_eq!(view(&buf).sorted_len(), cap);
-    let too_big = [(&key[..], ValueRef::inline(&[7u8; 8000][..cap - 1]))];
+    assert_eq!(view(&buf).sorted_len(), cap - slot);
+    let too_big = [(&key[..], ValueRef::inline(&[7u8; 8000][..cap - 1 - slot]))];
     let mut b2 = vec![0u8; g.node_size];
     let err = build_leaf(&mut b2, &g, &too_big, &meta(1)).unwrap_err();
     assert_eq!(
@@ -314,7 +296,7 @@ fn a_full_leaf_and_its_log_fit_in_one_rebuilt_sorted_block() {
     // What the mirror's evictor checks before evicting such a leaf is exactly what the
     // rebuild used; the per-item upper bound (every key counted) says it would not fit.
     assert_eq!(leaf_sorted_bytes(&g, &refs), used - g.sorted_start());
-    assert!(leaf_sorted_bytes(&g, &refs) <= g.interior_capacity());
+    assert!(leaf_fits_full(&g, &refs));
     validate_node(&b2).unwrap();
     assert_eq!(collect(&view(&b2), u64::MAX), merged);
     for (k, v) in &model {
@@ -555,5 +537,118 @@ proptest! {
             let _ = v.leaf_iter(u64::MAX, 0).count();
             let _ = v.leaf_floor(b"key00000010", u64::MAX, 105);
         }
+    }
+}
+
+/// Keys whose fingerprints are all `fp` (found by trying numbered keys), in order.
+fn colliding_keys(fp: u8, n: usize) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0u32..)
+        .map(|i| format!("c{i:07}").into_bytes())
+        .filter(|k| fingerprint(k) == fp)
+        .take(n)
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Every key of a leaf has the same fingerprint: a lookup compares every key and still
+/// finds exactly the right one, in the sorted block and in the log, and absent keys with the
+/// same fingerprint are absent.
+#[test]
+fn lookups_are_right_when_every_fingerprint_collides() {
+    let g = geo(8192);
+    let keys = colliding_keys(fingerprint(b"c0000000"), 160);
+    let (present, absent) = (&keys[..120], &keys[120..]);
+    let items: Vec<_> = present
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(i, k)| (k.clone(), format!("s{i}").into_bytes()))
+        .collect();
+    let mut buf = leaf(&g, &items, 1);
+    let mut version = 1;
+    // Odd keys go to the log; every fourth even key is overwritten there, every eighth
+    // deleted, until the log is full.
+    for (i, k) in present.iter().enumerate() {
+        let v = format!("l{i}").into_bytes();
+        let value = match i % 8 {
+            0 => None,
+            2 | 6 => continue,
+            _ => Some(v.as_slice()),
+        };
+        if !append(&mut buf, k, value, version + 1) {
+            break;
+        }
+        version += 1;
+    }
+    validate_node(&buf).expect("valid");
+    let v = view(&buf);
+    let model: BTreeMap<Vec<u8>, Vec<u8>> = v
+        .leaf_iter(version, 0)
+        .map(|(k, x)| (k.to_vec(), x.data_bytes().to_vec()))
+        .collect();
+    assert!(
+        model.len() > 40 && v.log_count() > 10,
+        "{} items",
+        model.len()
+    );
+    for k in present.iter().chain(absent) {
+        let got = v.leaf_get(k, version, 0).map(|x| x.data_bytes().to_vec());
+        assert_eq!(
+            got.as_ref(),
+            model.get(k),
+            "key {}",
+            String::from_utf8_lossy(k)
+        );
+    }
+}
+
+/// The log slots bound the log: appends of tiny delete markers stop when every slot is
+/// taken, before the log threshold, and the node still validates.
+#[test]
+fn log_slots_bound_the_log() {
+    let g = geo(8192);
+    let mut buf = leaf(&g, &[], 1);
+    let mut n = 0u64;
+    while append(&mut buf, &[b'a' + (n % 26) as u8], None, 2 + n) {
+        n += 1;
+    }
+    let v = view(&buf);
+    assert_eq!(n as usize, g.log_slots());
+    assert_eq!(
+        (v.log_count(), v.log_capacity()),
+        (g.log_slots(), g.log_slots())
+    );
+    assert!(v.log_len() < g.log_threshold);
+    validate_node(&buf).expect("valid");
+}
+
+/// A wrong byte anywhere in the tail is found by the validator: a fingerprint, an item
+/// slot, a log slot's offset, fingerprint or zero byte, the trailer's count or tag.
+#[test]
+fn validate_checks_the_tail() {
+    let g = geo(4096);
+    let mut buf = leaf(&g, &(0..20).map(kv).collect::<Vec<_>>(), 1);
+    assert!(append(&mut buf, b"key00000003x", Some(b"zz"), 2));
+    assert!(append(&mut buf, b"key00000005", None, 3));
+    validate_node(&buf).expect("valid");
+    let v = view(&buf);
+    let start = v.tail_start();
+    let (fps, _) = v.lookup_span();
+    let (slots, _) = v.item_slots_span();
+    let size = buf.len();
+    let cases = [
+        ("first log slot's offset", start),
+        ("first log slot's fingerprint", start + 2),
+        ("first log slot's zero byte", start + 3),
+        ("an item fingerprint", fps + 4 * v.log_count() + 7),
+        ("an item slot", slots + 2 * 5),
+        ("the trailer's item count", size - 4),
+        ("the trailer's tag", size - 1),
+    ];
+    for (what, at) in cases {
+        let mut bad = buf.clone();
+        bad[at] ^= 0x11;
+        assert!(validate_node(&bad).is_err(), "{what} at {at} not checked");
     }
 }

@@ -82,7 +82,7 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
     }
     // Shortcut block.
     let n_sc = usize::from(b.u8(OFF_SC_COUNT)?);
-    let mut shortcuts: Vec<(usize, &[u8])> = Vec::with_capacity(n_sc);
+    let mut shortcuts: Vec<(usize, &[u8], usize)> = Vec::with_capacity(n_sc);
     let mut p = HEADER_SIZE;
     for _ in 0..n_sc {
         let seg = usize::from(b.u16(p)?);
@@ -91,12 +91,12 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
             return bad(format!("shortcut key of {klen} bytes"));
         }
         let key = b.slice(p + 4, klen)?;
-        if let Some((ps, pk)) = shortcuts.last() {
+        if let Some((ps, pk, _)) = shortcuts.last() {
             if seg <= *ps || key <= *pk {
                 return bad("shortcuts not ascending");
             }
         }
-        shortcuts.push((seg, key));
+        shortcuts.push((seg, key, p + 2));
         p += 4 + klen;
     }
     if p > sorted_start {
@@ -108,21 +108,24 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
     }
     // Sorted block.
     let mut items: Vec<(usize, &[u8])> = Vec::new(); // (rel offset, key)
+    let mut key_headers: Vec<usize> = Vec::new();
     let mut sc = shortcuts.iter().peekable();
     let mut rel = 0;
     while rel < sorted_len {
         let at = sorted_start + rel;
         let (key, body) = match sc.peek() {
-            Some((seg, k)) if *seg == rel => {
+            Some((seg, k, kh)) if *seg == rel => {
+                key_headers.push(*kh);
                 sc.next();
                 (*k, at)
             }
-            Some((seg, _)) if *seg < rel => return bad("shortcut inside an item"),
+            Some((seg, _, _)) if *seg < rel => return bad("shortcut inside an item"),
             _ => {
                 let klen = usize::from(b.u16(at)?);
                 if klen == 0 || klen > MAX_KEY {
                     return bad(format!("item key of {klen} bytes"));
                 }
+                key_headers.push(at);
                 (b.slice(at + 2, klen)?, at + 2 + klen)
             }
         };
@@ -150,6 +153,7 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
     // Log block.
     let mut p = sorted_end;
     let mut count = 0;
+    let mut entries: Vec<(usize, &[u8])> = Vec::new(); // (offset, key)
     while p < used {
         if count == MAX_LOG_ENTRIES {
             return bad("more than 255 log entries");
@@ -173,6 +177,7 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
         if (khdr & FLAG_EQ != 0) != at_back.is_some_and(|(_, k)| *k == key) {
             return bad("FLAG_EQ does not match the sorted item");
         }
+        entries.push((p, key));
         p = if khdr & FLAG_TOMBSTONE != 0 {
             kpos + klen
         } else {
@@ -182,6 +187,76 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
     }
     if p != used {
         return bad("log block does not end at bytes used");
+    }
+    let keys: Vec<&[u8]> = items.iter().map(|(_, k)| *k).collect();
+    validate_tail(node, word, leaf, &key_headers, &keys, &entries)
+}
+
+/// Checks the tail: the trailer, a slot per sorted item (its key header, its fingerprint)
+/// and a log slot per published log entry, all below `used`'s reach.
+#[allow(clippy::indexing_slicing)]
+fn validate_tail(
+    node: &[u8],
+    word: u64,
+    leaf: bool,
+    key_headers: &[usize],
+    keys: &[&[u8]],
+    entries: &[(usize, &[u8])],
+) -> Result<(), Corrupt> {
+    let b = Bytes(node);
+    let size = node.len();
+    let trailer = b.slice(size - TRAILER_SIZE, TRAILER_SIZE)?;
+    let n = usize::from(u16::from_le_bytes([trailer[0], trailer[1]]));
+    let log_slots = usize::from(trailer[2]);
+    let (tag, per) = if leaf {
+        (TAIL_LEAF, LEAF_SLOT_SIZE)
+    } else {
+        (TAIL_INTERIOR, INTERIOR_SLOT_SIZE)
+    };
+    if trailer[3] != tag {
+        return bad(format!("tail tag {:#x}", trailer[3]));
+    }
+    if n != keys.len() {
+        return bad(format!(
+            "trailer counts {n} items, the sorted block has {}",
+            keys.len()
+        ));
+    }
+    if !leaf && log_slots != 0 {
+        return bad("interior node with log slots");
+    }
+    let Some(s) = size.checked_sub(TRAILER_SIZE + per * n) else {
+        return bad(format!("{n} item slots do not fit the node"));
+    };
+    let tail_start = s.checked_sub(LOG_SLOT_SIZE * log_slots);
+    if tail_start.is_none_or(|t| t < used_of(word)) {
+        return bad("tail overlaps the bytes used");
+    }
+    let c = log_count_of(word);
+    if c != entries.len() || c > log_slots {
+        return bad(format!(
+            "log count {c} for {} entries and {log_slots} slots",
+            entries.len()
+        ));
+    }
+    let offs = if leaf { s + n } else { s };
+    for (i, kh) in key_headers.iter().enumerate() {
+        if usize::from(b.u16(offs + 2 * i)?) != *kh {
+            return bad(format!("slot of item {i} does not point at its key"));
+        }
+        if leaf && b.u8(s + i)? != crate::fingerprint(keys[i]) {
+            return bad(format!("fingerprint of item {i}"));
+        }
+    }
+    for (j, (off, key)) in entries.iter().enumerate() {
+        let at = s - LOG_SLOT_SIZE * (j + 1);
+        let slot = b.slice(at, LOG_SLOT_SIZE)?;
+        if usize::from(u16::from_le_bytes([slot[0], slot[1]])) != *off
+            || slot[2] != crate::fingerprint(key)
+            || slot[3] != 0
+        {
+            return bad(format!("log slot {j}"));
+        }
     }
     Ok(())
 }

@@ -1,12 +1,14 @@
 //! Read-only accessors over the published bytes of one node: header fields, the shortcut
-//! block, sorted-block items, and the search of an interior node for a child.
+//! block, sorted-block items through their tail slots, and the binary search of a node for
+//! a key (an interior node's child, a leaf's lower bound).
 //!
-//! A [`NodeView`] borrows bytes `[ATOMIC_END, used)` of a node, the part that never changes
-//! once published (layout.rs); the atomic header words are read by the caller.
+//! A [`NodeView`] borrows bytes `[ATOMIC_END, used)` of a node and its published tail
+//! `[S - 4c, node size)` (layout.rs), the parts that never change once published; the
+//! atomic header words are read by the caller.
 
 use crate::keys::cmp_keys;
 use crate::layout::*;
-use std::cmp::Ordering::{Equal, Greater};
+use std::cmp::Ordering::{Equal, Greater, Less};
 
 /// Where a value's bytes are: inline in the node, or kept out of line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +97,14 @@ impl<'a> ValueRef<'a> {
         }
     }
 
+    /// The bytes of an inline value (empty for one stored out of line).
+    pub fn data_bytes(&self) -> &'a [u8] {
+        match self.data {
+            ValueData::Inline(b) => b,
+            ValueData::OutOfLine { .. } => &[],
+        }
+    }
+
     /// The out-of-line reference, if the value is stored out of line.
     pub fn out_of_line_ref(&self) -> Option<(u64, u32)> {
         match self.data {
@@ -107,7 +117,8 @@ impl<'a> ValueRef<'a> {
 /// One item of a sorted block.
 #[derive(Clone, Copy, Debug)]
 pub struct SortedItem<'a> {
-    /// Offset of the item relative to the start of the sorted block.
+    /// Offset of the item relative to the start of the sorted block (what log entries' back
+    /// pointers name).
     pub rel: usize,
     /// The key (from the shortcut block for the first item of a segment).
     pub key: &'a [u8],
@@ -118,19 +129,69 @@ pub struct SortedItem<'a> {
 /// Read-only view of a published node.
 #[derive(Clone, Copy)]
 pub struct NodeView<'a> {
+    /// Bytes `[ATOMIC_END, used)`.
     imm: &'a [u8],
+    /// Bytes `[S - 4c, node size)`: the published log slots, the item slots, the trailer.
+    tail: &'a [u8],
+    /// Items in the sorted block (from the trailer).
+    n: u32,
+    /// Index in `tail` of `S` (4 × the log count).
+    s: u32,
+    /// Index in `tail` of the first item slot.
+    slots: u32,
+}
+
+/// Bytes of a node's tail that a reader may see: `[node size - tail_len, node size)` when
+/// its trailer reads `trailer` and its header word publishes `log_count` log entries. 0
+/// for a trailer that is not one (a reader that gets 0 sees an empty tail).
+#[inline]
+pub fn tail_len(trailer: [u8; TRAILER_SIZE], log_count: usize) -> usize {
+    let items = usize::from(u16::from_le_bytes([trailer[0], trailer[1]]));
+    let per = match trailer[3] {
+        TAIL_LEAF => LEAF_SLOT_SIZE,
+        TAIL_INTERIOR => INTERIOR_SLOT_SIZE,
+        _ => return 0,
+    };
+    TRAILER_SIZE + per * items + LOG_SLOT_SIZE * log_count
 }
 
 impl<'a> NodeView<'a> {
-    /// A view over `imm`, which must be bytes `[ATOMIC_END, used)` of a node written by the
-    /// builders of this crate (or checked by [`crate::validate::validate_node`]).
-    pub fn new(imm: &'a [u8]) -> Self {
-        NodeView { imm }
+    /// A view over `imm`, bytes `[ATOMIC_END, used)` of a node, and `tail`, its last
+    /// [`tail_len`] bytes, written by the builders and the log appender of this crate (or
+    /// checked by [`crate::validate::validate_node`]).
+    #[inline]
+    pub fn new(imm: &'a [u8], tail: &'a [u8]) -> Self {
+        let t = tail.len().saturating_sub(TRAILER_SIZE);
+        let (n, leaf) = match tail.get(t..) {
+            Some([a, b, _, tag]) => (usize::from(u16::from_le_bytes([*a, *b])), *tag == TAIL_LEAF),
+            _ => (0, false),
+        };
+        let per = if leaf {
+            LEAF_SLOT_SIZE
+        } else {
+            INTERIOR_SLOT_SIZE
+        };
+        let s = t.saturating_sub(per * n);
+        let slots = if leaf { s + n } else { s };
+        NodeView {
+            imm,
+            tail,
+            n: n as u32,
+            s: s as u32,
+            slots: slots as u32,
+        }
     }
 
-    /// A view over a whole node buffer of which `used` bytes are published.
-    pub fn from_node(node: &'a [u8], used: usize) -> Self {
-        NodeView::new(&node[ATOMIC_END..used])
+    /// A view over a whole node buffer that nobody writes meanwhile (its header word read
+    /// plainly).
+    pub fn from_node(node: &'a [u8]) -> Self {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&node[OFF_LOCK_USED..OFF_LOCK_USED + 8]);
+        let word = u64::from_le_bytes(w);
+        let mut t = [0u8; TRAILER_SIZE];
+        t.copy_from_slice(&node[node.len() - TRAILER_SIZE..]);
+        let tail = tail_len(t, log_count_of(word)).min(node.len());
+        NodeView::new(&node[ATOMIC_END..used_of(word)], &node[node.len() - tail..])
     }
 
     #[inline]
@@ -168,9 +229,14 @@ impl<'a> NodeView<'a> {
     }
 
     /// The published bytes `[16, used)` of the node (offset 16 first), for an engine that
-    /// copies nodes into memory of its own.
+    /// copies nodes into memory of its own (and reads no tail).
     pub fn published(&self) -> &'a [u8] {
         self.imm
+    }
+
+    /// The published tail (its last [`tail_len`] bytes).
+    pub fn tail(&self) -> &'a [u8] {
+        self.tail
     }
 
     /// Bytes published (the `used` the view was made with).
@@ -194,6 +260,7 @@ impl<'a> NodeView<'a> {
         self.u8_at(OFF_KIND)
     }
     /// Whether this is a leaf.
+    #[inline]
     pub fn is_leaf(&self) -> bool {
         self.kind() == KIND_LEAF
     }
@@ -202,10 +269,12 @@ impl<'a> NodeView<'a> {
         self.u8_at(OFF_LEVEL)
     }
     /// Start of the sorted block.
+    #[inline]
     pub fn sorted_start(&self) -> usize {
         usize::from(self.u16_at(OFF_SORTED_START))
     }
     /// End of the sorted block, start of the log block.
+    #[inline]
     pub fn sorted_end(&self) -> usize {
         self.u32_at(OFF_SORTED_END) as usize
     }
@@ -225,6 +294,186 @@ impl<'a> NodeView<'a> {
     pub fn node_size(&self) -> usize {
         1 << self.u8_at(OFF_SIZE_LOG2)
     }
+
+    // Tail ----------------------------------------------------------------------------
+
+    #[inline]
+    fn trailer(&self) -> &'a [u8] {
+        &self.tail[self.tail.len() - TRAILER_SIZE..]
+    }
+
+    /// Items in the sorted block (from the trailer).
+    #[inline]
+    pub fn item_count(&self) -> usize {
+        self.n as usize
+    }
+
+    /// Log slots the leaf reserved when it was built (its log holds at most this many
+    /// entries).
+    pub fn log_capacity(&self) -> usize {
+        usize::from(self.trailer()[2])
+    }
+
+    /// Index in `tail` of `S`, the first item slot (leaves: the first fingerprint).
+    #[inline]
+    fn s_index(&self) -> usize {
+        self.s as usize
+    }
+
+    /// Log entries published (the log count of the header word the view was made with).
+    #[inline]
+    pub fn log_count(&self) -> usize {
+        self.s_index() / LOG_SLOT_SIZE
+    }
+
+    /// Node offset of the first byte of the tail the view holds (`S - 4c`).
+    pub fn tail_start(&self) -> usize {
+        self.node_size() - self.tail.len()
+    }
+
+    /// Node offset where the next log slot goes (`S - 4(c + 1)`), and the lowest node
+    /// offset the log block may reach (`S - 4 × log capacity`).
+    pub fn next_log_slot(&self) -> (usize, usize) {
+        let s = self.tail_start() + self.s_index();
+        let limit = s.saturating_sub(LOG_SLOT_SIZE * self.log_capacity());
+        (self.tail_start().saturating_sub(LOG_SLOT_SIZE), limit)
+    }
+
+    /// Node offset and length of what a point lookup in this leaf reads of its tail: the
+    /// published log slots and the item fingerprints (a prefetch span).
+    pub fn lookup_span(&self) -> (usize, usize) {
+        (self.tail_start(), self.s_index() + self.item_count())
+    }
+
+    /// Node offset and length of the item slots (what a binary search reads of the tail).
+    pub fn item_slots_span(&self) -> (usize, usize) {
+        (
+            self.tail_start() + self.slots as usize,
+            2 * self.item_count(),
+        )
+    }
+
+    /// The fingerprints of a leaf's sorted items, in key order.
+    #[inline]
+    pub fn item_fingerprints(&self) -> &'a [u8] {
+        let s = self.s_index();
+        &self.tail[s..s + self.item_count()]
+    }
+
+    /// The published log slots, newest first (`4 × log_count` bytes).
+    #[inline]
+    pub fn log_slots(&self) -> &'a [u8] {
+        &self.tail[..self.s_index()]
+    }
+
+    /// Node offset of log entry `j` (0: the oldest) and its fingerprint.
+    #[inline]
+    pub fn log_slot(&self, j: usize) -> (usize, u8) {
+        let at = LOG_SLOT_SIZE * (self.log_count() - 1 - j);
+        let s = &self.tail[at..at + LOG_SLOT_SIZE];
+        (usize::from(u16::from_le_bytes([s[0], s[1]])), s[2])
+    }
+
+    /// Node offset of the key header of sorted item `i` (its `key_len`, followed by the
+    /// key): in the sorted block, or in the shortcut block for the first item of a segment.
+    #[inline]
+    fn key_header(&self, i: usize) -> usize {
+        let at = self.slots as usize + 2 * i;
+        usize::from(u16::from_le_bytes([self.tail[at], self.tail[at + 1]]))
+    }
+
+    /// The key of sorted item `i` and the node offset of its body.
+    #[inline]
+    pub fn item(&self, i: usize) -> (&'a [u8], usize) {
+        let it = self.item_full(i);
+        (it.key, it.body)
+    }
+
+    /// Sorted item `i`: where it starts, its key, its body.
+    #[inline]
+    pub fn item_full(&self, i: usize) -> SortedItem<'a> {
+        let kh = self.key_header(i);
+        let klen = usize::from(self.u16_at(kh));
+        let key = self.bytes(kh + 2, klen);
+        let ss = self.sorted_start();
+        if kh < ss {
+            // A shortcut entry `{ seg_off | key_len | key }`: the body starts the segment.
+            let rel = usize::from(self.u16_at(kh - 2));
+            SortedItem {
+                rel,
+                key,
+                body: ss + rel,
+            }
+        } else {
+            SortedItem {
+                rel: kh - ss,
+                key,
+                body: kh + 2 + klen,
+            }
+        }
+    }
+
+    /// The key of sorted item `i`.
+    #[inline]
+    pub fn item_key(&self, i: usize) -> &'a [u8] {
+        let kh = self.key_header(i);
+        self.bytes(kh + 2, usize::from(self.u16_at(kh)))
+    }
+
+    /// Offset, relative to the sorted block, where sorted item `i` starts (the sorted
+    /// block's length for `i` = the item count): what log back pointers name.
+    #[inline]
+    pub fn item_rel(&self, i: usize) -> usize {
+        if i >= self.item_count() {
+            return self.sorted_len();
+        }
+        let kh = self.key_header(i);
+        if kh < self.sorted_start() {
+            usize::from(self.u16_at(kh - 2))
+        } else {
+            kh - self.sorted_start()
+        }
+    }
+
+    /// Index of the first sorted item whose key is >= `key` (> `key` when `after`).
+    #[inline]
+    pub fn search(&self, key: &[u8], after: bool) -> usize {
+        let stop = if after { Greater } else { Equal };
+        let (mut lo, mut hi) = (0, self.item_count());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let ord = cmp_keys(self.item_key(mid), key);
+            if ord == Less || (ord == Equal && stop == Greater) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Index of the first sorted item whose key is >= `key`.
+    #[inline]
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        self.search(key, false)
+    }
+
+    /// Index of the sorted item whose key is `key`, found by its fingerprint.
+    #[inline]
+    pub fn find_item(&self, key: &[u8], fp: u8) -> Option<usize> {
+        let mut found = None;
+        crate::fingerprint::find_fingerprint(self.item_fingerprints(), fp, |i| {
+            if self.item_key(i) == key {
+                found = Some(i);
+                true
+            } else {
+                false
+            }
+        });
+        found
+    }
+
+    // Shortcut block (read by engines that search as Honeycomb's does) ----------------
 
     /// Shortcut entry at node offset `pos`: (segment offset relative to the sorted block,
     /// key, offset of the next entry).
@@ -247,38 +496,16 @@ impl<'a> NodeView<'a> {
         out
     }
 
-    /// The segment to search for `key`: the last shortcut whose key is <= `key`. Returns an
-    /// iterator over the sorted items from that segment's start, or from the first item when
-    /// `key` is below every boundary key.
-    pub fn seek_segment(&self, key: &[u8]) -> SortedIter<'a> {
-        self.seek(key, false)
-    }
+    // Items ---------------------------------------------------------------------------
 
-    /// As [`NodeView::seek_segment`], but with `strict` the segment of the last boundary key
-    /// strictly below `key`.
-    pub fn seek(&self, key: &[u8], strict: bool) -> SortedIter<'a> {
-        let n = self.shortcut_count();
-        let mut pos = HEADER_SIZE;
-        let mut chosen: Option<(usize, usize, usize)> = None; // (segment rel, entry pos, index)
-        for i in 0..n {
-            let (seg, k, next) = self.shortcut_at(pos);
-            match cmp_keys(k, key) {
-                Greater => break,
-                Equal if strict => break,
-                _ => {}
-            }
-            chosen = Some((seg, pos, i));
-            pos = next;
-        }
-        match chosen {
-            Some((seg, entry, i)) => SortedIter::at(*self, seg, entry, n - i),
-            None => self.sorted_items(),
-        }
+    /// Iterator over the sorted items from the first whose key is >= `key`.
+    pub fn seek(&self, key: &[u8]) -> SortedIter<'a> {
+        SortedIter::at(*self, self.lower_bound(key))
     }
 
     /// Iterator over every sorted-block item, in key order.
     pub fn sorted_items(&self) -> SortedIter<'a> {
-        SortedIter::at(*self, 0, HEADER_SIZE, self.shortcut_count())
+        SortedIter::at(*self, 0)
     }
 
     /// The value of a leaf item whose body starts at node offset `body`, and the offset just
@@ -366,6 +593,7 @@ impl<'a> NodeView<'a> {
 
     /// Interior node: the child to follow for `key` (the child of the largest separator
     /// <= `key`, or the leftmost child).
+    #[inline]
     pub fn child_for(&self, key: &[u8]) -> u64 {
         self.route(key, false).0
     }
@@ -378,44 +606,39 @@ impl<'a> NodeView<'a> {
 
     /// Interior node: the child of the largest separator <= `key` (< `key` when `strict`)
     /// and that separator (`None` for the leftmost child).
+    #[inline]
     pub fn route(&self, key: &[u8], strict: bool) -> (u64, Option<&'a [u8]>) {
-        self.route_from(self.seek(key, strict), key, strict)
-    }
-
-    /// [`NodeView::route`] continuing from the segment `it` that [`NodeView::seek`] chose
-    /// for the same key and strictness (an engine searches the shortcut block and the
-    /// segment in separate steps).
-    pub fn route_from(
-        &self,
-        mut it: SortedIter<'a>,
-        key: &[u8],
-        strict: bool,
-    ) -> (u64, Option<&'a [u8]>) {
         debug_assert!(!self.is_leaf());
-        let seg_end = it.segment_end();
-        let mut child = (self.link(), None);
-        while let Some(item) = it.next_within(seg_end) {
-            match cmp_keys(item.key, key) {
-                Greater => break,
-                Equal if strict => break,
-                _ => {}
+        match self.search(key, !strict) {
+            0 => (self.link(), None),
+            i => {
+                let (sep, body) = self.item(i - 1);
+                (self.child_at(body), Some(sep))
             }
-            child = (self.child_at(item.body), Some(item.key));
         }
-        child
     }
 
-    /// Resumes a sorted-block iterator saved with [`SortedIter::cursor`] on this node.
-    pub fn resume(&self, c: SegmentCursor) -> SortedIter<'a> {
-        SortedIter::at(*self, c.pos, c.next_sc, c.sc_left)
+    /// Interior node: the child for `key` (as [`NodeView::route`]) with its fences, the
+    /// separators around it (`None`: the node's own bound).
+    pub fn route_fenced(&self, key: &[u8]) -> (u64, Option<&'a [u8]>, Option<&'a [u8]>) {
+        let i = self.search(key, true);
+        let high = (i < self.item_count()).then(|| self.item_key(i));
+        match i {
+            0 => (self.link(), None, high),
+            i => {
+                let (sep, body) = self.item(i - 1);
+                (self.child_at(body), Some(sep), high)
+            }
+        }
     }
 
     /// Interior node: the leftmost child and every (separator, child) entry in order.
     pub fn interior_entries(&self) -> (u64, Vec<(&'a [u8], u64)>) {
-        let mut out = Vec::new();
-        let mut it = self.sorted_items();
-        while let Some(item) = it.next_item() {
-            out.push((item.key, self.child_at(item.body)));
+        let n = self.item_count();
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let (k, body) = self.item(i);
+            out.push((k, self.child_at(body)));
         }
         (self.link(), out)
     }
@@ -434,113 +657,59 @@ pub fn write_lid(dst: &mut [u8], lid: u64) {
     dst[..LID_SIZE].copy_from_slice(&lid.to_le_bytes()[..LID_SIZE]);
 }
 
-/// A sorted-block position saved without borrowing the node (plain data), to resume with
-/// [`NodeView::resume`] on the same immutable buffer.
-#[derive(Clone, Copy, Debug)]
-pub struct SegmentCursor {
-    pos: usize,
-    next_sc: usize,
-    sc_left: usize,
-}
-
-/// Iterator over sorted-block items from some position to the end of the block.
+/// Iterator over sorted-block items by slot, from some item to the last.
 #[derive(Clone)]
 pub struct SortedIter<'a> {
     view: NodeView<'a>,
-    /// Position relative to the sorted block start.
-    pos: usize,
-    /// Node offset of the next shortcut entry not yet passed, if any.
-    next_sc: Option<usize>,
-    sc_left: usize,
-    /// Sorted block start and length, and the node kind, read once.
-    base: usize,
-    len: usize,
-    leaf: bool,
+    i: usize,
+    n: usize,
 }
 
 impl<'a> SortedIter<'a> {
-    fn at(view: NodeView<'a>, rel: usize, sc_entry: usize, sc_left: usize) -> Self {
+    /// An iterator from sorted item `i`.
+    pub fn at_index(view: NodeView<'a>, i: usize) -> Self {
+        SortedIter::at(view, i)
+    }
+
+    fn at(view: NodeView<'a>, i: usize) -> Self {
         SortedIter {
             view,
-            pos: rel,
-            next_sc: (sc_left > 0).then_some(sc_entry),
-            sc_left,
-            base: view.sorted_start(),
-            len: view.sorted_len(),
-            leaf: view.is_leaf(),
+            i,
+            n: view.item_count(),
         }
     }
 
-    /// Position (relative to the sorted block) of the next item.
+    /// Index of the next item.
+    pub fn index(&self) -> usize {
+        self.i
+    }
+
+    /// Position (relative to the sorted block) of the next item; the sorted block's length
+    /// at the end.
+    #[inline]
     pub fn position(&self) -> usize {
-        self.pos
-    }
-
-    /// The position as plain data, to resume later with [`NodeView::resume`].
-    pub fn cursor(&self) -> SegmentCursor {
-        SegmentCursor {
-            pos: self.pos,
-            next_sc: self.next_sc.unwrap_or(0),
-            sc_left: self.sc_left,
-        }
+        self.view.item_rel(self.i)
     }
 
     /// Whether every item has been returned.
+    #[inline]
     pub fn at_end(&self) -> bool {
-        self.pos >= self.len
+        self.i >= self.n
     }
 
-    /// End (relative) of the segment that contains the current position: the start of the
-    /// next segment, or the end of the sorted block.
-    pub fn segment_end(&self) -> usize {
-        let mut p = self.next_sc;
-        let mut left = self.sc_left;
-        while let (Some(pos), true) = (p, left > 0) {
-            let (seg, _, next) = self.view.shortcut_at(pos);
-            if seg > self.pos {
-                return seg;
-            }
-            p = Some(next);
-            left -= 1;
-        }
-        self.view.sorted_len()
-    }
-
-    /// Next item if it starts before `end` (relative).
-    pub fn next_within(&mut self, end: usize) -> Option<SortedItem<'a>> {
-        if self.pos >= end {
-            return None;
-        }
-        self.next_item()
+    /// Items not returned yet.
+    pub fn remaining(&self) -> usize {
+        self.n.saturating_sub(self.i)
     }
 
     /// Next item of the sorted block.
     #[inline]
     pub fn next_item(&mut self) -> Option<SortedItem<'a>> {
-        if self.pos >= self.len {
+        if self.i >= self.n {
             return None;
         }
-        let v = self.view;
-        let at = self.base + self.pos;
-        let rel = self.pos;
-        let (key, body) = match self.next_sc {
-            Some(scp) if usize::from(v.u16_at(scp)) == rel => {
-                let (_, k, next) = v.shortcut_at(scp);
-                self.sc_left -= 1;
-                self.next_sc = (self.sc_left > 0).then_some(next);
-                (k, at)
-            }
-            _ => {
-                let klen = usize::from(v.u16_at(at) & KEY_LEN_MASK);
-                (v.bytes(at + 2, klen), at + 2 + klen)
-            }
-        };
-        let end = if self.leaf {
-            v.value_end(body)
-        } else {
-            body + LID_SIZE
-        };
-        self.pos = end - self.base;
-        Some(SortedItem { rel, key, body })
+        let item = self.view.item_full(self.i);
+        self.i += 1;
+        Some(item)
     }
 }

@@ -44,18 +44,9 @@ fn leaf(node_size: usize, fill: f64, log: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
     for i in 0..log {
         let k = &keys[i * 13 % keys.len()];
         let v = ValueRef::inline(&value[..60]);
-        let u = used(&buf);
-        let len = log_entry_len(k.len(), Some(&v));
-        if u + len > node_size {
+        if !append_owned(&mut buf, k, Some(&v), 1 + i as u64) {
             break;
         }
-        let plan = plan_append(&NodeView::from_node(&buf, u), k);
-        let mut e = vec![0u8; len];
-        encode_log_entry(&mut e, &plan, k, Some(&v));
-        set_log_delta(&mut e, 1 + i as u64);
-        buf[u..u + len].copy_from_slice(&e);
-        let w = u64::from_le_bytes(buf[0..8].try_into().unwrap());
-        buf[0..8].copy_from_slice(&unlocked_next(w, u + len).to_le_bytes());
     }
     (buf, keys)
 }
@@ -68,7 +59,7 @@ fn main() {
         for fill in [0.25, 0.5, 1.0] {
             for log in [0, 4, 16] {
                 let (node, keys) = leaf(node_size, fill, log);
-                let view = NodeView::from_node(&node, used(&node));
+                let view = NodeView::from_node(&node);
                 let published = &node[..used(&node)];
                 let (mut sum, mut max, mut n) = (0u64, 0u32, 0u64);
                 for k in keys.iter().step_by((keys.len() / 32).max(1)) {

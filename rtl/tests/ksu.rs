@@ -111,20 +111,10 @@ fn leaf(node_size: usize, items: &BTreeMap<Vec<u8>, Val>, log: &[LogOp]) -> (Vec
             LogOp::Put(k, v) => (k, Some(value_ref(&BYTES, v))),
             LogOp::Delete(k) => (k, None),
         };
-        let u = used(&buf);
-        let len = log_entry_len(k.len(), v.as_ref());
-        let view = NodeView::from_node(&buf, u);
-        let plan = plan_append(&view, k);
-        if u + len > buf.len() || plan.log_entries >= MAX_LOG_ENTRIES {
+        if !append_owned(&mut buf, k, v.as_ref(), version + 1) {
             break;
         }
-        let mut entry = vec![0u8; len];
-        encode_log_entry(&mut entry, &plan, k, v.as_ref());
         version += 1;
-        set_log_delta(&mut entry, version - 10);
-        buf[u..u + len].copy_from_slice(&entry);
-        let word = u64::from_le_bytes(buf[0..8].try_into().unwrap());
-        buf[0..8].copy_from_slice(&unlocked_next(word, u + len).to_le_bytes());
     }
     validate_node(&buf).expect("a valid node");
     (buf, version)
@@ -136,7 +126,7 @@ fn check_leaf(
     probes: &[Vec<u8>],
     newest: u64,
 ) -> Result<(), TestCaseError> {
-    let view = NodeView::from_node(node, used(node));
+    let view = NodeView::from_node(node);
     let published = &node[..used(node)];
     for k in probes {
         for rv in [10, (10 + newest) / 2, newest] {
@@ -209,7 +199,7 @@ proptest! {
             }
             seps.truncate(seps.len() * 3 / 4);
         }
-        let view = NodeView::from_node(&buf, used(&buf));
+        let view = NodeView::from_node(&buf);
         for mut ksu in [Ksu::new(), Ksu::short_keys()] {
             for k in seps.iter().chain(&extra) {
                 let got = ksu.search(&buf[..used(&buf)], k, 7, 0).expect("the unit answers");
@@ -265,7 +255,7 @@ fn a_key_longer_than_the_unit_keeps_is_refused() {
         .collect();
     let (node, _) = leaf(4096, &items, &[]);
     let published = &node[..used(&node)];
-    let view = NodeView::from_node(&node, used(&node));
+    let view = NodeView::from_node(&node);
     let full = Ksu::new().search(published, &long(b'b'), 10, 0).unwrap();
     match full.answer {
         Answer::Value(off) => assert_eq!(

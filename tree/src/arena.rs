@@ -11,7 +11,6 @@
 //! 2. Every buffer offset is a multiple of the node size, so buffers are aligned to at least
 //!    8 bytes and their header words can be accessed atomically.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -74,9 +73,8 @@ impl Arena {
         }
     }
 
-    fn layout(&self) -> Layout {
-        Layout::from_size_align(self.chunk_size, CHUNK_ALIGN.max(self.node_size))
-            .expect("chunk layout")
+    fn align(&self) -> usize {
+        CHUNK_ALIGN.max(self.node_size)
     }
 
     /// Allocates a zeroed-or-reused node buffer (contents unspecified) and returns its offset.
@@ -97,8 +95,7 @@ impl Arena {
                 }
                 return Err(ArenaFull);
             }
-            // SAFETY: the layout has a non-zero size (chunk_size >= node_size >= 4096).
-            let p = unsafe { alloc_zeroed(self.layout()) };
+            let p = chunk_mem::map(self.chunk_size, self.align());
             if p.is_null() {
                 return Err(ArenaFull);
             }
@@ -182,13 +179,81 @@ impl Arena {
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        let layout = self.layout();
         for p in self.table.iter() {
             let p = p.load(Ordering::Acquire);
             if !p.is_null() {
-                // SAFETY: `p` was allocated in `alloc` with this layout and is freed once.
-                unsafe { dealloc(p, layout) };
+                // SAFETY: `p` was mapped in `alloc` with this size and alignment, nothing
+                // references it once the arena is dropped, and it is unmapped once.
+                unsafe { chunk_mem::unmap(p, self.chunk_size, self.align()) };
             }
+        }
+    }
+}
+
+/// Chunk memory. On Unix an anonymous mapping: the kernel zeroes each page when it is first
+/// touched, so a new chunk costs no `memset` of its whole size and an empty store does not
+/// keep its first chunk resident. Elsewhere the global allocator's zeroed memory.
+mod chunk_mem {
+    /// `size` zeroed bytes aligned to `align` (a power of two), or null.
+    #[cfg(unix)]
+    pub(super) fn map(size: usize, align: usize) -> *mut u8 {
+        let len = size + align;
+        // SAFETY: an anonymous private mapping of `len` bytes; the parts before the aligned
+        // start and after `size` bytes from it are unmapped again, leaving exactly the
+        // returned range mapped (each `munmap` covers whole pages: `align` and `size` are
+        // multiples of the page size).
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return std::ptr::null_mut();
+            }
+            let start = p as usize;
+            let aligned = (start + align - 1) & !(align - 1);
+            let head = aligned - start;
+            if head > 0 {
+                libc::munmap(p, head);
+            }
+            let tail = len - head - size;
+            if tail > 0 {
+                libc::munmap((aligned + size) as *mut libc::c_void, tail);
+            }
+            aligned as *mut u8
+        }
+    }
+
+    /// Gives back what [`map`] returned.
+    ///
+    /// # Safety
+    /// `p` came from `map(size, align)` and is not used afterwards.
+    #[cfg(unix)]
+    pub(super) unsafe fn unmap(p: *mut u8, size: usize, _align: usize) {
+        // SAFETY: per the contract, `[p, p + size)` is one mapping of ours.
+        unsafe { libc::munmap(p.cast(), size) };
+    }
+
+    #[cfg(not(unix))]
+    pub(super) fn map(size: usize, align: usize) -> *mut u8 {
+        let Ok(layout) = std::alloc::Layout::from_size_align(size, align) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: the layout has a non-zero size (chunk_size >= node_size >= 4096).
+        unsafe { std::alloc::alloc_zeroed(layout) }
+    }
+
+    /// # Safety
+    /// `p` came from `map(size, align)` and is not used afterwards.
+    #[cfg(not(unix))]
+    pub(super) unsafe fn unmap(p: *mut u8, size: usize, align: usize) {
+        if let Ok(layout) = std::alloc::Layout::from_size_align(size, align) {
+            // SAFETY: allocated by `map` with this layout (contract).
+            unsafe { std::alloc::dealloc(p, layout) };
         }
     }
 }

@@ -11,7 +11,7 @@ pub struct Config {
     pub node_size: usize,
     /// Bytes of the shortcut block. Default 464.
     pub shortcut_size: usize,
-    /// Log block size past which a leaf's log is merged into its sorted block. Default 512.
+    /// Log block size past which a leaf's log is merged into its sorted block. Default 1024.
     pub log_threshold: usize,
     /// Longest value stored inside a node; longer values are stored out of line. Default 469.
     pub max_inline_value: usize,

@@ -320,10 +320,9 @@ impl Mirror {
     }
 }
 
-/// What a load built: bytes of the buffer used, the out-of-line values it references, and
-/// its items and those with a deadline (the tree's counts are corrected by them).
+/// What a load built: the out-of-line values it references, and its items and those with
+/// a deadline (the tree's counts are corrected by them).
 struct Built {
-    used: usize,
     ool: Vec<(u64, u32)>,
     items: i64,
     expiring: i64,
@@ -512,8 +511,7 @@ impl Tree {
         let built = build_leaf_full(buf, &self.geo, &refs, &self.loaded_meta(stub));
         drop(refs);
         match built {
-            Ok(used) => Ok(Built {
-                used,
+            Ok(_) => Ok(Built {
                 ool,
                 items: items.len() as i64,
                 expiring: items.iter().filter(|i| i.2 != NO_DEADLINE).count() as i64,
@@ -582,9 +580,8 @@ impl Tree {
         // SAFETY: the boxed bytes do not move (a boxed slice moved into the garbage list
         // keeps its heap allocation) and are freed only after `pin` is dropped (above); they
         // were fully written by `build_leaf` and are never written again.
-        let imm =
-            unsafe { std::slice::from_raw_parts(ptr.add(ATOMIC_END), built.used - ATOMIC_END) };
-        Ok(accelkv_node::NodeView::new(imm))
+        let node = unsafe { std::slice::from_raw_parts(ptr, self.geo.node_size) };
+        Ok(accelkv_node::NodeView::from_node(node))
     }
 
     /// Item references for a leaf built from a page's items; values past the inline limit
@@ -836,7 +833,7 @@ impl Tree {
                 // Exactly as a load rebuilds it (`build_leaf_full`; keys of shortcut starts
                 // do not count). An upper bound that counted every key here once kept full
                 // leaves resident forever, and writers then ran out of room.
-                if accelkv_node::leaf_sorted_bytes(&self.geo, &all) > self.geo.interior_capacity() {
+                if !accelkv_node::leaf_fits_full(&self.geo, &all) {
                     // Cannot happen (a sorted item is never larger than its log entry), but
                     // a leaf that could not be rebuilt stays.
                     self.word(off).store(w, Ordering::Release);

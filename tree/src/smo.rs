@@ -170,6 +170,23 @@ impl Tree {
         }
     }
 
+    /// Whether a structural write that may grow the tree must be refused to keep the room a
+    /// delete's restructuring needs (a merge, and a rebuild of every level of a tree of
+    /// `depth` levels): at the memory limit, deletes still make room.
+    fn growth_refused(&self, depth: usize) -> bool {
+        if self.cfg.evict {
+            return false;
+        }
+        let reserve = 2 * depth + 2;
+        let over =
+            || (self.arena.live_buffers() + reserve) * self.geo.node_size > self.cfg.memory_limit;
+        if !over() {
+            return false;
+        }
+        self.reclaim();
+        over()
+    }
+
     fn new_lid(&self, plan: &mut Plan<'_>) -> Result<u64, crate::Error> {
         let lid = self.pt.alloc_lid().ok_or(crate::Error::OutOfMemory {
             limit: self.cfg.memory_limit,
@@ -215,6 +232,12 @@ impl Tree {
                 break;
             }
             lid = v.child_for(key);
+        }
+        if op.value().is_some() && self.growth_refused(path.len()) {
+            free_value();
+            return Err(crate::Error::OutOfMemory {
+                limit: self.cfg.memory_limit,
+            });
         }
         let leaf_off = path[path.len() - 1].1;
         let mut plan = Plan::default();
@@ -510,6 +533,9 @@ impl Tree {
     ) -> Result<(), crate::Error> {
         let icap = self.geo.interior_capacity();
         loop {
+            if matches!(edit, Edit::None) {
+                return Ok(());
+            }
             let (lid, off) = path[d];
             let v = self.view(off, pin);
             let level = v.level();

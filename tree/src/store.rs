@@ -851,18 +851,11 @@ impl Snapshot<'_> {
         let mut v = t.resolve(ROOT, self.rv, &pin)?;
         let (mut lid, mut low, mut high) = (ROOT, None, None);
         while !v.is_leaf() {
-            // The shortcut block picks the segment; from there the largest separator <= key
-            // routes (and is the child's lower fence), the next one is its upper fence.
-            let mut it = v.seek(key, false);
-            let mut child = v.link();
-            while let Some(item) = it.next_item() {
-                if item.key > key {
-                    high = Some(item.key);
-                    break;
-                }
-                child = v.child_at(item.body);
-                low = Some(item.key);
-            }
+            // The largest separator <= key routes (and is the child's lower fence), the next
+            // one is its upper fence; a child's fences narrow its parent's.
+            let (child, lo, hi) = v.route_fenced(key);
+            low = lo.or(low);
+            high = hi.or(high);
             lid = child;
             v = t.resolve(lid, self.rv, &pin)?;
         }

@@ -243,14 +243,20 @@ impl Tree {
             panic!("reader touched reclaimed buffer at arena offset {off}");
         }
         let used = used_of(w);
-        debug_assert!(used >= HEADER_SIZE && used <= self.geo.node_size);
-        // SAFETY: bytes [ATOMIC_END, used) were written before the release store of `used`
-        // that our acquire load saw, and never change again (invariant 1); the caller keeps
-        // the buffer alive (contract).
-        let imm = unsafe {
-            std::slice::from_raw_parts(self.arena.ptr(off).add(ATOMIC_END), used - ATOMIC_END)
-        };
-        NodeView::new(imm)
+        let size = self.geo.node_size;
+        debug_assert!(used >= HEADER_SIZE && used <= size);
+        let base = self.arena.ptr(off);
+        // SAFETY: bytes [ATOMIC_END, used) and the trailer were written before the release
+        // store of `used` that our acquire load saw, and never change again (invariant 1);
+        // so were the log slots of the entries that word counts, the last `tail_len` bytes.
+        // The caller keeps the buffer alive (contract).
+        unsafe {
+            let imm = std::slice::from_raw_parts(base.add(ATOMIC_END), used - ATOMIC_END);
+            let trailer = std::ptr::read(base.add(size - TRAILER_SIZE).cast::<[u8; 4]>());
+            let tail = accelkv_node::tail_len(trailer, log_count_of(w));
+            debug_assert!(tail >= TRAILER_SIZE && size - tail >= used);
+            NodeView::new(imm, std::slice::from_raw_parts(base.add(size - tail), tail))
+        }
     }
 
     /// The whole buffer at `off`, for building it.
@@ -263,14 +269,17 @@ impl Tree {
         unsafe { std::slice::from_raw_parts_mut(self.arena.ptr(off), self.geo.node_size) }
     }
 
-    /// Bytes `[from, from + len)` of the buffer at `off`, past its published `used`.
+    /// Bytes `[from, from + len)` of the buffer at `off`, between its published `used` and
+    /// its published tail.
     ///
     /// # Safety
-    /// The caller holds the buffer's lock and `from` is at least its published `used`.
+    /// The caller holds the buffer's lock, `from` is at least its published `used` and
+    /// `from + len` at most where its published log slots begin.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn tail_mut(&self, off: u64, from: usize, len: usize) -> &mut [u8] {
         debug_assert!(from + len <= self.geo.node_size);
-        // SAFETY: readers read only below `used` and other writers need the lock.
+        // SAFETY: readers read only below `used` and in the published tail, and other
+        // writers need the lock.
         unsafe { std::slice::from_raw_parts_mut(self.arena.ptr(off).add(from), len) }
     }
 

@@ -1,15 +1,17 @@
 //! The write path's fast path (Honeycomb §3.4 "fast-path insert", §3.5): traverse without
 //! locks, lock the leaf by compare-and-swap on its lock word expecting the sequence number
-//! seen during the traversal, append one entry to the log block, take the write version,
-//! publish size and unlock in one store, complete the version (version.rs: visible to readers
+//! seen during the traversal, append one entry to the log block and its slot (offset and
+//! fingerprint) to the tail, take the write version, publish size, log count and unlock in
+//! one store, complete the version (version.rs: visible to readers
 //! once every older version is complete; `Store::put` waits for that, `put_unwaited` does not).
 //!
-//! Anything else — the log past its threshold, a full node, 255 log entries, a version
-//! delta that would not fit — goes to the structural path (smo.rs).
+//! Anything else — the log past its threshold, a full node, every log slot taken, a version
+//! delta that would not fit, a delete in a leaf small enough to merge — goes to the
+//! structural path (smo.rs).
 //!
 //! Invariants:
-//! 1. The entry is fully written (version delta included) before the release store of the
-//!    lock/used word that makes it visible.
+//! 1. The entry and its slot are fully written (version delta included) before the release
+//!    store of the lock/used word that makes them visible.
 //! 2. The write version is taken while holding the leaf lock, so entries in one buffer are
 //!    in version order and every entry is newer than its buffer's node version.
 //! 3. A writer that locked a buffer checks that the parent it came through is not
@@ -25,7 +27,8 @@ use crate::backoff::Backoff;
 use crate::tree::{Tree, ROOT};
 use crate::values;
 use accelkv_node::layout::*;
-use accelkv_node::{encode_log_entry, log_entry_len, plan_append, set_log_delta, ValueRef};
+use accelkv_node::{encode_log_entry, encode_log_slot, log_entry_len, plan_append_fp};
+use accelkv_node::{set_log_delta, ValueRef};
 use std::sync::atomic::Ordering;
 
 /// A write operation. Values carry an expiry deadline (ms since the Unix epoch, 0: none)
@@ -194,6 +197,7 @@ impl Tree {
             }
         };
         let entry_len = log_entry_len(key.len(), value.as_ref());
+        let fp = accelkv_node::fingerprint(key);
         // A write visits one leaf (the mirror cache's hit ratio counts writes' loads too).
         self.leaf_visit();
         let mut backoff = Backoff::new();
@@ -237,7 +241,7 @@ impl Tree {
                 }
             }
             let view = self.view(off, &pin);
-            let plan = plan_append(&view, key);
+            let plan = plan_append_fp(&view, key, fp);
             let Some(outcome) = op.outcome(plan.current.as_ref()) else {
                 word.store(w, Ordering::Release);
                 let rv = self.versions.read_version();
@@ -247,30 +251,48 @@ impl Tree {
             };
             let old_deadline = plan.current.map(|v| v.deadline);
             let used = used_of(w);
+            let (slot_at, log_limit) = view.next_log_slot();
             let needs_smo = view.log_len() >= self.geo.log_threshold
-                || used + entry_len > self.geo.node_size
-                || plan.log_entries >= MAX_LOG_ENTRIES
-                || self.versions.last_write() + DELTA_MARGIN - view.version() > MAX_VERSION_DELTA;
+                || used + entry_len > log_limit
+                || plan.log_entries >= view.log_capacity()
+                || self.versions.last_write() + DELTA_MARGIN - view.version() > MAX_VERSION_DELTA
+                || (value.is_none() && parent.is_some() && self.underfull(&view));
             if needs_smo {
                 word.store(w, Ordering::Release);
                 drop(pin);
                 // The structural path owns `value` from here (stores or frees it).
                 return self.smo_write(key, op, value);
             }
-            // SAFETY: we hold the leaf lock and write past its published `used`.
+            // SAFETY: we hold the leaf lock; the entry goes past the published `used` and
+            // its slot below the published log slots (and above the entry: `log_limit`).
             let dst = unsafe { self.tail_mut(off, used, entry_len) };
             encode_log_entry(dst, &plan, key, value.as_ref());
+            // SAFETY: as above.
+            let slot = unsafe { self.tail_mut(off, slot_at, LOG_SLOT_SIZE) };
+            encode_log_slot(slot, used, plan.fp);
             let wv = self.versions.begin_write();
             set_log_delta(dst, wv - view.version());
             // Counted before the unlock (invariant 4).
             self.count(outcome, old_deadline, &op);
-            word.store(unlocked_next(w, used + entry_len), Ordering::Release);
+            let count = plan.log_entries + 1;
+            word.store(
+                unlocked_append(w, used + entry_len, count),
+                Ordering::Release,
+            );
             drop(pin);
             crate::failpoint::hit(crate::failpoint::WRITE_UNLOCKED);
             self.observe(key, &op, wv);
             self.complete(key, wv);
             return Ok((outcome, wv));
         }
+    }
+
+    /// Whether a leaf's items are below the size at which a merge joins it with a sibling:
+    /// a delete there restructures at once, so a leaf emptied by deletes is merged away
+    /// even when no later write reaches it.
+    fn underfull(&self, view: &accelkv_node::NodeView<'_>) -> bool {
+        let items = view.sorted_len() + LEAF_SLOT_SIZE * view.item_count();
+        items < self.geo.leaf_capacity() * self.cfg.merge_below_pct / 100
     }
 
     /// Keeps the item counters: `outcome` of `op` on a key whose stored value was `old`.

@@ -156,7 +156,9 @@ fn bulk_load_and_stats() {
     assert_eq!(st.items, u64::from(n));
     assert_eq!(st.raw_bytes, u64::from(n) * 30);
     assert!(st.depth >= 2);
-    assert!(st.bytes_per_item < 1.5 * 30.0, "{st:?}");
+    // 34 bytes an item in the sorted block, 3 in the tail (fingerprint and slot), leaves
+    // filled to `bulk_fill_pct` of their capacity.
+    assert!(st.bytes_per_item < 1.7 * 30.0, "{st:?}");
     // The O(1) summary agrees with the walk on what it keeps counted.
     let sum = s.summary();
     assert_eq!((sum.items, sum.depth), (st.items, st.depth));
