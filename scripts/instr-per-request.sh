@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Instructions per request through each server's whole serving path (docs/BENCHMARKS.md,
+# "Instructions per request"): each server runs under `valgrind --tool=callgrind` (every
+# thread, user space only: system calls are not counted); it is loaded with 200,000 SETs,
+# then the counters are zeroed (`callgrind_control -z`) around `redis-benchmark -t get` and
+# `-t set` (-n 200000 -r 100000 -d 16 -P 16 -c 50, one client thread), each dumped after it
+# (`callgrind_control -d`). Repeatable whatever else the machine runs.
+#
+# Servers: accelkv-server from this tree (--threads 1, in memory), Redis from its Debian
+# package (--save '' --appendonly no), and Valkey when VALKEY_SERVER names a valkey-server
+# binary (built from its public repository in a scratch folder; never vendored).
+#
+# Usage: scripts/instr-per-request.sh [requests]      (default 200000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-200000}
+for tool in valgrind callgrind_control callgrind_annotate redis-server redis-benchmark; do
+  command -v "$tool" >/dev/null || { echo "install $tool: apt-get install -y valgrind redis-server redis-tools" >&2; exit 1; }
+done
+cargo build --release -q -p accelkv-server
+out=$(mktemp -d)
+pid=""
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$out"; }
+trap cleanup EXIT
+
+wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 not open" >&2; exit 1; }
+
+# Total instructions (Ir) of the newest dump of the callgrind run with base name $1.
+dumped() {
+  local f
+  f=$(ls -t "$1".* 2>/dev/null | head -n 1)
+  callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}'
+}
+
+measure() { # name port cmd...
+  local name=$1 port=$2
+  shift 2
+  local base="$out/$name"
+  valgrind --tool=callgrind --callgrind-out-file="$base" "$@" >/dev/null 2>&1 &
+  pid=$!
+  wait_port "$port"
+  redis-benchmark -p "$port" -t set -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
+  local row="| $name |"
+  for t in get set; do
+    callgrind_control -z "$pid" >/dev/null
+    redis-benchmark -p "$port" -t "$t" -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
+    callgrind_control -d "$pid" >/dev/null
+    sleep 1
+    row+=" $(( $(dumped "$base") / n )) |"
+  done
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  pid=""
+  echo "$row"
+}
+
+echo "| server | GET instructions/request | SET instructions/request |"
+echo "|---|---|---|"
+measure accelkv 17379 ./target/release/accelkv-server --threads 1 --port 17707 \
+  --resp-port 17379 --admin-port 17708 --memcached-port off
+measure redis 16399 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no
+if [ -n "${VALKEY_SERVER:-}" ]; then
+  measure valkey 16499 "$VALKEY_SERVER" --port 16499 --bind 127.0.0.1 --save '' --appendonly no
+fi
