@@ -11,6 +11,7 @@
 # binary (built from its public repository in a scratch folder; never vendored).
 #
 # Usage: scripts/instr-per-request.sh [requests]      (default 200000)
+#        PEERS=no scripts/instr-per-request.sh          (accelkv only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -42,9 +43,9 @@ measure() { # name port cmd...
   redis-benchmark -p "$port" -t set -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
   local row="| $name |"
   for t in get set; do
-    callgrind_control -z "$pid" >/dev/null
+    callgrind_control -z "$pid" >/dev/null 2>&1
     redis-benchmark -p "$port" -t "$t" -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
-    callgrind_control -d "$pid" >/dev/null
+    callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 1
     row+=" $(( $(dumped "$base") / n )) |"
   done
@@ -58,6 +59,7 @@ echo "| server | GET instructions/request | SET instructions/request |"
 echo "|---|---|---|"
 measure accelkv 17379 ./target/release/accelkv-server --threads 1 --port 17707 \
   --resp-port 17379 --admin-port 17708 --memcached-port off
+[ "${PEERS:-yes}" = no ] && exit 0
 measure redis 16399 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no
 if [ -n "${VALKEY_SERVER:-}" ]; then
   measure valkey 16499 "$VALKEY_SERVER" --port 16499 --bind 127.0.0.1 --save '' --appendonly no

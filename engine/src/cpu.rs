@@ -299,6 +299,7 @@ impl ReadEngine for CpuEngine {
             cache_misses: c.misses.load(Ordering::Relaxed),
             cache_installs: cs.installs,
             cache_evictions: cs.evictions,
+            cache_active: cs.active,
             queued: self
                 .shards
                 .iter()
@@ -407,13 +408,16 @@ impl Worker {
                     }
                     if let (Request::Get { key }, Some(cache)) = (&p.req, &self.cache) {
                         self.sampler.see(key);
-                        if let Some(v) = cache.lookup(key, p.rv) {
-                            hits += 1;
-                            out[si].push(done(Reply::Value(Some(v)), true));
-                            finished.push(p.batch);
-                            continue;
+                        // After the request's read version was taken (hot.rs invariant 5).
+                        if cache.is_active() {
+                            if let Some(v) = cache.lookup(key, p.rv) {
+                                hits += 1;
+                                out[si].push(done(Reply::Value(Some(v)), true));
+                                finished.push(p.batch);
+                                continue;
+                            }
+                            misses += 1;
                         }
-                        misses += 1;
                     }
                     flights.push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req));
                 }

@@ -31,10 +31,21 @@
 //! 4. No entry holds a value with an expiry deadline or client flags (writers clear the
 //!    entry, the manager installs only values without either), so a cached value never
 //!    expires, a lookup needs no clock, and a hit's flags are 0.
+//! 5. The cache is on only while the manager finds keys hot enough to pay for it. While it
+//!    is off, writers skip it (no hash, no bucket locks) and readers do not look in it, so
+//!    entries may go stale: a reader looks only if it finds the cache on *after* taking its
+//!    read version (a writer that found it off released its write after the manager turned
+//!    it off, so such a reader also finds it off), and the cache is emptied before it is
+//!    turned on again. The manager installs an entry only if it finds the cache on after
+//!    reading the buckets' words and before reading the versions it waits for: a writer
+//!    that skipped the buckets since took its version after a turn-off that followed, so
+//!    either the entry is installed while the cache is off (and emptied by the next
+//!    turn-on) or that turn-on emptied the buckets first, changing their words, and the
+//!    install is refused.
 
 use crate::hash::hash;
 use accelkv_tree::{Store, WriteObserver};
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 const DATA: usize = 48;
@@ -112,6 +123,8 @@ pub struct HotCacheStats {
     pub installs: u64,
     /// Entries evicted for hotter keys.
     pub evictions: u64,
+    /// Whether the cache is in use (on while keys are hot enough to pay for it).
+    pub active: bool,
 }
 
 /// The hot-key cache; see the module docs.
@@ -121,6 +134,8 @@ pub struct HotCache {
     store: Weak<Store>,
     pub(crate) installs: AtomicU64,
     pub(crate) evictions: AtomicU64,
+    /// Whether the cache is in use (invariant 5; manager.rs decides).
+    active: AtomicBool,
 }
 
 /// Hash-derived coordinates of a key.
@@ -155,8 +170,30 @@ impl HotCache {
             store: Arc::downgrade(store),
             installs: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            active: AtomicBool::new(false),
         });
         store.set_write_observer(cache.clone()).then_some(cache)
+    }
+
+    /// Whether the cache is in use: readers call this after taking their read version and
+    /// look in the cache only if it is (invariant 5).
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// Turns the cache on (manager.rs does when keys are hot; tests and tools may): empties
+    /// it first, since writers did not keep its entries while it was off (invariant 5).
+    pub fn activate(&self) {
+        if !self.is_active() {
+            self.clear_all();
+            self.active.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Turns the cache off: readers stop looking in it and writers stop keeping it.
+    pub fn deactivate(&self) {
+        self.active.store(false, Ordering::SeqCst);
     }
 
     pub(crate) fn slots(&self, key: &[u8]) -> Slots {
@@ -431,6 +468,7 @@ impl HotCache {
                 .count(),
             installs: self.installs.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            active: self.is_active(),
         }
     }
 }
@@ -441,6 +479,9 @@ impl WriteObserver for HotCache {
     /// expiry deadline or client flags clears the entry: such items are never cached
     /// (invariant 4).
     fn on_write(&self, key: &[u8], value: Option<&[u8]>, deadline: u64, flags: u32, version: u64) {
+        if !self.is_active() {
+            return; // invariant 5
+        }
         let value = if deadline == accelkv_tree::NO_DEADLINE && flags == 0 {
             value
         } else {

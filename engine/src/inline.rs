@@ -51,9 +51,13 @@ pub struct InlineReader {
     cache: Option<Arc<HotCache>>,
     sampler: Sampler,
     counters: Arc<Counters>,
+    /// Every flight this reader made, at most `window`, reused in place (for their key
+    /// buffers, and so a request is never moved: a flight is a few hundred bytes).
     flights: Vec<Flight>,
-    /// Finished flights kept for their key buffers.
-    spare: Vec<Flight>,
+    /// Indices in `flights` of the requests in flight.
+    active: Vec<usize>,
+    /// Indices in `flights` of finished flights.
+    spare: Vec<usize>,
     /// Whether a request that reaches a leaf living only in the page file is left
     /// unanswered ([`InlineReader::missed`]) instead of blocking on the read.
     defer: bool,
@@ -78,6 +82,7 @@ impl InlineReader {
             sampler,
             counters,
             flights: Vec::with_capacity(window.max(1)),
+            active: Vec::with_capacity(window.max(1)),
             spare: Vec::with_capacity(window.max(1)),
             defer: false,
             missed: Vec::new(),
@@ -117,7 +122,9 @@ impl InlineReader {
         let now = accelkv_tree::now_ms();
         let (mut hits, mut misses) = (0u64, 0u64);
         self.missed.clear();
-        if let Some(cache) = &self.cache {
+        // Looked at after the read version is taken (hot.rs invariant 5).
+        let cached = self.cache.as_ref().filter(|c| c.is_active());
+        if let Some(cache) = cached {
             // The buckets of every GET of the batch at once, instead of one miss per GET.
             for r in reqs {
                 if let ReadRef::Get(key) = r {
@@ -127,56 +134,64 @@ impl InlineReader {
         }
         let mut next = 0;
         loop {
-            while self.flights.len() < self.window && next < reqs.len() {
+            while self.active.len() < self.window && next < reqs.len() {
                 let (tag, req) = (next, &reqs[next]);
                 next += 1;
                 if let Some(e) = req.invalid(max_key) {
                     emit(tag, Found::Reply(Reply::Error(e)));
                     continue;
                 }
-                if let (ReadRef::Get(key), Some(cache)) = (req, &self.cache) {
+                if let (ReadRef::Get(key), true) = (req, self.cache.is_some()) {
                     self.sampler.see(key);
-                    if cache
-                        .lookup_with(key, rv, |v| emit(tag, Found::Value(Some(v), 0)))
-                        .is_some()
-                    {
-                        hits += 1;
-                        continue;
+                    if let Some(cache) = cached {
+                        if cache
+                            .lookup_with(key, rv, |v| emit(tag, Found::Value(Some(v), 0)))
+                            .is_some()
+                        {
+                            hits += 1;
+                            continue;
+                        }
+                        misses += 1;
                     }
-                    misses += 1;
                 }
-                let flight = match self.spare.pop() {
-                    Some(mut f) => {
-                        f.renew(raw, tag as u64, rv, now, req);
-                        f
+                let at = match self.spare.pop() {
+                    Some(at) => {
+                        self.flights[at].renew(raw, tag as u64, rv, now, req);
+                        at
                     }
-                    None => Flight::new(raw, tag as u64, rv, now, 0, 0, req.to_request()),
+                    None => {
+                        let f = Flight::new(raw, tag as u64, rv, now, 0, 0, req.to_request());
+                        self.flights.push(f);
+                        self.flights.len() - 1
+                    }
                 };
-                self.flights.push(flight);
+                self.active.push(at);
             }
-            if self.flights.is_empty() {
+            if self.active.is_empty() {
                 break;
             }
             let mut i = 0;
-            while i < self.flights.len() {
+            while i < self.active.len() {
+                let flight = &mut self.flights[self.active[i]];
                 // SAFETY: the slot published an epoch before this batch's read version was
                 // taken and is cleared only after the loop (invariant 1).
-                let step = unsafe { self.flights[i].step(raw, self.defer) };
+                let step = unsafe { flight.step(raw, self.defer) };
+                let tag = flight.tag as usize;
                 let found = match step {
                     Step::Pending => {
                         i += 1;
                         continue;
                     }
                     Step::Missed(lid) => {
-                        self.missed.push((self.flights[i].tag as usize, lid));
-                        self.spare.push(self.flights.swap_remove(i));
+                        self.missed.push((tag, lid));
+                        self.spare.push(self.active.swap_remove(i));
                         continue;
                     }
                     Step::Value(v, f) => Found::Value(v, f),
                     Step::Done(r) => Found::Reply(r),
                 };
-                emit(self.flights[i].tag as usize, found);
-                self.spare.push(self.flights.swap_remove(i));
+                emit(tag, found);
+                self.spare.push(self.active.swap_remove(i));
             }
         }
         self.slot.clear();

@@ -69,6 +69,8 @@ pub struct EngineStats {
     pub cache_installs: u64,
     /// Keys evicted from the cache to make room.
     pub cache_evictions: u64,
+    /// Whether the hot-key cache is in use (on while keys are hot enough to pay for it).
+    pub cache_active: bool,
     /// Requests submitted and not yet taken into an engine thread's window.
     pub queued: u64,
 }

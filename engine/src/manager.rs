@@ -1,7 +1,16 @@
 //! The hot-key cache's control plane (the RISC-V NIC accelerator's software side): engine
 //! threads sample GET keys; this thread feeds them to the popularity sketch and, every
-//! interval, installs the hottest keys not yet cached, evicting an occupant only for a hotter
-//! key. Installation follows invariant 2 of hot.rs.
+//! interval, decides whether the cache pays for itself, and while it does installs the
+//! hottest keys not yet cached, evicting an occupant only for a hotter key. Installation
+//! follows invariant 2 of hot.rs, turning the cache on and off invariant 5.
+//!
+//! Whether the cache pays: a hit saves a tree walk (about 2,000 instructions) and costs
+//! every GET a lookup and every write a bucket update (about 150 each), so the cache is
+//! worth its cost once it would answer a tenth of the GETs. The sketch predicts that share:
+//! the sightings of the keys the cache could hold (its hottest candidates, as many as it has
+//! buckets) over all sightings. The cache goes on at [`ON`] and off below [`OFF`]; while it
+//! is off, writers and readers skip it entirely, and a uniform workload pays only for the
+//! sampling.
 
 use crate::hot::{HotCache, MAX_CACHED_KEY};
 use crate::sketch::Sketch;
@@ -51,6 +60,11 @@ impl Sampler {
 /// Most keys installed per interval.
 const PER_ROUND: usize = 16384;
 
+/// Predicted share of GETs the cache would answer at which it goes on.
+pub(crate) const ON: f64 = 0.10;
+/// Predicted share below which it goes off again.
+pub(crate) const OFF: f64 = 0.05;
+
 pub(crate) struct Manager {
     pub(crate) store: Arc<Store>,
     pub(crate) cache: Arc<HotCache>,
@@ -66,10 +80,13 @@ impl Manager {
         let mut last = Instant::now();
         let mut rounds = 0u64;
         let mut fresh = false;
+        // Sightings counted by the sketch (halved with it).
+        let mut seen = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             match self.samples.recv_timeout(self.interval) {
                 Ok(batch) => {
                     batch.iter().for_each(|k| sketch.add(k));
+                    seen += batch.len() as u64;
                     fresh = true;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -80,19 +97,30 @@ impl Manager {
                 rounds += 1;
                 // Nothing new sampled: the ranking has not changed.
                 if std::mem::take(&mut fresh) {
-                    self.refresh(&sketch, buckets);
+                    let top = sketch.top(buckets);
+                    let covered: u64 = top.iter().map(|(_, c)| u64::from(*c)).sum();
+                    let share = covered as f64 / seen.max(1) as f64;
+                    if share >= ON {
+                        self.cache.activate();
+                    } else if share < OFF {
+                        self.cache.deactivate();
+                    }
+                    if self.cache.is_active() {
+                        self.refresh(&sketch, top);
+                    }
                 }
                 if rounds.is_multiple_of(50) {
                     sketch.decay();
+                    seen /= 2;
                 }
             }
         }
     }
 
-    /// Installs the hottest keys that are not cached yet.
-    fn refresh(&self, sketch: &Sketch, buckets: usize) {
+    /// Installs the hottest keys (`top`, hottest first) that are not cached yet.
+    fn refresh(&self, sketch: &Sketch, top: Vec<(Vec<u8>, u32)>) {
         let mut installed = 0;
-        for (key, count) in sketch.top(buckets) {
+        for (key, count) in top {
             if installed == PER_ROUND {
                 break;
             }
@@ -114,6 +142,13 @@ impl Manager {
                 continue;
             }
             let seen = [(cands[0].0, cands[0].1), (cands[1].0, cands[1].1)];
+            // The buckets' words first, then the cache found on, then the versions: a writer
+            // that skipped the buckets (the cache off) after this point would have to follow
+            // a turn-off, and the turn-on after it empties the buckets, changing their words,
+            // so `install` refuses (hot.rs invariant 5).
+            if !self.cache.is_active() {
+                return;
+            }
             // Every write whose version was handed out before this point must be released
             // before the value is read (hot.rs invariant 2).
             let raw = self.store.raw();

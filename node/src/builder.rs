@@ -48,6 +48,81 @@ impl std::fmt::Display for Overflow {
 
 impl std::error::Error for Overflow {}
 
+/// A leaf item as a merge copies it: its key, its value as encoded in a node (`vhdr`,
+/// deadline, flags, body: the same bytes in a sorted item and a log entry) and its key's
+/// fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawItem<'a> {
+    /// The key.
+    pub key: &'a [u8],
+    /// The encoded value ([`encode_value`]'s bytes).
+    pub value: &'a [u8],
+    /// The key's fingerprint.
+    pub fp: u8,
+}
+
+impl<'a> RawItem<'a> {
+    /// Bytes the item takes in a sorted block and its tail slot (upper bound, as
+    /// [`leaf_item_size`]).
+    #[inline]
+    pub fn size(&self) -> usize {
+        2 + self.key.len() + self.value.len() + LEAF_SLOT_SIZE
+    }
+
+    /// The value decoded.
+    pub fn value_ref(&self) -> ValueRef<'a> {
+        decode_value(self.value)
+    }
+
+    /// The out-of-line reference of the value, if it is stored out of line (read from its
+    /// header and reference only).
+    #[inline]
+    pub fn out_of_line_ref(&self) -> Option<(u64, u32)> {
+        let hdr = u16::from_le_bytes([self.value[0], self.value[1]]);
+        if hdr & VALUE_OUT_OF_LINE == 0 {
+            return None;
+        }
+        self.value_ref().out_of_line_ref()
+    }
+}
+
+/// Decodes an encoded value (bytes [`encode_value`] wrote, exactly).
+fn decode_value(b: &[u8]) -> ValueRef<'_> {
+    let hdr = u16::from_le_bytes([b[0], b[1]]);
+    let mut at = 2;
+    let mut deadline = NO_DEADLINE;
+    let mut flags = 0;
+    if hdr & VALUE_EXPIRES != 0 {
+        let mut d = [0u8; 8];
+        d.copy_from_slice(&b[at..at + DEADLINE_SIZE]);
+        deadline = u64::from_le_bytes(d);
+        at += DEADLINE_SIZE;
+    }
+    if hdr & VALUE_FLAGS != 0 {
+        let mut f = [0u8; 4];
+        f.copy_from_slice(&b[at..at + FLAGS_SIZE]);
+        flags = u32::from_le_bytes(f);
+        at += FLAGS_SIZE;
+    }
+    let data = if hdr & VALUE_OUT_OF_LINE != 0 {
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&b[at..at + 8]);
+        let mut l = [0u8; 4];
+        l.copy_from_slice(&b[at + 8..at + 12]);
+        ValueData::OutOfLine {
+            handle: u64::from_le_bytes(h),
+            len: u32::from_le_bytes(l),
+        }
+    } else {
+        ValueData::Inline(&b[at..])
+    };
+    ValueRef {
+        data,
+        deadline,
+        flags,
+    }
+}
+
 /// Bytes a leaf item takes in a sorted block and its tail slot (upper bound: the first item
 /// of a segment is smaller because its key lives in the shortcut block).
 pub fn leaf_item_size(key_len: usize, value: &ValueRef<'_>) -> usize {
@@ -143,6 +218,28 @@ pub fn leaf_fits_full(geo: &Geometry, items: &[(&[u8], ValueRef<'_>)]) -> bool {
     leaf_sorted_bytes(geo, items) + LEAF_SLOT_SIZE * items.len() <= geo.leaf_room()
 }
 
+/// [`build_leaf`] of items as a merge copies them: their encoded values are copied, not
+/// encoded again, and their fingerprints are not computed again.
+pub fn build_leaf_raw(
+    buf: &mut [u8],
+    geo: &Geometry,
+    items: &[RawItem<'_>],
+    meta: &NodeMeta,
+) -> Result<usize, Overflow> {
+    build(
+        buf,
+        geo,
+        KIND_LEAF,
+        meta,
+        (geo.leaf_capacity(), geo.log_slots()),
+        items.len(),
+        |i| items[i].key,
+        |i| items[i].value.len(),
+        |i, dst| put_bytes(dst, 0, items[i].value),
+        |i| items[i].fp,
+    )
+}
+
 /// A leaf whose items (sorted block and slots) may take `cap` bytes, with room for `slots`
 /// log slots.
 fn leaf_within(
@@ -165,6 +262,7 @@ fn leaf_within(
         |i, dst| {
             encode_value(dst, &items[i].1);
         },
+        |i| crate::fingerprint(items[i].0),
     )
 }
 
@@ -186,6 +284,7 @@ pub fn build_interior(
         |i| entries[i].0,
         |_| LID_SIZE,
         |i, dst| write_lid(dst, entries[i].1),
+        |_| 0,
     )
 }
 
@@ -241,7 +340,10 @@ fn choose_shortcuts<'k>(
 pub(crate) fn put_bytes(dst: &mut [u8], at: usize, src: &[u8]) {
     let n = src.len();
     let d = &mut dst[at..at + n];
-    if (8..=16).contains(&n) {
+    if (16..=32).contains(&n) {
+        d[..16].copy_from_slice(&src[..16]);
+        d[n - 16..].copy_from_slice(&src[n - 16..]);
+    } else if (8..16).contains(&n) {
         d[..8].copy_from_slice(&src[..8]);
         d[n - 8..].copy_from_slice(&src[n - 8..]);
     } else if (4..8).contains(&n) {
@@ -265,6 +367,7 @@ fn build<'k>(
     key: impl Fn(usize) -> &'k [u8],
     body: impl Fn(usize) -> usize,
     write_body: impl Fn(usize, &mut [u8]),
+    fingerprint: impl Fn(usize) -> u8,
 ) -> Result<usize, Overflow> {
     let (capacity, log_slots) = room;
     debug_assert_eq!(buf.len(), geo.node_size);
@@ -305,7 +408,7 @@ fn build<'k>(
         pos += b;
         buf[offs + 2 * i..offs + 2 * i + 2].copy_from_slice(&(key_header as u16).to_le_bytes());
         if leaf {
-            buf[fps + i] = crate::fingerprint(k);
+            buf[fps + i] = fingerprint(i);
         }
     }
     debug_assert!(

@@ -3,34 +3,22 @@
 
 use std::cmp::Ordering;
 
-/// Compares two keys byte-wise, shorter first on a common prefix (the order of `[u8]`).
-/// Keys of 8 bytes or more are first told apart by their first 8 bytes as one integer.
+/// Compares two keys byte-wise, shorter first on a common prefix (the order of `[u8]`):
+/// eight bytes at a time as big-endian integers while both keys have eight more, then
+/// byte by byte (at most seven), then by length.
 #[inline]
 pub fn cmp_keys(a: &[u8], b: &[u8]) -> Ordering {
-    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+    let (mut a, mut b) = (a, b);
+    while let (Some((x, ra)), Some((y, rb))) =
+        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
         let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
         if x != y {
             return x.cmp(&y);
         }
-        return cmp_rest(&a[8..], &b[8..]);
+        (a, b) = (ra, rb);
     }
-    cmp_rest(a, b)
-}
-
-#[inline]
-fn cmp_rest(a: &[u8], b: &[u8]) -> Ordering {
-    let n = a.len().min(b.len());
-    let (mut ac, mut bc) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
-    for (x, y) in (&mut ac).zip(&mut bc) {
-        let (x, y) = (
-            u64::from_be_bytes(x.try_into().unwrap_or([0; 8])),
-            u64::from_be_bytes(y.try_into().unwrap_or([0; 8])),
-        );
-        if x != y {
-            return x.cmp(&y);
-        }
-    }
-    for (x, y) in ac.remainder().iter().zip(bc.remainder()) {
+    for (x, y) in a.iter().zip(b) {
         if x != y {
             return x.cmp(y);
         }

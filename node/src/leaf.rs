@@ -7,6 +7,7 @@
 //! the reader's clock (`now`, ms since the Unix epoch; 0 expires nothing) is past hides its
 //! key as a delete marker does: an expired item is absent, not replaced by an older one.
 
+use crate::builder::RawItem;
 use crate::keys::cmp_keys;
 use crate::layout::*;
 use crate::log::{LogEntry, LogOrder};
@@ -72,9 +73,10 @@ impl<'a> LeafIter<'a> {
         Some(s)
     }
 
-    /// Next visible (key, value) in key order.
+    /// The next key's winner at the read version (before the clock is applied): a sorted
+    /// item, or the newest log entry within the read version that is not a delete marker.
     #[inline]
-    pub fn next_kv(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
+    fn advance(&mut self) -> Option<Pick<'a>> {
         loop {
             // The back pointer says where an entry falls among sorted items: before the item
             // at that offset (or on it, with FLAG_EQ).
@@ -82,23 +84,32 @@ impl<'a> LeafIter<'a> {
                 && self.next_sorted.is_none_or(|s| self.log_back <= s.rel)
             {
                 let e = self.entry(self.li);
-                if let Some(kv) = self.log_group(e) {
-                    return Some(kv);
+                if let Some(p) = self.log_group(e) {
+                    return Some(p);
                 }
                 continue;
             }
-            let s = self.take_sorted()?;
-            let v = self.view.value_at(s.body).0;
-            if v.is_expired(self.now) {
-                continue;
+            return self.take_sorted().map(Pick::Item);
+        }
+    }
+
+    /// Next visible (key, value) in key order.
+    #[inline]
+    pub fn next_kv(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
+        loop {
+            let (k, v) = match self.advance()? {
+                Pick::Item(s) => (s.key, self.view.value_at(s.body).0),
+                Pick::Entry(e) => (e.key, e.value?),
+            };
+            if !v.is_expired(self.now) {
+                return Some((k, v));
             }
-            return Some((s.key, v));
         }
     }
 
     /// Consumes the run of entries for `e`'s key (newest first, linked by FLAG_DUP) and the
-    /// sorted item it shadows; returns the visible version, if any.
-    fn log_group(&mut self, e: LogEntry<'a>) -> Option<(&'a [u8], ValueRef<'a>)> {
+    /// sorted item it shadows; returns the winner, if it is not a delete marker.
+    fn log_group(&mut self, e: LogEntry<'a>) -> Option<Pick<'a>> {
         let mut chosen: Option<LogEntry<'a>> = None;
         let mut cur = e;
         loop {
@@ -118,12 +129,18 @@ impl<'a> LeafIter<'a> {
         } else {
             None
         };
-        let kv = match chosen {
-            Some(c) => c.value.map(|v| (c.key, v)),
-            None => shadowed.map(|s| (s.key, self.view.value_at(s.body).0)),
-        };
-        kv.filter(|(_, v)| !v.is_expired(self.now))
+        match chosen {
+            Some(c) if c.value.is_some() => Some(Pick::Entry(c)),
+            Some(_) => None,
+            None => shadowed.map(Pick::Item),
+        }
     }
+}
+
+/// The winner for one key of a leaf.
+enum Pick<'a> {
+    Item(SortedItem<'a>),
+    Entry(LogEntry<'a>),
 }
 
 impl<'a> Iterator for LeafIter<'a> {
@@ -143,6 +160,65 @@ impl<'a> NodeView<'a> {
     /// Every visible item of this leaf at read version `rv`, in key order.
     pub fn leaf_iter(&self, rv: u64, now: u64) -> LeafIter<'a> {
         LeafIter::new(*self, rv, now, self.sorted_items())
+    }
+
+    /// Appends every item of this leaf at its newest version, expired ones included, to
+    /// `out`, as a merge copies them: key, encoded value and fingerprint, in key order. The
+    /// same items as [`NodeView::leaf_iter`] at `u64::MAX` with clock 0 (tested), in one
+    /// pass with the log put in order on the stack.
+    pub fn merge_items(&self, out: &mut Vec<RawItem<'a>>) {
+        let n = self.item_count();
+        let c = self.log_count();
+        out.reserve(n + c);
+        // Log slots in key order (newest first among equal keys), from the order hints.
+        let mut order = [0u8; MAX_LOG_ENTRIES];
+        for j in 0..c {
+            let hint = usize::from(self.u8_at(self.log_slot(j).0 + 2)).min(j);
+            order.copy_within(hint..j, hint + 1);
+            order[hint] = j as u8;
+        }
+        let (mut i, mut li) = (0, 0);
+        let mut next = (i < n).then(|| self.item_full(i));
+        while li < c || next.is_some() {
+            if li < c {
+                let (off, fp) = self.log_slot(usize::from(order[li]));
+                if next.is_none_or(|s| self.log_back(off) <= s.rel) {
+                    // The newest entry of its key is first; older ones follow, linked by DUP.
+                    let e = self.log_entry(off);
+                    li += 1;
+                    let mut flags = e.flags;
+                    while flags & FLAG_DUP != 0 && li < c {
+                        flags = self
+                            .log_entry(self.log_slot(usize::from(order[li])).0)
+                            .flags;
+                        li += 1;
+                    }
+                    if e.flags & FLAG_EQ != 0 {
+                        // The sorted item at the back pointer has this key.
+                        i += 1;
+                        next = (i < n).then(|| self.item_full(i));
+                    }
+                    if e.value.is_some() {
+                        let at = off + LOG_ENTRY_HEADER + 2 + e.key.len();
+                        out.push(RawItem {
+                            key: e.key,
+                            value: self.bytes(at, e.end - at),
+                            fp,
+                        });
+                    }
+                    continue;
+                }
+            }
+            let Some(s) = next else { break };
+            let end = self.value_end(s.body);
+            out.push(RawItem {
+                key: s.key,
+                value: self.bytes(s.body, end - s.body),
+                fp: self.item_fingerprints()[i],
+            });
+            i += 1;
+            next = (i < n).then(|| self.item_full(i));
+        }
     }
 
     /// Visible items with key >= `key`, from the first sorted item >= `key` (binary search

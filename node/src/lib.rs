@@ -22,8 +22,8 @@ pub mod view;
 mod tests;
 
 pub use builder::{
-    build_interior, build_leaf, build_leaf_full, interior_item_size, leaf_fits_full,
-    leaf_item_size, leaf_sorted_bytes, NodeMeta, Overflow,
+    build_interior, build_leaf, build_leaf_full, build_leaf_raw, interior_item_size,
+    leaf_fits_full, leaf_item_size, leaf_sorted_bytes, NodeMeta, Overflow, RawItem,
 };
 pub use fingerprint::{fingerprint, key_hash};
 pub use keys::cmp_keys;

@@ -189,18 +189,20 @@ pub fn plan_append<'a>(view: &NodeView<'a>, key: &[u8]) -> AppendPlan<'a> {
     plan_append_fp(view, key, crate::fingerprint(key))
 }
 
-/// [`plan_append`] with the key's fingerprint computed by the caller. The sorted item with
-/// the key is found by fingerprint, and otherwise the first item above it by binary search;
-/// the order hint counts log entries by their back pointers, comparing keys only with the
-/// entries that share the new entry's back pointer (a smaller back pointer means a smaller
-/// key, a larger one a larger key).
+/// [`plan_append`] with the key's fingerprint computed by the caller (for the slot). The
+/// first sorted item >= the key is found by binary search (it is the key's own item, or the
+/// back pointer of a new key: one search for both, where a fingerprint search would need a
+/// second one for every new key); the order hint counts log entries by their back pointers,
+/// comparing keys only with the entries that share the new entry's back pointer (a smaller
+/// back pointer means a smaller key, a larger one a larger key).
 pub fn plan_append_fp<'a>(view: &NodeView<'a>, key: &[u8], fp: u8) -> AppendPlan<'a> {
-    let (back, eq_value) = match view.find_item(key, fp) {
-        Some(i) => {
-            let item = view.item_full(i);
-            (item.rel, Some(view.value_at(item.body).0))
-        }
-        None => (view.item_rel(view.lower_bound(key)), None),
+    let i = view.lower_bound(key);
+    let (back, eq_value) = if i < view.item_count() {
+        let item = view.item_full(i);
+        let eq = (item.key == key).then(|| view.value_at(item.body).0);
+        (item.rel, eq)
+    } else {
+        (view.sorted_len(), None)
     };
     let count = view.log_count();
     let mut hint = 0usize;

@@ -494,6 +494,25 @@ proptest! {
         }
         validate_node(&buf).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let v = view(&buf);
+        // A merge's raw items are the newest items, expired ones included, with their
+        // fingerprints; a leaf built from them is the leaf built from the decoded items.
+        let mut raw: Vec<RawItem> = Vec::new();
+        v.merge_items(&mut raw);
+        let decoded: Vec<_> = v.leaf_iter(u64::MAX, 0).collect();
+        prop_assert_eq!(raw.len(), decoded.len());
+        for (r, (k, val)) in raw.iter().zip(&decoded) {
+            prop_assert_eq!(r.key, *k);
+            prop_assert_eq!(r.value_ref(), *val);
+            prop_assert_eq!(r.fp, fingerprint(k));
+            prop_assert_eq!(r.size(), leaf_item_size(k.len(), val));
+        }
+        let (mut a, mut b) = (vec![0u8; g.node_size], vec![0u8; g.node_size]);
+        let from_raw = build_leaf_raw(&mut a, &g, &raw, &meta(version));
+        let from_decoded = build_leaf(&mut b, &g, &decoded, &meta(version));
+        prop_assert_eq!(from_raw.is_ok(), from_decoded.is_ok());
+        if from_raw.is_ok() {
+            prop_assert!(a == b, "the same leaf from raw and from decoded items");
+        }
         for (rv, snap) in &snaps {
             for now in [0u64, 101, 103, 105, 107, 1000] {
                 let live: BTreeMap<&Vec<u8>, &Vec<u8>> = snap

@@ -124,6 +124,8 @@ pub struct SortedItem<'a> {
     pub key: &'a [u8],
     /// Node offset of the item body (value header for leaves, child LID for interior nodes).
     pub body: usize,
+    /// Index of the item in key order (its slot).
+    pub index: usize,
 }
 
 /// Read-only view of a published node.
@@ -403,12 +405,14 @@ impl<'a> NodeView<'a> {
                 rel,
                 key,
                 body: ss + rel,
+                index: i,
             }
         } else {
             SortedItem {
                 rel: kh - ss,
                 key,
                 body: kh + 2 + klen,
+                index: i,
             }
         }
     }

@@ -177,10 +177,10 @@ fn spans_of(
         }
         return Ok(Some(end));
     }
-    let Some((l, mut at)) = line(buf, 1, 32)? else {
+    let Some((n, mut at)) = length_line(buf, 1, "array", limits.max_array)? else {
         return Ok(None);
     };
-    let Some(n) = declared_len(l, "array", limits.max_array)? else {
+    let Some(n) = n else {
         return Err(RespError::Protocol("negative array length in a command"));
     };
     for _ in 0..n {
@@ -189,19 +189,71 @@ fn spans_of(
             Some(b'$') => {}
             Some(_) => return Err(RespError::Protocol("expected '$' (bulk string)")),
         }
-        let Some((l, start)) = line(buf, at + 1, 32)? else {
+        let Some((len, start)) = length_line(buf, at + 1, "bulk string", limits.max_bulk)? else {
             return Ok(None);
         };
-        match bulk_body(buf, l, start, limits)? {
-            None => return Ok(None),
-            Some((None, _)) => return Err(RespError::Protocol("null bulk string in a command")),
-            Some((Some(arg), end)) => {
-                spans.push(offsets(arg));
-                at = end;
-            }
+        let Some(len) = len else {
+            return Err(RespError::Protocol("null bulk string in a command"));
+        };
+        if buf.len() < start + len + 2 {
+            return Ok(None);
         }
+        if buf.get(start + len..start + len + 2) != Some(b"\r\n") {
+            return Err(RespError::Protocol("bulk string not followed by CRLF"));
+        }
+        spans.push((start, start + len));
+        at = start + len + 2;
     }
     Ok(Some(at))
+}
+
+/// The declared length on the line at `at` (an array's or a bulk string's, checked against
+/// `max`; `None` for a negative one) and the offset after the line, or `Ok(None)` if the
+/// line is not complete. A plain run of digits ending in CRLF, the whole of what clients
+/// send, is read in one pass; anything else takes the general path ([`line`] and
+/// [`declared_len`]), which gives the same answer for every input.
+#[inline]
+fn length_line(
+    buf: &[u8],
+    at: usize,
+    what: &'static str,
+    max: usize,
+) -> Result<Option<(Option<usize>, usize)>, RespError> {
+    let rest = buf.get(at..).unwrap_or(&[]);
+    let mut n: usize = 0;
+    let mut i = 0;
+    // At most 18 digits: no overflow, and within the 32-byte line limit.
+    while i < 18 {
+        match rest.get(i) {
+            Some(&d @ b'0'..=b'9') => n = n * 10 + usize::from(d - b'0'),
+            Some(b'\r') if i > 0 => {
+                return match rest.get(i + 1) {
+                    Some(b'\n') if n > max => Err(RespError::TooLarge { what, len: n, max }),
+                    Some(b'\n') => Ok(Some((Some(n), at + i + 2))),
+                    None => Ok(None),
+                    Some(_) => general_length_line(buf, at, what, max),
+                };
+            }
+            None => return Ok(None),
+            Some(_) => return general_length_line(buf, at, what, max),
+        }
+        i += 1;
+    }
+    general_length_line(buf, at, what, max)
+}
+
+/// [`length_line`] for any input: the line, then its integer.
+#[cold]
+fn general_length_line(
+    buf: &[u8],
+    at: usize,
+    what: &'static str,
+    max: usize,
+) -> Result<Option<(Option<usize>, usize)>, RespError> {
+    let Some((l, next)) = line(buf, at, 32)? else {
+        return Ok(None);
+    };
+    Ok(Some((declared_len(l, what, max)?, next)))
 }
 
 /// A reply value (for clients and tests).
@@ -525,5 +577,116 @@ mod resp3_tests {
             enc(&|o| verbatim(o, b"a:1", Version::Resp2)),
             "$3\r\na:1\r\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod length_line_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Argument spans and the bytes a command took.
+    type Parsed = Option<(Vec<(usize, usize)>, usize)>;
+
+    /// The command parser before `length_line`: every length through `line` and
+    /// `declared_len`. The fast path must give the same answer for every input.
+    fn reference(buf: &[u8], limits: &Limits) -> Result<Parsed, RespError> {
+        if buf.first() != Some(&b'*') {
+            let mut spans = Vec::new();
+            return parse_command_spans(buf, limits, &mut spans).map(|r| r.map(|n| (spans, n)));
+        }
+        let Some((l, mut at)) = line(buf, 1, 32)? else {
+            return Ok(None);
+        };
+        let Some(n) = declared_len(l, "array", limits.max_array)? else {
+            return Err(RespError::Protocol("negative array length in a command"));
+        };
+        let mut spans = Vec::new();
+        for _ in 0..n {
+            match buf.get(at) {
+                None => return Ok(None),
+                Some(b'$') => {}
+                Some(_) => return Err(RespError::Protocol("expected '$' (bulk string)")),
+            }
+            let Some((l, start)) = line(buf, at + 1, 32)? else {
+                return Ok(None);
+            };
+            match bulk_body(buf, l, start, limits)? {
+                None => return Ok(None),
+                Some((None, _)) => {
+                    return Err(RespError::Protocol("null bulk string in a command"))
+                }
+                Some((Some(arg), end)) => {
+                    let a = arg.as_ptr() as usize - buf.as_ptr() as usize;
+                    spans.push((a, a + arg.len()));
+                    at = end;
+                }
+            }
+        }
+        Ok(Some((spans, at)))
+    }
+
+    fn command(args: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Commands, cut anywhere and with bytes changed anywhere (lengths and signs and
+        /// CRLFs included), parse exactly as the general parser parses them.
+        #[test]
+        fn same_as_the_general_parser(
+            args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..5),
+            cut in any::<usize>(),
+            flips in proptest::collection::vec((any::<usize>(), prop_oneof![
+                Just(b'-'), Just(b'+'), Just(b'\r'), Just(b'\n'), Just(b'0'), Just(b'9'),
+                Just(b'$'), Just(b' '), any::<u8>()]), 0..3),
+            small in any::<bool>(),
+        ) {
+            let mut buf = command(&args);
+            for (at, b) in flips {
+                if !buf.is_empty() {
+                    let i = at % buf.len();
+                    buf[i] = b;
+                }
+            }
+            buf.truncate(cut % (buf.len() + 1));
+            let limits = if small {
+                Limits { max_bulk: 8, max_array: 2, ..Limits::default() }
+            } else {
+                Limits::default()
+            };
+            let mut spans = Vec::new();
+            let got = parse_command_spans(&buf, &limits, &mut spans).map(|r| r.map(|n| (spans, n)));
+            prop_assert_eq!(got, reference(&buf, &limits));
+        }
+    }
+
+    #[test]
+    fn long_and_signed_lengths_take_the_general_path() {
+        let limits = Limits::default();
+        for line in [
+            &b"*+1\r\n$1\r\na\r\n"[..],
+            b"*01\r\n$1\r\na\r\n",
+            b"*1\r\n$-0\r\n\r\n",
+            b"*1\r\n$0000000000000000000001\r\na\r\n",
+            b"*99999999999999999999\r\n",
+        ] {
+            let mut spans = Vec::new();
+            let got = parse_command_spans(line, &limits, &mut spans).map(|r| r.map(|n| (spans, n)));
+            assert_eq!(
+                got,
+                reference(line, &limits),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
     }
 }

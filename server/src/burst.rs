@@ -39,9 +39,9 @@ type Item<'a> = accelkv_tree::BatchEntry<'a>;
 #[derive(Default)]
 pub struct Burst<'b> {
     keys: SmallVec<[KeyState<'b>; 2]>,
-    /// Key → position in `keys`, built from the second key on (the common burst of one key
-    /// needs none).
-    index: HashMap<Vec<u8>, usize>,
+    /// Key → position in `keys`, made at the second key (the common burst of one key needs
+    /// none, and making one costs a hasher seed).
+    index: Option<HashMap<Vec<u8>, usize>>,
 }
 
 /// What one operation of a burst did: the position of its key, its outcome (`Err`: reading
@@ -51,20 +51,20 @@ pub type Applied = (usize, Result<Outcome, Error>, bool);
 impl<'b> Burst<'b> {
     /// The position of `key`, adding it.
     fn slot(&mut self, key: Cow<'b, [u8]>, stats: &StationStats) -> usize {
-        let found = if self.index.is_empty() {
-            self.keys.first().filter(|k| k.key == key).map(|_| 0)
-        } else {
-            self.index.get(key.as_ref()).copied()
+        let found = match &self.index {
+            None => self.keys.first().filter(|k| k.key == key).map(|_| 0),
+            Some(index) => index.get(key.as_ref()).copied(),
         };
         if let Some(i) = found {
             stats.forwarded.fetch_add(1, Ordering::Relaxed);
             return i;
         }
-        if self.keys.len() == 1 {
-            self.index.insert(self.keys[0].key.to_vec(), 0);
-        }
         if !self.keys.is_empty() {
-            self.index.insert(key.to_vec(), self.keys.len());
+            let n = self.keys.len();
+            let index = self
+                .index
+                .get_or_insert_with(|| HashMap::from([(self.keys[0].key.to_vec(), 0)]));
+            index.insert(key.to_vec(), n);
         }
         self.keys.push(KeyState {
             key,

@@ -160,6 +160,9 @@ impl Loads {
 #[derive(Debug, PartialEq, Eq)]
 pub struct NotYet;
 
+// One door per loop, made once and never moved: boxing the inline reader would put an
+// indirection on every read.
+#[allow(clippy::large_enum_variant)]
 enum Door {
     /// The CPU engine's interleaved walk on this thread; `loads` when leaves may be evicted.
     Inline {

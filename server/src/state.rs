@@ -464,6 +464,7 @@ impl Shared {
         line("hot_cache_hits", e.cache_hits.to_string());
         line("hot_cache_misses", e.cache_misses.to_string());
         line("hot_cache_hit_rate", format!("{hit_rate:.3}"));
+        line("hot_cache_active", u8::from(e.cache_active).to_string());
         line(
             "inflight",
             self.inflight.load(Ordering::Relaxed).to_string(),

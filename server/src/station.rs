@@ -173,11 +173,26 @@ impl Station {
         self.slots[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs one operation; its answer once its effect is in the tree.
+    /// Runs one operation; its answer once its effect is in the tree. On an idle slot (the
+    /// common case) it runs here as a burst of one; otherwise it waits in the slot's queue
+    /// as [`Station::run`] makes it.
     pub fn run_one(&self, store: &Store, op: Op<'_>) -> Done {
-        let mut done: SmallVec<[Done; 1]> = SmallVec::new();
-        self.run(store, std::iter::once(op), &mut done);
-        done.pop().unwrap_or_else(Done::lost)
+        let slot = self.slot_of(&op.key);
+        {
+            let mut s = self.lock(slot);
+            if s.busy {
+                drop(s);
+                let mut done: SmallVec<[Done; 1]> = SmallVec::new();
+                self.run(store, std::iter::once(op), &mut done);
+                return done.pop().unwrap_or_else(Done::lost);
+            }
+            s.busy = true;
+        }
+        let mut answer = [Done::lost()];
+        self.run_burst(store, std::iter::once((To::Here(0), op)), &mut answer);
+        self.drain(store, slot, &mut answer);
+        let [d] = answer;
+        d
     }
 
     /// Runs `ops` (in order per key) and appends their answers to `done` in the same order,
@@ -292,7 +307,8 @@ impl Station {
         }
         let written = keys.write_back(store, &self.stats);
         let seen = store.raw().last_write_version();
-        for (to, (i, outcome, changed)) in results {
+        // Drained in place: moving the vector out would copy its inline buffer.
+        for (to, (i, outcome, changed)) in results.drain(..) {
             let d = match (outcome, &written[i]) {
                 (Err(e), _) => Done {
                     outcome: Err(e),

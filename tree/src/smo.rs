@@ -26,11 +26,12 @@ use crate::tree::{Garbage, SmoCounters, Tree, ROOT};
 use crate::values;
 use crate::write::{Op, Outcome};
 use accelkv_node::layout::*;
-use accelkv_node::{build_interior, build_leaf, interior_item_size, leaf_item_size};
+use accelkv_node::{build_interior, build_leaf_raw, interior_item_size, RawItem};
 use accelkv_node::{NodeMeta, NodeView, ValueRef};
 use std::sync::atomic::Ordering;
 
-type Items<'a> = Vec<(&'a [u8], ValueRef<'a>)>;
+/// A leaf's items as a merge copies them (encoded values, fingerprints).
+type Items<'a> = Vec<RawItem<'a>>;
 type Entries<'a> = Vec<(&'a [u8], u64)>;
 
 enum Content<'a> {
@@ -104,7 +105,7 @@ struct Plan<'a> {
 }
 
 fn leaf_bytes(items: &Items<'_>) -> usize {
-    items.iter().map(|(k, v)| leaf_item_size(k.len(), v)).sum()
+    items.iter().map(RawItem::size).sum()
 }
 
 fn interior_bytes(entries: &Entries<'_>) -> usize {
@@ -243,18 +244,33 @@ impl Tree {
         let mut plan = Plan::default();
         plan.locked.push((leaf_off, self.lock_spin(leaf_off)));
         let lv = self.view(leaf_off, pin);
+        // The written value as a node holds it.
+        let encoded: Vec<u8> = match &value {
+            Some(v) => {
+                let mut b = vec![0u8; 2 + v.body_len()];
+                accelkv_node::builder::encode_value(&mut b, v);
+                b
+            }
+            None => Vec::new(),
+        };
+        let written = |key: &'a [u8]| RawItem {
+            key,
+            value: &encoded,
+            fp: accelkv_node::fingerprint(key),
+        };
         // Every item, expired ones included (clock 0): an expired item is removed by a
         // write, never dropped on the side.
-        let mut items: Items<'_> = lv.leaf_iter(u64::MAX, NO_DEADLINE).collect();
-        let pos = items.binary_search_by(|(k, _)| (*k).cmp(key));
-        let current = pos.ok().map(|i| items[i].1);
+        let mut items: Items<'_> = Vec::new();
+        lv.merge_items(&mut items);
+        let pos = items.binary_search_by(|it| it.key.cmp(key));
+        let current = pos.ok().map(|i| items[i].value_ref());
         let outcome = match (op.outcome(current.as_ref()), pos, value) {
-            (Some(o @ (Outcome::Replaced | Outcome::Revived)), Ok(i), Some(v)) => {
-                items[i].1 = v;
+            (Some(o @ (Outcome::Replaced | Outcome::Revived)), Ok(i), Some(_)) => {
+                items[i] = written(key);
                 o
             }
-            (Some(o @ Outcome::Inserted), Err(i), Some(v)) => {
-                items.insert(i, (key, v));
+            (Some(o @ Outcome::Inserted), Err(i), Some(_)) => {
+                items.insert(i, written(key));
                 o
             }
             (Some(o @ (Outcome::Deleted | Outcome::Purged)), Ok(i), None) => {
@@ -290,7 +306,7 @@ impl Tree {
         let mut after = Vec::new();
         for n in &plan.nodes {
             if let Content::Leaf(items) = &n.content {
-                after.extend(items.iter().filter_map(|(_, v)| v.out_of_line_ref()));
+                after.extend(items.iter().filter_map(RawItem::out_of_line_ref));
             }
         }
         after.sort_unstable();
@@ -445,14 +461,11 @@ impl Tree {
         let merge_below = cap * self.cfg.merge_below_pct / 100;
         let parent = self.view(path[depth - 1].1, pin);
         let edit = if size > cap {
-            let sizes: Vec<usize> = items
-                .iter()
-                .map(|(k, v)| leaf_item_size(k.len(), v))
-                .collect();
+            let sizes: Vec<usize> = items.iter().map(RawItem::size).collect();
             let at = split_point(&sizes, cap);
             let mut l = items;
             let r = l.split_off(at);
-            let sep = r[0].0;
+            let sep = r[0].key;
             let r2 = self.new_lid(plan)?;
             SmoCounters::bump(&self.counters.splits);
             self.add_node(plan, leaf(leaf_lid, l, leaf_off, left, r2))?;
@@ -466,7 +479,8 @@ impl Tree {
             let sib_off = self.page(sib_lid)?;
             let sib_word = self.lock_spin(sib_off);
             let sv = self.view(sib_off, pin);
-            let sib_items: Items<'a> = sv.leaf_iter(u64::MAX, NO_DEADLINE).collect();
+            let mut sib_items: Items<'a> = Vec::new();
+            sv.merge_items(&mut sib_items);
             if size + leaf_bytes(&sib_items) <= cap * 7 / 8 {
                 plan.locked.push((sib_off, sib_word));
                 plan.superseded.push(sib_off);
@@ -503,14 +517,11 @@ impl Tree {
         root_off: u64,
         plan: &mut Plan<'a>,
     ) -> Result<(), crate::Error> {
-        let sizes: Vec<usize> = items
-            .iter()
-            .map(|(k, v)| leaf_item_size(k.len(), v))
-            .collect();
+        let sizes: Vec<usize> = items.iter().map(RawItem::size).collect();
         let at = split_point(&sizes, self.geo.leaf_capacity());
         let mut l = items;
         let r = l.split_off(at);
-        let sep = r[0].0;
+        let sep = r[0].key;
         let a = self.new_lid(plan)?;
         let b = self.new_lid(plan)?;
         for (lid, content, left, link) in [(a, l, NO_LID, b), (b, r, a, NO_LID)] {
@@ -696,7 +707,7 @@ impl Tree {
             // SAFETY: the buffer was allocated for this plan and is unpublished.
             let buf = unsafe { self.buf_mut(n.off) };
             let u = match &n.content {
-                Content::Leaf(items) => build_leaf(buf, &self.geo, items, &meta),
+                Content::Leaf(items) => build_leaf_raw(buf, &self.geo, items, &meta),
                 Content::Interior(entries) => build_interior(buf, &self.geo, entries, &meta),
             }
             .expect("contents sized to fit");
