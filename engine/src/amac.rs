@@ -11,8 +11,8 @@
 //! same routing, same old-version chains, same right-sibling links, the same in-node
 //! functions, so the answers are the same.
 
-use crate::prefetch::prefetch;
 use crate::request::{Items, ReadRef, Reply, Request};
+use accelkv_tree::prefetch::prefetch;
 use accelkv_tree::{Error, NodeView, Raw, ValueRef, ROOT_LID};
 use std::ops::Bound;
 

@@ -212,7 +212,7 @@ impl HotCache {
     pub(crate) fn prefetch(&self, key: &[u8]) {
         let s = self.slots(key);
         for b in [s.b1, s.b2] {
-            crate::prefetch::prefetch((&self.buckets[b] as *const Bucket).cast(), 64);
+            accelkv_tree::prefetch::prefetch((&self.buckets[b] as *const Bucket).cast(), 64);
         }
     }
 

@@ -40,7 +40,6 @@ mod hot;
 mod inline;
 mod loader;
 mod manager;
-mod prefetch;
 mod request;
 mod routed;
 mod select;

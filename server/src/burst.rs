@@ -29,6 +29,8 @@ struct KeyState<'b> {
     dirty: bool,
     read_error: Option<Error>,
     flushed: u64,
+    /// Where the key's write-back lands (station.rs `Op::hint`), from its first operation.
+    hint: Option<accelkv_tree::WriteHint<'b>>,
 }
 
 /// One write of an atomic batch: the key and its new value, deadline and client flags
@@ -50,7 +52,12 @@ pub type Applied = (usize, Result<Outcome, Error>, bool);
 
 impl<'b> Burst<'b> {
     /// The position of `key`, adding it.
-    fn slot(&mut self, key: Cow<'b, [u8]>, stats: &StationStats) -> usize {
+    fn slot(
+        &mut self,
+        key: Cow<'b, [u8]>,
+        hint: Option<accelkv_tree::WriteHint<'b>>,
+        stats: &StationStats,
+    ) -> usize {
         let found = match &self.index {
             None => self.keys.first().filter(|k| k.key == key).map(|_| 0),
             Some(index) => index.get(key.as_ref()).copied(),
@@ -75,6 +82,7 @@ impl<'b> Burst<'b> {
             dirty: false,
             read_error: None,
             flushed: 0,
+            hint,
         });
         self.keys.len() - 1
     }
@@ -88,8 +96,8 @@ impl<'b> Burst<'b> {
         op: Op<'b>,
     ) -> Applied {
         stats.ops.fetch_add(1, Ordering::Relaxed);
-        let Op { key, write } = op;
-        let i = self.slot(key, stats);
+        let Op { key, write, hint } = op;
+        let i = self.slot(key, hint, stats);
         let k = &mut self.keys[i];
         let reads = write.reads();
         if reads && !k.known {
@@ -225,7 +233,7 @@ fn write_one(store: &Store, stats: &StationStats, k: &KeyState<'_>) -> Result<u6
     stats.tree_writes.fetch_add(1, Ordering::Relaxed);
     match &k.value {
         Some(v) => store
-            .put_item_unwaited(&k.key, v, k.deadline, k.flags)
+            .put_item_hinted(&k.key, v, k.deadline, k.flags, k.hint)
             .map(|w| w.version),
         None => store.delete_unwaited(&k.key).map(|w| w.version),
     }

@@ -28,6 +28,8 @@ pub fn prometheus(sh: &Shared) -> String {
             m.sum(|h| &h.memcached_commands),
         ),
         ("accelkv_udp_datagrams_total", m.sum(|h| &h.udp_datagrams)),
+        ("accelkv_set_batches_total", m.sum(|h| &h.set_batches)),
+        ("accelkv_set_batched_total", m.sum(|h| &h.set_batched)),
         (
             "accelkv_bad_input_total",
             m.bad_input.load(Ordering::Relaxed),

@@ -39,6 +39,11 @@ pub struct Ran {
     pub bad: Option<RespError>,
 }
 
+/// `SET key value` with no options (what a run of SETs may batch).
+fn is_plain_set(args: &[&[u8]]) -> bool {
+    args.len() == 3 && args[0].eq_ignore_ascii_case(b"SET")
+}
+
 fn is_read(args: &[&[u8]]) -> bool {
     match args.first() {
         Some(n) if n.eq_ignore_ascii_case(b"GET") => args.len() == 2,
@@ -184,6 +189,30 @@ fn run_decoded(
             }
             i = end;
             continue;
+        }
+        if authed && s.tx.queued.is_none() && cluster.is_none() && is_plain_set(&args) {
+            // A run of plain SETs: one station batch whose tree writes start where one
+            // interleaved descent for all their keys found them.
+            let mut end = i + 1;
+            while end < n && end - i < BATCH && is_plain_set(&args_of(buf, &sc.spans, sc.cmds[end]))
+            {
+                end += 1;
+            }
+            if end - i > 1 {
+                let sets: SmallVec<[(&[u8], &[u8]); BATCH]> = (i..end)
+                    .map(|j| {
+                        let a = args_of(buf, &sc.spans, sc.cmds[j]);
+                        (a[1], a[2])
+                    })
+                    .collect();
+                if reads.probe_write(sets.iter().map(|kv| kv.0)).is_err() {
+                    return i;
+                }
+                if crate::resp_expire::set_run(sh, s, &sets, out) {
+                    i = end;
+                    continue;
+                }
+            }
         }
         if authed && s.tx.queued.is_none() && is_write(args[0]) {
             // A write whose leaf lives only in the page file waits for it without blocking

@@ -175,7 +175,7 @@ fn through_station<'a>(
 
 /// Appends the reply to a write's outcome: `ok` for [`Outcome::Done`], `skipped` for
 /// [`Outcome::Skipped`].
-fn reply(
+pub(crate) fn reply(
     out: &mut Vec<u8>,
     d: &Done,
     ver: Version,

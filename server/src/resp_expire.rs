@@ -9,12 +9,14 @@
 //! writes through the reservation station.
 
 use crate::ops::{Cond, ExpireCond, Outcome, Ttl, Write};
-use crate::resp_cmd::{err_store, nil, ok, parse_i64, upper, write_one, Session};
+use crate::resp_cmd::{err_store, nil, ok, parse_i64, reply, upper, write_one, Session};
 use crate::state::{OpClass, Shared};
-use crate::station::Op;
+use crate::station::{Done, Op};
 use accelkv_proto::resp;
 use accelkv_tree::now_ms;
+use smallvec::SmallVec;
 use std::borrow::Cow;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// How a time argument counts.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -110,6 +112,48 @@ pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     };
     let v = s.proto;
     write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
+}
+
+/// A run of plain `SET key value` commands of one connection (a pipeline's), as
+/// [`set`] runs them one by one, but through the station as one batch whose tree writes
+/// start where one interleaved descent for all their keys found them
+/// (`Store::locate_writes`): the batch pays for its memory misses once. The station keeps
+/// every ordering [`set`] has (per key, in order; each answer once its write is in the
+/// tree, visibility parked by the caller as for any write). Returns false, running
+/// nothing, when a write would be refused (the store not writable, past `maxmemory`): the
+/// caller runs the commands one by one for their errors.
+pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut Vec<u8>) -> bool {
+    if sh.writable().is_err() || sh.over_maxmemory() {
+        return false;
+    }
+    let hot = sh.metrics.hot();
+    let n = sets.len() as u64;
+    hot.resp_commands.fetch_add(n, Relaxed);
+    hot.set_batches.fetch_add(1, Relaxed);
+    hot.set_batched.fetch_add(n, Relaxed);
+    sh.count_n(OpClass::Put, sets.len());
+    s.wrote = true;
+    let keys: SmallVec<[&[u8]; 64]> = sets.iter().map(|(k, _)| *k).collect();
+    let mut done: SmallVec<[Done; 64]> = SmallVec::new();
+    {
+        // Hints stay valid while the pin lives: until every write is answered.
+        let pin = sh.store.pin();
+        let mut hints: SmallVec<[Option<accelkv_tree::WriteHint<'_>>; 64]> =
+            SmallVec::from_elem(None, sets.len());
+        sh.store.locate_writes(&pin, &keys, &mut hints);
+        let ops = sets.iter().zip(&hints).map(|(&(k, v), h)| Op {
+            key: Cow::Borrowed(k),
+            write: Write::Put(Cow::Borrowed(v)),
+            hint: *h,
+        });
+        sh.station.run(&sh.store, ops, &mut done);
+    }
+    let v = s.proto;
+    for d in &done {
+        s.unreleased = s.unreleased.max(d.version);
+        reply(out, d, v, ok, nil(v));
+    }
+    true
 }
 
 /// `SETEX key seconds value` and `PSETEX key milliseconds value`.

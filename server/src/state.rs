@@ -56,6 +56,10 @@ pub struct Hot {
     /// memcached commands (text and meta, TCP and UDP).
     pub memcached_commands: AtomicU64,
     pub udp_datagrams: AtomicU64,
+    /// Runs of pipelined SETs written as one station batch after one interleaved descent
+    /// (resp_expire.rs `set_run`), and the SETs in them.
+    pub set_batches: AtomicU64,
+    pub set_batched: AtomicU64,
 }
 
 thread_local! {
@@ -114,6 +118,8 @@ impl Metrics {
                 &h.resp_commands,
                 &h.memcached_commands,
                 &h.udp_datagrams,
+                &h.set_batches,
+                &h.set_batched,
             ]) {
                 c.store(0, Ordering::Relaxed);
             }
@@ -425,6 +431,8 @@ impl Shared {
             "rejected_connections",
             m.connections_rejected.load(Ordering::Relaxed).to_string(),
         );
+        line("set_batches", m.sum(|h| &h.set_batches).to_string());
+        line("set_batched", m.sum(|h| &h.set_batched).to_string());
         line(
             "expired_keys",
             self.expired_keys.load(Ordering::Relaxed).to_string(),

@@ -30,7 +30,7 @@ use crate::burst::{Applied, Burst};
 use crate::ops::Ttl;
 use crate::ops::{Failure, Outcome, Write};
 use crate::vector::Registry;
-use accelkv_tree::{Error, Store};
+use accelkv_tree::{Error, Store, WriteHint};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -45,6 +45,10 @@ pub struct Op<'a> {
     pub key: Cow<'a, [u8]>,
     /// What it does.
     pub write: Write<'a>,
+    /// Where its tree write lands, found by an interleaved descent for a whole batch
+    /// (`Store::locate_writes`) under a pin the submitter holds until it is answered;
+    /// dropped when the operation waits in another thread's queue.
+    pub hint: Option<WriteHint<'a>>,
 }
 
 impl<'a> Op<'a> {
@@ -53,6 +57,7 @@ impl<'a> Op<'a> {
         Op {
             key: Cow::Borrowed(key),
             write,
+            hint: None,
         }
     }
 }
@@ -227,6 +232,7 @@ impl Station {
                     op: Op {
                         key: Cow::Owned(op.key.into_owned()),
                         write: op.write.into_owned(),
+                        hint: None,
                     },
                     to: tx.clone(),
                     index: i,
@@ -438,6 +444,7 @@ mod tests {
                             ops.push(Op {
                                 key: Cow::Owned(key),
                                 write: w,
+                                hint: None,
                             });
                             ops.push(Op::new(b"shared", Write::IncrBy(1)));
                         }

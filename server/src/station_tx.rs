@@ -122,6 +122,7 @@ impl Station {
         let op = Op {
             key: std::borrow::Cow::Owned(op.key.into_owned()),
             write: op.write.into_owned(),
+            hint: None,
         };
         let (i, outcome, changed) = tx.burst.apply(store, &self.registry, &self.stats, op);
         tx.ops.push((i, changed && outcome.is_ok()));

@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// reader and writer threads. Reads are wait-free and linearizable; writes return once
 /// visible to every later read.
 pub struct Store {
-    tree: Tree,
+    pub(crate) tree: Tree,
 }
 
 /// What a write did.
@@ -339,9 +339,24 @@ impl Store {
         deadline: u64,
         flags: u32,
     ) -> Result<Write> {
+        self.put_item_hinted(key, value, deadline, flags, None)
+    }
+
+    /// [`Store::put_item_unwaited`] starting at the leaf `hint` names
+    /// ([`Store::locate_writes`]), when it is still the key's.
+    pub fn put_item_hinted(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        deadline: u64,
+        flags: u32,
+        hint: Option<crate::WriteHint<'_>>,
+    ) -> Result<Write> {
         self.check_key(key)?;
         self.check_value(value)?;
-        let (o, version) = self.tree.write(key, Op::Put(value, deadline, flags))?;
+        let (o, version) = self
+            .tree
+            .write_hinted(key, Op::Put(value, deadline, flags), hint)?;
         Ok(Write {
             version,
             existed: o.existed(),

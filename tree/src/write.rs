@@ -24,6 +24,7 @@
 //!    version above it, in the new tree), never against a tree it is not in.
 
 use crate::backoff::Backoff;
+use crate::locate::WriteHint;
 use crate::tree::{Tree, ROOT};
 use crate::values;
 use accelkv_node::layout::*;
@@ -128,6 +129,17 @@ impl Tree {
     /// at which absence was observed for `Outcome::Absent`). Waits first while an atomic
     /// batch is writing (batch.rs).
     pub(crate) fn write(&self, key: &[u8], op: Op<'_>) -> Result<(Outcome, u64), crate::Error> {
+        self.write_hinted(key, op, None)
+    }
+
+    /// [`Tree::write`] starting at the leaf a hint names (locate.rs), if it is still the
+    /// key's: the write's own checks decide, and it descends as usual when they fail.
+    pub(crate) fn write_hinted(
+        &self,
+        key: &[u8],
+        op: Op<'_>,
+        hint: Option<WriteHint<'_>>,
+    ) -> Result<(Outcome, u64), crate::Error> {
         if self.gate.load(Ordering::SeqCst) {
             let mut backoff = Backoff::new();
             while self.gate.load(Ordering::SeqCst) {
@@ -135,8 +147,9 @@ impl Tree {
             }
         }
         let mut tries = 0;
+        let mut hint = hint;
         loop {
-            match self.write_ungated(key, op) {
+            match self.write_from(key, op, hint.take()) {
                 // Over the mirror cache's budget: the evictor makes room (it was told by
                 // the allocation that failed); wait for it, up to about five seconds.
                 Err(crate::Error::OutOfMemory { .. })
@@ -155,6 +168,16 @@ impl Tree {
         &self,
         key: &[u8],
         op: Op<'_>,
+    ) -> Result<(Outcome, u64), crate::Error> {
+        self.write_from(key, op, None)
+    }
+
+    /// [`Tree::write_ungated`] from `hint`'s leaf, if it is still the key's.
+    fn write_from(
+        &self,
+        key: &[u8],
+        op: Op<'_>,
+        mut hint: Option<WriteHint<'_>>,
     ) -> Result<(Outcome, u64), crate::Error> {
         // The value as it will be stored: inline, or copied out of line once.
         let value: Option<ValueRef<'_>> = match op {
@@ -203,24 +226,20 @@ impl Tree {
         let mut backoff = Backoff::new();
         loop {
             let pin = self.epochs.pin();
-            // Traverse the newest versions without locks.
-            let mut off = self.pt.get(ROOT);
-            let mut parent = None;
-            loop {
-                let v = self.view(off, &pin);
-                if v.is_leaf() {
-                    break;
-                }
-                parent = Some(off);
-                off = match self.page(v.child_for(key)) {
-                    Ok(off) => off,
+            let hinted = hint.is_some();
+            let (off, parent) = match hint.take() {
+                // An earlier descent's leaf (locate.rs): the checks below decide.
+                Some(h) => (h.leaf, h.parent),
+                // Traverse the newest versions without locks.
+                None => match self.descend(key, &pin) {
+                    Ok(at) => at,
                     Err(e) => {
                         drop(pin);
                         free_unused(value);
                         return Err(e);
                     }
-                };
-            }
+                },
+            };
             let word = self.word(off);
             let w = word.load(Ordering::Acquire);
             if is_locked(w)
@@ -229,7 +248,9 @@ impl Tree {
                     .is_err()
             {
                 drop(pin);
-                backoff.snooze();
+                if !hinted {
+                    backoff.snooze();
+                }
                 continue;
             }
             if let Some(p) = parent {
@@ -293,6 +314,26 @@ impl Tree {
     fn underfull(&self, view: &accelkv_node::NodeView<'_>) -> bool {
         let items = view.sorted_len() + LEAF_SLOT_SIZE * view.item_count();
         items < self.geo.leaf_capacity() * self.cfg.merge_below_pct / 100
+    }
+
+    /// The leaf for `key` in the newest versions and the parent it was reached through
+    /// (none: the root is the leaf).
+    #[inline]
+    fn descend(
+        &self,
+        key: &[u8],
+        pin: &crate::epoch::Pin<'_>,
+    ) -> Result<(u64, Option<u64>), crate::Error> {
+        let mut off = self.pt.get(ROOT);
+        let mut parent = None;
+        loop {
+            let v = self.view(off, pin);
+            if v.is_leaf() {
+                return Ok((off, parent));
+            }
+            parent = Some(off);
+            off = self.page(v.child_for(key))?;
+        }
     }
 
     /// Keeps the item counters: `outcome` of `op` on a key whose stored value was `old`.

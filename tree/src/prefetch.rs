@@ -1,9 +1,10 @@
-//! Software prefetch: asks the memory system for bytes a request will read after the engine
-//! has switched to other requests.
+//! Software prefetch: asks the memory system for bytes a request will read after the caller
+//! has switched to other requests (the read engine's interleaved walk, the write path's
+//! interleaved descent).
 
 /// Prefetches the cache lines of `[p, p + len)` into all cache levels.
 #[inline(always)]
-pub(crate) fn prefetch(p: *const u8, len: usize) {
+pub fn prefetch(p: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
