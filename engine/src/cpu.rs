@@ -15,13 +15,13 @@ use crate::amac::Flight;
 use crate::hot::HotCache;
 use crate::inline::InlineReader;
 use crate::loader::Loader;
-use crate::manager::{Manager, Sampler};
+use crate::manager::{Manager, SampleChannel, Sampler};
 use crate::request::{Completion, ReadRef, Reply, Request, Sink};
 use crate::{EngineStats, ReadEngine};
 use accelkv_tree::{ReaderSlot, Store};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -113,7 +113,7 @@ pub struct CpuEngine {
     threads: Vec<JoinHandle<()>>,
     cache: Option<Arc<HotCache>>,
     counters: Arc<Counters>,
-    samples: Option<Sender<Vec<Vec<u8>>>>,
+    samples: Option<SampleChannel>,
     window: usize,
     sample_every: u32,
     /// With no engine threads: the reader `submit` runs batches on, on the caller's thread.
@@ -134,10 +134,12 @@ impl CpuEngine {
         let mut threads = Vec::new();
         let samples = cache.as_ref().map(|c| {
             let (tx, rx) = channel();
+            let spare = Arc::new(Mutex::new(Vec::new()));
             let m = Manager {
                 store: store.clone(),
                 cache: c.clone(),
                 samples: rx,
+                spare: spare.clone(),
                 stop: stop.clone(),
                 interval: cfg.manager_interval,
             };
@@ -147,7 +149,7 @@ impl CpuEngine {
                     .spawn(move || m.run())
                     .expect("spawn cache manager"),
             );
-            tx
+            SampleChannel { tx, spare }
         });
         let shards: Vec<Arc<Shard>> = (0..cfg.threads)
             .map(|_| {

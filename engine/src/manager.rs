@@ -17,28 +17,45 @@ use crate::sketch::Sketch;
 use accelkv_tree::Store;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Sampled keys sent to the manager at a time.
 const SAMPLE_BATCH: usize = 256;
 
+/// Emptied sample buffers the manager hands back for reuse, at most this many.
+const SPARE_BUFFERS: usize = 16;
+
+/// A batch of sampled keys, each `len u8 | key` (cacheable keys are at most 40 bytes):
+/// one buffer, reused, rather than one allocation per key.
+pub(crate) type Samples = Vec<u8>;
+
+/// The channel samples go to the manager on, and the buffers it gives back.
+#[derive(Clone)]
+pub(crate) struct SampleChannel {
+    pub(crate) tx: Sender<Samples>,
+    pub(crate) spare: Arc<Mutex<Vec<Samples>>>,
+}
+
 /// A reader's side of the control plane (an engine thread's or an inline reader's): one
-/// GET key in `every` is copied and sent to the manager in batches.
+/// GET key in `every` is copied into a batch buffer sent to the manager when full; the
+/// manager hands emptied buffers back, so sampling allocates nothing once warm.
 pub(crate) struct Sampler {
-    tx: Option<Sender<Vec<Vec<u8>>>>,
+    channel: Option<SampleChannel>,
     every: u32,
     gets: u32,
-    batch: Vec<Vec<u8>>,
+    batch: Samples,
+    keys: usize,
 }
 
 impl Sampler {
-    pub(crate) fn new(tx: Option<Sender<Vec<Vec<u8>>>>, every: u32) -> Sampler {
+    pub(crate) fn new(channel: Option<SampleChannel>, every: u32) -> Sampler {
         Sampler {
-            tx,
+            channel,
             every: every.max(1),
             gets: 0,
             batch: Vec::new(),
+            keys: 0,
         }
     }
 
@@ -46,15 +63,32 @@ impl Sampler {
     pub(crate) fn see(&mut self, key: &[u8]) {
         self.gets = self.gets.wrapping_add(1);
         if self.gets.is_multiple_of(self.every) && key.len() <= MAX_CACHED_KEY {
-            self.batch.push(key.to_vec());
-            if self.batch.len() >= SAMPLE_BATCH {
-                if let Some(tx) = &self.tx {
-                    let _ = tx.send(std::mem::take(&mut self.batch));
-                }
-                self.batch.clear();
+            self.batch.push(key.len() as u8);
+            self.batch.extend_from_slice(key);
+            self.keys += 1;
+            if self.keys >= SAMPLE_BATCH {
+                self.keys = 0;
+                let Some(ch) = &self.channel else {
+                    self.batch.clear();
+                    return;
+                };
+                let spare = ch.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                let full = std::mem::replace(&mut self.batch, spare.unwrap_or_default());
+                let _ = ch.tx.send(full);
             }
         }
     }
+}
+
+/// The keys of a sample batch.
+fn sampled(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let len = usize::from(*batch.get(at)?);
+        let key = batch.get(at + 1..at + 1 + len)?;
+        at += 1 + len;
+        Some(key)
+    })
 }
 
 /// Most keys installed per interval.
@@ -68,7 +102,9 @@ pub(crate) const OFF: f64 = 0.05;
 pub(crate) struct Manager {
     pub(crate) store: Arc<Store>,
     pub(crate) cache: Arc<HotCache>,
-    pub(crate) samples: Receiver<Vec<Vec<u8>>>,
+    pub(crate) samples: Receiver<Samples>,
+    /// Where emptied sample buffers go back to the samplers.
+    pub(crate) spare: Arc<Mutex<Vec<Samples>>>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) interval: Duration,
 }
@@ -84,10 +120,17 @@ impl Manager {
         let mut seen = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             match self.samples.recv_timeout(self.interval) {
-                Ok(batch) => {
-                    batch.iter().for_each(|k| sketch.add(k));
-                    seen += batch.len() as u64;
+                Ok(mut batch) => {
+                    for k in sampled(&batch) {
+                        sketch.add(k);
+                        seen += 1;
+                    }
                     fresh = true;
+                    batch.clear();
+                    let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+                    if spare.len() < SPARE_BUFFERS {
+                        spare.push(batch);
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
@@ -118,16 +161,16 @@ impl Manager {
     }
 
     /// Installs the hottest keys (`top`, hottest first) that are not cached yet.
-    fn refresh(&self, sketch: &Sketch, top: Vec<(Vec<u8>, u32)>) {
+    fn refresh(&self, sketch: &Sketch, top: Vec<(&[u8], u32)>) {
         let mut installed = 0;
         for (key, count) in top {
             if installed == PER_ROUND {
                 break;
             }
-            if self.cache.contains(&key) {
+            if self.cache.contains(key) {
                 continue;
             }
-            let Some(cands) = self.cache.candidates(&key) else {
+            let Some(cands) = self.cache.candidates(key) else {
                 continue;
             };
             // An empty bucket, else the occupant with the lowest estimate if colder.
@@ -158,10 +201,10 @@ impl Manager {
             }
             let snap = self.store.snapshot();
             // Expiring values are never cached (hot.rs invariant 4).
-            let Ok(Some((value, accelkv_tree::NO_DEADLINE, 0))) = snap.get_item(&key) else {
+            let Ok(Some((value, accelkv_tree::NO_DEADLINE, 0))) = snap.get_item(key) else {
                 continue;
             };
-            if self.cache.install(b, seen, &key, &value, snap.version()) {
+            if self.cache.install(b, seen, key, &value, snap.version()) {
                 installed += 1;
             }
         }

@@ -79,11 +79,11 @@ impl Sketch {
     }
 
     /// The `n` hottest candidates, hottest first.
-    pub(crate) fn top(&self, n: usize) -> Vec<(Vec<u8>, u32)> {
-        let mut v: Vec<(Vec<u8>, u32)> = self
+    pub(crate) fn top(&self, n: usize) -> Vec<(&[u8], u32)> {
+        let mut v: Vec<(&[u8], u32)> = self
             .candidates
             .keys()
-            .map(|k| (k.clone(), self.estimate(k)))
+            .map(|k| (k.as_slice(), self.estimate(k)))
             .collect();
         v.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
         v.truncate(n);
@@ -120,7 +120,7 @@ mod tests {
         let top: Vec<String> = s
             .top(10)
             .into_iter()
-            .map(|(k, _)| String::from_utf8(k).unwrap())
+            .map(|(k, _)| String::from_utf8(k.to_vec()).unwrap())
             .collect();
         for hot in 0..10 {
             assert!(top.contains(&format!("hot{hot}")), "{top:?}");

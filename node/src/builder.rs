@@ -210,7 +210,7 @@ pub fn build_leaf_full(
 pub fn leaf_sorted_bytes(geo: &Geometry, items: &[(&[u8], ValueRef<'_>)]) -> usize {
     let key = |i: usize| items[i].0;
     let body = |i: usize| 2 + items[i].1.body_len();
-    choose_shortcuts(geo, items.len(), &key, &body).1
+    layout(geo, items.len(), &key, &body).0
 }
 
 /// Whether [`build_leaf_full`] can hold `items`.
@@ -288,50 +288,78 @@ pub fn build_interior(
     )
 }
 
-/// Shortcut selection: which items start a segment. Aims for as many segments as the
-/// shortcut block and the minimum segment size allow, of similar byte size. Returns the
-/// starts and the bytes their keys (with their `key_len`) would have taken in the sorted
-/// block.
-fn choose_shortcuts<'k>(
+/// Shortcut selection (Honeycomb §3.4): which items start a segment. Aims for as many
+/// segments as the shortcut block and the minimum segment size allow, of similar byte size,
+/// deciding item by item from running totals, so a builder asks it in one pass to size the
+/// node and again, with the same answers, while it writes.
+#[derive(Clone, Copy)]
+struct Shortcuts {
+    shortcut_size: usize,
+    target: usize,
+    seg_bytes: usize,
+    sc_used: usize,
+    count: usize,
+}
+
+impl Shortcuts {
+    /// The chooser for `n` items taking `total` bytes in all (`2 + key + body` each) with
+    /// keys of `keys` bytes in all.
+    fn new(geo: &Geometry, n: usize, total: usize, keys: usize) -> Shortcuts {
+        let avg_key = keys / n.max(1);
+        let by_space = geo.shortcut_size / (4 + avg_key);
+        let by_min = total / geo.min_segment;
+        let segments = by_space.min(by_min).clamp(1, 255);
+        Shortcuts {
+            shortcut_size: geo.shortcut_size,
+            target: (total / segments).max(geo.min_segment),
+            seg_bytes: 0,
+            sc_used: 0,
+            count: 0,
+        }
+    }
+
+    /// Whether item `i` (key of `klen` bytes, body of `body`) starts a segment.
+    #[inline]
+    fn next(&mut self, i: usize, klen: usize, body: usize) -> bool {
+        let fits = self.sc_used + 4 + klen <= self.shortcut_size && self.count < 255;
+        if i == 0 || (self.seg_bytes >= self.target && fits) {
+            self.sc_used += 4 + klen;
+            self.count += 1;
+            self.seg_bytes = body; // the boundary key lives in the shortcut block
+            true
+        } else {
+            self.seg_bytes += 2 + klen + body;
+            false
+        }
+    }
+}
+
+/// The bytes `n` items take in a sorted block as the builders lay them out (shortcut keys
+/// not counted), and the shortcut chooser, fresh, that gives that layout.
+fn layout<'k>(
     geo: &Geometry,
     n: usize,
     key: &impl Fn(usize) -> &'k [u8],
     body: &impl Fn(usize) -> usize,
-) -> (Vec<bool>, usize) {
-    let mut starts = vec![false; n];
-    if n == 0 {
-        return (starts, 0);
-    }
+) -> (usize, Shortcuts) {
     let (mut total, mut keys) = (0, 0);
     for i in 0..n {
         let k = key(i).len();
         total += 2 + k + body(i);
         keys += k;
     }
-    let avg_key = keys / n;
-    let by_space = geo.shortcut_size / (4 + avg_key);
-    let by_min = total / geo.min_segment;
-    let segments = by_space.min(by_min).clamp(1, 255);
-    let target = (total / segments).max(geo.min_segment);
-    let mut seg_bytes = 0;
-    let mut sc_used = 0;
-    let mut count = 0;
-    for (i, start) in starts.iter_mut().enumerate() {
-        let k = key(i).len();
-        let fits = sc_used + 4 + k <= geo.shortcut_size && count < 255;
-        if i == 0 || (seg_bytes >= target && fits) {
-            *start = true;
-            sc_used += 4 + k;
-            count += 1;
-            seg_bytes = body(i); // the boundary key lives in the shortcut block
-        } else {
-            seg_bytes += 2 + k + body(i);
-        }
-    }
+    let fresh = Shortcuts::new(geo, n, total, keys);
+    let mut sc = fresh;
     // The shortcut block holds `4 + k` per start: `2 + k` of it would have been in the
     // sorted block.
-    let moved = sc_used - 2 * count;
-    (starts, total - moved)
+    let mut moved = 0;
+    for i in 0..n {
+        let k = key(i).len();
+        if sc.next(i, k, body(i)) {
+            moved += 2 + k;
+        }
+    }
+    (total - moved, fresh)
 }
 
 /// Copies `src` into `dst` at `at`: keys and values are short, and a call into `memcpy`
@@ -378,7 +406,7 @@ fn build<'k>(
     } else {
         INTERIOR_SLOT_SIZE
     };
-    let (starts, sorted) = choose_shortcuts(geo, n, &key, &body);
+    let (sorted, mut shortcuts) = layout(geo, n, &key, &body);
     let needed = sorted + slot * n;
     if needed > capacity || n > usize::from(u16::MAX) {
         return Err(Overflow { needed, capacity });
@@ -389,8 +417,12 @@ fn build<'k>(
     let sorted_start = geo.sorted_start();
     let mut sc = HEADER_SIZE;
     let mut pos = sorted_start;
-    for (i, &start) in starts.iter().enumerate() {
+    let mut sc_count = 0;
+    for i in 0..n {
         let k = key(i);
+        let b = body(i);
+        let start = shortcuts.next(i, k.len(), b);
+        sc_count += usize::from(start);
         let key_header = if start {
             buf[sc..sc + 2].copy_from_slice(&((pos - sorted_start) as u16).to_le_bytes());
             buf[sc + 2..sc + 4].copy_from_slice(&(k.len() as u16).to_le_bytes());
@@ -403,7 +435,6 @@ fn build<'k>(
             pos += 2 + k.len();
             pos - k.len() - 2
         };
-        let b = body(i);
         write_body(i, &mut buf[pos..pos + b]);
         pos += b;
         buf[offs + 2 * i..offs + 2 * i + 2].copy_from_slice(&(key_header as u16).to_le_bytes());
@@ -419,7 +450,6 @@ fn build<'k>(
     buf[size - TRAILER_SIZE..size - TRAILER_SIZE + 2].copy_from_slice(&(n as u16).to_le_bytes());
     buf[size - 2] = log_slots as u8;
     buf[size - 1] = if leaf { TAIL_LEAF } else { TAIL_INTERIOR };
-    let sc_count = starts.iter().filter(|s| **s).count();
     write_header(buf, geo, kind, meta, pos, sc_count);
     Ok(pos)
 }

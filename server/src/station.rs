@@ -212,8 +212,9 @@ impl Station {
     ) {
         let base = done.len();
         // The operations this thread runs (slot, position, op), and the slots it owns.
-        let mut mine: SmallVec<[(usize, usize, Option<Op<'a>>); 16]> = SmallVec::new();
-        let mut owned: SmallVec<[usize; 16]> = SmallVec::new();
+        // Inline room for a whole pipeline's batch (resp_batch.rs runs up to 64).
+        let mut mine: SmallVec<[(usize, usize, Option<Op<'a>>); 64]> = SmallVec::new();
+        let mut owned: SmallVec<[usize; 64]> = SmallVec::new();
         let mut back: Option<Back> = None;
         let mut waiting = 0;
         let mut n = 0;

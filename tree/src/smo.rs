@@ -28,6 +28,7 @@ use crate::write::{Op, Outcome};
 use accelkv_node::layout::*;
 use accelkv_node::{build_interior, build_leaf_raw, interior_item_size, RawItem};
 use accelkv_node::{NodeMeta, NodeView, ValueRef};
+use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 
 /// A leaf's items as a merge copies them (encoded values, fingerprints).
@@ -90,18 +91,20 @@ enum Edit<'a> {
     Remove(u64),
 }
 
+/// What a structural modification builds and retires. Inline room for what a merge or a
+/// split of a few levels needs, so the common ones allocate nothing here.
 #[derive(Default)]
 struct Plan<'a> {
-    nodes: Vec<NewNode<'a>>,
-    superseded: Vec<u64>,
+    nodes: SmallVec<[NewNode<'a>; 4]>,
+    superseded: SmallVec<[u64; 8]>,
     /// Superseded interior buffers, locked for good on publication.
-    mark: Vec<u64>,
+    mark: SmallVec<[u64; 4]>,
     /// Leaf buffers this operation locked, with their words before locking.
-    locked: Vec<(u64, u64)>,
-    retired_lids: Vec<u64>,
-    new_lids: Vec<u64>,
+    locked: SmallVec<[(u64, u64); 4]>,
+    retired_lids: SmallVec<[u64; 4]>,
+    new_lids: SmallVec<[u64; 4]>,
     /// (neighbour LID, new left sibling) for left-sibling words.
-    left_updates: Vec<(u64, u64)>,
+    left_updates: SmallVec<[(u64, u64); 4]>,
 }
 
 fn leaf_bytes(items: &Items<'_>) -> usize {
@@ -217,7 +220,7 @@ impl Tree {
         let _smo = self.smo.lock().unwrap_or_else(|e| e.into_inner());
         let pin_guard = self.epochs.pin();
         let pin = &pin_guard;
-        let mut path: Vec<(u64, u64)> = Vec::new();
+        let mut path: SmallVec<[(u64, u64); 8]> = SmallVec::new();
         let mut lid = ROOT;
         loop {
             let off = match self.page(lid) {
@@ -240,19 +243,19 @@ impl Tree {
                 limit: self.cfg.memory_limit,
             });
         }
+        // The written value as a node holds it.
+        let encoded: SmallVec<[u8; 96]> = match &value {
+            Some(v) => {
+                let mut b = SmallVec::from_elem(0u8, 2 + v.body_len());
+                accelkv_node::builder::encode_value(&mut b, v);
+                b
+            }
+            None => SmallVec::new(),
+        };
         let leaf_off = path[path.len() - 1].1;
         let mut plan = Plan::default();
         plan.locked.push((leaf_off, self.lock_spin(leaf_off)));
         let lv = self.view(leaf_off, pin);
-        // The written value as a node holds it.
-        let encoded: Vec<u8> = match &value {
-            Some(v) => {
-                let mut b = vec![0u8; 2 + v.body_len()];
-                accelkv_node::builder::encode_value(&mut b, v);
-                b
-            }
-            None => Vec::new(),
-        };
         let written = |key: &'a [u8]| RawItem {
             key,
             value: &encoded,
@@ -260,7 +263,7 @@ impl Tree {
         };
         // Every item, expired ones included (clock 0): an expired item is removed by a
         // write, never dropped on the side.
-        let mut items: Items<'_> = Vec::new();
+        let mut items: Items<'_> = scratch::take();
         lv.merge_items(&mut items);
         let pos = items.binary_search_by(|it| it.key.cmp(key));
         let current = pos.ok().map(|i| items[i].value_ref());
@@ -316,14 +319,19 @@ impl Tree {
             .into_iter()
             .filter(|r| after.binary_search(r).is_err())
             .map(|(h, l)| Garbage::Value(h, l));
-        let garbage: Vec<Garbage> = plan
+        let garbage = plan
             .superseded
             .iter()
             .map(|&off| Garbage::Buffer(off))
             .chain(plan.retired_lids.iter().map(|&l| Garbage::Lid(l)))
-            .chain(dropped)
-            .collect();
+            .chain(dropped);
         self.retire_at(wv, garbage);
+        // The leaf's item list goes back for the thread's next merge.
+        for n in plan.nodes.drain(..) {
+            if let Content::Leaf(items) = n.content {
+                scratch::give(items);
+            }
+        }
         drop(plan);
         drop(pin_guard);
         self.reclaim();
@@ -389,8 +397,8 @@ impl Tree {
         values.sort_unstable();
         values.dedup();
         plan.superseded = leaves.iter().chain(&interiors).copied().collect();
-        plan.mark = interiors;
-        plan.retired_lids = lids;
+        plan.mark = interiors.into();
+        plan.retired_lids = lids.into();
         let wv = self.versions.begin_write();
         self.publish(&mut plan, wv);
         let removed = self.items.swap(0, Ordering::Relaxed).max(0) as u64;
@@ -690,7 +698,7 @@ impl Tree {
 
     /// Builds every new buffer at `wv` and publishes the plan (invariant 1).
     fn publish(&self, plan: &mut Plan<'_>, wv: u64) {
-        let mut used = Vec::with_capacity(plan.nodes.len());
+        let mut used: SmallVec<[usize; 4]> = SmallVec::with_capacity(plan.nodes.len());
         for n in &plan.nodes {
             let meta = NodeMeta {
                 version: wv,
@@ -740,5 +748,43 @@ impl Tree {
             self.word(n.off)
                 .store(pack_lock_used(1, u as u32), Ordering::Release);
         }
+    }
+}
+
+/// A thread's item list, kept between merges so a merge allocates none. The list is empty
+/// whenever it is kept, and lifetimes do not change a `Vec`'s layout, so it can carry the
+/// items of any merge.
+mod scratch {
+    use accelkv_node::RawItem;
+    use std::cell::RefCell;
+
+    thread_local! {
+        static ITEMS: RefCell<Vec<RawItem<'static>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// The thread's empty list (a new one if it is out).
+    pub(super) fn take<'a>() -> Vec<RawItem<'a>> {
+        let v = ITEMS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        debug_assert!(v.is_empty());
+        // SAFETY: the vector is empty, so no item of the old lifetime is in it, and
+        // `RawItem<'static>` and `RawItem<'a>` have the same layout.
+        unsafe { std::mem::transmute::<Vec<RawItem<'static>>, Vec<RawItem<'a>>>(v) }
+    }
+
+    /// Keeps `v`'s allocation for the thread's next merge (emptied first; one of at most
+    /// 64 KiB, a big merge's, is let go).
+    pub(super) fn give(mut v: Vec<RawItem<'_>>) {
+        v.clear();
+        if v.capacity() * std::mem::size_of::<RawItem<'_>>() > 64 << 10 {
+            return;
+        }
+        // SAFETY: as in `take`: empty, same layout.
+        let v = unsafe { std::mem::transmute::<Vec<RawItem<'_>>, Vec<RawItem<'static>>>(v) };
+        ITEMS.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.capacity() < v.capacity() {
+                *s = v;
+            }
+        });
     }
 }

@@ -65,7 +65,7 @@ pub(crate) struct Tree {
     pub(crate) garbage: Mutex<VecDeque<(u64, Garbage)>>,
     /// Garbage unlinked by a write whose version is not visible yet, with that version:
     /// retired once it is (epoch invariant 2), so a write never waits to retire.
-    pub(crate) unretired: Mutex<VecDeque<(u64, Vec<Garbage>)>>,
+    pub(crate) unretired: Mutex<VecDeque<(u64, Garbage)>>,
     pub(crate) items: AtomicI64,
     /// Items with an expiry deadline (expired ones not yet removed included).
     pub(crate) expiring: AtomicI64,
@@ -506,21 +506,27 @@ impl Tree {
     /// Retires garbage unlinked by the write of version `wv` once that write is visible:
     /// until then a reader can reach the unlinked buffers through old-version pointers
     /// without its epoch protecting them.
-    pub(crate) fn retire_at(&self, wv: u64, items: Vec<Garbage>) {
+    pub(crate) fn retire_at(&self, wv: u64, items: impl IntoIterator<Item = Garbage>) {
         let mut u = self.unretired.lock().unwrap_or_else(|e| e.into_inner());
-        u.push_back((wv, items));
+        u.extend(items.into_iter().map(|g| (wv, g)));
         self.retire_visible(&mut u);
     }
 
-    /// Retires every unretired batch whose write is visible now.
-    fn retire_visible(&self, u: &mut VecDeque<(u64, Vec<Garbage>)>) {
-        // Versions are visible in order, so a visible batch may sit behind an invisible one
-        // (they were pushed in completion order): look at all of them.
+    /// Retires everything unretired whose write is visible now.
+    fn retire_visible(&self, u: &mut VecDeque<(u64, Garbage)>) {
+        // Versions are visible in order, so a visible write's garbage may sit behind an
+        // invisible one's (they were pushed in completion order): look at all of it.
         let mut i = 0;
+        // The garbage list and its tag, taken at the first visible item.
+        let mut to = None;
         while i < u.len() {
             if self.versions.is_visible(u[i].0) {
-                if let Some((_, items)) = u.remove(i) {
-                    self.retire(items);
+                if let Some((_, x)) = u.swap_remove_back(i) {
+                    let (tag, g) = to.get_or_insert_with(|| {
+                        let tag = self.epochs.retire_tag();
+                        (tag, self.garbage.lock().unwrap_or_else(|e| e.into_inner()))
+                    });
+                    g.push_back((*tag, x));
                 }
             } else {
                 i += 1;
@@ -615,13 +621,13 @@ impl Drop for Tree {
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
             .collect();
-        for (_, items) in self
+        for (_, x) in self
             .unretired
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
         {
-            g.extend(items.into_iter().map(|x| (0, x)));
+            g.push((0, x));
         }
         for (_, x) in g {
             if let Garbage::Value(h, l) = x {
