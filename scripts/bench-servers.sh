@@ -4,9 +4,11 @@
 # on this machine, measured in one run with the same client.
 #
 #  1. redis-benchmark -t set,get -r 1000000 -d 16 -c 50 --threads 1, with -P 16 (2,000,000
-#     requests) and -P 1 (500,000 requests), against Redis, accelkv (default) and accelkv
-#     --threads 1, interleaved for ROUNDS rounds; the median of each and its ratio to Redis,
-#     with the server's context switches per request (from /proc/PID/task/*/status).
+#     requests) and -P 1 (500,000 requests), against Redis, Valkey (when VALKEY_SERVER names
+#     a valkey-server binary: built from its public repository in a scratch folder, never
+#     vendored), accelkv (default) and accelkv --threads 1, interleaved for ROUNDS rounds;
+#     the median of each and its ratio to Redis and to the best RESP peer, with the server's
+#     context switches per request (from /proc/PID/task/*/status).
 #  2. net_bench: accelkv's binary protocol (TCP and UDP, 1/16/64 operations per frame) next
 #     to Redis and memcached pipelines, from one client thread.
 #  3. scripts/bench-memcached.sh: memcached -t 1 against accelkv's memcached port with one
@@ -25,6 +27,12 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 redis-server --port 16399 --save '' --appendonly no --bind 127.0.0.1 >/dev/null &
 pids+=($!); redis_pid=$!
+peers=(redis)
+if [ -n "${VALKEY_SERVER:-}" ]; then
+  "$VALKEY_SERVER" --port 16499 --save '' --appendonly no --bind 127.0.0.1 >/dev/null &
+  pids+=($!); valkey_pid=$!
+  peers+=(valkey)
+fi
 memcached -l 127.0.0.1 -p 11299 -U 0 -u root >/dev/null &
 pids+=($!)
 ./target/release/accelkv-server --port 17707 --resp-port 17379 --admin-port 17708 --memcached-port off >/dev/null 2>&1 &
@@ -53,6 +61,7 @@ for r in $(seq "$rounds"); do
   for p in 16 1; do
     n=$([ "$p" = 16 ] && echo 2000000 || echo 500000)
     run redis 16399 "$redis_pid" "$p" "$n"
+    if [ -n "${VALKEY_SERVER:-}" ]; then run valkey 16499 "$valkey_pid" "$p" "$n"; fi
     run accelkv 17379 "$akv_pid" "$p" "$n"
     run accelkv-threads-1 17389 "$akv1_pid" "$p" "$n"
   done
@@ -63,17 +72,24 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print a
 field() { echo "$1" | tr ' ' '\n' | grep -v '^$' | cut -d/ -f"$2" | tr '\n' ' '; }
 echo "## redis-benchmark -t set,get -r 1000000 -d 16 -c 50 --threads 1 (median of $rounds rounds; cores: $(nproc))"
 echo
-echo "| server | pipeline | SET req/s | GET req/s | SET vs Redis | GET vs Redis | context switches / request |"
-echo "|---|---|---|---|---|---|---|"
+echo "| server | pipeline | SET req/s | GET req/s | SET vs Redis | GET vs Redis | SET vs best peer | GET vs best peer | context switches / request |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for p in 16 1; do
   rs=$(field "${results[redis P$p]}" 1 | median)
   rg=$(field "${results[redis P$p]}" 2 | median)
-  for name in redis accelkv accelkv-threads-1; do
+  # The best RESP peer per column (Redis or Valkey).
+  bs=0; bg=0
+  for peer in "${peers[@]}"; do
+    ps=$(field "${results[$peer P$p]}" 1 | median); pg=$(field "${results[$peer P$p]}" 2 | median)
+    bs=$(awk -v a="$bs" -v b="$ps" 'BEGIN {print (b > a) ? b : a}')
+    bg=$(awk -v a="$bg" -v b="$pg" 'BEGIN {print (b > a) ? b : a}')
+  done
+  for name in "${peers[@]}" accelkv accelkv-threads-1; do
     s=$(field "${results[$name P$p]}" 1 | median)
     g=$(field "${results[$name P$p]}" 2 | median)
     c=$(field "${results[$name P$p]}" 3 | median)
-    awk -v n="$name" -v p="$p" -v s="$s" -v g="$g" -v rs="$rs" -v rg="$rg" -v c="$c" \
-      'BEGIN {printf "| %s | -P %s | %.0f | %.0f | %.2fx | %.2fx | %s |\n", n, p, s, g, s / rs, g / rg, c}'
+    awk -v n="$name" -v p="$p" -v s="$s" -v g="$g" -v rs="$rs" -v rg="$rg" -v bs="$bs" -v bg="$bg" -v c="$c" \
+      'BEGIN {printf "| %s | -P %s | %.0f | %.0f | %.2fx | %.2fx | %.2fx | %.2fx | %s |\n", n, p, s, g, s / rs, g / rg, s / bs, g / bg, c}'
   done
 done
 echo

@@ -117,9 +117,11 @@ pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
 /// A run of plain `SET key value` commands of one connection (a pipeline's), as
 /// [`set`] runs them one by one, but through the station as one batch whose tree writes
 /// start where one interleaved descent for all their keys found them
-/// (`Store::locate_writes`): the batch pays for its memory misses once. The station keeps
-/// every ordering [`set`] has (per key, in order; each answer once its write is in the
-/// tree, visibility parked by the caller as for any write). Returns false, running
+/// (`Store::locate_writes`): the batch pays for its memory misses once. The writes run in
+/// the pipeline's order (`Station::run_in_order`), so every ordering [`set`] has holds:
+/// write versions rise in the order sent (a reader, and recovery after a crash, sees a
+/// prefix of the pipeline), each answer once its write is in the tree, visibility parked
+/// by the caller as for any write. Returns false, running
 /// nothing, when a write would be refused (the store not writable, past `maxmemory`): the
 /// caller runs the commands one by one for their errors.
 pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut Vec<u8>) -> bool {
@@ -146,7 +148,8 @@ pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut 
             write: Write::Put(Cow::Borrowed(v)),
             hint: *h,
         });
-        sh.station.run(&sh.store, ops, &mut done);
+        // In order: the pipeline's order is the order of the write versions.
+        sh.station.run_in_order(&sh.store, ops, &mut done);
     }
     let v = s.proto;
     for d in &done {
