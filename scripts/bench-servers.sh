@@ -35,9 +35,9 @@ if [ -n "${VALKEY_SERVER:-}" ]; then
 fi
 memcached -l 127.0.0.1 -p 11299 -U 0 -u root >/dev/null &
 pids+=($!)
-./target/release/accelkv-server --port 17707 --resp-port 17379 --admin-port 17708 --memcached-port off >/dev/null 2>&1 &
+"${CARGO_TARGET_DIR:-target}"/release/accelkv-server --port 17707 --resp-port 17379 --admin-port 17708 --memcached-port off >/dev/null 2>&1 &
 pids+=($!); akv_pid=$!
-./target/release/accelkv-server --threads 1 --port 17717 --resp-port 17389 --admin-port 17718 --memcached-port off >/dev/null 2>&1 &
+"${CARGO_TARGET_DIR:-target}"/release/accelkv-server --threads 1 --port 17717 --resp-port 17389 --admin-port 17718 --memcached-port off >/dev/null 2>&1 &
 pids+=($!); akv1_pid=$!
 sleep 1
 
@@ -94,7 +94,7 @@ for p in 16 1; do
 done
 echo
 echo "## net_bench (one client thread)"
-./target/release/examples/net_bench --ops 100000 \
+"${CARGO_TARGET_DIR:-target}"/release/examples/net_bench --ops 100000 \
   --accelkv 127.0.0.1:17707 --redis 127.0.0.1:16399 --memcached 127.0.0.1:11299
 echo
 # Its own servers (ports 11297, 11298); the ones above are stopped first.

@@ -57,7 +57,7 @@ measure() { # name port cmd...
 
 echo "| server | GET instructions/request | SET instructions/request |"
 echo "|---|---|---|"
-measure accelkv 17379 ./target/release/accelkv-server --threads 1 --port 17707 \
+measure accelkv 17379 "${CARGO_TARGET_DIR:-target}"/release/accelkv-server --threads 1 --port 17707 \
   --resp-port 17379 --admin-port 17708 --memcached-port off
 [ "${PEERS:-yes}" = no ] && exit 0
 measure redis 16399 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The largest frame either side accepts (a snapshot chunk or a batch of entries).
 const MAX_FRAME: usize = 256 << 20;
@@ -55,18 +56,41 @@ enum Reply {
 /// The groups a node runs, by range: where incoming messages go.
 pub type Groups = Arc<RwLock<HashMap<RangeId, Raft>>>;
 
-/// Idle connections to peers, by address, shared by a node's groups. openraft makes a new
+/// Connections to peers, by address, shared by a node's groups. openraft makes a new
 /// client for every leadership check (each linearizable read's read index); without the
 /// pool each would open a TCP connection per peer, and a busy node would run out of ports.
+/// At most [`PER_PEER`] connections to one peer exist at once, idle or busy: a call waits
+/// for one rather than opening more (a slow peer would otherwise collect a connection per
+/// read it is behind on).
 #[derive(Default)]
 pub struct Pool {
     idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+    limits: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
-/// Idle connections kept per peer.
-const POOL_PER_PEER: usize = 16;
+/// Connections to one peer at most.
+const PER_PEER: usize = 16;
+
+/// How long an exchange waits for its answer after its caller stopped waiting, so that
+/// the connection can go back to the pool.
+const LATE_ANSWER: Duration = Duration::from_secs(5);
 
 impl Pool {
+    /// The right to hold one connection to `addr`.
+    async fn permit(&self, addr: &str) -> OwnedSemaphorePermit {
+        let limit = self
+            .limits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(addr.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(PER_PEER)))
+            .clone();
+        limit
+            .acquire_owned()
+            .await
+            .expect("the pool never closes its semaphores")
+    }
+
     fn take(&self, addr: &str) -> Option<TcpStream> {
         self.idle
             .lock()
@@ -75,10 +99,11 @@ impl Pool {
             .pop()
     }
 
+    /// Keeps an idle connection (its holder's permit vouches that there is room).
     fn give(&self, addr: &str, s: TcpStream) {
         let mut g = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let v = g.entry(addr.to_string()).or_default();
-        if v.len() < POOL_PER_PEER {
+        if v.len() < PER_PEER {
             v.push(s);
         }
     }
@@ -160,7 +185,6 @@ impl RaftNetworkFactory<Config> for Network {
             range: self.range,
             source: self.source,
             pool: self.pool.clone(),
-            conn: None,
         }
     }
 }
@@ -172,15 +196,6 @@ pub struct Peer {
     range: RangeId,
     source: Option<IpAddr>,
     pool: Arc<Pool>,
-    conn: Option<TcpStream>,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        if let Some(s) = self.conn.take() {
-            self.pool.give(&self.addr, s);
-        }
-    }
 }
 
 type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
@@ -192,25 +207,47 @@ impl Peer {
             body,
         })
         .map_err(std::io::Error::other)?;
-        let (addr, source) = (self.addr.clone(), self.source);
-        let reused = self.conn.take().or_else(|| self.pool.take(&addr));
-        let fresh = reused.is_none();
-        let mut conn = reused;
-        let r = tokio::time::timeout(ttl, async {
-            match exchange(&mut conn, &addr, source, &rpc).await {
-                // A kept connection the peer closed meanwhile (it restarted, say): once
-                // more on a new one. Every message is safe to repeat.
-                Err(_) if !fresh => {
-                    conn = None;
-                    exchange(&mut conn, &addr, source, &rpc).await
+        let (pool, addr, source) = (self.pool.clone(), self.addr.clone(), self.source);
+        // Its own task: openraft drops a call once it has the answers it needs (a read
+        // index's leadership check stops waiting at a quorum), and a connection abandoned
+        // halfway through an exchange can never carry another; as a task the exchange
+        // finishes anyway and its connection goes back to the pool, so abandoned calls do
+        // not each cost a connection (and a port in TIME_WAIT). For the same reason the
+        // task waits for a late answer well past the caller's `ttl` (a loaded machine's
+        // peer answers late, not never); the caller stops waiting at `ttl`.
+        let patience = ttl.max(LATE_ANSWER);
+        let wait = tokio::time::Instant::now() + ttl;
+        let permit = tokio::time::timeout_at(wait, pool.permit(&addr))
+            .await
+            .map_err(|_| std::io::Error::other("no connection to the peer came free in time"))?;
+        let task = tokio::spawn(async move {
+            let _permit = permit;
+            let reused = pool.take(&addr);
+            let fresh = reused.is_none();
+            let mut conn = reused;
+            let r = tokio::time::timeout(patience, async {
+                match exchange(&mut conn, &addr, source, &rpc).await {
+                    // A kept connection the peer closed meanwhile (it restarted, say): once
+                    // more on a new one. Every message is safe to repeat.
+                    Err(_) if !fresh => {
+                        conn = None;
+                        exchange(&mut conn, &addr, source, &rpc).await
+                    }
+                    r => r,
                 }
-                r => r,
+            })
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the peer did not answer in time")));
+            // Kept only after a whole exchange.
+            if let (Ok(_), Some(s)) = (&r, conn) {
+                pool.give(&addr, s);
             }
-        })
-        .await
-        .unwrap_or_else(|_| Err(std::io::Error::other("the peer did not answer in time")));
-        let frame = r?;
-        self.conn = conn; // kept only after a whole exchange
+            r
+        });
+        let frame = tokio::time::timeout_at(wait, task)
+            .await
+            .map_err(|_| std::io::Error::other("the peer did not answer in time"))?
+            .map_err(std::io::Error::other)??;
         bincode::deserialize(&frame).map_err(std::io::Error::other)
     }
 
@@ -236,7 +273,6 @@ pub(crate) async fn campaign(
         range,
         source,
         pool,
-        conn: None,
     };
     match peer.call(Body::Campaign, Duration::from_secs(1)).await? {
         Reply::Campaigning(true) => Ok(()),
