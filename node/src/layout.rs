@@ -253,6 +253,13 @@ impl Geometry {
         self.leaf_room() - self.log_threshold / 2 - LOG_SLOT_SIZE * self.log_slots()
     }
 
+    /// Bytes of items a bulk load fills a leaf against (`bulk_fill_pct` of it): all of its
+    /// room but the log slots, without [`Geometry::leaf_capacity`]'s half-log reserve, since
+    /// the fill percentage leaves the log its room (10% of the leaf by default).
+    pub fn bulk_leaf_capacity(&self) -> usize {
+        self.leaf_room() - LOG_SLOT_SIZE * self.log_slots()
+    }
+
     /// Bytes of a leaf past its shortcut block less the trailer: its items, its log block
     /// and its log slots share them.
     pub fn leaf_room(&self) -> usize {

@@ -6,7 +6,7 @@ use crate::tree::{Tree, ROOT};
 use crate::values;
 use crate::Error;
 use accelkv_node::layout::*;
-use accelkv_node::{build_interior, build_leaf, interior_item_size, leaf_item_size};
+use accelkv_node::{build_interior, build_leaf_full, interior_item_size, leaf_item_size};
 use accelkv_node::{NodeMeta, ValueRef};
 use std::sync::atomic::Ordering;
 
@@ -65,7 +65,7 @@ impl Tree {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
-        let fill = self.geo.leaf_capacity() * self.cfg.bulk_fill_pct / 100;
+        let fill = self.geo.bulk_leaf_capacity() * self.cfg.bulk_fill_pct / 100;
         let mut level: Vec<Built> = Vec::new();
         let mut cur: Vec<(Vec<u8>, Stored)> = Vec::new();
         let mut cur_bytes = 0;
@@ -158,8 +158,10 @@ impl Tree {
             level: 0,
             lock: 0,
         };
+        // Filled against `bulk_leaf_capacity`: the fill percentage, not the half-log reserve
+        // of a merged leaf, leaves the log its room.
         // SAFETY: fresh, unpublished buffer.
-        build_leaf(unsafe { self.buf_mut(off) }, &self.geo, &refs, &meta)
+        build_leaf_full(unsafe { self.buf_mut(off) }, &self.geo, &refs, &meta)
             .expect("leaf filled below capacity");
         self.pt.set(lid, off);
         let first = items.first().map(|(k, _)| k.clone()).unwrap_or_default();
@@ -261,7 +263,7 @@ impl Tree {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
-        let fill = self.geo.leaf_capacity() * self.cfg.bulk_fill_pct / 100;
+        let fill = self.geo.bulk_leaf_capacity() * self.cfg.bulk_fill_pct / 100;
         let mut specs: Vec<Spec> = Vec::new();
         let mut cur: Vec<(Vec<u8>, Stored)> = Vec::new();
         let mut cur_bytes = 0;
