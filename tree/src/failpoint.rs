@@ -1,7 +1,7 @@
 //! Test-only pauses at named points of the write path (feature `failpoints`, off in every
 //! other build): a test installs a hook that runs on the writing thread when it reaches a
 //! point, so it can hold a writer exactly there while it races another operation against
-//! it. Without the feature [`hit`] is empty and compiles to nothing (raft-engine's
+//! it. Without the feature `hit` is empty and compiles to nothing (raft-engine's
 //! `tests/failpoints/` is the model).
 
 /// The fast path has appended and unlocked its leaf; the write is not complete yet (its

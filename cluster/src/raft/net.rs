@@ -59,7 +59,7 @@ pub type Groups = Arc<RwLock<HashMap<RangeId, Raft>>>;
 /// Connections to peers, by address, shared by a node's groups. openraft makes a new
 /// client for every leadership check (each linearizable read's read index); without the
 /// pool each would open a TCP connection per peer, and a busy node would run out of ports.
-/// At most [`PER_PEER`] connections to one peer exist at once, idle or busy: a call waits
+/// At most `PER_PEER` (16) connections to one peer exist at once, idle or busy: a call waits
 /// for one rather than opening more (a slow peer would otherwise collect a connection per
 /// read it is behind on).
 #[derive(Default)]
