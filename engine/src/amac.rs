@@ -18,6 +18,9 @@ use std::ops::Bound;
 
 /// Bytes of a node's header fetched first (and as many of its end: the trailer).
 const HEAD_BYTES: usize = 64;
+
+/// Bytes prefetched at a GET's candidate key: its header, key and a small value.
+const CANDIDATE_BYTES: usize = 64;
 /// `old_version` of a buffer with no older version.
 const NO_BUFFER: u64 = u64::MAX;
 const NO_LID: u64 = 0;
@@ -48,6 +51,8 @@ enum Stage {
     Node(u64),
     /// Buffer offset of the version to search.
     Search(u64),
+    /// A GET's leaf (buffer offset) whose first candidate key was prefetched.
+    Item(u64),
 }
 
 /// A request in flight.
@@ -209,6 +214,15 @@ impl Flight {
                 // SAFETY: as above.
                 let v = unsafe { raw.view(off) };
                 if v.is_leaf() {
+                    // A GET reads one key the fingerprints picked: fetch it first, as the
+                    // walk fetches each node before reading it.
+                    if let Kind::Get(key) = &self.kind {
+                        if let Some(at) = v.get_candidate(accelkv_tree::fingerprint(key)) {
+                            prefetch(raw.node_addr(off).wrapping_add(at), CANDIDATE_BYTES);
+                            self.stage = Stage::Item(off);
+                            return Step::Pending;
+                        }
+                    }
                     raw.leaf_visit();
                     // SAFETY: as above.
                     unsafe { self.at_leaf(raw, v) }
@@ -231,6 +245,13 @@ impl Flight {
                     self.goto_page(raw, child);
                     Step::Pending
                 }
+            }
+            Stage::Item(off) => {
+                // SAFETY: as above.
+                let v = unsafe { raw.view(off) };
+                raw.leaf_visit();
+                // SAFETY: as above.
+                unsafe { self.at_leaf(raw, v) }
             }
         }
     }

@@ -256,6 +256,32 @@ impl<'a> NodeView<'a> {
         found.filter(|v| !v.is_expired(now))
     }
 
+    /// Node offset of the first key [`NodeView::leaf_get_fp`] compares for a key of
+    /// fingerprint `fp`: the newest log entry whose fingerprint matches, else the first
+    /// sorted item whose does (its key header); `None` when none matches, and the key is
+    /// absent without a key being read. What an interleaved reader prefetches between
+    /// reading the tail and the lookup, so that the one access the fingerprints leave is a
+    /// miss it waits for alongside other requests' instead of alone.
+    #[inline]
+    pub fn get_candidate(&self, fp: u8) -> Option<usize> {
+        let slots = self.log_slots();
+        let mut at = None;
+        if !slots.is_empty() {
+            let c = slots.len() / crate::layout::LOG_SLOT_SIZE;
+            crate::fingerprint::find_log_fingerprint(slots, fp, |j| {
+                at = Some(self.log_slot(c - 1 - j).0);
+                true
+            });
+        }
+        if at.is_none() {
+            crate::fingerprint::find_fingerprint(self.item_fingerprints(), fp, |i| {
+                at = Some(self.key_header(i));
+                true
+            });
+        }
+        at
+    }
+
     /// The newest log entry for `key` within `rv`: `Some(None)` for a delete marker, `None`
     /// when the log has no such entry.
     #[inline]

@@ -526,6 +526,12 @@ proptest! {
                     let k = pkey(probe);
                     let got = v.leaf_get(&k, *rv, now);
                     prop_assert_eq!(got.map(|x| x.value_len()), live.get(&k).map(|x| x.len()));
+                    // What an interleaved GET prefetches: a key the leaf answers always
+                    // has a candidate, inside the node.
+                    let cand = v.get_candidate(fingerprint(&k));
+                    if got.is_some() {
+                        prop_assert!(cand.is_some_and(|at| at < g.node_size));
+                    }
                     if let Some(x) = got {
                         prop_assert_eq!(x.deadline, snap[&k].1);
                         prop_assert_eq!(x.flags, flags_of(&k, snap[&k].1));

@@ -379,7 +379,7 @@ impl<'a> NodeView<'a> {
     /// Node offset of the key header of sorted item `i` (its `key_len`, followed by the
     /// key): in the sorted block, or in the shortcut block for the first item of a segment.
     #[inline]
-    fn key_header(&self, i: usize) -> usize {
+    pub(crate) fn key_header(&self, i: usize) -> usize {
         let at = self.slots as usize + 2 * i;
         usize::from(u16::from_le_bytes([self.tail[at], self.tail[at + 1]]))
     }
