@@ -9,6 +9,9 @@ fn cfg() -> Config {
     Config {
         node_size: 4096,
         chunk_size: 1 << 16,
+        // A short log, so deletes restructure leaves often (a leaf is merged with a
+        // sibling when a restructure finds it small).
+        log_threshold: 256,
         ..Config::default()
     }
 }
@@ -26,11 +29,14 @@ fn copy_plus_remaps_track_the_page_table_under_concurrent_writers() {
             let s = store.clone();
             std::thread::spawn(move || {
                 // Inserts split leaves; then deleting most keys merges them (removing LIDs).
+                // The deletes go from the top down: a leaf merges with its right neighbour,
+                // which is then already emptied (bottom up, a leaf shrinks while its
+                // neighbour is still full, and whether any merge happens is up to timing).
                 for i in 0..6000u32 {
                     let k = (i * 7 + t).wrapping_mul(2654435761) % 9000;
                     s.put(&k.to_be_bytes(), &[t as u8; 60]).unwrap();
                 }
-                for k in (t..9000).step_by(2) {
+                for k in (t..9000).step_by(2).rev() {
                     if k % 10 != 0 {
                         s.delete(&k.to_be_bytes()).unwrap();
                     }
