@@ -4,55 +4,14 @@
 //! functions, see docs/VECTOR_FUNCTIONS.md).
 
 mod admin;
-mod burst;
-mod clients;
+mod binary;
 #[cfg(feature = "cluster")]
 mod cluster;
-#[cfg(feature = "cluster")]
-mod cluster_load;
-#[cfg(feature = "cluster")]
-mod cluster_machine;
-#[cfg(feature = "cluster")]
-mod cluster_move;
-#[cfg(feature = "cluster")]
-mod cluster_once;
-#[cfg(feature = "cluster")]
-mod cluster_proxy;
-mod cluster_route;
-#[cfg(feature = "cluster")]
-mod cluster_snapshot;
-#[cfg(feature = "cluster")]
-mod cluster_split;
 pub mod config;
-mod conn;
-mod engines;
-mod event_loop;
-mod exec;
-mod exec_cluster;
-mod gather;
-mod glob;
-mod mc;
-mod mc_admin;
-mod mc_meta;
-mod mc_udp;
-mod metrics;
-mod ops;
-mod reads;
-mod resp_atomics;
-mod resp_batch;
-mod resp_cmd;
-mod resp_command;
-mod resp_config;
-mod resp_expire;
-mod resp_introspect;
-mod resp_keys;
-mod resp_table;
-mod resp_tx;
-mod state;
-mod station;
-mod station_tx;
-mod sweep;
-mod udp;
+mod core;
+mod memcache;
+mod net;
+mod resp;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -61,10 +20,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The vector operations' functions and types (kept at this path for embedders).
-pub use ops::vector;
-pub use ops::vector::{Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError};
+pub use crate::core::ops::vector;
+pub use crate::core::ops::vector::{
+    Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError,
+};
 /// Every RESP command the server answers.
-pub use resp_table::{Spec as RespCommand, TABLE as RESP_COMMANDS};
+pub use resp::table::{Spec as RespCommand, TABLE as RESP_COMMANDS};
 
 /// How long shutdown waits for the event loops to stop before it flushes anyway.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -113,7 +74,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     } else {
         "off"
     };
-    let shared = state::Shared::with_registry(settings.clone(), registry)?;
+    let shared = core::shared::Shared::with_registry(settings.clone(), registry)?;
     let cluster_text = match &settings.cluster {
         Some(cs) => format!(
             ", {}",
@@ -121,18 +82,33 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         ),
         None => String::new(),
     };
-    let sockets = event_loop::Sockets {
+    // The composition root: each socket with the adapter that speaks its protocol.
+    let mc = Arc::new(memcache::McGlobal::default());
+    let mut sockets = net::event_loop::Sockets::default();
+    sockets.listeners.push((
         resp,
-        bin,
-        udp,
-        memcached,
-        memcached_udp,
-    };
+        Arc::new(resp::session::RespProtocol::new(shared.clone())),
+    ));
+    sockets
+        .listeners
+        .push((bin, Arc::new(binary::session::BinaryProtocol)));
+    if let Some(l) = memcached {
+        let p = memcache::session::McProtocol(mc.clone());
+        sockets.listeners.push((l, Arc::new(p)));
+    }
+    // The binary UDP port first: a read with no waiter named is answered to port 0.
+    sockets
+        .datagrams
+        .push((udp, Arc::new(binary::udp::BinaryDatagrams)));
+    if let Some(u) = memcached_udp {
+        let d = memcache::udp::McDatagrams(mc.clone());
+        sockets.datagrams.push((u, Arc::new(d)));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let mut mailboxes = Vec::new();
     for i in 0..settings.threads {
-        let (lp, mailbox) = event_loop::Loop::new(shared.clone(), &sockets, i as u64)
+        let (lp, mailbox) = net::event_loop::Loop::new(shared.clone(), &sockets, i as u64)
             .map_err(|e| format!("cannot start event loop {i}: {e}"))?;
         mailboxes.push(mailbox);
         let (stop, done) = (stop.clone(), done_tx.clone());
@@ -145,12 +121,16 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             .map_err(|e| e.to_string())?;
     }
     drop(done_tx);
-    shared.clients.set_mailboxes(mailboxes.clone());
+    let handles = mailboxes.iter().map(|m| m.clone() as _).collect();
+    shared.clients().set_mailboxes(handles);
     {
         let (sh, stop) = (shared.clone(), stop.clone());
         std::thread::Builder::new()
             .name("accelkv-expire".into())
-            .spawn(move || sweep::run(sh, stop))
+            .spawn(move || {
+                let flush: core::sweep::Tick = Box::new(move |sh| mc.run_due_flush(sh));
+                core::sweep::run(sh, stop, vec![flush])
+            })
             .map_err(|e| e.to_string())?;
     }
     {
@@ -160,7 +140,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             .spawn(move || admin::serve(sh, admin))
             .map_err(|e| e.to_string())?;
     }
-    let storage = match (&shared.persist, &settings.data_dir) {
+    let storage = match (&shared.persist(), &settings.data_dir) {
         _ if settings.cluster.is_some() => {
             let dir = settings.cluster.as_ref().map(|c| c.dir.join("raft"));
             let dir = dir.unwrap_or_default();
@@ -182,7 +162,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         addr(bin_port),
         addr(resp_port),
         addr(admin_port),
-        shared.engine.describe(),
+        shared.engine().describe(),
         settings.threads,
         settings.cache_buckets
     );
@@ -202,7 +182,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             break;
         }
     }
-    if let Some(p) = &shared.persist {
+    if let Some(p) = &shared.persist() {
         if let Err(e) = p.flush() {
             return Err(format!("flushing the data directory at shutdown: {e}"));
         }
@@ -213,20 +193,20 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
 /// Joins the cluster (`--cluster`): answers the listening line's words for it.
 #[cfg(feature = "cluster")]
 fn start_cluster(
-    sh: &Arc<state::Shared>,
+    sh: &Arc<core::shared::Shared>,
     cs: &config::ClusterSettings,
     resp: SocketAddr,
     binary: SocketAddr,
 ) -> Result<String, String> {
     let node = cluster::start(sh, cs, resp, binary)?;
-    let text = cluster_route::Router::describe(&*node);
-    let _ = sh.cluster.set(node);
+    let text = core::route::Router::describe(&*node);
+    sh.set_router(node);
     Ok(text)
 }
 
 #[cfg(not(feature = "cluster"))]
 fn start_cluster(
-    _: &Arc<state::Shared>,
+    _: &Arc<core::shared::Shared>,
     _: &config::ClusterSettings,
     _: SocketAddr,
     _: SocketAddr,

@@ -1,0 +1,248 @@
+//! Data forwarding for the reservation station: a burst runs operations on the latest value
+//! of each key it touches (read from the tree once, then carried from operation to
+//! operation), and writes each changed key back to the tree once at its end — one write at a
+//! time for an ordinary burst, or all of them as one atomic batch for a transaction
+//! (`station_tx.rs`).
+//!
+//! The caller must own the station slot of every key it runs here, from the first read to
+//! the write-back: that is what makes the carried value the key's newest.
+
+use crate::core::ops::item::Current;
+use crate::core::ops::vector::Registry;
+use crate::core::ops::{Effect, Outcome, Ttl, Write};
+use crate::core::station::{Op, StationStats};
+use accelkv_tree::{Error, Store};
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// One key of a burst: its latest value (None: absent), deadline (0: none) and client flags,
+/// whether it was read (or set) yet, whether the burst changed it, why reading it failed, if
+/// it did, and the version of its write-back ahead of a versioned operation (0: none).
+struct KeyState<'b> {
+    key: Cow<'b, [u8]>,
+    value: Option<Cow<'b, [u8]>>,
+    deadline: u64,
+    flags: u32,
+    known: bool,
+    dirty: bool,
+    read_error: Option<Error>,
+    flushed: u64,
+    /// Where the key's write-back lands (station.rs `Op::hint`), from its first operation.
+    hint: Option<accelkv_tree::WriteHint<'b>>,
+}
+
+/// One write of an atomic batch: the key and its new value, deadline and client flags
+/// (`None`: removed).
+type Item<'a> = accelkv_tree::BatchEntry<'a>;
+
+/// The keys of one burst, in order of first appearance.
+#[derive(Default)]
+pub struct Burst<'b> {
+    keys: SmallVec<[KeyState<'b>; 2]>,
+    /// Key → position in `keys`, made at the second key (the common burst of one key needs
+    /// none, and making one costs a hasher seed).
+    index: Option<HashMap<Vec<u8>, usize>>,
+}
+
+/// What one operation of a burst did: the position of its key, its outcome (`Err`: reading
+/// the key failed), and whether it changed the value.
+pub type Applied = (usize, Result<Outcome, Error>, bool);
+
+impl<'b> Burst<'b> {
+    /// The position of `key`, adding it.
+    fn slot(
+        &mut self,
+        key: Cow<'b, [u8]>,
+        hint: Option<accelkv_tree::WriteHint<'b>>,
+        stats: &StationStats,
+    ) -> usize {
+        let found = match &self.index {
+            None => self.keys.first().filter(|k| k.key == key).map(|_| 0),
+            Some(index) => index.get(key.as_ref()).copied(),
+        };
+        if let Some(i) = found {
+            stats.forwarded.fetch_add(1, Ordering::Relaxed);
+            return i;
+        }
+        if !self.keys.is_empty() {
+            let n = self.keys.len();
+            let index = self
+                .index
+                .get_or_insert_with(|| HashMap::from([(self.keys[0].key.to_vec(), 0)]));
+            index.insert(key.to_vec(), n);
+        }
+        self.keys.push(KeyState {
+            key,
+            value: None,
+            deadline: 0,
+            flags: 0,
+            known: false,
+            dirty: false,
+            read_error: None,
+            flushed: 0,
+            hint,
+        });
+        self.keys.len() - 1
+    }
+
+    /// Runs `op` on its key's latest value.
+    pub fn apply(
+        &mut self,
+        store: &Store,
+        registry: &Registry,
+        stats: &StationStats,
+        op: Op<'b>,
+    ) -> Applied {
+        stats.ops.fetch_add(1, Ordering::Relaxed);
+        let Op { key, write, hint } = op;
+        let i = self.slot(key, hint, stats);
+        let k = &mut self.keys[i];
+        let reads = write.reads();
+        if reads && !k.known {
+            // The newest value, visible or not: every write of this key came through its
+            // slot, which the caller owns, so the newest is the one this operation follows.
+            // An expired value reads as absent.
+            match store.get_latest_item(&k.key) {
+                Ok(Some((v, d, f))) => {
+                    (k.value, k.deadline, k.flags) = (Some(Cow::Owned(v)), d, f);
+                }
+                Ok(None) => (k.value, k.deadline, k.flags) = (None, 0, 0),
+                Err(e) => k.read_error = Some(e),
+            }
+            k.known = true;
+        }
+        if reads {
+            if let Some(e) = &k.read_error {
+                return (i, Err(e.clone()), false);
+            }
+        }
+        // A memcached CAS compares (or a versioned read answers) the key's version in the
+        // tree: a change this burst has not written back yet is written first, so the
+        // version is the item's own.
+        let mut version = 0;
+        if matches!(&write, Write::Item(m) if m.needs_version()) {
+            if k.dirty {
+                if let Err(e) = flush(store, stats, k) {
+                    return (i, Err(e), false);
+                }
+            }
+            match store.key_version(&k.key) {
+                Ok(v) => version = v,
+                Err(e) => return (i, Err(e), false),
+            }
+        }
+        let cur = Current {
+            value: if reads { k.value.as_deref() } else { None },
+            deadline: k.deadline,
+            flags: k.flags,
+            version,
+        };
+        let (effect, outcome) = write.apply_item(&cur, registry, store.config().max_value);
+        let changed = !matches!(effect, Effect::Keep);
+        match effect {
+            Effect::Keep => {}
+            Effect::Set(v, ttl) => {
+                (k.value, k.known, k.dirty) = (Some(v), true, true);
+                if let Ttl::Set(d) = ttl {
+                    (k.deadline, k.flags) = (d, 0);
+                }
+            }
+            Effect::SetItem(v, d, f) => {
+                (k.value, k.deadline, k.flags) = (Some(v), d, f);
+                (k.known, k.dirty) = (true, true);
+            }
+            Effect::SetDeadline(d) => (k.deadline, k.dirty) = (d, true),
+            Effect::Remove => {
+                (k.value, k.deadline, k.flags) = (None, 0, 0);
+                (k.known, k.dirty) = (true, true);
+            }
+        }
+        (i, Ok(outcome), changed)
+    }
+
+    /// Writes each changed key back, one tree write each: per key, the write's version (0
+    /// when unchanged) or its error.
+    pub fn write_back(
+        &self,
+        store: &Store,
+        stats: &StationStats,
+    ) -> SmallVec<[Result<u64, Error>; 2]> {
+        self.keys
+            .iter()
+            .map(|k| {
+                if !k.dirty {
+                    return Ok(k.flushed);
+                }
+                write_one(store, stats, k)
+            })
+            .collect()
+    }
+
+    /// Writes every changed key back as one atomic batch (`Store::write_batch_unwaited`):
+    /// per key, its error if its write failed; and the batch's version (0 when nothing
+    /// changed).
+    pub fn write_back_atomic(
+        &self,
+        store: &Store,
+        stats: &StationStats,
+    ) -> (Vec<Option<Error>>, u64) {
+        let dirty: Vec<(usize, Item<'_>)> = self
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.dirty)
+            .map(|(i, k)| {
+                (
+                    i,
+                    (
+                        k.key.as_ref(),
+                        k.value.as_deref().map(|v| (v, k.deadline, k.flags)),
+                    ),
+                )
+            })
+            .collect();
+        let mut errors = vec![None; self.keys.len()];
+        if dirty.is_empty() {
+            return (errors, 0);
+        }
+        stats
+            .tree_writes
+            .fetch_add(dirty.len() as u64, Ordering::Relaxed);
+        let items: Vec<Item<'_>> = dirty.iter().map(|d| d.1).collect();
+        match store.write_batch_items_unwaited(&items) {
+            Ok(b) => {
+                for ((i, _), r) in dirty.iter().zip(b.results) {
+                    errors[*i] = r.err();
+                }
+                (errors, b.version)
+            }
+            Err(e) => {
+                for (i, _) in &dirty {
+                    errors[*i] = Some(e.clone());
+                }
+                (errors, 0)
+            }
+        }
+    }
+}
+
+/// Writes `k`'s latest value back: its write version.
+fn write_one(store: &Store, stats: &StationStats, k: &KeyState<'_>) -> Result<u64, Error> {
+    stats.tree_writes.fetch_add(1, Ordering::Relaxed);
+    match &k.value {
+        Some(v) => store
+            .put_item_hinted(&k.key, v, k.deadline, k.flags, k.hint)
+            .map(|w| w.version),
+        None => store.delete_unwaited(&k.key).map(|w| w.version),
+    }
+}
+
+/// Writes a changed key back ahead of the burst's end (before a versioned operation); the
+/// burst's own write-back then answers this version for it unless it changes again.
+fn flush(store: &Store, stats: &StationStats, k: &mut KeyState<'_>) -> Result<(), Error> {
+    k.flushed = write_one(store, stats, k)?;
+    k.dirty = false;
+    Ok(())
+}

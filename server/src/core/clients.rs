@@ -1,0 +1,189 @@
+//! The registry of RESP connections behind CLIENT LIST and CLIENT KILL. Each event loop
+//! owns its connections; the registry only describes them (address, name, age, idle time,
+//! protocol) to any loop, and CLIENT KILL asks the owning loop, through its mailbox, to
+//! close one: the loop closes it on its own thread at its next turn, so no connection is
+//! ever touched by two threads. Registering costs a lock at connect and close; a command
+//! costs nothing here except CLIENT SETNAME/HELLO (the name) and, per read, one relaxed
+//! store of the time (the idle time).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// How the registry reaches an event loop (its mailbox, in the network layer).
+pub trait LoopHandle: Send + Sync {
+    /// Asks the loop to close connection `id` at `slot` on its own thread.
+    fn kill(&self, slot: usize, id: u64);
+}
+
+/// One RESP connection as other threads see it.
+pub struct Entry {
+    /// CLIENT ID.
+    pub id: u64,
+    /// The owning loop and the connection's place in it.
+    loop_index: usize,
+    slot: usize,
+    conn_id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    created: Instant,
+    /// Milliseconds after `created` of the last read.
+    last_active: AtomicU64,
+    name: Mutex<Vec<u8>>,
+    /// 2 or 3.
+    resp: AtomicU8,
+}
+
+impl Entry {
+    /// Notes activity now (a read).
+    pub fn touch(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.created).as_millis() as u64;
+        self.last_active.store(ms, Ordering::Relaxed);
+    }
+
+    pub fn set_name(&self, name: &[u8]) {
+        let mut n = self.name.lock().unwrap_or_else(|e| e.into_inner());
+        n.clear();
+        n.extend_from_slice(name);
+    }
+
+    pub fn set_resp(&self, v: u8) {
+        self.resp.store(v, Ordering::Relaxed);
+    }
+
+    /// The CLIENT LIST line (without the newline).
+    pub fn line(&self) -> String {
+        let age = self.created.elapsed();
+        let idle = age
+            .as_millis()
+            .saturating_sub(u128::from(self.last_active.load(Ordering::Relaxed)))
+            / 1000;
+        let name = self.name.lock().unwrap_or_else(|e| e.into_inner());
+        format!(
+            "id={} addr={} laddr={} name={} age={} idle={idle} flags=N db=0 user=default resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            String::from_utf8_lossy(&name),
+            age.as_secs(),
+            self.resp.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Every RESP connection of the server.
+#[derive(Default)]
+pub struct Clients {
+    map: Mutex<BTreeMap<u64, Arc<Entry>>>,
+    mailboxes: OnceLock<Vec<Arc<dyn LoopHandle>>>,
+}
+
+/// Removes its entry from the registry when the connection goes.
+pub struct Registration {
+    pub entry: Arc<Entry>,
+    clients: Arc<Clients>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.clients
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.entry.id);
+    }
+}
+
+/// Which connections CLIENT KILL's filters select.
+#[derive(Default)]
+pub struct Filter {
+    pub id: Option<u64>,
+    pub addr: Option<String>,
+    pub laddr: Option<String>,
+    pub max_age: Option<u64>,
+    /// Leave out the connection with this id (SKIPME yes).
+    pub skip: Option<u64>,
+}
+
+impl Clients {
+    /// The loops' mailboxes, once they exist (CLIENT KILL needs them).
+    pub fn set_mailboxes(&self, m: Vec<Arc<dyn LoopHandle>>) {
+        let _ = self.mailboxes.set(m);
+    }
+
+    /// Registers a connection of loop `loop_index` at `slot`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn register(
+        self: &Arc<Self>,
+        id: u64,
+        loop_index: usize,
+        slot: usize,
+        conn_id: u64,
+        addr: SocketAddr,
+        laddr: SocketAddr,
+    ) -> Registration {
+        let entry = Arc::new(Entry {
+            id,
+            loop_index,
+            slot,
+            conn_id,
+            addr,
+            laddr,
+            created: Instant::now(),
+            last_active: AtomicU64::new(0),
+            name: Mutex::new(Vec::new()),
+            resp: AtomicU8::new(2),
+        });
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, entry.clone());
+        Registration {
+            entry,
+            clients: self.clone(),
+        }
+    }
+
+    /// CLIENT LIST's lines, in id order (only `ids` when given).
+    pub fn list(&self, ids: Option<&[u64]>) -> String {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        for e in map.values() {
+            if ids.is_some_and(|ids| !ids.contains(&e.id)) {
+                continue;
+            }
+            out.push_str(&e.line());
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Asks the loop of every connection `f` selects to close it; returns how many, and
+    /// whether the caller's own is among them (the caller closes that one after its reply).
+    pub fn kill(&self, f: &Filter, caller: u64) -> (usize, bool) {
+        let chosen: Vec<Arc<Entry>> = {
+            let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            map.values()
+                .filter(|e| f.id.is_none_or(|id| e.id == id))
+                .filter(|e| f.addr.as_deref().is_none_or(|a| e.addr.to_string() == a))
+                .filter(|e| f.laddr.as_deref().is_none_or(|a| e.laddr.to_string() == a))
+                .filter(|e| f.max_age.is_none_or(|m| e.created.elapsed().as_secs() >= m))
+                .filter(|e| f.skip != Some(e.id))
+                .cloned()
+                .collect()
+        };
+        let mut me = false;
+        for e in &chosen {
+            if e.id == caller {
+                me = true;
+                continue;
+            }
+            if let Some(m) = self.mailboxes.get().and_then(|m| m.get(e.loop_index)) {
+                m.kill(e.slot, e.conn_id);
+            }
+        }
+        (chosen.len(), me)
+    }
+}

@@ -1,0 +1,11 @@
+//! The semantics of writes, apart from how they arrive and how they are ordered: every write
+//! the server accepts as one [`Write`] value ([`write`]) and KV-Direct's vector operations
+//! ([`vector`]). The reservation station (`station.rs`) runs them atomically per key; the
+//! protocols (`exec.rs`, `resp_cmd.rs`) decode into them and encode their [`Outcome`]s.
+
+pub mod item;
+pub mod vector;
+pub mod write;
+
+pub use item::{ItemCond, ItemTtl, ItemWrite};
+pub use write::{Cond, Effect, ExpireCond, Failure, Outcome, Ttl, Write};

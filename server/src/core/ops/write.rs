@@ -1,0 +1,882 @@
+//! What each write does to its key's value: the one definition of every write the server
+//! accepts (binary PUT/UPDATE/DELETE, fetch-and-add, CAS and vector operations; RESP SET and
+//! its options, SETNX, GETSET, DEL, INCR and friends), as a value the reservation station
+//! owns and runs atomically per key. [`Write::apply`] is a pure function of the key's current
+//! value and deadline; the protocols only turn its [`Outcome`] into their replies.
+//!
+//! Expiry follows Redis: a write that replaces a value wholesale (PUT, SET, UPDATE, GETSET,
+//! MSET) clears the key's deadline unless it sets one (SET EX, KEEPTTL); a write that
+//! changes a value in place (INCR*, APPEND, SETRANGE, fetch-and-add, CAS, vector
+//! operations) keeps it; EXPIRE and friends change only the deadline. Deadlines are
+//! absolute, in milliseconds since the Unix epoch (0: none).
+//!
+//! Operands are borrowed from the request (`Cow::Borrowed`) while the operation runs on the
+//! loop that decoded it, and copied ([`Write::into_owned`]) only when it has to wait in
+//! another loop's queue.
+
+use super::vector::{self, Elem, Overflow, Registry, Scalar, VectorCall, VectorError, VectorOp};
+use std::borrow::Cow;
+
+/// When a RESP SET applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    /// Always (plain SET, GETSET).
+    Always,
+    /// Only if the key is absent (NX, SETNX).
+    IfAbsent,
+    /// Only if the key is present (XX).
+    IfPresent,
+}
+
+/// What setting a value does to the key's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// Keeps the deadline the key had (KEEPTTL; in-place changes).
+    Keep,
+    /// Sets this deadline (0: none).
+    Set(u64),
+}
+
+/// When EXPIRE applies: Redis 7's NX, XX, GT and LT, each a check that must pass. A key
+/// without a deadline counts as expiring never, so GT never applies to it and LT does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireCond {
+    /// NX: only if the key has no deadline.
+    pub nx: bool,
+    /// XX: only if the key has a deadline.
+    pub xx: bool,
+    /// GT: only if the new deadline is later than the key's.
+    pub gt: bool,
+    /// LT: only if the new deadline is earlier than the key's.
+    pub lt: bool,
+}
+
+impl ExpireCond {
+    /// Only on a key with a deadline (PERSIST).
+    pub const IF_SOME: ExpireCond = ExpireCond {
+        nx: false,
+        xx: true,
+        gt: false,
+        lt: false,
+    };
+
+    /// Whether setting deadline `new` applies to a key whose deadline is `old` (0: none).
+    pub fn applies(&self, old: u64, new: u64) -> bool {
+        let none = old == 0;
+        !(self.nx && !none
+            || self.xx && none
+            || self.gt && (none || new <= old)
+            || self.lt && !none && new >= old)
+    }
+}
+
+/// One write.
+#[derive(Clone, Debug)]
+pub enum Write<'a> {
+    /// Sets the value, whatever it was (binary PUT, plain SET, MSET).
+    Put(Cow<'a, [u8]>),
+    /// Sets the value under a condition, answering the old value if `get` (SET NX|XX|GET,
+    /// SETNX, GETSET).
+    Set {
+        /// The new value.
+        value: Cow<'a, [u8]>,
+        /// When it applies.
+        cond: Cond,
+        /// Whether the old value is the answer.
+        get: bool,
+        /// The deadline it sets (or keeps).
+        ttl: Ttl,
+    },
+    /// Sets the key's deadline (0: removes it, PERSIST); a deadline already past removes
+    /// the key. Answers `Done` if it applied, `Skipped` if the key is absent or `cond`
+    /// failed.
+    Expire {
+        /// The new deadline (ms since the Unix epoch; 0: none).
+        deadline: u64,
+        /// When it applies.
+        cond: ExpireCond,
+    },
+    /// Answers the value and changes the deadline (GETEX): `None` leaves it, `Some(0)`
+    /// removes it, a deadline already past removes the key.
+    GetEx(Option<u64>),
+    /// Changes nothing and answers the key's deadline (TTL, PTTL, EXPIRETIME).
+    ReadDeadline,
+    /// Replaces the value of a present key (binary UPDATE).
+    Update(Cow<'a, [u8]>),
+    /// Removes a present key (binary DELETE, RESP DEL).
+    Delete,
+    /// Removes the key without looking (FLUSHALL).
+    Remove,
+    /// Adds to a decimal integer value, absent counting as 0, overflow an error (INCRBY).
+    IncrBy(i64),
+    /// Adds to a decimal floating-point value, absent counting as 0 (INCRBYFLOAT).
+    IncrByFloat(f64),
+    /// Appends to the value, absent counting as empty; answers the new length (APPEND).
+    Append(Cow<'a, [u8]>),
+    /// Overwrites part of the value at a byte offset, padding with zero bytes; answers the
+    /// new length (SETRANGE). An empty patch of an absent key creates nothing.
+    SetRange {
+        /// Where the patch starts.
+        offset: usize,
+        /// The bytes written there.
+        patch: Cow<'a, [u8]>,
+    },
+    /// Removes the key and answers its value (GETDEL).
+    GetDel,
+    /// Changes nothing and answers the value: a read ordered with the writes around it
+    /// (GET and the other reads inside a transaction).
+    Read,
+    /// Adds to one 8-byte integer element, absent counting as 0; answers the original bytes.
+    FetchAdd {
+        /// Element type (`U64` or `I64`).
+        elem: Elem,
+        /// What an out-of-range sum does.
+        overflow: Overflow,
+        /// The addend.
+        delta: i64,
+    },
+    /// Sets `new` if the value is `expected` (`None`: the key is absent).
+    Cas {
+        /// The value required.
+        expected: Option<Cow<'a, [u8]>>,
+        /// The value set.
+        new: Cow<'a, [u8]>,
+    },
+    /// A memcached write or versioned read (ops/memcache.rs), which also sees and sets the
+    /// item's client flags and compares its CAS unique.
+    Item(super::item::ItemWrite<'a>),
+    /// A KV-Direct vector operation on a present key.
+    Vector {
+        /// Which operation.
+        op: VectorOp,
+        /// Element type.
+        elem: Elem,
+        /// Overflow policy.
+        overflow: Overflow,
+        /// The function's name in the registry.
+        function: Cow<'a, str>,
+        /// Δ, the vector of Δ_i, the initial Σ or the filter parameter.
+        operand: Cow<'a, [u8]>,
+    },
+}
+
+/// What a write does to the value.
+#[derive(Debug)]
+pub enum Effect<'a> {
+    /// Leaves it.
+    Keep,
+    /// Replaces it (inserting the key if absent), and sets or keeps the deadline. Setting a
+    /// deadline replaces the value wholesale, so the client flags go back to 0; keeping it
+    /// (an in-place change) keeps them.
+    Set(Cow<'a, [u8]>, Ttl),
+    /// Replaces it with this deadline (0: none) and these client flags (memcached).
+    SetItem(Cow<'a, [u8]>, u64, u32),
+    /// Keeps the value (the key is present) and sets its deadline (0: none).
+    SetDeadline(u64),
+    /// Removes the key.
+    Remove,
+}
+
+/// What a write answers (before it is mapped to a protocol's reply).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Applied.
+    Done,
+    /// Not applied: the key is absent (UPDATE, DELETE, vector) or SET's condition failed.
+    Skipped,
+    /// SET … GET / GETSET: the value before (whether or not the SET applied).
+    Old(Option<Vec<u8>>),
+    /// INCRBY: the new value.
+    Int(i64),
+    /// The key's deadline: `None` absent, `Some(0)` no deadline.
+    Deadline(Option<u64>),
+    /// Fetch-and-add: the original 8 bytes.
+    Fetched([u8; 8]),
+    /// memcached incr/decr: the new value.
+    Uint(u64),
+    /// memcached `ma` with `N` on a miss: the item was created with this initial value.
+    Created(u64),
+    /// A memcached versioned read: the item.
+    Item(Box<super::item::VersionedItem>),
+    /// A vector operation's reply.
+    Bytes(Vec<u8>),
+    /// CAS found another value (`absent`: no value at all).
+    Mismatch {
+        /// Whether the key was absent.
+        absent: bool,
+    },
+    /// Refused; the value is unchanged.
+    Failed(Failure),
+}
+
+/// Why a write was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// INCRBY on a value that is not a decimal 64-bit integer.
+    NotInteger,
+    /// INCRBY past the 64-bit range.
+    IncrOverflow,
+    /// INCRBYFLOAT on a value that is not a number, or to a NaN or infinity.
+    NotFloat,
+    /// A value would grow past the store's largest value (SETRANGE, APPEND).
+    TooLarge,
+    /// A fetch-and-add or vector operation's own error.
+    Vector(VectorError),
+    /// The operation was dropped without running (an internal error).
+    Lost,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NotInteger => f.write_str("value is not an integer or out of range"),
+            Failure::IncrOverflow => f.write_str("increment or decrement would overflow"),
+            Failure::NotFloat => f.write_str("value is not a valid float"),
+            Failure::TooLarge => f.write_str("string exceeds maximum allowed size"),
+            Failure::Vector(e) => e.fmt(f),
+            Failure::Lost => f.write_str("internal error: the write was lost"),
+        }
+    }
+}
+
+fn parse_i64(a: &[u8]) -> Option<i64> {
+    std::str::from_utf8(a).ok()?.parse().ok()
+}
+
+impl<'a> Write<'a> {
+    /// Whether the outcome depends on the current value (false: the station need not read
+    /// the key).
+    pub fn reads(&self) -> bool {
+        if let Write::Item(m) = self {
+            return m.reads();
+        }
+        !matches!(
+            self,
+            Write::Put(_)
+                | Write::Remove
+                | Write::Set {
+                    cond: Cond::Always,
+                    get: false,
+                    ttl: Ttl::Set(_),
+                    ..
+                }
+        )
+    }
+
+    /// The same write owning its operands (to wait in another thread's queue).
+    pub fn into_owned(self) -> Write<'static> {
+        let own = |c: Cow<'a, [u8]>| Cow::Owned(c.into_owned());
+        match self {
+            Write::Put(v) => Write::Put(own(v)),
+            Write::Item(m) => Write::Item(m.into_owned()),
+            Write::Set {
+                value,
+                cond,
+                get,
+                ttl,
+            } => Write::Set {
+                value: own(value),
+                cond,
+                get,
+                ttl,
+            },
+            Write::Expire { deadline, cond } => Write::Expire { deadline, cond },
+            Write::GetEx(t) => Write::GetEx(t),
+            Write::ReadDeadline => Write::ReadDeadline,
+            Write::Update(v) => Write::Update(own(v)),
+            Write::Delete => Write::Delete,
+            Write::Remove => Write::Remove,
+            Write::IncrBy(n) => Write::IncrBy(n),
+            Write::IncrByFloat(n) => Write::IncrByFloat(n),
+            Write::Append(v) => Write::Append(own(v)),
+            Write::SetRange { offset, patch } => Write::SetRange {
+                offset,
+                patch: own(patch),
+            },
+            Write::GetDel => Write::GetDel,
+            Write::Read => Write::Read,
+            Write::FetchAdd {
+                elem,
+                overflow,
+                delta,
+            } => Write::FetchAdd {
+                elem,
+                overflow,
+                delta,
+            },
+            Write::Cas { expected, new } => Write::Cas {
+                expected: expected.map(own),
+                new: own(new),
+            },
+            Write::Vector {
+                op,
+                elem,
+                overflow,
+                function,
+                operand,
+            } => Write::Vector {
+                op,
+                elem,
+                overflow,
+                function: Cow::Owned(function.into_owned()),
+                operand: own(operand),
+            },
+        }
+    }
+
+    /// [`Write::apply`] on the key's whole current item: its value, deadline, client flags
+    /// and (for a memcached write that compares or answers it) CAS unique. What the
+    /// reservation station calls.
+    pub fn apply_item(
+        self,
+        cur: &super::item::Current<'_>,
+        registry: &Registry,
+        max_value: usize,
+    ) -> (Effect<'a>, Outcome) {
+        match self {
+            Write::Item(m) => m.apply(cur, max_value),
+            w => w.apply(cur.value, cur.deadline, registry, max_value),
+        }
+    }
+
+    /// Runs the write on the key's current value `cur` (`None`: absent; always `None` when
+    /// [`Write::reads`] is false) and its deadline `deadline` (0: none): its effect and its
+    /// answer. `max_value` bounds what APPEND and SETRANGE may grow a value to. A memcached
+    /// write sees flags 0 and CAS unique 0 here: [`Write::apply_item`] gives it the item's.
+    pub fn apply(
+        self,
+        cur: Option<&[u8]>,
+        deadline: u64,
+        registry: &Registry,
+        max_value: usize,
+    ) -> (Effect<'a>, Outcome) {
+        let keep = |o: Outcome| (Effect::Keep, o);
+        // In-place changes keep the deadline.
+        let modify = |v: Vec<u8>| Effect::Set(Cow::Owned(v), Ttl::Keep);
+        let past = |d: u64| d != 0 && d <= accelkv_tree::now_ms();
+        match self {
+            Write::Item(m) => {
+                let cur = super::item::Current {
+                    value: cur,
+                    deadline,
+                    flags: 0,
+                    version: 0,
+                };
+                m.apply(&cur, max_value)
+            }
+            Write::Expire {
+                deadline: new,
+                cond,
+            } => {
+                if cur.is_none() || !cond.applies(deadline, new) {
+                    return keep(Outcome::Skipped);
+                }
+                if past(new) {
+                    return (Effect::Remove, Outcome::Done);
+                }
+                (Effect::SetDeadline(new), Outcome::Done)
+            }
+            Write::GetEx(t) => {
+                let Some(v) = cur else {
+                    return keep(Outcome::Old(None));
+                };
+                let answer = Outcome::Old(Some(v.to_vec()));
+                match t {
+                    None => keep(answer),
+                    Some(d) if past(d) => (Effect::Remove, answer),
+                    Some(d) if d == deadline => keep(answer),
+                    Some(d) => (Effect::SetDeadline(d), answer),
+                }
+            }
+            Write::ReadDeadline => keep(Outcome::Deadline(cur.map(|_| deadline))),
+            Write::IncrByFloat(by) => {
+                let old = match cur {
+                    None => 0.0,
+                    Some(v) => match std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok())
+                    {
+                        Some(n) if n.is_finite() => n,
+                        _ => return keep(Outcome::Failed(Failure::NotFloat)),
+                    },
+                };
+                let n = old + by;
+                if !n.is_finite() {
+                    return keep(Outcome::Failed(Failure::NotFloat));
+                }
+                let text = format_float(n);
+                (
+                    modify(text.clone().into_bytes()),
+                    Outcome::Bytes(text.into_bytes()),
+                )
+            }
+            Write::Append(v) => {
+                let old = cur.unwrap_or_default();
+                if old.len() + v.len() > max_value {
+                    return keep(Outcome::Failed(Failure::TooLarge));
+                }
+                let mut new = Vec::with_capacity(old.len() + v.len());
+                new.extend_from_slice(old);
+                new.extend_from_slice(&v);
+                let len = new.len() as i64;
+                (modify(new), Outcome::Int(len))
+            }
+            Write::SetRange { offset, patch } => {
+                let old = cur.unwrap_or_default();
+                if patch.is_empty() {
+                    return keep(Outcome::Int(old.len() as i64));
+                }
+                let end = offset.saturating_add(patch.len());
+                if end > max_value {
+                    return keep(Outcome::Failed(Failure::TooLarge));
+                }
+                let mut new = old.to_vec();
+                if new.len() < end {
+                    new.resize(end, 0);
+                }
+                new[offset..end].copy_from_slice(&patch);
+                let len = new.len() as i64;
+                (modify(new), Outcome::Int(len))
+            }
+            Write::GetDel => match cur {
+                None => keep(Outcome::Old(None)),
+                Some(v) => (Effect::Remove, Outcome::Old(Some(v.to_vec()))),
+            },
+            Write::Read => keep(Outcome::Old(cur.map(<[u8]>::to_vec))),
+            Write::Put(v) => (Effect::Set(v, Ttl::Set(0)), Outcome::Done),
+            Write::Remove => (Effect::Remove, Outcome::Done),
+            Write::Set {
+                value,
+                cond,
+                get,
+                ttl,
+            } => {
+                let applies = match cond {
+                    Cond::Always => true,
+                    Cond::IfAbsent => cur.is_none(),
+                    Cond::IfPresent => cur.is_some(),
+                };
+                let answer = match (get, applies) {
+                    (true, _) => Outcome::Old(cur.map(<[u8]>::to_vec)),
+                    (false, true) => Outcome::Done,
+                    (false, false) => Outcome::Skipped,
+                };
+                if applies {
+                    (Effect::Set(value, ttl), answer)
+                } else {
+                    keep(answer)
+                }
+            }
+            Write::Update(v) => match cur {
+                None => keep(Outcome::Skipped),
+                Some(_) => (Effect::Set(v, Ttl::Set(0)), Outcome::Done),
+            },
+            Write::Delete => match cur {
+                None => keep(Outcome::Skipped),
+                Some(_) => (Effect::Remove, Outcome::Done),
+            },
+            Write::IncrBy(by) => {
+                let old = match cur {
+                    None => 0,
+                    Some(v) => match parse_i64(v) {
+                        Some(n) => n,
+                        None => return keep(Outcome::Failed(Failure::NotInteger)),
+                    },
+                };
+                match old.checked_add(by) {
+                    None => keep(Outcome::Failed(Failure::IncrOverflow)),
+                    Some(n) => (modify(n.to_string().into_bytes()), Outcome::Int(n)),
+                }
+            }
+            Write::FetchAdd {
+                elem,
+                overflow,
+                delta,
+            } => fetch_add(cur, elem, overflow, delta),
+            Write::Cas { expected, new } => {
+                if cur == expected.as_deref() {
+                    (Effect::Set(new, Ttl::Keep), Outcome::Done)
+                } else {
+                    keep(Outcome::Mismatch {
+                        absent: cur.is_none(),
+                    })
+                }
+            }
+            Write::Vector {
+                op,
+                elem,
+                overflow,
+                function,
+                operand,
+            } => {
+                let Some(cur) = cur else {
+                    return keep(Outcome::Skipped);
+                };
+                let call = VectorCall {
+                    op,
+                    elem,
+                    overflow,
+                    function: &function,
+                    operand: &operand,
+                };
+                match vector::run(registry, &call, cur) {
+                    Err(e) => keep(Outcome::Failed(Failure::Vector(e))),
+                    Ok(r) => {
+                        let effect = r.new_value.map_or(Effect::Keep, modify);
+                        (effect, Outcome::Bytes(r.reply))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A float as Redis's INCRBYFLOAT writes it: plain decimal, no exponent, trailing zeros
+/// dropped (`10.5`, `3`, `0.1`).
+fn format_float(n: f64) -> String {
+    let t = format!("{n:.17}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    // The shortest text that reads back as the same float, when it is shorter.
+    let short = format!("{n}");
+    if !short.contains('e') && short.len() < t.len() {
+        short
+    } else {
+        t.to_string()
+    }
+}
+
+fn fetch_add(
+    cur: Option<&[u8]>,
+    elem: Elem,
+    overflow: Overflow,
+    delta: i64,
+) -> (Effect<'static>, Outcome) {
+    let fail = |e: VectorError| (Effect::Keep, Outcome::Failed(Failure::Vector(e)));
+    let old = match cur {
+        None => [0u8; 8],
+        Some(c) => match <[u8; 8]>::try_from(c) {
+            Ok(b) => b,
+            Err(_) => {
+                return fail(VectorError::BadLength(format!(
+                    "fetch-and-add needs an 8-byte value, not {} bytes",
+                    c.len()
+                )))
+            }
+        },
+    };
+    if elem.width() != 8 {
+        return fail(VectorError::TypeMismatch(format!(
+            "fetch-and-add takes U64 or I64 elements, not {elem:?}"
+        )));
+    }
+    let Scalar::Int(o) = elem.read(&old) else {
+        return fail(VectorError::TypeMismatch(format!(
+            "fetch-and-add takes integer elements, not {elem:?}"
+        )));
+    };
+    match overflow.fit(elem, o + i128::from(delta)) {
+        Err(e) => fail(e.into()),
+        Ok(n) => {
+            let mut new = Vec::with_capacity(8);
+            elem.write(Scalar::Int(n), &mut new);
+            (
+                Effect::Set(Cow::Owned(new), Ttl::Keep),
+                Outcome::Fetched(old),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(w: Write<'_>, cur: Option<&[u8]>) -> (Option<Option<Vec<u8>>>, Outcome) {
+        let (e, o) = w.apply(cur, 0, &Registry::default(), 1 << 20);
+        let e = match e {
+            Effect::Keep | Effect::SetDeadline(_) => None,
+            Effect::Set(v, _) | Effect::SetItem(v, ..) => Some(Some(v.into_owned())),
+            Effect::Remove => Some(None),
+        };
+        (e, o)
+    }
+
+    /// The effect on (value, deadline) of `w` on a key with value `cur` and `deadline`.
+    fn apply_ttl(w: Write<'_>, cur: Option<&[u8]>, deadline: u64) -> (String, Outcome) {
+        let (e, o) = w.apply(cur, deadline, &Registry::default(), 1 << 20);
+        let e = match e {
+            Effect::Keep => "keep".to_string(),
+            Effect::Set(_, Ttl::Keep) => "set keep-ttl".to_string(),
+            Effect::Set(_, Ttl::Set(d)) | Effect::SetItem(_, d, _) => format!("set ttl {d}"),
+            Effect::SetDeadline(d) => format!("deadline {d}"),
+            Effect::Remove => "remove".to_string(),
+        };
+        (e, o)
+    }
+
+    #[test]
+    fn expiry_follows_redis() {
+        let far = accelkv_tree::now_ms() + 100_000;
+        let (later, past) = (far + 1, 5);
+        let exp = |deadline, cond| Write::Expire { deadline, cond };
+        let c = |nx, xx, gt, lt| ExpireCond { nx, xx, gt, lt };
+        let (always, if_none, if_some) = (
+            ExpireCond::default(),
+            c(true, false, false, false),
+            ExpireCond::IF_SOME,
+        );
+        let (gt, lt) = (c(false, false, true, false), c(false, false, false, true));
+        // XX LT: a deadline is needed, and the new one must be earlier.
+        assert_eq!(
+            apply_ttl(exp(far, c(false, true, false, true)), Some(b"v"), 0).1,
+            Outcome::Skipped
+        );
+        assert_eq!(
+            apply_ttl(exp(far, c(false, true, false, true)), Some(b"v"), later).1,
+            Outcome::Done
+        );
+        let one = Outcome::Done;
+        let zero = Outcome::Skipped;
+        assert_eq!(
+            apply_ttl(exp(far, always), None, 0),
+            ("keep".into(), zero.clone())
+        );
+        assert_eq!(
+            apply_ttl(exp(far, always), Some(b"v"), 0),
+            (format!("deadline {far}"), one.clone())
+        );
+        assert_eq!(
+            apply_ttl(exp(past, always), Some(b"v"), 0),
+            ("remove".into(), one.clone())
+        );
+        // NX/XX on whether there is a deadline; GT/LT with "none" as infinitely late.
+        assert_eq!(apply_ttl(exp(far, if_none), Some(b"v"), far).1, zero);
+        assert_eq!(apply_ttl(exp(far, if_none), Some(b"v"), 0).1, one);
+        assert_eq!(apply_ttl(exp(far, if_some), Some(b"v"), 0).1, zero);
+        assert_eq!(apply_ttl(exp(later, if_some), Some(b"v"), far).1, one);
+        assert_eq!(apply_ttl(exp(later, gt), Some(b"v"), far).1, one);
+        assert_eq!(apply_ttl(exp(far, gt), Some(b"v"), later).1, zero);
+        assert_eq!(apply_ttl(exp(far, gt), Some(b"v"), 0).1, zero);
+        assert_eq!(apply_ttl(exp(far, lt), Some(b"v"), 0).1, one);
+        assert_eq!(apply_ttl(exp(later, lt), Some(b"v"), far).1, zero);
+        // PERSIST is EXPIRE to "none" on a key that has a deadline.
+        assert_eq!(
+            apply_ttl(exp(0, if_some), Some(b"v"), far),
+            ("deadline 0".into(), one)
+        );
+        assert_eq!(apply_ttl(exp(0, if_some), Some(b"v"), 0).1, zero);
+        // Wholesale replacement clears the deadline, in-place changes keep it.
+        assert_eq!(apply_ttl(Write::Put(b("x")), None, far).0, "set ttl 0");
+        assert_eq!(
+            apply_ttl(Write::IncrBy(1), Some(b"1"), far).0,
+            "set keep-ttl"
+        );
+        assert_eq!(
+            apply_ttl(Write::Append(b("x")), Some(b"1"), far).0,
+            "set keep-ttl"
+        );
+        let set_ex = Write::Set {
+            value: b("x"),
+            cond: Cond::Always,
+            get: false,
+            ttl: Ttl::Set(far),
+        };
+        assert_eq!(apply_ttl(set_ex, None, 0).0, format!("set ttl {far}"));
+        // GETEX answers the value and changes only the deadline.
+        let old = Outcome::Old(Some(b"v".to_vec()));
+        assert_eq!(
+            apply_ttl(Write::GetEx(Some(far)), Some(b"v"), 0),
+            (format!("deadline {far}"), old.clone())
+        );
+        assert_eq!(
+            apply_ttl(Write::GetEx(Some(0)), Some(b"v"), far),
+            ("deadline 0".into(), old.clone())
+        );
+        assert_eq!(
+            apply_ttl(Write::GetEx(None), Some(b"v"), far),
+            ("keep".into(), old.clone())
+        );
+        assert_eq!(
+            apply_ttl(Write::GetEx(Some(past)), Some(b"v"), 0),
+            ("remove".into(), old)
+        );
+        assert_eq!(
+            apply_ttl(Write::ReadDeadline, Some(b"v"), far).1,
+            Outcome::Deadline(Some(far))
+        );
+        assert_eq!(
+            apply_ttl(Write::ReadDeadline, None, 0).1,
+            Outcome::Deadline(None)
+        );
+    }
+
+    fn b(s: &str) -> Cow<'_, [u8]> {
+        Cow::Borrowed(s.as_bytes())
+    }
+
+    #[test]
+    fn set_conditions_and_get() {
+        let set = |cond, get| Write::Set {
+            value: b("new"),
+            cond,
+            get,
+            ttl: Ttl::Set(0),
+        };
+        let new = Some(Some(b"new".to_vec()));
+        assert_eq!(
+            apply(set(Cond::IfAbsent, false), None),
+            (new.clone(), Outcome::Done)
+        );
+        assert_eq!(
+            apply(set(Cond::IfAbsent, false), Some(b"x")),
+            (None, Outcome::Skipped)
+        );
+        assert_eq!(
+            apply(set(Cond::IfPresent, false), None),
+            (None, Outcome::Skipped)
+        );
+        assert_eq!(
+            apply(set(Cond::IfPresent, true), Some(b"x")),
+            (new.clone(), Outcome::Old(Some(b"x".to_vec())))
+        );
+        assert_eq!(
+            apply(set(Cond::IfAbsent, true), Some(b"x")),
+            (None, Outcome::Old(Some(b"x".to_vec())))
+        );
+        assert_eq!(
+            apply(set(Cond::Always, true), None),
+            (new, Outcome::Old(None))
+        );
+    }
+
+    #[test]
+    fn incr_checks_integers_and_overflow() {
+        assert_eq!(
+            apply(Write::IncrBy(5), None),
+            (Some(Some(b"5".to_vec())), Outcome::Int(5))
+        );
+        assert_eq!(
+            apply(Write::IncrBy(-3), Some(b"10")),
+            (Some(Some(b"7".to_vec())), Outcome::Int(7))
+        );
+        assert_eq!(
+            apply(Write::IncrBy(1), Some(b"abc")),
+            (None, Outcome::Failed(Failure::NotInteger))
+        );
+        let max = i64::MAX.to_string();
+        assert_eq!(
+            apply(Write::IncrBy(1), Some(max.as_bytes())),
+            (None, Outcome::Failed(Failure::IncrOverflow))
+        );
+    }
+
+    #[test]
+    fn fetch_add_and_cas() {
+        let fa = |delta, overflow| Write::FetchAdd {
+            elem: Elem::U64,
+            overflow,
+            delta,
+        };
+        let (e, o) = apply(fa(2, Overflow::Wrap), Some(&u64::MAX.to_le_bytes()));
+        assert_eq!(e, Some(Some(1u64.to_le_bytes().to_vec())));
+        assert_eq!(o, Outcome::Fetched(u64::MAX.to_le_bytes()));
+        let (e, o) = apply(fa(2, Overflow::Checked), Some(&u64::MAX.to_le_bytes()));
+        assert_eq!(
+            (e, o),
+            (
+                None,
+                Outcome::Failed(Failure::Vector(VectorError::Overflow))
+            )
+        );
+        let (e, o) = apply(fa(1, Overflow::Wrap), Some(b"short"));
+        assert!(
+            e.is_none()
+                && matches!(
+                    o,
+                    Outcome::Failed(Failure::Vector(VectorError::BadLength(_)))
+                )
+        );
+        let cas = |expected: Option<&'static str>| Write::Cas {
+            expected: expected.map(b),
+            new: b("n"),
+        };
+        assert_eq!(
+            apply(cas(None), None),
+            (Some(Some(b"n".to_vec())), Outcome::Done)
+        );
+        assert_eq!(
+            apply(cas(None), Some(b"x")),
+            (None, Outcome::Mismatch { absent: false })
+        );
+        assert_eq!(
+            apply(cas(Some("x")), None),
+            (None, Outcome::Mismatch { absent: true })
+        );
+    }
+
+    #[test]
+    fn append_setrange_getdel_incrbyfloat() {
+        let set = |v: &[u8]| Some(Some(v.to_vec()));
+        assert_eq!(
+            apply(Write::Append(b("lo")), Some(b"hel")),
+            (set(b"hello"), Outcome::Int(5))
+        );
+        assert_eq!(
+            apply(Write::Append(b("x")), None),
+            (set(b"x"), Outcome::Int(1))
+        );
+        let sr = |offset, p: &'static str| Write::SetRange {
+            offset,
+            patch: b(p),
+        };
+        assert_eq!(
+            apply(sr(6, "Redis"), Some(b"Hello World")),
+            (set(b"Hello Redis"), Outcome::Int(11))
+        );
+        assert_eq!(apply(sr(2, "ab"), None), (set(b"\0\0ab"), Outcome::Int(4)));
+        assert_eq!(apply(sr(3, ""), None), (None, Outcome::Int(0)));
+        let (e, o) = Write::SetRange {
+            offset: 10,
+            patch: b("x"),
+        }
+        .apply(None, 0, &Registry::default(), 8);
+        assert!(matches!(e, Effect::Keep) && o == Outcome::Failed(Failure::TooLarge));
+        assert_eq!(
+            apply(Write::GetDel, Some(b"v")),
+            (Some(None), Outcome::Old(Some(b"v".to_vec())))
+        );
+        assert_eq!(apply(Write::GetDel, None), (None, Outcome::Old(None)));
+        let f = |by, cur: Option<&[u8]>| apply(Write::IncrByFloat(by), cur);
+        assert_eq!(
+            f(0.1, Some(b"10.50")),
+            (set(b"10.6"), Outcome::Bytes(b"10.6".to_vec()))
+        );
+        assert_eq!(
+            f(-5.0, Some(b"5.0e3")),
+            (set(b"4995"), Outcome::Bytes(b"4995".to_vec()))
+        );
+        assert_eq!(f(1.5, None), (set(b"1.5"), Outcome::Bytes(b"1.5".to_vec())));
+        assert_eq!(
+            f(1.0, Some(b"abc")),
+            (None, Outcome::Failed(Failure::NotFloat))
+        );
+        assert_eq!(
+            f(f64::MAX, Some(b"1.7976931348623157e308")),
+            (None, Outcome::Failed(Failure::NotFloat))
+        );
+    }
+
+    #[test]
+    fn update_delete_need_the_key() {
+        assert_eq!(apply(Write::Update(b("v")), None), (None, Outcome::Skipped));
+        assert_eq!(apply(Write::Delete, None), (None, Outcome::Skipped));
+        assert_eq!(
+            apply(Write::Delete, Some(b"v")),
+            (Some(None), Outcome::Done)
+        );
+        assert!(!Write::Put(b("v")).reads() && !Write::Remove.reads());
+        assert!(Write::Delete.reads());
+        let owned = Write::Put(b("v")).into_owned();
+        assert!(matches!(owned, Write::Put(Cow::Owned(ref v)) if v == b"v"));
+    }
+}

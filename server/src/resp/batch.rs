@@ -1,0 +1,334 @@
+//! A RESP pipeline run to completion on the event loop that read it: commands are decoded in
+//! place (argument offsets into the input buffer, no copy), runs of GET and MGET go through
+//! the loop's read door as one interleaved batch, everything else runs in order through
+//! `resp_cmd::command` (writes through the reservation station), and every reply is encoded
+//! straight into the connection's output buffer. Nothing is allocated per command once the
+//! loop's scratch buffers have grown.
+
+use crate::core::counters::OpClass;
+use crate::core::reads::{NotYet, Reads};
+use crate::core::route::Route;
+use crate::core::shared::Shared;
+use crate::resp::dispatch::{command, err_store, is_write};
+use crate::resp::session::Session;
+use accelkv_engine::{Found, ReadRef, Reply};
+use accelkv_proto::resp::{self, RespError, Version};
+use smallvec::SmallVec;
+
+/// Keys of one read batch (and commands decoded per step).
+const BATCH: usize = 64;
+
+/// A loop's reusable buffers for RESP batches.
+#[derive(Default)]
+pub struct Scratch {
+    /// Argument offsets of the decoded commands.
+    spans: Vec<(usize, usize)>,
+    /// Each decoded command's range in `spans`.
+    cmds: Vec<(usize, usize)>,
+    /// Where each decoded command ends in the input.
+    ends: Vec<usize>,
+    /// Replies of a read batch, encoded as they complete (out of order).
+    replies: Vec<u8>,
+    /// Each key's reply in `replies`.
+    segs: Vec<(usize, usize)>,
+}
+
+/// What running the buffered input did.
+pub struct Ran {
+    /// Input bytes consumed (complete commands).
+    pub used: usize,
+    /// The input is malformed: the error was written to `out`; close after it.
+    pub bad: Option<RespError>,
+}
+
+/// `SET key value` with no options (what a run of SETs may batch).
+fn is_plain_set(args: &[&[u8]]) -> bool {
+    args.len() == 3 && args[0].eq_ignore_ascii_case(b"SET")
+}
+
+fn is_read(args: &[&[u8]]) -> bool {
+    match args.first() {
+        Some(n) if n.eq_ignore_ascii_case(b"GET") => args.len() == 2,
+        Some(n) if n.eq_ignore_ascii_case(b"MGET") => args.len() >= 2,
+        _ => false,
+    }
+}
+
+/// Runs the complete commands at the start of `buf`, appending replies to `out`, until the
+/// input runs out, the connection quits, or `out` holds more than `max_out` bytes (the
+/// caller stops reading until the client takes them: backpressure).
+pub fn run(
+    sh: &Shared,
+    s: &mut Session,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &mut Scratch,
+    out: &mut Vec<u8>,
+    max_out: usize,
+) -> Ran {
+    let limits = &sh.settings().limits;
+    let mut pos = 0;
+    while out.len() <= max_out && !s.quit {
+        // Decode up to BATCH commands, fewer when replies have been big (so a connection's
+        // output overshoots its limit by about one reply, not by a batch of them).
+        let room = max_out + 1 - out.len();
+        let per_reply = match s.reply_hint {
+            0 => limits.max_value, // nothing seen yet: assume the largest
+            n => n,
+        };
+        let want = (room / per_reply.max(1)).clamp(1, BATCH);
+        sc.spans.clear();
+        sc.cmds.clear();
+        sc.ends.clear();
+        let mut at = pos;
+        let mut bad = None;
+        while sc.cmds.len() < want {
+            let mark = sc.spans.len();
+            match resp::parse_command_spans(&buf[at..], limits, &mut sc.spans) {
+                Ok(Some(used)) => {
+                    for sp in &mut sc.spans[mark..] {
+                        (sp.0, sp.1) = (sp.0 + at, sp.1 + at);
+                    }
+                    at += used;
+                    if sc.spans.len() > mark {
+                        sc.cmds.push((mark, sc.spans.len()));
+                        sc.ends.push(at);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    bad = Some(e);
+                    break;
+                }
+            }
+        }
+        if sc.cmds.is_empty() && at == pos {
+            if let Some(e) = &bad {
+                resp::error(out, &format!("ERR {e}"));
+            }
+            return Ran { used: pos, bad };
+        }
+        let before = out.len();
+        let ran = run_decoded(sh, s, buf, reads, sc, out);
+        s.reply_hint = (out.len() - before) / ran.max(1);
+        if sc.replies.capacity() > 4 << 20 {
+            sc.replies = Vec::new(); // do not keep a big batch's memory per loop
+        }
+        if sc.spans.capacity() > 1 << 16 {
+            sc.spans = Vec::new(); // nor a command of many arguments' offsets
+        }
+        if ran < sc.cmds.len() {
+            // Stopped before a command that must see this connection's writes, which are
+            // not visible yet: the rest waits in the input until they are.
+            let used = if ran == 0 { pos } else { sc.ends[ran - 1] };
+            return Ran { used, bad: None };
+        }
+        pos = at;
+        if let Some(e) = bad {
+            resp::error(out, &format!("ERR {e}"));
+            return Ran {
+                used: pos,
+                bad: Some(e),
+            };
+        }
+    }
+    Ran {
+        used: pos,
+        bad: None,
+    }
+}
+
+/// Runs the commands in `sc.cmds`, in order; returns how many ran (fewer than all when a
+/// command that is not a write follows a write of this connection that is not visible yet).
+fn run_decoded(
+    sh: &Shared,
+    s: &mut Session,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &mut Scratch,
+    out: &mut Vec<u8>,
+) -> usize {
+    let n = sc.cmds.len();
+    let mut i = 0;
+    while i < n && !s.quit {
+        let args = args_of(buf, &sc.spans, sc.cmds[i]);
+        if s.unreleased > 0 && !is_write(args[0]) && !sh.visible_soon(s.unreleased) {
+            return i;
+        }
+        let authed = s.authed || !sh.needs_auth();
+        let cluster = sh.router();
+        if let (true, Some(cl)) = (authed, cluster) {
+            match cl.route(&mut s.cluster, &args, s.proto) {
+                Route::Here => {}
+                Route::Answer(reply) => {
+                    out.extend_from_slice(&reply);
+                    i += 1;
+                    continue;
+                }
+                Route::Refuse(e) => {
+                    resp::error(out, &e);
+                    i += 1;
+                    continue;
+                }
+                Route::Wait => return i,
+            }
+        }
+        if is_read(&args) && s.may_batch_reads(sh) {
+            // A run of GET/MGET, up to BATCH keys (an MGET longer than that on its own);
+            // in cluster mode one command, each routed on its own.
+            let mut end = i;
+            let mut keys = 0;
+            while end < n && !(cluster.is_some() && end > i) {
+                let a = args_of(buf, &sc.spans, sc.cmds[end]);
+                if !is_read(&a) || (keys > 0 && keys + a.len() - 1 > BATCH) {
+                    break;
+                }
+                keys += a.len() - 1;
+                end += 1;
+            }
+            if read_run(sh, buf, reads, sc, (i, end), s.proto, out).is_err() {
+                return i; // submitted to an engine's workers: resumed when answered
+            }
+            i = end;
+            continue;
+        }
+        if authed && s.tx.queued.is_none() && cluster.is_none() && is_plain_set(&args) {
+            // A run of plain SETs: one station batch whose tree writes start where one
+            // interleaved descent for all their keys found them.
+            let mut end = i + 1;
+            while end < n && end - i < BATCH && is_plain_set(&args_of(buf, &sc.spans, sc.cmds[end]))
+            {
+                end += 1;
+            }
+            if end - i > 1 {
+                let sets: SmallVec<[(&[u8], &[u8]); BATCH]> = (i..end)
+                    .map(|j| {
+                        let a = args_of(buf, &sc.spans, sc.cmds[j]);
+                        (a[1], a[2])
+                    })
+                    .collect();
+                if reads.probe_write(sets.iter().map(|kv| kv.0)).is_err() {
+                    return i;
+                }
+                if crate::resp::expire::set_run(sh, s, &sets, out) {
+                    i = end;
+                    continue;
+                }
+            }
+        }
+        if authed && s.tx.queued.is_none() && is_write(args[0]) {
+            // A write whose leaf lives only in the page file waits for it without blocking
+            // the loop (reads.rs), then runs from here.
+            if reads.probe_write(write_keys(&args)).is_err() {
+                return i;
+            }
+        }
+        let mark = out.len();
+        command(sh, s, &args, reads, out);
+        if reads.submitted() {
+            // A read of this command was submitted to an engine's workers: it runs again,
+            // from the top, when answered (reads have no side effects to repeat).
+            out.truncate(mark);
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+type Args<'a> = SmallVec<[&'a [u8]; 8]>;
+
+/// The key arguments of a command, as the command table places them.
+fn write_keys<'b, 'a: 'b>(args: &'b Args<'a>) -> impl Iterator<Item = &'a [u8]> + 'b {
+    let (first, last, step) = crate::resp::table::find(args[0]).map_or((0, 0, 1), |s| s.keys);
+    let n = args.len() as i32;
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    let first = if first <= 0 { n } else { first };
+    (first..=last)
+        .step_by(step.max(1) as usize)
+        .filter_map(move |i| args.get(i as usize).copied())
+}
+
+fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) -> Args<'a> {
+    spans[a..b].iter().map(|&(x, y)| &buf[x..y]).collect()
+}
+
+/// Appends the reply to one GET (or one key of an MGET, whose errors are nils, as Redis
+/// answers them) in protocol `ver`.
+pub fn get_reply(out: &mut Vec<u8>, found: Found<'_>, ver: Version, mget: bool) {
+    match found {
+        Found::Value(v, _) => resp::bulk_in(out, v, ver),
+        Found::Reply(Reply::Value(v)) => resp::bulk_in(out, v.as_deref(), ver),
+        Found::Reply(Reply::Error(_)) if mget => resp::bulk_in(out, None, ver),
+        Found::Reply(Reply::Error(e)) => err_store(out, &e),
+        Found::Reply(Reply::Items(_)) => resp::bulk_in(out, None, ver),
+    }
+}
+
+/// GET and MGET commands `from..to` of `sc.cmds` as one read batch (inline, in chunks of
+/// BATCH keys; through a ring, in one submission). `Err(NotYet)`: submitted, nothing written.
+fn read_run(
+    sh: &Shared,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &mut Scratch,
+    (from, to): (usize, usize),
+    ver: Version,
+    out: &mut Vec<u8>,
+) -> Result<(), NotYet> {
+    // Every key of the run, in order, and whether it belongs to an MGET (whose errors are
+    // nils, as Redis answers them).
+    let mut keys: SmallVec<[(ReadRef<'_>, bool); BATCH]> = SmallVec::new();
+    for &(a, b) in &sc.cmds[from..to] {
+        let mget = sc.spans[a].1 - sc.spans[a].0 == 4;
+        for &(x, y) in &sc.spans[a + 1..b] {
+            keys.push((ReadRef::Get(&buf[x..y]), mget));
+        }
+    }
+    if !sh.admit(keys.len()) {
+        for _ in from..to {
+            resp::error(out, "BUSY server has too many operations in flight");
+        }
+        return Ok(());
+    }
+    sc.replies.clear();
+    sc.segs.clear();
+    sc.segs.resize(keys.len(), (0, 0));
+    let chunk = if reads.is_ring() {
+        keys.len().max(1)
+    } else {
+        BATCH
+    };
+    for base in (0..keys.len()).step_by(chunk) {
+        let part = &keys[base..keys.len().min(base + chunk)];
+        let reqs: SmallVec<[ReadRef<'_>; BATCH]> = part.iter().map(|k| k.0).collect();
+        let (replies, segs) = (&mut sc.replies, &mut sc.segs);
+        let ran = reads.run(sh.engine(), &reqs, |j, found| {
+            let start = replies.len();
+            get_reply(replies, found, ver, part[j].1);
+            segs[base + j] = (start, replies.len());
+        });
+        if let Err(e) = ran {
+            sh.release(keys.len());
+            return Err(e);
+        }
+    }
+    sh.release(keys.len());
+    sh.count_n(OpClass::Get, keys.len());
+    sh.metrics()
+        .hot()
+        .resp_commands
+        .fetch_add((to - from) as u64, std::sync::atomic::Ordering::Relaxed);
+    let mut next = 0;
+    for &(a, b) in &sc.cmds[from..to] {
+        if sc.spans[a].1 - sc.spans[a].0 == 4 {
+            resp::array(out, b - a - 1);
+        }
+        for _ in a + 1..b {
+            let (x, y) = sc.segs[next];
+            out.extend_from_slice(&sc.replies[x..y]);
+            next += 1;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,279 @@
+#![cfg_attr(not(feature = "cluster"), allow(dead_code))]
+//! RESP commands in cluster mode (docs/CLUSTER.md): how a command is classified (run here,
+//! refused, or routed by its keys, from the command table), and how a routed write is
+//! encoded as a replicated command with every relative time made absolute (so each
+//! replica, and a replay after a restart, computes the same deadline).
+
+/// How a command is served in cluster mode.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Class<'a> {
+    /// It touches no key: run on the node that received it.
+    Local,
+    /// Not served in cluster mode, and why.
+    Refused(&'static str),
+    /// It reads or writes these keys (all must be in one range). `upto` is the end of a
+    /// RANGE/FLOOR (`None`: unbounded), which must be in the same range.
+    Keyed {
+        keys: Vec<&'a [u8]>,
+        write: bool,
+        upto: Option<Option<&'a [u8]>>,
+    },
+}
+
+const LOCAL: &[&str] = &[
+    "AUTH",
+    "HELLO",
+    "QUIT",
+    "RESET",
+    "PING",
+    "ECHO",
+    "SELECT",
+    "READONLY",
+    "READWRITE",
+    "CLIENT",
+    "COMMAND",
+    "CONFIG",
+    "INFO",
+    "TIME",
+    "WAIT",
+    "CLUSTER",
+];
+
+/// Classifies `args` (a decoded command, name first).
+pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
+    let name = crate::resp::dispatch::upper(args[0]);
+    let name = std::str::from_utf8(&name).unwrap_or("");
+    if LOCAL.contains(&name) {
+        return Class::Local;
+    }
+    match name {
+        "MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH" => {
+            return Class::Refused("transactions are not served in cluster mode yet")
+        }
+        "FLUSHALL" | "FLUSHDB" => return Class::Refused("FLUSHALL is not served in cluster mode"),
+        "SCAN" | "KEYS" | "RANDOMKEY" | "DBSIZE" => {
+            return Class::Refused(
+                "whole-keyspace commands are not served in cluster mode: use RANGE",
+            )
+        }
+        "RANGE" | "FLOOR" if args.len() >= 3 => {
+            let hi = (args[2] != b"+").then_some(args[2]);
+            return Class::Keyed {
+                keys: vec![args[1]],
+                write: false,
+                upto: Some(hi),
+            };
+        }
+        _ => {}
+    }
+    let Some(spec) = crate::resp::table::find(args[0]) else {
+        return Class::Local; // unknown: answered as unknown here
+    };
+    let (first, last, step) = spec.keys;
+    if first <= 0 {
+        return Class::Refused("this command is not served in cluster mode");
+    }
+    let n = args.len() as i32;
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    let keys: Vec<&[u8]> = (first..=last)
+        .step_by(step.max(1) as usize)
+        .filter_map(|i| args.get(i as usize).copied())
+        .collect();
+    if keys.is_empty() {
+        return Class::Local; // a wrong argument count: answered here
+    }
+    Class::Keyed {
+        keys,
+        write: crate::resp::dispatch::is_write(args[0]),
+        upto: None,
+    }
+}
+
+/// `ACCELKV.ONCE <client> <seq> <command…>`: a write sent with a request id, applied at
+/// most once however often it is sent (docs/CLUSTER.md, "Writes sent again").
+pub const ONCE: &[u8] = b"ACCELKV.ONCE";
+
+/// The request id and the command of an `ACCELKV.ONCE` (`Ok(None)`: not one; `Err`: one
+/// whose id is not two numbers).
+#[allow(clippy::type_complexity)]
+pub fn once<'a, 'b>(args: &'b [&'a [u8]]) -> Result<Option<((u64, u64), &'b [&'a [u8]])>, String> {
+    if !args[0].eq_ignore_ascii_case(ONCE) {
+        return Ok(None);
+    }
+    let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
+    match args {
+        [_, c, q, _, ..] => match (num(c), num(q)) {
+            (Some(c), Some(q)) => Ok(Some(((c, q), &args[3..]))),
+            _ => Err("ERR ACCELKV.ONCE takes a client id and a sequence number (integers)".into()),
+        },
+        _ => Err("ERR wrong number of arguments for 'accelkv.once' command".into()),
+    }
+}
+
+/// `n` in `unit_ms` from `now`, if positive and representable (else the command keeps its
+/// own argument, and every replica answers the same error or the same past deadline).
+fn absolute(arg: &[u8], unit_ms: i64, now: u64) -> Option<Vec<u8>> {
+    let n: i64 = std::str::from_utf8(arg).ok()?.parse().ok()?;
+    if n <= 0 {
+        return None;
+    }
+    let at = n.checked_mul(unit_ms)?.checked_add(now as i64)?;
+    Some(at.to_string().into_bytes())
+}
+
+/// The command as it is replicated: relative times made absolute at `now` (ms since the
+/// Unix epoch): SET/GETEX `EX`/`PX` become `PXAT`, SETEX/PSETEX become SET … PXAT,
+/// EXPIRE/PEXPIRE become PEXPIREAT.
+pub fn normalize(args: &[&[u8]], now: u64) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    let name = crate::resp::dispatch::upper(args[0]);
+    match &name[..] {
+        b"SET" | b"GETEX" => {
+            let start = if &name[..] == b"SET" { 3 } else { 2 };
+            let mut i = start;
+            while i + 1 < out.len() {
+                let unit = match &crate::resp::dispatch::upper(&out[i])[..] {
+                    b"EX" => 1000,
+                    b"PX" => 1,
+                    _ => {
+                        i += 1;
+                        continue;
+                    }
+                };
+                if let Some(at) = absolute(&out[i + 1], unit, now) {
+                    out[i] = b"PXAT".to_vec();
+                    out[i + 1] = at;
+                }
+                i += 2;
+            }
+        }
+        b"SETEX" | b"PSETEX" if out.len() == 4 => {
+            let unit = if &name[..] == b"SETEX" { 1000 } else { 1 };
+            if let Some(at) = absolute(&out[2], unit, now) {
+                out = vec![
+                    b"SET".to_vec(),
+                    out[1].clone(),
+                    out[3].clone(),
+                    b"PXAT".to_vec(),
+                    at,
+                ];
+            }
+        }
+        b"EXPIRE" | b"PEXPIRE" if out.len() >= 3 => {
+            let unit = if &name[..] == b"EXPIRE" { 1000 } else { 1 };
+            if let Some(at) = absolute(&out[2], unit, now) {
+                out[0] = b"PEXPIREAT".to_vec();
+                out[2] = at;
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::route::{decode, encode};
+    use accelkv_proto::resp::Version;
+
+    fn strs(v: &[Vec<u8>]) -> Vec<String> {
+        v.iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn relative_times_become_absolute() {
+        let now = 1_000_000;
+        let n = |a: &[&str]| {
+            let a: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
+            strs(&normalize(&a, now))
+        };
+        assert_eq!(
+            n(&["SET", "k", "v", "EX", "10"]),
+            ["SET", "k", "v", "PXAT", "1010000"]
+        );
+        assert_eq!(
+            n(&["set", "k", "v", "nx", "px", "5"]),
+            ["set", "k", "v", "nx", "PXAT", "1000005"]
+        );
+        assert_eq!(
+            n(&["SET", "k", "EX", "EX", "1"]),
+            ["SET", "k", "EX", "PXAT", "1001000"]
+        );
+        assert_eq!(
+            n(&["SETEX", "k", "2", "v"]),
+            ["SET", "k", "v", "PXAT", "1002000"]
+        );
+        assert_eq!(
+            n(&["PSETEX", "k", "2", "v"]),
+            ["SET", "k", "v", "PXAT", "1000002"]
+        );
+        assert_eq!(
+            n(&["EXPIRE", "k", "3", "NX"]),
+            ["PEXPIREAT", "k", "1003000", "NX"]
+        );
+        assert_eq!(
+            n(&["GETEX", "k", "PX", "7"]),
+            ["GETEX", "k", "PXAT", "1000007"]
+        );
+        // Errors and non-positive times stay as sent: every replica answers alike.
+        assert_eq!(
+            n(&["SET", "k", "v", "EX", "0"]),
+            ["SET", "k", "v", "EX", "0"]
+        );
+        assert_eq!(n(&["SETEX", "k", "x", "v"]), ["SETEX", "k", "x", "v"]);
+        assert_eq!(n(&["EXPIRE", "k", "-1"]), ["EXPIRE", "k", "-1"]);
+        assert_eq!(
+            n(&["EXPIRE", "k", "9223372036854775807"]),
+            ["EXPIRE", "k", "9223372036854775807"]
+        );
+        assert_eq!(n(&["INCR", "k"]), ["INCR", "k"]);
+    }
+
+    #[test]
+    fn commands_round_trip_and_garbage_is_refused() {
+        let args = vec![b"SET".to_vec(), b"k\r\n".to_vec(), Vec::new()];
+        let b = encode(&args, Version::Resp3);
+        let (v, back) = decode(&b).unwrap();
+        assert_eq!(v, Version::Resp3);
+        assert_eq!(back, args.iter().map(|a| &a[..]).collect::<Vec<_>>());
+        assert!(decode(&b[..b.len() - 1]).is_none());
+        assert!(decode(&[9, 0, 0, 0, 0]).is_none());
+        assert!(decode(&[2, 0, 0, 0, 0]).is_none());
+    }
+
+    #[test]
+    fn commands_are_classified_by_their_keys() {
+        let c = |a: &[&str]| {
+            let a: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
+            match classify(&a) {
+                Class::Local => "local".to_string(),
+                Class::Refused(_) => "refused".to_string(),
+                Class::Keyed { keys, write, upto } => format!(
+                    "{} {:?} {:?}",
+                    if write { "write" } else { "read" },
+                    keys.iter()
+                        .map(|k| String::from_utf8_lossy(k))
+                        .collect::<Vec<_>>(),
+                    upto.map(|u| u.map(|u| String::from_utf8_lossy(u).into_owned()))
+                ),
+            }
+        };
+        assert_eq!(c(&["PING"]), "local");
+        assert_eq!(c(&["hello", "3"]), "local");
+        assert_eq!(c(&["GET", "a"]), r#"read ["a"] None"#);
+        assert_eq!(c(&["MSET", "a", "1", "b", "2"]), r#"write ["a", "b"] None"#);
+        assert_eq!(c(&["DEL", "a", "b"]), r#"write ["a", "b"] None"#);
+        assert_eq!(c(&["RANGE", "a", "+"]), r#"read ["a"] Some(None)"#);
+        assert_eq!(
+            c(&["RANGE", "a", "m", "LIMIT", "3"]),
+            r#"read ["a"] Some(Some("m"))"#
+        );
+        assert_eq!(c(&["MULTI"]), "refused");
+        assert_eq!(c(&["SCAN", "0"]), "refused");
+        assert_eq!(c(&["FLUSHALL"]), "refused");
+        assert_eq!(c(&["NOSUCH", "x"]), "local");
+    }
+}

@@ -1,0 +1,95 @@
+//! `COMMAND [COUNT | LIST | INFO [name ...] | DOCS [name ...]]` from the command table
+//! (resp_table.rs), in Redis 7's reply shapes: what client libraries and tools (redis-cli's
+//! hints, cluster-aware clients' key extraction) ask a server about its commands.
+
+use crate::resp::session::Session;
+use crate::resp::table::{find, Spec, TABLE};
+use accelkv_proto::resp::{self, Version};
+
+/// One COMMAND INFO entry: name, arity, flags, first key, last key, step, ACL categories,
+/// tips, key specifications, subcommands.
+fn info(out: &mut Vec<u8>, s: &Spec, v: Version) {
+    resp::array(out, 10);
+    resp::bulk(out, Some(s.name.to_lowercase().as_bytes()));
+    resp::integer(out, i64::from(s.arity));
+    resp::set(out, s.flags.len(), v);
+    for f in s.flags {
+        resp::simple(out, f);
+    }
+    let (first, last, step) = s.keys;
+    resp::integer(out, i64::from(first));
+    resp::integer(out, i64::from(last));
+    resp::integer(out, i64::from(step));
+    resp::set(out, 0, v);
+    resp::set(out, 0, v);
+    resp::array(out, 0);
+    resp::array(out, 0);
+}
+
+/// One COMMAND DOCS entry (its name, then a map of summary, since, group).
+fn docs(out: &mut Vec<u8>, s: &Spec, v: Version) {
+    resp::bulk(out, Some(s.name.to_lowercase().as_bytes()));
+    resp::map(out, 3, v);
+    for (k, val) in [
+        ("summary", s.summary),
+        ("since", "1.0.0"),
+        ("group", s.group),
+    ] {
+        resp::bulk(out, Some(k.as_bytes()));
+        resp::bulk(out, Some(val.as_bytes()));
+    }
+}
+
+/// The table entries `names` ask for (every entry when empty); `None` for an unknown one.
+fn pick<'a>(names: &'a [&'a [u8]]) -> Box<dyn Iterator<Item = Option<&'static Spec>> + 'a> {
+    if names.is_empty() {
+        Box::new(TABLE.iter().map(Some))
+    } else {
+        Box::new(names.iter().map(|n| find(n)))
+    }
+}
+
+/// COMMAND and its subcommands.
+pub fn command(s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let sub = c.get(1).map(|a| a.to_ascii_uppercase());
+    let v = s.proto;
+    match sub.as_deref() {
+        None => {
+            resp::array(out, TABLE.len());
+            for spec in TABLE {
+                info(out, spec, v);
+            }
+        }
+        Some(b"COUNT") if c.len() == 2 => resp::integer(out, TABLE.len() as i64),
+        Some(b"LIST") if c.len() == 2 => {
+            resp::array(out, TABLE.len());
+            for spec in TABLE {
+                resp::bulk(out, Some(spec.name.to_lowercase().as_bytes()));
+            }
+        }
+        Some(b"INFO") => {
+            let found: Vec<_> = pick(&c[2..]).collect();
+            resp::array(out, found.len());
+            for spec in found {
+                match spec {
+                    Some(spec) => info(out, spec, v),
+                    None => resp::bulk_in(out, None, v),
+                }
+            }
+        }
+        Some(b"DOCS") => {
+            let found: Vec<_> = pick(&c[2..]).flatten().collect();
+            resp::map(out, found.len(), v);
+            for spec in found {
+                docs(out, spec, v);
+            }
+        }
+        Some(_) => {
+            let sub = String::from_utf8_lossy(c[1]);
+            resp::error(
+                out,
+                &format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try COMMAND HELP."),
+            )
+        }
+    }
+}

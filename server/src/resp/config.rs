@@ -1,0 +1,186 @@
+//! `INFO [section …]` (server, clients, memory, persistence, stats, keyspace), and
+//! `CONFIG GET pattern…` and `CONFIG SET name value` over the settings a Redis client or
+//! tool asks for, and `maxmemory` with the `noeviction` policy: a limit on the store's
+//! memory (nodes, out-of-line values, page table) below `--memory-limit-mib`, changeable at
+//! run time; past it every write that can add memory is refused with Redis's
+//! `-OOM command not allowed when used memory > 'maxmemory'.` and reads, deletes and
+//! FLUSHALL go on.
+
+use crate::core::shared::Shared;
+use crate::resp::glob;
+use crate::resp::session::Session;
+use accelkv_proto::resp;
+
+/// Redis's reply to a write refused under `maxmemory`.
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// A size as Redis's `memtoll` reads it: bytes, or with `k`/`m`/`g` (powers of 1000) or
+/// `kb`/`mb`/`gb` (powers of 1024), any case.
+fn mem_bytes(a: &[u8]) -> Option<usize> {
+    let t = std::str::from_utf8(a).ok()?.to_ascii_lowercase();
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &t[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+/// `INFO [section …]`: the sections asked for (`all`, `everything`, `default` or none: every
+/// one), in Redis's `# Section` / `name:value` text. O(1) in the store's size.
+pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
+    let wants = |name: &str| {
+        sections.is_empty()
+            || sections.iter().any(|a| {
+                let a = a.to_ascii_lowercase();
+                a == name.as_bytes() || matches!(a.as_slice(), b"all" | b"everything" | b"default")
+            })
+    };
+    let mut text = String::new();
+    if wants("server") {
+        text.push_str("# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n");
+        text.push_str(&format!(
+            "accelkv_version:{}\r\nprocess_id:{}\r\nuptime_in_seconds:{}\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            sh.started().elapsed().as_secs()
+        ));
+    }
+    if wants("clients") {
+        text.push_str(&format!(
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nresp:{}\r\n",
+            sh.connected(),
+            sh.settings().max_connections,
+            if s.proto == resp::Version::Resp3 { 3 } else { 2 }
+        ));
+    }
+    if wants("memory") {
+        let used = sh.store().memory_used();
+        let max = sh.maxmemory();
+        text.push_str(&format!(
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{:.2}M\r\nmaxmemory:{max}\r\nmaxmemory_policy:noeviction\r\nmemory_limit:{}\r\n",
+            used as f64 / f64::from(1 << 20),
+            sh.settings().memory_limit
+        ));
+    }
+    if wants("persistence") {
+        text.push_str("# Persistence\r\n");
+        text.push_str(&sh.persistence_text());
+    }
+    if wants("stats") {
+        text.push_str("# Stats\r\n");
+        text.push_str(&sh.stats_text());
+    }
+    if wants("keyspace") {
+        text.push_str(&format!(
+            "# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
+            sh.store().len(),
+            sh.store().expiring_len()
+        ));
+    }
+    text
+}
+
+/// The parameters CONFIG GET answers, with their values now.
+fn params(sh: &Shared) -> Vec<(&'static str, String)> {
+    let maxmemory = match sh.maxmemory() {
+        0 => sh.settings().memory_limit,
+        m => m,
+    };
+    vec![
+        // redis-benchmark asks for `save` and `appendonly`: no snapshots and no
+        // append-only file (durability is the page file, --data-dir).
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+        ("maxmemory", maxmemory.to_string()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("databases", "1".into()),
+        ("maxclients", sh.settings().max_connections.to_string()),
+        (
+            "timeout",
+            sh.settings()
+                .idle_timeout
+                .map_or(0, |d| d.as_secs())
+                .to_string(),
+        ),
+    ]
+}
+
+/// `CONFIG GET pattern [pattern …]`: a map (RESP3) or flat array of the matching
+/// parameters, each once.
+pub fn get(sh: &Shared, s: &Session, patterns: &[&[u8]], out: &mut Vec<u8>) {
+    let all = params(sh);
+    let found: Vec<&(&str, String)> = all
+        .iter()
+        .filter(|(name, _)| {
+            patterns
+                .iter()
+                .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
+        })
+        .collect();
+    resp::map(out, found.len(), s.proto);
+    for (name, value) in found {
+        resp::bulk(out, Some(name.as_bytes()));
+        resp::bulk(out, Some(value.as_bytes()));
+    }
+}
+
+/// `CONFIG SET name value`: `maxmemory` (0 removes the limit below `--memory-limit-mib`)
+/// and `maxmemory-policy noeviction`; anything else is refused as Redis refuses an unknown
+/// option.
+pub fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
+    if c.len() != 4 {
+        return resp::error(
+            out,
+            "ERR wrong number of arguments for 'config|set' command",
+        );
+    }
+    let name = String::from_utf8_lossy(c[2]).to_ascii_lowercase();
+    match name.as_str() {
+        "maxmemory" => match mem_bytes(c[3]) {
+            Some(n) => {
+                sh.set_maxmemory(n);
+                resp::simple(out, "OK")
+            }
+            None => resp::error(
+                out,
+                "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value",
+            ),
+        },
+        "maxmemory-policy" if c[3].eq_ignore_ascii_case(b"noeviction") => {
+            resp::simple(out, "OK")
+        }
+        "maxmemory-policy" => resp::error(
+            out,
+            "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - accelkv supports noeviction only",
+        ),
+        _ => resp::error(
+            out,
+            &format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mem_bytes;
+
+    #[test]
+    fn memory_values_as_redis_reads_them() {
+        assert_eq!(mem_bytes(b"1024"), Some(1024));
+        assert_eq!(mem_bytes(b"1k"), Some(1000));
+        assert_eq!(mem_bytes(b"1KB"), Some(1024));
+        assert_eq!(mem_bytes(b"100mb"), Some(100 << 20));
+        assert_eq!(mem_bytes(b"2g"), Some(2_000_000_000));
+        assert_eq!(mem_bytes(b"0"), Some(0));
+        assert_eq!(mem_bytes(b"x"), None);
+        assert_eq!(mem_bytes(b"1tb"), None);
+        assert_eq!(mem_bytes(b"-1"), None);
+    }
+}

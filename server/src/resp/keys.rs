@@ -1,0 +1,269 @@
+//! The keyspace commands of RESP: `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`, `KEYS`,
+//! `RANDOMKEY`, and accelkv's ordered ranges `RANGE lo hi|+ [LIMIT n] [CURSOR]` and
+//! `FLOOR kl ku|+ [LIMIT n] [CURSOR]`.
+//!
+//! SCAN walks the keys in order. Clients parse the cursor as a number (redis-py, go-redis),
+//! so the server hands out numbers and keeps, for each, the key the next call starts from
+//! ([`Cursors`], shared by every connection as Redis's cursors are, at most
+//! [`MAX_CURSORS`] of them, the oldest forgotten first). Because a cursor is a position in
+//! key order, a scan never repeats a key and never skips one that exists throughout,
+//! whatever is inserted or deleted meanwhile. A forgotten or unknown cursor gets an error
+//! instead of a silent restart.
+
+use crate::core::counters::OpClass;
+use crate::core::reads::Reads;
+use crate::core::shared::Shared;
+use crate::resp::dispatch::{err_store, read_one};
+use crate::resp::glob;
+use crate::resp::session::Session;
+use accelkv_engine::{ReadRef, Reply};
+use accelkv_proto::resp;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// Cursors kept at once (each holds one key).
+pub const MAX_CURSORS: usize = 16_384;
+
+/// SCAN's cursors: number → the key the next call starts from.
+#[derive(Default)]
+pub struct Cursors {
+    inner: Mutex<CursorMap>,
+}
+
+#[derive(Default)]
+struct CursorMap {
+    next: u64,
+    keys: HashMap<u64, Vec<u8>>,
+    order: VecDeque<u64>,
+}
+
+impl Cursors {
+    /// A new cursor resuming at `key`.
+    fn save(&self, key: Vec<u8>) -> u64 {
+        let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        m.next += 1;
+        let id = m.next;
+        m.keys.insert(id, key);
+        m.order.push_back(id);
+        while m.order.len() > MAX_CURSORS {
+            if let Some(old) = m.order.pop_front() {
+                m.keys.remove(&old);
+            }
+        }
+        id
+    }
+
+    /// Where cursor `id` resumes (0: the start).
+    fn resume(&self, id: u64) -> Option<Vec<u8>> {
+        if id == 0 {
+            return Some(Vec::new());
+        }
+        let m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        m.keys.get(&id).cloned()
+    }
+}
+
+/// The smallest key after `k` in byte order.
+fn successor(k: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(k.len() + 1);
+    s.extend_from_slice(k);
+    s.push(0);
+    s
+}
+
+fn parse_u64(a: &[u8]) -> Option<u64> {
+    std::str::from_utf8(a).ok()?.parse().ok()
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]`.
+pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
+    let Some(id) = parse_u64(c[1]) else {
+        return resp::error(out, "ERR invalid cursor");
+    };
+    let (mut pattern, mut count, mut only_strings) = (None, 10usize, true);
+    let mut i = 2;
+    while i < c.len() {
+        let opt = c[i].to_ascii_uppercase();
+        if i + 1 >= c.len() {
+            return resp::error(out, "ERR syntax error");
+        }
+        match opt.as_slice() {
+            b"MATCH" => pattern = Some(c[i + 1]),
+            b"COUNT" => match parse_u64(c[i + 1]) {
+                Some(n) if n >= 1 => count = (n as usize).min(sh.settings().limits.max_scan_items),
+                _ => return resp::error(out, "ERR value is not an integer or out of range"),
+            },
+            // Every value is a string: any other type matches nothing.
+            b"TYPE" => only_strings = c[i + 1].eq_ignore_ascii_case(b"string"),
+            _ => return resp::error(out, "ERR syntax error"),
+        }
+        i += 2;
+    }
+    let Some(from) = cursors.resume(id) else {
+        return resp::error(
+            out,
+            "ERR invalid cursor (unknown, or forgotten: at most 16384 SCAN cursors are kept)",
+        );
+    };
+    sh.count(OpClass::Scan);
+    // One item more than asked for says whether the scan is over.
+    let req = ReadRef::Scan {
+        lo: &from,
+        hi: None,
+        limit: count + 1,
+    };
+    let items = match read_one(sh, reads, req) {
+        Reply::Items(items) => items,
+        Reply::Error(e) => return err_store(out, &e),
+        Reply::Value(_) => Default::default(),
+    };
+    let keys: Vec<&[u8]> = items.iter().map(|(k, _)| k).take(count).collect();
+    let next = match (items.len() > count, keys.last()) {
+        (true, Some(last)) => cursors.save(successor(last)),
+        _ => 0,
+    };
+    let shown: Vec<&[u8]> = keys
+        .into_iter()
+        .filter(|k| only_strings && pattern.is_none_or(|p| glob::matches(p, k)))
+        .collect();
+    resp::array(out, 2);
+    resp::bulk(out, Some(next.to_string().as_bytes()));
+    resp::array(out, shown.len());
+    for k in shown {
+        resp::bulk(out, Some(k));
+    }
+}
+
+/// `RANGE lo hi [LIMIT n] [CURSOR]` (keys in `[lo, hi)`; `+` for no upper bound) and
+/// `FLOOR kl ku [LIMIT n]` (from the largest key ≤ kl through ku inclusive; `+` for no
+/// upper bound), through the loop's read door. Never silently cut: a reply holds every item asked for, or at most
+/// LIMIT; asking (without LIMIT, or with a LIMIT above `--max-scan-items`) for more than the
+/// server sends at once is an error unless CURSOR asks for pages: then the reply is
+/// `[next, [key, value, …]]`, `next` the key to continue with (`RANGE next hi …`), nil when
+/// the range is done.
+pub fn range(sh: &Shared, c: &[&[u8]], floor: bool, reads: &mut Reads, out: &mut Vec<u8>) {
+    let cap = sh.settings().limits.max_scan_items;
+    let (mut limit, mut paged) = (None, false);
+    let mut i = 3;
+    while i < c.len() {
+        match c[i].to_ascii_uppercase().as_slice() {
+            b"LIMIT" if i + 1 < c.len() => {
+                match std::str::from_utf8(c[i + 1]).ok().and_then(|t| t.parse::<usize>().ok()) {
+                    Some(n) => limit = Some(n),
+                    None => return resp::error(out, "ERR LIMIT must be a non-negative integer"),
+                }
+                i += 2;
+            }
+            b"CURSOR" if !floor => {
+                paged = true;
+                i += 1;
+            }
+            b"CURSOR" => {
+                return resp::error(
+                    out,
+                    "ERR CURSOR pages RANGE; continue a FLOOR with RANGE from the key after its last item",
+                )
+            }
+            _ => return resp::error(out, "ERR syntax error (expected LIMIT n or CURSOR)"),
+        }
+    }
+    let want = limit.unwrap_or(usize::MAX);
+    let take = want.min(cap);
+    let hi = (c[2] != b"+").then_some(c[2]);
+    // FLOOR's upper key is inclusive: past every key, no key is longer than the limit.
+    let past_all = vec![0xff; sh.store().config().max_key];
+    // One item more than sent says whether the range goes on.
+    let req = if floor {
+        sh.count(OpClass::Floor);
+        ReadRef::ScanFloor {
+            kl: c[1],
+            ku: hi.unwrap_or(&past_all),
+            limit: take.saturating_add(1),
+        }
+    } else {
+        sh.count(OpClass::Scan);
+        ReadRef::Scan {
+            lo: c[1],
+            hi,
+            limit: take.saturating_add(1),
+        }
+    };
+    let items = match read_one(sh, reads, req) {
+        Reply::Items(items) => items,
+        Reply::Error(e) => return err_store(out, &e),
+        Reply::Value(_) => Default::default(),
+    };
+    let more = items.len() > take;
+    if more && !paged && take < want {
+        return resp::error(
+            out,
+            &format!(
+                "ERR the range holds more than {cap} items (--max-scan-items): read it in pages with LIMIT n CURSOR"
+            ),
+        );
+    }
+    let shown = items.len().min(take);
+    if paged {
+        resp::array(out, 2);
+        let next = items
+            .iter()
+            .take(shown)
+            .last()
+            .filter(|_| more)
+            .map(|(k, _)| successor(k));
+        resp::bulk(out, next.as_deref());
+    }
+    resp::array(out, shown * 2);
+    for (k, v) in items.iter().take(shown) {
+        resp::bulk(out, Some(k));
+        resp::bulk(out, Some(v));
+    }
+}
+
+/// `KEYS pattern`: every matching key, in order (a walk of the whole keyspace, as in
+/// Redis; SCAN is the incremental way).
+pub fn keys(sh: &Shared, pattern: &[u8], out: &mut Vec<u8>) {
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let mut from = Vec::new();
+    loop {
+        let page = match sh.store().try_scan(&from, None, 1024) {
+            Ok(page) => page,
+            Err(e) => return crate::resp::dispatch::err_store(out, &e),
+        };
+        let full = page.len() == 1024;
+        if let Some((last, _)) = page.last() {
+            from = successor(last);
+        }
+        found.extend(
+            page.into_iter()
+                .map(|(k, _)| k)
+                .filter(|k| glob::matches(pattern, k)),
+        );
+        if !full {
+            break;
+        }
+    }
+    resp::array(out, found.len());
+    for k in &found {
+        resp::bulk(out, Some(k));
+    }
+}
+
+/// `RANDOMKEY`: the first key at or after a random position (nil when empty).
+pub fn random_key(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut x = u64::from(nanos) ^ 0x9e37_79b9_7f4a_7c15;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    let start = x.to_be_bytes();
+    let first = |from: &[u8]| sh.store().try_scan(from, None, 1);
+    let key = match first(&start).and_then(|a| Ok(a.into_iter().chain(first(b"")?).next())) {
+        Ok(k) => k.map(|(k, _)| k),
+        Err(e) => return crate::resp::dispatch::err_store(out, &e),
+    };
+    resp::bulk_in(out, key.as_deref(), s.proto);
+}

@@ -1,0 +1,20 @@
+//! The RESP adapter: Redis's protocol over TCP. `table.rs` is the command table (name,
+//! arity, flags, key positions, handler), the one source of truth for RESP commands;
+//! `dispatch.rs` looks a command up once and checks it before its handler runs; `batch.rs`
+//! decodes a connection's input and batches runs of GETs and SETs; the other files hold the
+//! handlers by family. The connection's state (`session.rs`: authentication, MULTI/WATCH,
+//! the reply protocol) and the server-wide RESP state (SCAN cursors) live here.
+
+pub mod atomics;
+pub mod batch;
+pub mod cluster;
+pub mod command;
+pub mod config;
+pub mod dispatch;
+pub mod expire;
+pub mod glob;
+pub mod introspect;
+pub mod keys;
+pub mod session;
+pub mod table;
+pub mod tx;

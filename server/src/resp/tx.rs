@@ -1,0 +1,284 @@
+//! Redis transactions and the multi-key commands that must be atomic: MULTI, EXEC,
+//! DISCARD, WATCH, UNWATCH, and MSET, MSETNX, RENAME, RENAMENX.
+//!
+//! MULTI queues commands (each checked against the command table, as Redis does: an
+//! unknown command or a wrong argument count is answered with its error and makes EXEC
+//! answer `-EXECABORT`). EXEC runs them as one station transaction (station_tx.rs): every
+//! key they touch is owned by the transaction from its first use to the commit, reads see
+//! the transaction's own earlier writes, and the writes are released to readers as one
+//! version, so no reader, scan or durable commit sees part of an EXEC. WATCH records each
+//! key's version (`Store::key_version`); EXEC first owns the watched keys and answers a null
+//! array, running nothing, if any of them changed since.
+//!
+//! Commands that walk the keyspace (SCAN, KEYS, RANDOMKEY, RANGE, FLOOR) and FLUSHALL are
+//! not run inside a transaction (flag `no_multi`): queueing one aborts it.
+
+use crate::core::counters::OpClass;
+use crate::core::ops::{Outcome, Write};
+use crate::core::reads::Reads;
+use crate::core::shared::Shared;
+use crate::core::station::{Done, Op};
+use crate::core::station_tx::Tx;
+use crate::resp::dispatch::{command, err_store};
+use crate::resp::session::Session;
+use accelkv_proto::resp;
+use std::borrow::Cow;
+
+/// A connection's transaction state.
+#[derive(Default)]
+pub struct State {
+    /// Commands queued since MULTI (`None`: not in a transaction).
+    pub queued: Option<Vec<Vec<Vec<u8>>>>,
+    /// A queued command was refused: EXEC aborts.
+    pub dirty: bool,
+    /// Watched keys and their versions when watched.
+    pub watched: Vec<(Vec<u8>, u64)>,
+    /// The transaction running (only during EXEC, or an atomic multi-key command).
+    pub running: Option<Box<Tx>>,
+}
+
+/// Most commands one transaction may queue (the station owns a slot per key; the tree's
+/// atomic batch holds at most `accelkv_tree::MAX_BATCH` writes).
+pub const MAX_QUEUED: usize = 16_384;
+
+/// Handles `name` if the connection is inside MULTI: queues it, or runs EXEC, DISCARD and
+/// the commands Redis runs at once there. `false`: not in a transaction, run it normally.
+pub fn intercept(
+    sh: &Shared,
+    s: &mut Session,
+    name: &[u8],
+    c: &[&[u8]],
+    reads: &mut Reads,
+    out: &mut Vec<u8>,
+) -> bool {
+    let Some(queued) = s.tx.queued.as_mut() else {
+        return false;
+    };
+    match name {
+        b"EXEC" => exec(sh, s, reads, out),
+        b"DISCARD" => {
+            s.tx = State::default();
+            resp::simple(out, "OK");
+        }
+        b"MULTI" => resp::error(out, "ERR MULTI calls can not be nested"),
+        b"WATCH" => resp::error(out, "ERR WATCH inside MULTI is not allowed"),
+        b"RESET" => return false,
+        _ => {
+            let refusal = match crate::resp::table::find(name) {
+                None => Some(crate::resp::dispatch::unknown_command(c)),
+                Some(spec) if !spec.arity_ok(c.len()) => Some(format!(
+                    "ERR wrong number of arguments for '{}' command",
+                    spec.name.to_lowercase()
+                )),
+                Some(spec) if spec.has("no_multi") => {
+                    Some("ERR Command not allowed inside a transaction".to_string())
+                }
+                Some(_) if queued.len() >= MAX_QUEUED => Some(format!(
+                    "ERR a transaction holds at most {MAX_QUEUED} commands"
+                )),
+                Some(_) => None,
+            };
+            match refusal {
+                Some(e) => {
+                    s.tx.dirty = true;
+                    resp::error(out, &e);
+                }
+                None => {
+                    queued.push(c.iter().map(|a| a.to_vec()).collect());
+                    resp::simple(out, "QUEUED");
+                }
+            }
+        }
+    }
+    true
+}
+
+/// MULTI outside a transaction.
+pub fn multi(s: &mut Session, out: &mut Vec<u8>) {
+    s.tx.queued = Some(Vec::new());
+    s.tx.dirty = false;
+    resp::simple(out, "OK");
+}
+
+/// WATCH outside a transaction: remembers each key's version.
+pub fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
+    for k in keys {
+        match sh.store().key_version(k) {
+            Ok(v) => s.tx.watched.push((k.to_vec(), v)),
+            Err(e) => return err_store(out, &e),
+        }
+    }
+    resp::simple(out, "OK");
+}
+
+/// EXEC: runs the queued commands as one transaction.
+fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>) {
+    let st = std::mem::take(&mut s.tx);
+    let queued = st.queued.unwrap_or_default();
+    if st.dirty {
+        return resp::error(
+            out,
+            "EXECABORT Transaction discarded because of previous errors.",
+        );
+    }
+    let mut tx = sh.station().begin();
+    for (key, version) in &st.watched {
+        sh.station().own(&mut tx, key);
+        if sh.store().key_version(key).ok() != Some(*version) {
+            sh.station().abort(sh.store(), tx);
+            return resp::null_array(out, s.proto);
+        }
+    }
+    s.tx.running = Some(Box::new(tx));
+    // Each command's reply, and the range of its operations in the transaction.
+    let mut replies: Vec<(Vec<u8>, std::ops::Range<usize>)> = Vec::with_capacity(queued.len());
+    for args in &queued {
+        let c: smallvec::SmallVec<[&[u8]; 8]> = args.iter().map(Vec::as_slice).collect();
+        let from = s.tx.running.as_ref().map_or(0, |t| t.ops());
+        let mut reply = Vec::new();
+        command(sh, s, &c, reads, &mut reply);
+        let to = s.tx.running.as_ref().map_or(0, |t| t.ops());
+        replies.push((reply, from..to));
+    }
+    let Some(done) = commit(sh, s) else {
+        return resp::error(out, "ERR internal error: the transaction was lost");
+    };
+    resp::array(out, replies.len());
+    for (reply, ops) in replies {
+        match done.failed[ops].iter().flatten().next() {
+            Some(e) => err_store(out, e),
+            None => out.extend_from_slice(&reply),
+        }
+    }
+}
+
+/// Commits the running transaction; the connection's replies now rest on its version.
+fn commit(sh: &Shared, s: &mut Session) -> Option<crate::core::station_tx::Committed> {
+    let done = sh.station().commit(sh.store(), *s.tx.running.take()?);
+    s.unreleased = s.unreleased.max(done.version.max(done.seen));
+    Some(done)
+}
+
+/// Runs `f` inside a transaction: the one EXEC runs, or a new one committed at the end (a
+/// multi-key command outside MULTI). When a key's write fails at commit, the reply `f`
+/// wrote is replaced by the error.
+fn atomically(
+    sh: &Shared,
+    s: &mut Session,
+    out: &mut Vec<u8>,
+    f: impl FnOnce(&Shared, &mut Session, &mut Vec<u8>),
+) {
+    if s.tx.running.is_some() {
+        return f(sh, s, out);
+    }
+    s.tx.running = Some(Box::new(sh.station().begin()));
+    let mark = out.len();
+    f(sh, s, out);
+    let Some(done) = commit(sh, s) else {
+        return;
+    };
+    if let Some(e) = done.failed.iter().flatten().next() {
+        out.truncate(mark);
+        err_store(out, e);
+    }
+}
+
+/// One operation inside the running transaction.
+pub fn run_in_tx(sh: &Shared, s: &mut Session, op: Op<'_>) -> Done {
+    match s.tx.running.as_deref_mut() {
+        Some(tx) => sh.station().tx_run(sh.store(), tx, op),
+        None => sh.station().run_one(sh.store(), op),
+    }
+}
+
+fn failed(out: &mut Vec<u8>, d: &Done) -> bool {
+    match &d.outcome {
+        Err(e) => {
+            err_store(out, e);
+            true
+        }
+        Ok(Outcome::Failed(f)) => {
+            resp::error(out, &format!("ERR {f}"));
+            true
+        }
+        Ok(_) => false,
+    }
+}
+
+/// `MSET k v [k v ...]`: every pair, atomically.
+pub fn mset(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    atomically(sh, s, out, |sh, s, out| {
+        for kv in c[1..].chunks(2) {
+            sh.count(OpClass::Put);
+            let d = run_in_tx(sh, s, Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1]))));
+            if failed(out, &d) {
+                return;
+            }
+        }
+        resp::simple(out, "OK");
+    })
+}
+
+/// `MSETNX k v [k v ...]`: every pair if no key exists (1), else nothing (0), atomically.
+pub fn msetnx(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    atomically(sh, s, out, |sh, s, out| {
+        for kv in c[1..].chunks(2) {
+            let d = run_in_tx(sh, s, Op::new(kv[0], Write::Read));
+            if failed(out, &d) {
+                return;
+            }
+            if !matches!(d.outcome, Ok(Outcome::Old(None))) {
+                return resp::integer(out, 0);
+            }
+        }
+        for kv in c[1..].chunks(2) {
+            sh.count(OpClass::Put);
+            let d = run_in_tx(sh, s, Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1]))));
+            if failed(out, &d) {
+                return;
+            }
+        }
+        resp::integer(out, 1);
+    })
+}
+
+/// `RENAME src dst` (`nx`: RENAMENX): moves the value atomically; an error when `src` is
+/// absent; with `nx`, nothing (0) when `dst` exists.
+pub fn rename(sh: &Shared, s: &mut Session, c: &[&[u8]], nx: bool, out: &mut Vec<u8>) {
+    let (src, dst) = (c[1], c[2]);
+    atomically(sh, s, out, |sh, s, out| {
+        let d = run_in_tx(sh, s, Op::new(src, Write::Read));
+        if failed(out, &d) {
+            return;
+        }
+        let Ok(Outcome::Old(Some(value))) = d.outcome else {
+            return resp::error(out, "ERR no such key");
+        };
+        if nx {
+            let d = run_in_tx(sh, s, Op::new(dst, Write::Read));
+            if failed(out, &d) {
+                return;
+            }
+            if !matches!(d.outcome, Ok(Outcome::Old(None))) {
+                return resp::integer(out, 0);
+            }
+        }
+        if src != dst {
+            sh.count(OpClass::Delete);
+            let d = run_in_tx(sh, s, Op::new(src, Write::Remove));
+            if failed(out, &d) {
+                return;
+            }
+            sh.count(OpClass::Put);
+            let d = run_in_tx(sh, s, Op::new(dst, Write::Put(Cow::Owned(value))));
+            if failed(out, &d) {
+                return;
+            }
+        }
+        if nx {
+            resp::integer(out, 1)
+        } else {
+            resp::simple(out, "OK")
+        }
+    })
+}
