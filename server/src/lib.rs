@@ -24,8 +24,10 @@ pub use crate::core::ops::vector;
 pub use crate::core::ops::vector::{
     Elem, FilterFn, Overflow, Registry, Scalar, UpdateFn, VectorError,
 };
-/// Every RESP command the server answers.
-pub use resp::table::{Spec as RespCommand, TABLE as RESP_COMMANDS};
+/// One RESP command as the command table describes it.
+pub use resp::call::Spec as RespCommand;
+/// Every RESP command the server answers (the command table).
+pub use resp::table::TABLE as RESP_COMMANDS;
 
 /// How long shutdown waits for the event loops to stop before it flushes anyway.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -83,11 +85,11 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         None => String::new(),
     };
     // The composition root: each socket with the adapter that speaks its protocol.
-    let mc = Arc::new(memcache::McGlobal::default());
+    let mc = Arc::new(memcache::state::McGlobal::default());
     let mut sockets = net::event_loop::Sockets::default();
     sockets.listeners.push((
         resp,
-        Arc::new(resp::session::RespProtocol::new(shared.clone())),
+        Arc::new(resp::adapter::RespProtocol::new(shared.clone())),
     ));
     sockets
         .listeners
@@ -137,7 +139,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         let sh = shared.clone();
         std::thread::Builder::new()
             .name("accelkv-admin".into())
-            .spawn(move || admin::serve(sh, admin))
+            .spawn(move || admin::http::serve(sh, admin))
             .map_err(|e| e.to_string())?;
     }
     let storage = match (&shared.persist(), &settings.data_dir) {
@@ -198,7 +200,7 @@ fn start_cluster(
     resp: SocketAddr,
     binary: SocketAddr,
 ) -> Result<String, String> {
-    let node = cluster::start(sh, cs, resp, binary)?;
+    let node = cluster::node::start(sh, cs, resp, binary)?;
     let text = core::route::Router::describe(&*node);
     sh.set_router(node);
     Ok(text)

@@ -9,7 +9,7 @@
 //! together once every routed operation has settled: the frame stays in the connection's
 //! input meanwhile and runs again with the settled answers.
 
-use crate::binary::Answer;
+use crate::binary::answer::Answer;
 use crate::core::route::{encode, Forward, Located, Router, Settled};
 use crate::core::shared::Shared;
 use accelkv_proto::frame::encode_request;
@@ -133,7 +133,7 @@ pub(crate) fn step(
         return Step::Routed;
     }
     if !k.frees && sh.over_maxmemory() {
-        let m = crate::resp::config::OOM.to_string();
+        let m = crate::core::shared::OOM.to_string();
         return Step::Answer(Answer::Fail(Status::Error, m));
     }
     let mut frame = Vec::new();
@@ -188,31 +188,6 @@ fn answer_of_reply(cl: &dyn Router, r: &[u8]) -> Answer {
         Some((s, body)) => Answer::Fail(s, String::from_utf8_lossy(body).into_owned()),
         None => Answer::Fail(Status::Error, "the replicas answered wrongly".into()),
     }
-}
-
-/// Applies a replicated binary operation (the one-op request `frame` of `ACCELKV.OP`) on
-/// a replica, answering its response operation; `refuse` says why its key is not this
-/// range's to write (then nothing changes, on every replica alike).
-pub(crate) fn apply(
-    sh: &Arc<Shared>,
-    frame: &[u8],
-    refuse: impl Fn(&[u8]) -> Option<String>,
-) -> Vec<u8> {
-    let limits = &sh.settings().limits;
-    let decoded = accelkv_proto::frame::decode_request(frame, limits).ok();
-    let op = decoded.and_then(|(_, ops)| (ops.len() == 1).then(|| ops[0].clone()));
-    let Some(op) = op else {
-        let a = Answer::Fail(
-            Status::Error,
-            "a replicated operation could not be decoded".into(),
-        );
-        return crate::binary::encode_answer(0, 0, &a);
-    };
-    let answer = match keyed(&op).map(|k| refuse(k.key)) {
-        Some(Some(m)) => Answer::Fail(Status::TryAgain, m),
-        _ => crate::binary::run_replicated(sh, &op),
-    };
-    crate::binary::encode_answer(op.id(), op.opcode(), &answer)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! whose reads went to an engine's workers) is held here, encoded once settled, and nothing
 //! after it runs until then.
 
-use crate::binary::{run_frame, Framed, Ran as FrameRan, Transport};
+use crate::binary::execute::Transport;
+use crate::binary::frame::{run_frame, Framed, Ran as FrameRan};
 use crate::core::reads::Answered;
 use crate::core::route::{Settled, Settlement};
 use crate::core::shared::Shared;

@@ -4,7 +4,8 @@
 //! first is parked and sent when the committer settles it; one whose writes wait only for an
 //! older writer to complete waits here (rare and short: a datagram carries few writes).
 
-use crate::binary::{run_frame, Framed, Ran, Transport};
+use crate::binary::execute::Transport;
+use crate::binary::frame::{run_frame, Framed, Ran};
 use crate::core::reads::{Answered, Reads, Who};
 use crate::core::shared::Shared;
 use crate::net::session::{Datagrams, Port, PortCtx};

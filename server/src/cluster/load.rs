@@ -6,7 +6,7 @@
 //! key that leaves about half of the sample on each side. A range whose sample is mostly
 //! one key is not split: a split cannot spread one key's load.
 
-use crate::cluster::machine::Bounds;
+use crate::cluster::bounds::Bounds;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 

@@ -11,6 +11,7 @@
 //! range in the map that overlaps one still open here (whose split this node has not
 //! applied yet) waits until that split is applied here or a snapshot narrows the old range.
 
+use crate::cluster::bounds::{covers, inside, overlap, Bounds};
 use crate::cluster::load::Load;
 use crate::cluster::once::Sessions;
 use crate::cluster::snapshot;
@@ -26,9 +27,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use tokio::sync::mpsc::UnboundedSender;
-
-/// A range's keys: `start <= key < end` (`end` `None`: no upper bound).
-pub(crate) type Bounds = (Vec<u8>, Option<Vec<u8>>);
 
 /// The command a split replicates: `ACCELKV.SPLIT <at> <new range id> <members>`, the
 /// members as `id=raft-address` separated by commas. Clients cannot send it: only commands
@@ -46,26 +44,6 @@ pub(crate) fn split_away(reply: &[u8]) -> bool {
         && reply
             .windows(SPLIT_AWAY.len())
             .any(|w| w == SPLIT_AWAY.as_bytes())
-}
-
-fn inside(b: &Bounds, key: &[u8]) -> bool {
-    key >= b.0.as_slice() && b.1.as_deref().is_none_or(|e| key < e)
-}
-
-/// Whether a command's keys (and the bound a ranged read stops at) lie within `b`.
-pub(crate) fn covers(b: &Bounds, keys: &[&[u8]], upto: Option<Option<&[u8]>>) -> bool {
-    keys.iter().all(|k| inside(b, k))
-        && match (upto, &b.1) {
-            (None, _) | (Some(_), None) => true,
-            (Some(Some(hi)), Some(e)) => hi <= e.as_slice(),
-            (Some(None), Some(_)) => false,
-        }
-}
-
-fn overlap(a: &Bounds, b: &Bounds) -> bool {
-    let a_before_b = a.1.as_deref().is_some_and(|e| e <= b.0.as_slice());
-    let b_before_a = b.1.as_deref().is_some_and(|e| e <= a.0.as_slice());
-    !a_before_b && !b_before_a
 }
 
 /// What the node's group opener is asked to do.
@@ -375,7 +353,7 @@ impl Machine for StoreMachine {
             if args[0] == crate::binary::cluster::OP {
                 // A binary operation, applied as the binary protocol runs it.
                 let frame = args.get(1).copied().unwrap_or_default();
-                replies.push(crate::binary::cluster::apply(&sh, frame, |key| {
+                replies.push(crate::binary::replica::apply(&sh, frame, |key| {
                     self.not_held(&[key], None, &others)
                 }));
                 continue;

@@ -9,7 +9,7 @@
 //! holds to the page's items in one atomic batch, so nothing is replayed and no reader of
 //! the store sees half a page.
 
-use crate::cluster::machine::Bounds;
+use crate::cluster::bounds::Bounds;
 use crate::cluster::once::Sessions;
 use accelkv_durable::format::PageValue;
 use accelkv_durable::range_snapshot::{self, Part, Writer};

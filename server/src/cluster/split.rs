@@ -7,7 +7,8 @@
 //! gave away is answered `-TRYAGAIN`; a leader that finds the map behind a split its range
 //! applied (its predecessor died between the two) records it.
 
-use crate::cluster::machine::{Bounds, Registry, StoreMachine, SPLIT};
+use crate::cluster::bounds::Bounds;
+use crate::cluster::machine::{Registry, StoreMachine, SPLIT};
 use crate::cluster::WAIT;
 use crate::core::route::{encode, list, put_list};
 use crate::core::shared::Shared;

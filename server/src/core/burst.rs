@@ -7,10 +7,10 @@
 //! The caller must own the station slot of every key it runs here, from the first read to
 //! the write-back: that is what makes the carried value the key's newest.
 
+use crate::core::op::{Op, StationStats};
 use crate::core::ops::item::Current;
 use crate::core::ops::vector::Registry;
 use crate::core::ops::{Effect, Outcome, Ttl, Write};
-use crate::core::station::{Op, StationStats};
 use accelkv_tree::{Error, Store};
 use smallvec::SmallVec;
 use std::borrow::Cow;

@@ -11,6 +11,7 @@ pub mod burst;
 pub mod clients;
 pub mod counters;
 pub mod engines;
+pub mod op;
 pub mod ops;
 pub mod reads;
 pub mod route;

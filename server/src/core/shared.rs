@@ -13,6 +13,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// The error a write that would add memory gets past `maxmemory` (Redis's words, which
+/// clients match on).
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
 /// What every protocol needs: the store, the read engine, the reservation station (the one
 /// write door), settings and limits, counters, the client registry and (cluster mode) the
 /// router. Its fields are private: an adapter reaches them through the methods below, and

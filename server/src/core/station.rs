@@ -26,62 +26,17 @@
 //! owns one (it finishes its own bursts first), so executors cannot deadlock.
 
 use crate::core::burst::{Applied, Burst};
+pub use crate::core::op::{Done, Op, StationStats};
 use crate::core::ops::vector::Registry;
 #[cfg(test)]
-use crate::core::ops::Ttl;
-use crate::core::ops::{Failure, Outcome, Write};
-use accelkv_tree::{Error, Store, WriteHint};
+use crate::core::ops::{Outcome, Ttl, Write};
+use accelkv_tree::Store;
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Mutex;
-
-/// One operation submitted to the station: the key it reads and writes, and the write.
-#[derive(Clone, Debug)]
-pub struct Op<'a> {
-    /// The key.
-    pub key: Cow<'a, [u8]>,
-    /// What it does.
-    pub write: Write<'a>,
-    /// Where its tree write lands, found by an interleaved descent for a whole batch
-    /// (`Store::locate_writes`) under a pin the submitter holds until it is answered;
-    /// dropped when the operation waits in another thread's queue.
-    pub hint: Option<WriteHint<'a>>,
-}
-
-impl<'a> Op<'a> {
-    /// An operation on a key borrowed from the request.
-    pub fn new(key: &'a [u8], write: Write<'a>) -> Op<'a> {
-        Op {
-            key: Cow::Borrowed(key),
-            write,
-            hint: None,
-        }
-    }
-}
-
-/// An operation's answer once its effect is in the tree.
-#[derive(Clone, Debug)]
-pub struct Done {
-    /// The write's outcome, or the store error its write (or read) failed with.
-    pub outcome: Result<Outcome, Error>,
-    /// The version its answer rests on: the write that made its effect, or (when it wrote
-    /// nothing) the store's last write version, since the value it saw may come from a
-    /// write not yet visible. It may not be visible to readers yet (`Store::is_visible`):
-    /// the caller answers once it is.
-    pub version: u64,
-}
-
-impl Done {
-    fn lost() -> Done {
-        Done {
-            outcome: Ok(Outcome::Failed(Failure::Lost)),
-            version: 0,
-        }
-    }
-}
 
 /// Where an answer goes: the submitting thread's buffer, or back over a channel to a thread
 /// whose operation waited in this slot's queue.
@@ -102,28 +57,6 @@ struct Queued {
 pub(crate) struct Slot {
     pub(crate) busy: bool,
     queue: VecDeque<Queued>,
-}
-
-/// Counters.
-#[derive(Debug, Default)]
-pub struct StationStats {
-    /// Operations executed.
-    pub ops: AtomicU64,
-    /// Tree writes issued (one per key per burst that changed it).
-    pub tree_writes: AtomicU64,
-    /// Operations that ran on a value forwarded from an earlier operation of their burst.
-    pub forwarded: AtomicU64,
-    /// Operations that waited in a slot another thread was draining.
-    pub queued: AtomicU64,
-}
-
-impl StationStats {
-    /// Zeroes every counter (CONFIG RESETSTAT).
-    pub fn reset(&self) {
-        for c in [&self.ops, &self.tree_writes, &self.forwarded, &self.queued] {
-            c.store(0, Ordering::Relaxed);
-        }
-    }
 }
 
 /// The reservation station.

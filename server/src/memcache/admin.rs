@@ -4,10 +4,10 @@
 
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
-use crate::memcache::McSession;
+use crate::memcache::state::McSession;
 use accelkv_proto::memcache::{Expiry, Exptime, Tokens};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// `flush_all [delay]`: every item gone now, or at the delay's moment (which a later
 /// `flush_all` replaces, as memcached's).
@@ -27,34 +27,6 @@ pub fn flush_all(
             let v = sh.station().clear(sh.store())?;
             s.unreleased = s.unreleased.max(v);
             Ok(())
-        }
-    }
-}
-
-/// The memcached adapter's server-wide state, shared by its connections.
-#[derive(Default)]
-pub struct McGlobal {
-    /// A `flush_all <delay>` pending: when it clears the store (ms since the Unix epoch;
-    /// 0: none). The sweep thread runs it ([`McGlobal::run_due_flush`]); a later
-    /// `flush_all` replaces it.
-    flush_at: AtomicU64,
-}
-
-impl McGlobal {
-    /// Runs a delayed `flush_all` once its moment has come (the sweep thread, ten times a
-    /// second).
-    pub fn run_due_flush(&self, sh: &Shared) {
-        let at = self.flush_at.load(Ordering::Relaxed);
-        if at != 0
-            && accelkv_tree::now_ms() >= at
-            && self
-                .flush_at
-                .compare_exchange(at, 0, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            if let Err(e) = sh.station().clear(sh.store()) {
-                eprintln!("accelkv-server: memcached flush_all at {at} failed: {e}");
-            }
         }
     }
 }

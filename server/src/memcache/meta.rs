@@ -10,7 +10,8 @@
 use crate::core::counters::OpClass;
 use crate::core::ops::{Failure, ItemCond, ItemTtl, ItemWrite, Outcome};
 use crate::core::shared::Shared;
-use crate::memcache::{refused, store_error, ttl_of, McSession};
+use crate::memcache::door::{refused, store_error, ttl_of};
+use crate::memcache::state::McSession;
 use accelkv_proto::memcache::meta::SetMode;
 use accelkv_proto::memcache::reply::{self, ItemInfo};
 use accelkv_proto::memcache::{Meta, MetaCmd};
@@ -46,8 +47,13 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
         MetaCmd::Get | MetaCmd::Debug => {
             sh.count(OpClass::Get);
             let touch = f.ttl.map(ttl_of);
-            let d =
-                crate::memcache::station(sh, s, key, ItemWrite::Read { touch }, touch.is_some());
+            let d = crate::memcache::door::station(
+                sh,
+                s,
+                key,
+                ItemWrite::Read { touch },
+                touch.is_some(),
+            );
             let item = match d.outcome {
                 Ok(Outcome::Item(i)) => i,
                 Ok(_) => {
@@ -106,7 +112,7 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
                     cas: f.compare_cas,
                 },
             };
-            match crate::memcache::station(sh, s, key, w, true).outcome {
+            match crate::memcache::door::station(sh, s, key, w, true).outcome {
                 Ok(Outcome::Done) if f.quiet => {}
                 Ok(Outcome::Done) => code(out, "HD"),
                 Ok(Outcome::Mismatch { absent: true }) => code(out, "NF"),
@@ -124,7 +130,7 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
                 return reply::line(out, &e);
             }
             let w = ItemWrite::Delete { cas: f.compare_cas };
-            match crate::memcache::station(sh, s, key, w, true).outcome {
+            match crate::memcache::door::station(sh, s, key, w, true).outcome {
                 Ok(Outcome::Done) if f.quiet => {}
                 Ok(Outcome::Done) => code(out, "HD"),
                 Ok(Outcome::Mismatch { absent: false }) => code(out, "EX"),
@@ -143,7 +149,7 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
                 cas: f.compare_cas,
                 vivify: f.vivify.map(|t| (f.initial.unwrap_or(0), ttl_of(t))),
             };
-            match crate::memcache::station(sh, s, key, w, true).outcome {
+            match crate::memcache::door::station(sh, s, key, w, true).outcome {
                 // Quiet mode hides a success whole, its value too, but not the creation of
                 // a missing item (as memcached's).
                 Ok(Outcome::Uint(_)) if f.quiet => {}

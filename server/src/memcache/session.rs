@@ -3,7 +3,8 @@
 //! head of the input may be gathered with other connections' GETs).
 
 use crate::core::shared::Shared;
-use crate::memcache::{limits, McGlobal, McScratch, McSession};
+use crate::memcache::state::{McGlobal, McSession};
+use crate::memcache::text::{limits, McScratch};
 use crate::net::session::{withhold, LoopCtx, NewConn, Protocol, Ran, Rests, Session};
 use accelkv_engine::Found;
 use accelkv_proto::memcache::{self as mc, reply as mc_reply};
@@ -53,7 +54,7 @@ impl Session for McSession {
         let sh = cx.sh;
         let ran = SCRATCH.with(|sc| {
             let sc = &mut *sc.borrow_mut();
-            crate::memcache::run(sh, self, input, cx.reads, sc, cx.out, cx.max_out)
+            crate::memcache::text::run(sh, self, input, cx.reads, sc, cx.out, cx.max_out)
         });
         if ran.used > 0 {
             sh.record_latency(start.elapsed());

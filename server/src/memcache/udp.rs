@@ -11,7 +11,8 @@
 //! every command is refused.
 
 use crate::core::shared::Shared;
-use crate::memcache::{McGlobal, McScratch, McSession};
+use crate::memcache::state::{McGlobal, McSession};
+use crate::memcache::text::McScratch;
 use crate::net::session::{Datagrams, Port, PortCtx};
 use accelkv_proto::memcache::udp::{self, UDP_HEADER};
 use mio::net::UdpSocket;
@@ -82,7 +83,7 @@ impl McUdp {
             };
             self.reply.clear();
             let mut s = McSession::for_datagram(self.global.clone(), !sh.needs_auth());
-            crate::memcache::run_datagram(
+            crate::memcache::text::run_datagram(
                 sh,
                 &mut s,
                 payload,

@@ -15,20 +15,19 @@
 //! posts it to the loop's mailbox and wakes the loop. Meanwhile the loop serves everyone else.
 
 use crate::core::reads::{Reads, Who};
-use crate::core::route::Settlement;
 use crate::core::shared::Shared;
 use crate::net::conn::{admit_connection, Conn, Parked};
 use crate::net::gather::{self, Gather};
+use crate::net::mailbox::{Mailbox, Release};
 use crate::net::session::{
     Datagrams, LoopCtx, NewConn, Port, PortCtx, Protocol, ReplyTo, Rests, Resumed,
 };
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::any::Any;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WAKE: Token = Token(0);
@@ -42,58 +41,6 @@ const FIRST_CONN: usize = 128;
 pub struct Sockets {
     pub listeners: Vec<(std::net::TcpListener, Arc<dyn Protocol>)>,
     pub datagrams: Vec<(std::net::UdpSocket, Arc<dyn Datagrams>)>,
-}
-
-/// What other threads post to a loop.
-pub enum Release {
-    /// Connection `id` at `slot`'s parked replies are settled (durable, or the disk error).
-    Conn {
-        slot: usize,
-        id: u64,
-        result: Result<(), String>,
-    },
-    /// What datagram port `port` parked until durable is settled.
-    Port {
-        port: usize,
-        held: Box<dyn Any + Send>,
-        result: Result<(), String>,
-    },
-    /// CLIENT KILL: close connection `id` at `slot`.
-    Kill { slot: usize, id: u64 },
-    /// Cluster mode: what connection `id` at `slot` waited for has settled.
-    Settled {
-        slot: usize,
-        id: u64,
-        settled: Settlement,
-    },
-}
-
-/// How other threads reach a loop: a waker and the settled parked replies.
-pub struct Mailbox {
-    waker: Waker,
-    released: Mutex<Vec<Release>>,
-}
-
-impl crate::core::clients::LoopHandle for Mailbox {
-    fn kill(&self, slot: usize, id: u64) {
-        self.post(Release::Kill { slot, id });
-    }
-}
-
-impl Mailbox {
-    /// Posts a settled reply and wakes the loop.
-    pub fn post(&self, r: Release) {
-        self.released
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(r);
-        let _ = self.waker.wake();
-    }
-
-    /// Wakes the loop (to see the stop flag).
-    pub fn wake(&self) {
-        let _ = self.waker.wake();
-    }
 }
 
 /// An event loop; see the module docs.
@@ -143,10 +90,7 @@ impl Loop {
             ports.push(port);
         }
         assert!(listeners.len() < PORTS - 1 && ports.len() < FIRST_CONN - PORTS);
-        let mailbox = Arc::new(Mailbox {
-            waker: Waker::new(r, WAKE)?,
-            released: Mutex::new(Vec::new()),
-        });
+        let mailbox = Arc::new(Mailbox::new(Waker::new(r, WAKE)?));
         let wake = mailbox.clone();
         let reads = sh.engine().reads(move || wake.wake());
         Ok((
@@ -471,13 +415,7 @@ impl Loop {
     }
 
     fn settle_released(&mut self) {
-        let released = std::mem::take(
-            &mut *self
-                .mailbox
-                .released
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
+        let released = self.mailbox.take();
         for r in released {
             match r {
                 Release::Conn { slot, id, result } => {

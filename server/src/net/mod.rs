@@ -7,4 +7,5 @@
 pub mod conn;
 pub mod event_loop;
 pub mod gather;
+pub mod mailbox;
 pub mod session;

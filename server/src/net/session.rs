@@ -8,7 +8,7 @@
 use crate::core::reads::{Answered, Reads};
 use crate::core::route::Settlement;
 use crate::core::shared::Shared;
-use crate::net::event_loop::{Mailbox, Release};
+use crate::net::mailbox::{Mailbox, Release};
 use accelkv_engine::Found;
 use std::any::Any;
 use std::net::SocketAddr;

@@ -9,7 +9,7 @@ use crate::core::counters::OpClass;
 use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::Op;
-use crate::resp::dispatch::err_store;
+use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use accelkv_proto::operand::{Elem, Overflow, VectorOp};
 use accelkv_proto::resp;

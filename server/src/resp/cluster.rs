@@ -41,7 +41,7 @@ const LOCAL: &[&str] = &[
 
 /// Classifies `args` (a decoded command, name first).
 pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
-    let name = crate::resp::dispatch::upper(args[0]);
+    let name = crate::resp::reply::upper(args[0]);
     let name = std::str::from_utf8(&name).unwrap_or("");
     if LOCAL.contains(&name) {
         return Class::Local;
@@ -84,7 +84,7 @@ pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
     }
     Class::Keyed {
         keys,
-        write: crate::resp::dispatch::is_write(args[0]),
+        write: crate::resp::table::is_write(args[0]),
         upto: None,
     }
 }
@@ -126,13 +126,13 @@ fn absolute(arg: &[u8], unit_ms: i64, now: u64) -> Option<Vec<u8>> {
 /// EXPIRE/PEXPIRE become PEXPIREAT.
 pub fn normalize(args: &[&[u8]], now: u64) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
-    let name = crate::resp::dispatch::upper(args[0]);
+    let name = crate::resp::reply::upper(args[0]);
     match &name[..] {
         b"SET" | b"GETEX" => {
             let start = if &name[..] == b"SET" { 3 } else { 2 };
             let mut i = start;
             while i + 1 < out.len() {
-                let unit = match &crate::resp::dispatch::upper(&out[i])[..] {
+                let unit = match &crate::resp::reply::upper(&out[i])[..] {
                     b"EX" => 1000,
                     b"PX" => 1,
                     _ => {

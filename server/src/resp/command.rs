@@ -1,9 +1,9 @@
 //! `COMMAND [COUNT | LIST | INFO [name ...] | DOCS [name ...]]` from the command table
-//! (resp_table.rs), in Redis 7's reply shapes: what client libraries and tools (redis-cli's
+//! (`table.rs`, handed in), in Redis 7's reply shapes: what client libraries and tools (redis-cli's
 //! hints, cluster-aware clients' key extraction) ask a server about its commands.
 
+use crate::resp::call::Spec;
 use crate::resp::session::Session;
-use crate::resp::table::{find, Spec, TABLE};
 use accelkv_proto::resp::{self, Version};
 
 /// One COMMAND INFO entry: name, arity, flags, first key, last key, step, ACL categories,
@@ -12,8 +12,8 @@ fn info(out: &mut Vec<u8>, s: &Spec, v: Version) {
     resp::array(out, 10);
     resp::bulk(out, Some(s.name.to_lowercase().as_bytes()));
     resp::integer(out, i64::from(s.arity));
-    resp::set(out, s.flags.len(), v);
-    for f in s.flags {
+    resp::set(out, s.flag_names().count(), v);
+    for f in s.flag_names() {
         resp::simple(out, f);
     }
     let (first, last, step) = s.keys;
@@ -40,35 +40,42 @@ fn docs(out: &mut Vec<u8>, s: &Spec, v: Version) {
     }
 }
 
+/// How a command is looked up by name.
+pub type Find = fn(&[u8]) -> Option<&'static Spec>;
+
 /// The table entries `names` ask for (every entry when empty); `None` for an unknown one.
-fn pick<'a>(names: &'a [&'a [u8]]) -> Box<dyn Iterator<Item = Option<&'static Spec>> + 'a> {
+fn pick<'a>(
+    table: &'static [Spec],
+    find: Find,
+    names: &'a [&'a [u8]],
+) -> Box<dyn Iterator<Item = Option<&'static Spec>> + 'a> {
     if names.is_empty() {
-        Box::new(TABLE.iter().map(Some))
+        Box::new(table.iter().map(Some))
     } else {
-        Box::new(names.iter().map(|n| find(n)))
+        Box::new(names.iter().map(move |n| find(n)))
     }
 }
 
-/// COMMAND and its subcommands.
-pub fn command(s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
+/// COMMAND and its subcommands, answered from `table`.
+pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out: &mut Vec<u8>) {
     let sub = c.get(1).map(|a| a.to_ascii_uppercase());
     let v = s.proto;
     match sub.as_deref() {
         None => {
-            resp::array(out, TABLE.len());
-            for spec in TABLE {
+            resp::array(out, table.len());
+            for spec in table {
                 info(out, spec, v);
             }
         }
-        Some(b"COUNT") if c.len() == 2 => resp::integer(out, TABLE.len() as i64),
+        Some(b"COUNT") if c.len() == 2 => resp::integer(out, table.len() as i64),
         Some(b"LIST") if c.len() == 2 => {
-            resp::array(out, TABLE.len());
-            for spec in TABLE {
+            resp::array(out, table.len());
+            for spec in table {
                 resp::bulk(out, Some(spec.name.to_lowercase().as_bytes()));
             }
         }
         Some(b"INFO") => {
-            let found: Vec<_> = pick(&c[2..]).collect();
+            let found: Vec<_> = pick(table, find, &c[2..]).collect();
             resp::array(out, found.len());
             for spec in found {
                 match spec {
@@ -78,7 +85,7 @@ pub fn command(s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
             }
         }
         Some(b"DOCS") => {
-            let found: Vec<_> = pick(&c[2..]).flatten().collect();
+            let found: Vec<_> = pick(table, find, &c[2..]).flatten().collect();
             resp::map(out, found.len(), v);
             for spec in found {
                 docs(out, spec, v);

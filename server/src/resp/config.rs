@@ -11,9 +11,6 @@ use crate::resp::glob;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
-/// Redis's reply to a write refused under `maxmemory`.
-pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
-
 /// A size as Redis's `memtoll` reads it: bytes, or with `k`/`m`/`g` (powers of 1000) or
 /// `kb`/`mb`/`gb` (powers of 1024), any case.
 fn mem_bytes(a: &[u8]) -> Option<usize> {

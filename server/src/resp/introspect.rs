@@ -4,9 +4,9 @@
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
-use crate::resp::dispatch::err_store;
+use crate::resp::reply::err_store;
 use crate::resp::session::Session;
-use accelkv_engine::{ReadRef, Reply};
+use accelkv_engine::Reply;
 use accelkv_proto::resp::{self, Version};
 
 /// `CLIENT INFO`: this connection as CLIENT LIST would describe it.
@@ -169,10 +169,11 @@ pub fn reset_stats(sh: &Shared, out: &mut Vec<u8>) {
 
 fn value(
     sh: &Shared,
+    s: &mut Session,
     reads: &mut Reads,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, accelkv_tree::Error> {
-    match crate::resp::dispatch::read_one(sh, reads, ReadRef::Get(key)) {
+    match crate::resp::door::get_value(sh, s, reads, key) {
         Reply::Value(v) => Ok(v),
         Reply::Error(e) => Err(e),
         Reply::Items(_) => Ok(None),
@@ -182,14 +183,14 @@ fn value(
 /// `MEMORY USAGE key [SAMPLES n]`: the bytes the item takes in the store (its leaf entry and
 /// any out-of-line value); nil for a missing key. `MEMORY STATS`-style subcommands are not
 /// offered.
-pub fn memory(sh: &Shared, s: &Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
+pub fn memory(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
     let sub = c[1].to_ascii_uppercase();
     let samples_ok = c.len() == 3
         || (c.len() == 5
             && c[3].eq_ignore_ascii_case(b"SAMPLES")
             && std::str::from_utf8(c[4]).is_ok_and(|n| n.parse::<u64>().is_ok()));
     match sub.as_slice() {
-        b"USAGE" if samples_ok => match value(sh, reads, c[2]) {
+        b"USAGE" if samples_ok => match value(sh, s, reads, c[2]) {
             Ok(Some(v)) => {
                 resp::integer(out, sh.store().item_footprint(c[2].len(), v.len()) as i64)
             }
@@ -219,7 +220,7 @@ pub fn encoding(v: &[u8]) -> &'static str {
 }
 
 /// `OBJECT ENCODING key` and `OBJECT REFCOUNT key` (1); nil for a missing key.
-pub fn object(sh: &Shared, s: &Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
+pub fn object(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
     let sub = c[1].to_ascii_uppercase();
     if c.len() != 3 || !matches!(sub.as_slice(), b"ENCODING" | b"REFCOUNT") {
         return resp::error(
@@ -227,7 +228,7 @@ pub fn object(sh: &Shared, s: &Session, c: &[&[u8]], reads: &mut Reads, out: &mu
             "ERR unknown subcommand or wrong number of arguments (accelkv offers OBJECT ENCODING and REFCOUNT)",
         );
     }
-    match value(sh, reads, c[2]) {
+    match value(sh, s, reads, c[2]) {
         Ok(Some(v)) if sub.as_slice() == b"ENCODING" => {
             resp::bulk(out, Some(encoding(&v).as_bytes()))
         }

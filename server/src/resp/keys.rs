@@ -4,8 +4,8 @@
 //!
 //! SCAN walks the keys in order. Clients parse the cursor as a number (redis-py, go-redis),
 //! so the server hands out numbers and keeps, for each, the key the next call starts from
-//! ([`Cursors`], shared by every connection as Redis's cursors are, at most
-//! [`MAX_CURSORS`] of them, the oldest forgotten first). Because a cursor is a position in
+//! ([`Cursors`](crate::resp::cursors::Cursors), shared by every connection as Redis's cursors are, at most
+//! `MAX_CURSORS` of them, the oldest forgotten first). Because a cursor is a position in
 //! key order, a scan never repeats a key and never skips one that exists throughout,
 //! whatever is inserted or deleted meanwhile. A forgotten or unknown cursor gets an error
 //! instead of a silent restart.
@@ -13,55 +13,13 @@
 use crate::core::counters::OpClass;
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
-use crate::resp::dispatch::{err_store, read_one};
+use crate::resp::cursors::Cursors;
+use crate::resp::door::read_one;
 use crate::resp::glob;
+use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use accelkv_engine::{ReadRef, Reply};
 use accelkv_proto::resp;
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
-
-/// Cursors kept at once (each holds one key).
-pub const MAX_CURSORS: usize = 16_384;
-
-/// SCAN's cursors: number → the key the next call starts from.
-#[derive(Default)]
-pub struct Cursors {
-    inner: Mutex<CursorMap>,
-}
-
-#[derive(Default)]
-struct CursorMap {
-    next: u64,
-    keys: HashMap<u64, Vec<u8>>,
-    order: VecDeque<u64>,
-}
-
-impl Cursors {
-    /// A new cursor resuming at `key`.
-    fn save(&self, key: Vec<u8>) -> u64 {
-        let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        m.next += 1;
-        let id = m.next;
-        m.keys.insert(id, key);
-        m.order.push_back(id);
-        while m.order.len() > MAX_CURSORS {
-            if let Some(old) = m.order.pop_front() {
-                m.keys.remove(&old);
-            }
-        }
-        id
-    }
-
-    /// Where cursor `id` resumes (0: the start).
-    fn resume(&self, id: u64) -> Option<Vec<u8>> {
-        if id == 0 {
-            return Some(Vec::new());
-        }
-        let m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        m.keys.get(&id).cloned()
-    }
-}
 
 /// The smallest key after `k` in byte order.
 fn successor(k: &[u8]) -> Vec<u8> {
@@ -228,7 +186,7 @@ pub fn keys(sh: &Shared, pattern: &[u8], out: &mut Vec<u8>) {
     loop {
         let page = match sh.store().try_scan(&from, None, 1024) {
             Ok(page) => page,
-            Err(e) => return crate::resp::dispatch::err_store(out, &e),
+            Err(e) => return crate::resp::reply::err_store(out, &e),
         };
         let full = page.len() == 1024;
         if let Some((last, _)) = page.last() {
@@ -263,7 +221,7 @@ pub fn random_key(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
     let first = |from: &[u8]| sh.store().try_scan(from, None, 1);
     let key = match first(&start).and_then(|a| Ok(a.into_iter().chain(first(b"")?).next())) {
         Ok(k) => k.map(|(k, _)| k),
-        Err(e) => return crate::resp::dispatch::err_store(out, &e),
+        Err(e) => return crate::resp::reply::err_store(out, &e),
     };
     resp::bulk_in(out, key.as_deref(), s.proto);
 }

@@ -5,16 +5,24 @@
 //! handlers by family. The connection's state (`session.rs`: authentication, MULTI/WATCH,
 //! the reply protocol) and the server-wide RESP state (SCAN cursors) live here.
 
+pub mod adapter;
 pub mod atomics;
 pub mod batch;
+pub mod call;
 pub mod cluster;
 pub mod command;
 pub mod config;
+pub mod connection;
+pub mod cursors;
 pub mod dispatch;
+pub mod door;
 pub mod expire;
 pub mod glob;
 pub mod introspect;
 pub mod keys;
+pub mod reply;
+pub mod server;
 pub mod session;
+pub mod strings;
 pub mod table;
 pub mod tx;

@@ -3,63 +3,17 @@
 //! command waiting on its range's group.
 
 use crate::core::clients::Registration;
-use crate::core::route::{ClusterSession, Settled, Settlement};
+use crate::core::route::ClusterSession;
 use crate::core::shared::Shared;
-use crate::net::session::{withhold, LoopCtx, NewConn, Protocol, Ran, Rests};
-use crate::resp::batch::{get_reply, Scratch};
-use crate::resp::keys::Cursors;
-use accelkv_engine::Found;
-use accelkv_proto::resp::{self, Version};
-use std::cell::RefCell;
-use std::sync::atomic::Ordering;
+use crate::resp::cursors::Cursors;
+use accelkv_proto::resp::Version;
 use std::sync::Arc;
-use std::time::Instant;
-
-/// GETs taken from one connection per loop turn (net/gather.rs).
-const GATHER_PER_CONN: usize = 64;
-
-thread_local! {
-    /// Each event loop's reusable buffers for RESP batches (a loop is a thread).
-    static SCRATCH: RefCell<Scratch> = RefCell::default();
-    /// Argument offsets while looking for GETs to gather.
-    static SPANS: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
-}
 
 /// The RESP adapter's server-wide state, shared by its connections: SCAN's cursors (Redis's
 /// cursors are valid on any connection).
 #[derive(Default)]
 pub struct RespGlobal {
     pub cursors: Cursors,
-}
-
-/// The RESP listener's adapter.
-pub struct RespProtocol {
-    sh: Arc<Shared>,
-    global: Arc<RespGlobal>,
-}
-
-impl RespProtocol {
-    pub fn new(sh: Arc<Shared>) -> RespProtocol {
-        RespProtocol {
-            sh,
-            global: Arc::default(),
-        }
-    }
-}
-
-impl Protocol for RespProtocol {
-    fn session(&self, c: &NewConn) -> Box<dyn crate::net::session::Session> {
-        let client_id = self.sh.next_client_id();
-        let reg =
-            self.sh
-                .clients()
-                .register(client_id, c.loop_index, c.slot, c.id, c.peer, c.local);
-        Box::new(Session::new(client_id, Some(reg), self.global.clone()))
-    }
-
-    fn refusal(&self) -> &'static [u8] {
-        b"-ERR max number of clients reached\r\n"
-    }
 }
 
 /// Per-connection RESP state.
@@ -80,7 +34,7 @@ pub struct Session {
     /// The reply protocol (`HELLO 3` switches to RESP3).
     pub proto: Version,
     /// MULTI/WATCH state (resp_tx.rs).
-    pub tx: crate::resp::tx::State,
+    pub tx: TxState,
     /// This connection in the server's registry (CLIENT LIST/KILL); `None` in tests.
     pub client: Option<Registration>,
     /// Cluster mode: the command waiting on its range's group (core/route.rs).
@@ -132,143 +86,15 @@ impl Session {
     }
 }
 
-/// Whether `b` starts with a RESP `GET` of one key (`*2\r\n$3\r\nGET\r\n`, any case): a
-/// cheap test before decoding, so other commands cost nothing here.
-fn starts_get(b: &[u8]) -> bool {
-    b.len() >= 13
-        && &b[..8] == b"*2\r\n$3\r\n"
-        && b[8..11].eq_ignore_ascii_case(b"GET")
-        && &b[11..13] == b"\r\n"
-}
-
-impl crate::net::session::Session for Session {
-    fn run(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Ran {
-        let start = Instant::now();
-        let sh = cx.sh;
-        let ran = SCRATCH.with(|sc| {
-            let sc = &mut *sc.borrow_mut();
-            crate::resp::batch::run(sh, self, input, cx.reads, sc, cx.out, cx.max_out)
-        });
-        if ran.used > 0 {
-            sh.record_latency(start.elapsed());
-        }
-        // It may have stopped at a command routed to its range's group (cluster mode).
-        let mut waits = false;
-        if let (Some(f), Some(cl)) = (self.cluster.forward.take(), sh.router()) {
-            waits = true;
-            let send = cx.reply_to.sender();
-            cl.submit(f, Box::new(move |s| send(Settlement::Command(s))));
-        }
-        Ran {
-            used: ran.used,
-            close: ran.bad.is_some() || self.quit,
-            bad: ran.bad.is_some(),
-            rests: Rests::Stream {
-                version: std::mem::take(&mut self.unreleased),
-                wrote: std::mem::take(&mut self.wrote),
-            },
-            waits,
-            awaiting: None,
-        }
-    }
-
-    fn on_input(&mut self, now: Instant) {
-        if let Some(r) = &self.client {
-            r.entry.touch(now);
-        }
-        // Cluster mode: a read barrier covers what was read before it.
-        self.cluster.barrier_ok = false;
-    }
-
-    fn gathers(&self) -> bool {
-        true
-    }
-
-    fn gather(
-        &self,
-        sh: &Shared,
-        input: &[u8],
-        out: usize,
-        room: usize,
-        keys: &mut Vec<(usize, usize)>,
-    ) -> usize {
-        if self.quit || self.unreleased > 0 || !self.may_batch_reads(sh) {
-            return 0;
-        }
-        let (limits, max_out) = (&sh.settings().limits, sh.settings().max_output);
-        // As many as fit under the output limit, judging by this connection's replies so far.
-        let per_reply = match self.reply_hint {
-            0 => limits.max_value,
-            n => n,
-        };
-        let want = ((max_out + 1 - out) / per_reply.max(1)).clamp(1, GATHER_PER_CONN.min(room));
-        SPANS.with(|spans| {
-            let spans = &mut *spans.borrow_mut();
-            let mut at = 0;
-            while keys.len() < want && starts_get(&input[at..]) {
-                spans.clear();
-                match resp::parse_command_spans(&input[at..], limits, spans) {
-                    Ok(Some(used)) if spans.len() == 2 => {
-                        let (x, y) = spans[1];
-                        keys.push((at + x, at + y));
-                        at += used;
-                    }
-                    _ => break, // incomplete or malformed: the normal run deals with it
-                }
-            }
-            at
-        })
-    }
-
-    fn gathered_reply(&self, _key: &[u8], found: Found<'_>, out: &mut Vec<u8>) {
-        get_reply(out, found, self.proto, false);
-    }
-
-    fn gathered(&mut self, sh: &Shared, k: usize, bytes: usize) {
-        self.reply_hint = bytes / k.max(1);
-        sh.metrics()
-            .hot()
-            .resp_commands
-            .fetch_add(k as u64, Ordering::Relaxed);
-    }
-
-    fn settle(
-        &mut self,
-        _sh: &Shared,
-        mark: Option<usize>,
-        result: Result<(), String>,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        withhold(mark, result, out, "-ERR")
-    }
-
-    fn deliver(&mut self, s: Settlement) {
-        if let Settlement::Command(settled) = s {
-            match settled {
-                Settled::Reply(r) => self.cluster.answer = Some(r),
-                Settled::Granted => self.cluster.barrier_ok = true,
-                // Routed again from the start when the loop serves it.
-                Settled::Again => {}
-            }
-        }
-    }
-
-    fn too_large(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"-ERR Protocol error: command too large\r\n");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::starts_get;
-
-    #[test]
-    fn recognises_only_a_get_of_one_key() {
-        assert!(starts_get(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"));
-        assert!(starts_get(b"*2\r\n$3\r\nget\r\n$1\r\n"));
-        assert!(!starts_get(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"));
-        assert!(!starts_get(b"*3\r\n$3\r\nGET\r\n"));
-        assert!(!starts_get(b"GET k\r\n"));
-        assert!(!starts_get(b"*2\r\n$3\r\nGE"));
-    }
+/// A connection's transaction state (MULTI/WATCH, `tx.rs`).
+#[derive(Default)]
+pub struct TxState {
+    /// Commands queued since MULTI (`None`: not in a transaction).
+    pub queued: Option<Vec<Vec<Vec<u8>>>>,
+    /// A queued command was refused: EXEC aborts.
+    pub dirty: bool,
+    /// Watched keys and their versions when watched.
+    pub watched: Vec<(Vec<u8>, u64)>,
+    /// The transaction running (only during EXEC, or an atomic multi-key command).
+    pub running: Option<Box<crate::core::station_tx::Tx>>,
 }

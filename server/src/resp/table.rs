@@ -1,47 +1,37 @@
-//! The RESP command table: every command this server answers, with Redis's arity (a
-//! positive number: exactly that many arguments, the name included; negative: at least
-//! that many), flags, key positions and a one-line summary. It answers COMMAND COUNT, INFO,
-//! DOCS and LIST, and checks commands queued inside MULTI (an unknown command or a wrong
-//! argument count aborts the transaction, as in Redis).
+//! The RESP command table: every command this server answers, with Redis's arity, flags,
+//! key positions, a one-line summary and its handler. The one source of truth for RESP
+//! commands: the dispatcher (`dispatch.rs`) looks a command up here once and checks its
+//! arity and flags before the handler runs; COMMAND COUNT, INFO, DOCS and LIST answer from
+//! it; MULTI checks queued commands against it; cluster mode routes by its key positions
+//! and whether it writes.
 
-/// One command.
-#[derive(Debug)]
-pub struct Spec {
-    /// The name, upper case.
-    pub name: &'static str,
-    /// Redis's arity.
-    pub arity: i32,
-    /// Flags as COMMAND INFO names them (`write`, `readonly`, `denyoom`, `fast`, ...), plus
-    /// `no_multi` for the commands accelkv does not run inside a transaction.
-    pub flags: &'static [&'static str],
-    /// First key argument (0: none), last (-1: the last argument), step between keys.
-    pub keys: (i32, i32, i32),
-    /// Command group (COMMAND DOCS).
-    pub group: &'static str,
-    /// What it does (COMMAND DOCS).
-    pub summary: &'static str,
-}
+use crate::resp::call::flag::*;
+use crate::resp::call::{Call, Handler, Spec};
+use crate::resp::reply::wrong_args;
+use crate::resp::{atomics, command, connection, expire, introspect, keys, server, strings, tx};
+use accelkv_proto::resp;
+use std::sync::OnceLock;
 
-const W: &[&str] = &["write", "denyoom"];
-const WF: &[&str] = &["write", "denyoom", "fast"];
-const DEL: &[&str] = &["write"];
-const R: &[&str] = &["readonly"];
-const RF: &[&str] = &["readonly", "fast"];
-const FAST: &[&str] = &["fast"];
-const CONN: &[&str] = &["noscript", "loading", "stale", "fast"];
-const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
-const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
+const W: u32 = WRITE | DENYOOM;
+const WF: u32 = WRITE | DENYOOM | FAST;
+const DEL: u32 = WRITE;
+const R: u32 = READONLY;
+const RF: u32 = READONLY | FAST;
+const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
+const ADMIN_: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 /// Reads that do not go through a transaction's own view (they walk the keyspace or read
 /// through the engine): refused inside MULTI.
-const SCANS: &[&str] = &["readonly", "no_multi"];
+const SCANS: u32 = READONLY | NO_MULTI;
 
 const fn spec(
     name: &'static str,
     arity: i32,
-    flags: &'static [&'static str],
+    flags: u32,
     keys: (i32, i32, i32),
     group: &'static str,
     summary: &'static str,
+    run: Handler,
 ) -> Spec {
     Spec {
         name,
@@ -50,6 +40,7 @@ const fn spec(
         keys,
         group,
         summary,
+        run,
     }
 }
 
@@ -57,31 +48,67 @@ const NONE: (i32, i32, i32) = (0, 0, 0);
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
 
+/// MSET and MSETNX: key-value pairs (an even count is a wrong number of arguments).
+fn pairs(
+    x: &mut Call<'_, '_>,
+    run: fn(
+        &crate::core::shared::Shared,
+        &mut crate::resp::session::Session,
+        &[&[u8]],
+        &mut Vec<u8>,
+    ),
+) {
+    if x.args.len().is_multiple_of(2) {
+        return wrong_args(x.out, x.args[0]);
+    }
+    run(x.sh, x.s, x.args, x.out)
+}
+
+/// A command with at most `max` arguments (its arity gives the least).
+fn at_most(
+    x: &mut Call<'_, '_>,
+    max: usize,
+    run: fn(
+        &crate::core::shared::Shared,
+        &mut crate::resp::session::Session,
+        &[&[u8]],
+        &mut Vec<u8>,
+    ),
+) {
+    if x.args.len() > max {
+        return wrong_args(x.out, x.args[0]);
+    }
+    run(x.sh, x.s, x.args, x.out)
+}
+
 /// Every command, in the order docs/PROTOCOL.md lists them.
 pub static TABLE: &[Spec] = &[
     spec(
         "AUTH",
         -2,
-        CONN,
+        CONN | NO_AUTH,
         NONE,
         "connection",
         "Authenticates the connection.",
+        connection::auth,
     ),
     spec(
         "HELLO",
         -1,
-        CONN,
+        CONN | NO_AUTH,
         NONE,
         "connection",
         "Handshakes: protocol version, authentication, name.",
+        connection::hello,
     ),
     spec(
         "QUIT",
         -1,
-        CONN,
+        CONN | NO_AUTH,
         NONE,
         "connection",
         "Closes the connection.",
+        connection::quit,
     ),
     spec(
         "RESET",
@@ -90,6 +117,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "connection",
         "Resets the connection's state.",
+        connection::reset,
     ),
     spec(
         "PING",
@@ -98,8 +126,17 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "connection",
         "Answers PONG, or the argument.",
+        connection::ping,
     ),
-    spec("ECHO", 2, FAST, NONE, "connection", "Answers the argument."),
+    spec(
+        "ECHO",
+        2,
+        FAST,
+        NONE,
+        "connection",
+        "Answers the argument.",
+        connection::echo,
+    ),
     spec(
         "SELECT",
         2,
@@ -107,6 +144,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "connection",
         "Selects database 0 (the only one).",
+        connection::select,
     ),
     spec(
         "READONLY",
@@ -115,6 +153,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "cluster",
         "Accepted for cluster-aware clients.",
+        connection::accept,
     ),
     spec(
         "READWRITE",
@@ -123,6 +162,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "cluster",
         "Accepted for cluster-aware clients.",
+        connection::accept,
     ),
     spec(
         "CLIENT",
@@ -131,33 +171,71 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "connection",
         "SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, NO-EVICT, TRACKING off.",
+        connection::client,
     ),
     spec(
         "COMMAND",
         -1,
-        ADMIN,
+        ADMIN_,
         NONE,
         "server",
         "COUNT, INFO, DOCS, LIST of this table.",
+        |x| command::command(x.s, x.args, TABLE, find, x.out),
     ),
     spec(
         "CONFIG",
         -2,
-        ADMIN,
+        ADMIN_,
         NONE,
         "server",
         "GET and SET of run-time settings.",
+        server::config,
     ),
     spec(
         "INFO",
         -1,
-        ADMIN,
+        ADMIN_,
         NONE,
         "server",
         "Server information and statistics.",
+        server::info,
     ),
-    spec("DBSIZE", 1, RF, NONE, "server", "Number of keys."),
-    spec("TIME", 1, FAST, NONE, "server", "The server's clock."),
+    spec(
+        "MEMORY",
+        -2,
+        R,
+        (2, 2, 1),
+        "server",
+        "MEMORY USAGE: the bytes a key's item takes.",
+        |x| introspect::memory(x.sh, x.s, x.args, x.reads, x.out),
+    ),
+    spec(
+        "OBJECT",
+        -2,
+        R,
+        (2, 2, 1),
+        "generic",
+        "OBJECT ENCODING and REFCOUNT of a key.",
+        |x| introspect::object(x.sh, x.s, x.args, x.reads, x.out),
+    ),
+    spec(
+        "DBSIZE",
+        1,
+        RF,
+        NONE,
+        "server",
+        "Number of keys.",
+        server::dbsize,
+    ),
+    spec(
+        "TIME",
+        1,
+        FAST,
+        NONE,
+        "server",
+        "The server's clock.",
+        server::time,
+    ),
     spec(
         "CLUSTER",
         -2,
@@ -165,6 +243,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "cluster",
         "Cluster mode: the range map (RANGES), its state (INFO), this node's id (MYID).",
+        server::cluster,
     ),
     spec(
         "WAIT",
@@ -173,22 +252,25 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "generic",
         "Answers 0: there are no replicas.",
+        server::wait,
     ),
     spec(
         "FLUSHALL",
         -1,
-        &["write", "no_multi"],
+        WRITE | NO_MULTI,
         NONE,
         "server",
         "Removes every key.",
+        server::flushall,
     ),
     spec(
         "FLUSHDB",
         -1,
-        &["write", "no_multi"],
+        WRITE | NO_MULTI,
         NONE,
         "server",
         "Removes every key.",
+        server::flushall,
     ),
     spec(
         "MULTI",
@@ -197,6 +279,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "transactions",
         "Starts a transaction.",
+        |x| tx::multi(x.s, x.out),
     ),
     spec(
         "EXEC",
@@ -205,6 +288,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "transactions",
         "Runs the queued commands atomically.",
+        |x| resp::error(x.out, "ERR EXEC without MULTI"),
     ),
     spec(
         "DISCARD",
@@ -213,6 +297,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "transactions",
         "Drops the queued commands.",
+        |x| resp::error(x.out, "ERR DISCARD without MULTI"),
     ),
     spec(
         "WATCH",
@@ -221,6 +306,7 @@ pub static TABLE: &[Spec] = &[
         ALL,
         "transactions",
         "EXEC fails if one of these keys changes first.",
+        |x| tx::watch(x.sh, x.s, &x.args[1..], x.out),
     ),
     spec(
         "UNWATCH",
@@ -229,9 +315,26 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "transactions",
         "Forgets the watched keys.",
+        tx::unwatch,
     ),
-    spec("GET", 2, RF, ONE, "string", "The value of a key."),
-    spec("MGET", -2, RF, ALL, "string", "The values of keys."),
+    spec(
+        "GET",
+        2,
+        RF,
+        ONE,
+        "string",
+        "The value of a key.",
+        strings::get,
+    ),
+    spec(
+        "MGET",
+        -2,
+        RF,
+        ALL,
+        "string",
+        "The values of keys.",
+        strings::mget,
+    ),
     spec(
         "SET",
         -3,
@@ -239,6 +342,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Sets a value (NX, XX, GET; EX, PX, EXAT, PXAT, KEEPTTL).",
+        |x| expire::set(x.sh, x.s, x.args, x.out),
     ),
     spec(
         "SETEX",
@@ -247,6 +351,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Sets a value that expires after seconds.",
+        |x| expire::setex(x.sh, x.s, x.args, false, x.out),
     ),
     spec(
         "PSETEX",
@@ -255,14 +360,16 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Sets a value that expires after milliseconds.",
+        |x| expire::setex(x.sh, x.s, x.args, true, x.out),
     ),
     spec(
         "GETEX",
         -2,
-        &["write", "fast"],
+        WRITE | FAST,
         ONE,
         "string",
         "The value of a key; changes its expiry (EX, PX, EXAT, PXAT, PERSIST).",
+        |x| expire::getex(x.sh, x.s, x.args, x.out),
     ),
     spec(
         "SETNX",
@@ -271,6 +378,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Sets a value if the key is absent.",
+        strings::setnx,
     ),
     spec(
         "GETSET",
@@ -279,6 +387,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Sets a value, answering the old one.",
+        strings::getset,
     ),
     spec(
         "MSET",
@@ -287,6 +396,7 @@ pub static TABLE: &[Spec] = &[
         (1, -1, 2),
         "string",
         "Sets several values atomically.",
+        |x| pairs(x, tx::mset),
     ),
     spec(
         "MSETNX",
@@ -295,47 +405,61 @@ pub static TABLE: &[Spec] = &[
         (1, -1, 2),
         "string",
         "Sets several values if all keys are absent.",
+        |x| pairs(x, tx::msetnx),
     ),
-    spec("DEL", -2, DEL, ALL, "generic", "Removes keys."),
+    spec(
+        "DEL",
+        -2,
+        DEL,
+        ALL,
+        "generic",
+        "Removes keys.",
+        strings::del,
+    ),
     spec(
         "EXPIRE",
         -3,
-        &["write", "fast"],
+        WRITE | FAST,
         ONE,
         "generic",
         "Sets a key's expiry in seconds (NX, XX, GT, LT).",
+        |x| expire::expire(x.sh, x.s, x.args, b"EXPIRE", x.out),
     ),
     spec(
         "PEXPIRE",
         -3,
-        &["write", "fast"],
+        WRITE | FAST,
         ONE,
         "generic",
         "Sets a key's expiry in milliseconds (NX, XX, GT, LT).",
+        |x| expire::expire(x.sh, x.s, x.args, b"PEXPIRE", x.out),
     ),
     spec(
         "EXPIREAT",
         -3,
-        &["write", "fast"],
+        WRITE | FAST,
         ONE,
         "generic",
         "Sets a key's expiry to a Unix time in seconds (NX, XX, GT, LT).",
+        |x| expire::expire(x.sh, x.s, x.args, b"EXPIREAT", x.out),
     ),
     spec(
         "PEXPIREAT",
         -3,
-        &["write", "fast"],
+        WRITE | FAST,
         ONE,
         "generic",
         "Sets a key's expiry to a Unix time in milliseconds (NX, XX, GT, LT).",
+        |x| expire::expire(x.sh, x.s, x.args, b"PEXPIREAT", x.out),
     ),
     spec(
         "PERSIST",
         2,
-        &["write", "fast"],
+        WRITE | FAST,
         ONE,
         "generic",
         "Removes a key's expiry.",
+        |x| expire::persist(x.sh, x.s, x.args[1], x.out),
     ),
     spec(
         "TTL",
@@ -344,6 +468,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "generic",
         "Seconds until a key expires (-1: never, -2: absent).",
+        |x| expire::ttl(x.sh, x.s, x.args[1], b"TTL", x.out),
     ),
     spec(
         "PTTL",
@@ -352,6 +477,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "generic",
         "Milliseconds until a key expires (-1: never, -2: absent).",
+        |x| expire::ttl(x.sh, x.s, x.args[1], b"PTTL", x.out),
     ),
     spec(
         "EXPIRETIME",
@@ -360,6 +486,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "generic",
         "The Unix time in seconds a key expires at (-1: never, -2: absent).",
+        |x| expire::ttl(x.sh, x.s, x.args[1], b"EXPIRETIME", x.out),
     ),
     spec(
         "PEXPIRETIME",
@@ -368,24 +495,35 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "generic",
         "The Unix time in milliseconds a key expires at (-1: never, -2: absent).",
+        |x| expire::ttl(x.sh, x.s, x.args[1], b"PEXPIRETIME", x.out),
     ),
     spec(
         "UNLINK",
         -2,
-        &["write", "fast"],
+        WRITE | FAST,
         ALL,
         "generic",
         "Removes keys.",
+        strings::del,
     ),
     spec(
         "GETDEL",
         2,
-        &["write", "fast"],
+        WRITE | FAST,
         ONE,
         "string",
         "Removes a key, answering its value.",
+        strings::getdel,
     ),
-    spec("APPEND", 3, WF, ONE, "string", "Appends to a value."),
+    spec(
+        "APPEND",
+        3,
+        WF,
+        ONE,
+        "string",
+        "Appends to a value.",
+        strings::append,
+    ),
     spec(
         "SETRANGE",
         4,
@@ -393,8 +531,17 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Overwrites part of a value.",
+        strings::setrange,
     ),
-    spec("GETRANGE", 4, R, ONE, "string", "Part of a value."),
+    spec(
+        "GETRANGE",
+        4,
+        R,
+        ONE,
+        "string",
+        "Part of a value.",
+        strings::getrange,
+    ),
     spec(
         "SUBSTR",
         4,
@@ -402,8 +549,17 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Part of a value (old name of GETRANGE).",
+        strings::getrange,
     ),
-    spec("INCR", 2, WF, ONE, "string", "Adds 1 to an integer value."),
+    spec(
+        "INCR",
+        2,
+        WF,
+        ONE,
+        "string",
+        "Adds 1 to an integer value.",
+        strings::incr,
+    ),
     spec(
         "DECR",
         2,
@@ -411,8 +567,17 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Subtracts 1 from an integer value.",
+        strings::decr,
     ),
-    spec("INCRBY", 3, WF, ONE, "string", "Adds to an integer value."),
+    spec(
+        "INCRBY",
+        3,
+        WF,
+        ONE,
+        "string",
+        "Adds to an integer value.",
+        strings::incrby,
+    ),
     spec(
         "DECRBY",
         3,
@@ -420,6 +585,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Subtracts from an integer value.",
+        strings::decrby,
     ),
     spec(
         "INCRBYFLOAT",
@@ -428,8 +594,17 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "string",
         "Adds to a floating-point value.",
+        strings::incrbyfloat,
     ),
-    spec("STRLEN", 2, RF, ONE, "string", "Length of a value."),
+    spec(
+        "STRLEN",
+        2,
+        RF,
+        ONE,
+        "string",
+        "Length of a value.",
+        strings::strlen,
+    ),
     spec(
         "EXISTS",
         -2,
@@ -437,6 +612,7 @@ pub static TABLE: &[Spec] = &[
         ALL,
         "generic",
         "How many of the keys exist.",
+        strings::exists,
     ),
     spec(
         "TYPE",
@@ -445,22 +621,25 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "generic",
         "The type of a key's value (string or none).",
+        strings::type_of,
     ),
     spec(
         "RENAME",
         3,
-        &["write"],
+        WRITE,
         (1, 2, 1),
         "generic",
         "Renames a key atomically.",
+        |x| tx::rename(x.sh, x.s, x.args, false, x.out),
     ),
     spec(
         "RENAMENX",
         3,
-        &["write", "fast"],
+        WRITE | FAST,
         (1, 2, 1),
         "generic",
         "Renames a key if the new name is free.",
+        |x| tx::rename(x.sh, x.s, x.args, true, x.out),
     ),
     spec(
         "SCAN",
@@ -469,6 +648,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "generic",
         "Walks the keys in order from a cursor.",
+        |x| keys::scan(x.sh, &x.s.global.cursors, x.args, x.reads, x.out),
     ),
     spec(
         "KEYS",
@@ -477,8 +657,17 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "generic",
         "Keys matching a pattern.",
+        |x| keys::keys(x.sh, x.args[1], x.out),
     ),
-    spec("RANDOMKEY", 1, SCANS, NONE, "generic", "A random key."),
+    spec(
+        "RANDOMKEY",
+        1,
+        SCANS,
+        NONE,
+        "generic",
+        "A random key.",
+        |x| keys::random_key(x.sh, x.s, x.out),
+    ),
     spec(
         "RANGE",
         -3,
@@ -486,6 +675,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "accelkv",
         "Items with keys in [from, to), in order.",
+        |x| keys::range(x.sh, x.args, false, x.reads, x.out),
     ),
     spec(
         "FLOOR",
@@ -494,8 +684,17 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "accelkv",
         "Items from the largest key <= from, in order.",
+        |x| keys::range(x.sh, x.args, true, x.reads, x.out),
     ),
-    spec("CAS", 4, WF, ONE, "accelkv", "Compare-and-swap of a value."),
+    spec(
+        "CAS",
+        4,
+        WF,
+        ONE,
+        "accelkv",
+        "Compare-and-swap of a value.",
+        |x| atomics::cas(x.sh, x.s, x.args, x.out),
+    ),
     spec(
         "FETCHADD",
         -3,
@@ -503,6 +702,7 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "accelkv",
         "Fetch-and-add of an integer element.",
+        |x| at_most(x, 5, atomics::fetch_add),
     ),
     spec(
         "VECTOR",
@@ -511,32 +711,58 @@ pub static TABLE: &[Spec] = &[
         ONE,
         "accelkv",
         "A KV-Direct vector operation on a value.",
+        |x| at_most(x, 7, atomics::vector),
     ),
 ];
 
-/// The command named `name` (any case).
-pub fn find(name: &[u8]) -> Option<&'static Spec> {
-    TABLE
-        .iter()
-        .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+/// Slots of the name index: a power of two, at least four times the table.
+const SLOTS: usize = 512;
+
+/// FNV-1a of a name, upper-cased on the way (so any case finds it).
+fn hash_upper(name: &[u8]) -> usize {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in name {
+        h = (h ^ u32::from(b.to_ascii_uppercase())).wrapping_mul(0x0100_0193);
+    }
+    h as usize
 }
 
-impl Spec {
-    /// Whether `argc` arguments (the name included) fit the arity.
-    pub fn arity_ok(&self, argc: usize) -> bool {
-        let argc = argc as i64;
-        let a = i64::from(self.arity);
-        if a >= 0 {
-            argc == a
-        } else {
-            argc >= -a
+/// The table's index by name: open addressing over [`SLOTS`] slots, each the entry's
+/// position plus one (0: empty). Built once.
+fn index() -> &'static [u16; SLOTS] {
+    static INDEX: OnceLock<[u16; SLOTS]> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut slots = [0u16; SLOTS];
+        for (i, s) in TABLE.iter().enumerate() {
+            let mut at = hash_upper(s.name.as_bytes()) % SLOTS;
+            while slots[at] != 0 {
+                at = (at + 1) % SLOTS;
+            }
+            slots[at] = i as u16 + 1;
         }
-    }
+        slots
+    })
+}
 
-    /// Whether the command has `flag`.
-    pub fn has(&self, flag: &str) -> bool {
-        self.flags.contains(&flag)
+/// The command named `name` (any case): one hash and, almost always, one comparison.
+pub fn find(name: &[u8]) -> Option<&'static Spec> {
+    if name.len() > 16 {
+        return None; // longer than any command's name
     }
+    let slots = index();
+    let mut at = hash_upper(name) % SLOTS;
+    loop {
+        let s = &TABLE[usize::from(slots[at]).checked_sub(1)?];
+        if s.name.as_bytes().eq_ignore_ascii_case(name) {
+            return Some(s);
+        }
+        at = (at + 1) % SLOTS;
+    }
+}
+
+/// Whether the command named `name` writes (its table entry has the `write` flag).
+pub fn is_write(name: &[u8]) -> bool {
+    find(name).is_some_and(|s| s.has(WRITE))
 }
 
 #[cfg(test)]
@@ -554,6 +780,10 @@ mod tests {
             ));
         }
         assert!(find(b"NOPE").is_none());
+        assert!(find(b"").is_none());
+        assert!(find(b"ACCELKV.SPLIT.TOO.LONG.NAME").is_none());
+        assert!(TABLE.len() * 4 <= SLOTS);
+        assert!(TABLE.iter().all(|s| s.name.len() <= 16));
     }
 
     #[test]
@@ -562,5 +792,28 @@ mod tests {
         assert!(get.arity_ok(2) && !get.arity_ok(1) && !get.arity_ok(3));
         let mget = find(b"MGET").unwrap();
         assert!(mget.arity_ok(2) && mget.arity_ok(9) && !mget.arity_ok(1));
+    }
+
+    #[test]
+    fn flags_say_what_writes_and_what_may_run_past_maxmemory() {
+        for w in [
+            "SET", "MSET", "APPEND", "INCR", "RENAME", "GETEX", "DEL", "EXPIRE",
+        ] {
+            assert!(is_write(w.as_bytes()), "{w}");
+        }
+        for r in ["GET", "MGET", "SCAN", "PING", "MEMORY", "OBJECT"] {
+            assert!(!is_write(r.as_bytes()), "{r}");
+        }
+        // As in Redis: commands that only remove or rename may run past maxmemory.
+        for free in [
+            "DEL", "UNLINK", "GETDEL", "FLUSHALL", "EXPIRE", "PERSIST", "RENAME", "RENAMENX",
+            "GETEX",
+        ] {
+            assert!(!find(free.as_bytes()).unwrap().has(DENYOOM), "{free}");
+        }
+        for add in ["SET", "SETNX", "MSET", "APPEND", "INCR", "SETRANGE"] {
+            assert!(find(add.as_bytes()).unwrap().has(DENYOOM), "{add}");
+        }
+        assert!(find(b"auth").unwrap().has(NO_AUTH) && !find(b"get").unwrap().has(NO_AUTH));
     }
 }

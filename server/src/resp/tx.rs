@@ -18,76 +18,71 @@ use crate::core::ops::{Outcome, Write};
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
-use crate::core::station_tx::Tx;
-use crate::resp::dispatch::{command, err_store};
+use crate::resp::call::flag::NO_MULTI;
+use crate::resp::call::{Call, Spec};
+use crate::resp::reply::{err_store, unknown_command};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 use std::borrow::Cow;
-
-/// A connection's transaction state.
-#[derive(Default)]
-pub struct State {
-    /// Commands queued since MULTI (`None`: not in a transaction).
-    pub queued: Option<Vec<Vec<Vec<u8>>>>,
-    /// A queued command was refused: EXEC aborts.
-    pub dirty: bool,
-    /// Watched keys and their versions when watched.
-    pub watched: Vec<(Vec<u8>, u64)>,
-    /// The transaction running (only during EXEC, or an atomic multi-key command).
-    pub running: Option<Box<Tx>>,
-}
 
 /// Most commands one transaction may queue (the station owns a slot per key; the tree's
 /// atomic batch holds at most `accelkv_tree::MAX_BATCH` writes).
 pub const MAX_QUEUED: usize = 16_384;
 
-/// Handles `name` if the connection is inside MULTI: queues it, or runs EXEC, DISCARD and
-/// the commands Redis runs at once there. `false`: not in a transaction, run it normally.
+/// Runs one command (the dispatcher's entry, handed in so EXEC can run what it queued).
+pub type Runner = fn(&Shared, &mut Session, &[&[u8]], &mut Reads, &mut Vec<u8>);
+
+/// Handles a command sent inside MULTI (`spec`: its table entry, `None` when unknown):
+/// queues it, or runs EXEC, DISCARD and the commands Redis
+/// runs at once there. `false`: run it normally (RESET).
 pub fn intercept(
     sh: &Shared,
     s: &mut Session,
-    name: &[u8],
+    spec: Option<&Spec>,
     c: &[&[u8]],
     reads: &mut Reads,
     out: &mut Vec<u8>,
+    run: Runner,
 ) -> bool {
     let Some(queued) = s.tx.queued.as_mut() else {
         return false;
     };
-    match name {
-        b"EXEC" => exec(sh, s, reads, out),
-        b"DISCARD" => {
-            s.tx = State::default();
-            resp::simple(out, "OK");
+    let refusal = match spec.map(|spec| (spec, spec.name)) {
+        Some((_, "EXEC")) => {
+            exec(sh, s, reads, out, run);
+            return true;
         }
-        b"MULTI" => resp::error(out, "ERR MULTI calls can not be nested"),
-        b"WATCH" => resp::error(out, "ERR WATCH inside MULTI is not allowed"),
-        b"RESET" => return false,
-        _ => {
-            let refusal = match crate::resp::table::find(name) {
-                None => Some(crate::resp::dispatch::unknown_command(c)),
-                Some(spec) if !spec.arity_ok(c.len()) => Some(format!(
-                    "ERR wrong number of arguments for '{}' command",
-                    spec.name.to_lowercase()
-                )),
-                Some(spec) if spec.has("no_multi") => {
-                    Some("ERR Command not allowed inside a transaction".to_string())
-                }
-                Some(_) if queued.len() >= MAX_QUEUED => Some(format!(
-                    "ERR a transaction holds at most {MAX_QUEUED} commands"
-                )),
-                Some(_) => None,
-            };
-            match refusal {
-                Some(e) => {
-                    s.tx.dirty = true;
-                    resp::error(out, &e);
-                }
-                None => {
-                    queued.push(c.iter().map(|a| a.to_vec()).collect());
-                    resp::simple(out, "QUEUED");
-                }
-            }
+        Some((_, "DISCARD")) => {
+            s.tx = Default::default();
+            resp::simple(out, "OK");
+            return true;
+        }
+        Some((_, "MULTI")) => Some("ERR MULTI calls can not be nested".to_string()),
+        Some((_, "WATCH")) => Some("ERR WATCH inside MULTI is not allowed".to_string()),
+        Some((_, "RESET")) => return false,
+        None => Some(unknown_command(c)),
+        Some((spec, _)) if !spec.arity_ok(c.len()) => Some(format!(
+            "ERR wrong number of arguments for '{}' command",
+            spec.name.to_lowercase()
+        )),
+        Some((spec, _)) if spec.has(NO_MULTI) => {
+            Some("ERR Command not allowed inside a transaction".to_string())
+        }
+        Some(_) if queued.len() >= MAX_QUEUED => Some(format!(
+            "ERR a transaction holds at most {MAX_QUEUED} commands"
+        )),
+        Some(_) => None,
+    };
+    match refusal {
+        // Refusing MULTI and WATCH does not abort the transaction (as Redis).
+        Some(e) if matches!(spec.map(|s| s.name), Some("MULTI" | "WATCH")) => resp::error(out, &e),
+        Some(e) => {
+            s.tx.dirty = true;
+            resp::error(out, &e);
+        }
+        None => {
+            queued.push(c.iter().map(|a| a.to_vec()).collect());
+            resp::simple(out, "QUEUED");
         }
     }
     true
@@ -98,6 +93,12 @@ pub fn multi(s: &mut Session, out: &mut Vec<u8>) {
     s.tx.queued = Some(Vec::new());
     s.tx.dirty = false;
     resp::simple(out, "OK");
+}
+
+/// UNWATCH outside a transaction: forgets the watched keys.
+pub fn unwatch(x: &mut Call<'_, '_>) {
+    x.s.tx.watched.clear();
+    resp::simple(x.out, "OK")
 }
 
 /// WATCH outside a transaction: remembers each key's version.
@@ -112,7 +113,7 @@ pub fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
 }
 
 /// EXEC: runs the queued commands as one transaction.
-fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>) {
+fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>, run: Runner) {
     let st = std::mem::take(&mut s.tx);
     let queued = st.queued.unwrap_or_default();
     if st.dirty {
@@ -136,7 +137,7 @@ fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>) {
         let c: smallvec::SmallVec<[&[u8]; 8]> = args.iter().map(Vec::as_slice).collect();
         let from = s.tx.running.as_ref().map_or(0, |t| t.ops());
         let mut reply = Vec::new();
-        command(sh, s, &c, reads, &mut reply);
+        run(sh, s, &c, reads, &mut reply);
         let to = s.tx.running.as_ref().map_or(0, |t| t.ops());
         replies.push((reply, from..to));
     }

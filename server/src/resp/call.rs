@@ -1,0 +1,132 @@
+//! One RESP command being run, as its handler sees it ([`Call`]), and what the command table
+//! says about a command ([`Spec`]): name, arity, flags, key positions, summary and handler.
+//! The dispatcher (`dispatch.rs`) checks a command against its `Spec` once, then calls the
+//! handler; nothing after that checks arity or flags again.
+
+use crate::core::reads::Reads;
+use crate::core::shared::Shared;
+use crate::resp::session::Session;
+
+/// What a handler gets: the server, the connection, the command (name first), the loop's
+/// read door and the connection's output.
+pub struct Call<'c, 'a> {
+    pub sh: &'c Shared,
+    pub s: &'c mut Session,
+    pub args: &'c [&'a [u8]],
+    pub reads: &'c mut Reads,
+    pub out: &'c mut Vec<u8>,
+}
+
+/// A command's handler.
+pub type Handler = fn(&mut Call<'_, '_>);
+
+/// Command flags, as Redis's command table has them (COMMAND INFO names them).
+pub mod flag {
+    /// It changes the store: refused while the disk is failing; its reply waits for
+    /// durability where the sync policy asks; commands after it wait until it is visible.
+    pub const WRITE: u32 = 1;
+    /// It only reads the store.
+    pub const READONLY: u32 = 1 << 1;
+    /// It may add memory: refused past `maxmemory`.
+    pub const DENYOOM: u32 = 1 << 2;
+    /// An administrative command.
+    pub const ADMIN: u32 = 1 << 3;
+    /// Not run from a script.
+    pub const NOSCRIPT: u32 = 1 << 4;
+    /// Allowed while the store loads.
+    pub const LOADING: u32 = 1 << 5;
+    /// Allowed on a stale replica.
+    pub const STALE: u32 = 1 << 6;
+    /// O(1) or O(log n).
+    pub const FAST: u32 = 1 << 7;
+    /// Allowed while a script runs too long.
+    pub const ALLOW_BUSY: u32 = 1 << 8;
+    /// Allowed before AUTH (and run at once inside MULTI).
+    pub const NO_AUTH: u32 = 1 << 9;
+    /// Not run inside a transaction (accelkv: it walks the keyspace or reads through the
+    /// engine, not through the transaction's own view): queueing it aborts the
+    /// transaction.
+    pub const NO_MULTI: u32 = 1 << 10;
+
+    /// Each flag with its COMMAND INFO name, in the order COMMAND INFO lists them.
+    pub const NAMES: [(u32, &str); 11] = [
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (NOSCRIPT, "noscript"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (FAST, "fast"),
+        (ALLOW_BUSY, "allow_busy"),
+        (NO_AUTH, "no_auth"),
+        (NO_MULTI, "no_multi"),
+    ];
+}
+
+/// One command of the table.
+pub struct Spec {
+    /// The name, upper case.
+    pub name: &'static str,
+    /// Redis's arity: a positive number, exactly that many arguments (the name included);
+    /// negative, at least that many.
+    pub arity: i32,
+    /// [`flag`]s.
+    pub flags: u32,
+    /// First key argument (0: none), last (-1: the last argument), step between keys.
+    pub keys: (i32, i32, i32),
+    /// Command group (COMMAND DOCS).
+    pub group: &'static str,
+    /// What it does (COMMAND DOCS).
+    pub summary: &'static str,
+    /// What runs it.
+    pub run: Handler,
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spec")
+            .field("name", &self.name)
+            .field("arity", &self.arity)
+            .field("flags", &self.flag_names().collect::<Vec<_>>())
+            .field("keys", &self.keys)
+            .finish()
+    }
+}
+
+impl Spec {
+    /// Whether `argc` arguments (the name included) fit the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let a = i64::from(self.arity);
+        if a >= 0 {
+            argc == a
+        } else {
+            argc >= -a
+        }
+    }
+
+    /// Whether the command has every flag of `f`.
+    pub fn has(&self, f: u32) -> bool {
+        self.flags & f == f
+    }
+
+    /// Its flags' names, as COMMAND INFO lists them.
+    pub fn flag_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        flag::NAMES
+            .iter()
+            .filter(|(f, _)| self.flags & f != 0)
+            .map(|(_, n)| *n)
+    }
+
+    /// Its key arguments in `args` (the name first), as the table places them.
+    pub fn keys_of<'b, 'a: 'b>(&self, args: &'b [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'b {
+        let (first, last, step) = self.keys;
+        let n = args.len() as i32;
+        let last = if last < 0 { n + last } else { last.min(n - 1) };
+        let first = if first <= 0 { n } else { first };
+        (first..=last)
+            .step_by(step.max(1) as usize)
+            .filter_map(move |i| args.get(i as usize).copied())
+    }
+}
