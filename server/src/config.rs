@@ -348,39 +348,24 @@ impl Settings {
             return Err(format!("--bind {bind} with --cluster: give the address the other nodes and clients reach this one at (it is advertised in etcd)"));
         }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let mut limits = accelkv_proto::Limits::default();
-        limits.max_ops = pick!(
-            flags.max_ops_per_frame,
-            file.max_ops_per_frame,
-            limits.max_ops
-        );
-        limits.max_frame = pick!(flags.max_frame, file.max_frame, limits.max_frame);
-        limits.max_value = pick!(flags.max_value, file.max_value, limits.max_value);
-        limits.max_bulk = limits.max_value + 1024;
-        limits.max_scan_items = pick!(
-            flags.max_scan_items,
-            file.max_scan_items,
-            limits.max_scan_items
-        );
-        if limits.max_ops == 0 || limits.max_ops > 65535 {
-            return Err("max_ops_per_frame must be 1..=65535".into());
-        }
+        let limits = limits(&flags, &file)?;
         let password = flags
             .password
+            .clone()
             .or(std::env::var("ACCELKV_PASSWORD")
                 .ok()
                 .filter(|p| !p.is_empty()))
-            .or(file.password);
+            .or(file.password.clone());
         if password.as_ref().is_some_and(|p| p.len() > 255) {
             return Err("password longer than 255 bytes".into());
         }
         let idle = pick!(flags.idle_timeout_secs, file.idle_timeout_secs, 300);
-        let sync_text = flags.sync.or(file.sync);
+        let sync_text = flags.sync.clone().or(file.sync.clone());
         if sync_text.is_some() && data_dir.is_none() {
             return Err("--sync needs --data-dir (without one the store is in memory only)".into());
         }
         let sync = sync_text.as_deref().unwrap_or("sync").parse()?;
-        let mc_text = flags.memcached_port.or(file.memcached_port);
+        let mc_text = flags.memcached_port.clone().or(file.memcached_port.clone());
         let memcached_port =
             match mc_text.as_deref() {
                 None if cluster.is_some() => None,
@@ -402,7 +387,7 @@ impl Settings {
             password,
             engine: flags
                 .engine
-                .or(file.engine)
+                .or(file.engine.clone())
                 .as_deref()
                 .unwrap_or("auto")
                 .parse()?,
@@ -430,6 +415,28 @@ impl Settings {
             cluster,
         })
     }
+}
+
+/// The protocol limits flags and file ask for.
+fn limits(flags: &Args, file: &Args) -> Result<accelkv_proto::Limits, String> {
+    let mut limits = accelkv_proto::Limits::default();
+    limits.max_ops = pick!(
+        flags.max_ops_per_frame,
+        file.max_ops_per_frame,
+        limits.max_ops
+    );
+    limits.max_frame = pick!(flags.max_frame, file.max_frame, limits.max_frame);
+    limits.max_value = pick!(flags.max_value, file.max_value, limits.max_value);
+    limits.max_bulk = limits.max_value + 1024;
+    limits.max_scan_items = pick!(
+        flags.max_scan_items,
+        file.max_scan_items,
+        limits.max_scan_items
+    );
+    if limits.max_ops == 0 || limits.max_ops > 65535 {
+        return Err("max_ops_per_frame must be 1..=65535".into());
+    }
+    Ok(limits)
 }
 
 #[cfg(test)]

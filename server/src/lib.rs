@@ -47,70 +47,139 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         signal_hook::consts::SIGTERM,
     ])
     .map_err(|e| format!("cannot handle signals: {e}"))?;
-    let addr = |port| SocketAddr::new(settings.bind, port);
-    let bind_err = |what: &str, a: SocketAddr, e: std::io::Error| {
-        format!("cannot listen for {what} on {a}: {e}")
+    let bound = Bound::bind(&settings)?;
+    let shared = core::shared::Shared::with_registry(settings.clone(), registry)?;
+    let at = |l: &std::net::TcpListener| l.local_addr().map_err(|e| e.to_string());
+    let (resp_at, bin_at, admin_at) = (at(&bound.resp)?, at(&bound.bin)?, at(&bound.admin)?);
+    let cluster_text = match &settings.cluster {
+        Some(cs) => format!(", {}", start_cluster(&shared, cs, resp_at, bin_at)?),
+        None => String::new(),
     };
-    let bin = std::net::TcpListener::bind(addr(settings.port))
-        .map_err(|e| bind_err("binary TCP", addr(settings.port), e))?;
-    let bin_port = bin.local_addr().map_err(|e| e.to_string())?.port();
-    let udp = std::net::UdpSocket::bind(addr(bin_port))
-        .map_err(|e| bind_err("binary UDP", addr(bin_port), e))?;
-    let resp = std::net::TcpListener::bind(addr(settings.resp_port))
-        .map_err(|e| bind_err("RESP", addr(settings.resp_port), e))?;
-    let admin = std::net::TcpListener::bind(addr(settings.admin_port))
-        .map_err(|e| bind_err("admin HTTP", addr(settings.admin_port), e))?;
-    let resp_port = resp.local_addr().map_err(|e| e.to_string())?.port();
-    let (memcached, memcached_udp) = bind_memcached(&settings, addr)?;
-    let mc_text = match &memcached {
+    let mc_text = match &bound.memcached {
         Some(l) => {
-            let a = l.local_addr().map_err(|e| e.to_string())?;
-            let udp = if memcached_udp.is_some() { "+udp" } else { "" };
-            format!("memcached tcp{udp} {a}")
+            let udp = if bound.memcached_udp.is_some() {
+                "+udp"
+            } else {
+                ""
+            };
+            format!("memcached tcp{udp} {}", at(l)?)
         }
         None => "memcached off".to_string(),
     };
-    let admin_port = admin.local_addr().map_err(|e| e.to_string())?.port();
+    let mc = Arc::new(memcache::state::McGlobal::default());
+    let (sockets, admin) = bound.wire(&shared, &mc);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (mailboxes, done) = start_loops(&shared, &sockets, &stop)?;
+    start_helpers(&shared, &stop, mc, admin)?;
     let auth = if settings.password.is_some() {
         "on"
     } else {
         "off"
     };
-    let shared = core::shared::Shared::with_registry(settings.clone(), registry)?;
-    let cluster_text = match &settings.cluster {
-        Some(cs) => format!(
-            ", {}",
-            start_cluster(&shared, cs, addr(resp_port), addr(bin_port))?
-        ),
-        None => String::new(),
-    };
-    // The composition root: each socket with the adapter that speaks its protocol.
-    let mc = Arc::new(memcache::state::McGlobal::default());
-    let mut sockets = net::event_loop::Sockets::default();
-    sockets.listeners.push((
-        resp,
-        Arc::new(resp::adapter::RespProtocol::new(shared.clone())),
-    ));
-    sockets
-        .listeners
-        .push((bin, Arc::new(binary::session::BinaryProtocol)));
-    if let Some(l) = memcached {
-        let p = memcache::session::McProtocol(mc.clone());
-        sockets.listeners.push((l, Arc::new(p)));
+    // Never panic on a closed stdout (a supervisor that stopped reading it).
+    let _ = writeln!(
+        std::io::stdout(),
+        "accelkv-server listening: binary tcp+udp {bin_at} resp {resp_at} {mc_text} admin http {admin_at} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {}{cluster_text})",
+        shared.engine().describe(),
+        settings.threads,
+        settings.cache_buckets,
+        storage_text(&shared, &settings),
+    );
+    let _ = std::io::stdout().flush();
+    let _ = signals.forever().next();
+    eprintln!("accelkv-server: shutting down");
+    stop_loops(&stop, &mailboxes, &done, settings.threads);
+    if let Some(p) = shared.persist() {
+        if let Err(e) = p.flush() {
+            return Err(format!("flushing the data directory at shutdown: {e}"));
+        }
     }
-    // The binary UDP port first: a read with no waiter named is answered to port 0.
-    sockets
-        .datagrams
-        .push((udp, Arc::new(binary::udp::BinaryDatagrams)));
-    if let Some(u) = memcached_udp {
-        let d = memcache::udp::McDatagrams(mc.clone());
-        sockets.datagrams.push((u, Arc::new(d)));
+    Ok(())
+}
+
+/// Every socket the server listens on.
+struct Bound {
+    bin: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+    resp: std::net::TcpListener,
+    admin: std::net::TcpListener,
+    memcached: Option<std::net::TcpListener>,
+    memcached_udp: Option<std::net::UdpSocket>,
+}
+
+impl Bound {
+    /// Binds every port `settings` asks for (the binary UDP port on the binary TCP port's
+    /// number).
+    fn bind(settings: &config::Settings) -> Result<Bound, String> {
+        let addr = |port| SocketAddr::new(settings.bind, port);
+        let bind_err = |what: &str, a: SocketAddr, e: std::io::Error| {
+            format!("cannot listen for {what} on {a}: {e}")
+        };
+        let bin = std::net::TcpListener::bind(addr(settings.port))
+            .map_err(|e| bind_err("binary TCP", addr(settings.port), e))?;
+        let bin_port = bin.local_addr().map_err(|e| e.to_string())?.port();
+        let udp = std::net::UdpSocket::bind(addr(bin_port))
+            .map_err(|e| bind_err("binary UDP", addr(bin_port), e))?;
+        let resp = std::net::TcpListener::bind(addr(settings.resp_port))
+            .map_err(|e| bind_err("RESP", addr(settings.resp_port), e))?;
+        let admin = std::net::TcpListener::bind(addr(settings.admin_port))
+            .map_err(|e| bind_err("admin HTTP", addr(settings.admin_port), e))?;
+        let (memcached, memcached_udp) = bind_memcached(settings, addr)?;
+        Ok(Bound {
+            bin,
+            udp,
+            resp,
+            admin,
+            memcached,
+            memcached_udp,
+        })
     }
-    let stop = Arc::new(AtomicBool::new(false));
+
+    /// The composition root: each socket with the adapter that speaks its protocol (and
+    /// the admin listener, served on a thread of its own).
+    fn wire(
+        self,
+        shared: &Arc<core::shared::Shared>,
+        mc: &Arc<memcache::state::McGlobal>,
+    ) -> (net::event_loop::Sockets, std::net::TcpListener) {
+        let mut sockets = net::event_loop::Sockets::default();
+        let resp = resp::adapter::RespProtocol::new(shared.clone());
+        sockets.listeners.push((self.resp, Arc::new(resp)));
+        let bin = binary::session::BinaryProtocol;
+        sockets.listeners.push((self.bin, Arc::new(bin)));
+        if let Some(l) = self.memcached {
+            let p = memcache::session::McProtocol(mc.clone());
+            sockets.listeners.push((l, Arc::new(p)));
+        }
+        // The binary UDP port first: a read with no waiter named is answered to port 0.
+        let d = binary::udp::BinaryDatagrams;
+        sockets.datagrams.push((self.udp, Arc::new(d)));
+        if let Some(u) = self.memcached_udp {
+            let d = memcache::udp::McDatagrams(mc.clone());
+            sockets.datagrams.push((u, Arc::new(d)));
+        }
+        (sockets, self.admin)
+    }
+}
+
+/// Starts `--threads` event loops over `sockets`: their mailboxes, and a channel each sends
+/// on once it has stopped.
+#[allow(clippy::type_complexity)]
+fn start_loops(
+    shared: &Arc<core::shared::Shared>,
+    sockets: &net::event_loop::Sockets,
+    stop: &Arc<AtomicBool>,
+) -> Result<
+    (
+        Vec<Arc<net::mailbox::Mailbox>>,
+        std::sync::mpsc::Receiver<()>,
+    ),
+    String,
+> {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let mut mailboxes = Vec::new();
-    for i in 0..settings.threads {
-        let (lp, mailbox) = net::event_loop::Loop::new(shared.clone(), &sockets, i as u64)
+    for i in 0..shared.settings().threads {
+        let (lp, mailbox) = net::event_loop::Loop::new(shared.clone(), sockets, i as u64)
             .map_err(|e| format!("cannot start event loop {i}: {e}"))?;
         mailboxes.push(mailbox);
         let (stop, done) = (stop.clone(), done_tx.clone());
@@ -122,27 +191,38 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             })
             .map_err(|e| e.to_string())?;
     }
-    drop(done_tx);
     let handles = mailboxes.iter().map(|m| m.clone() as _).collect();
     shared.clients().set_mailboxes(handles);
-    {
-        let (sh, stop) = (shared.clone(), stop.clone());
-        std::thread::Builder::new()
-            .name("accelkv-expire".into())
-            .spawn(move || {
-                let flush: core::sweep::Tick = Box::new(move |sh| mc.run_due_flush(sh));
-                core::sweep::run(sh, stop, vec![flush])
-            })
-            .map_err(|e| e.to_string())?;
-    }
-    {
-        let sh = shared.clone();
-        std::thread::Builder::new()
-            .name("accelkv-admin".into())
-            .spawn(move || admin::http::serve(sh, admin))
-            .map_err(|e| e.to_string())?;
-    }
-    let storage = match (&shared.persist(), &settings.data_dir) {
+    Ok((mailboxes, done_rx))
+}
+
+/// The expiry sweep (with memcached's delayed `flush_all` on its tick) and the admin
+/// endpoint, each on a thread of its own.
+fn start_helpers(
+    shared: &Arc<core::shared::Shared>,
+    stop: &Arc<AtomicBool>,
+    mc: Arc<memcache::state::McGlobal>,
+    admin: std::net::TcpListener,
+) -> Result<(), String> {
+    let (sh, stop) = (shared.clone(), stop.clone());
+    std::thread::Builder::new()
+        .name("accelkv-expire".into())
+        .spawn(move || {
+            let flush: core::sweep::Tick = Box::new(move |sh| mc.run_due_flush(sh));
+            core::sweep::run(sh, stop, vec![flush])
+        })
+        .map_err(|e| e.to_string())?;
+    let sh = shared.clone();
+    std::thread::Builder::new()
+        .name("accelkv-admin".into())
+        .spawn(move || admin::http::serve(sh, admin))
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The listening line's words for where the data lives.
+fn storage_text(shared: &core::shared::Shared, settings: &config::Settings) -> String {
+    match (shared.persist(), &settings.data_dir) {
         _ if settings.cluster.is_some() => {
             let dir = settings.cluster.as_ref().map(|c| c.dir.join("raft"));
             let dir = dir.unwrap_or_default();
@@ -156,40 +236,29 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             format!("data dir {}, sync {}", dir.display(), settings.sync)
         }
         _ => "in memory".to_string(),
-    };
-    // Never panic on a closed stdout (a supervisor that stopped reading it).
-    let _ = writeln!(
-        std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {} resp {} {mc_text} admin http {} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {storage}{cluster_text})",
-        addr(bin_port),
-        addr(resp_port),
-        addr(admin_port),
-        shared.engine().describe(),
-        settings.threads,
-        settings.cache_buckets
-    );
-    let _ = std::io::stdout().flush();
-    let _ = signals.forever().next();
-    eprintln!("accelkv-server: shutting down");
+    }
+}
+
+/// Stops the event loops: each stops within a turn; one stuck on a client cannot hold the
+/// exit (bounded by [`STOP_GRACE`]).
+fn stop_loops(
+    stop: &AtomicBool,
+    mailboxes: &[Arc<net::mailbox::Mailbox>],
+    done: &std::sync::mpsc::Receiver<()>,
+    threads: usize,
+) {
     stop.store(true, Ordering::Relaxed);
-    for m in &mailboxes {
+    for m in mailboxes {
         m.wake();
     }
-    // Loops stop within a turn; one stuck on a client cannot hold the exit (bounded).
     let deadline = Instant::now() + STOP_GRACE;
-    for _ in 0..settings.threads {
+    for _ in 0..threads {
         let left = deadline.saturating_duration_since(Instant::now());
-        if done_rx.recv_timeout(left).is_err() {
+        if done.recv_timeout(left).is_err() {
             eprintln!("accelkv-server: an event loop did not stop in time; exiting anyway");
             break;
         }
     }
-    if let Some(p) = &shared.persist() {
-        if let Err(e) = p.flush() {
-            return Err(format!("flushing the data directory at shutdown: {e}"));
-        }
-    }
-    Ok(())
 }
 
 /// Joins the cluster (`--cluster`): answers the listening line's words for it.

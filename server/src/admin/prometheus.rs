@@ -8,8 +8,30 @@ use accelkv_engine::ReadEngine;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
+/// Every metric, in Prometheus's text format.
 pub fn prometheus(sh: &Shared) -> String {
     let mut o = String::new();
+    requests(sh, &mut o);
+    engine_and_store(sh, &mut o);
+    if let Some(p) = sh.persist() {
+        durability(sh, p, &mut o);
+    }
+    let e = sh.engine().stats();
+    let _ = writeln!(
+        o,
+        "# TYPE accelkv_engine_completed_total counter\naccelkv_engine_completed_total{{engine=\"{}\"}} {}",
+        sh.engine().name(),
+        e.completed
+    );
+    for (name, counter, v) in sh.engine().offload_samples() {
+        let kind = if counter { "counter" } else { "gauge" };
+        let _ = writeln!(o, "# TYPE {name} {kind}\n{name} {v}");
+    }
+    o
+}
+
+/// Requests by class, errors, connections, and request latency.
+fn requests(sh: &Shared, o: &mut String) {
     let m = sh.metrics();
     let _ = writeln!(o, "# TYPE accelkv_ops_total counter");
     for (i, c) in CLASSES.iter().enumerate() {
@@ -58,6 +80,10 @@ pub fn prometheus(sh: &Shared) -> String {
         }
         let _ = writeln!(o, "accelkv_request_latency_microseconds_count {}", h.len());
     }
+}
+
+/// Gauges of the engine and the store, and the reservation station's counters.
+fn engine_and_store(sh: &Shared, o: &mut String) {
     let e = sh.engine().stats();
     let s = sh.store().summary();
     let hit = if e.cache_hits + e.cache_misses > 0 {
@@ -98,77 +124,68 @@ pub fn prometheus(sh: &Shared) -> String {
     ] {
         let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
     }
-    if let Some(p) = &sh.persist() {
-        let d = p.stats();
-        for (name, v) in [
-            ("accelkv_durable_commits_total", d.commits),
-            ("accelkv_durable_syncs_total", d.syncs),
-            ("accelkv_durable_bytes_written_total", d.bytes_written),
-            (
-                "accelkv_durable_leaf_pages_written_total",
-                d.leaf_pages_written,
-            ),
-            (
-                "accelkv_durable_ext_pages_written_total",
-                d.ext_pages_written,
-            ),
-            ("accelkv_durable_failures_total", d.failures),
-            ("accelkv_durable_write_stalls_total", d.stalls),
-        ] {
-            let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
-        }
-        let _ = writeln!(
-            o,
-            "# TYPE accelkv_durable_stall_seconds_total counter\naccelkv_durable_stall_seconds_total {}",
-            d.stall_us as f64 / 1e6
-        );
-        // What a crash now could lose: writes released but not yet durable, and how old the
-        // oldest of them can be; the bound the sync policy holds the age under.
-        let _ = writeln!(
-            o,
-            "# TYPE accelkv_durable_lag_versions gauge\naccelkv_durable_lag_versions {}\n# TYPE accelkv_durable_lag_seconds gauge\naccelkv_durable_lag_seconds {}\n# TYPE accelkv_durable_max_lag_seconds gauge\naccelkv_durable_max_lag_seconds {}\n# TYPE accelkv_durable_last_commit_seconds gauge\naccelkv_durable_last_commit_seconds {}",
-            d.lag_versions,
-            d.lag.as_secs_f64(),
-            d.max_lag.as_secs_f64(),
-            d.last_commit_us as f64 / 1e6
-        );
-        let m = sh.store().mirror_stats();
-        let (deferred_loads, deferred_waits) = sh.engine().deferred_reads();
-        for (name, v) in [
-            ("accelkv_leaf_cache_leaf_visits_total", m.leaf_visits),
-            ("accelkv_leaf_cache_loads_total", m.loads),
-            ("accelkv_leaf_cache_load_errors_total", m.load_errors),
-            ("accelkv_leaf_cache_evictions_total", m.evictions),
-            ("accelkv_leaf_cache_write_backs_total", d.write_backs),
-            ("accelkv_leaf_cache_deferred_waits_total", deferred_waits),
-            ("accelkv_leaf_cache_deferred_loads_total", deferred_loads),
-        ] {
-            let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
-        }
-        let _ = writeln!(
-            o,
-            "# TYPE accelkv_leaf_cache_resident_bytes gauge\naccelkv_leaf_cache_resident_bytes {}\n# TYPE accelkv_leaf_cache_budget_bytes gauge\naccelkv_leaf_cache_budget_bytes {}\n# TYPE accelkv_leaf_cache_evicted_leaves gauge\naccelkv_leaf_cache_evicted_leaves {}\n# TYPE accelkv_leaf_cache_load_seconds_mean gauge\naccelkv_leaf_cache_load_seconds_mean {}",
-            m.resident_bytes,
-            m.budget_bytes,
-            m.evicted_leaves,
-            m.load_us_mean as f64 / 1e6
-        );
-        let failed = u8::from(d.failed.is_some());
-        let _ = writeln!(
-            o,
-            "# TYPE accelkv_durable_live_pages gauge\naccelkv_durable_live_pages {}\n# TYPE accelkv_durable_failing gauge\naccelkv_durable_failing {failed}",
-            d.live_pages
-        );
+}
+
+/// The durability layer's counters and lags, and the leaf cache over the page file.
+fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut String) {
+    let d = p.stats();
+    for (name, v) in [
+        ("accelkv_durable_commits_total", d.commits),
+        ("accelkv_durable_syncs_total", d.syncs),
+        ("accelkv_durable_bytes_written_total", d.bytes_written),
+        (
+            "accelkv_durable_leaf_pages_written_total",
+            d.leaf_pages_written,
+        ),
+        (
+            "accelkv_durable_ext_pages_written_total",
+            d.ext_pages_written,
+        ),
+        ("accelkv_durable_failures_total", d.failures),
+        ("accelkv_durable_write_stalls_total", d.stalls),
+    ] {
+        let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
     }
     let _ = writeln!(
         o,
-        "# TYPE accelkv_engine_completed_total counter\naccelkv_engine_completed_total{{engine=\"{}\"}} {}",
-        sh.engine().name(),
-        e.completed
+        "# TYPE accelkv_durable_stall_seconds_total counter\naccelkv_durable_stall_seconds_total {}",
+        d.stall_us as f64 / 1e6
     );
-    for (name, counter, v) in sh.engine().offload_samples() {
-        let kind = if counter { "counter" } else { "gauge" };
-        let _ = writeln!(o, "# TYPE {name} {kind}\n{name} {v}");
+    // What a crash now could lose: writes released but not yet durable, and how old the
+    // oldest of them can be; the bound the sync policy holds the age under.
+    let _ = writeln!(
+        o,
+        "# TYPE accelkv_durable_lag_versions gauge\naccelkv_durable_lag_versions {}\n# TYPE accelkv_durable_lag_seconds gauge\naccelkv_durable_lag_seconds {}\n# TYPE accelkv_durable_max_lag_seconds gauge\naccelkv_durable_max_lag_seconds {}\n# TYPE accelkv_durable_last_commit_seconds gauge\naccelkv_durable_last_commit_seconds {}",
+        d.lag_versions,
+        d.lag.as_secs_f64(),
+        d.max_lag.as_secs_f64(),
+        d.last_commit_us as f64 / 1e6
+    );
+    let m = sh.store().mirror_stats();
+    let (deferred_loads, deferred_waits) = sh.engine().deferred_reads();
+    for (name, v) in [
+        ("accelkv_leaf_cache_leaf_visits_total", m.leaf_visits),
+        ("accelkv_leaf_cache_loads_total", m.loads),
+        ("accelkv_leaf_cache_load_errors_total", m.load_errors),
+        ("accelkv_leaf_cache_evictions_total", m.evictions),
+        ("accelkv_leaf_cache_write_backs_total", d.write_backs),
+        ("accelkv_leaf_cache_deferred_waits_total", deferred_waits),
+        ("accelkv_leaf_cache_deferred_loads_total", deferred_loads),
+    ] {
+        let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
     }
-    o
+    let _ = writeln!(
+        o,
+        "# TYPE accelkv_leaf_cache_resident_bytes gauge\naccelkv_leaf_cache_resident_bytes {}\n# TYPE accelkv_leaf_cache_budget_bytes gauge\naccelkv_leaf_cache_budget_bytes {}\n# TYPE accelkv_leaf_cache_evicted_leaves gauge\naccelkv_leaf_cache_evicted_leaves {}\n# TYPE accelkv_leaf_cache_load_seconds_mean gauge\naccelkv_leaf_cache_load_seconds_mean {}",
+        m.resident_bytes,
+        m.budget_bytes,
+        m.evicted_leaves,
+        m.load_us_mean as f64 / 1e6
+    );
+    let failed = u8::from(d.failed.is_some());
+    let _ = writeln!(
+        o,
+        "# TYPE accelkv_durable_live_pages gauge\naccelkv_durable_live_pages {}\n# TYPE accelkv_durable_failing gauge\naccelkv_durable_failing {failed}",
+        d.live_pages
+    );
 }

@@ -80,6 +80,82 @@ struct Queues {
     writes: Vec<(Vec<u8>, Done)>,
 }
 
+/// Starts this node's Raft listener, registers in etcd and waits for the range map
+/// (creating the first one once enough nodes registered).
+async fn join(
+    cs: &ClusterSettings,
+    resp: SocketAddr,
+    binary: SocketAddr,
+) -> Result<
+    (
+        Arc<RaftNode>,
+        tokio::sync::watch::Receiver<RangeMap>,
+        Coordinator,
+    ),
+    String,
+> {
+    let me = cs.node_id;
+    let listen = SocketAddr::new(resp.ip(), cs.raft_port);
+    let tuning = Tuning {
+        source: Some(resp.ip()),
+        snapshot_every: cs.snapshot_every,
+        keep_behind_snapshot: (cs.snapshot_every / 2).min(1000),
+        ..Tuning::default()
+    };
+    let raft = RaftNode::start(me, &listen.to_string(), cs.dir.join("raft"), tuning)
+        .await
+        .map_err(|e| format!("cannot listen for Raft on {listen}: {e}"))?;
+    let coord = tokio::time::timeout(
+        crate::cluster::WAIT,
+        Coordinator::connect(&cs.etcd, &cs.name),
+    )
+    .await
+    .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
+    let addr = NodeAddr {
+        resp: resp.to_string(),
+        binary: binary.to_string(),
+        raft: cs
+            .raft_advertise
+            .clone()
+            .unwrap_or_else(|| raft.addr.to_string()),
+    };
+    tokio::time::timeout(crate::cluster::WAIT, coord.register(me, &addr, 3))
+        .await
+        .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
+    if coord.map().await?.is_none() {
+        eprintln!(
+            "accelkv-server: node {me} registered; waiting for {} nodes to make the first range map",
+            cs.replicas
+        );
+    }
+    let first = coord.bootstrap(cs.replicas).await?;
+    if let Some(a) = first.nodes.get(&me) {
+        if (&a.resp, &a.raft) != (&addr.resp, &addr.raft) {
+            return Err(format!(
+                "node {me} is in the range map at {} / {}, not at {} / {}: restart it with the addresses it had",
+                a.resp, a.raft, addr.resp, addr.raft
+            ));
+        }
+        if a.binary != addr.binary {
+            // Its binary port may change across restarts (`--port 0`), and a map
+            // written before nodes advertised one has none: redirects name the new one.
+            coord
+                .update_map(|m| {
+                    let mut n = m.clone();
+                    match n.nodes.get_mut(&me) {
+                        Some(a) if a.binary != addr.binary => a.binary.clone_from(&addr.binary),
+                        _ => return Ok(None),
+                    }
+                    n.epoch += 1;
+                    Ok(Some(n))
+                })
+                .await?;
+        }
+    }
+    let map = coord.watch_map().await?;
+    Ok((Arc::new(raft), map, coord))
+}
+
 /// Joins the cluster `cs` describes, serving RESP at `resp`: registers, waits for the map
 /// (creating the first one once enough nodes registered) and opens this node's groups.
 pub fn start(
@@ -95,64 +171,7 @@ pub fn start(
         .build()
         .map_err(|e| format!("cannot start the cluster runtime: {e}"))?;
     let me = cs.node_id;
-    let (raft, map, coord) = rt.block_on(async {
-        let listen = SocketAddr::new(resp.ip(), cs.raft_port);
-        let tuning = Tuning {
-            source: Some(resp.ip()),
-            snapshot_every: cs.snapshot_every,
-            keep_behind_snapshot: (cs.snapshot_every / 2).min(1000),
-            ..Tuning::default()
-        };
-        let raft = RaftNode::start(me, &listen.to_string(), cs.dir.join("raft"), tuning)
-            .await
-            .map_err(|e| format!("cannot listen for Raft on {listen}: {e}"))?;
-        let coord = tokio::time::timeout(crate::cluster::WAIT, Coordinator::connect(&cs.etcd, &cs.name))
-            .await
-            .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
-        let addr = NodeAddr {
-            resp: resp.to_string(),
-            binary: binary.to_string(),
-            raft: cs
-                .raft_advertise
-                .clone()
-                .unwrap_or_else(|| raft.addr.to_string()),
-        };
-        tokio::time::timeout(crate::cluster::WAIT, coord.register(me, &addr, 3))
-            .await
-            .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
-        if coord.map().await?.is_none() {
-            eprintln!(
-                "accelkv-server: node {me} registered; waiting for {} nodes to make the first range map",
-                cs.replicas
-            );
-        }
-        let first = coord.bootstrap(cs.replicas).await?;
-        if let Some(a) = first.nodes.get(&me) {
-            if (&a.resp, &a.raft) != (&addr.resp, &addr.raft) {
-                return Err(format!(
-                    "node {me} is in the range map at {} / {}, not at {} / {}: restart it with the addresses it had",
-                    a.resp, a.raft, addr.resp, addr.raft
-                ));
-            }
-            if a.binary != addr.binary {
-                // Its binary port may change across restarts (`--port 0`), and a map
-                // written before nodes advertised one has none: redirects name the new one.
-                coord
-                    .update_map(|m| {
-                        let mut n = m.clone();
-                        match n.nodes.get_mut(&me) {
-                            Some(a) if a.binary != addr.binary => a.binary.clone_from(&addr.binary),
-                            _ => return Ok(None),
-                        }
-                        n.epoch += 1;
-                        Ok(Some(n))
-                    })
-                    .await?;
-            }
-        }
-        let map = coord.watch_map().await?;
-        Ok::<_, String>((Arc::new(raft), map, coord))
-    })?;
+    let (raft, map, coord) = rt.block_on(join(cs, resp, binary))?;
     let (opens, requests) = tokio::sync::mpsc::unbounded_channel();
     let reg = Arc::new(Registry {
         machines: Default::default(),
@@ -648,6 +667,125 @@ enum Place {
     Settle(Forward),
 }
 
+/// What a command changes in the connection's cluster state: READONLY and READWRITE, a
+/// proxy connection naming itself, CLUSTER NOPROXY (answered here).
+fn connection_state(s: &mut ClusterSession, args: &[&[u8]]) -> Option<Route> {
+    if args.len() == 1 && args[0].eq_ignore_ascii_case(b"READONLY") {
+        s.readonly = true;
+    } else if args.len() == 1 && args[0].eq_ignore_ascii_case(b"READWRITE") {
+        s.readonly = false;
+    }
+    if args.len() == 3
+        && args[0].eq_ignore_ascii_case(b"CLIENT")
+        && args[1].eq_ignore_ascii_case(b"SETNAME")
+        && args[2].starts_with(PROXY_NAME.as_bytes())
+    {
+        s.proxied = true; // another node's proxy connection
+    }
+    // A client that routes by itself (accelkv_client::ClusterClient) asks for -MOVED rather
+    // than a proxied answer, so its stale map is corrected at once.
+    if args.len() == 2
+        && args[0].eq_ignore_ascii_case(b"CLUSTER")
+        && args[1].eq_ignore_ascii_case(b"NOPROXY")
+    {
+        s.proxied = true;
+        let mut out = Vec::new();
+        resp::simple(&mut out, "OK");
+        return Some(Route::Answer(out));
+    }
+    None
+}
+
+/// `CLUSTER MOVE <range> <from> <to>`: goes to the range's leader (by its first key).
+fn moving(args: &[&[u8]]) -> Result<Option<(u64, u64, u64)>, Route> {
+    match args {
+        [c, m, r, f, t]
+            if c.eq_ignore_ascii_case(b"CLUSTER") && m.eq_ignore_ascii_case(b"MOVE") =>
+        {
+            let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
+            match (num(r), num(f), num(t)) {
+                (Some(r), Some(f), Some(t)) => Ok(Some((r, f, t))),
+                _ => Err(Route::Refuse(
+                    "ERR CLUSTER MOVE takes a range id and two node ids".into(),
+                )),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A write as it is replicated: relative times made absolute, and its request id in front
+/// when it was sent with one (`ACCELKV.ONCE`).
+fn replicated(args: &[&[u8]], once: Option<(u64, u64)>) -> Vec<Vec<u8>> {
+    let mut replicated = normalize(args, accelkv_tree::now_ms());
+    if let Some((client, seq)) = once {
+        let id = [
+            ONCE.to_vec(),
+            client.to_string().into(),
+            seq.to_string().into(),
+        ];
+        replicated.splice(0..0, id);
+    }
+    replicated
+}
+
+impl Node {
+    /// A command waits until the map changes from `epoch` or (`leaderless`) its range's
+    /// group here knows a leader among the replicas the map names, then is placed again;
+    /// after [`SETTLE`] with neither, `-TRYAGAIN`.
+    fn settle(
+        &self,
+        range: u64,
+        epoch: u64,
+        leaderless: bool,
+        done: Box<dyn FnOnce(Settled) + Send>,
+    ) {
+        let mut map = self.map.clone();
+        let replicas = map.borrow().range(range).map(|r| r.replicas.clone());
+        let raft = self.raft.clone();
+        self.rt.spawn(async move {
+            let changed = async {
+                let _ = map.wait_for(|m| m.epoch != epoch).await;
+            };
+            // A leader known to the group here (opened first, for a range just split off),
+            // one of the replicas the map names, as `place` asks.
+            let led = async {
+                let Some(replicas) = replicas.filter(|_| leaderless) else {
+                    return std::future::pending().await;
+                };
+                let group = loop {
+                    match raft.group(range) {
+                        Some(g) => break g,
+                        None => tokio::time::sleep(Duration::from_millis(2)).await,
+                    }
+                };
+                let mut m = group.metrics();
+                let _ = m
+                    .wait_for(|m| m.current_leader.is_some_and(|l| replicas.contains(&l)))
+                    .await;
+            };
+            let either = async {
+                tokio::select! {
+                    _ = changed => {}
+                    _ = led => {}
+                }
+            };
+            done(match tokio::time::timeout(SETTLE, either).await {
+                Ok(()) => Settled::Again,
+                Err(_) => {
+                    let mut out = Vec::new();
+                    let m = match leaderless {
+                        true => no_leader(range),
+                        false => format!("TRYAGAIN range {range} is splitting; retry"),
+                    };
+                    resp::error(&mut out, &m);
+                    Settled::Reply(out)
+                }
+            });
+        });
+    }
+}
+
 impl Router for Node {
     fn route(&self, s: &mut ClusterSession, sent: &[&[u8]], proto: Version) -> Route {
         if let Some(a) = s.answer.take() {
@@ -664,49 +802,16 @@ impl Router for Node {
                 "ERR ACCELKV.ONCE carries one write of keys (SET, INCR, DEL, …)".into(),
             );
         }
-        if args.len() == 1 && args[0].eq_ignore_ascii_case(b"READONLY") {
-            s.readonly = true;
-        } else if args.len() == 1 && args[0].eq_ignore_ascii_case(b"READWRITE") {
-            s.readonly = false;
-        }
-        if args.len() == 3
-            && args[0].eq_ignore_ascii_case(b"CLIENT")
-            && args[1].eq_ignore_ascii_case(b"SETNAME")
-            && args[2].starts_with(PROXY_NAME.as_bytes())
-        {
-            s.proxied = true; // another node's proxy connection
-        }
-        // A client that routes by itself (accelkv_client::ClusterClient) asks for -MOVED
-        // rather than a proxied answer, so its stale map is corrected at once.
-        if args.len() == 2
-            && args[0].eq_ignore_ascii_case(b"CLUSTER")
-            && args[1].eq_ignore_ascii_case(b"NOPROXY")
-        {
-            s.proxied = true;
-            let mut out = Vec::new();
-            resp::simple(&mut out, "OK");
-            return Route::Answer(out);
+        if let Some(r) = connection_state(s, args) {
+            return r;
         }
         // CLUSTER SPLIT <key> goes to the leader of the key's range, as a write would.
         let split = args.len() == 3
             && args[0].eq_ignore_ascii_case(b"CLUSTER")
             && args[1].eq_ignore_ascii_case(b"SPLIT");
-        // CLUSTER MOVE <range> <from> <to> goes to the range's leader (by its first key).
-        let moving = match args {
-            [c, m, r, f, t]
-                if c.eq_ignore_ascii_case(b"CLUSTER") && m.eq_ignore_ascii_case(b"MOVE") =>
-            {
-                let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
-                match (num(r), num(f), num(t)) {
-                    (Some(r), Some(f), Some(t)) => Some((r, f, t)),
-                    _ => {
-                        return Route::Refuse(
-                            "ERR CLUSTER MOVE takes a range id and two node ids".into(),
-                        )
-                    }
-                }
-            }
-            _ => None,
+        let moving = match moving(args) {
+            Ok(m) => m,
+            Err(r) => return r,
         };
         let start = moving.and_then(|(id, ..)| Some(self.map.borrow().range(id)?.start.clone()));
         if moving.is_some() && start.is_none() {
@@ -745,35 +850,19 @@ impl Router for Node {
                 return Route::Refuse(format!("MOVED {range} {}", to.resp));
             }
         };
-        if let Some((range, from, to)) = moving {
-            s.forward = Some(Forward::Move { range, from, to });
-            return Route::Wait;
-        }
-        if split {
-            s.forward = Some(Forward::Split {
-                range,
-                at: args[2].to_vec(),
-            });
-            return Route::Wait;
-        }
-        if is_write {
-            let mut replicated = normalize(args, accelkv_tree::now_ms());
-            if let Some((client, seq)) = once {
-                let id = [
-                    ONCE.to_vec(),
-                    client.to_string().into(),
-                    seq.to_string().into(),
-                ];
-                replicated.splice(0..0, id);
-            }
-            let cmd = encode(&replicated, proto);
-            s.forward = Some(Forward::Write { range, cmd });
-            return Route::Wait;
-        }
-        if s.barrier_ok {
+        s.forward = Some(if let Some((range, from, to)) = moving {
+            Forward::Move { range, from, to }
+        } else if split {
+            let at = args[2].to_vec();
+            Forward::Split { range, at }
+        } else if is_write {
+            let cmd = encode(&replicated(args, once), proto);
+            Forward::Write { range, cmd }
+        } else if s.barrier_ok {
             return Route::Here;
-        }
-        s.forward = Some(Forward::Barrier { range });
+        } else {
+            Forward::Barrier { range }
+        });
         Route::Wait
     }
 
@@ -855,52 +944,7 @@ impl Router for Node {
                 range,
                 epoch,
                 leaderless,
-            } => {
-                let mut map = self.map.clone();
-                let replicas = map.borrow().range(range).map(|r| r.replicas.clone());
-                let raft = self.raft.clone();
-                self.rt.spawn(async move {
-                    let changed = async {
-                        let _ = map.wait_for(|m| m.epoch != epoch).await;
-                    };
-                    // A leader known to the group here (opened first, for a range just
-                    // split off), one of the replicas the map names, as `place` asks.
-                    let led = async {
-                        let Some(replicas) = replicas.filter(|_| leaderless) else {
-                            return std::future::pending().await;
-                        };
-                        let group = loop {
-                            match raft.group(range) {
-                                Some(g) => break g,
-                                None => tokio::time::sleep(Duration::from_millis(2)).await,
-                            }
-                        };
-                        let mut m = group.metrics();
-                        let _ = m
-                            .wait_for(|m| m.current_leader.is_some_and(|l| replicas.contains(&l)))
-                            .await;
-                    };
-                    let either = async {
-                        tokio::select! {
-                            _ = changed => {}
-                            _ = led => {}
-                        }
-                    };
-                    done(match tokio::time::timeout(SETTLE, either).await {
-                        Ok(()) => Settled::Again,
-                        Err(_) => {
-                            let mut out = Vec::new();
-                            let m = match leaderless {
-                                true => no_leader(range),
-                                false => format!("TRYAGAIN range {range} is splitting; retry"),
-                            };
-                            resp::error(&mut out, &m);
-                            Settled::Reply(out)
-                        }
-                    });
-                });
-                return;
-            }
+            } => return self.settle(range, epoch, leaderless, done),
             Forward::Write { range, .. } | Forward::Barrier { range } => range,
         };
         let Some(raft) = self.raft.group(range) else {

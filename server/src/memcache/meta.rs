@@ -41,131 +41,146 @@ pub fn run(sh: &Shared, s: &mut McSession, m: &Meta<'_>, out: &mut Vec<u8>) {
     }
     let mut kb = [0u8; 256];
     let key = m.key_into(&mut kb);
-    let code = |out: &mut Vec<u8>, c: &str| reply::meta(out, c, f, m.key, None, None);
     match m.cmd {
         MetaCmd::Noop => {}
-        MetaCmd::Get | MetaCmd::Debug => {
-            sh.count(OpClass::Get);
-            let touch = f.ttl.map(ttl_of);
-            let d = crate::memcache::door::station(
-                sh,
-                s,
-                key,
-                ItemWrite::Read { touch },
-                touch.is_some(),
-            );
-            let item = match d.outcome {
-                Ok(Outcome::Item(i)) => i,
-                Ok(_) => {
-                    if !f.quiet {
-                        code(out, "EN");
-                    }
-                    return;
-                }
-                Err(e) => return store_error(out, &e),
-            };
-            if m.cmd == MetaCmd::Debug {
-                let _ = write!(out, "ME ");
-                out.extend_from_slice(m.key);
-                let _ = write!(
-                    out,
-                    " exp={} la=0 cas={} fetch=no cls=1 size={}\r\n",
-                    ttl_secs(item.deadline),
-                    item.cas,
-                    item.value.len()
-                );
-                return;
+        MetaCmd::Get | MetaCmd::Debug => get(sh, s, m, key, out),
+        MetaCmd::Set => set(sh, s, m, key, out),
+        MetaCmd::Delete => delete(sh, s, m, key, out),
+        MetaCmd::Arith => arith(sh, s, m, key, out),
+    }
+}
+
+/// A meta reply of just a code (`HD`, `NF`, `EX`, ...), with the flags it echoes.
+fn code(out: &mut Vec<u8>, m: &Meta<'_>, c: &str) {
+    reply::meta(out, c, &m.flags, m.key, None, None)
+}
+
+/// `mg` and `me`: the item (and its flags, CAS, TTL as asked), after a touch when asked.
+fn get(sh: &Shared, s: &mut McSession, m: &Meta<'_>, key: &[u8], out: &mut Vec<u8>) {
+    let f = &m.flags;
+    sh.count(OpClass::Get);
+    let touch = f.ttl.map(ttl_of);
+    let w = ItemWrite::Read { touch };
+    let d = crate::memcache::door::station(sh, s, key, w, touch.is_some());
+    let item = match d.outcome {
+        Ok(Outcome::Item(i)) => i,
+        Ok(_) => {
+            if !f.quiet {
+                code(out, m, "EN");
             }
-            let info = ItemInfo {
-                flags: item.flags,
-                size: item.value.len(),
-                cas: item.cas,
-                ttl: ttl_secs(item.deadline),
-            };
-            // Quiet mode hides only the miss (`EN`), as memcached's.
-            if f.ret_value {
-                reply::meta(out, "VA", f, m.key, Some(&info), Some(&item.value));
-            } else {
-                reply::meta(out, "HD", f, m.key, Some(&info), None);
-            }
+            return;
         }
-        MetaCmd::Set => {
-            sh.count(OpClass::Put);
-            if let Some(e) = refused(sh, true) {
-                return reply::line(out, &e);
-            }
-            let w = match f.set_mode {
-                SetMode::Append | SetMode::Prepend => ItemWrite::Concat {
-                    data: Cow::Borrowed(m.data),
-                    prepend: f.set_mode == SetMode::Prepend,
-                    cas: f.compare_cas,
-                },
-                mode => ItemWrite::Store {
-                    value: Cow::Borrowed(m.data),
-                    flags: f.set_flags.unwrap_or(0),
-                    ttl: f.ttl.map_or(ItemTtl::Never, ttl_of),
-                    cond: match mode {
-                        SetMode::Add => ItemCond::IfAbsent,
-                        SetMode::Replace => ItemCond::IfPresent,
-                        _ => ItemCond::Always,
-                    },
-                    cas: f.compare_cas,
-                },
-            };
-            match crate::memcache::door::station(sh, s, key, w, true).outcome {
-                Ok(Outcome::Done) if f.quiet => {}
-                Ok(Outcome::Done) => code(out, "HD"),
-                Ok(Outcome::Mismatch { absent: true }) => code(out, "NF"),
-                Ok(Outcome::Mismatch { absent: false }) => code(out, "EX"),
-                Ok(Outcome::Failed(Failure::TooLarge)) => {
-                    reply::line(out, "SERVER_ERROR out of memory storing object")
-                }
-                Ok(_) => code(out, "NS"),
-                Err(e) => store_error(out, &e),
-            }
+        Err(e) => return store_error(out, &e),
+    };
+    if m.cmd == MetaCmd::Debug {
+        let _ = write!(out, "ME ");
+        out.extend_from_slice(m.key);
+        let _ = write!(
+            out,
+            " exp={} la=0 cas={} fetch=no cls=1 size={}\r\n",
+            ttl_secs(item.deadline),
+            item.cas,
+            item.value.len()
+        );
+        return;
+    }
+    let info = ItemInfo {
+        flags: item.flags,
+        size: item.value.len(),
+        cas: item.cas,
+        ttl: ttl_secs(item.deadline),
+    };
+    // Quiet mode hides only the miss (`EN`), as memcached's.
+    if f.ret_value {
+        reply::meta(out, "VA", f, m.key, Some(&info), Some(&item.value));
+    } else {
+        reply::meta(out, "HD", f, m.key, Some(&info), None);
+    }
+}
+
+/// `ms`: set, add, replace, append or prepend, with a CAS check when asked.
+fn set(sh: &Shared, s: &mut McSession, m: &Meta<'_>, key: &[u8], out: &mut Vec<u8>) {
+    let f = &m.flags;
+    sh.count(OpClass::Put);
+    if let Some(e) = refused(sh, true) {
+        return reply::line(out, &e);
+    }
+    let w = match f.set_mode {
+        SetMode::Append | SetMode::Prepend => ItemWrite::Concat {
+            data: Cow::Borrowed(m.data),
+            prepend: f.set_mode == SetMode::Prepend,
+            cas: f.compare_cas,
+        },
+        mode => ItemWrite::Store {
+            value: Cow::Borrowed(m.data),
+            flags: f.set_flags.unwrap_or(0),
+            ttl: f.ttl.map_or(ItemTtl::Never, ttl_of),
+            cond: match mode {
+                SetMode::Add => ItemCond::IfAbsent,
+                SetMode::Replace => ItemCond::IfPresent,
+                _ => ItemCond::Always,
+            },
+            cas: f.compare_cas,
+        },
+    };
+    match crate::memcache::door::station(sh, s, key, w, true).outcome {
+        Ok(Outcome::Done) if f.quiet => {}
+        Ok(Outcome::Done) => code(out, m, "HD"),
+        Ok(Outcome::Mismatch { absent: true }) => code(out, m, "NF"),
+        Ok(Outcome::Mismatch { absent: false }) => code(out, m, "EX"),
+        Ok(Outcome::Failed(Failure::TooLarge)) => {
+            reply::line(out, "SERVER_ERROR out of memory storing object")
         }
-        MetaCmd::Delete => {
-            sh.count(OpClass::Delete);
-            if let Some(e) = refused(sh, false) {
-                return reply::line(out, &e);
-            }
-            let w = ItemWrite::Delete { cas: f.compare_cas };
-            match crate::memcache::door::station(sh, s, key, w, true).outcome {
-                Ok(Outcome::Done) if f.quiet => {}
-                Ok(Outcome::Done) => code(out, "HD"),
-                Ok(Outcome::Mismatch { absent: false }) => code(out, "EX"),
-                Ok(_) => code(out, "NF"),
-                Err(e) => store_error(out, &e),
-            }
+        Ok(_) => code(out, m, "NS"),
+        Err(e) => store_error(out, &e),
+    }
+}
+
+/// `md`: delete, with a CAS check when asked.
+fn delete(sh: &Shared, s: &mut McSession, m: &Meta<'_>, key: &[u8], out: &mut Vec<u8>) {
+    let f = &m.flags;
+    sh.count(OpClass::Delete);
+    if let Some(e) = refused(sh, false) {
+        return reply::line(out, &e);
+    }
+    let w = ItemWrite::Delete { cas: f.compare_cas };
+    match crate::memcache::door::station(sh, s, key, w, true).outcome {
+        Ok(Outcome::Done) if f.quiet => {}
+        Ok(Outcome::Done) => code(out, m, "HD"),
+        Ok(Outcome::Mismatch { absent: false }) => code(out, m, "EX"),
+        Ok(_) => code(out, m, "NF"),
+        Err(e) => store_error(out, &e),
+    }
+}
+
+/// `ma`: incr or decr, creating a missing item when asked.
+fn arith(sh: &Shared, s: &mut McSession, m: &Meta<'_>, key: &[u8], out: &mut Vec<u8>) {
+    let f = &m.flags;
+    sh.count(OpClass::Atomic);
+    if let Some(e) = refused(sh, true) {
+        return reply::line(out, &e);
+    }
+    let w = ItemWrite::Arith {
+        delta: f.delta.unwrap_or(1),
+        incr: !f.decr,
+        cas: f.compare_cas,
+        vivify: f.vivify.map(|t| (f.initial.unwrap_or(0), ttl_of(t))),
+    };
+    match crate::memcache::door::station(sh, s, key, w, true).outcome {
+        // Quiet mode hides a success whole, its value too, but not the creation of a
+        // missing item (as memcached's).
+        Ok(Outcome::Uint(_)) if f.quiet => {}
+        Ok(Outcome::Uint(n) | Outcome::Created(n)) if f.ret_value => {
+            let text = n.to_string();
+            reply::meta(out, "VA", f, m.key, None, Some(text.as_bytes()));
         }
-        MetaCmd::Arith => {
-            sh.count(OpClass::Atomic);
-            if let Some(e) = refused(sh, true) {
-                return reply::line(out, &e);
-            }
-            let w = ItemWrite::Arith {
-                delta: f.delta.unwrap_or(1),
-                incr: !f.decr,
-                cas: f.compare_cas,
-                vivify: f.vivify.map(|t| (f.initial.unwrap_or(0), ttl_of(t))),
-            };
-            match crate::memcache::door::station(sh, s, key, w, true).outcome {
-                // Quiet mode hides a success whole, its value too, but not the creation of
-                // a missing item (as memcached's).
-                Ok(Outcome::Uint(_)) if f.quiet => {}
-                Ok(Outcome::Uint(n) | Outcome::Created(n)) if f.ret_value => {
-                    let text = n.to_string();
-                    reply::meta(out, "VA", f, m.key, None, Some(text.as_bytes()));
-                }
-                Ok(Outcome::Uint(_) | Outcome::Created(_)) => code(out, "HD"),
-                Ok(Outcome::Failed(Failure::NotInteger)) => reply::line(
-                    out,
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value",
-                ),
-                Ok(Outcome::Mismatch { absent: false }) => code(out, "EX"),
-                Ok(_) => code(out, "NF"),
-                Err(e) => store_error(out, &e),
-            }
-        }
+        Ok(Outcome::Uint(_) | Outcome::Created(_)) => code(out, m, "HD"),
+        Ok(Outcome::Failed(Failure::NotInteger)) => reply::line(
+            out,
+            "CLIENT_ERROR cannot increment or decrement non-numeric value",
+        ),
+        Ok(Outcome::Mismatch { absent: false }) => code(out, m, "EX"),
+        Ok(_) => code(out, m, "NF"),
+        Err(e) => store_error(out, &e),
     }
 }

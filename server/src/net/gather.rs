@@ -58,7 +58,7 @@ pub fn run(
     g.keys.clear();
     g.conns.clear();
     if sh.router().is_some() {
-        // Cluster mode routes every read on its own (resp_batch.rs, cluster.rs).
+        // Cluster mode routes every read on its own (resp/batch.rs, cluster/).
         return;
     }
     if reads.is_ring() {
@@ -66,28 +66,7 @@ pub fn run(
         // submits its reads and waits on its own (reads.rs).
         return;
     }
-    let max_out = sh.settings().max_output;
-    for &slot in ready {
-        if g.keys.len() >= PER_TURN {
-            break;
-        }
-        let Some(c) = conns.get(slot).and_then(Option::as_ref) else {
-            continue;
-        };
-        if c.closing || c.parked.is_some() || c.out.len() > max_out {
-            continue;
-        }
-        let room = PER_CONN.min(PER_TURN - g.keys.len());
-        g.found.clear();
-        let used = c
-            .session
-            .gather(sh, c.inb.data(), c.out.len(), room, &mut g.found);
-        if g.found.is_empty() {
-            continue;
-        }
-        g.keys.extend(g.found.iter().map(|&(x, y)| (slot, x, y)));
-        g.conns.push((slot, used, g.found.len()));
-    }
+    collect(sh, conns, ready, g);
     let n = g.keys.len();
     if n == 0 {
         return;
@@ -96,42 +75,7 @@ pub fn run(
         return; // left in the inputs: the normal run answers BUSY
     }
     let start = Instant::now();
-    let Gather {
-        keys,
-        replies,
-        segs,
-        missed,
-        ..
-    } = g;
-    replies.clear();
-    segs.clear();
-    segs.resize(n, (0, 0));
-    missed.clear();
-    missed.resize(n, false);
-    for base in (0..n).step_by(CHUNK) {
-        let part = &keys[base..n.min(base + CHUNK)];
-        let reqs: SmallVec<[ReadRef<'_>; CHUNK]> = part
-            .iter()
-            .map(|&(slot, x, y)| {
-                let key = conns.get(slot).and_then(Option::as_ref);
-                ReadRef::Get(key.map_or(&[][..], |c| &c.inb.data()[x..y]))
-            })
-            .collect();
-        // Inline (checked above): answered before it returns, but for misses.
-        reads.run_gathered(
-            &reqs,
-            |j, found| {
-                let at = replies.len();
-                let (slot, x, y) = part[j];
-                if let Some(c) = conns.get(slot).and_then(Option::as_ref) {
-                    c.session
-                        .gathered_reply(&c.inb.data()[x..y], found, replies);
-                }
-                segs[base + j] = (at, replies.len());
-            },
-            |j| missed[base + j] = true,
-        );
-    }
+    read_all(conns, reads, g);
     sh.release(n);
     let (mut next, mut answered) = (0, 0);
     for &(slot, used, k) in &g.conns {
@@ -158,5 +102,73 @@ pub fn run(
     sh.count_n(OpClass::Get, answered);
     if g.replies.capacity() > 4 << 20 {
         g.replies = Vec::new(); // do not keep a big batch's memory per loop
+    }
+}
+
+/// The GETs each ready connection's session offers, up to the per-connection and per-turn
+/// bounds.
+fn collect(sh: &Shared, conns: &[Option<Conn>], ready: &[usize], g: &mut Gather) {
+    let max_out = sh.settings().max_output;
+    for &slot in ready {
+        if g.keys.len() >= PER_TURN {
+            break;
+        }
+        let Some(c) = conns.get(slot).and_then(Option::as_ref) else {
+            continue;
+        };
+        if c.closing || c.parked.is_some() || c.out.len() > max_out {
+            continue;
+        }
+        let room = PER_CONN.min(PER_TURN - g.keys.len());
+        g.found.clear();
+        let used = c
+            .session
+            .gather(sh, c.inb.data(), c.out.len(), room, &mut g.found);
+        if g.found.is_empty() {
+            continue;
+        }
+        g.keys.extend(g.found.iter().map(|&(x, y)| (slot, x, y)));
+        g.conns.push((slot, used, g.found.len()));
+    }
+}
+
+/// Reads every gathered key through the read door (inline: answered before it returns, but
+/// for misses), each reply encoded by its connection's session.
+fn read_all(conns: &[Option<Conn>], reads: &mut Reads, g: &mut Gather) {
+    let n = g.keys.len();
+    let Gather {
+        keys,
+        replies,
+        segs,
+        missed,
+        ..
+    } = g;
+    replies.clear();
+    segs.clear();
+    segs.resize(n, (0, 0));
+    missed.clear();
+    missed.resize(n, false);
+    for base in (0..n).step_by(CHUNK) {
+        let part = &keys[base..n.min(base + CHUNK)];
+        let reqs: SmallVec<[ReadRef<'_>; CHUNK]> = part
+            .iter()
+            .map(|&(slot, x, y)| {
+                let key = conns.get(slot).and_then(Option::as_ref);
+                ReadRef::Get(key.map_or(&[][..], |c| &c.inb.data()[x..y]))
+            })
+            .collect();
+        reads.run_gathered(
+            &reqs,
+            |j, found| {
+                let at = replies.len();
+                let (slot, x, y) = part[j];
+                if let Some(c) = conns.get(slot).and_then(Option::as_ref) {
+                    c.session
+                        .gathered_reply(&c.inb.data()[x..y], found, replies);
+                }
+                segs[base + j] = (at, replies.len());
+            },
+            |j| missed[base + j] = true,
+        );
     }
 }

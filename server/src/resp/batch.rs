@@ -9,10 +9,12 @@ use crate::core::counters::OpClass;
 use crate::core::reads::{NotYet, Reads};
 use crate::core::route::Route;
 use crate::core::shared::Shared;
-use crate::resp::dispatch::command;
+use crate::resp::call::flag::WRITE;
+use crate::resp::call::Spec;
+use crate::resp::dispatch;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
-use crate::resp::table::is_write;
+use crate::resp::table::find;
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp::{self, RespError, Version};
 use smallvec::SmallVec;
@@ -141,7 +143,8 @@ pub fn run(
 }
 
 /// Runs the commands in `sc.cmds`, in order; returns how many ran (fewer than all when a
-/// command that is not a write follows a write of this connection that is not visible yet).
+/// command that is not a write follows a write of this connection that is not visible yet,
+/// or waits: on an engine's workers, a leaf being read back, or its range's group).
 fn run_decoded(
     sh: &Shared,
     s: &mut Session,
@@ -154,79 +157,51 @@ fn run_decoded(
     let mut i = 0;
     while i < n && !s.quit {
         let args = args_of(buf, &sc.spans, sc.cmds[i]);
-        if s.unreleased > 0 && !is_write(args[0]) && !sh.visible_soon(s.unreleased) {
+        // The command's table entry, looked up once (the runs below recognise GET, MGET
+        // and plain SET by name without it).
+        let mut spec = None;
+        let mut lookup = || *spec.get_or_insert_with(|| find(args[0]));
+        let writes = |sp: Option<&Spec>| sp.is_some_and(|sp| sp.has(WRITE));
+        if s.unreleased > 0 && !writes(lookup()) && !sh.visible_soon(s.unreleased) {
             return i;
         }
         let authed = s.authed || !sh.needs_auth();
-        let cluster = sh.router();
-        if let (true, Some(cl)) = (authed, cluster) {
-            match cl.route(&mut s.cluster, &args, s.proto) {
-                Route::Here => {}
-                Route::Answer(reply) => {
-                    out.extend_from_slice(&reply);
+        if authed {
+            match route(sh, s, &args, out) {
+                Some(true) => {
                     i += 1;
                     continue;
                 }
-                Route::Refuse(e) => {
-                    resp::error(out, &e);
-                    i += 1;
-                    continue;
-                }
-                Route::Wait => return i,
+                Some(false) => return i,
+                None => {}
             }
         }
         if is_read(&args) && s.may_batch_reads(sh) {
-            // A run of GET/MGET, up to BATCH keys (an MGET longer than that on its own);
-            // in cluster mode one command, each routed on its own.
-            let mut end = i;
-            let mut keys = 0;
-            while end < n && !(cluster.is_some() && end > i) {
-                let a = args_of(buf, &sc.spans, sc.cmds[end]);
-                if !is_read(&a) || (keys > 0 && keys + a.len() - 1 > BATCH) {
-                    break;
-                }
-                keys += a.len() - 1;
-                end += 1;
+            match get_run(sh, s, buf, reads, sc, i, out) {
+                Some(end) => i = end,
+                None => return i, // submitted to an engine's workers: resumed when answered
             }
-            if read_run(sh, buf, reads, sc, (i, end), s.proto, out).is_err() {
-                return i; // submitted to an engine's workers: resumed when answered
-            }
-            i = end;
             continue;
         }
-        if authed && s.tx.queued.is_none() && cluster.is_none() && is_plain_set(&args) {
-            // A run of plain SETs: one station batch whose tree writes start where one
-            // interleaved descent for all their keys found them.
-            let mut end = i + 1;
-            while end < n && end - i < BATCH && is_plain_set(&args_of(buf, &sc.spans, sc.cmds[end]))
-            {
-                end += 1;
-            }
-            if end - i > 1 {
-                let sets: SmallVec<[(&[u8], &[u8]); BATCH]> = (i..end)
-                    .map(|j| {
-                        let a = args_of(buf, &sc.spans, sc.cmds[j]);
-                        (a[1], a[2])
-                    })
-                    .collect();
-                if reads.probe_write(sets.iter().map(|kv| kv.0)).is_err() {
-                    return i;
-                }
-                if crate::resp::expire::set_run(sh, s, &sets, out) {
+        let plain = authed && s.tx.queued.is_none();
+        if plain && sh.router().is_none() && is_plain_set(&args) {
+            match set_run(sh, s, buf, reads, sc, i, out) {
+                Ok(Some(end)) => {
                     i = end;
                     continue;
                 }
+                Ok(None) => {}
+                Err(NotYet) => return i,
             }
         }
-        if authed && s.tx.queued.is_none() && is_write(args[0]) {
-            // A write whose leaf lives only in the page file waits for it without blocking
-            // the loop (reads.rs), then runs from here.
-            if reads.probe_write(write_keys(&args)).is_err() {
-                return i;
-            }
+        let spec = lookup();
+        // A write whose leaf lives only in the page file waits for it without blocking the
+        // loop (reads.rs), then runs from here.
+        if plain && writes(spec) && reads.probe_write(write_keys(spec, &args)).is_err() {
+            return i;
         }
         let mark = out.len();
-        command(sh, s, &args, reads, out);
+        dispatch::run(sh, s, spec, &args, reads, out);
         if reads.submitted() {
             // A read of this command was submitted to an engine's workers: it runs again,
             // from the top, when answered (reads have no side effects to repeat).
@@ -238,18 +213,90 @@ fn run_decoded(
     i
 }
 
-type Args<'a> = SmallVec<[&'a [u8]; 8]>;
-
-/// The key arguments of a command, as the command table places them.
-fn write_keys<'b, 'a: 'b>(args: &'b Args<'a>) -> impl Iterator<Item = &'a [u8]> + 'b {
-    let (first, last, step) = crate::resp::table::find(args[0]).map_or((0, 0, 1), |s| s.keys);
-    let n = args.len() as i32;
-    let last = if last < 0 { n + last } else { last.min(n - 1) };
-    let first = if first <= 0 { n } else { first };
-    (first..=last)
-        .step_by(step.max(1) as usize)
-        .filter_map(move |i| args.get(i as usize).copied())
+/// Cluster mode: where the command goes. `None`: run it here; `Some(true)`: answered
+/// (its settled reply, or a refusal); `Some(false)`: it was routed, stop and wait.
+fn route(sh: &Shared, s: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) -> Option<bool> {
+    let cl = sh.router()?;
+    match cl.route(&mut s.cluster, args, s.proto) {
+        Route::Here => None,
+        Route::Answer(reply) => {
+            out.extend_from_slice(&reply);
+            Some(true)
+        }
+        Route::Refuse(e) => {
+            resp::error(out, &e);
+            Some(true)
+        }
+        Route::Wait => Some(false),
+    }
 }
+
+/// A run of GET/MGET from command `i`, up to BATCH keys (an MGET longer than that on its
+/// own; in cluster mode one command, each routed on its own): where it ended, or `None`
+/// when it was submitted to an engine's workers.
+fn get_run(
+    sh: &Shared,
+    s: &Session,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &mut Scratch,
+    i: usize,
+    out: &mut Vec<u8>,
+) -> Option<usize> {
+    let (n, cluster) = (sc.cmds.len(), sh.router().is_some());
+    let mut end = i;
+    let mut keys = 0;
+    while end < n && !(cluster && end > i) {
+        let a = args_of(buf, &sc.spans, sc.cmds[end]);
+        if !is_read(&a) || (keys > 0 && keys + a.len() - 1 > BATCH) {
+            break;
+        }
+        keys += a.len() - 1;
+        end += 1;
+    }
+    read_run(sh, buf, reads, sc, (i, end), s.proto, out).ok()?;
+    Some(end)
+}
+
+/// A run of plain SETs from command `i`: one station batch whose tree writes start where
+/// one interleaved descent for all their keys found them. `Ok(None)`: a run of one (run it
+/// as any command); `Err`: a leaf is being read back from the page file.
+fn set_run(
+    sh: &Shared,
+    s: &mut Session,
+    buf: &[u8],
+    reads: &mut Reads,
+    sc: &Scratch,
+    i: usize,
+    out: &mut Vec<u8>,
+) -> Result<Option<usize>, NotYet> {
+    let n = sc.cmds.len();
+    let mut end = i + 1;
+    while end < n && end - i < BATCH && is_plain_set(&args_of(buf, &sc.spans, sc.cmds[end])) {
+        end += 1;
+    }
+    if end - i == 1 {
+        return Ok(None);
+    }
+    let sets: SmallVec<[(&[u8], &[u8]); BATCH]> = (i..end)
+        .map(|j| {
+            let a = args_of(buf, &sc.spans, sc.cmds[j]);
+            (a[1], a[2])
+        })
+        .collect();
+    reads.probe_write(sets.iter().map(|kv| kv.0))?;
+    Ok(crate::resp::expire::set_run(sh, s, &sets, out).then_some(end))
+}
+
+/// The key arguments of a command, as its table entry places them (none when unknown).
+fn write_keys<'b, 'a: 'b>(
+    spec: Option<&'static Spec>,
+    args: &'b Args<'a>,
+) -> impl Iterator<Item = &'a [u8]> + 'b {
+    spec.into_iter().flat_map(move |sp| sp.keys_of(args))
+}
+
+type Args<'a> = SmallVec<[&'a [u8]; 8]>;
 
 fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) -> Args<'a> {
     spans[a..b].iter().map(|&(x, y)| &buf[x..y]).collect()

@@ -18,6 +18,19 @@ use std::sync::atomic::Ordering;
 /// Runs one command (`c`: name first), its reply appended to `out`. (A GET or MGET here is
 /// one outside a read batch: before AUTH, or inside a transaction, say.)
 pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
+    let spec = c.first().and_then(|name| find(name));
+    run(sh, s, spec, c, reads, out)
+}
+
+/// [`command`] with the command's table entry already looked up (`None`: unknown).
+pub fn run(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    c: &[&[u8]],
+    reads: &mut Reads,
+    out: &mut Vec<u8>,
+) {
     sh.metrics()
         .hot()
         .resp_commands
@@ -25,7 +38,6 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
     let Some(&name) = c.first() else {
         return;
     };
-    let spec = find(name);
     let no_auth = spec.is_some_and(|s| s.has(NO_AUTH));
     if !no_auth && sh.needs_auth() && !s.authed {
         return resp::error(out, "NOAUTH Authentication required.");

@@ -195,68 +195,22 @@ impl<'a> ItemWrite<'a> {
                     _ => (Effect::SetItem(value, ttl.deadline(), flags), Outcome::Done),
                 }
             }
-            ItemWrite::Concat { data, prepend, cas } => {
-                if let Some(o) = cas_fails(cas) {
-                    return keep(o);
-                }
-                let Some(old) = cur.value else {
-                    return keep(Outcome::Skipped);
-                };
-                if old.len() + data.len() > max_value {
-                    return keep(Outcome::Failed(Failure::TooLarge));
-                }
-                let mut new = Vec::with_capacity(old.len() + data.len());
-                if prepend {
-                    new.extend_from_slice(&data);
-                    new.extend_from_slice(old);
-                } else {
-                    new.extend_from_slice(old);
-                    new.extend_from_slice(&data);
-                }
-                let e = Effect::SetItem(Cow::Owned(new), cur.deadline, cur.flags);
-                (e, Outcome::Done)
-            }
+            ItemWrite::Concat { data, prepend, cas } => match cas_fails(cas) {
+                Some(o) => keep(o),
+                None => concat(cur, &data, prepend, max_value),
+            },
             ItemWrite::Arith {
                 delta,
                 incr,
                 cas,
                 vivify,
             } => {
-                let Some(old) = cur.value else {
-                    return match (cas, vivify) {
-                        (None, Some((initial, ttl))) => {
-                            let v = Cow::Owned(initial.to_string().into_bytes());
-                            (
-                                Effect::SetItem(v, ttl.deadline(), 0),
-                                Outcome::Created(initial),
-                            )
-                        }
-                        (Some(_), _) => keep(Outcome::Mismatch { absent: true }),
-                        (None, None) => keep(Outcome::Skipped),
-                    };
-                };
-                if let Some(o) = cas_fails(cas) {
-                    return keep(o);
+                if cur.value.is_some() {
+                    if let Some(o) = cas_fails(cas) {
+                        return keep(o);
+                    }
                 }
-                let Some(n) = parse_u64(old) else {
-                    return keep(Outcome::Failed(Failure::NotInteger));
-                };
-                let n = if incr {
-                    n.wrapping_add(delta)
-                } else {
-                    n.saturating_sub(delta)
-                };
-                // As memcached, which rewrites the item in place when the result fits: a
-                // shorter result is padded with spaces to the old length ("10" decr 1 is
-                // "9 "; protocol.txt: clients must not rely on either form).
-                let mut v = n.to_string().into_bytes();
-                if v.len() < old.len() {
-                    v.resize(old.len(), b' ');
-                }
-                (
-                    Effect::SetItem(Cow::Owned(v), cur.deadline, cur.flags),
-                    Outcome::Uint(n),
-                )
+                arith(cur, delta, incr, cas, vivify)
             }
             ItemWrite::Delete { cas } => {
                 if let Some(o) = cas_fails(cas) {
@@ -272,26 +226,98 @@ impl<'a> ItemWrite<'a> {
                 (Some(_), ItemTtl::Past) => (Effect::Remove, Outcome::Done),
                 (Some(_), t) => (Effect::SetDeadline(t.deadline()), Outcome::Done),
             },
-            ItemWrite::Read { touch } => {
-                let Some(v) = cur.value else {
-                    return keep(Outcome::Skipped);
-                };
-                let mut item = VersionedItem {
-                    value: v.to_vec(),
-                    flags: cur.flags,
-                    deadline: cur.deadline,
-                    cas: cur.version,
-                };
-                match touch {
-                    None => keep(Outcome::Item(Box::new(item))),
-                    Some(ItemTtl::Past) => (Effect::Remove, Outcome::Item(Box::new(item))),
-                    Some(t) => {
-                        item.deadline = t.deadline();
-                        let d = item.deadline;
-                        (Effect::SetDeadline(d), Outcome::Item(Box::new(item)))
-                    }
-                }
+            ItemWrite::Read { touch } => read(cur, touch),
+        }
+    }
+}
+
+/// append/prepend: `data` added to a present item, keeping its flags and deadline.
+fn concat<'a>(
+    cur: &Current<'_>,
+    data: &[u8],
+    prepend: bool,
+    max_value: usize,
+) -> (Effect<'a>, Outcome) {
+    let Some(old) = cur.value else {
+        return (Effect::Keep, Outcome::Skipped);
+    };
+    if old.len() + data.len() > max_value {
+        return (Effect::Keep, Outcome::Failed(Failure::TooLarge));
+    }
+    let mut new = Vec::with_capacity(old.len() + data.len());
+    if prepend {
+        new.extend_from_slice(data);
+        new.extend_from_slice(old);
+    } else {
+        new.extend_from_slice(old);
+        new.extend_from_slice(data);
+    }
+    let e = Effect::SetItem(Cow::Owned(new), cur.deadline, cur.flags);
+    (e, Outcome::Done)
+}
+
+/// incr/decr (unsigned 64-bit: wrapping on incr, stopping at 0 on decr); on a miss, the
+/// item created from `vivify` when asked (and no CAS was given). A present item's CAS was
+/// checked by the caller.
+fn arith<'a>(
+    cur: &Current<'_>,
+    delta: u64,
+    incr: bool,
+    cas: Option<u64>,
+    vivify: Option<(u64, ItemTtl)>,
+) -> (Effect<'a>, Outcome) {
+    let Some(old) = cur.value else {
+        return match (cas, vivify) {
+            (None, Some((initial, ttl))) => {
+                let v = Cow::Owned(initial.to_string().into_bytes());
+                (
+                    Effect::SetItem(v, ttl.deadline(), 0),
+                    Outcome::Created(initial),
+                )
             }
+            (Some(_), _) => (Effect::Keep, Outcome::Mismatch { absent: true }),
+            (None, None) => (Effect::Keep, Outcome::Skipped),
+        };
+    };
+    let Some(n) = parse_u64(old) else {
+        return (Effect::Keep, Outcome::Failed(Failure::NotInteger));
+    };
+    let n = if incr {
+        n.wrapping_add(delta)
+    } else {
+        n.saturating_sub(delta)
+    };
+    // As memcached, which rewrites the item in place when the result fits: a shorter
+    // result is padded with spaces to the old length ("10" decr 1 is "9 "; protocol.txt:
+    // clients must not rely on either form).
+    let mut v = n.to_string().into_bytes();
+    if v.len() < old.len() {
+        v.resize(old.len(), b' ');
+    }
+    (
+        Effect::SetItem(Cow::Owned(v), cur.deadline, cur.flags),
+        Outcome::Uint(n),
+    )
+}
+
+/// A versioned read: the item as it is now, after `touch` when given.
+fn read<'a>(cur: &Current<'_>, touch: Option<ItemTtl>) -> (Effect<'a>, Outcome) {
+    let Some(v) = cur.value else {
+        return (Effect::Keep, Outcome::Skipped);
+    };
+    let mut item = VersionedItem {
+        value: v.to_vec(),
+        flags: cur.flags,
+        deadline: cur.deadline,
+        cas: cur.version,
+    };
+    match touch {
+        None => (Effect::Keep, Outcome::Item(Box::new(item))),
+        Some(ItemTtl::Past) => (Effect::Remove, Outcome::Item(Box::new(item))),
+        Some(t) => {
+            item.deadline = t.deadline();
+            let d = item.deadline;
+            (Effect::SetDeadline(d), Outcome::Item(Box::new(item)))
         }
     }
 }

@@ -351,8 +351,6 @@ impl<'a> Write<'a> {
         max_value: usize,
     ) -> (Effect<'a>, Outcome) {
         let keep = |o: Outcome| (Effect::Keep, o);
-        // In-place changes keep the deadline.
-        let modify = |v: Vec<u8>| Effect::Set(Cow::Owned(v), Ttl::Keep);
         let past = |d: u64| d != 0 && d <= accelkv_tree::now_ms();
         match self {
             Write::Item(m) => {
@@ -376,68 +374,11 @@ impl<'a> Write<'a> {
                 }
                 (Effect::SetDeadline(new), Outcome::Done)
             }
-            Write::GetEx(t) => {
-                let Some(v) = cur else {
-                    return keep(Outcome::Old(None));
-                };
-                let answer = Outcome::Old(Some(v.to_vec()));
-                match t {
-                    None => keep(answer),
-                    Some(d) if past(d) => (Effect::Remove, answer),
-                    Some(d) if d == deadline => keep(answer),
-                    Some(d) => (Effect::SetDeadline(d), answer),
-                }
-            }
+            Write::GetEx(t) => get_ex(cur, deadline, t),
             Write::ReadDeadline => keep(Outcome::Deadline(cur.map(|_| deadline))),
-            Write::IncrByFloat(by) => {
-                let old = match cur {
-                    None => 0.0,
-                    Some(v) => match std::str::from_utf8(v)
-                        .ok()
-                        .and_then(|t| t.parse::<f64>().ok())
-                    {
-                        Some(n) if n.is_finite() => n,
-                        _ => return keep(Outcome::Failed(Failure::NotFloat)),
-                    },
-                };
-                let n = old + by;
-                if !n.is_finite() {
-                    return keep(Outcome::Failed(Failure::NotFloat));
-                }
-                let text = format_float(n);
-                (
-                    modify(text.clone().into_bytes()),
-                    Outcome::Bytes(text.into_bytes()),
-                )
-            }
-            Write::Append(v) => {
-                let old = cur.unwrap_or_default();
-                if old.len() + v.len() > max_value {
-                    return keep(Outcome::Failed(Failure::TooLarge));
-                }
-                let mut new = Vec::with_capacity(old.len() + v.len());
-                new.extend_from_slice(old);
-                new.extend_from_slice(&v);
-                let len = new.len() as i64;
-                (modify(new), Outcome::Int(len))
-            }
-            Write::SetRange { offset, patch } => {
-                let old = cur.unwrap_or_default();
-                if patch.is_empty() {
-                    return keep(Outcome::Int(old.len() as i64));
-                }
-                let end = offset.saturating_add(patch.len());
-                if end > max_value {
-                    return keep(Outcome::Failed(Failure::TooLarge));
-                }
-                let mut new = old.to_vec();
-                if new.len() < end {
-                    new.resize(end, 0);
-                }
-                new[offset..end].copy_from_slice(&patch);
-                let len = new.len() as i64;
-                (modify(new), Outcome::Int(len))
-            }
+            Write::IncrByFloat(by) => incr_by_float(cur, by),
+            Write::Append(v) => append(cur, &v, max_value),
+            Write::SetRange { offset, patch } => set_range(cur, offset, &patch, max_value),
             Write::GetDel => match cur {
                 None => keep(Outcome::Old(None)),
                 Some(v) => (Effect::Remove, Outcome::Old(Some(v.to_vec()))),
@@ -450,23 +391,7 @@ impl<'a> Write<'a> {
                 cond,
                 get,
                 ttl,
-            } => {
-                let applies = match cond {
-                    Cond::Always => true,
-                    Cond::IfAbsent => cur.is_none(),
-                    Cond::IfPresent => cur.is_some(),
-                };
-                let answer = match (get, applies) {
-                    (true, _) => Outcome::Old(cur.map(<[u8]>::to_vec)),
-                    (false, true) => Outcome::Done,
-                    (false, false) => Outcome::Skipped,
-                };
-                if applies {
-                    (Effect::Set(value, ttl), answer)
-                } else {
-                    keep(answer)
-                }
-            }
+            } => set(cur, value, cond, get, ttl),
             Write::Update(v) => match cur {
                 None => keep(Outcome::Skipped),
                 Some(_) => (Effect::Set(v, Ttl::Set(0)), Outcome::Done),
@@ -475,19 +400,7 @@ impl<'a> Write<'a> {
                 None => keep(Outcome::Skipped),
                 Some(_) => (Effect::Remove, Outcome::Done),
             },
-            Write::IncrBy(by) => {
-                let old = match cur {
-                    None => 0,
-                    Some(v) => match parse_i64(v) {
-                        Some(n) => n,
-                        None => return keep(Outcome::Failed(Failure::NotInteger)),
-                    },
-                };
-                match old.checked_add(by) {
-                    None => keep(Outcome::Failed(Failure::IncrOverflow)),
-                    Some(n) => (modify(n.to_string().into_bytes()), Outcome::Int(n)),
-                }
-            }
+            Write::IncrBy(by) => incr_by(cur, by),
             Write::FetchAdd {
                 elem,
                 overflow,
@@ -509,9 +422,6 @@ impl<'a> Write<'a> {
                 function,
                 operand,
             } => {
-                let Some(cur) = cur else {
-                    return keep(Outcome::Skipped);
-                };
                 let call = VectorCall {
                     op,
                     elem,
@@ -519,15 +429,146 @@ impl<'a> Write<'a> {
                     function: &function,
                     operand: &operand,
                 };
-                match vector::run(registry, &call, cur) {
-                    Err(e) => keep(Outcome::Failed(Failure::Vector(e))),
-                    Ok(r) => {
-                        let effect = r.new_value.map_or(Effect::Keep, modify);
-                        (effect, Outcome::Bytes(r.reply))
-                    }
-                }
+                vector_op(cur, registry, &call)
             }
         }
+    }
+}
+
+/// A KV-Direct vector operation on a present value.
+fn vector_op<'a>(
+    cur: Option<&[u8]>,
+    registry: &Registry,
+    call: &VectorCall<'_>,
+) -> (Effect<'a>, Outcome) {
+    let Some(cur) = cur else {
+        return (Effect::Keep, Outcome::Skipped);
+    };
+    match vector::run(registry, call, cur) {
+        Err(e) => (Effect::Keep, Outcome::Failed(Failure::Vector(e))),
+        Ok(r) => {
+            let effect = r.new_value.map_or(Effect::Keep, modified);
+            (effect, Outcome::Bytes(r.reply))
+        }
+    }
+}
+
+/// SET with its condition (NX, XX) and GET.
+fn set<'a>(
+    cur: Option<&[u8]>,
+    value: Cow<'a, [u8]>,
+    cond: Cond,
+    get: bool,
+    ttl: Ttl,
+) -> (Effect<'a>, Outcome) {
+    let applies = match cond {
+        Cond::Always => true,
+        Cond::IfAbsent => cur.is_none(),
+        Cond::IfPresent => cur.is_some(),
+    };
+    let answer = match (get, applies) {
+        (true, _) => Outcome::Old(cur.map(<[u8]>::to_vec)),
+        (false, true) => Outcome::Done,
+        (false, false) => Outcome::Skipped,
+    };
+    if applies {
+        (Effect::Set(value, ttl), answer)
+    } else {
+        (Effect::Keep, answer)
+    }
+}
+
+/// A value changed in place: the deadline is kept.
+fn modified<'a>(v: Vec<u8>) -> Effect<'a> {
+    Effect::Set(Cow::Owned(v), Ttl::Keep)
+}
+
+/// GETEX: the value, and its deadline changed to `t` (`None`: kept; past: removed).
+fn get_ex<'a>(cur: Option<&[u8]>, deadline: u64, t: Option<u64>) -> (Effect<'a>, Outcome) {
+    let Some(v) = cur else {
+        return (Effect::Keep, Outcome::Old(None));
+    };
+    let answer = Outcome::Old(Some(v.to_vec()));
+    match t {
+        None => (Effect::Keep, answer),
+        Some(d) if d != 0 && d <= accelkv_tree::now_ms() => (Effect::Remove, answer),
+        Some(d) if d == deadline => (Effect::Keep, answer),
+        Some(d) => (Effect::SetDeadline(d), answer),
+    }
+}
+
+/// INCRBYFLOAT: the value as a finite float (absent: 0) plus `by`, written as Redis does.
+fn incr_by_float<'a>(cur: Option<&[u8]>, by: f64) -> (Effect<'a>, Outcome) {
+    let old = match cur {
+        None => 0.0,
+        Some(v) => match std::str::from_utf8(v)
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+        {
+            Some(n) if n.is_finite() => n,
+            _ => return (Effect::Keep, Outcome::Failed(Failure::NotFloat)),
+        },
+    };
+    let n = old + by;
+    if !n.is_finite() {
+        return (Effect::Keep, Outcome::Failed(Failure::NotFloat));
+    }
+    let text = format_float(n);
+    (
+        modified(text.clone().into_bytes()),
+        Outcome::Bytes(text.into_bytes()),
+    )
+}
+
+/// APPEND: the new length, or too large past `max_value`.
+fn append<'a>(cur: Option<&[u8]>, v: &[u8], max_value: usize) -> (Effect<'a>, Outcome) {
+    let old = cur.unwrap_or_default();
+    if old.len() + v.len() > max_value {
+        return (Effect::Keep, Outcome::Failed(Failure::TooLarge));
+    }
+    let mut new = Vec::with_capacity(old.len() + v.len());
+    new.extend_from_slice(old);
+    new.extend_from_slice(v);
+    let len = new.len() as i64;
+    (modified(new), Outcome::Int(len))
+}
+
+/// SETRANGE: `patch` written at `offset` (zero-padded), the new length.
+fn set_range<'a>(
+    cur: Option<&[u8]>,
+    offset: usize,
+    patch: &[u8],
+    max_value: usize,
+) -> (Effect<'a>, Outcome) {
+    let old = cur.unwrap_or_default();
+    if patch.is_empty() {
+        return (Effect::Keep, Outcome::Int(old.len() as i64));
+    }
+    let end = offset.saturating_add(patch.len());
+    if end > max_value {
+        return (Effect::Keep, Outcome::Failed(Failure::TooLarge));
+    }
+    let mut new = old.to_vec();
+    if new.len() < end {
+        new.resize(end, 0);
+    }
+    new[offset..end].copy_from_slice(patch);
+    let len = new.len() as i64;
+    (modified(new), Outcome::Int(len))
+}
+
+/// INCRBY: the value as a 64-bit integer (absent: 0) plus `by`, overflow refused.
+fn incr_by<'a>(cur: Option<&[u8]>, by: i64) -> (Effect<'a>, Outcome) {
+    let old = match cur {
+        None => 0,
+        Some(v) => match parse_i64(v) {
+            Some(n) => n,
+            None => return (Effect::Keep, Outcome::Failed(Failure::NotInteger)),
+        },
+    };
+    match old.checked_add(by) {
+        None => (Effect::Keep, Outcome::Failed(Failure::IncrOverflow)),
+        Some(n) => (modified(n.to_string().into_bytes()), Outcome::Int(n)),
     }
 }
 
