@@ -2,9 +2,11 @@
 # Instructions per request through each server's whole serving path (docs/BENCHMARKS.md,
 # "Instructions per request"): each server runs under `valgrind --tool=callgrind` (every
 # thread, user space only: system calls are not counted); it is loaded with 200,000 SETs,
-# then the counters are zeroed (`callgrind_control -z`) around `redis-benchmark -t get` and
-# `-t set` (-n 200000 -r 100000 -d 16 -P 16 -c 50, one client thread), each dumped after it
-# (`callgrind_control -d`). Repeatable whatever else the machine runs.
+# then the counters are zeroed (`callgrind_control -z`) around `redis-benchmark -t get`,
+# `-t set` and `-t incr` (-n 200000 -r 100000 -d 16 -P 16 -c 50, one client thread), each
+# dumped after it (`callgrind_control -d`). Repeatable whatever else the machine runs. (In
+# accelkv a pipeline's GETs and plain SETs run as batches; INCR goes through the command
+# table's dispatcher one command at a time.)
 #
 # Servers: accelkv-server from this tree (--threads 1, in memory), Redis from its Debian
 # package (--save '' --appendonly no), and Valkey when VALKEY_SERVER names a valkey-server
@@ -42,7 +44,7 @@ measure() { # name port cmd...
   wait_port "$port"
   redis-benchmark -p "$port" -t set -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
   local row="| $name |"
-  for t in get set; do
+  for t in get set incr; do
     callgrind_control -z "$pid" >/dev/null 2>&1
     redis-benchmark -p "$port" -t "$t" -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
     callgrind_control -d "$pid" >/dev/null 2>&1
@@ -55,8 +57,8 @@ measure() { # name port cmd...
   echo "$row"
 }
 
-echo "| server | GET instructions/request | SET instructions/request |"
-echo "|---|---|---|"
+echo "| server | GET instructions/request | SET instructions/request | INCR instructions/request |"
+echo "|---|---|---|---|"
 measure accelkv 17379 "${CARGO_TARGET_DIR:-target}"/release/accelkv-server --threads 1 --port 17707 \
   --resp-port 17379 --admin-port 17708 --memcached-port off
 [ "${PEERS:-yes}" = no ] && exit 0

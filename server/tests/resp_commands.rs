@@ -666,3 +666,131 @@ fn client_list_and_kill() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// The command table is the one source of truth for what may run past `maxmemory`: as in
+/// Redis, RENAME, RENAMENX and GETEX have no `denyoom` flag (COMMAND INFO says so) and run
+/// when the store is over the limit, while SET, APPEND and SETEX are refused. (Before the
+/// table drove dispatch, a second list refused them while COMMAND INFO advertised them.)
+#[test]
+fn commands_without_denyoom_run_past_maxmemory() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    for k in ["a", "b", "x"] {
+        assert_eq!(c.str(&["SET", k, "v"]), Value::Simple("OK".into()));
+    }
+    assert_eq!(
+        c.str(&["CONFIG", "SET", "maxmemory", "1kb"]),
+        Value::Simple("OK".into())
+    );
+    let oom = Value::Error("OOM command not allowed when used memory > 'maxmemory'.".into());
+    assert_eq!(c.str(&["SET", "new", "v"]), oom);
+    assert_eq!(c.str(&["APPEND", "a", "more"]), oom);
+    assert_eq!(c.str(&["SETEX", "a", "10", "v"]), oom);
+    assert_eq!(c.str(&["RENAME", "a", "a2"]), Value::Simple("OK".into()));
+    assert_eq!(c.str(&["RENAMENX", "b", "b2"]), Value::Integer(1));
+    assert_eq!(c.str(&["GETEX", "x", "EX", "100"]), bulk("v"));
+    assert!(matches!(c.str(&["TTL", "x"]), Value::Integer(t) if t > 0 && t <= 100));
+    assert_eq!(c.str(&["GET", "a2"]), bulk("v"));
+    assert_eq!(c.str(&["GET", "b2"]), bulk("v"));
+    // What COMMAND INFO says agrees with what ran.
+    let mut flags = |name: &str| match c.str(&["COMMAND", "INFO", name]) {
+        Value::Array(Some(v)) => match &v[0] {
+            Value::Array(Some(info)) => match &info[2] {
+                Value::Array(Some(f)) => f
+                    .iter()
+                    .map(|f| match f {
+                        Value::Simple(s) => s.clone(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect::<Vec<_>>(),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    for name in ["rename", "renamenx", "getex"] {
+        let f = flags(name);
+        assert!(
+            f.contains(&"write".into()) && !f.contains(&"denyoom".into()),
+            "{name}: {f:?}"
+        );
+    }
+    for name in ["set", "append", "setex"] {
+        let f = flags(name);
+        assert!(f.contains(&"denyoom".into()), "{name}: {f:?}");
+    }
+}
+
+/// MEMORY and OBJECT are in the command table: COMMAND COUNT, LIST and INFO know them, and
+/// inside MULTI they are queued and answered at EXEC (seeing the transaction's own writes),
+/// not refused as unknown.
+#[test]
+fn memory_and_object_are_in_the_table_and_run_inside_multi() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    let listed = match c.str(&["COMMAND", "LIST"]) {
+        Value::Array(Some(v)) => v,
+        other => panic!("{other:?}"),
+    };
+    for name in ["memory", "object"] {
+        assert!(listed.contains(&bulk(name)), "{name} not in COMMAND LIST");
+        match c.str(&["COMMAND", "INFO", name]) {
+            Value::Array(Some(v)) => assert!(matches!(&v[0], Value::Array(Some(_))), "{v:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        c.str(&["COMMAND", "COUNT"]),
+        Value::Integer(listed.len() as i64)
+    );
+    assert_eq!(c.str(&["MULTI"]), Value::Simple("OK".into()));
+    assert_eq!(
+        c.str(&["SET", "n", "12345"]),
+        Value::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        c.str(&["OBJECT", "ENCODING", "n"]),
+        Value::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        c.str(&["MEMORY", "USAGE", "n"]),
+        Value::Simple("QUEUED".into())
+    );
+    match c.str(&["EXEC"]) {
+        Value::Array(Some(r)) => {
+            assert_eq!(r[0], Value::Simple("OK".into()));
+            assert_eq!(
+                r[1],
+                bulk("int"),
+                "OBJECT ENCODING sees the write before it"
+            );
+            assert!(matches!(r[2], Value::Integer(n) if n > 0), "{:?}", r[2]);
+        }
+        other => panic!("EXEC: {other:?}"),
+    }
+}
+
+/// One table, one rule: every command's arity is checked before its handler runs, the same
+/// way for every command (the error names the command in lower case, as Redis's does).
+#[test]
+fn arity_errors_come_from_the_table() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    for cmd in [
+        &["GET"][..],
+        &["GET", "a", "b"],
+        &["SETNX", "a"],
+        &["MEMORY"],
+        &["OBJECT"],
+        &["RENAME", "a"],
+        &["MSET", "a", "1", "b"],
+        &["FETCHADD", "k", "1", "i64", "wrap", "extra"],
+    ] {
+        let want = format!(
+            "ERR wrong number of arguments for '{}' command",
+            cmd[0].to_lowercase()
+        );
+        assert!(err_starts(&c.str(cmd), &want), "{cmd:?}");
+    }
+}

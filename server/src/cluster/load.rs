@@ -1,7 +1,7 @@
 //! Splitting by load (docs/CLUSTER.md, "Splits"): what a range's leader served lately. The
 //! serving path counts each keyed command a range's leader serves and keeps the key of
 //! every [`SAMPLE_EVERY`]th, the last [`SAMPLE_KEYS`] of them, in buffers it reuses (no
-//! allocation once they are warm). The split loop (`cluster_split.rs`) turns the count into
+//! allocation once they are warm). The split loop (`split.rs`) turns the count into
 //! a rate, and splits a range busier than `--split-load` for two seconds at the sampled
 //! key that leaves about half of the sample on each side. A range whose sample is mostly
 //! one key is not split: a split cannot spread one key's load.

@@ -86,7 +86,7 @@ impl Registry {
 
     /// Whether open range `range` holds these keys (see [`covers`]); `lead`: this node
     /// serves them as the range's leader, and they count towards its load
-    /// (`cluster_load.rs`).
+    /// (`load.rs`).
     pub fn holds(
         &self,
         range: RangeId,
@@ -178,7 +178,7 @@ pub(crate) struct StoreMachine {
     reg: Weak<Registry>,
     pub state: Mutex<MState>,
     exec: Mutex<(Session, Reads)>,
-    /// The last write of each client that sends request ids (`cluster_once.rs`).
+    /// The last write of each client that sends request ids (`once.rs`).
     sessions: Mutex<Sessions>,
     /// Bytes of commands applied (what the split check watches).
     pub written: AtomicU64,

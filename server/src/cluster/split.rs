@@ -2,7 +2,7 @@
 //! more than `--split-size` bytes, or one named by `CLUSTER SPLIT <key>`, is split by its
 //! leader. The leader reserves the new range's id in the map, commits `ACCELKV.SPLIT` in
 //! the range's log (every replica narrows the range and seeds the new range's group at
-//! that point, `cluster_machine.rs`), then records the split in the map by compare-and-swap
+//! that point, `machine.rs`), then records the split in the map by compare-and-swap
 //! with a new epoch. Until the map shows it, a command routed to the old range for a key it
 //! gave away is answered `-TRYAGAIN`; a leader that finds the map behind a split its range
 //! applied (its predecessor died between the two) records it.

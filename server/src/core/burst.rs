@@ -118,7 +118,7 @@ impl<'b> Burst<'b> {
                 return (i, Err(e.clone()), false);
             }
         }
-        // A memcached CAS compares (or a versioned read answers) the key's version in the
+        // An item CAS compares (or a versioned read answers) the key's version in the
         // tree: a change this burst has not written back yet is written first, so the
         // version is the item's own.
         let mut version = 0;

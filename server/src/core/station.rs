@@ -135,7 +135,7 @@ impl Station {
 
     /// Runs `ops` one after another in the order given, each taking effect (its write
     /// version) after the one before it, and appends their answers to `done` in that order.
-    /// A pipeline's writes on one connection go this way (resp_expire.rs `set_run`): a
+    /// A pipeline's writes on one connection go this way (resp/expire.rs `set_run`): a
     /// reader never sees a later one without the earlier ones, and the durable state after
     /// a crash, a prefix of the writes by version, is a prefix of the pipeline too.
     /// [`Station::run`] may reorder operations on different keys (slot by slot) and write a
@@ -163,7 +163,7 @@ impl Station {
     ) {
         let base = done.len();
         // The operations this thread runs (slot, position, op), and the slots it owns.
-        // Inline room for a whole pipeline's batch (resp_batch.rs runs up to 64).
+        // Inline room for a whole pipeline's batch (resp/batch.rs runs up to 64).
         let mut mine: SmallVec<[(usize, usize, Option<Op<'a>>); 64]> = SmallVec::new();
         let mut owned: SmallVec<[usize; 64]> = SmallVec::new();
         let mut back: Option<Back> = None;

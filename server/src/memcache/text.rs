@@ -1,5 +1,5 @@
 //! memcached's text protocol on its own port (`--memcached-port`), run to completion on the
-//! event loop that read it, like RESP (resp_batch.rs): commands are decoded in place
+//! event loop that read it, like RESP (resp/batch.rs): commands are decoded in place
 //! (`accelkv_proto::memcache`), a `get`'s keys go through the loop's read door as one
 //! interleaved batch, every write (and every read that answers a CAS unique or a TTL) goes
 //! through the reservation station as a memcached write (ops/memcache.rs), and replies are

@@ -1,7 +1,8 @@
 //! A RESP pipeline run to completion on the event loop that read it: commands are decoded in
 //! place (argument offsets into the input buffer, no copy), runs of GET and MGET go through
-//! the loop's read door as one interleaved batch, everything else runs in order through
-//! `resp_cmd::command` (writes through the reservation station), and every reply is encoded
+//! the loop's read door as one interleaved batch, runs of plain SETs through the station as
+//! one batch, and everything else in order through the dispatcher (`dispatch.rs`, driven by
+//! the command table; writes through the reservation station). Every reply is encoded
 //! straight into the connection's output buffer. Nothing is allocated per command once the
 //! loop's scratch buffers have grown.
 

@@ -33,7 +33,7 @@ pub struct Session {
     pub reply_hint: usize,
     /// The reply protocol (`HELLO 3` switches to RESP3).
     pub proto: Version,
-    /// MULTI/WATCH state (resp_tx.rs).
+    /// MULTI/WATCH state (tx.rs).
     pub tx: TxState,
     /// This connection in the server's registry (CLIENT LIST/KILL); `None` in tests.
     pub client: Option<Registration>,

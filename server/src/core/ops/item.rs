@@ -1,18 +1,21 @@
-//! What memcached's writes do to an item, apart from how they arrive: storage commands with
-//! their flags, exptime and CAS check, append/prepend, incr/decr (unsigned 64-bit, wrapping
-//! on incr and stopping at 0 on decr, as memcached), delete with a CAS check, and reads that
-//! answer an item's flags, deadline and CAS unique. The reservation station runs them like
-//! any other [`super::Write`] (`Write::Item`), so they are ordered with RESP's and the binary
-//! protocol's writes of the same key.
+//! Item writes: operations on a key's whole item (its value, 32-bit client flags, deadline
+//! and version), each optionally conditional on the item's version (compare-and-swap):
+//! store with a condition (always, if absent, if present), concatenate (append or prepend),
+//! unsigned 64-bit arithmetic (wrapping up, stopping at 0 down, optionally creating a
+//! missing item), delete, touch (a new deadline), and a versioned read that answers the
+//! item as it is. The memcached adapter expresses its storage, arithmetic, touch and
+//! `gets` commands in these operands; the reservation station runs them like any other
+//! [`super::Write`] (`Write::Item`), so they are ordered with every other write of the key.
 //!
-//! An item's CAS unique is its key's version in the tree (`Store::key_version`): it changes
-//! whenever the item does. It may also change when the key's leaf is rebuilt, which makes a
-//! `cas` answer `EXISTS` spuriously, never store over a change it did not see.
+//! An item's version (memcached's CAS unique) is its key's version in the tree
+//! (`Store::key_version`): it changes whenever the item does. It may also change when the
+//! key's leaf is rebuilt, which makes a compare fail spuriously, never store over a change
+//! it did not see.
 
 use super::write::{Effect, Failure, Outcome};
 use std::borrow::Cow;
 
-/// When a memcached storage command applies.
+/// When a store applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ItemCond {
     /// `set`, `cas`, `ms` (mode S).
@@ -42,7 +45,7 @@ impl ItemTtl {
     }
 }
 
-/// One memcached write (or versioned read).
+/// One item write (or versioned read).
 #[derive(Clone, Debug)]
 pub enum ItemWrite<'a> {
     /// `set`/`add`/`replace`/`cas`, `ms`: store `value` with `flags` and `ttl`.

@@ -1,7 +1,8 @@
 //! The semantics of writes, apart from how they arrive and how they are ordered: every write
-//! the server accepts as one [`Write`] value ([`write`]) and KV-Direct's vector operations
+//! the server accepts as one [`Write`] value ([`write`]), item writes with client flags and
+//! compare-and-swap on the key's version ([`item`]), and KV-Direct's vector operations
 //! ([`vector`]). The reservation station (`station.rs`) runs them atomically per key; the
-//! protocols (`exec.rs`, `resp_cmd.rs`) decode into them and encode their [`Outcome`]s.
+//! protocol adapters decode into them and encode their [`Outcome`]s.
 
 pub mod item;
 pub mod vector;

@@ -142,7 +142,7 @@ pub enum Write<'a> {
         /// The value set.
         new: Cow<'a, [u8]>,
     },
-    /// A memcached write or versioned read (ops/memcache.rs), which also sees and sets the
+    /// An item write or versioned read (`item.rs`), which also sees and sets the
     /// item's client flags and compares its CAS unique.
     Item(super::item::ItemWrite<'a>),
     /// A KV-Direct vector operation on a present key.
@@ -169,7 +169,7 @@ pub enum Effect<'a> {
     /// deadline replaces the value wholesale, so the client flags go back to 0; keeping it
     /// (an in-place change) keeps them.
     Set(Cow<'a, [u8]>, Ttl),
-    /// Replaces it with this deadline (0: none) and these client flags (memcached).
+    /// Replaces it with this deadline (0: none) and these client flags (an item write).
     SetItem(Cow<'a, [u8]>, u64, u32),
     /// Keeps the value (the key is present) and sets its deadline (0: none).
     SetDeadline(u64),
@@ -192,11 +192,11 @@ pub enum Outcome {
     Deadline(Option<u64>),
     /// Fetch-and-add: the original 8 bytes.
     Fetched([u8; 8]),
-    /// memcached incr/decr: the new value.
+    /// An item's unsigned arithmetic: the new value.
     Uint(u64),
-    /// memcached `ma` with `N` on a miss: the item was created with this initial value.
+    /// Item arithmetic on a miss, asked to create: the item was created with this initial value.
     Created(u64),
-    /// A memcached versioned read: the item.
+    /// A versioned read: the item.
     Item(Box<super::item::VersionedItem>),
     /// A vector operation's reply.
     Bytes(Vec<u8>),
@@ -325,7 +325,7 @@ impl<'a> Write<'a> {
     }
 
     /// [`Write::apply`] on the key's whole current item: its value, deadline, client flags
-    /// and (for a memcached write that compares or answers it) CAS unique. What the
+    /// and (for an item write that compares or answers it) version. What the
     /// reservation station calls.
     pub fn apply_item(
         self,
@@ -341,8 +341,8 @@ impl<'a> Write<'a> {
 
     /// Runs the write on the key's current value `cur` (`None`: absent; always `None` when
     /// [`Write::reads`] is false) and its deadline `deadline` (0: none): its effect and its
-    /// answer. `max_value` bounds what APPEND and SETRANGE may grow a value to. A memcached
-    /// write sees flags 0 and CAS unique 0 here: [`Write::apply_item`] gives it the item's.
+    /// answer. `max_value` bounds what APPEND and SETRANGE may grow a value to. An item
+    /// write sees flags 0 and version 0 here: [`Write::apply_item`] gives it the item's.
     pub fn apply(
         self,
         cur: Option<&[u8]>,
