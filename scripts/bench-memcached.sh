@@ -27,7 +27,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 memcached -l 127.0.0.1 -p 11298 -U 0 -t 1 -u root >/dev/null &
 pids+=($!); mc_pid=$!
-./target/release/accelkv-server --threads 1 --port 0 --resp-port 0 --admin-port 0 \
+"${CARGO_TARGET_DIR:-target}"/release/accelkv-server --threads 1 --port 0 --resp-port 0 --admin-port 0 \
   --memcached-port 11297 >/dev/null 2>&1 &
 pids+=($!); akv_pid=$!
 sleep 1

@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub enum Who {
     /// A connection of the loop (slot and id).
     Conn { slot: usize, id: u64 },
-    /// A datagram parked in the loop's datagram port number `0`.
+    /// A datagram parked in the loop's datagram port of this number.
     Port(usize),
 }
 

@@ -1,5 +1,5 @@
-//! One TCP connection of an event loop: its socket, input and output buffers, protocol
-//! state, and the replies it holds back while its writes become durable. The loop runs its
+//! One TCP connection of an event loop: its socket, input and output buffers, its protocol
+//! adapter's session, and the replies it holds back while its writes become durable. The loop runs its
 //! input to completion (`event_loop.rs`); this module owns the byte-level I/O.
 //!
 //! Memory bound: a connection holds at most its unparsed input (one frame or command, up to

@@ -1,12 +1,14 @@
 //! One event loop per core (`--threads`), each on its own thread with its own epoll set
 //! (mio), its own connections and its own read door. The listening sockets and the UDP
-//! socket are shared: every loop polls them and whichever wakes first takes what is ready,
-//! so a busy loop takes fewer new connections. A loop runs each request it reads to
-//! completion on its own thread (run to completion, as Redis and memcached do): decode in
-//! place, reads through the interleaved walk (the GETs at the head of every ready connection
-//! gathered into one batch per turn, gather.rs), writes through the reservation station,
-//! reply into the connection's output buffer, one write per connection per turn. The only thing a
-//! loop waits for on another thread's behalf is a station slot another loop is draining.
+//! sockets are shared: every loop polls them and whichever wakes first takes what is ready,
+//! so a busy loop takes fewer new connections. Each listener comes with the adapter that
+//! speaks its protocol (`session.rs`); the loop knows nothing else of a protocol. A loop runs
+//! each request it reads to completion on its own thread (run to completion, as Redis and
+//! memcached do): the connection's session decodes in place, reads through the interleaved
+//! walk (the GETs at the head of every ready connection gathered into one batch per turn,
+//! gather.rs), writes through the reservation station, and replies into the connection's
+//! output buffer; one write per connection per turn. The only thing a loop waits for on
+//! another thread's behalf is a station slot another loop is draining.
 //!
 //! A reply is never waited for on the loop's thread. Writes complete without waiting for
 //! older writers (tree/src/version.rs); a reply resting on a write not yet visible to
