@@ -71,7 +71,8 @@ pub struct Spec {
     /// Redis's arity: a positive number, exactly that many arguments (the name included);
     /// negative, at least that many.
     pub arity: i32,
-    /// [`flag`]s.
+    /// Flag bits (`resp::call::flag`: WRITE, READONLY, DENYOOM, ...); COMMAND INFO names
+    /// them ([`Spec::flag_names`]).
     pub flags: u32,
     /// First key argument (0: none), last (-1: the last argument), step between keys.
     pub keys: (i32, i32, i32),

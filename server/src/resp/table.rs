@@ -5,9 +5,11 @@
 //! it; MULTI checks queued commands against it; cluster mode routes by its key positions
 //! and whether it writes.
 
+use crate::core::shared::Shared;
 use crate::resp::call::flag::*;
 use crate::resp::call::{Call, Handler, Spec};
 use crate::resp::reply::wrong_args;
+use crate::resp::session::Session;
 use crate::resp::{atomics, command, connection, expire, introspect, keys, server, strings, tx};
 use accelkv_proto::resp;
 use std::sync::OnceLock;
@@ -18,7 +20,7 @@ const DEL: u32 = WRITE;
 const R: u32 = READONLY;
 const RF: u32 = READONLY | FAST;
 const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
-const ADMIN_: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+const ADMINISTRATIVE: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 /// Reads that do not go through a transaction's own view (they walk the keyspace or read
 /// through the engine): refused inside MULTI.
@@ -48,16 +50,12 @@ const NONE: (i32, i32, i32) = (0, 0, 0);
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
 
+/// A handler written before the table drove dispatch: the server, the connection, the
+/// command, the output.
+type Plain = fn(&Shared, &mut Session, &[&[u8]], &mut Vec<u8>);
+
 /// MSET and MSETNX: key-value pairs (an even count is a wrong number of arguments).
-fn pairs(
-    x: &mut Call<'_, '_>,
-    run: fn(
-        &crate::core::shared::Shared,
-        &mut crate::resp::session::Session,
-        &[&[u8]],
-        &mut Vec<u8>,
-    ),
-) {
+fn pairs(x: &mut Call<'_, '_>, run: Plain) {
     if x.args.len().is_multiple_of(2) {
         return wrong_args(x.out, x.args[0]);
     }
@@ -65,16 +63,7 @@ fn pairs(
 }
 
 /// A command with at most `max` arguments (its arity gives the least).
-fn at_most(
-    x: &mut Call<'_, '_>,
-    max: usize,
-    run: fn(
-        &crate::core::shared::Shared,
-        &mut crate::resp::session::Session,
-        &[&[u8]],
-        &mut Vec<u8>,
-    ),
-) {
+fn at_most(x: &mut Call<'_, '_>, max: usize, run: Plain) {
     if x.args.len() > max {
         return wrong_args(x.out, x.args[0]);
     }
@@ -176,7 +165,7 @@ pub static TABLE: &[Spec] = &[
     spec(
         "COMMAND",
         -1,
-        ADMIN_,
+        ADMINISTRATIVE,
         NONE,
         "server",
         "COUNT, INFO, DOCS, LIST of this table.",
@@ -185,7 +174,7 @@ pub static TABLE: &[Spec] = &[
     spec(
         "CONFIG",
         -2,
-        ADMIN_,
+        ADMINISTRATIVE,
         NONE,
         "server",
         "GET and SET of run-time settings.",
@@ -194,7 +183,7 @@ pub static TABLE: &[Spec] = &[
     spec(
         "INFO",
         -1,
-        ADMIN_,
+        ADMINISTRATIVE,
         NONE,
         "server",
         "Server information and statistics.",
