@@ -8,8 +8,7 @@ mod common;
 
 use accelkv_client::Client;
 use accelkv_proto::resp::Value;
-use common::{bulk, RespConn, Server};
-use std::process::{Child, Command, Stdio};
+use common::{bulk, Redis, RespConn, Server};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn now_ms() -> u64 {
@@ -23,50 +22,6 @@ fn int(v: &Value) -> i64 {
     match v {
         Value::Integer(n) => *n,
         other => panic!("not an integer: {other:?}"),
-    }
-}
-
-/// A `redis-server` on a free port, without persistence; killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Option<Redis> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .ok()?;
-        let r = Redis { child, port };
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if start.elapsed() > Duration::from_secs(10) {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(r)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod adapter;
 pub mod atomics;
 pub mod batch;
+pub mod bits;
 pub mod call;
 pub mod cluster;
 pub mod command;

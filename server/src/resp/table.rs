@@ -10,7 +10,9 @@ use crate::resp::call::flag::*;
 use crate::resp::call::{Call, Handler, Spec};
 use crate::resp::reply::wrong_args;
 use crate::resp::session::Session;
-use crate::resp::{atomics, command, connection, expire, introspect, keys, server, strings, tx};
+use crate::resp::{
+    atomics, bits, command, connection, expire, introspect, keys, server, strings, tx,
+};
 use accelkv_proto::resp;
 use std::sync::OnceLock;
 
@@ -593,6 +595,51 @@ pub static TABLE: &[Spec] = &[
         "string",
         "Length of a value.",
         strings::strlen,
+    ),
+    spec(
+        "SETBIT",
+        4,
+        W,
+        ONE,
+        "bitmap",
+        "Sets or clears one bit of a value; its old value.",
+        bits::setbit,
+    ),
+    spec(
+        "GETBIT",
+        3,
+        RF,
+        ONE,
+        "bitmap",
+        "One bit of a value.",
+        bits::getbit,
+    ),
+    spec(
+        "BITCOUNT",
+        -2,
+        R,
+        ONE,
+        "bitmap",
+        "Set bits of a value, in a byte or bit range.",
+        bits::bitcount,
+    ),
+    spec(
+        "BITPOS",
+        -3,
+        R,
+        ONE,
+        "bitmap",
+        "First bit set or clear in a value, in a byte or bit range.",
+        bits::bitpos,
+    ),
+    spec(
+        "BITOP",
+        -4,
+        W,
+        (2, -1, 1),
+        "bitmap",
+        "AND, OR, XOR or NOT of values into a key, atomically.",
+        bits::bitop,
     ),
     spec(
         "EXISTS",

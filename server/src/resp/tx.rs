@@ -163,7 +163,7 @@ fn commit(sh: &Shared, s: &mut Session) -> Option<crate::core::station_tx::Commi
 /// Runs `f` inside a transaction: the one EXEC runs, or a new one committed at the end (a
 /// multi-key command outside MULTI). When a key's write fails at commit, the reply `f`
 /// wrote is replaced by the error.
-fn atomically(
+pub(crate) fn atomically(
     sh: &Shared,
     s: &mut Session,
     out: &mut Vec<u8>,
@@ -192,7 +192,7 @@ pub fn run_in_tx(sh: &Shared, s: &mut Session, op: Op<'_>) -> Done {
     }
 }
 
-fn failed(out: &mut Vec<u8>, d: &Done) -> bool {
+pub(crate) fn failed(out: &mut Vec<u8>, d: &Done) -> bool {
     match &d.outcome {
         Err(e) => {
             err_store(out, e);

@@ -121,6 +121,14 @@ pub enum Write<'a> {
         /// The bytes written there.
         patch: Cow<'a, [u8]>,
     },
+    /// Sets or clears the bit at `offset` (bit 0 the most significant of byte 0), growing
+    /// the value with zero bytes as needed; answers the bit's old value (SETBIT).
+    SetBit {
+        /// The bit's position.
+        offset: u64,
+        /// Set (true) or clear it.
+        bit: bool,
+    },
     /// Removes the key and answers its value (GETDEL).
     GetDel,
     /// Changes nothing and answers the value: a read ordered with the writes around it
@@ -293,6 +301,7 @@ impl<'a> Write<'a> {
                 offset,
                 patch: own(patch),
             },
+            Write::SetBit { offset, bit } => Write::SetBit { offset, bit },
             Write::GetDel => Write::GetDel,
             Write::Read => Write::Read,
             Write::FetchAdd {
@@ -379,6 +388,7 @@ impl<'a> Write<'a> {
             Write::IncrByFloat(by) => incr_by_float(cur, by),
             Write::Append(v) => append(cur, &v, max_value),
             Write::SetRange { offset, patch } => set_range(cur, offset, &patch, max_value),
+            Write::SetBit { offset, bit } => set_bit(cur, offset, bit, max_value),
             Write::GetDel => match cur {
                 None => keep(Outcome::Old(None)),
                 Some(v) => (Effect::Remove, Outcome::Old(Some(v.to_vec()))),
@@ -531,6 +541,36 @@ fn append<'a>(cur: Option<&[u8]>, v: &[u8], max_value: usize) -> (Effect<'a>, Ou
     new.extend_from_slice(v);
     let len = new.len() as i64;
     (modified(new), Outcome::Int(len))
+}
+
+/// SETBIT: the bit at `offset` set or cleared (the value grown with zero bytes to hold it,
+/// too large past `max_value`), its old value.
+fn set_bit<'a>(
+    cur: Option<&[u8]>,
+    offset: u64,
+    bit: bool,
+    max_value: usize,
+) -> (Effect<'a>, Outcome) {
+    let old = cur.unwrap_or_default();
+    let byte = (offset / 8) as usize;
+    let mask = 0x80u8 >> (offset % 8);
+    if byte >= max_value {
+        return (Effect::Keep, Outcome::Failed(Failure::TooLarge));
+    }
+    let was = old.get(byte).is_some_and(|b| b & mask != 0);
+    if was == bit && cur.is_some() && byte < old.len() {
+        return (Effect::Keep, Outcome::Int(i64::from(was)));
+    }
+    let mut new = old.to_vec();
+    if new.len() <= byte {
+        new.resize(byte + 1, 0);
+    }
+    if bit {
+        new[byte] |= mask;
+    } else {
+        new[byte] &= !mask;
+    }
+    (modified(new), Outcome::Int(i64::from(was)))
 }
 
 /// SETRANGE: `patch` written at `offset` (zero-padded), the new length.
@@ -853,6 +893,30 @@ mod tests {
             apply(cas(Some("x")), None),
             (None, Outcome::Mismatch { absent: true })
         );
+    }
+
+    #[test]
+    fn setbit_grows_with_zero_bytes_and_answers_the_old_bit() {
+        let set = |v: &[u8]| Some(Some(v.to_vec()));
+        let bit = |offset, bit| Write::SetBit { offset, bit };
+        // Bit 0 is the most significant bit of byte 0, as Redis's.
+        assert_eq!(apply(bit(0, true), None), (set(&[0x80]), Outcome::Int(0)));
+        assert_eq!(apply(bit(7, false), None), (set(&[0]), Outcome::Int(0)));
+        assert_eq!(
+            apply(bit(17, true), Some(&[0xff])),
+            (set(&[0xff, 0, 0x40]), Outcome::Int(0))
+        );
+        assert_eq!(apply(bit(1, true), Some(&[0x40])), (None, Outcome::Int(1)));
+        assert_eq!(
+            apply(bit(1, false), Some(&[0x40])),
+            (set(&[0]), Outcome::Int(1))
+        );
+        let (_, o) = Write::SetBit {
+            offset: 8 << 20,
+            bit: true,
+        }
+        .apply(None, 0, &Registry::default(), 1 << 20);
+        assert_eq!(o, Outcome::Failed(Failure::TooLarge));
     }
 
     #[test]
