@@ -102,8 +102,9 @@ pub trait Session: Send {
 
     /// The GETs at the front of `input` the loop may answer in its batch across
     /// connections (net/gather.rs): pushes each key's offsets in `input` to `keys` (at most
-    /// `room`), and returns the input bytes they take. The same rule decides as this
-    /// protocol's own run does; anything else is left for [`Session::run`].
+    /// `room`, fewer when the replies would not fit beside the `out` bytes the connection's
+    /// output already holds), and returns the input bytes they take. The same rule decides
+    /// as this protocol's own run does; anything else is left for [`Session::run`].
     fn gather(
         &self,
         _sh: &Shared,
