@@ -5,7 +5,7 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{Redis, RespConn, Server};
+use common::{RespConn, Server};
 
 /// The script both servers run (edges where Redis versions differ are left out: argument
 /// errors on a missing key).
@@ -79,26 +79,7 @@ const SCRIPT: &[&str] = &[
 
 #[test]
 fn bit_commands_answer_as_redis_does() {
-    let Some(redis) = Redis::start() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "redis-server is needed in CI (.ci/run installs it)"
-        );
-        eprintln!("skipped: no redis-server on this machine");
-        return;
-    };
-    let srv = Server::start(&[]);
-    let mut ours = RespConn::new(&srv);
-    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
-    let mut differ = Vec::new();
-    for line in SCRIPT {
-        let args: Vec<&str> = line.split(' ').collect();
-        let (a, b) = (ours.str(&args), theirs.str(&args));
-        if a != b {
-            differ.push(format!("{line}: accelkv {a:?}, redis {b:?}"));
-        }
-    }
-    assert!(differ.is_empty(), "replies differ:\n{}", differ.join("\n"));
+    common::answers_as_redis_does(SCRIPT);
 }
 
 /// Four clients set 256 bits each (interleaved offsets) of one key, pipelined: every bit

@@ -8,6 +8,17 @@ use accelkv_engine::ReadEngine;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
+/// One unlabelled sample per metric, each after its `# TYPE` line.
+fn samples<V: std::fmt::Display>(
+    o: &mut String,
+    kind: &str,
+    metrics: impl IntoIterator<Item = (&'static str, V)>,
+) {
+    for (name, v) in metrics {
+        let _ = writeln!(o, "# TYPE {name} {kind}\n{name} {v}");
+    }
+}
+
 /// Every metric, in Prometheus's text format.
 pub fn prometheus(sh: &Shared) -> String {
     let mut o = String::new();
@@ -66,9 +77,7 @@ fn requests(sh: &Shared, o: &mut String) {
             m.connections_rejected.load(Ordering::Relaxed),
         ),
     ];
-    for (name, c) in counters {
-        let _ = writeln!(o, "# TYPE {name} counter\n{name} {c}");
-    }
+    samples(o, "counter", counters);
     if let Some(h) = m.latency() {
         let _ = writeln!(o, "# TYPE accelkv_request_latency_microseconds summary");
         for q in [0.5, 0.9, 0.99, 0.999] {
@@ -103,49 +112,51 @@ fn engine_and_store(sh: &Shared, o: &mut String) {
         ("accelkv_hot_cache_hit_ratio", hit),
         ("accelkv_engine_queue_depth", e.queued as f64),
     ];
-    for (name, v) in gauges {
-        let _ = writeln!(o, "# TYPE {name} gauge\n{name} {v}");
-    }
+    samples(o, "gauge", gauges);
     let st = &sh.station().stats;
-    for (name, v) in [
-        ("accelkv_station_ops_total", st.ops.load(Ordering::Relaxed)),
-        (
-            "accelkv_station_tree_writes_total",
-            st.tree_writes.load(Ordering::Relaxed),
-        ),
-        (
-            "accelkv_station_forwarded_total",
-            st.forwarded.load(Ordering::Relaxed),
-        ),
-        (
-            "accelkv_station_queued_total",
-            st.queued.load(Ordering::Relaxed),
-        ),
-    ] {
-        let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
-    }
+    samples(
+        o,
+        "counter",
+        [
+            ("accelkv_station_ops_total", st.ops.load(Ordering::Relaxed)),
+            (
+                "accelkv_station_tree_writes_total",
+                st.tree_writes.load(Ordering::Relaxed),
+            ),
+            (
+                "accelkv_station_forwarded_total",
+                st.forwarded.load(Ordering::Relaxed),
+            ),
+            (
+                "accelkv_station_queued_total",
+                st.queued.load(Ordering::Relaxed),
+            ),
+        ],
+    );
 }
 
 /// The durability layer's counters and lags, and the leaf cache over the page file.
 fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut String) {
     let d = p.stats();
-    for (name, v) in [
-        ("accelkv_durable_commits_total", d.commits),
-        ("accelkv_durable_syncs_total", d.syncs),
-        ("accelkv_durable_bytes_written_total", d.bytes_written),
-        (
-            "accelkv_durable_leaf_pages_written_total",
-            d.leaf_pages_written,
-        ),
-        (
-            "accelkv_durable_ext_pages_written_total",
-            d.ext_pages_written,
-        ),
-        ("accelkv_durable_failures_total", d.failures),
-        ("accelkv_durable_write_stalls_total", d.stalls),
-    ] {
-        let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
-    }
+    samples(
+        o,
+        "counter",
+        [
+            ("accelkv_durable_commits_total", d.commits),
+            ("accelkv_durable_syncs_total", d.syncs),
+            ("accelkv_durable_bytes_written_total", d.bytes_written),
+            (
+                "accelkv_durable_leaf_pages_written_total",
+                d.leaf_pages_written,
+            ),
+            (
+                "accelkv_durable_ext_pages_written_total",
+                d.ext_pages_written,
+            ),
+            ("accelkv_durable_failures_total", d.failures),
+            ("accelkv_durable_write_stalls_total", d.stalls),
+        ],
+    );
     let _ = writeln!(
         o,
         "# TYPE accelkv_durable_stall_seconds_total counter\naccelkv_durable_stall_seconds_total {}",
@@ -163,17 +174,19 @@ fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut String) {
     );
     let m = sh.store().mirror_stats();
     let (deferred_loads, deferred_waits) = sh.engine().deferred_reads();
-    for (name, v) in [
-        ("accelkv_leaf_cache_leaf_visits_total", m.leaf_visits),
-        ("accelkv_leaf_cache_loads_total", m.loads),
-        ("accelkv_leaf_cache_load_errors_total", m.load_errors),
-        ("accelkv_leaf_cache_evictions_total", m.evictions),
-        ("accelkv_leaf_cache_write_backs_total", d.write_backs),
-        ("accelkv_leaf_cache_deferred_waits_total", deferred_waits),
-        ("accelkv_leaf_cache_deferred_loads_total", deferred_loads),
-    ] {
-        let _ = writeln!(o, "# TYPE {name} counter\n{name} {v}");
-    }
+    samples(
+        o,
+        "counter",
+        [
+            ("accelkv_leaf_cache_leaf_visits_total", m.leaf_visits),
+            ("accelkv_leaf_cache_loads_total", m.loads),
+            ("accelkv_leaf_cache_load_errors_total", m.load_errors),
+            ("accelkv_leaf_cache_evictions_total", m.evictions),
+            ("accelkv_leaf_cache_write_backs_total", d.write_backs),
+            ("accelkv_leaf_cache_deferred_waits_total", deferred_waits),
+            ("accelkv_leaf_cache_deferred_loads_total", deferred_loads),
+        ],
+    );
     let _ = writeln!(
         o,
         "# TYPE accelkv_leaf_cache_resident_bytes gauge\naccelkv_leaf_cache_resident_bytes {}\n# TYPE accelkv_leaf_cache_budget_bytes gauge\naccelkv_leaf_cache_budget_bytes {}\n# TYPE accelkv_leaf_cache_evicted_leaves gauge\naccelkv_leaf_cache_evicted_leaves {}\n# TYPE accelkv_leaf_cache_load_seconds_mean gauge\naccelkv_leaf_cache_load_seconds_mean {}",

@@ -227,9 +227,17 @@ fn place_ops<'a>(
                 Status::Unauthorized,
                 "authentication required".into(),
             ))
-        } else if let Some(cl) = cluster {
-            let udp = g.transport == Transport::Udp;
-            match crate::binary::cluster::step(sh, cl, op, i, udp, &mut settled, &mut b.forwards) {
+        } else {
+            // Cluster mode places the operation first: it runs here, is answered, or is
+            // routed to its range's group.
+            let step = match cluster {
+                Some(cl) => {
+                    let udp = g.transport == Transport::Udp;
+                    crate::binary::cluster::step(sh, cl, op, i, udp, &mut settled, &mut b.forwards)
+                }
+                None => Step::Run,
+            };
+            match step {
                 Step::Run => execute_op(
                     sh,
                     op,
@@ -242,16 +250,6 @@ fn place_ops<'a>(
                 Step::Answer(a) => Some(a),
                 Step::Routed => None,
             }
-        } else {
-            execute_op(
-                sh,
-                op,
-                g.transport,
-                i,
-                max_items,
-                &mut b.to_read,
-                &mut b.writes,
-            )
         };
         b.answers[i] = a;
     }

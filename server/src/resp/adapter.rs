@@ -14,9 +14,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// GETs taken from one connection per loop turn (net/gather.rs).
-const GATHER_PER_CONN: usize = 64;
-
 thread_local! {
     /// Each event loop's reusable buffers for RESP batches (a loop is a thread).
     static SCRATCH: RefCell<Scratch> = RefCell::default();
@@ -123,7 +120,7 @@ impl crate::net::session::Session for Session {
             0 => limits.max_value,
             n => n,
         };
-        let want = ((max_out + 1 - out) / per_reply.max(1)).clamp(1, GATHER_PER_CONN.min(room));
+        let want = ((max_out + 1 - out) / per_reply.max(1)).clamp(1, room);
         SPANS.with(|spans| {
             let spans = &mut *spans.borrow_mut();
             let mut at = 0;

@@ -4,6 +4,8 @@
 //! encoded as a replicated command with every relative time made absolute (so each
 //! replica, and a replay after a restart, computes the same deadline).
 
+use crate::resp::call::flag::WRITE;
+
 /// How a command is served in cluster mode.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Class<'a> {
@@ -69,22 +71,16 @@ pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
     let Some(spec) = crate::resp::table::find(args[0]) else {
         return Class::Local; // unknown: answered as unknown here
     };
-    let (first, last, step) = spec.keys;
-    if first <= 0 {
+    if spec.keys.0 <= 0 {
         return Class::Refused("this command is not served in cluster mode");
     }
-    let n = args.len() as i32;
-    let last = if last < 0 { n + last } else { last.min(n - 1) };
-    let keys: Vec<&[u8]> = (first..=last)
-        .step_by(step.max(1) as usize)
-        .filter_map(|i| args.get(i as usize).copied())
-        .collect();
+    let keys: Vec<&[u8]> = spec.keys_of(args).collect();
     if keys.is_empty() {
         return Class::Local; // a wrong argument count: answered here
     }
     Class::Keyed {
         keys,
-        write: crate::resp::table::is_write(args[0]),
+        write: spec.has(WRITE),
         upto: None,
     }
 }

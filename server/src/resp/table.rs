@@ -796,11 +796,6 @@ pub fn find(name: &[u8]) -> Option<&'static Spec> {
     }
 }
 
-/// Whether the command named `name` writes (its table entry has the `write` flag).
-pub fn is_write(name: &[u8]) -> bool {
-    find(name).is_some_and(|s| s.has(WRITE))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -832,6 +827,7 @@ mod tests {
 
     #[test]
     fn flags_say_what_writes_and_what_may_run_past_maxmemory() {
+        let is_write = |name: &[u8]| find(name).is_some_and(|s| s.has(WRITE));
         for w in [
             "SET", "MSET", "APPEND", "INCR", "RENAME", "GETEX", "DEL", "EXPIRE",
         ] {

@@ -231,3 +231,29 @@ impl Drop for Redis {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `script` (one command per line, its arguments split on spaces) on a fresh accelkv
+/// server and on a real `redis-server`, and fails listing every line whose replies differ.
+/// Without a `redis-server` it is skipped, except in CI (.ci/run installs one).
+pub fn answers_as_redis_does(script: &[&str]) {
+    let Some(redis) = Redis::start() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "redis-server is needed in CI (.ci/run installs it)"
+        );
+        eprintln!("skipped: no redis-server on this machine");
+        return;
+    };
+    let srv = Server::start(&[]);
+    let mut ours = RespConn::new(&srv);
+    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
+    let mut differ = Vec::new();
+    for line in script {
+        let args: Vec<&str> = line.split(' ').collect();
+        let (a, b) = (ours.str(&args), theirs.str(&args));
+        if a != b {
+            differ.push(format!("{line}: accelkv {a:?}, redis {b:?}"));
+        }
+    }
+    assert!(differ.is_empty(), "replies differ:\n{}", differ.join("\n"));
+}
