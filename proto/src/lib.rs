@@ -14,6 +14,7 @@
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod collection;
 pub mod frame;
 mod limits;
 pub mod memcache;

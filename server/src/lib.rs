@@ -67,10 +67,11 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         None => "memcached off".to_string(),
     };
     let mc = Arc::new(memcache::state::McGlobal::default());
-    let (sockets, admin) = bound.wire(&shared, &mc);
+    let resp_global = Arc::new(resp::session::RespGlobal::default());
+    let (sockets, admin) = bound.wire(&shared, &mc, &resp_global);
     let stop = Arc::new(AtomicBool::new(false));
     let (mailboxes, done) = start_loops(&shared, &sockets, &stop)?;
-    start_helpers(&shared, &stop, mc, admin)?;
+    start_helpers(&shared, &stop, mc, &resp_global, admin)?;
     let auth = if settings.password.is_some() {
         "on"
     } else {
@@ -141,9 +142,10 @@ impl Bound {
         self,
         shared: &Arc<core::shared::Shared>,
         mc: &Arc<memcache::state::McGlobal>,
+        resp_global: &Arc<resp::session::RespGlobal>,
     ) -> (net::event_loop::Sockets, std::net::TcpListener) {
         let mut sockets = net::event_loop::Sockets::default();
-        let resp = resp::adapter::RespProtocol::new(shared.clone());
+        let resp = resp::adapter::RespProtocol::new(shared.clone(), resp_global.clone());
         sockets.listeners.push((self.resp, Arc::new(resp)));
         let bin = binary::session::BinaryProtocol;
         sockets.listeners.push((self.bin, Arc::new(bin)));
@@ -196,20 +198,24 @@ fn start_loops(
     Ok((mailboxes, done_rx))
 }
 
-/// The expiry sweep (with memcached's delayed `flush_all` on its tick) and the admin
+/// The expiry sweep (with memcached's delayed `flush_all` and the reclaim of dead
+/// collections' subkeys on its tick) and the admin
 /// endpoint, each on a thread of its own.
 fn start_helpers(
     shared: &Arc<core::shared::Shared>,
     stop: &Arc<AtomicBool>,
     mc: Arc<memcache::state::McGlobal>,
+    resp_global: &resp::session::RespGlobal,
     admin: std::net::TcpListener,
 ) -> Result<(), String> {
+    let mut reclaim = resp::types::gc::Reclaim::new(resp_global.reclaimed.clone());
     let (sh, stop) = (shared.clone(), stop.clone());
     std::thread::Builder::new()
         .name("accelkv-expire".into())
         .spawn(move || {
             let flush: core::sweep::Tick = Box::new(move |sh| mc.run_due_flush(sh));
-            core::sweep::run(sh, stop, vec![flush])
+            let reclaim: core::sweep::Tick = Box::new(move |sh| reclaim.tick(sh));
+            core::sweep::run(sh, stop, vec![flush, reclaim])
         })
         .map_err(|e| e.to_string())?;
     let sh = shared.clone();

@@ -588,6 +588,28 @@ impl Store {
             .scan_at(lo, upper(hi), limit, rv, self.tree.read_clock(), &pin, f)
     }
 
+    /// [`Store::scan_with`] over the newest items, including completed writes not yet
+    /// visible to readers: the range counterpart of [`Store::get_latest`], with the same
+    /// rule (only for the single write door that orders every write of the range itself).
+    pub fn scan_latest_with(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        let pin = self.tree.epochs.pin();
+        self.tree.scan_at(
+            lo,
+            upper(hi),
+            limit,
+            u64::MAX,
+            self.tree.read_clock(),
+            &pin,
+            f,
+        )
+    }
+
     /// Honeycomb's SCAN(kl, ku): the items from the largest key <= `kl` (from the first key
     /// when there is none) through `ku` inclusive, at most `limit`.
     ///

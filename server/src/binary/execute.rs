@@ -4,6 +4,7 @@
 
 use crate::binary::answer::{answer_of, Answer};
 use crate::core::counters::OpClass;
+use crate::core::ops::typed::user_key_ok;
 use crate::core::ops::vector::{Elem, Overflow, VectorOp};
 use crate::core::ops::{Cond, ExpireCond, Ttl, Write};
 use crate::core::shared::Shared;
@@ -42,6 +43,10 @@ pub(crate) fn execute_op<'a>(
         w => w,
     };
     match w {
+        Ok(Some((_, key, _))) if !user_key_ok(key) => Some(Answer::Fail(
+            Status::Malformed,
+            "keys beginning with the bytes FF FF are reserved".into(),
+        )),
         Ok(Some((class, key, w))) => {
             sh.count(class);
             writes.push((index, Op::new(key, w)));

@@ -162,6 +162,19 @@ impl<'b> Burst<'b> {
         (i, Ok(outcome), changed)
     }
 
+    /// The keys in `[lo, hi)` this burst changed and has not written back, each with its
+    /// new value (`None`: removed), in key order.
+    pub fn pending_in<'s>(&'s self, lo: &[u8], hi: &[u8]) -> Vec<(&'s [u8], Option<&'s [u8]>)> {
+        let mut v: Vec<_> = self
+            .keys
+            .iter()
+            .filter(|k| k.dirty && k.key.as_ref() >= lo && k.key.as_ref() < hi)
+            .map(|k| (k.key.as_ref(), k.value.as_deref()))
+            .collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+
     /// Writes each changed key back, one tree write each: per key, the write's version (0
     /// when unchanged) or its error.
     pub fn write_back(

@@ -132,6 +132,49 @@ impl Station {
         }
     }
 
+    /// Calls `f` for the items in `[lo, hi)` as `tx` sees them, ascending, at most `limit`:
+    /// the tree's newest (visible or not), with what `tx` changed and has not written yet
+    /// in their place. Only for a range whose every writer first owns a slot `tx` owns (a
+    /// collection's subkeys, written only under their metadata key's slot), so nobody
+    /// changes it meanwhile.
+    pub fn tx_scan(
+        &self,
+        store: &Store,
+        tx: &Tx,
+        (lo, hi): (&[u8], &[u8]),
+        limit: usize,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Error> {
+        let pending = tx.burst.pending_in(lo, hi);
+        let mut tree: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        // Pending removals may hide tree items: read that many more.
+        let want = limit.saturating_add(pending.len());
+        store.scan_latest_with(lo, Some(hi), want, |k, v| {
+            tree.push((k.to_vec(), v.to_vec()))
+        })?;
+        let (mut i, mut j, mut sent) = (0, 0, 0);
+        while sent < limit && (i < tree.len() || j < pending.len()) {
+            let pending_first =
+                j < pending.len() && (i >= tree.len() || pending[j].0 <= tree[i].0.as_slice());
+            if pending_first {
+                // The pending value replaces the tree's.
+                if i < tree.len() && tree[i].0 == pending[j].0 {
+                    i += 1;
+                }
+                if let Some(v) = pending[j].1 {
+                    f(pending[j].0, v);
+                    sent += 1;
+                }
+                j += 1;
+            } else {
+                f(&tree[i].0, &tree[i].1);
+                sent += 1;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `tx`'s changes as one atomic batch, then runs what others queued on its slots
     /// and releases them.
     pub fn commit(&self, store: &Store, tx: Tx) -> Committed {

@@ -2,6 +2,8 @@
 //! item operation through the reservation station, noting what the replies rest on, and
 //! refused while writes cannot run; store errors as memcached's `SERVER_ERROR`.
 
+use crate::core::ops::typed::user_key_ok;
+use crate::core::ops::Failure;
 use crate::core::ops::{ItemTtl, ItemWrite, Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
@@ -31,6 +33,14 @@ pub fn station<'a>(
     w: ItemWrite<'a>,
     changes: bool,
 ) -> Done {
+    if changes && !user_key_ok(key) {
+        // The reserved part of the key space (`core/ops/typed.rs`) is not a client's to
+        // write: memcached's answer for a key it refuses.
+        return Done {
+            outcome: Ok(Outcome::Failed(Failure::WrongType)),
+            version: 0,
+        };
+    }
     s.wrote |= changes;
     let d = sh
         .station()

@@ -98,8 +98,11 @@ impl Session for McSession {
     }
 
     fn gathered_reply(&self, key: &[u8], found: Found<'_>, out: &mut Vec<u8>) {
+        // A collection's metadata (a typed item) is nothing memcached can read.
         if let Found::Value(Some(v), flags) = found {
-            mc_reply::value(out, key, flags, v, None);
+            if !crate::core::ops::typed::is_typed(flags) {
+                mc_reply::value(out, key, flags, v, None);
+            }
         }
         out.extend_from_slice(b"END\r\n");
     }

@@ -12,6 +12,7 @@
 //! `CLIENT_ERROR unauthenticated`.
 
 use crate::core::counters::OpClass;
+use crate::core::ops::typed::is_typed;
 use crate::core::ops::{Failure, ItemCond, ItemWrite, Outcome};
 use crate::core::reads::{NotYet, Reads};
 use crate::core::shared::Shared;
@@ -374,7 +375,9 @@ fn get(
         let ran = reads.run(sh.engine(), &reqs, |j, found| {
             let start = replies.len();
             match found {
-                Found::Value(Some(v), flags) => reply::value(replies, part[j], flags, v, None),
+                Found::Value(Some(v), flags) if !is_typed(flags) => {
+                    reply::value(replies, part[j], flags, v, None)
+                }
                 // Answers handed back after a wait carry no flags: read the item again (its
                 // leaf is resident now).
                 Found::Reply(Reply::Value(Some(_))) => direct(sh, part[j], replies),
@@ -400,7 +403,9 @@ fn get(
 
 /// One key's `VALUE` block, read from the store on this thread.
 fn direct(sh: &Shared, key: &[u8], out: &mut Vec<u8>) {
-    let _ = sh
-        .store()
-        .get_item_with(key, 0, |v, _, f| reply::value(out, key, f, v, None));
+    let _ = sh.store().get_item_with(key, 0, |v, _, f| {
+        if !is_typed(f) {
+            reply::value(out, key, f, v, None)
+        }
+    });
 }

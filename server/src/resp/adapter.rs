@@ -28,11 +28,8 @@ pub struct RespProtocol {
 }
 
 impl RespProtocol {
-    pub fn new(sh: Arc<Shared>) -> RespProtocol {
-        RespProtocol {
-            sh,
-            global: Arc::default(),
-        }
+    pub fn new(sh: Arc<Shared>, global: Arc<RespGlobal>) -> RespProtocol {
+        RespProtocol { sh, global }
     }
 }
 
@@ -140,7 +137,8 @@ impl crate::net::session::Session for Session {
     }
 
     fn gathered_reply(&self, _key: &[u8], found: Found<'_>, out: &mut Vec<u8>) {
-        get_reply(out, found, self.proto, false);
+        // Gathered GETs run inline: their answers carry flags.
+        get_reply(out, found, self.proto, false, None);
     }
 
     fn gathered(&mut self, sh: &Shared, k: usize, bytes: usize) {

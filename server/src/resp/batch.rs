@@ -7,6 +7,7 @@
 //! loop's scratch buffers have grown.
 
 use crate::core::counters::OpClass;
+use crate::core::ops::typed::is_typed;
 use crate::core::reads::{NotYet, Reads};
 use crate::core::route::Route;
 use crate::core::shared::Shared;
@@ -16,6 +17,9 @@ use crate::resp::dispatch;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::table::find;
+use crate::resp::types::access::WRONGTYPE;
+use crate::resp::types::encoding::user_key_ok;
+use crate::resp::types::keyspace;
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp::{self, RespError, Version};
 use smallvec::SmallVec;
@@ -47,8 +51,10 @@ pub struct Ran {
 }
 
 /// `SET key value` with no options (what a run of SETs may batch).
+/// A `SET key value` the batch may run with others (a key in the reserved part goes
+/// through the dispatcher, which refuses it).
 fn is_plain_set(args: &[&[u8]]) -> bool {
-    args.len() == 3 && args[0].eq_ignore_ascii_case(b"SET")
+    args.len() == 3 && args[0].eq_ignore_ascii_case(b"SET") && user_key_ok(args[1])
 }
 
 fn is_read(args: &[&[u8]]) -> bool {
@@ -304,9 +310,24 @@ fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) 
 }
 
 /// Appends the reply to one GET (or one key of an MGET, whose errors are nils, as Redis
-/// answers them) in protocol `ver`.
-pub fn get_reply(out: &mut Vec<u8>, found: Found<'_>, ver: Version, mget: bool) {
+/// answers them) in protocol `ver`. A collection's key is Redis's WRONGTYPE (nil in an
+/// MGET); an answer that came without flags (through a ring) and looks like a
+/// collection's metadata is confirmed through `sh`.
+pub fn get_reply(
+    out: &mut Vec<u8>,
+    found: Found<'_>,
+    ver: Version,
+    mget: bool,
+    check: Option<(&Shared, &[u8])>,
+) {
+    let typed = match &found {
+        Found::Value(Some(_), f) => is_typed(*f),
+        Found::Reply(Reply::Value(Some(v))) => keyspace::looks_typed(check, v),
+        _ => false,
+    };
     match found {
+        _ if typed && mget => resp::bulk_in(out, None, ver),
+        _ if typed => resp::error(out, WRONGTYPE),
         Found::Value(v, _) => resp::bulk_in(out, v, ver),
         Found::Reply(Reply::Value(v)) => resp::bulk_in(out, v.as_deref(), ver),
         Found::Reply(Reply::Error(_)) if mget => resp::bulk_in(out, None, ver),
@@ -355,7 +376,11 @@ fn read_run(
         let (replies, segs) = (&mut sc.replies, &mut sc.segs);
         let ran = reads.run(sh.engine(), &reqs, |j, found| {
             let start = replies.len();
-            get_reply(replies, found, ver, part[j].1);
+            let key = match part[j].0 {
+                ReadRef::Get(k) => k,
+                _ => &[],
+            };
+            get_reply(replies, found, ver, part[j].1, Some((sh, key)));
             segs[base + j] = (start, replies.len());
         });
         if let Err(e) = ran {

@@ -7,10 +7,10 @@ use crate::core::counters::OpClass;
 use crate::core::ops::{Outcome, Write};
 use crate::core::station::Op;
 use crate::resp::call::Call;
-use crate::resp::door::{get_value, write_one};
+use crate::resp::door::{get_value, write_one, Got};
 use crate::resp::reply::{err_store, ok, parse_i64, upper};
 use crate::resp::tx::{atomically, failed, run_in_tx};
-use accelkv_engine::Reply;
+use crate::resp::types::access::WRONGTYPE;
 use accelkv_proto::resp;
 use std::borrow::Cow;
 
@@ -33,12 +33,15 @@ fn bit_at(v: &[u8], offset: u64) -> bool {
 /// written.
 fn value_of(x: &mut Call<'_, '_>, key: &[u8]) -> Option<Option<Vec<u8>>> {
     match get_value(x.sh, x.s, x.reads, key) {
-        Reply::Value(v) => Some(v),
-        Reply::Error(e) => {
+        Got::Str(v) => Some(v),
+        Got::Typed(..) => {
+            resp::error(x.out, WRONGTYPE);
+            None
+        }
+        Got::Err(e) => {
             err_store(x.out, &e);
             None
         }
-        Reply::Items(_) => Some(None),
     }
 }
 

@@ -30,7 +30,9 @@ fn mem_bytes(a: &[u8]) -> Option<usize> {
 }
 
 /// `INFO [section …]`: the sections asked for (`all`, `everything`, `default` or none: every
-/// one), in Redis's `# Section` / `name:value` text. O(1) in the store's size.
+/// one), in Redis's `# Section` / `name:value` text. O(1) in the store's size, but for the
+/// keyspace section's key count, which walks the collections' fields (see
+/// `types::keyspace::user_keys`).
 pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     let wants = |name: &str| {
         sections.is_empty()
@@ -73,11 +75,16 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     if wants("stats") {
         text.push_str("# Stats\r\n");
         text.push_str(&sh.stats_text());
+        let reclaimed = s
+            .global
+            .reclaimed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        text.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
     }
     if wants("keyspace") {
         text.push_str(&format!(
             "# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
-            sh.store().len(),
+            crate::resp::types::keyspace::user_keys(sh),
             sh.store().expiring_len()
         ));
     }

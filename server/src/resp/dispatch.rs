@@ -12,6 +12,7 @@ use crate::resp::call::{Call, Spec};
 use crate::resp::reply::{unknown_command, wrong_args};
 use crate::resp::session::Session;
 use crate::resp::table::find;
+use crate::resp::types::encoding::user_key_ok;
 use accelkv_proto::resp;
 use std::sync::atomic::Ordering;
 
@@ -54,7 +55,7 @@ pub fn run(
     if !spec.arity_ok(c.len()) {
         return wrong_args(out, name);
     }
-    if spec.has(WRITE) && !admit_write(sh, s, spec, out) {
+    if spec.has(WRITE) && !admit_write(sh, s, spec, c, out) {
         return;
     }
     let mut call = Call {
@@ -67,16 +68,25 @@ pub fn run(
     (spec.run)(&mut call)
 }
 
-/// A write may start: the disk is writable, and past `maxmemory` (noeviction) only
-/// commands without `denyoom` (deletes, renames, expiry changes) go on. Notes that the
+/// The error for a write naming a key in the reserved part of the key space.
+pub const RESERVED_KEY: &str =
+    "ERR keys beginning with the bytes FF FF are reserved (accelkv keeps collection fields there)";
+
+/// A write may start: the disk is writable, past `maxmemory` (noeviction) only commands
+/// without `denyoom` (deletes, renames, expiry changes) go on, and no key it names is in
+/// the reserved part of the key space (`resp/types/encoding.rs`). Notes that the
 /// connection wrote (its replies wait for durability where the sync policy asks).
-fn admit_write(sh: &Shared, s: &mut Session, spec: &Spec, out: &mut Vec<u8>) -> bool {
+fn admit_write(sh: &Shared, s: &mut Session, spec: &Spec, c: &[&[u8]], out: &mut Vec<u8>) -> bool {
     if let Err(m) = sh.writable() {
         resp::error(out, &format!("ERR {m}"));
         return false;
     }
     if spec.has(DENYOOM) && sh.over_maxmemory() {
         resp::error(out, OOM);
+        return false;
+    }
+    if !spec.keys_of(c).all(user_key_ok) {
+        resp::error(out, RESERVED_KEY);
         return false;
     }
     s.wrote = true;

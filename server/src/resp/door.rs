@@ -2,6 +2,7 @@
 //! station, inside the connection's transaction when one runs, noting the version its reply
 //! rests on; a read through the loop's read door, or through the transaction.
 
+use crate::core::ops::typed::is_typed;
 use crate::core::ops::{Outcome, Write};
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
@@ -9,6 +10,7 @@ use crate::core::station::{Done, Op};
 use crate::resp::reply::reply;
 use crate::resp::session::Session;
 use crate::resp::tx::run_in_tx;
+use crate::resp::types::encoding::MAGIC;
 use accelkv_engine::{Found, ReadRef, Reply};
 use smallvec::SmallVec;
 
@@ -60,15 +62,50 @@ pub(crate) fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Repl
     reply
 }
 
-/// The value of `key` for a command: inside a transaction, through it (seeing its own
+/// A key's item as a command sees it.
+pub(crate) enum Got {
+    /// A string (`None`: the key is absent).
+    Str(Option<Vec<u8>>),
+    /// A collection: its metadata record's value and client flags (`resp/types/`).
+    Typed(Vec<u8>, u32),
+    /// The read failed.
+    Err(accelkv_tree::Error),
+}
+
+/// The item at `key` for a command: inside a transaction, through it (seeing its own
 /// writes, the key owned until the commit); otherwise through the loop's read door.
-pub(crate) fn get_value(sh: &Shared, s: &mut Session, reads: &mut Reads, key: &[u8]) -> Reply {
+pub(crate) fn get_value(sh: &Shared, s: &mut Session, reads: &mut Reads, key: &[u8]) -> Got {
     if s.tx.running.is_none() {
-        return read_one(sh, reads, ReadRef::Get(key));
+        let mut got = Got::Str(None);
+        let _ = reads.run(sh.engine(), &[ReadRef::Get(key)], |_, f: Found<'_>| {
+            got = match f {
+                Found::Value(Some(v), flags) if is_typed(flags) => Got::Typed(v.to_vec(), flags),
+                Found::Value(v, _) => Got::Str(v.map(<[u8]>::to_vec)),
+                Found::Reply(Reply::Value(Some(v))) if v.starts_with(&MAGIC) => {
+                    typed_now(sh, key, v)
+                }
+                Found::Reply(Reply::Value(v)) => Got::Str(v),
+                Found::Reply(Reply::Error(e)) => Got::Err(e),
+                Found::Reply(Reply::Items(_)) => Got::Str(None),
+            }
+        });
+        return got;
     }
-    match run_in_tx(sh, s, Op::new(key, Write::Read)).outcome {
-        Ok(Outcome::Old(v)) => Reply::Value(v),
-        Err(e) => Reply::Error(e),
-        Ok(_) => Reply::Value(None),
+    match run_in_tx(sh, s, Op::new(key, Write::ReadItem)).outcome {
+        Ok(Outcome::Item(i)) if is_typed(i.flags) => Got::Typed(i.value, i.flags),
+        Ok(Outcome::Item(i)) => Got::Str(Some(i.value)),
+        Err(e) => Got::Err(e),
+        Ok(_) => Got::Str(None),
+    }
+}
+
+/// A value a ring engine answered without flags that looks like a collection's metadata:
+/// the key's item read again with its flags.
+fn typed_now(sh: &Shared, key: &[u8], v: Vec<u8>) -> Got {
+    match sh.store().snapshot().get_item(key) {
+        Ok(Some((v, _, flags))) if is_typed(flags) => Got::Typed(v, flags),
+        Ok(Some((v, ..))) => Got::Str(Some(v)),
+        Ok(None) => Got::Str(None),
+        Err(_) => Got::Str(Some(v)),
     }
 }

@@ -4,9 +4,10 @@
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
+use crate::resp::door::Got;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
-use accelkv_engine::Reply;
+use crate::resp::types::keyspace::{encoding_name, memory_usage};
 use accelkv_proto::resp::{self, Version};
 
 /// `CLIENT INFO`: this connection as CLIENT LIST would describe it.
@@ -167,16 +168,17 @@ pub fn reset_stats(sh: &Shared, out: &mut Vec<u8>) {
     resp::simple(out, "OK");
 }
 
+/// A key's item: its value, and its flags when it is a collection's metadata.
 fn value(
     sh: &Shared,
     s: &mut Session,
     reads: &mut Reads,
     key: &[u8],
-) -> Result<Option<Vec<u8>>, accelkv_tree::Error> {
+) -> Result<Option<(Vec<u8>, u32)>, accelkv_tree::Error> {
     match crate::resp::door::get_value(sh, s, reads, key) {
-        Reply::Value(v) => Ok(v),
-        Reply::Error(e) => Err(e),
-        Reply::Items(_) => Ok(None),
+        Got::Str(v) => Ok(v.map(|v| (v, 0))),
+        Got::Typed(v, f) => Ok(Some((v, f))),
+        Got::Err(e) => Err(e),
     }
 }
 
@@ -191,9 +193,7 @@ pub fn memory(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out:
             && std::str::from_utf8(c[4]).is_ok_and(|n| n.parse::<u64>().is_ok()));
     match sub.as_slice() {
         b"USAGE" if samples_ok => match value(sh, s, reads, c[2]) {
-            Ok(Some(v)) => {
-                resp::integer(out, sh.store().item_footprint(c[2].len(), v.len()) as i64)
-            }
+            Ok(Some((v, f))) => resp::integer(out, memory_usage(sh, c[2], &v, f) as i64),
             Ok(None) => resp::bulk_in(out, None, s.proto),
             Err(e) => err_store(out, &e),
         },
@@ -229,8 +229,9 @@ pub fn object(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out:
         );
     }
     match value(sh, s, reads, c[2]) {
-        Ok(Some(v)) if sub.as_slice() == b"ENCODING" => {
-            resp::bulk(out, Some(encoding(&v).as_bytes()))
+        Ok(Some((v, f))) if sub.as_slice() == b"ENCODING" => {
+            let name = encoding_name(sh, c[2], &v, f).unwrap_or_else(|| encoding(&v));
+            resp::bulk(out, Some(name.as_bytes()))
         }
         Ok(Some(_)) => resp::integer(out, 1),
         Ok(None) => resp::bulk_in(out, None, s.proto),

@@ -18,6 +18,8 @@ use crate::resp::door::read_one;
 use crate::resp::glob;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
+use crate::resp::types::encoding::MAGIC;
+use crate::resp::types::keyspace::{type_name, USER_END};
 use accelkv_engine::{ReadRef, Reply};
 use accelkv_proto::resp;
 
@@ -33,12 +35,25 @@ fn parse_u64(a: &[u8]) -> Option<u64> {
     std::str::from_utf8(a).ok()?.parse().ok()
 }
 
-/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]`.
+/// The type of a key a scan found with value `v`: a value that starts like a collection's
+/// metadata is confirmed by its flags.
+fn type_of(sh: &Shared, k: &[u8], v: &[u8]) -> &'static str {
+    if !v.starts_with(&MAGIC) {
+        return "string";
+    }
+    match sh.store().snapshot().get_item(k) {
+        Ok(Some((v, _, f))) => type_name(&v, f),
+        _ => "none",
+    }
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]`: the user's keys (never the
+/// collections' subkeys).
 pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
     let Some(id) = parse_u64(c[1]) else {
         return resp::error(out, "ERR invalid cursor");
     };
-    let (mut pattern, mut count, mut only_strings) = (None, 10usize, true);
+    let (mut pattern, mut count, mut kind) = (None, 10usize, None);
     let mut i = 2;
     while i < c.len() {
         let opt = c[i].to_ascii_uppercase();
@@ -51,8 +66,7 @@ pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out:
                 Some(n) if n >= 1 => count = (n as usize).min(sh.settings().limits.max_scan_items),
                 _ => return resp::error(out, "ERR value is not an integer or out of range"),
             },
-            // Every value is a string: any other type matches nothing.
-            b"TYPE" => only_strings = c[i + 1].eq_ignore_ascii_case(b"string"),
+            b"TYPE" => kind = Some(c[i + 1].to_ascii_lowercase()),
             _ => return resp::error(out, "ERR syntax error"),
         }
         i += 2;
@@ -67,7 +81,7 @@ pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out:
     // One item more than asked for says whether the scan is over.
     let req = ReadRef::Scan {
         lo: &from,
-        hi: None,
+        hi: Some(USER_END),
         limit: count + 1,
     };
     let items = match read_one(sh, reads, req) {
@@ -75,14 +89,20 @@ pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out:
         Reply::Error(e) => return err_store(out, &e),
         Reply::Value(_) => Default::default(),
     };
-    let keys: Vec<&[u8]> = items.iter().map(|(k, _)| k).take(count).collect();
-    let next = match (items.len() > count, keys.last()) {
-        (true, Some(last)) => cursors.save(successor(last)),
+    let next = match (items.len() > count, items.iter().nth(count - 1)) {
+        (true, Some((last, _))) => cursors.save(successor(last)),
         _ => 0,
     };
-    let shown: Vec<&[u8]> = keys
-        .into_iter()
-        .filter(|k| only_strings && pattern.is_none_or(|p| glob::matches(p, k)))
+    let shown: Vec<&[u8]> = items
+        .iter()
+        .take(count)
+        .filter(|(k, v)| {
+            pattern.is_none_or(|p| glob::matches(p, k))
+                && kind
+                    .as_ref()
+                    .is_none_or(|t| t.as_slice() == type_of(sh, k, v).as_bytes())
+        })
+        .map(|(k, _)| k)
         .collect();
     resp::array(out, 2);
     resp::bulk(out, Some(next.to_string().as_bytes()));
@@ -184,7 +204,7 @@ pub fn keys(sh: &Shared, pattern: &[u8], out: &mut Vec<u8>) {
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut from = Vec::new();
     loop {
-        let page = match sh.store().try_scan(&from, None, 1024) {
+        let page = match sh.store().try_scan(&from, Some(USER_END), 1024) {
             Ok(page) => page,
             Err(e) => return crate::resp::reply::err_store(out, &e),
         };
@@ -218,7 +238,7 @@ pub fn random_key(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
     x ^= x >> 7;
     x ^= x << 17;
     let start = x.to_be_bytes();
-    let first = |from: &[u8]| sh.store().try_scan(from, None, 1);
+    let first = |from: &[u8]| sh.store().try_scan(from, Some(USER_END), 1);
     let key = match first(&start).and_then(|a| Ok(a.into_iter().chain(first(b"")?).next())) {
         Ok(k) => k.map(|(k, _)| k),
         Err(e) => return crate::resp::reply::err_store(out, &e),

@@ -2,7 +2,7 @@
 //! OK and nil, the errors for unknown commands and wrong argument counts, and the small
 //! parsers the handlers share.
 
-use crate::core::ops::Outcome;
+use crate::core::ops::{Failure, Outcome};
 use crate::core::station::Done;
 use accelkv_proto::resp::{self, Version};
 use accelkv_tree::Error;
@@ -43,11 +43,20 @@ pub(crate) fn reply(
         Ok(Outcome::Old(v)) => resp::bulk_in(out, v.as_deref(), ver),
         Ok(Outcome::Int(n)) => resp::integer(out, *n),
         Ok(Outcome::Bytes(b)) => resp::bulk(out, Some(b)),
-        Ok(Outcome::Failed(f)) => resp::error(out, &format!("ERR {f}")),
+        Ok(Outcome::Failed(f)) => resp::error(out, &failure_text(f)),
         Ok(other) => resp::error(
             out,
             &format!("ERR internal error: unexpected outcome {other:?}"),
         ),
+    }
+}
+
+/// The RESP error text for a refused write: WRONGTYPE for a byte-level write on a
+/// collection, `ERR` and the reason otherwise.
+pub(crate) fn failure_text(f: &Failure) -> String {
+    match f {
+        Failure::WrongType => format!("WRONGTYPE {f}"),
+        f => format!("ERR {f}"),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::resp::call::Call;
 use crate::resp::reply::{err_store, upper, wrong_args};
+use crate::resp::types::keyspace::user_keys;
 use accelkv_proto::resp;
 
 /// FLUSHALL and FLUSHDB `[SYNC | ASYNC]`: one write for the whole keyspace
@@ -22,7 +23,7 @@ pub fn flushall(x: &mut Call<'_, '_>) {
 }
 
 pub fn dbsize(x: &mut Call<'_, '_>) {
-    resp::integer(x.out, x.sh.store().len() as i64)
+    resp::integer(x.out, user_keys(x.sh) as i64)
 }
 
 pub fn time(x: &mut Call<'_, '_>) {

@@ -10,10 +10,12 @@ use accelkv_proto::resp::Version;
 use std::sync::Arc;
 
 /// The RESP adapter's server-wide state, shared by its connections: SCAN's cursors (Redis's
-/// cursors are valid on any connection).
+/// cursors are valid on any connection), and the count of dead collections' subkeys the
+/// background reclaim removed (`types/gc.rs`).
 #[derive(Default)]
 pub struct RespGlobal {
     pub cursors: Cursors,
+    pub reclaimed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Per-connection RESP state.

@@ -8,8 +8,10 @@ use crate::core::counters::OpClass;
 use crate::core::ops::{Cond, Outcome, Ttl, Write};
 use crate::core::station::Op;
 use crate::resp::call::Call;
-use crate::resp::door::{get_value, through_station, write_one};
+use crate::resp::door::{get_value, through_station, write_one, Got};
 use crate::resp::reply::{err_store, nil, ok, parse_i64, reply};
+use crate::resp::types::access::WRONGTYPE;
+use crate::resp::types::keyspace::type_name;
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp;
 use smallvec::SmallVec;
@@ -18,9 +20,9 @@ use std::borrow::Cow;
 pub fn get(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Get);
     match get_value(x.sh, x.s, x.reads, x.args[1]) {
-        Reply::Value(v) => resp::bulk_in(x.out, v.as_deref(), x.s.proto),
-        Reply::Error(e) => err_store(x.out, &e),
-        Reply::Items(_) => resp::bulk_in(x.out, None, x.s.proto),
+        Got::Str(v) => resp::bulk_in(x.out, v.as_deref(), x.s.proto),
+        Got::Typed(..) => resp::error(x.out, WRONGTYPE),
+        Got::Err(e) => err_store(x.out, &e),
     }
 }
 
@@ -29,7 +31,7 @@ pub fn mget(x: &mut Call<'_, '_>) {
     for k in &x.args[1..] {
         x.sh.count(OpClass::Get);
         match get_value(x.sh, x.s, x.reads, k) {
-            Reply::Value(v) => resp::bulk_in(x.out, v.as_deref(), x.s.proto),
+            Got::Str(v) => resp::bulk_in(x.out, v.as_deref(), x.s.proto),
             _ => resp::bulk_in(x.out, None, x.s.proto),
         }
     }
@@ -129,20 +131,21 @@ pub fn getrange(x: &mut Call<'_, '_>) {
     };
     x.sh.count(OpClass::Get);
     match get_value(x.sh, x.s, x.reads, x.args[1]) {
-        Reply::Value(v) => {
+        Got::Str(v) => {
             let v = v.unwrap_or_default();
             resp::bulk(x.out, Some(byte_range(&v, start, end)));
         }
-        Reply::Error(e) => err_store(x.out, &e),
-        Reply::Items(_) => resp::bulk(x.out, Some(b"")),
+        Got::Typed(..) => resp::error(x.out, WRONGTYPE),
+        Got::Err(e) => err_store(x.out, &e),
     }
 }
 
 pub fn type_of(x: &mut Call<'_, '_>) {
     match get_value(x.sh, x.s, x.reads, x.args[1]) {
-        Reply::Value(Some(_)) => resp::simple(x.out, "string"),
-        Reply::Error(e) => err_store(x.out, &e),
-        _ => resp::simple(x.out, "none"),
+        Got::Str(Some(_)) => resp::simple(x.out, "string"),
+        Got::Typed(v, f) => resp::simple(x.out, type_name(&v, f)),
+        Got::Err(e) => err_store(x.out, &e),
+        Got::Str(None) => resp::simple(x.out, "none"),
     }
 }
 
@@ -151,7 +154,10 @@ pub fn exists(x: &mut Call<'_, '_>) {
     let mut n = 0;
     if x.s.tx.running.is_some() {
         for k in &x.args[1..] {
-            if matches!(get_value(x.sh, x.s, x.reads, k), Reply::Value(Some(_))) {
+            if matches!(
+                get_value(x.sh, x.s, x.reads, k),
+                Got::Str(Some(_)) | Got::Typed(..)
+            ) {
                 n += 1;
             }
         }
@@ -171,9 +177,9 @@ pub fn exists(x: &mut Call<'_, '_>) {
 
 pub fn strlen(x: &mut Call<'_, '_>) {
     match get_value(x.sh, x.s, x.reads, x.args[1]) {
-        Reply::Value(v) => resp::integer(x.out, v.map_or(0, |v| v.len()) as i64),
-        Reply::Error(e) => err_store(x.out, &e),
-        Reply::Items(_) => resp::integer(x.out, 0),
+        Got::Str(v) => resp::integer(x.out, v.map_or(0, |v| v.len()) as i64),
+        Got::Typed(..) => resp::error(x.out, WRONGTYPE),
+        Got::Err(e) => err_store(x.out, &e),
     }
 }
 

@@ -199,7 +199,7 @@ pub(crate) fn failed(out: &mut Vec<u8>, d: &Done) -> bool {
             true
         }
         Ok(Outcome::Failed(f)) => {
-            resp::error(out, &format!("ERR {f}"));
+            resp::error(out, &crate::resp::reply::failure_text(f));
             true
         }
         Ok(_) => false,
@@ -224,11 +224,11 @@ pub fn mset(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
 pub fn msetnx(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     atomically(sh, s, out, |sh, s, out| {
         for kv in c[1..].chunks(2) {
-            let d = run_in_tx(sh, s, Op::new(kv[0], Write::Read));
+            let d = run_in_tx(sh, s, Op::new(kv[0], Write::ReadDeadline));
             if failed(out, &d) {
                 return;
             }
-            if !matches!(d.outcome, Ok(Outcome::Old(None))) {
+            if !matches!(d.outcome, Ok(Outcome::Deadline(None))) {
                 return resp::integer(out, 0);
             }
         }
@@ -240,46 +240,5 @@ pub fn msetnx(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             }
         }
         resp::integer(out, 1);
-    })
-}
-
-/// `RENAME src dst` (`nx`: RENAMENX): moves the value atomically; an error when `src` is
-/// absent; with `nx`, nothing (0) when `dst` exists.
-pub fn rename(sh: &Shared, s: &mut Session, c: &[&[u8]], nx: bool, out: &mut Vec<u8>) {
-    let (src, dst) = (c[1], c[2]);
-    atomically(sh, s, out, |sh, s, out| {
-        let d = run_in_tx(sh, s, Op::new(src, Write::Read));
-        if failed(out, &d) {
-            return;
-        }
-        let Ok(Outcome::Old(Some(value))) = d.outcome else {
-            return resp::error(out, "ERR no such key");
-        };
-        if nx {
-            let d = run_in_tx(sh, s, Op::new(dst, Write::Read));
-            if failed(out, &d) {
-                return;
-            }
-            if !matches!(d.outcome, Ok(Outcome::Old(None))) {
-                return resp::integer(out, 0);
-            }
-        }
-        if src != dst {
-            sh.count(OpClass::Delete);
-            let d = run_in_tx(sh, s, Op::new(src, Write::Remove));
-            if failed(out, &d) {
-                return;
-            }
-            sh.count(OpClass::Put);
-            let d = run_in_tx(sh, s, Op::new(dst, Write::Put(Cow::Owned(value))));
-            if failed(out, &d) {
-                return;
-            }
-        }
-        if nx {
-            resp::integer(out, 1)
-        } else {
-            resp::simple(out, "OK")
-        }
     })
 }

@@ -113,6 +113,12 @@ impl<'a> ItemWrite<'a> {
         }
     }
 
+    /// Whether the write works on the item's bytes (concatenation, arithmetic), and so
+    /// refuses a typed value (`typed.rs`); a read answers it with its flags.
+    pub fn is_byte_level(&self) -> bool {
+        matches!(self, ItemWrite::Concat { .. } | ItemWrite::Arith { .. })
+    }
+
     /// Whether the outcome depends on the current item (all but a plain `set`).
     pub fn reads(&self) -> bool {
         !matches!(
@@ -305,7 +311,8 @@ fn arith<'a>(
 
 /// A versioned read: the item as it is now, after `touch` when given.
 fn read<'a>(cur: &Current<'_>, touch: Option<ItemTtl>) -> (Effect<'a>, Outcome) {
-    let Some(v) = cur.value else {
+    // A typed value (`typed.rs`) is not an item a protocol without types can read.
+    let Some(v) = cur.value.filter(|_| !super::typed::is_typed(cur.flags)) else {
         return (Effect::Keep, Outcome::Skipped);
     };
     let mut item = VersionedItem {

@@ -153,6 +153,18 @@ pub enum Write<'a> {
     /// An item write or versioned read (`item.rs`), which also sees and sets the
     /// item's client flags and compares its CAS unique.
     Item(super::item::ItemWrite<'a>),
+    /// Changes nothing and answers the item, typed or not: its value, deadline and client
+    /// flags ([`Outcome::Item`], its CAS unique 0), or [`Outcome::Skipped`] when absent.
+    ReadItem,
+    /// Sets a typed value (`typed.rs`) with these client flags, keeping the key's deadline
+    /// (a new key gets none); `None` removes the key. An adapter's write of its own
+    /// encoding (a collection's metadata record).
+    Typed {
+        /// The new value (`None`: remove the key).
+        value: Option<Cow<'a, [u8]>>,
+        /// Its client flags.
+        flags: u32,
+    },
     /// A KV-Direct vector operation on a present key.
     Vector {
         /// Which operation.
@@ -230,6 +242,8 @@ pub enum Failure {
     TooLarge,
     /// A fetch-and-add or vector operation's own error.
     Vector(VectorError),
+    /// A byte-level write on a typed value (`typed.rs`): Redis's WRONGTYPE.
+    WrongType,
     /// The operation was dropped without running (an internal error).
     Lost,
 }
@@ -242,6 +256,9 @@ impl std::fmt::Display for Failure {
             Failure::NotFloat => f.write_str("value is not a valid float"),
             Failure::TooLarge => f.write_str("string exceeds maximum allowed size"),
             Failure::Vector(e) => e.fmt(f),
+            Failure::WrongType => {
+                f.write_str("Operation against a key holding the wrong kind of value")
+            }
             Failure::Lost => f.write_str("internal error: the write was lost"),
         }
     }
@@ -317,6 +334,11 @@ impl<'a> Write<'a> {
                 expected: expected.map(own),
                 new: own(new),
             },
+            Write::ReadItem => Write::ReadItem,
+            Write::Typed { value, flags } => Write::Typed {
+                value: value.map(own),
+                flags,
+            },
             Write::Vector {
                 op,
                 elem,
@@ -342,9 +364,64 @@ impl<'a> Write<'a> {
         registry: &Registry,
         max_value: usize,
     ) -> (Effect<'a>, Outcome) {
+        if let Write::ReadItem = self {
+            return read_item(cur.value, cur.deadline, cur.flags);
+        }
+        if cur.value.is_some() && super::typed::is_typed(cur.flags) {
+            return self.apply_typed(cur, registry, max_value);
+        }
         match self {
             Write::Item(m) => m.apply(cur, max_value),
             w => w.apply(cur.value, cur.deadline, registry, max_value),
+        }
+    }
+
+    /// Whether the write works on the value's bytes (and so refuses a typed value).
+    fn is_byte_level(&self) -> bool {
+        match self {
+            Write::Item(m) => m.is_byte_level(),
+            Write::Set { get, .. } => *get,
+            Write::IncrBy(_)
+            | Write::IncrByFloat(_)
+            | Write::Append(_)
+            | Write::SetRange { .. }
+            | Write::SetBit { .. }
+            | Write::GetDel
+            | Write::GetEx(_)
+            | Write::Read
+            | Write::FetchAdd { .. }
+            | Write::Cas { .. }
+            | Write::Vector { .. } => true,
+            Write::Put(_)
+            | Write::Expire { .. }
+            | Write::ReadDeadline
+            | Write::Update(_)
+            | Write::Delete
+            | Write::Remove
+            | Write::ReadItem
+            | Write::Typed { .. } => false,
+        }
+    }
+
+    /// [`Write::apply_item`] on a present typed value: byte-level writes refuse it; a
+    /// whole-value write that would keep the flags (SET KEEPTTL) clears them, so what it
+    /// leaves is a plain value.
+    fn apply_typed(
+        self,
+        cur: &super::item::Current<'_>,
+        registry: &Registry,
+        max_value: usize,
+    ) -> (Effect<'a>, Outcome) {
+        if self.is_byte_level() {
+            return (Effect::Keep, Outcome::Failed(Failure::WrongType));
+        }
+        let (effect, outcome) = match self {
+            Write::Item(m) => m.apply(cur, max_value),
+            w => w.apply(cur.value, cur.deadline, registry, max_value),
+        };
+        match effect {
+            Effect::Set(v, Ttl::Keep) => (Effect::SetItem(v, cur.deadline, 0), outcome),
+            e => (e, outcome),
         }
     }
 
@@ -394,8 +471,10 @@ impl<'a> Write<'a> {
                 Some(v) => (Effect::Remove, Outcome::Old(Some(v.to_vec()))),
             },
             Write::Read => keep(Outcome::Old(cur.map(<[u8]>::to_vec))),
+            Write::ReadItem => read_item(cur, deadline, 0),
             Write::Put(v) => (Effect::Set(v, Ttl::Set(0)), Outcome::Done),
             Write::Remove => (Effect::Remove, Outcome::Done),
+            Write::Typed { value, flags } => typed(cur, deadline, value, flags),
             Write::Set {
                 value,
                 cond,
@@ -441,6 +520,36 @@ impl<'a> Write<'a> {
                 };
                 vector_op(cur, registry, &call)
             }
+        }
+    }
+}
+
+/// ReadItem: the item, typed or not, or Skipped when absent.
+fn read_item<'a>(cur: Option<&[u8]>, deadline: u64, flags: u32) -> (Effect<'a>, Outcome) {
+    let Some(v) = cur else {
+        return (Effect::Keep, Outcome::Skipped);
+    };
+    let item = super::item::VersionedItem {
+        value: v.to_vec(),
+        flags,
+        deadline,
+        cas: 0,
+    };
+    (Effect::Keep, Outcome::Item(Box::new(item)))
+}
+
+/// Typed: sets the typed value keeping a present key's deadline, or removes the key.
+fn typed<'a>(
+    cur: Option<&[u8]>,
+    deadline: u64,
+    value: Option<Cow<'a, [u8]>>,
+    flags: u32,
+) -> (Effect<'a>, Outcome) {
+    match value {
+        None => (Effect::Remove, Outcome::Done),
+        Some(v) => {
+            let keep = if cur.is_some() { deadline } else { 0 };
+            (Effect::SetItem(v, keep, flags), Outcome::Done)
         }
     }
 }
@@ -614,7 +723,8 @@ fn incr_by<'a>(cur: Option<&[u8]>, by: i64) -> (Effect<'a>, Outcome) {
 
 /// A float as Redis's INCRBYFLOAT writes it: plain decimal, no exponent, trailing zeros
 /// dropped (`10.5`, `3`, `0.1`).
-fn format_float(n: f64) -> String {
+/// A float as Redis writes INCRBYFLOAT's result.
+pub fn format_float(n: f64) -> String {
     let t = format!("{n:.17}");
     let t = t.trim_end_matches('0').trim_end_matches('.');
     // The shortest text that reads back as the same float, when it is shorter.

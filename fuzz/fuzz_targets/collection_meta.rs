@@ -1,0 +1,28 @@
+//! Decode-only fuzz target for the collection format (accelkv-proto's `collection.rs`,
+//! docs/FORMAT.md "Redis types"): what the server reads back from the store for a typed
+//! item's metadata and for a subkey's owner. Arbitrary bytes and flags go through the
+//! decoders; a record that decodes encodes to the same bytes, and a subkey's owner rebuilt
+//! into a prefix starts the subkey. Nothing may panic.
+//!
+//! `cargo +nightly fuzz run collection_meta -- -max_total_time=60`
+
+#![no_main]
+
+use accelkv_proto::collection::{field_key, owner, prefix, Meta};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((head, rest)) = data.split_first_chunk::<4>() else {
+        return;
+    };
+    let flags = u32::from_le_bytes(*head);
+    if let Ok(m) = Meta::decode(rest, flags) {
+        assert_eq!(m.encode(), rest, "a decoded record encodes back to its bytes");
+        assert_eq!(m.kind.flags(), flags);
+    }
+    if let Some((key, id)) = owner(rest) {
+        let p = prefix(key, id);
+        assert!(rest.starts_with(&p));
+        assert!(field_key(&p, b"x").starts_with(&p));
+    }
+});

@@ -1,0 +1,260 @@
+//! The byte format of Redis's collection types on the ordered store (docs/FORMAT.md,
+//! "Redis types"), Kvrocks-style: a metadata record under the user's key, marked as typed
+//! by its client flags, and one subkey per field or member in a reserved part of the key
+//! space. Pure code: the server's RESP adapter (`server/src/resp/types/`) gives it
+//! meaning; the fuzz target `collection_meta` feeds the decoders arbitrary bytes.
+//!
+//! - The metadata record is an item whose client flags are `TYPED_BASE | tag` and whose
+//!   value is `FE C0 | tag u8 | format u8 (1) | id u64 | len u64`, and for a list
+//!   `| head u64 | tail u64` (big-endian).
+//! - A subkey is `FF FF | key length u16 | key | id u64 | part u8 | rest`: `part` `f` and
+//!   the field (hash: the field's value; set: an empty value). Every subkey of one
+//!   collection shares the prefix up to `part`, so the collection is one contiguous range.
+//! - `id` is unique per collection ever created under a key, so the subkeys of a deleted,
+//!   expired or overwritten collection are named by no live metadata.
+//! - Keys beginning with `FF FF` are reserved for subkeys: no client writes them.
+
+/// The reserved part of the key space: every key beginning with these bytes.
+pub const RESERVED: [u8; 2] = [0xFF, 0xFF];
+/// Client flags of a typed item: `TYPED_BASE | tag` for a one-byte type tag.
+pub const TYPED_BASE: u32 = 0xFEC0_0000;
+/// The bits that identify the typed range of client flags.
+pub const TYPED_MASK: u32 = 0xFFFF_FF00;
+
+/// Whether an item with these client flags is typed.
+pub fn is_typed(flags: u32) -> bool {
+    flags & TYPED_MASK == TYPED_BASE
+}
+
+/// The client flags of a typed item whose type tag is `tag`.
+pub fn typed_flags(tag: u8) -> u32 {
+    TYPED_BASE | u32::from(tag)
+}
+
+/// The type tag of a typed item's flags (`None`: not typed).
+pub fn tag_of(flags: u32) -> Option<u8> {
+    is_typed(flags).then_some((flags & 0xFF) as u8)
+}
+
+/// Whether a client may write this key (it is not in the reserved part).
+pub fn user_key_ok(key: &[u8]) -> bool {
+    !key.starts_with(&RESERVED)
+}
+
+/// The first bytes of every metadata record's value.
+pub const MAGIC: [u8; 2] = [0xFE, 0xC0];
+/// The metadata format this version writes.
+const FORMAT: u8 = 1;
+/// A list's sequence numbers start here, so both ends have room to grow.
+pub const LIST_ORIGIN: u64 = 1 << 63;
+
+/// A collection's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Hash,
+    Set,
+    ZSet,
+    List,
+}
+
+impl Kind {
+    /// The type tag in flags and metadata.
+    pub fn tag(self) -> u8 {
+        match self {
+            Kind::Hash => b'h',
+            Kind::Set => b's',
+            Kind::ZSet => b'z',
+            Kind::List => b'l',
+        }
+    }
+
+    fn from_tag(t: u8) -> Option<Kind> {
+        Some(match t {
+            b'h' => Kind::Hash,
+            b's' => Kind::Set,
+            b'z' => Kind::ZSet,
+            b'l' => Kind::List,
+            _ => return None,
+        })
+    }
+
+    /// TYPE's answer.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Hash => "hash",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::List => "list",
+        }
+    }
+
+    /// The client flags of this type's metadata record.
+    pub fn flags(self) -> u32 {
+        typed_flags(self.tag())
+    }
+}
+
+/// A collection's metadata record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Kind,
+    /// Unique per collection created under its key.
+    pub id: u64,
+    /// Fields, members or elements.
+    pub len: u64,
+    /// A list's first element's sequence number.
+    pub head: u64,
+    /// One past a list's last element's sequence number.
+    pub tail: u64,
+}
+
+/// Why a key's item is not the collection a command wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotMeta {
+    /// A plain value or another type: Redis's WRONGTYPE.
+    WrongType,
+    /// Typed flags over bytes this version cannot read.
+    Corrupt,
+}
+
+impl Meta {
+    /// A new, empty collection of `kind` with id `id`.
+    pub fn empty(kind: Kind, id: u64) -> Meta {
+        Meta {
+            kind,
+            id,
+            len: 0,
+            head: LIST_ORIGIN,
+            tail: LIST_ORIGIN,
+        }
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(36);
+        v.extend_from_slice(&MAGIC);
+        v.push(self.kind.tag());
+        v.push(FORMAT);
+        v.extend_from_slice(&self.id.to_be_bytes());
+        v.extend_from_slice(&self.len.to_be_bytes());
+        if self.kind == Kind::List {
+            v.extend_from_slice(&self.head.to_be_bytes());
+            v.extend_from_slice(&self.tail.to_be_bytes());
+        }
+        v
+    }
+
+    /// The record an item holds, given its value and client flags.
+    pub fn decode(value: &[u8], flags: u32) -> Result<Meta, NotMeta> {
+        let tag = tag_of(flags).ok_or(NotMeta::WrongType)?;
+        let kind = Kind::from_tag(tag).ok_or(NotMeta::Corrupt)?;
+        let u64_at = |at: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(value.get(at..at + 8)?.try_into().ok()?))
+        };
+        let want = if kind == Kind::List { 36 } else { 20 };
+        if value.len() != want || value[..2] != MAGIC || value[2] != tag || value[3] != FORMAT {
+            return Err(NotMeta::Corrupt);
+        }
+        let (id, len) = (u64_at(4), u64_at(12));
+        let (head, tail) = match kind {
+            Kind::List => (u64_at(20), u64_at(28)),
+            _ => (Some(LIST_ORIGIN), Some(LIST_ORIGIN)),
+        };
+        match (id, len, head, tail) {
+            (Some(id), Some(len), Some(head), Some(tail)) => Ok(Meta {
+                kind,
+                id,
+                len,
+                head,
+                tail,
+            }),
+            _ => Err(NotMeta::Corrupt),
+        }
+    }
+
+    /// The prefix every subkey of this collection starts with (up to `part`).
+    pub fn prefix(&self, key: &[u8]) -> Vec<u8> {
+        prefix(key, self.id)
+    }
+}
+
+/// `FF FF | key length | key | id`.
+pub fn prefix(key: &[u8], id: u64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(key.len() + 13 + 16);
+    p.extend_from_slice(&RESERVED);
+    p.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    p.extend_from_slice(key);
+    p.extend_from_slice(&id.to_be_bytes());
+    p
+}
+
+/// Bytes a subkey adds to its key and field: reserved prefix, key length, id, part.
+pub const SUBKEY_OVERHEAD: usize = 2 + 2 + 8 + 1;
+
+/// The subkey of field (or member) `field` of the collection whose prefix is `prefix`.
+pub fn field_key(prefix: &[u8], field: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 1 + field.len());
+    k.extend_from_slice(prefix);
+    k.push(b'f');
+    k.extend_from_slice(field);
+    k
+}
+
+/// The range `[lo, hi)` of the fields of the collection whose prefix is `prefix`.
+pub fn fields_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = prefix.to_vec();
+    lo.push(b'f');
+    let mut hi = prefix.to_vec();
+    hi.push(b'f' + 1);
+    (lo, hi)
+}
+
+/// The user key and id a subkey belongs to (`None`: not a well-formed subkey).
+pub fn owner(subkey: &[u8]) -> Option<(&[u8], u64)> {
+    let rest = subkey.strip_prefix(&RESERVED)?;
+    let n = usize::from(u16::from_be_bytes(rest.get(..2)?.try_into().ok()?));
+    let key = rest.get(2..2 + n)?;
+    let id = u64::from_be_bytes(rest.get(2 + n..2 + n + 8)?.try_into().ok()?);
+    Some((key, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_and_refuses_what_it_is_not() {
+        for kind in [Kind::Hash, Kind::Set, Kind::ZSet, Kind::List] {
+            let mut m = Meta::empty(kind, 7);
+            m.len = 42;
+            if kind == Kind::List {
+                (m.head, m.tail) = (LIST_ORIGIN - 3, LIST_ORIGIN + 39);
+            }
+            let bytes = m.encode();
+            assert_eq!(Meta::decode(&bytes, kind.flags()), Ok(m));
+            assert_eq!(Meta::decode(&bytes, 0), Err(NotMeta::WrongType));
+            assert_eq!(
+                Meta::decode(&bytes[..bytes.len() - 1], kind.flags()),
+                Err(NotMeta::Corrupt)
+            );
+        }
+        assert_eq!(
+            Meta::decode(b"plain", Kind::Hash.flags()),
+            Err(NotMeta::Corrupt)
+        );
+    }
+
+    #[test]
+    fn subkeys_of_one_collection_are_one_range_and_name_their_owner() {
+        let p = prefix(b"user:1", 7);
+        let (lo, hi) = fields_range(&p);
+        let f = field_key(&p, b"name");
+        assert!(lo <= f && f < hi);
+        assert_eq!(owner(&f), Some((&b"user:1"[..], 7)));
+        // A longer key sharing the first bytes is a different range.
+        let other = field_key(&prefix(b"user:10", 7), b"a");
+        assert!(!(lo <= other && other < hi));
+        assert!(f.starts_with(&RESERVED) && !user_key_ok(&f) && user_key_ok(b"\xff\xfe"));
+        assert_eq!(owner(b"\xff\xff\x00"), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! RENAME, RENAMENX and COPY: a key's value, whatever its type (a collection with every
+//! field, copied under a fresh id), and its deadline, moved or copied in one transaction.
+
+use crate::core::counters::OpClass;
+use crate::core::ops::item::VersionedItem;
+use crate::core::ops::typed::is_typed;
+use crate::core::ops::{Outcome, Write};
+use crate::core::shared::Shared;
+use crate::core::station::Op;
+use crate::resp::session::Session;
+use crate::resp::tx::{atomically, failed, run_in_tx};
+use crate::resp::types::access::fail;
+use crate::resp::types::encoding::Meta;
+use crate::resp::types::keyspace::copy_collection;
+use accelkv_proto::resp;
+use std::borrow::Cow;
+
+/// `RENAME src dst` (`nx`: RENAMENX): moves the value (a collection with every field)
+/// and its deadline atomically; an error when `src` is absent; with `nx`, nothing (0) when
+/// `dst` exists.
+pub fn rename(sh: &Shared, s: &mut Session, c: &[&[u8]], nx: bool, out: &mut Vec<u8>) {
+    let (src, dst) = (c[1], c[2]);
+    atomically(sh, s, out, |sh, s, out| {
+        let Some(item) = read_item(sh, s, src, out) else {
+            return;
+        };
+        let Some(item) = item else {
+            return resp::error(out, "ERR no such key");
+        };
+        if nx {
+            match read_item(sh, s, dst, out) {
+                None => return,
+                Some(Some(_)) => return resp::integer(out, 0),
+                Some(None) => {}
+            }
+        }
+        if src != dst && !copy_item(sh, s, src, dst, &item, out) {
+            return;
+        }
+        if src != dst {
+            sh.count(OpClass::Delete);
+            if failed(out, &run_in_tx(sh, s, Op::new(src, Write::Remove))) {
+                return;
+            }
+        }
+        if nx {
+            resp::integer(out, 1)
+        } else {
+            resp::simple(out, "OK")
+        }
+    })
+}
+
+/// `COPY source destination [REPLACE]`: 1 when copied (a collection with every field, and
+/// the deadline), 0 when `destination` exists and REPLACE was not given.
+pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let (src, dst) = (c[1], c[2]);
+    let mut replace = false;
+    for opt in &c[3..] {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            b"DB" => return resp::error(out, "ERR COPY DB is not supported (one database)"),
+            _ => return resp::error(out, "ERR syntax error"),
+        }
+    }
+    if src == dst {
+        return resp::error(out, "ERR source and destination objects are the same");
+    }
+    atomically(sh, s, out, |sh, s, out| {
+        let Some(item) = read_item(sh, s, src, out) else {
+            return;
+        };
+        let Some(item) = item else {
+            return resp::integer(out, 0);
+        };
+        if !replace {
+            match read_item(sh, s, dst, out) {
+                None => return,
+                Some(Some(_)) => return resp::integer(out, 0),
+                Some(None) => {}
+            }
+        }
+        if copy_item(sh, s, src, dst, &item, out) {
+            resp::integer(out, 1)
+        }
+    })
+}
+
+/// `key`'s item through the transaction (`Some(None)`: absent); `None` with the error
+/// written.
+fn read_item(
+    sh: &Shared,
+    s: &mut Session,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<Option<VersionedItem>> {
+    let d = run_in_tx(sh, s, Op::new(key, Write::ReadItem));
+    if failed(out, &d) {
+        return None;
+    }
+    match d.outcome {
+        Ok(Outcome::Item(i)) => Some(Some(*i)),
+        _ => Some(None),
+    }
+}
+
+/// Writes `item` (read from `src`) to `dst` with its deadline, replacing what `dst` held;
+/// false with the error written.
+fn copy_item(
+    sh: &Shared,
+    s: &mut Session,
+    src: &[u8],
+    dst: &[u8],
+    item: &VersionedItem,
+    out: &mut Vec<u8>,
+) -> bool {
+    sh.count(OpClass::Put);
+    if failed(out, &run_in_tx(sh, s, Op::new(dst, Write::Remove))) {
+        return false;
+    }
+    if is_typed(item.flags) {
+        let m = match Meta::decode(&item.value, item.flags) {
+            Ok(m) => m,
+            Err(e) => {
+                fail(out, &e.into());
+                return false;
+            }
+        };
+        if let Err(e) = copy_collection(sh, s, src, dst, &m) {
+            fail(out, &e);
+            return false;
+        }
+    } else {
+        let put = Write::Put(Cow::Owned(item.value.clone()));
+        if failed(out, &run_in_tx(sh, s, Op::new(dst, put))) {
+            return false;
+        }
+    }
+    if item.deadline != 0 {
+        let w = Write::Expire {
+            deadline: item.deadline,
+            cond: Default::default(),
+        };
+        if failed(out, &run_in_tx(sh, s, Op::new(dst, w))) {
+            return false;
+        }
+    }
+    true
+}

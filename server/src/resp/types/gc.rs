@@ -1,0 +1,86 @@
+//! The background reclaim of subkeys no collection names any more: a collection deleted,
+//! expired, overwritten or renamed leaves its subkeys behind (its metadata is gone or
+//! carries another id), invisible to every command since they are reached only through
+//! live metadata. On each tick of the sweep thread this walks the next `STEP` subkeys in
+//! key order, looks up each owner's metadata once, and removes the subkeys of dead
+//! collections through the reservation station; at the end of the reserved range it starts
+//! over. A store without collections costs one empty scan per tick.
+//!
+//! Safety against live data: a collection's subkeys and metadata are written in one atomic
+//! batch, so a subkey the walk sees at its snapshot had its metadata then; the metadata is
+//! then read at its newest, and a subkey is removed only when that names another id or
+//! nothing. Ids are never reused for a key (`encoding::fresh_id`), so a collection created
+//! meanwhile under the same key keeps its subkeys.
+
+use crate::core::ops::Write;
+use crate::core::shared::Shared;
+use crate::core::station::Op;
+use crate::resp::types::encoding::{owner, Meta, RESERVED};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Subkeys examined per tick.
+const STEP: usize = 4096;
+
+/// The walk's position and what it reclaimed.
+pub struct Reclaim {
+    cursor: Vec<u8>,
+    /// Subkeys removed so far (INFO `reclaimed_subkeys`).
+    removed: Arc<AtomicU64>,
+}
+
+impl Reclaim {
+    /// A walk from the start, counting what it removes in `removed`.
+    pub fn new(removed: Arc<AtomicU64>) -> Reclaim {
+        Reclaim {
+            cursor: Vec::new(),
+            removed,
+        }
+    }
+
+    /// One step of the walk.
+    pub fn tick(&mut self, sh: &Shared) {
+        let from = if self.cursor.is_empty() {
+            RESERVED.to_vec()
+        } else {
+            std::mem::take(&mut self.cursor)
+        };
+        let Ok(page) = sh.store().try_scan(&from, None, STEP) else {
+            return; // an evicted leaf that cannot be read back: try again next tick
+        };
+        let mut last: Option<(Vec<u8>, u64, bool)> = None;
+        for (k, _) in &page {
+            let Some((key, id)) = owner(k) else {
+                continue;
+            };
+            let live = match &last {
+                Some((lk, lid, live)) if lk.as_slice() == key && *lid == id => *live,
+                _ => {
+                    let live = is_live(sh, key, id);
+                    last = Some((key.to_vec(), id, live));
+                    live
+                }
+            };
+            if !live {
+                sh.station().run_one(sh.store(), Op::new(k, Write::Remove));
+                self.removed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if page.len() == STEP {
+            if let Some((k, _)) = page.last() {
+                self.cursor = k.clone();
+                self.cursor.push(0);
+            }
+        }
+    }
+}
+
+/// Whether `key`'s newest metadata names collection `id`.
+fn is_live(sh: &Shared, key: &[u8], id: u64) -> bool {
+    match sh.store().get_latest_item(key) {
+        Ok(Some((v, _, flags))) => Meta::decode(&v, flags).is_ok_and(|m| m.id == id),
+        Ok(None) => false,
+        // A key too long or a read that failed: leave it for another pass.
+        Err(_) => true,
+    }
+}

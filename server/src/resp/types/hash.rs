@@ -1,0 +1,343 @@
+//! Redis's hash commands over the collection encoding (`encoding.rs`): one subkey per
+//! field, holding the field's value. Every write is one transaction (its fields and the
+//! metadata released as one version); every read sees one snapshot.
+
+use crate::core::counters::OpClass;
+use crate::core::ops::write::format_float;
+use crate::resp::call::Call;
+use crate::resp::reply::wrong_args;
+use crate::resp::types::access::{put, remove, set_meta, Fail};
+use crate::resp::types::encoding::{field_key, new_meta, Kind, Meta};
+use crate::resp::types::members;
+use crate::resp::types::run::{bulks, check, float_arg, int_arg, read, scan_opts, write};
+use accelkv_proto::resp;
+
+const H: Kind = Kind::Hash;
+
+/// `HSET key field value [field value ...]`: the number of fields added.
+pub fn hset(x: &mut Call<'_, '_>) {
+    if x.args.len() % 2 == 1 {
+        return wrong_args(x.out, x.args[0]);
+    }
+    set_fields(x, false)
+}
+
+/// `HMSET key field value [field value ...]`: OK.
+pub fn hmset(x: &mut Call<'_, '_>) {
+    if x.args.len() % 2 == 1 {
+        return wrong_args(x.out, x.args[0]);
+    }
+    set_fields(x, true)
+}
+
+fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
+    let (key, pairs) = (x.args[1], &x.args[2..]);
+    let fields: Vec<&[u8]> = pairs.iter().step_by(2).copied().collect();
+    let values: Vec<&[u8]> = pairs.iter().skip(1).step_by(2).copied().collect();
+    if let Err(e) = check(x.sh, key, &fields, &values) {
+        return crate::resp::types::access::fail(x.out, &e);
+    }
+    x.sh.count(OpClass::Put);
+    write(
+        x,
+        |sh, s, src| {
+            let mut m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
+            let p = m.prefix(key);
+            let mut added = 0;
+            for kv in pairs.chunks(2) {
+                let sk = field_key(&p, kv[0]);
+                if src.get(sh, s, &sk)?.is_none() {
+                    added += 1;
+                }
+                put(sh, s, &sk, kv[1])?;
+            }
+            m.len += added;
+            set_meta(sh, s, key, &m)?;
+            Ok(added)
+        },
+        move |out, n, _| match ok {
+            true => resp::simple(out, "OK"),
+            false => resp::integer(out, n as i64),
+        },
+    )
+}
+
+/// `HSETNX key field value`: 1 if the field was set, 0 if it existed.
+pub fn hsetnx(x: &mut Call<'_, '_>) {
+    let (key, field, value) = (x.args[1], x.args[2], x.args[3]);
+    if let Err(e) = check(x.sh, key, &[field], &[value]) {
+        return crate::resp::types::access::fail(x.out, &e);
+    }
+    x.sh.count(OpClass::Put);
+    write(
+        x,
+        |sh, s, src| {
+            let mut m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
+            let sk = field_key(&m.prefix(key), field);
+            if src.get(sh, s, &sk)?.is_some() {
+                return Ok(0);
+            }
+            put(sh, s, &sk, value)?;
+            m.len += 1;
+            set_meta(sh, s, key, &m)?;
+            Ok(1)
+        },
+        |out, n, _| resp::integer(out, n),
+    )
+}
+
+/// `HGET key field`.
+pub fn hget(x: &mut Call<'_, '_>) {
+    let (key, field) = (x.args[1], x.args[2]);
+    x.sh.count(OpClass::Get);
+    read(
+        x,
+        |sh, s, src| match src.meta(sh, s, key, H)? {
+            None => Ok(None),
+            Some(m) => src.get(sh, s, &field_key(&m.prefix(key), field)),
+        },
+        |out, v, proto| resp::bulk_in(out, v.as_deref(), proto),
+    )
+}
+
+/// `HMGET key field [field ...]`.
+pub fn hmget(x: &mut Call<'_, '_>) {
+    let (key, fields) = (x.args[1], &x.args[2..]);
+    x.sh.count(OpClass::Get);
+    read(
+        x,
+        |sh, s, src| {
+            let Some(m) = src.meta(sh, s, key, H)? else {
+                return Ok(vec![None; fields.len()]);
+            };
+            let p = m.prefix(key);
+            fields
+                .iter()
+                .map(|f| src.get(sh, s, &field_key(&p, f)))
+                .collect::<Result<Vec<_>, Fail>>()
+        },
+        |out, vs, proto| {
+            resp::array(out, vs.len());
+            for v in vs {
+                resp::bulk_in(out, v.as_deref(), proto);
+            }
+        },
+    )
+}
+
+/// `HDEL key field [field ...]`: the number of fields removed.
+pub fn hdel(x: &mut Call<'_, '_>) {
+    let (key, fields) = (x.args[1], &x.args[2..]);
+    x.sh.count(OpClass::Delete);
+    write(
+        x,
+        |sh, s, src| {
+            let Some(mut m) = src.meta(sh, s, key, H)? else {
+                return Ok(0);
+            };
+            let p = m.prefix(key);
+            let mut gone = 0;
+            for f in fields {
+                let sk = field_key(&p, f);
+                if src.get(sh, s, &sk)?.is_some() {
+                    remove(sh, s, &sk)?;
+                    gone += 1;
+                }
+            }
+            if gone > 0 {
+                m.len -= gone;
+                set_meta(sh, s, key, &m)?;
+            }
+            Ok(gone)
+        },
+        |out, n, _| resp::integer(out, n as i64),
+    )
+}
+
+/// `HLEN key`.
+pub fn hlen(x: &mut Call<'_, '_>) {
+    members::len(x, H)
+}
+
+/// `HEXISTS key field`.
+pub fn hexists(x: &mut Call<'_, '_>) {
+    let (key, field) = (x.args[1], x.args[2]);
+    read(
+        x,
+        |sh, s, src| match src.meta(sh, s, key, H)? {
+            None => Ok(false),
+            Some(m) => Ok(src.get(sh, s, &field_key(&m.prefix(key), field))?.is_some()),
+        },
+        |out, b, _| resp::integer(out, i64::from(b)),
+    )
+}
+
+/// `HSTRLEN key field`.
+pub fn hstrlen(x: &mut Call<'_, '_>) {
+    let (key, field) = (x.args[1], x.args[2]);
+    read(
+        x,
+        |sh, s, src| match src.meta(sh, s, key, H)? {
+            None => Ok(0),
+            Some(m) => Ok(src
+                .get(sh, s, &field_key(&m.prefix(key), field))?
+                .map_or(0, |v| v.len())),
+        },
+        |out, n, _| resp::integer(out, n as i64),
+    )
+}
+
+/// Which parts of every field HGETALL, HKEYS and HVALS answer.
+#[derive(Clone, Copy)]
+enum Parts {
+    Both,
+    Fields,
+    Values,
+}
+
+fn all(x: &mut Call<'_, '_>, parts: Parts) {
+    let key = x.args[1];
+    x.sh.count(OpClass::Scan);
+    read(
+        x,
+        |sh, s, src| match src.meta(sh, s, key, H)? {
+            None => Ok(Vec::new()),
+            Some(m) => src.fields(sh, s, key, &m),
+        },
+        move |out, fields, proto| match parts {
+            Parts::Both => {
+                resp::map(out, fields.len(), proto);
+                for (f, v) in &fields {
+                    resp::bulk(out, Some(f));
+                    resp::bulk(out, Some(v));
+                }
+            }
+            Parts::Fields => bulks(out, &fields.iter().map(|f| &f.0).collect::<Vec<_>>()),
+            Parts::Values => bulks(out, &fields.iter().map(|f| &f.1).collect::<Vec<_>>()),
+        },
+    )
+}
+
+/// `HGETALL key`: every field and value, in field order.
+pub fn hgetall(x: &mut Call<'_, '_>) {
+    all(x, Parts::Both)
+}
+
+/// `HKEYS key`.
+pub fn hkeys(x: &mut Call<'_, '_>) {
+    all(x, Parts::Fields)
+}
+
+/// `HVALS key`.
+pub fn hvals(x: &mut Call<'_, '_>) {
+    all(x, Parts::Values)
+}
+
+/// A hash's metadata (new if absent), a field's subkey, and the field's value.
+type FieldNow = (Meta, Vec<u8>, Option<Vec<u8>>);
+
+/// The current value of a field, through the transaction, and the metadata it lives in.
+fn field_now(
+    sh: &crate::core::shared::Shared,
+    s: &mut crate::resp::session::Session,
+    src: &crate::resp::types::access::Src<'_>,
+    key: &[u8],
+    field: &[u8],
+) -> Result<FieldNow, Fail> {
+    let m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
+    let sk = field_key(&m.prefix(key), field);
+    let v = src.get(sh, s, &sk)?;
+    Ok((m, sk, v))
+}
+
+/// `HINCRBY key field increment`.
+pub fn hincrby(x: &mut Call<'_, '_>) {
+    let (key, field) = (x.args[1], x.args[2]);
+    let by = match int_arg(x.args[3]) {
+        Ok(n) => n,
+        Err(e) => return crate::resp::types::access::fail(x.out, &e),
+    };
+    if let Err(e) = check(x.sh, key, &[field], &[]) {
+        return crate::resp::types::access::fail(x.out, &e);
+    }
+    x.sh.count(OpClass::Put);
+    write(
+        x,
+        |sh, s, src| {
+            let (mut m, sk, v) = field_now(sh, s, src, key, field)?;
+            let old = match &v {
+                None => 0,
+                Some(v) => crate::resp::reply::parse_i64(v)
+                    .ok_or_else(|| Fail::Reply("ERR hash value is not an integer".into()))?,
+            };
+            let new = old
+                .checked_add(by)
+                .ok_or_else(|| Fail::Reply("ERR increment or decrement would overflow".into()))?;
+            put(sh, s, &sk, new.to_string().as_bytes())?;
+            if v.is_none() {
+                m.len += 1;
+                set_meta(sh, s, key, &m)?;
+            }
+            Ok(new)
+        },
+        |out, n, _| resp::integer(out, n),
+    )
+}
+
+/// `HINCRBYFLOAT key field increment`.
+pub fn hincrbyfloat(x: &mut Call<'_, '_>) {
+    let (key, field) = (x.args[1], x.args[2]);
+    let by = match float_arg(x.args[3]) {
+        Ok(n) if n.is_finite() => n,
+        Ok(_) => {
+            return resp::error(x.out, "ERR value is not a valid float");
+        }
+        Err(e) => return crate::resp::types::access::fail(x.out, &e),
+    };
+    if let Err(e) = check(x.sh, key, &[field], &[]) {
+        return crate::resp::types::access::fail(x.out, &e);
+    }
+    x.sh.count(OpClass::Put);
+    write(
+        x,
+        |sh, s, src| {
+            let (mut m, sk, v) = field_now(sh, s, src, key, field)?;
+            let not_float = || Fail::Reply("ERR hash value is not a float".into());
+            let old = match &v {
+                None => 0.0,
+                Some(v) => std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .filter(|n| n.is_finite())
+                    .ok_or_else(not_float)?,
+            };
+            let new = old + by;
+            if !new.is_finite() {
+                return Err(Fail::Reply(
+                    "ERR increment would produce NaN or Infinity".into(),
+                ));
+            }
+            let text = format_float(new);
+            put(sh, s, &sk, text.as_bytes())?;
+            if v.is_none() {
+                m.len += 1;
+                set_meta(sh, s, key, &m)?;
+            }
+            Ok(text)
+        },
+        |out, t, _| resp::bulk(out, Some(t.as_bytes())),
+    )
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`.
+pub fn hrandfield(x: &mut Call<'_, '_>) {
+    members::random(x, H)
+}
+
+/// `HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]`.
+pub fn hscan(x: &mut Call<'_, '_>) {
+    match scan_opts(&x.args[3..], true) {
+        Ok(o) => members::scan(x, H, o),
+        Err(e) => crate::resp::types::access::fail(x.out, &e),
+    }
+}

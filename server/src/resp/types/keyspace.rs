@@ -1,0 +1,112 @@
+//! What the key-level commands need to know about collections: their type's name (TYPE,
+//! OBJECT ENCODING, SCAN TYPE), where the user's keys end and the reserved subkeys begin
+//! (SCAN, KEYS, RANDOMKEY, DBSIZE), copying a collection to another key (RENAME, COPY),
+//! and what one takes in memory (MEMORY USAGE).
+
+use crate::core::ops::typed::is_typed;
+use crate::core::shared::Shared;
+use crate::resp::session::Session;
+use crate::resp::types::access::{put, set_meta, Fail, Src};
+use crate::resp::types::encoding::{fields_range, new_meta, Kind, Meta, RESERVED};
+
+/// Whether a value that came without flags (through a ring engine) is a collection's
+/// metadata: it starts like one and the key's flags say so (`check`: the server and the
+/// key; `None`: the answer had flags, so it is not).
+pub(crate) fn looks_typed(check: Option<(&Shared, &[u8])>, v: &[u8]) -> bool {
+    if !v.starts_with(&crate::resp::types::encoding::MAGIC) {
+        return false;
+    }
+    check.is_some_and(|(sh, key)| {
+        matches!(sh.store().snapshot().get_item(key), Ok(Some((_, _, f))) if is_typed(f))
+    })
+}
+
+/// TYPE's answer for an item with these flags and value.
+pub(crate) fn type_name(value: &[u8], flags: u32) -> &'static str {
+    match Meta::decode(value, flags) {
+        Ok(m) => m.kind.name(),
+        Err(_) => "string",
+    }
+}
+
+/// OBJECT ENCODING's answer for an item with these flags and value: the encoding Redis 7.0
+/// would give the collection by its size and contents (small hashes and sorted sets are
+/// `listpack`, sets of integers `intset`), as tools and tests that check it expect; accelkv
+/// keeps every collection the same way (`encoding.rs`).
+pub(crate) fn encoding_name(
+    sh: &Shared,
+    key: &[u8],
+    value: &[u8],
+    flags: u32,
+) -> Option<&'static str> {
+    let m = Meta::decode(value, flags).ok()?;
+    let (small, big) = match m.kind {
+        Kind::Hash => ("listpack", "hashtable"),
+        Kind::Set => ("intset", "hashtable"),
+        Kind::ZSet => ("listpack", "skiplist"),
+        Kind::List => return Some("quicklist"),
+    };
+    let most = if m.kind == Kind::Set { 512 } else { 128 };
+    if m.len > most {
+        return Some(big);
+    }
+    let (lo, hi) = fields_range(&m.prefix(key));
+    let mut fits = true;
+    let _ = sh.store().scan_with(&lo, Some(&hi), most as usize, |k, v| {
+        let field = &k[lo.len()..];
+        fits &= match m.kind {
+            Kind::Set => std::str::from_utf8(field)
+                .is_ok_and(|t| t.parse::<i64>().is_ok_and(|n| n.to_string() == t)),
+            _ => field.len() <= 64 && v.len() <= 64,
+        };
+    });
+    Some(if fits { small } else { big })
+}
+
+/// The first key past every user key: SCAN, KEYS and RANDOMKEY stop here.
+pub(crate) const USER_END: &[u8] = &RESERVED;
+
+/// The number of user keys: every item of the store but the subkeys (DBSIZE, INFO). The
+/// subkeys are counted by walking their range, so this costs a walk of every field of
+/// every collection.
+pub(crate) fn user_keys(sh: &Shared) -> usize {
+    let mut sub = 0usize;
+    let _ = sh
+        .store()
+        .scan_with(USER_END, None, usize::MAX, |_, _| sub += 1);
+    sh.store().len().saturating_sub(sub)
+}
+
+/// Copies the collection `m` at `src` to `dst` under a fresh id, inside the transaction
+/// (RENAME, COPY): what `dst` held before is replaced (its subkeys become garbage).
+pub(crate) fn copy_collection(
+    sh: &Shared,
+    s: &mut Session,
+    src: &[u8],
+    dst: &[u8],
+    m: &Meta,
+) -> Result<(), Fail> {
+    let fields = Src::Tx.fields(sh, s, src, m)?;
+    for (f, _) in &fields {
+        crate::resp::types::access::check_field(sh, dst, f)?;
+    }
+    let mut new = new_meta(m.kind);
+    (new.len, new.head, new.tail) = (m.len, m.head, m.tail);
+    let p = new.prefix(dst);
+    for (f, v) in &fields {
+        put(sh, s, &crate::resp::types::encoding::field_key(&p, f), v)?;
+    }
+    set_meta(sh, s, dst, &new)
+}
+
+/// MEMORY USAGE of a collection: its metadata item and every subkey's.
+pub(crate) fn memory_usage(sh: &Shared, key: &[u8], value: &[u8], flags: u32) -> usize {
+    let mut bytes = sh.store().item_footprint(key.len(), value.len());
+    if let Ok(m) = Meta::decode(value, flags) {
+        let (lo, hi) = fields_range(&m.prefix(key));
+        let _ = sh.store().scan_with(&lo, Some(&hi), usize::MAX, |k, v| {
+            bytes += sh.store().item_footprint(k.len(), v.len())
+        });
+    }
+    bytes
+}

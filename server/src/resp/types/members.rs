@@ -1,0 +1,152 @@
+//! What hashes and sets (and later sorted sets) answer the same way: their size, random
+//! members (HRANDFIELD, SRANDMEMBER) and the incremental scan (HSCAN, SSCAN).
+
+use crate::core::counters::OpClass;
+use crate::resp::call::Call;
+use crate::resp::glob;
+use crate::resp::types::access::{fail, Fail};
+use crate::resp::types::encoding::{field_key, fields_range, Kind};
+use crate::resp::types::run::{int_arg, read, ScanOpts};
+use accelkv_proto::resp::{self, Version};
+use rand::Rng;
+
+/// HLEN, SCARD: the number of fields or members (0: absent).
+pub fn len(x: &mut Call<'_, '_>, kind: Kind) {
+    let key = x.args[1];
+    x.sh.count(OpClass::Get);
+    read(
+        x,
+        |sh, s, src| Ok(src.meta(sh, s, key, kind)?.map_or(0, |m| m.len)),
+        |out, n, _| resp::integer(out, n as i64),
+    )
+}
+
+/// Writes one field (with its value for a hash asked WITHVALUES).
+fn member(out: &mut Vec<u8>, (f, v): &(Vec<u8>, Vec<u8>), values: bool, proto: Version) {
+    if values {
+        if proto == Version::Resp3 {
+            resp::array(out, 2);
+        }
+        resp::bulk(out, Some(f));
+        resp::bulk(out, Some(v));
+    } else {
+        resp::bulk(out, Some(f));
+    }
+}
+
+/// HRANDFIELD and SRANDMEMBER: one random member (nil when absent), or with a count,
+/// that many distinct ones (all when fewer), or when negative that many with repeats.
+pub fn random(x: &mut Call<'_, '_>, kind: Kind) {
+    let key = x.args[1];
+    let count = match x.args.get(2).map(|a| int_arg(a)).transpose() {
+        Ok(c) => c,
+        Err(e) => return fail(x.out, &e),
+    };
+    let values = match x.args.get(3) {
+        None => false,
+        Some(a) if kind == Kind::Hash && a.eq_ignore_ascii_case(b"WITHVALUES") => true,
+        Some(_) => return resp::error(x.out, "ERR syntax error"),
+    };
+    if x.args.len() > 4 || (kind == Kind::Set && x.args.len() > 3) {
+        return resp::error(x.out, "ERR syntax error");
+    }
+    if count.is_some_and(|c| c.unsigned_abs() > i64::MAX as u64 / 2) {
+        return resp::error(x.out, "ERR value is out of range");
+    }
+    x.sh.count(OpClass::Scan);
+    read(
+        x,
+        |sh, s, src| match src.meta(sh, s, key, kind)? {
+            None => Ok(Vec::new()),
+            Some(m) => src.fields(sh, s, key, &m),
+        },
+        move |out, all, proto| {
+            let picked = pick(&all, count);
+            match count {
+                None => resp::bulk_in(out, picked.first().map(|f| f.0.as_slice()), proto),
+                Some(_) => {
+                    let flat = values && proto == Version::Resp2;
+                    resp::array(out, if flat { picked.len() * 2 } else { picked.len() });
+                    for f in picked {
+                        member(out, f, values, proto);
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `count` members of `all` at random (see [`random`]).
+pub(crate) fn pick<T>(all: &[T], count: Option<i64>) -> Vec<&T> {
+    let mut rng = rand::thread_rng();
+    if all.is_empty() {
+        return Vec::new();
+    }
+    match count {
+        None => vec![&all[rng.gen_range(0..all.len())]],
+        Some(c) if c < 0 => (0..c.unsigned_abs())
+            .map(|_| &all[rng.gen_range(0..all.len())])
+            .collect(),
+        Some(c) => {
+            let mut idx: Vec<usize> = (0..all.len()).collect();
+            let n = (c as usize).min(all.len());
+            for i in 0..n {
+                let j = rng.gen_range(i..idx.len());
+                idx.swap(i, j);
+            }
+            idx[..n].iter().map(|&i| &all[i]).collect()
+        }
+    }
+}
+
+/// HSCAN, SSCAN: the fields after the cursor's, in field order, `COUNT` at a time; the
+/// cursor is a number naming where the next call starts (as SCAN's are).
+pub fn scan(x: &mut Call<'_, '_>, kind: Kind, o: ScanOpts<'_>) {
+    let key = x.args[1];
+    let Some(id) = std::str::from_utf8(x.args[2])
+        .ok()
+        .and_then(|t| t.parse::<u64>().ok())
+    else {
+        return resp::error(x.out, "ERR invalid cursor");
+    };
+    let Some(from) = x.s.global.cursors.resume(id) else {
+        return resp::error(x.out, "ERR invalid cursor (unknown or forgotten)");
+    };
+    x.sh.count(OpClass::Scan);
+    let global = x.s.global.clone();
+    read(
+        x,
+        |sh, s, src| {
+            let Some(m) = src.meta(sh, s, key, kind)? else {
+                return Ok((0, Vec::new()));
+            };
+            let p = m.prefix(key);
+            let (lo, hi) = fields_range(&p);
+            let start = field_key(&p, &from);
+            let mut page = Vec::new();
+            src.scan(sh, s, (&start, &hi), o.count + 1, |k, v| {
+                page.push((k[lo.len()..].to_vec(), v.to_vec()))
+            })?;
+            let next = match page.len() > o.count {
+                true => {
+                    page.truncate(o.count);
+                    let mut after = page.last().map(|f| f.0.clone()).unwrap_or_default();
+                    after.push(0);
+                    global.cursors.save(after)
+                }
+                false => 0,
+            };
+            page.retain(|f| o.pattern.is_none_or(|p| glob::matches(p, &f.0)));
+            Ok::<_, Fail>((next, page))
+        },
+        move |out, (next, page), _| {
+            let values = kind == Kind::Hash && !o.novalues;
+            resp::array(out, 2);
+            resp::bulk(out, Some(next.to_string().as_bytes()));
+            resp::array(out, if values { page.len() * 2 } else { page.len() });
+            for f in &page {
+                member(out, f, values, Version::Resp2);
+            }
+        },
+    )
+}

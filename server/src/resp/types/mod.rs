@@ -1,0 +1,16 @@
+//! Redis's collection types on the ordered store (docs/FORMAT.md, "Redis types"): the
+//! encoding (`encoding.rs`: a metadata record under the user's key, one subkey per field
+//! or member in a reserved part of the key space), one command's access to a collection
+//! (`access.rs`, `run.rs`), the command families (`hash.rs`, `set.rs`, and what they share
+//! in `members.rs`), what the key-level commands need to know about types (`keyspace.rs`:
+//! TYPE, OBJECT ENCODING, copying for RENAME and COPY), and the background reclaim of the
+//! subkeys of collections that are gone (`gc.rs`).
+
+pub mod access;
+pub mod encoding;
+pub mod gc;
+pub mod hash;
+pub mod keyspace;
+pub mod members;
+pub mod run;
+pub mod set;

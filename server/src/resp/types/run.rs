@@ -1,0 +1,131 @@
+//! How a collection command runs: a write inside a transaction (`tx::atomically`: its own,
+//! or the EXEC running), a read at one snapshot (or through the transaction inside MULTI);
+//! the result written by the command's reply function, a failure as its RESP error.
+//! Also the argument checks the families share.
+
+use crate::core::shared::Shared;
+use crate::resp::call::Call;
+use crate::resp::session::Session;
+use crate::resp::tx::atomically;
+use crate::resp::types::access::{check_field, fail, Fail, Src};
+use accelkv_proto::resp::{self, Version};
+
+/// Runs a writing command: `f` inside the transaction, then `ok` with its result.
+pub(crate) fn write<R>(
+    x: &mut Call<'_, '_>,
+    f: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<R, Fail>,
+    ok: impl FnOnce(&mut Vec<u8>, R, Version),
+) {
+    atomically(x.sh, x.s, x.out, |sh, s, out| {
+        let proto = s.proto;
+        match f(sh, s, &Src::Tx) {
+            Ok(r) => ok(out, r, proto),
+            Err(e) => fail(out, &e),
+        }
+    })
+}
+
+/// Runs a reading command: `f` at a snapshot (or in the running transaction), then `ok`.
+pub(crate) fn read<R>(
+    x: &mut Call<'_, '_>,
+    f: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<R, Fail>,
+    ok: impl FnOnce(&mut Vec<u8>, R, Version),
+) {
+    let src = Src::open(x.sh, x.s);
+    let proto = x.s.proto;
+    match f(x.sh, x.s, &src) {
+        Ok(r) => ok(x.out, r, proto),
+        Err(e) => fail(x.out, &e),
+    }
+}
+
+/// Checks every field (or member) of a command against the store's key limit, and every
+/// value against its value limit, before anything is written.
+pub(crate) fn check(
+    sh: &Shared,
+    key: &[u8],
+    fields: &[&[u8]],
+    values: &[&[u8]],
+) -> Result<(), Fail> {
+    for f in fields {
+        check_field(sh, key, f)?;
+    }
+    let max = sh.store().config().max_value;
+    if values.iter().any(|v| v.len() > max) {
+        return Err(Fail::Reply(
+            "ERR string exceeds maximum allowed size".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Appends an array of bulk strings.
+pub(crate) fn bulks<T: AsRef<[u8]>>(out: &mut Vec<u8>, items: &[T]) {
+    resp::array(out, items.len());
+    for i in items {
+        resp::bulk(out, Some(i.as_ref()));
+    }
+}
+
+/// An integer argument, or Redis's error.
+pub(crate) fn int_arg(a: &[u8]) -> Result<i64, Fail> {
+    crate::resp::reply::parse_i64(a)
+        .ok_or_else(|| Fail::Reply("ERR value is not an integer or out of range".into()))
+}
+
+/// A float argument (Redis's syntax: `inf`, `-inf`, decimal), or Redis's error.
+pub(crate) fn float_arg(a: &[u8]) -> Result<f64, Fail> {
+    let t = std::str::from_utf8(a).map_err(|_| not_float())?;
+    let n = match t.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" => f64::INFINITY,
+        "-inf" => f64::NEG_INFINITY,
+        _ => t.parse::<f64>().map_err(|_| not_float())?,
+    };
+    if n.is_nan() || t.trim() != t || t.is_empty() {
+        return Err(not_float());
+    }
+    Ok(n)
+}
+
+fn not_float() -> Fail {
+    Fail::Reply("ERR value is not a valid float".into())
+}
+
+/// The `[MATCH pattern] [COUNT n]` (and NOVALUES where `novalues` is allowed) options of
+/// HSCAN, SSCAN and ZSCAN.
+pub(crate) struct ScanOpts<'a> {
+    pub pattern: Option<&'a [u8]>,
+    pub count: usize,
+    pub novalues: bool,
+}
+
+pub(crate) fn scan_opts<'a>(args: &[&'a [u8]], novalues_ok: bool) -> Result<ScanOpts<'a>, Fail> {
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+        novalues: false,
+    };
+    let mut i = 0;
+    let syntax = || Fail::Reply("ERR syntax error".into());
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"NOVALUES" if novalues_ok => {
+                o.novalues = true;
+                i += 1;
+                continue;
+            }
+            b"MATCH" => o.pattern = Some(*args.get(i + 1).ok_or_else(syntax)?),
+            b"COUNT" => {
+                let n = int_arg(args.get(i + 1).ok_or_else(syntax)?)?;
+                if n < 1 {
+                    return Err(syntax());
+                }
+                o.count = n as usize;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 2;
+    }
+    Ok(o)
+}
