@@ -14,9 +14,12 @@
 #
 # Usage: scripts/instr-per-request.sh [requests]      (default 200000)
 #        PEERS=no scripts/instr-per-request.sh          (accelkv only)
+#        TESTS="hset sadd spop" scripts/instr-per-request.sh   (other redis-benchmark tests;
+#        default "get set incr")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
+read -r -a tests <<<"${TESTS:-get set incr}"
 for tool in valgrind callgrind_control callgrind_annotate redis-server redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "install $tool: apt-get install -y valgrind redis-server redis-tools" >&2; exit 1; }
 done
@@ -44,7 +47,7 @@ measure() { # name port cmd...
   wait_port "$port"
   redis-benchmark -p "$port" -t set -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
   local row="| $name |"
-  for t in get set incr; do
+  for t in "${tests[@]}"; do
     callgrind_control -z "$pid" >/dev/null 2>&1
     redis-benchmark -p "$port" -t "$t" -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
     callgrind_control -d "$pid" >/dev/null 2>&1
@@ -57,8 +60,14 @@ measure() { # name port cmd...
   echo "$row"
 }
 
-echo "| server | GET instructions/request | SET instructions/request | INCR instructions/request |"
-echo "|---|---|---|---|"
+head="| server |"
+rule="|---|"
+for t in "${tests[@]}"; do
+  head+=" ${t^^} instructions/request |"
+  rule+="---|"
+done
+echo "$head"
+echo "$rule"
 measure accelkv 17379 "${CARGO_TARGET_DIR:-target}"/release/accelkv-server --threads 1 --port 17707 \
   --resp-port 17379 --admin-port 17708 --memcached-port off
 [ "${PEERS:-yes}" = no ] && exit 0

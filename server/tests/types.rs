@@ -354,3 +354,62 @@ fn the_reserved_key_space_is_not_a_clients() {
     };
     assert_eq!(strings(scan[1].clone()), ["h"]);
 }
+
+/// SPOP, SRANDMEMBER and HRANDFIELD pick without reading the whole collection, and still
+/// spread their picks over it: 300 single picks from 1,000 members hit well over 100
+/// different ones; counts give distinct members, negative counts exactly that many.
+#[test]
+fn random_picks_spread_over_the_collection() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let members: Vec<String> = (0..1000).map(|i| format!("user:{i:04}")).collect();
+    let mut sadd = vec!["SADD", "s"];
+    sadd.extend(members.iter().map(String::as_str));
+    assert_eq!(int(c.str(&sadd)), 1000);
+    let mut hset = vec!["HSET", "h"];
+    for m in &members {
+        hset.push(m);
+        hset.push("v");
+    }
+    assert_eq!(int(c.str(&hset)), 1000);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..300 {
+        match c.str(&["SRANDMEMBER", "s"]) {
+            Value::Bulk(Some(m)) => seen.insert(m),
+            other => panic!("{other:?}"),
+        };
+    }
+    assert!(
+        seen.len() > 100,
+        "300 picks hit only {} members",
+        seen.len()
+    );
+    let ten = strings(c.str(&["SRANDMEMBER", "s", "10"]));
+    assert_eq!(
+        ten.iter().collect::<std::collections::HashSet<_>>().len(),
+        10
+    );
+    assert_eq!(strings(c.str(&["SRANDMEMBER", "s", "-30"])).len(), 30);
+    assert_eq!(strings(c.str(&["HRANDFIELD", "h", "-7"])).len(), 7);
+    assert_eq!(
+        strings(c.str(&["HRANDFIELD", "h", "5", "WITHVALUES"])).len(),
+        10
+    );
+    let popped = strings(c.str(&["SPOP", "s", "5"]));
+    assert_eq!(
+        popped
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        5
+    );
+    assert_eq!(int(c.str(&["SCARD", "s"])), 995);
+    for m in &popped {
+        assert_eq!(int(c.str(&["SISMEMBER", "s", m])), 0);
+    }
+    for _ in 0..995 {
+        assert!(matches!(c.str(&["SPOP", "s"]), Value::Bulk(Some(_))));
+    }
+    assert_eq!(c.str(&["SPOP", "s"]), Value::Bulk(None));
+    assert_eq!(int(c.str(&["EXISTS", "s"])), 0);
+}

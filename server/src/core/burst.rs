@@ -9,6 +9,7 @@
 
 use crate::core::op::{Op, StationStats};
 use crate::core::ops::item::Current;
+use crate::core::ops::typed::is_typed;
 use crate::core::ops::vector::Registry;
 use crate::core::ops::{Effect, Outcome, Ttl, Write};
 use accelkv_tree::{Error, Store};
@@ -139,8 +140,13 @@ impl<'b> Burst<'b> {
             flags: k.flags,
             version,
         };
+        let was_typed = cur.value.is_some() && is_typed(cur.flags);
+        let own = matches!(write, Write::Typed { value: Some(_), .. });
         let (effect, outcome) = write.apply_item(&cur, registry, store.config().max_value);
         let changed = !matches!(effect, Effect::Keep);
+        if was_typed && !own && !matches!(effect, Effect::Keep | Effect::SetDeadline(_)) {
+            stats.typed_dropped.fetch_add(1, Ordering::Relaxed);
+        }
         match effect {
             Effect::Keep => {}
             Effect::Set(v, ttl) => {

@@ -63,6 +63,10 @@ pub struct StationStats {
     pub forwarded: AtomicU64,
     /// Operations that waited in a slot another thread was draining.
     pub queued: AtomicU64,
+    /// Typed values (`ops/typed.rs`) removed or replaced by a write other than their
+    /// adapter's own: what may have left their parts behind (the RESP adapter's reclaim
+    /// walks when it moves). Never reset.
+    pub typed_dropped: AtomicU64,
 }
 
 impl StationStats {

@@ -170,6 +170,7 @@ func session(t *testing.T, addr, password string, protocol int) {
 	if err == nil || !strings.Contains(err.Error(), "wrong number of arguments for 'get' command") {
 		t.Fatalf("GET with two keys: %v", err)
 	}
+	collections(t, ctx, r)
 	// The ordered RANGE through the generic command call.
 	got, err := r.Do(ctx, "RANGE", "p:0010", "p:0013").StringSlice()
 	want := []string{"p:0010", "10", "p:0011", "11", "p:0012", "12"}
@@ -179,6 +180,59 @@ func session(t *testing.T, addr, password string, protocol int) {
 	if err := r.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Hashes and sets: a map, counters, a pipeline and a transaction, WRONGTYPE.
+func collections(t *testing.T, ctx context.Context, r *redis.Client) {
+	if n := r.HSet(ctx, "h", map[string]interface{}{"a": "1", "b": "2"}).Val(); n != 2 {
+		t.Fatalf("HSET: %d", n)
+	}
+	if m := r.HGetAll(ctx, "h").Val(); !reflect.DeepEqual(m, map[string]string{"a": "1", "b": "2"}) {
+		t.Fatalf("HGETALL: %v", m)
+	}
+	if n := r.HIncrBy(ctx, "h", "a", 5).Val(); n != 6 {
+		t.Fatalf("HINCRBY: %d", n)
+	}
+	if n, err := r.HDel(ctx, "h", "b", "zz").Result(); n != 1 || err != nil {
+		t.Fatalf("HDEL: %d %v", n, err)
+	}
+	if n := r.SAdd(ctx, "s", "x", "y", "z").Val(); n != 3 {
+		t.Fatalf("SADD: %d", n)
+	}
+	if ok := r.SIsMember(ctx, "s", "y").Val(); !ok {
+		t.Fatalf("SISMEMBER")
+	}
+	if m := r.SMembersMap(ctx, "s").Val(); len(m) != 3 {
+		t.Fatalf("SMEMBERS: %v", m)
+	}
+	cmds, err := r.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < 100; i++ {
+			p.HSet(ctx, "ph", fmt.Sprintf("f%d", i), i)
+			p.SAdd(ctx, "ps", i)
+		}
+		p.HLen(ctx, "ph")
+		p.SCard(ctx, "ps")
+		return nil
+	})
+	if err != nil || cmds[200].(*redis.IntCmd).Val() != 100 || cmds[201].(*redis.IntCmd).Val() != 100 {
+		t.Fatalf("pipeline: %v", err)
+	}
+	var all *redis.MapStringStringCmd
+	if _, err := r.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, "th", "k", "v")
+		p.SAdd(ctx, "ts", "m")
+		all = p.HGetAll(ctx, "th")
+		return nil
+	}); err != nil || !reflect.DeepEqual(all.Val(), map[string]string{"k": "v"}) {
+		t.Fatalf("transaction: %v %v", err, all.Val())
+	}
+	if ty := r.Type(ctx, "ts").Val(); ty != "set" {
+		t.Fatalf("TYPE: %s", ty)
+	}
+	if err := r.Get(ctx, "h").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("GET of a hash: %v", err)
+	}
+	r.Del(ctx, "h", "s", "ph", "ps", "th", "ts")
 }
 
 func TestSession(t *testing.T) {

@@ -74,6 +74,24 @@ async function session(name, c) {
   assert.equal(await c.call(["GET", "ttl:a"]), null);
   assert.equal(await c.call(["EXISTS", "ttl:a"]), 0);
   await c.call(["DEL", "ttl:b"]);
+  // Hashes and sets: fields in byte order, a pipeline, a transaction, WRONGTYPE.
+  assert.equal(await c.call(["HSET", "h", "a", "1", "b", "2"]), 2);
+  assert.deepEqual(await c.call(["HGETALL", "h"]), ["a", "1", "b", "2"]);
+  assert.equal(await c.call(["HINCRBY", "h", "a", "5"]), 6);
+  assert.equal(await c.call(["HDEL", "h", "b", "zz"]), 1);
+  assert.equal(await c.call(["SADD", "s", "z", "x", "y"]), 3);
+  assert.deepEqual(await c.call(["SMEMBERS", "s"]), ["x", "y", "z"]);
+  assert.equal(await c.call(["SISMEMBER", "s", "y"]), 1);
+  const adds = [];
+  for (let i = 0; i < 100; i++) adds.push(["HSET", "ph", `f${i}`, String(i)], ["SADD", "ps", String(i)]);
+  const counts = await c.pipeline([...adds, ["HLEN", "ph"], ["SCARD", "ps"]]);
+  assert.deepEqual(counts.slice(-2), [100, 100]);
+  assert.deepEqual(await c.multiExec([["HSET", "th", "k", "v"], ["SADD", "ts", "m"], ["HGETALL", "th"]]), [
+    1, 1, ["k", "v"],
+  ]);
+  assert.equal(await c.call(["TYPE", "ts"]), "set");
+  await assert.rejects(c.call(["GET", "h"]), /^(Error|ReplyError|ErrorReply)?:? ?WRONGTYPE/);
+  await c.call(["DEL", "h", "s", "ph", "ps", "th", "ts"]);
   await assert.rejects(c.call(["GET", "a", "b"]), /wrong number of arguments for 'get' command/);
   assert.deepEqual(await c.call(["RANGE", "p:0010", "p:0013"]), [
     "p:0010", "10", "p:0011", "11", "p:0012", "12",

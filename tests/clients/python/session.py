@@ -110,6 +110,33 @@ def session(port, password, protocol, parser):
         raise AssertionError("GET with two keys was accepted")
     except redis.ResponseError as e:
         assert "wrong number of arguments for 'get' command" in str(e), e
+    # Hashes and sets: a mapping, counters, a pipeline and a transaction, WRONGTYPE.
+    assert r.hset("h", mapping={"a": "1", "b": "2"}) == 2
+    assert r.hgetall("h") == {b"a": b"1", b"b": b"2"}
+    assert r.hincrby("h", "a", 5) == 6 and r.hincrbyfloat("h", "f", 1.5) == 1.5
+    assert r.hmget("h", "a", "zz") == [b"6", None] and r.hlen("h") == 3
+    assert r.hdel("h", "b", "zz") == 1 and sorted(r.hkeys("h")) == [b"a", b"f"]
+    assert r.sadd("s", "x", "y", "z") == 3 and r.smembers("s") == {b"x", b"y", b"z"}
+    assert r.sismember("s", "y") and r.smismember("s", ["x", "q"]) == [True, False]
+    assert r.srem("s", "x") == 1 and r.scard("s") == 2
+    p = r.pipeline(transaction=False)
+    for i in range(100):
+        p.hset("ph", f"f{i}", i)
+        p.sadd("ps", i)
+    p.hlen("ph")
+    p.scard("ps")
+    assert p.execute()[-2:] == [100, 100]
+    p = r.pipeline()
+    p.hset("th", "k", "v").sadd("ts", "m").hgetall("th").smembers("ts")
+    assert p.execute() == [1, 1, {b"k": b"v"}, {b"m"}]
+    assert r.type("th") == b"hash" and r.type("ts") == b"set"
+    assert sorted(k for k, _ in r.hscan_iter("ph", count=7)) == sorted(f"f{i}".encode() for i in range(100))
+    try:
+        r.get("h")
+        raise AssertionError("GET of a hash was accepted")
+    except redis.ResponseError as e:
+        assert str(e).startswith("WRONGTYPE"), e
+    r.delete("h", "s", "ph", "ps", "th", "ts")
     # The ordered RANGE through the generic command call.
     got = r.execute_command("RANGE", "p:0010", "p:0013")
     assert got == [b"p:0010", b"10", b"p:0011", b"11", b"p:0012", b"12"], got

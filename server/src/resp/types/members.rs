@@ -7,8 +7,8 @@ use crate::resp::glob;
 use crate::resp::types::access::{fail, Fail};
 use crate::resp::types::encoding::{field_key, fields_range, Kind};
 use crate::resp::types::run::{int_arg, read, ScanOpts};
+use crate::resp::types::sample::sample;
 use accelkv_proto::resp::{self, Version};
-use rand::Rng;
 
 /// HLEN, SCARD: the number of fields or members (0: absent).
 pub fn len(x: &mut Call<'_, '_>, kind: Kind) {
@@ -53,50 +53,28 @@ pub fn random(x: &mut Call<'_, '_>, kind: Kind) {
     if count.is_some_and(|c| c.unsigned_abs() > i64::MAX as u64 / 2) {
         return resp::error(x.out, "ERR value is out of range");
     }
-    x.sh.count(OpClass::Scan);
+    x.sh.count(OpClass::Get);
+    let (n, repeat) = match count {
+        None => (1, false),
+        Some(c) => (c.unsigned_abs() as usize, c < 0),
+    };
     read(
         x,
-        |sh, s, src| match src.meta(sh, s, key, kind)? {
+        move |sh, s, src| match src.meta(sh, s, key, kind)? {
             None => Ok(Vec::new()),
-            Some(m) => src.fields(sh, s, key, &m),
+            Some(m) => sample(sh, s, src, (key, &m), n, repeat),
         },
-        move |out, all, proto| {
-            let picked = pick(&all, count);
-            match count {
-                None => resp::bulk_in(out, picked.first().map(|f| f.0.as_slice()), proto),
-                Some(_) => {
-                    let flat = values && proto == Version::Resp2;
-                    resp::array(out, if flat { picked.len() * 2 } else { picked.len() });
-                    for f in picked {
-                        member(out, f, values, proto);
-                    }
+        move |out, picked, proto| match count {
+            None => resp::bulk_in(out, picked.first().map(|f| f.0.as_slice()), proto),
+            Some(_) => {
+                let flat = values && proto == Version::Resp2;
+                resp::array(out, if flat { picked.len() * 2 } else { picked.len() });
+                for f in &picked {
+                    member(out, f, values, proto);
                 }
             }
         },
     )
-}
-
-/// `count` members of `all` at random (see [`random`]).
-pub(crate) fn pick<T>(all: &[T], count: Option<i64>) -> Vec<&T> {
-    let mut rng = rand::thread_rng();
-    if all.is_empty() {
-        return Vec::new();
-    }
-    match count {
-        None => vec![&all[rng.gen_range(0..all.len())]],
-        Some(c) if c < 0 => (0..c.unsigned_abs())
-            .map(|_| &all[rng.gen_range(0..all.len())])
-            .collect(),
-        Some(c) => {
-            let mut idx: Vec<usize> = (0..all.len()).collect();
-            let n = (c as usize).min(all.len());
-            for i in 0..n {
-                let j = rng.gen_range(i..idx.len());
-                idx.swap(i, j);
-            }
-            idx[..n].iter().map(|&i| &all[i]).collect()
-        }
-    }
 }
 
 /// HSCAN, SSCAN: the fields after the cursor's, in field order, `COUNT` at a time; the

@@ -13,4 +13,5 @@ pub mod hash;
 pub mod keyspace;
 pub mod members;
 pub mod run;
+pub mod sample;
 pub mod set;

@@ -9,6 +9,7 @@ use crate::resp::types::access::{fail, put, remove, set_meta, Fail, Src};
 use crate::resp::types::encoding::{field_key, new_meta, Kind};
 use crate::resp::types::members;
 use crate::resp::types::run::{check, int_arg, read, scan_opts, write};
+use crate::resp::types::sample::sample;
 use accelkv_proto::resp::{self, Version};
 use std::collections::BTreeSet;
 
@@ -219,10 +220,10 @@ pub fn spop(x: &mut Call<'_, '_>) {
             let Some(mut m) = src.meta(sh, s, key, S)? else {
                 return Ok(Vec::new());
             };
-            let all = src.fields(sh, s, key, &m)?;
-            let picked: Vec<Vec<u8>> = members::pick(&all, Some(count.unwrap_or(1)))
+            let n = count.unwrap_or(1) as usize;
+            let picked: Vec<Vec<u8>> = sample(sh, s, src, (key, &m), n, false)?
                 .into_iter()
-                .map(|f| f.0.clone())
+                .map(|f| f.0)
                 .collect();
             let p = m.prefix(key);
             for member in &picked {

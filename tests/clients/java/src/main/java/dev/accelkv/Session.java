@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
@@ -118,12 +119,47 @@ public final class Session {
       } catch (JedisDataException e) {
         check(e.getMessage().contains("wrong number of arguments for 'get' command"), e.getMessage());
       }
+      collections(r);
       Object range = r.sendCommand(RANGE, "p:0010", "p:0013");
       List<String> got = new ArrayList<>();
       for (Object o : (List<?>) range) got.add(SafeEncoder.encode((byte[]) o));
       check(got.equals(List.of("p:0010", "10", "p:0011", "11", "p:0012", "12")), "RANGE " + got);
       check(r.flushAll().equals("OK"), "FLUSHALL");
     }
+  }
+
+  /** Hashes and sets: a map, counters, a pipeline and a transaction, WRONGTYPE. */
+  static void collections(Jedis r) {
+    check(r.hset("h", Map.of("a", "1", "b", "2")) == 2, "HSET");
+    check(r.hgetAll("h").equals(Map.of("a", "1", "b", "2")), "HGETALL " + r.hgetAll("h"));
+    check(r.hincrBy("h", "a", 5) == 6, "HINCRBY");
+    check(r.hdel("h", "b", "zz") == 1, "HDEL");
+    check(r.sadd("s", "x", "y", "z") == 3, "SADD");
+    check(r.smembers("s").equals(Set.of("x", "y", "z")), "SMEMBERS " + r.smembers("s"));
+    check(r.sismember("s", "y"), "SISMEMBER");
+    Pipeline p = r.pipelined();
+    for (int i = 0; i < 100; i++) {
+      p.hset("ph", "f" + i, String.valueOf(i));
+      p.sadd("ps", String.valueOf(i));
+    }
+    Response<Long> hlen = p.hlen("ph");
+    Response<Long> scard = p.scard("ps");
+    p.sync();
+    check(hlen.get() == 100 && scard.get() == 100, "pipeline");
+    Transaction t = r.multi();
+    t.hset("th", "k", "v");
+    t.sadd("ts", "m");
+    Response<Map<String, String>> all = t.hgetAll("th");
+    t.exec();
+    check(all.get().equals(Map.of("k", "v")), "transaction " + all.get());
+    check(r.type("ts").equals("set"), "TYPE");
+    try {
+      r.get("h");
+      throw new AssertionError("GET of a hash was accepted");
+    } catch (JedisDataException e) {
+      check(e.getMessage().startsWith("WRONGTYPE"), e.getMessage());
+    }
+    r.del("h", "s", "ph", "ps", "th", "ts");
   }
 
   public static void main(String[] args) {
