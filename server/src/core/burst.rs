@@ -38,12 +38,15 @@ struct KeyState<'b> {
 /// (`None`: removed).
 type Item<'a> = accelkv_tree::BatchEntry<'a>;
 
+/// Keys a burst looks up by comparing them all before it makes an index.
+const LINEAR: usize = 8;
+
 /// The keys of one burst, in order of first appearance.
 #[derive(Default)]
 pub struct Burst<'b> {
     keys: SmallVec<[KeyState<'b>; 2]>,
-    /// Key → position in `keys`, made at the second key (the common burst of one key needs
-    /// none, and making one costs a hasher seed).
+    /// Key → position in `keys`, made past [`LINEAR`] keys (a burst or transaction of a few
+    /// keys finds them faster by comparing, and making a map costs a hasher seed).
     index: Option<HashMap<Vec<u8>, usize>>,
 }
 
@@ -60,18 +63,25 @@ impl<'b> Burst<'b> {
         stats: &StationStats,
     ) -> usize {
         let found = match &self.index {
-            None => self.keys.first().filter(|k| k.key == key).map(|_| 0),
+            None => self.keys.iter().position(|k| k.key == key),
             Some(index) => index.get(key.as_ref()).copied(),
         };
         if let Some(i) = found {
             stats.forwarded.fetch_add(1, Ordering::Relaxed);
             return i;
         }
-        if !self.keys.is_empty() {
-            let n = self.keys.len();
-            let index = self
-                .index
-                .get_or_insert_with(|| HashMap::from([(self.keys[0].key.to_vec(), 0)]));
+        let n = self.keys.len();
+        if n >= LINEAR {
+            let index = self.index.get_or_insert_with(|| {
+                let mut m = HashMap::with_capacity(2 * LINEAR);
+                m.extend(
+                    self.keys
+                        .iter()
+                        .enumerate()
+                        .map(|(i, k)| (k.key.to_vec(), i)),
+                );
+                m
+            });
             index.insert(key.to_vec(), n);
         }
         self.keys.push(KeyState {

@@ -187,6 +187,27 @@ pub(crate) fn put(sh: &Shared, s: &mut Session, subkey: &[u8], value: &[u8]) -> 
     ))
 }
 
+/// Sets a subkey (inside the running transaction), answering whether it was absent: one
+/// station operation for HSET's read and write of a field.
+pub(crate) fn put_new(
+    sh: &Shared,
+    s: &mut Session,
+    subkey: &[u8],
+    value: &[u8],
+) -> Result<bool, Fail> {
+    let w = Write::Set {
+        value: Cow::Borrowed(value),
+        cond: crate::core::ops::Cond::Always,
+        get: true,
+        ttl: crate::core::ops::Ttl::Set(0),
+    };
+    match run_in_tx(sh, s, Op::new(subkey, w)).outcome? {
+        Outcome::Old(v) => Ok(v.is_none()),
+        Outcome::Failed(f) => Err(Fail::Reply(crate::resp::reply::failure_text(&f))),
+        _ => Ok(false),
+    }
+}
+
 /// Removes a subkey (inside the running transaction).
 pub(crate) fn remove(sh: &Shared, s: &mut Session, subkey: &[u8]) -> Result<(), Fail> {
     done(run_in_tx(sh, s, Op::new(subkey, Write::Remove)))

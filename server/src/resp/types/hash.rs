@@ -6,7 +6,7 @@ use crate::core::counters::OpClass;
 use crate::core::ops::write::format_float;
 use crate::resp::call::Call;
 use crate::resp::reply::wrong_args;
-use crate::resp::types::access::{put, remove, set_meta, Fail};
+use crate::resp::types::access::{put, put_new, remove, set_meta, Fail};
 use crate::resp::types::encoding::{field_key, new_meta, Kind, Meta};
 use crate::resp::types::members;
 use crate::resp::types::run::{bulks, check, float_arg, int_arg, read, scan_opts, write};
@@ -45,11 +45,9 @@ fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
             let p = m.prefix(key);
             let mut added = 0;
             for kv in pairs.chunks(2) {
-                let sk = field_key(&p, kv[0]);
-                if src.get(sh, s, &sk)?.is_none() {
+                if put_new(sh, s, &field_key(&p, kv[0]), kv[1])? {
                     added += 1;
                 }
-                put(sh, s, &sk, kv[1])?;
             }
             m.len += added;
             set_meta(sh, s, key, &m)?;
