@@ -6,7 +6,7 @@ use crate::core::counters::OpClass;
 use crate::core::ops::write::format_float;
 use crate::resp::call::Call;
 use crate::resp::reply::wrong_args;
-use crate::resp::types::access::{put, put_new, remove, set_meta, Fail};
+use crate::resp::types::access::{put, put_new, set_meta, Fail};
 use crate::resp::types::encoding::{field_key, new_meta, Kind, Meta};
 use crate::resp::types::members;
 use crate::resp::types::run::{bulks, check, float_arg, int_arg, read, scan_opts, write};
@@ -129,25 +129,7 @@ pub fn hdel(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Delete);
     write(
         x,
-        |sh, s, src| {
-            let Some(mut m) = src.meta(sh, s, key, H)? else {
-                return Ok(0);
-            };
-            let p = m.prefix(key);
-            let mut gone = 0;
-            for f in fields {
-                let sk = field_key(&p, f);
-                if src.get(sh, s, &sk)?.is_some() {
-                    remove(sh, s, &sk)?;
-                    gone += 1;
-                }
-            }
-            if gone > 0 {
-                m.len -= gone;
-                set_meta(sh, s, key, &m)?;
-            }
-            Ok(gone)
-        },
+        |sh, s, src| members::remove_fields(sh, s, src, (key, H), fields),
         |out, n, _| resp::integer(out, n as i64),
     )
 }

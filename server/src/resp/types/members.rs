@@ -2,9 +2,11 @@
 //! members (HRANDFIELD, SRANDMEMBER) and the incremental scan (HSCAN, SSCAN).
 
 use crate::core::counters::OpClass;
+use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::glob;
-use crate::resp::types::access::{fail, Fail};
+use crate::resp::session::Session;
+use crate::resp::types::access::{fail, remove, set_meta, Fail, Src};
 use crate::resp::types::encoding::{field_key, fields_range, Kind};
 use crate::resp::types::run::{int_arg, read, ScanOpts};
 use crate::resp::types::sample::sample;
@@ -19,6 +21,34 @@ pub fn len(x: &mut Call<'_, '_>, kind: Kind) {
         |sh, s, src| Ok(src.meta(sh, s, key, kind)?.map_or(0, |m| m.len)),
         |out, n, _| resp::integer(out, n as i64),
     )
+}
+
+/// Removes `fields` from the collection of `kind` at `key` (inside the transaction),
+/// removing the key with the last one (HDEL, SREM): how many were there.
+pub(crate) fn remove_fields(
+    sh: &Shared,
+    s: &mut Session,
+    src: &Src<'_>,
+    (key, kind): (&[u8], Kind),
+    fields: &[&[u8]],
+) -> Result<u64, Fail> {
+    let Some(mut m) = src.meta(sh, s, key, kind)? else {
+        return Ok(0);
+    };
+    let p = m.prefix(key);
+    let mut gone = 0;
+    for f in fields {
+        let sk = field_key(&p, f);
+        if src.get(sh, s, &sk)?.is_some() {
+            remove(sh, s, &sk)?;
+            gone += 1;
+        }
+    }
+    if gone > 0 {
+        m.len -= gone;
+        set_meta(sh, s, key, &m)?;
+    }
+    Ok(gone)
 }
 
 /// Writes one field (with its value for a hash asked WITHVALUES).

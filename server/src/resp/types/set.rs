@@ -73,23 +73,7 @@ fn rem(
     key: &[u8],
     members: &[&[u8]],
 ) -> Result<u64, Fail> {
-    let Some(mut m) = src.meta(sh, s, key, S)? else {
-        return Ok(0);
-    };
-    let p = m.prefix(key);
-    let mut gone = 0;
-    for member in members {
-        let sk = field_key(&p, member);
-        if src.get(sh, s, &sk)?.is_some() {
-            remove(sh, s, &sk)?;
-            gone += 1;
-        }
-    }
-    if gone > 0 {
-        m.len -= gone;
-        set_meta(sh, s, key, &m)?;
-    }
-    Ok(gone)
+    members::remove_fields(sh, s, src, (key, S), members)
 }
 
 /// Replaces whatever `key` holds with a new set of `members` (none: removes the key).
