@@ -397,6 +397,12 @@ fn info_sections() {
     assert!(two.contains("connected_clients:1\r\n"), "{two}");
     assert!(two.contains("db0:keys=1,expires=0"), "{two}");
     assert!(!two.contains("# Server"), "{two}");
+    // As Redis writes several sections: an empty line between them, none after the last.
+    assert!(two.starts_with("# Clients\r\n"), "{two}");
+    assert!(two.contains("\r\n\r\n# Keyspace\r\n"), "{two}");
+    assert!(two.ends_with("avg_ttl=0\r\n"), "{two}");
+    assert!(all.contains("\r\n\r\n# Clients\r\n"), "{all}");
+    assert_eq!(text(c.str(&["INFO", "nosuch"])), "");
 }
 
 /// accelkv's atomics and vector operations over RESP, answering as the binary protocol's.

@@ -30,7 +30,8 @@ fn mem_bytes(a: &[u8]) -> Option<usize> {
 }
 
 /// `INFO [section …]`: the sections asked for (`all`, `everything`, `default` or none: every
-/// one), in Redis's `# Section` / `name:value` text. O(1) in the store's size, but for the
+/// one), in Redis's `# Section` / `name:value` text, sections separated by an empty line as
+/// Redis separates them. O(1) in the store's size, but for the
 /// keyspace section's key count, which walks the collections' fields (see
 /// `types::keyspace::user_keys`).
 pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
@@ -41,54 +42,67 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
                 a == name.as_bytes() || matches!(a.as_slice(), b"all" | b"everything" | b"default")
             })
     };
-    let mut text = String::new();
+    // Each section its own text; Redis separates them with an empty line.
+    let mut parts: Vec<String> = Vec::new();
     if wants("server") {
-        text.push_str("# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n");
-        text.push_str(&format!(
+        let mut t = String::new();
+        t.push_str("# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n");
+        t.push_str(&format!(
             "accelkv_version:{}\r\nprocess_id:{}\r\nuptime_in_seconds:{}\r\n",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             sh.started().elapsed().as_secs()
         ));
+        parts.push(t);
     }
     if wants("clients") {
-        text.push_str(&format!(
+        let mut t = String::new();
+        t.push_str(&format!(
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nresp:{}\r\n",
             sh.connected(),
             sh.settings().max_connections,
             if s.proto == resp::Version::Resp3 { 3 } else { 2 }
         ));
+        parts.push(t);
     }
     if wants("memory") {
+        let mut t = String::new();
         let used = sh.store().memory_used();
         let max = sh.maxmemory();
-        text.push_str(&format!(
+        t.push_str(&format!(
             "# Memory\r\nused_memory:{used}\r\nused_memory_human:{:.2}M\r\nmaxmemory:{max}\r\nmaxmemory_policy:noeviction\r\nmemory_limit:{}\r\n",
             used as f64 / f64::from(1 << 20),
             sh.settings().memory_limit
         ));
+        parts.push(t);
     }
     if wants("persistence") {
-        text.push_str("# Persistence\r\n");
-        text.push_str(&sh.persistence_text());
+        let mut t = String::new();
+        t.push_str("# Persistence\r\n");
+        t.push_str(&sh.persistence_text());
+        parts.push(t);
     }
     if wants("stats") {
-        text.push_str("# Stats\r\n");
-        text.push_str(&sh.stats_text());
+        let mut t = String::new();
+        t.push_str("# Stats\r\n");
+        t.push_str(&sh.stats_text());
         let reclaimed = s
             .global
             .reclaimed
             .load(std::sync::atomic::Ordering::Relaxed);
-        text.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
+        t.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
+        parts.push(t);
     }
     if wants("keyspace") {
-        text.push_str(&format!(
+        let mut t = String::new();
+        t.push_str(&format!(
             "# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
             crate::resp::types::keyspace::user_keys(sh),
             sh.store().expiring_len()
         ));
+        parts.push(t);
     }
-    text
+    parts.join("\r\n")
 }
 
 /// The parameters CONFIG GET answers, with their values now.
