@@ -8,7 +8,7 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{RespConn, Server};
+use common::{strings, RespConn, Server};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -43,19 +43,6 @@ fn load(addr: std::net::SocketAddr, from: u32) -> u32 {
         acked = i + 1;
     }
     acked
-}
-
-fn strings(v: Value) -> Vec<String> {
-    let Value::Array(Some(items)) = v else {
-        panic!("{v:?}")
-    };
-    items
-        .into_iter()
-        .map(|i| match i {
-            Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
-            other => panic!("{other:?}"),
-        })
-        .collect()
 }
 
 #[test]

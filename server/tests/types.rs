@@ -9,7 +9,7 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{RespConn, Server};
+use common::{strings, RespConn, Server};
 
 /// The script both servers run. Sets hold single-digit numbers (Redis keeps those sorted,
 /// as accelkv does; other members come back in hash order there), and hashes get their
@@ -196,19 +196,6 @@ fn int(v: Value) -> i64 {
     match v {
         Value::Integer(n) => n,
         other => panic!("not an integer: {other:?}"),
-    }
-}
-
-fn strings(v: Value) -> Vec<String> {
-    match v {
-        Value::Array(Some(items)) => items
-            .into_iter()
-            .map(|i| match i {
-                Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
-                other => panic!("not a bulk string: {other:?}"),
-            })
-            .collect(),
-        other => panic!("not an array: {other:?}"),
     }
 }
 

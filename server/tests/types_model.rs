@@ -5,7 +5,7 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{RespConn, Server};
+use common::{strings, RespConn, Server};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -220,21 +220,9 @@ fn args(c: &Cmd, key: &dyn Fn(u8) -> String) -> Vec<String> {
 
 fn contents(c: &mut RespConn, key: &str) -> Option<Val> {
     let ty = c.str(&["TYPE", key]);
-    let items = |v: Value| -> Vec<String> {
-        let Value::Array(Some(items)) = v else {
-            panic!("{v:?}")
-        };
-        items
-            .into_iter()
-            .map(|i| match i {
-                Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
-                other => panic!("{other:?}"),
-            })
-            .collect()
-    };
     match ty {
         Value::Simple(t) if t == "hash" => {
-            let all = items(c.str(&["HGETALL", key]));
+            let all = strings(c.str(&["HGETALL", key]));
             let h: BTreeMap<String, String> = all
                 .chunks(2)
                 .map(|p| (p[0].clone(), p[1].clone()))
@@ -243,7 +231,7 @@ fn contents(c: &mut RespConn, key: &str) -> Option<Val> {
             Some(Val::Hash(h))
         }
         Value::Simple(t) if t == "set" => {
-            let s: BTreeSet<String> = items(c.str(&["SMEMBERS", key])).into_iter().collect();
+            let s: BTreeSet<String> = strings(c.str(&["SMEMBERS", key])).into_iter().collect();
             assert_eq!(c.str(&["SCARD", key]), Value::Integer(s.len() as i64));
             Some(Val::Set(s))
         }

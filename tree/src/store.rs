@@ -582,10 +582,7 @@ impl Store {
         limit: usize,
         f: impl FnMut(&[u8], &[u8]),
     ) -> Result<()> {
-        let pin = self.tree.epochs.pin();
-        let rv = self.tree.versions.read_version();
-        self.tree
-            .scan_at(lo, upper(hi), limit, rv, self.tree.read_clock(), &pin, f)
+        self.scan_with_at(lo, hi, limit, false, f)
     }
 
     /// [`Store::scan_with`] over the newest items, including completed writes not yet
@@ -598,16 +595,26 @@ impl Store {
         limit: usize,
         f: impl FnMut(&[u8], &[u8]),
     ) -> Result<()> {
+        self.scan_with_at(lo, hi, limit, true, f)
+    }
+
+    /// A scan at the read version, or of the newest items (`latest`). The epoch is pinned
+    /// before the read version is taken, so nothing reachable at it is reclaimed meanwhile.
+    fn scan_with_at(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        latest: bool,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         let pin = self.tree.epochs.pin();
-        self.tree.scan_at(
-            lo,
-            upper(hi),
-            limit,
-            u64::MAX,
-            self.tree.read_clock(),
-            &pin,
-            f,
-        )
+        let rv = match latest {
+            true => u64::MAX,
+            false => self.tree.versions.read_version(),
+        };
+        self.tree
+            .scan_at(lo, upper(hi), limit, rv, self.tree.read_clock(), &pin, f)
     }
 
     /// Honeycomb's SCAN(kl, ku): the items from the largest key <= `kl` (from the first key

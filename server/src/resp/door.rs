@@ -11,6 +11,7 @@ use crate::resp::reply::reply;
 use crate::resp::session::Session;
 use crate::resp::tx::run_in_tx;
 use crate::resp::types::encoding::MAGIC;
+use crate::resp::types::keyspace::item_now;
 use accelkv_engine::{Found, ReadRef, Reply};
 use smallvec::SmallVec;
 
@@ -102,9 +103,9 @@ pub(crate) fn get_value(sh: &Shared, s: &mut Session, reads: &mut Reads, key: &[
 /// A value a ring engine answered without flags that looks like a collection's metadata:
 /// the key's item read again with its flags.
 fn typed_now(sh: &Shared, key: &[u8], v: Vec<u8>) -> Got {
-    match sh.store().snapshot().get_item(key) {
-        Ok(Some((v, _, flags))) if is_typed(flags) => Got::Typed(v, flags),
-        Ok(Some((v, ..))) => Got::Str(Some(v)),
+    match item_now(sh, key) {
+        Ok(Some((v, flags))) if is_typed(flags) => Got::Typed(v, flags),
+        Ok(Some((v, _))) => Got::Str(Some(v)),
         Ok(None) => Got::Str(None),
         Err(_) => Got::Str(Some(v)),
     }

@@ -19,7 +19,7 @@ use crate::resp::glob;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::types::encoding::MAGIC;
-use crate::resp::types::keyspace::{type_name, USER_END};
+use crate::resp::types::keyspace::{item_now, type_name, USER_END};
 use accelkv_engine::{ReadRef, Reply};
 use accelkv_proto::resp;
 
@@ -41,8 +41,8 @@ fn type_of(sh: &Shared, k: &[u8], v: &[u8]) -> &'static str {
     if !v.starts_with(&MAGIC) {
         return "string";
     }
-    match sh.store().snapshot().get_item(k) {
-        Ok(Some((v, _, f))) => type_name(&v, f),
+    match item_now(sh, k) {
+        Ok(Some((v, f))) => type_name(&v, f),
         _ => "none",
     }
 }

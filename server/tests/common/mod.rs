@@ -184,6 +184,20 @@ pub fn bulk(s: &str) -> Value {
     Value::Bulk(Some(s.as_bytes().to_vec()))
 }
 
+/// The bulk strings of an array reply, as text (panics on anything else).
+pub fn strings(v: Value) -> Vec<String> {
+    let Value::Array(Some(items)) = v else {
+        panic!("not an array: {v:?}")
+    };
+    items
+        .into_iter()
+        .map(|i| match i {
+            Value::Bulk(Some(b)) => String::from_utf8(b).expect("utf-8"),
+            other => panic!("not a bulk string: {other:?}"),
+        })
+        .collect()
+}
+
 pub fn err_starts(v: &Value, prefix: &str) -> bool {
     matches!(v, Value::Error(e) if e.starts_with(prefix))
 }

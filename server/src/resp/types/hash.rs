@@ -6,11 +6,11 @@ use crate::core::counters::OpClass;
 use crate::core::ops::write::format_float;
 use crate::resp::call::Call;
 use crate::resp::reply::wrong_args;
-use crate::resp::types::access::{put, put_new, set_meta, Fail};
-use crate::resp::types::encoding::{field_key, new_meta, Kind, Meta};
+use crate::resp::types::access::{fail, put, put_new, set_meta, Fail};
+use crate::resp::types::encoding::{field_key, new_meta, Kind};
 use crate::resp::types::members;
 use crate::resp::types::run::{bulks, check, float_arg, int_arg, read, scan_opts, write};
-use accelkv_proto::resp;
+use accelkv_proto::resp::{self, Version};
 
 const H: Kind = Kind::Hash;
 
@@ -35,7 +35,7 @@ fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
     let fields: Vec<&[u8]> = pairs.iter().step_by(2).copied().collect();
     let values: Vec<&[u8]> = pairs.iter().skip(1).step_by(2).copied().collect();
     if let Err(e) = check(x.sh, key, &fields, &values) {
-        return crate::resp::types::access::fail(x.out, &e);
+        return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
     write(
@@ -64,7 +64,7 @@ fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
 pub fn hsetnx(x: &mut Call<'_, '_>) {
     let (key, field, value) = (x.args[1], x.args[2], x.args[3]);
     if let Err(e) = check(x.sh, key, &[field], &[value]) {
-        return crate::resp::types::access::fail(x.out, &e);
+        return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
     write(
@@ -213,39 +213,47 @@ pub fn hvals(x: &mut Call<'_, '_>) {
     all(x, Parts::Values)
 }
 
-/// A hash's metadata (new if absent), a field's subkey, and the field's value.
-type FieldNow = (Meta, Vec<u8>, Option<Vec<u8>>);
-
-/// The current value of a field, through the transaction, and the metadata it lives in.
-fn field_now(
-    sh: &crate::core::shared::Shared,
-    s: &mut crate::resp::session::Session,
-    src: &crate::resp::types::access::Src<'_>,
-    key: &[u8],
-    field: &[u8],
-) -> Result<FieldNow, Fail> {
-    let m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
-    let sk = field_key(&m.prefix(key), field);
-    let v = src.get(sh, s, &sk)?;
-    Ok((m, sk, v))
-}
-
-/// `HINCRBY key field increment`.
-pub fn hincrby(x: &mut Call<'_, '_>) {
+/// Sets one field of the hash to what `f` makes of its current value (HINCRBY,
+/// HINCRBYFLOAT): `f` answers the field's new bytes and the reply's value; a new field
+/// counts toward the hash's length.
+fn update_field<R>(
+    x: &mut Call<'_, '_>,
+    f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), Fail>,
+    ok: impl FnOnce(&mut Vec<u8>, R, Version),
+) {
     let (key, field) = (x.args[1], x.args[2]);
-    let by = match int_arg(x.args[3]) {
-        Ok(n) => n,
-        Err(e) => return crate::resp::types::access::fail(x.out, &e),
-    };
     if let Err(e) = check(x.sh, key, &[field], &[]) {
-        return crate::resp::types::access::fail(x.out, &e);
+        return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
     write(
         x,
         |sh, s, src| {
-            let (mut m, sk, v) = field_now(sh, s, src, key, field)?;
-            let old = match &v {
+            let mut m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
+            let sk = field_key(&m.prefix(key), field);
+            let old = src.get(sh, s, &sk)?;
+            let (new, reply) = f(old.as_deref())?;
+            put(sh, s, &sk, &new)?;
+            if old.is_none() {
+                m.len += 1;
+                set_meta(sh, s, key, &m)?;
+            }
+            Ok(reply)
+        },
+        ok,
+    )
+}
+
+/// `HINCRBY key field increment`.
+pub fn hincrby(x: &mut Call<'_, '_>) {
+    let by = match int_arg(x.args[3]) {
+        Ok(n) => n,
+        Err(e) => return fail(x.out, &e),
+    };
+    update_field(
+        x,
+        |v| {
+            let old = match v {
                 None => 0,
                 Some(v) => crate::resp::reply::parse_i64(v)
                     .ok_or_else(|| Fail::Reply("ERR hash value is not an integer".into()))?,
@@ -253,12 +261,7 @@ pub fn hincrby(x: &mut Call<'_, '_>) {
             let new = old
                 .checked_add(by)
                 .ok_or_else(|| Fail::Reply("ERR increment or decrement would overflow".into()))?;
-            put(sh, s, &sk, new.to_string().as_bytes())?;
-            if v.is_none() {
-                m.len += 1;
-                set_meta(sh, s, key, &m)?;
-            }
-            Ok(new)
+            Ok((new.to_string().into_bytes(), new))
         },
         |out, n, _| resp::integer(out, n),
     )
@@ -266,24 +269,18 @@ pub fn hincrby(x: &mut Call<'_, '_>) {
 
 /// `HINCRBYFLOAT key field increment`.
 pub fn hincrbyfloat(x: &mut Call<'_, '_>) {
-    let (key, field) = (x.args[1], x.args[2]);
     let by = match float_arg(x.args[3]) {
         Ok(n) if n.is_finite() => n,
         Ok(_) => {
             return resp::error(x.out, "ERR value is not a valid float");
         }
-        Err(e) => return crate::resp::types::access::fail(x.out, &e),
+        Err(e) => return fail(x.out, &e),
     };
-    if let Err(e) = check(x.sh, key, &[field], &[]) {
-        return crate::resp::types::access::fail(x.out, &e);
-    }
-    x.sh.count(OpClass::Put);
-    write(
+    update_field(
         x,
-        |sh, s, src| {
-            let (mut m, sk, v) = field_now(sh, s, src, key, field)?;
+        |v| {
             let not_float = || Fail::Reply("ERR hash value is not a float".into());
-            let old = match &v {
+            let old = match v {
                 None => 0.0,
                 Some(v) => std::str::from_utf8(v)
                     .ok()
@@ -298,12 +295,7 @@ pub fn hincrbyfloat(x: &mut Call<'_, '_>) {
                 ));
             }
             let text = format_float(new);
-            put(sh, s, &sk, text.as_bytes())?;
-            if v.is_none() {
-                m.len += 1;
-                set_meta(sh, s, key, &m)?;
-            }
-            Ok(text)
+            Ok((text.clone().into_bytes(), text))
         },
         |out, t, _| resp::bulk(out, Some(t.as_bytes())),
     )
@@ -318,6 +310,6 @@ pub fn hrandfield(x: &mut Call<'_, '_>) {
 pub fn hscan(x: &mut Call<'_, '_>) {
     match scan_opts(&x.args[3..], true) {
         Ok(o) => members::scan(x, H, o),
-        Err(e) => crate::resp::types::access::fail(x.out, &e),
+        Err(e) => fail(x.out, &e),
     }
 }

@@ -8,6 +8,14 @@ use crate::core::shared::Shared;
 use crate::resp::session::Session;
 use crate::resp::types::access::{put, set_meta, Fail, Src};
 use crate::resp::types::encoding::{fields_range, new_meta, Kind, Meta, RESERVED};
+use accelkv_tree::Error;
+
+/// `key`'s value and client flags at the read version: the confirming re-read when an
+/// answer came without flags (a ring engine's GET, a scan's items) and its bytes start like
+/// a collection's metadata.
+pub(crate) fn item_now(sh: &Shared, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Error> {
+    Ok(sh.store().snapshot().get_item(key)?.map(|(v, _, f)| (v, f)))
+}
 
 /// Whether a value that came without flags (through a ring engine) is a collection's
 /// metadata: it starts like one and the key's flags say so (`check`: the server and the
@@ -16,9 +24,7 @@ pub(crate) fn looks_typed(check: Option<(&Shared, &[u8])>, v: &[u8]) -> bool {
     if !v.starts_with(&crate::resp::types::encoding::MAGIC) {
         return false;
     }
-    check.is_some_and(|(sh, key)| {
-        matches!(sh.store().snapshot().get_item(key), Ok(Some((_, _, f))) if is_typed(f))
-    })
+    check.is_some_and(|(sh, key)| matches!(item_now(sh, key), Ok(Some((_, f))) if is_typed(f)))
 }
 
 /// TYPE's answer for an item with these flags and value.
