@@ -219,10 +219,20 @@ pub(crate) struct Core {
 struct DeferredFree {
     to: Arc<Mutex<Vec<u64>>>,
     offs: Vec<u64>,
+    /// The mirror's images, and the (LID, page) images among `offs` it keeps as gone until
+    /// now: released before the slots can be reused.
+    images: Arc<crate::mirror::Shared>,
+    gone: Vec<(u64, u64)>,
 }
 
 impl Drop for DeferredFree {
     fn drop(&mut self) {
+        if !self.gone.is_empty() {
+            let mut images = lock(&self.images.images);
+            for &(lid, page) in &self.gone {
+                images.release(lid, page);
+            }
+        }
         lock(&self.to).append(&mut self.offs);
     }
 }
@@ -762,10 +772,10 @@ impl Core {
             d.pages.insert(off, exts);
             freed.extend(d.cover.insert(p.low.as_deref(), p.high.as_deref(), off));
         }
-        let mut slots = Vec::new();
+        let (mut slots, mut gone) = (Vec::new(), Vec::new());
         for page in freed {
-            if let Some(i) = images.as_mut() {
-                i.forget(page);
+            if let Some(lid) = images.as_mut().and_then(|i| i.forget(page)) {
+                gone.push((lid, page));
             }
             slots.push(page);
             for e in d.pages.remove(&page).unwrap_or_default() {
@@ -779,11 +789,13 @@ impl Core {
             }
         }
         drop(images);
-        if self.mirror.is_some() {
+        if let Some(m) = &self.mirror {
             // A reader of an evicted leaf of an older state may still read these.
             tree.raw().retire(Box::new(DeferredFree {
                 to: self.freed_later.clone(),
                 offs: slots,
+                images: m.clone(),
+                gone,
             }));
         } else {
             for off in slots {

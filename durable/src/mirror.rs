@@ -34,6 +34,11 @@ pub(crate) struct Images {
     by_lid: HashMap<u64, Image>,
     /// Page offset → LID.
     by_page: HashMap<u64, u64>,
+    /// LID → the image a commit stopped naming while its slot waits for the readers that
+    /// may still read it ([`Images::release`] when it is freed). A reader of an evicted leaf
+    /// of an older state (a snapshot across FLUSHALL) reads it there: the stub's own page
+    /// hint may be a slot an earlier commit freed when it imaged the leaf again, since reused.
+    gone: HashMap<u64, Image>,
 }
 
 /// A page that images a leaf.
@@ -56,18 +61,30 @@ impl Images {
         self.by_page.insert(page, lid);
     }
 
-    /// `page` no longer provides any range (it is being freed).
-    pub(crate) fn forget(&mut self, page: u64) {
-        if let Some(lid) = self.by_page.remove(&page) {
-            if self.by_lid.get(&lid).is_some_and(|i| i.page == page) {
-                self.by_lid.remove(&lid);
-            }
+    /// `page` no longer provides any range (its slot is freed once no reader can read it);
+    /// returns the LID whose newest image it was, which keeps it as a gone image until then.
+    pub(crate) fn forget(&mut self, page: u64) -> Option<u64> {
+        let lid = self.by_page.remove(&page)?;
+        let image = self.by_lid.get(&lid).filter(|i| i.page == page).copied()?;
+        self.by_lid.remove(&lid);
+        self.gone.insert(lid, image);
+        Some(lid)
+    }
+
+    /// The slot of `page`, once `lid`'s image, is about to be reused.
+    pub(crate) fn release(&mut self, lid: u64, page: u64) {
+        if self.gone.get(&lid).is_some_and(|i| i.page == page) {
+            self.gone.remove(&lid);
         }
     }
 
-    /// The newest page that images leaf `lid`, and its length (0: not known).
+    /// The newest page that images leaf `lid` (a live one, else one whose slot is not
+    /// reused yet), and its length (0: not known).
     fn current(&self, lid: u64) -> Option<(u64, u32)> {
-        self.by_lid.get(&lid).map(|i| (i.page, i.len))
+        self.by_lid
+            .get(&lid)
+            .or_else(|| self.gone.get(&lid))
+            .map(|i| (i.page, i.len))
     }
 
     /// The page that images leaf `lid` in a state at least as new as `version`.
@@ -223,9 +240,10 @@ impl Pager for PageReader {
         items: &mut accelkv_tree::ItemSink<'_>,
     ) -> std::result::Result<(), String> {
         // While a leaf is evicted nothing changes it, so any page that images it holds the
-        // same items; the newest is live (the hint may have been freed by a later commit
-        // that imaged the leaf again). After FLUSHALL the LID has no image: the hint, whose
-        // slot is not reused while a reader that can reach the stub runs, is still intact.
+        // same items; the newest is intact (the hint may have been freed by a later commit
+        // that imaged the leaf again, and reused). After FLUSHALL the LID has no live image:
+        // its last one is kept as gone, its slot not reused while a reader that can reach
+        // the stub runs. The hint serves only a leaf no commit imaged since it was evicted.
         let (page, len) = lock(&self.shared.images).current(lid).unwrap_or((page, 0));
         self.read_leaf(page, len, items).map_err(|e| e.to_string())
     }
@@ -279,5 +297,36 @@ pub(crate) fn run_evictor(tree: Arc<Tree>, core: Arc<Core>, shared: Arc<Shared>)
         if tree.over_budget() {
             core.poke();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Images;
+
+    #[test]
+    fn a_forgotten_image_serves_until_its_slot_is_released() {
+        let mut i = Images::default();
+        i.record(7, 100, 40, 1);
+        // Imaged again: the newest page wins; the old one is simply replaced.
+        i.record(7, 200, 50, 2);
+        assert_eq!(i.current(7), Some((200, 50)));
+        assert_eq!(i.forget(100), None, "page 100 no longer images anything");
+        // FLUSHALL's commit frees the page: still the one to read until released.
+        assert_eq!(i.forget(200), Some(7));
+        assert_eq!(i.current(7), Some((200, 50)));
+        assert_eq!(
+            i.page_of(7, 0),
+            None,
+            "a gone image never lets a leaf be evicted"
+        );
+        // A new image of the LID (reused after the release) takes precedence.
+        i.record(7, 300, 10, 9);
+        assert_eq!(i.current(7), Some((300, 10)));
+        i.release(7, 200);
+        assert_eq!(i.current(7), Some((300, 10)));
+        assert_eq!(i.forget(300), Some(7));
+        i.release(7, 300);
+        assert_eq!(i.current(7), None);
     }
 }
