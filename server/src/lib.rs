@@ -27,7 +27,7 @@ pub use crate::core::ops::vector::{
 /// One RESP command as the command table describes it.
 pub use resp::call::Spec as RespCommand;
 /// Every RESP command the server answers (the command table).
-pub use resp::table::TABLE as RESP_COMMANDS;
+pub use resp::table::table as resp_commands;
 
 /// How long shutdown waits for the event loops to stop before it flushes anyway.
 const STOP_GRACE: Duration = Duration::from_secs(2);

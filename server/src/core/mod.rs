@@ -7,6 +7,7 @@
 //! the core; the core imports none of them.
 
 pub mod auth;
+pub mod blocked;
 pub mod burst;
 pub mod clients;
 pub mod counters;

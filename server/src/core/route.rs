@@ -62,6 +62,9 @@ pub enum Settlement {
     Command(Settled),
     /// Every routed operation of the binary frame at the head of its input, by index.
     Frame(Vec<(usize, Settled)>),
+    /// A blocking command's keys may have something to take, or its deadline passed
+    /// (core/blocked.rs): run it again.
+    Wake,
 }
 
 /// What to do with one command.

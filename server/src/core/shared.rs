@@ -42,6 +42,8 @@ pub struct Shared {
     expired_keys: AtomicU64,
     /// The connections in the registry (CLIENT LIST/KILL).
     clients: Arc<Clients>,
+    /// Connections parked by blocking commands (BLPOP…).
+    blocked: Arc<crate::core::blocked::Blocked>,
     /// Cluster mode: the node's ranges and their groups (docs/CLUSTER.md); unset otherwise.
     router: OnceLock<Arc<dyn Router>>,
 }
@@ -102,6 +104,7 @@ impl Shared {
             started: Instant::now(),
             expired_keys: AtomicU64::new(0),
             clients: Arc::default(),
+            blocked: Arc::default(),
             router: Default::default(),
             password: settings.password.as_deref().map(Password::new),
             settings,
@@ -209,6 +212,10 @@ impl Shared {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    pub fn blocked(&self) -> &Arc<crate::core::blocked::Blocked> {
+        &self.blocked
     }
 
     pub fn clients(&self) -> &Arc<Clients> {

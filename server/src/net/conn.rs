@@ -169,6 +169,13 @@ impl Conn {
         }
     }
 
+    /// Whether the client hung up, looking without taking any input (a connection waiting
+    /// on another thread keeps its input for later).
+    pub fn peer_closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.sock.peek(&mut b), Ok(0))
+    }
+
     /// Writes what may be written (everything before a parked RESP mark) in as few calls as
     /// the socket takes.
     pub fn flush(&mut self) {

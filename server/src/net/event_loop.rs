@@ -351,6 +351,11 @@ impl Loop {
         };
         loop {
             c.flush();
+            if c.waits && c.peer_closed() && c.session.abandon_wait() {
+                // Parked by a blocking command, and its client is gone: nothing waits on it.
+                c.waits = false;
+                c.closing = true;
+            }
             if c.closing || c.held() {
                 break;
             }

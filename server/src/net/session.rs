@@ -138,8 +138,15 @@ pub trait Session: Send {
         out: &mut Vec<u8>,
     ) -> bool;
 
-    /// A message posted through [`ReplyTo`] (cluster mode).
+    /// A message posted through [`ReplyTo`] (cluster mode, or a blocking command's wake).
     fn deliver(&mut self, _s: Settlement) {}
+
+    /// The client hung up while a request waits ([`Ran::waits`]): whether the wait may be
+    /// dropped (a blocking command, whose wake may never come), dropping it if so. A wait
+    /// whose request has effects to settle (cluster mode) answers `false`.
+    fn abandon_wait(&mut self) -> bool {
+        false
+    }
 
     /// The error to send when a request is larger than the input limit (before closing).
     fn too_large(&self, _out: &mut Vec<u8>) {}

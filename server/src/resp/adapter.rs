@@ -75,6 +75,16 @@ impl crate::net::session::Session for Session {
             let send = cx.reply_to.sender();
             cl.submit(f, Box::new(move |s| send(Settlement::Command(s))));
         }
+        if let Some(req) = self.block.req.take() {
+            waits = true;
+            let send = cx.reply_to.sender();
+            self.block.ticket = Some(sh.blocked().park(
+                req.keys,
+                req.deadline,
+                req.seen,
+                Box::new(move || send(Settlement::Wake)),
+            ));
+        }
         Ran {
             used: ran.used,
             close: ran.bad.is_some() || self.quit,
@@ -168,6 +178,15 @@ impl crate::net::session::Session for Session {
                 Settled::Again => {}
             }
         }
+        // Settlement::Wake: the parked blocking command runs again when the loop serves it.
+    }
+
+    fn abandon_wait(&mut self) -> bool {
+        if self.block.until.is_none() {
+            return false;
+        }
+        self.block = Default::default();
+        true
     }
 
     fn too_large(&self, out: &mut Vec<u8>) {

@@ -209,6 +209,12 @@ fn run_decoded(
         }
         let mark = out.len();
         dispatch::run(sh, s, spec, &args, reads, out);
+        if s.block.req.is_some() {
+            // A blocking command found nothing to take: it parks (adapter.rs) and runs
+            // again, from the top, when woken.
+            out.truncate(mark);
+            return i;
+        }
         if reads.submitted() {
             // A read of this command was submitted to an engine's workers: it runs again,
             // from the top, when answered (reads have no side effects to repeat).

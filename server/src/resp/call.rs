@@ -65,6 +65,7 @@ pub mod flag {
 }
 
 /// One command of the table.
+#[derive(Clone, Copy)]
 pub struct Spec {
     /// The name, upper case.
     pub name: &'static str,

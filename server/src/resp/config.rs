@@ -58,9 +58,10 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     if wants("clients") {
         let mut t = String::new();
         t.push_str(&format!(
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nresp:{}\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\nresp:{}\r\n",
             sh.connected(),
             sh.settings().max_connections,
+            sh.blocked().waiting(),
             if s.proto == resp::Version::Resp3 { 3 } else { 2 }
         ));
         parts.push(t);

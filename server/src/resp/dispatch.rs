@@ -65,7 +65,12 @@ pub fn run(
         reads,
         out,
     };
-    (spec.run)(&mut call)
+    (spec.run)(&mut call);
+    if !s.block.wake.is_empty() && s.tx.running.is_none() {
+        // Committed: the connections parked on these keys may take what was pushed.
+        sh.blocked().wake(&s.block.wake);
+        s.block.wake.clear();
+    }
 }
 
 /// The error for a write naming a key in the reserved part of the key space.

@@ -43,6 +43,8 @@ pub struct Session {
     pub cluster: Box<ClusterSession>,
     /// The adapter's server-wide state.
     pub global: Arc<RespGlobal>,
+    /// Blocking commands: keys to wake, a command asking to park (block.rs).
+    pub block: crate::resp::block::BlockState,
 }
 
 impl Session {
@@ -61,6 +63,7 @@ impl Session {
             proto: Default::default(),
             tx: Default::default(),
             cluster: Default::default(),
+            block: Default::default(),
         }
     }
 

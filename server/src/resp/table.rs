@@ -17,11 +17,11 @@ use crate::resp::{
 use accelkv_proto::resp;
 use std::sync::OnceLock;
 
-const W: u32 = WRITE | DENYOOM;
-const WF: u32 = WRITE | DENYOOM | FAST;
+pub(crate) const W: u32 = WRITE | DENYOOM;
+pub(crate) const WF: u32 = WRITE | DENYOOM | FAST;
 const DEL: u32 = WRITE;
-const R: u32 = READONLY;
-const RF: u32 = READONLY | FAST;
+pub(crate) const R: u32 = READONLY;
+pub(crate) const RF: u32 = READONLY | FAST;
 const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
 const ADMINISTRATIVE: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
@@ -29,7 +29,7 @@ const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 /// through the engine): refused inside MULTI.
 const SCANS: u32 = READONLY | NO_MULTI;
 
-const fn spec(
+pub(crate) const fn spec(
     name: &'static str,
     arity: i32,
     flags: u32,
@@ -50,8 +50,8 @@ const fn spec(
 }
 
 const NONE: (i32, i32, i32) = (0, 0, 0);
-const ONE: (i32, i32, i32) = (1, 1, 1);
-const ALL: (i32, i32, i32) = (1, -1, 1);
+pub(crate) const ONE: (i32, i32, i32) = (1, 1, 1);
+pub(crate) const ALL: (i32, i32, i32) = (1, -1, 1);
 
 /// A handler written before the table drove dispatch: the server, the connection, the
 /// command, the output.
@@ -73,8 +73,15 @@ fn at_most(x: &mut Call<'_, '_>, max: usize, run: Plain) {
     run(x.sh, x.s, x.args, x.out)
 }
 
-/// Every command, in the order docs/PROTOCOL.md lists them.
-pub static TABLE: &[Spec] = &[
+/// Every command: the base rows, then those of lists and sorted sets (`table_types.rs`).
+pub fn table() -> &'static [Spec] {
+    static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
+    ALL_ROWS.get_or_init(|| [BASE, crate::resp::table_types::LISTS].concat())
+}
+
+/// The commands of strings, keys, the server, hashes and sets, in the order
+/// docs/PROTOCOL.md lists them.
+static BASE: &[Spec] = &[
     spec(
         "AUTH",
         -2,
@@ -172,7 +179,7 @@ pub static TABLE: &[Spec] = &[
         NONE,
         "server",
         "COUNT, INFO, DOCS, LIST of this table.",
-        |x| command::command(x.s, x.args, TABLE, find, x.out),
+        |x| command::command(x.s, x.args, table(), find, x.out),
     ),
     spec(
         "CONFIG",
@@ -1052,7 +1059,7 @@ fn index() -> &'static [u16; SLOTS] {
     static INDEX: OnceLock<[u16; SLOTS]> = OnceLock::new();
     INDEX.get_or_init(|| {
         let mut slots = [0u16; SLOTS];
-        for (i, s) in TABLE.iter().enumerate() {
+        for (i, s) in table().iter().enumerate() {
             let mut at = hash_upper(s.name.as_bytes()) % SLOTS;
             while slots[at] != 0 {
                 at = (at + 1) % SLOTS;
@@ -1071,7 +1078,7 @@ pub fn find(name: &[u8]) -> Option<&'static Spec> {
     let slots = index();
     let mut at = hash_upper(name) % SLOTS;
     loop {
-        let s = &TABLE[usize::from(slots[at]).checked_sub(1)?];
+        let s = &table()[usize::from(slots[at]).checked_sub(1)?];
         if s.name.as_bytes().eq_ignore_ascii_case(name) {
             return Some(s);
         }
@@ -1085,9 +1092,10 @@ mod tests {
 
     #[test]
     fn names_are_unique_upper_case_and_found_in_any_case() {
-        for (i, s) in TABLE.iter().enumerate() {
+        let table = table();
+        for (i, s) in table.iter().enumerate() {
             assert_eq!(s.name, s.name.to_ascii_uppercase());
-            assert!(TABLE[..i].iter().all(|t| t.name != s.name), "{}", s.name);
+            assert!(table[..i].iter().all(|t| t.name != s.name), "{}", s.name);
             assert!(std::ptr::eq(
                 find(s.name.to_lowercase().as_bytes()).unwrap(),
                 s
@@ -1096,8 +1104,8 @@ mod tests {
         assert!(find(b"NOPE").is_none());
         assert!(find(b"").is_none());
         assert!(find(b"ACCELKV.SPLIT.TOO.LONG.NAME").is_none());
-        assert!(TABLE.len() * 4 <= SLOTS);
-        assert!(TABLE.iter().all(|s| s.name.len() <= 16));
+        assert!(table.len() * 4 <= SLOTS);
+        assert!(table.iter().all(|s| s.name.len() <= 16));
     }
 
     #[test]

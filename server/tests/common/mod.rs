@@ -160,6 +160,25 @@ impl RespConn {
         let mut cmd = Vec::new();
         resp::command(&mut cmd, args);
         self.s.write_all(&cmd).ok()?;
+        self.try_read()
+    }
+
+    /// Sends a command without waiting for its reply ([`RespConn::read`] takes it later).
+    #[allow(dead_code)]
+    pub fn send(&mut self, args: &[&str]) {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let mut cmd = Vec::new();
+        resp::command(&mut cmd, &a);
+        self.s.write_all(&cmd).unwrap();
+    }
+
+    /// The next reply.
+    #[allow(dead_code)]
+    pub fn read(&mut self) -> Value {
+        self.try_read().expect("connection closed")
+    }
+
+    fn try_read(&mut self) -> Option<Value> {
         loop {
             if let Some((v, used)) = resp::parse_reply(&self.buf, &Limits::default()).ok()? {
                 self.buf.drain(..used);

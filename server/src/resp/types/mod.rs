@@ -11,6 +11,8 @@ pub mod encoding;
 pub mod gc;
 pub mod hash;
 pub mod keyspace;
+pub mod list;
+pub mod list_move;
 pub mod members;
 pub mod run;
 pub mod sample;

@@ -1,0 +1,271 @@
+//! Connections parked on keys (Redis's blocking commands: BLPOP, BRPOP, BLMOVE, BZPOPMIN…):
+//! a connection whose command found nothing to take parks here with its keys, a deadline
+//! and a waker; a write that may have given one of those keys something to take wakes
+//! every connection parked on it, and the timer thread wakes those whose deadline passed.
+//! A woken connection runs its command again from the start (it either takes something,
+//! answers its timeout, or parks again), so nothing is handed from one thread to another
+//! but the wake itself.
+//!
+//! No wake is lost between a command finding its keys empty and parking: the command reads
+//! [`Blocked::epoch`] before it looks, every wake bumps the epoch before it looks for
+//! parked connections, and parking compares the epoch after registering (both sides
+//! sequentially consistent: one of them sees the other). A wake that raced is a spurious
+//! re-run, never a missed one.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+/// What wakes a parked connection (posts to its loop; callable from any thread).
+pub type Waker = Box<dyn FnOnce() + Send>;
+
+struct Parked {
+    keys: Vec<Vec<u8>>,
+    deadline: Option<Instant>,
+    wake: Waker,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_key: HashMap<Vec<u8>, Vec<u64>>,
+    parked: HashMap<u64, Parked>,
+    deadlines: BTreeSet<(Instant, u64)>,
+    next: u64,
+    timer: bool,
+}
+
+/// The server's parked connections.
+#[derive(Default)]
+pub struct Blocked {
+    inner: Mutex<Inner>,
+    due: Condvar,
+    epoch: AtomicU64,
+    waiting: AtomicUsize,
+}
+
+fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Inner {
+    /// Takes ticket `t` out of every index; its waker.
+    fn take(&mut self, t: u64) -> Option<Waker> {
+        let p = self.parked.remove(&t)?;
+        for k in &p.keys {
+            if let Some(v) = self.by_key.get_mut(k) {
+                v.retain(|&x| x != t);
+                if v.is_empty() {
+                    self.by_key.remove(k);
+                }
+            }
+        }
+        if let Some(d) = p.deadline {
+            self.deadlines.remove(&(d, t));
+        }
+        Some(p.wake)
+    }
+}
+
+/// A parked connection's place; dropping it (the connection closed, or it ran again)
+/// takes it out.
+pub struct Ticket {
+    of: Weak<Blocked>,
+    id: u64,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(b) = self.of.upgrade() {
+            if lock(&b.inner).take(self.id).is_some() {
+                b.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+impl Blocked {
+    /// Read before a blocking command looks at its keys; handed back to [`Blocked::park`].
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Connections parked now (INFO's `blocked_clients`).
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Parks a connection on `keys` until a wake of one of them or `deadline` (`None`:
+    /// forever); `seen`: the epoch read before the keys were found empty (a wake since then
+    /// wakes it at once).
+    pub fn park(
+        self: &Arc<Self>,
+        keys: Vec<Vec<u8>>,
+        deadline: Option<Instant>,
+        seen: u64,
+        wake: Waker,
+    ) -> Ticket {
+        let mut g = lock(&self.inner);
+        let id = g.next;
+        g.next += 1;
+        for k in &keys {
+            g.by_key.entry(k.clone()).or_default().push(id);
+        }
+        if let Some(d) = deadline {
+            g.deadlines.insert((d, id));
+            if !g.timer {
+                g.timer = true;
+                let weak = Arc::downgrade(self);
+                let spawned = std::thread::Builder::new()
+                    .name("accelkv-blocked".into())
+                    .spawn(move || run_timer(weak));
+                g.timer = spawned.is_ok();
+            }
+            self.due.notify_one();
+        }
+        g.parked.insert(
+            id,
+            Parked {
+                keys,
+                deadline,
+                wake,
+            },
+        );
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let raced = self.epoch.load(Ordering::SeqCst) != seen;
+        let now = if raced { g.take(id) } else { None };
+        drop(g);
+        if let Some(w) = now {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            w();
+        }
+        Ticket {
+            of: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    /// `keys` may have something to take now (their writes are committed): wakes every
+    /// connection parked on one of them, in the order they parked.
+    pub fn wake<K: AsRef<[u8]>>(&self, keys: &[K]) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut g = lock(&self.inner);
+        let mut ids: Vec<u64> = keys
+            .iter()
+            .filter_map(|k| g.by_key.get(k.as_ref()))
+            .flatten()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let wakers: Vec<Waker> = ids.into_iter().filter_map(|t| g.take(t)).collect();
+        drop(g);
+        self.waiting.fetch_sub(wakers.len(), Ordering::SeqCst);
+        for w in wakers {
+            w();
+        }
+    }
+
+    /// Wakes every parked connection (FLUSHALL, SWAPDB-like changes, shutdown).
+    pub fn wake_all(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let mut g = lock(&self.inner);
+        let ids: Vec<u64> = g.parked.keys().copied().collect();
+        let wakers: Vec<Waker> = ids.into_iter().filter_map(|t| g.take(t)).collect();
+        drop(g);
+        self.waiting.fetch_sub(wakers.len(), Ordering::SeqCst);
+        for w in wakers {
+            w();
+        }
+    }
+}
+
+/// The timer: wakes connections whose deadline passed; ends with the server.
+fn run_timer(weak: Weak<Blocked>) {
+    loop {
+        let Some(b) = weak.upgrade() else { return };
+        let mut g = lock(&b.inner);
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while let Some(&(d, t)) = g.deadlines.first() {
+            if d > now {
+                break;
+            }
+            due.extend(g.take(t));
+        }
+        // At most a second asleep, so a server that is gone lets the thread end.
+        let wait = g
+            .deadlines
+            .first()
+            .map_or(Duration::from_secs(1), |&(d, _)| d - now)
+            .min(Duration::from_secs(1));
+        if due.is_empty() {
+            let _ = b.due.wait_timeout(g, wait);
+            continue;
+        }
+        drop(g);
+        b.waiting.fetch_sub(due.len(), Ordering::SeqCst);
+        for w in due {
+            w();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn waker(tx: &mpsc::Sender<u32>, n: u32) -> Waker {
+        let tx = tx.clone();
+        Box::new(move || {
+            let _ = tx.send(n);
+        })
+    }
+
+    #[test]
+    fn wakes_those_parked_on_a_key_in_order_and_only_once() {
+        let b = Arc::new(Blocked::default());
+        let (tx, rx) = mpsc::channel();
+        let e = b.epoch();
+        let _t1 = b.park(vec![b"a".to_vec()], None, e, waker(&tx, 1));
+        let _t2 = b.park(vec![b"b".to_vec(), b"a".to_vec()], None, e, waker(&tx, 2));
+        let _t3 = b.park(vec![b"c".to_vec()], None, e, waker(&tx, 3));
+        assert_eq!(b.waiting(), 3);
+        b.wake(&[b"a"]);
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![1, 2]);
+        b.wake(&[b"a", b"b"]);
+        assert_eq!(rx.try_iter().count(), 0, "woken once");
+        assert_eq!(b.waiting(), 1);
+    }
+
+    #[test]
+    fn a_wake_between_looking_and_parking_is_not_lost() {
+        let b = Arc::new(Blocked::default());
+        let (tx, rx) = mpsc::channel();
+        let seen = b.epoch();
+        b.wake(&[b"k"]); // a push committed after the command found the key empty
+        let _t = b.park(vec![b"k".to_vec()], None, seen, waker(&tx, 7));
+        assert_eq!(rx.try_recv(), Ok(7));
+        assert_eq!(b.waiting(), 0);
+    }
+
+    #[test]
+    fn deadlines_wake_and_dropped_tickets_leave() {
+        let b = Arc::new(Blocked::default());
+        let (tx, rx) = mpsc::channel();
+        let e = b.epoch();
+        let soon = Instant::now() + Duration::from_millis(30);
+        let _t = b.park(vec![b"k".to_vec()], Some(soon), e, waker(&tx, 1));
+        let gone = b.park(vec![b"k".to_vec()], None, e, waker(&tx, 2));
+        drop(gone);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));
+        assert!(Instant::now() >= soon);
+        assert_eq!(b.waiting(), 0);
+        b.wake(&[b"k"]);
+        assert!(rx.try_recv().is_err(), "a dropped ticket is never woken");
+    }
+}
