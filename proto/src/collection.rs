@@ -8,7 +8,10 @@
 //!   value is `FE C0 | tag u8 | format u8 (1) | id u64 | len u64`, and for a list
 //!   `| head u64 | tail u64` (big-endian).
 //! - A subkey is `FF FF | key length u16 | key | id u64 | part u8 | rest`: `part` `f` and
-//!   the field (hash: the field's value; set: an empty value). Every subkey of one
+//!   the field (hash: the field's value; set: an empty value; list: the element's sequence
+//!   number, 8 bytes big-endian, holding the element; sorted set: the member, holding its
+//!   score as 8 sortable bytes), or for a sorted set `part` `s`, the score's 8 sortable
+//!   bytes and the member (an empty value): the score index. Every subkey of one
 //!   collection shares the prefix up to `part`, so the collection is one contiguous range.
 //! - `id` is unique per collection ever created under a key, so the subkeys of a deleted,
 //!   expired or overwritten collection are named by no live metadata.
@@ -209,6 +212,51 @@ pub fn fields_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (lo, hi)
 }
 
+/// A sorted set's score as 8 bytes whose byte order is numeric order: the IEEE-754 bits,
+/// all flipped for a negative number, only the sign flipped otherwise (`-0` is stored as
+/// `0`, as Redis answers it; NaN is never a score).
+pub fn encode_score(score: f64) -> [u8; 8] {
+    let score = if score == 0.0 { 0.0 } else { score };
+    let b = score.to_bits();
+    let b = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+    b.to_be_bytes()
+}
+
+/// The score 8 bytes of [`encode_score`] hold (`None`: not 8 bytes, or a NaN).
+pub fn decode_score(b: &[u8]) -> Option<f64> {
+    let b = u64::from_be_bytes(b.try_into().ok()?);
+    let b = if b >> 63 == 1 { b & !(1 << 63) } else { !b };
+    Some(f64::from_bits(b)).filter(|f| !f.is_nan())
+}
+
+/// The subkey of a sorted set's score index entry: `prefix | 's' | score | member`, so the
+/// index's key order is (score, member) order, as Redis orders a sorted set.
+pub fn score_key(prefix: &[u8], score: f64, member: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 9 + member.len());
+    k.extend_from_slice(prefix);
+    k.push(b's');
+    k.extend_from_slice(&encode_score(score));
+    k.extend_from_slice(member);
+    k
+}
+
+/// The range `[lo, hi)` of a sorted set's score index.
+pub fn scores_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = prefix.to_vec();
+    lo.push(b's');
+    let mut hi = prefix.to_vec();
+    hi.push(b's' + 1);
+    (lo, hi)
+}
+
+/// Every subkey of a collection: `[prefix, prefix + 1)` (fields and, for a sorted set,
+/// its score index).
+pub fn all_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut hi = prefix.to_vec();
+    hi.push(0xFF);
+    (prefix.to_vec(), hi)
+}
+
 /// The user key and id a subkey belongs to (`None`: not a well-formed subkey).
 pub fn owner(subkey: &[u8]) -> Option<(&[u8], u64)> {
     let rest = subkey.strip_prefix(&RESERVED)?;
@@ -242,6 +290,39 @@ mod tests {
             Meta::decode(b"plain", Kind::Hash.flags()),
             Err(NotMeta::Corrupt)
         );
+    }
+
+    #[test]
+    fn scores_sort_as_their_bytes_and_round_trip() {
+        let scores = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1.0,
+            -f64::MIN_POSITIVE,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            1.5,
+            3.0,
+            1e300,
+            f64::INFINITY,
+        ];
+        for w in scores.windows(2) {
+            assert!(encode_score(w[0]) < encode_score(w[1]), "{} {}", w[0], w[1]);
+        }
+        for s in scores {
+            assert_eq!(decode_score(&encode_score(s)), Some(s));
+        }
+        assert_eq!(encode_score(-0.0), encode_score(0.0));
+        assert_eq!(decode_score(b"short"), None);
+        let p = prefix(b"z", 1);
+        let (lo, hi) = scores_range(&p);
+        let (a, b) = (score_key(&p, 1.0, b"b"), score_key(&p, 1.0, b"a"));
+        assert!(lo <= b && b < a && a < hi && score_key(&p, 2.0, b"a") > a);
+        let (all_lo, all_hi) = all_range(&p);
+        let (flo, fhi) = fields_range(&p);
+        assert!(all_lo <= flo && fhi <= all_hi && all_lo <= lo && hi <= all_hi);
     }
 
     #[test]

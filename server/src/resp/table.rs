@@ -76,7 +76,10 @@ fn at_most(x: &mut Call<'_, '_>, max: usize, run: Plain) {
 /// Every command: the base rows, then those of lists and sorted sets (`table_types.rs`).
 pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
-    ALL_ROWS.get_or_init(|| [BASE, crate::resp::table_types::LISTS].concat())
+    ALL_ROWS.get_or_init(|| {
+        use crate::resp::table_types::{LISTS, ZSETS};
+        [BASE, LISTS, ZSETS].concat()
+    })
 }
 
 /// The commands of strings, keys, the server, hashes and sets, in the order

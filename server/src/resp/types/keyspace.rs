@@ -7,7 +7,7 @@ use crate::core::ops::typed::is_typed;
 use crate::core::shared::Shared;
 use crate::resp::session::Session;
 use crate::resp::types::access::{put, set_meta, Fail, Src};
-use crate::resp::types::encoding::{fields_range, new_meta, Kind, Meta, RESERVED};
+use crate::resp::types::encoding::{all_range, fields_range, new_meta, Kind, Meta, RESERVED};
 use accelkv_tree::Error;
 
 /// `key`'s value and client flags at the read version: the confirming re-read when an
@@ -92,24 +92,34 @@ pub(crate) fn copy_collection(
     dst: &[u8],
     m: &Meta,
 ) -> Result<(), Fail> {
-    let fields = Src::Tx.fields(sh, s, src, m)?;
-    for (f, _) in &fields {
-        crate::resp::types::access::check_field(sh, dst, f)?;
+    let old = m.prefix(src);
+    let (lo, hi) = all_range(&old);
+    let mut subs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(m.len as usize);
+    Src::Tx.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| {
+        subs.push((k[old.len()..].to_vec(), v.to_vec()))
+    })?;
+    for (rest, _) in &subs {
+        crate::resp::types::access::check_field(sh, dst, &rest[1..])?;
     }
     let mut new = new_meta(m.kind);
     (new.len, new.head, new.tail) = (m.len, m.head, m.tail);
     let p = new.prefix(dst);
-    for (f, v) in &fields {
-        put(sh, s, &crate::resp::types::encoding::field_key(&p, f), v)?;
+    // Every subkey (a sorted set's score index too), the part byte and what follows kept.
+    let mut k = p.clone();
+    for (rest, v) in &subs {
+        k.truncate(p.len());
+        k.extend_from_slice(rest);
+        put(sh, s, &k, v)?;
     }
     set_meta(sh, s, dst, &new)
 }
 
-/// MEMORY USAGE of a collection: its metadata item and every subkey's.
+/// MEMORY USAGE of a collection: its metadata item and every subkey's (a sorted set's
+/// score index included).
 pub(crate) fn memory_usage(sh: &Shared, key: &[u8], value: &[u8], flags: u32) -> usize {
     let mut bytes = sh.store().item_footprint(key.len(), value.len());
     if let Ok(m) = Meta::decode(value, flags) {
-        let (lo, hi) = fields_range(&m.prefix(key));
+        let (lo, hi) = all_range(&m.prefix(key));
         let _ = sh.store().scan_with(&lo, Some(&hi), usize::MAX, |k, v| {
             bytes += sh.store().item_footprint(k.len(), v.len())
         });

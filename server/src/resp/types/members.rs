@@ -1,5 +1,6 @@
-//! What hashes and sets (and later sorted sets) answer the same way: their size, random
-//! members (HRANDFIELD, SRANDMEMBER) and the incremental scan (HSCAN, SSCAN).
+//! What hashes, sets, sorted sets and lists answer the same way: their size, random
+//! members (HRANDFIELD, SRANDMEMBER, ZRANDMEMBER) and the incremental scan (HSCAN, SSCAN,
+//! ZSCAN).
 
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
@@ -51,6 +52,17 @@ pub(crate) fn remove_fields(
     Ok(gone)
 }
 
+/// Fields with their values as a client sees them: a sorted set's score as text.
+fn shown(kind: Kind, mut fields: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if kind == Kind::ZSet {
+        for f in &mut fields {
+            let sc = crate::resp::types::encoding::decode_score(&f.1).unwrap_or(0.0);
+            f.1 = crate::resp::types::zset::fmt_score(sc).into_bytes();
+        }
+    }
+    fields
+}
+
 /// Writes one field (with its value for a hash asked WITHVALUES).
 fn member(out: &mut Vec<u8>, (f, v): &(Vec<u8>, Vec<u8>), values: bool, proto: Version) {
     if values {
@@ -75,6 +87,7 @@ pub fn random(x: &mut Call<'_, '_>, kind: Kind) {
     let values = match x.args.get(3) {
         None => false,
         Some(a) if kind == Kind::Hash && a.eq_ignore_ascii_case(b"WITHVALUES") => true,
+        Some(a) if kind == Kind::ZSet && a.eq_ignore_ascii_case(b"WITHSCORES") => true,
         Some(_) => return resp::error(x.out, "ERR syntax error"),
     };
     if x.args.len() > 4 || (kind == Kind::Set && x.args.len() > 3) {
@@ -92,7 +105,7 @@ pub fn random(x: &mut Call<'_, '_>, kind: Kind) {
         x,
         move |sh, s, src| match src.meta(sh, s, key, kind)? {
             None => Ok(Vec::new()),
-            Some(m) => sample(sh, s, src, (key, &m), n, repeat),
+            Some(m) => Ok(shown(kind, sample(sh, s, src, (key, &m), n, repeat)?)),
         },
         move |out, picked, proto| match count {
             None => resp::bulk_in(out, picked.first().map(|f| f.0.as_slice()), proto),
@@ -145,10 +158,10 @@ pub fn scan(x: &mut Call<'_, '_>, kind: Kind, o: ScanOpts<'_>) {
                 false => 0,
             };
             page.retain(|f| o.pattern.is_none_or(|p| glob::matches(p, &f.0)));
-            Ok::<_, Fail>((next, page))
+            Ok::<_, Fail>((next, shown(kind, page)))
         },
         move |out, (next, page), _| {
-            let values = kind == Kind::Hash && !o.novalues;
+            let values = kind != Kind::Set && !o.novalues;
             resp::array(out, 2);
             resp::bulk(out, Some(next.to_string().as_bytes()));
             resp::array(out, if values { page.len() * 2 } else { page.len() });

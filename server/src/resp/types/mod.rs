@@ -17,3 +17,6 @@ pub mod members;
 pub mod run;
 pub mod sample;
 pub mod set;
+pub mod zset;
+pub mod zset_ops;
+pub mod zset_range;
