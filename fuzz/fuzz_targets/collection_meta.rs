@@ -2,13 +2,14 @@
 //! docs/FORMAT.md "Redis types"): what the server reads back from the store for a typed
 //! item's metadata and for a subkey's owner. Arbitrary bytes and flags go through the
 //! decoders; a record that decodes encodes to the same bytes, and a subkey's owner rebuilt
-//! into a prefix starts the subkey. Nothing may panic.
+//! into a prefix starts the subkey; a sorted set's score bytes that decode encode back.
+//! Nothing may panic.
 //!
 //! `cargo +nightly fuzz run collection_meta -- -max_total_time=60`
 
 #![no_main]
 
-use accelkv_proto::collection::{field_key, owner, prefix, Meta};
+use accelkv_proto::collection::{decode_score, encode_score, field_key, owner, prefix, Meta};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,5 +25,13 @@ fuzz_target!(|data: &[u8]| {
         let p = prefix(key, id);
         assert!(rest.starts_with(&p));
         assert!(field_key(&p, b"x").starts_with(&p));
+    }
+    // A sorted set's score: 8 bytes that decode (anything but a NaN) encode back, but for
+    // a negative zero, which is stored as zero.
+    if let Some(score) = rest.get(..8).and_then(decode_score) {
+        assert!(!score.is_nan());
+        if score != 0.0 {
+            assert_eq!(&encode_score(score)[..], &rest[..8]);
+        }
     }
 });

@@ -205,12 +205,20 @@ fn model_run(m: &mut BTreeMap<String, i64>, c: &Cmd) -> (Vec<String>, Result<Vec
                 m.remove(k);
             }
             let name = if max { "ZPOPMAX" } else { "ZPOPMIN" };
-            (vec![name.into(), "z".into(), n.to_string()], Ok(flat(&taken)))
+            (
+                vec![name.into(), "z".into(), n.to_string()],
+                Ok(flat(&taken)),
+            )
         }
         Cmd::RemByScore(a, b) => {
             let before = m.len();
             m.retain(|_, s| !(i64::from(*a)..=i64::from(*b)).contains(s));
-            let args = vec!["ZREMRANGEBYSCORE".into(), "z".into(), a.to_string(), b.to_string()];
+            let args = vec![
+                "ZREMRANGEBYSCORE".into(),
+                "z".into(),
+                a.to_string(),
+                b.to_string(),
+            ];
             (args, Err((before - m.len()) as i64))
         }
     }
@@ -272,7 +280,10 @@ fn a_zadd_of_many_members_is_seen_whole_or_not_at_all() {
         }
         assert_eq!(all.len(), 40);
         let scores: Vec<&String> = all.iter().skip(1).step_by(2).collect();
-        assert!(scores.iter().all(|s| *s == scores[0]), "a torn ZADD: {all:?}");
+        assert!(
+            scores.iter().all(|s| *s == scores[0]),
+            "a torn ZADD: {all:?}"
+        );
     }
     for w in writers {
         w.join().unwrap();
