@@ -171,6 +171,7 @@ func session(t *testing.T, addr, password string, protocol int) {
 		t.Fatalf("GET with two keys: %v", err)
 	}
 	collections(t, ctx, r)
+	listsAndSortedSets(t, ctx, r, addr, password, protocol)
 	// The ordered RANGE through the generic command call.
 	got, err := r.Do(ctx, "RANGE", "p:0010", "p:0013").StringSlice()
 	want := []string{"p:0010", "10", "p:0011", "11", "p:0012", "12"}
@@ -233,6 +234,74 @@ func collections(t *testing.T, ctx context.Context, r *redis.Client) {
 		t.Fatalf("GET of a hash: %v", err)
 	}
 	r.Del(ctx, "h", "s", "ph", "ps", "th", "ts")
+}
+
+// Lists and sorted sets: pushes and pops, ranges, scores, a pipeline, a transaction, and a
+// blocking pop on one connection woken by another connection's push.
+func listsAndSortedSets(t *testing.T, ctx context.Context, r *redis.Client, addr, password string, protocol int) {
+	if n := r.RPush(ctx, "l", "a", "b", "c").Val(); n != 3 {
+		t.Fatalf("RPUSH: %d", n)
+	}
+	if got := r.LRange(ctx, "l", 0, -1).Val(); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Fatalf("LRANGE: %v", got)
+	}
+	if got := r.LPop(ctx, "l").Val(); got != "a" {
+		t.Fatalf("LPOP: %v", got)
+	}
+	if n := r.ZAdd(ctx, "z", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2.5, Member: "b"}, redis.Z{Score: -1, Member: "c"}).Val(); n != 3 {
+		t.Fatalf("ZADD: %d", n)
+	}
+	want := []redis.Z{{Score: -1, Member: "c"}, {Score: 1, Member: "a"}, {Score: 2.5, Member: "b"}}
+	if got := r.ZRangeWithScores(ctx, "z", 0, -1).Val(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("ZRANGE WITHSCORES: %v", got)
+	}
+	if sc := r.ZScore(ctx, "z", "b").Val(); sc != 2.5 {
+		t.Fatalf("ZSCORE: %v", sc)
+	}
+	if got := r.ZPopMin(ctx, "z").Val(); len(got) != 1 || got[0].Member != "c" || got[0].Score != -1 {
+		t.Fatalf("ZPOPMIN: %v", got)
+	}
+	cmds, err := r.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < 100; i++ {
+			p.RPush(ctx, "pl", i)
+			p.ZAdd(ctx, "pz", redis.Z{Score: float64(i), Member: i})
+		}
+		p.LLen(ctx, "pl")
+		p.ZCard(ctx, "pz")
+		return nil
+	})
+	if err != nil || cmds[200].(*redis.IntCmd).Val() != 100 || cmds[201].(*redis.IntCmd).Val() != 100 {
+		t.Fatalf("pipeline: %v", err)
+	}
+	var rng *redis.StringSliceCmd
+	if _, err := r.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, "tl", "x")
+		p.ZAdd(ctx, "tz", redis.Z{Score: 1, Member: "m"})
+		rng = p.LRange(ctx, "tl", 0, -1)
+		return nil
+	}); err != nil || !reflect.DeepEqual(rng.Val(), []string{"x"}) {
+		t.Fatalf("transaction: %v %v", err, rng.Val())
+	}
+	if ty := r.Type(ctx, "tz").Val(); ty != "zset" {
+		t.Fatalf("TYPE: %s", ty)
+	}
+	// A blocking pop, woken by a push from this connection while another waits.
+	waiter := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: protocol})
+	defer waiter.Close()
+	done := make(chan []string, 1)
+	go func() { done <- waiter.BLPop(ctx, 10*time.Second, "jobs").Val() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.Info(ctx, "clients").Val(), "blocked_clients:1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("BLPOP never parked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.RPush(ctx, "jobs", "job-1")
+	if got := <-done; !reflect.DeepEqual(got, []string{"jobs", "job-1"}) {
+		t.Fatalf("BLPOP: %v", got)
+	}
+	r.Del(ctx, "l", "z", "pl", "pz", "tl", "tz")
 }
 
 func TestSession(t *testing.T) {

@@ -92,12 +92,42 @@ async function session(name, c) {
   assert.equal(await c.call(["TYPE", "ts"]), "set");
   await assert.rejects(c.call(["GET", "h"]), /^(Error|ReplyError|ErrorReply)?:? ?WRONGTYPE/);
   await c.call(["DEL", "h", "s", "ph", "ps", "th", "ts"]);
+  await listsAndSortedSets(c);
   await assert.rejects(c.call(["GET", "a", "b"]), /wrong number of arguments for 'get' command/);
   assert.deepEqual(await c.call(["RANGE", "p:0010", "p:0013"]), [
     "p:0010", "10", "p:0011", "11", "p:0012", "12",
   ]);
   assert.equal(await c.call(["FLUSHALL"]), "OK");
   console.log(`${name}: ok`);
+}
+
+// Lists and sorted sets: pushes and pops, ranges, scores, a pipeline, a transaction, and a
+// blocking pop on the other connection woken by a push from this one.
+async function listsAndSortedSets(c) {
+  assert.equal(await c.call(["RPUSH", "l", "a", "b", "c"]), 3);
+  assert.deepEqual(await c.call(["LRANGE", "l", "0", "-1"]), ["a", "b", "c"]);
+  assert.equal(await c.call(["LPOP", "l"]), "a");
+  assert.equal(await c.call(["ZADD", "z", "1", "a", "2.5", "b", "-1", "c"]), 3);
+  assert.deepEqual(await c.call(["ZRANGE", "z", "0", "-1", "WITHSCORES"]), ["c", "-1", "a", "1", "b", "2.5"]);
+  assert.equal(await c.call(["ZSCORE", "z", "b"]), "2.5");
+  assert.deepEqual(await c.call(["ZPOPMIN", "z"]), ["c", "-1"]);
+  const adds = [];
+  for (let i = 0; i < 100; i++) adds.push(["RPUSH", "pl", String(i)], ["ZADD", "pz", String(i), `m${i}`]);
+  const counts = await c.pipeline([...adds, ["LLEN", "pl"], ["ZCARD", "pz"]]);
+  assert.deepEqual(counts.slice(-2), [100, 100]);
+  assert.deepEqual(await c.multiExec([["RPUSH", "tl", "x"], ["ZADD", "tz", "1", "m"], ["LRANGE", "tl", "0", "-1"]]), [
+    1, 1, ["x"],
+  ]);
+  assert.equal(await c.call(["TYPE", "tz"]), "zset");
+  const popped = c.other(["BLPOP", "jobs", "10"]);
+  const deadline = Date.now() + 10000;
+  while (!String(await c.call(["INFO", "clients"])).includes("blocked_clients:1")) {
+    assert.ok(Date.now() < deadline, "BLPOP never parked");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await c.call(["RPUSH", "jobs", "job-1"]);
+  assert.deepEqual(await popped, ["jobs", "job-1"]);
+  await c.call(["DEL", "l", "z", "pl", "pz", "tl", "tz"]);
 }
 
 async function ioredis() {

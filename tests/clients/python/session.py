@@ -137,11 +137,56 @@ def session(port, password, protocol, parser):
     except redis.ResponseError as e:
         assert str(e).startswith("WRONGTYPE"), e
     r.delete("h", "s", "ph", "ps", "th", "ts")
+    lists_and_sorted_sets(r, lambda: client(port, protocol, parser, password))
     # The ordered RANGE through the generic command call.
     got = r.execute_command("RANGE", "p:0010", "p:0013")
     assert got == [b"p:0010", b"10", b"p:0011", b"11", b"p:0012", b"12"], got
     r.flushall()
     assert r.dbsize() == 0
+
+
+def lists_and_sorted_sets(r, connect):
+    """Lists and sorted sets: pushes and pops, ranges, scores, a pipeline, a transaction,
+    and a blocking pop on one connection woken by a push from another."""
+    assert r.rpush("l", "a", "b", "c") == 3 and r.lpush("l", "z") == 4
+    assert r.lrange("l", 0, -1) == [b"z", b"a", b"b", b"c"]
+    assert r.lpop("l") == b"z" and r.rpop("l", 2) == [b"c", b"b"] and r.llen("l") == 1
+    assert r.lmove("l", "l2", "LEFT", "RIGHT") == b"a" and r.exists("l") == 0
+    assert r.zadd("z", {"a": 1, "b": 2.5, "c": -1}) == 3
+    # RESP2 answers pairs as tuples, RESP3 as lists.
+    pairs = [tuple(p) for p in r.zrange("z", 0, -1, withscores=True)]
+    assert pairs == [(b"c", -1.0), (b"a", 1.0), (b"b", 2.5)], pairs
+    assert r.zscore("z", "b") == 2.5 and r.zincrby("z", 2, "a") == 3.0
+    assert r.zrangebyscore("z", 0, "+inf") == [b"b", b"a"] and r.zrank("z", "a") == 2
+    popped = r.zpopmin("z")
+    assert popped in ([(b"c", -1.0)], [b"c", -1.0]) and r.zcard("z") == 2, popped
+    p = r.pipeline(transaction=False)
+    for i in range(100):
+        p.rpush("pl", i)
+        p.zadd("pz", {f"m{i}": i})
+    p.llen("pl")
+    p.zcard("pz")
+    assert p.execute()[-2:] == [100, 100]
+    p = r.pipeline()
+    p.rpush("tl", "x").zadd("tz", {"m": 1}).lrange("tl", 0, -1).zrange("tz", 0, -1)
+    assert p.execute() == [1, 1, [b"x"], [b"m"]]
+    assert r.type("tl") == b"list" and r.type("tz") == b"zset"
+    # A blocking pop parks its connection until another connection pushes.
+    import threading
+
+    got = []
+    waiter = connect()
+    t = threading.Thread(target=lambda: got.append(waiter.blpop(["jobs"], timeout=10)))
+    t.start()
+    deadline = time.time() + 10
+    while r.info("clients")["blocked_clients"] != 1:
+        assert time.time() < deadline, "BLPOP never parked"
+        time.sleep(0.01)
+    r.rpush("jobs", "job-1")
+    t.join(10)
+    assert [tuple(g) for g in got] == [(b"jobs", b"job-1")], got
+    assert r.blpop(["nothing"], timeout=0.1) is None
+    r.delete("l2", "z", "pl", "pz", "tl", "tz")
 
 
 def main():

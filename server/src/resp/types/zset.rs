@@ -507,13 +507,14 @@ fn pops(x: &mut Call<'_, '_>, max: bool) {
     write(
         x,
         |sh, s, src| Ok(pop(sh, s, src, key, count.unwrap_or(1), max)?.unwrap_or_default()),
-        move |out, items, v| {
-            entries_reply(
-                out,
-                &items,
-                true,
-                if count.is_some() { v } else { Version::Resp2 },
-            )
+        move |out, items, v| match (count, items.first()) {
+            // Without a count: one flat pair (an empty array when nothing was there).
+            (None, Some((m, sc))) => {
+                resp::array(out, 2);
+                resp::bulk(out, Some(m));
+                score_reply(out, *sc, v);
+            }
+            _ => entries_reply(out, &items, true, v),
         },
     )
 }

@@ -120,6 +120,7 @@ public final class Session {
         check(e.getMessage().contains("wrong number of arguments for 'get' command"), e.getMessage());
       }
       collections(r);
+      listsAndSortedSets(r, addr, config);
       Object range = r.sendCommand(RANGE, "p:0010", "p:0013");
       List<String> got = new ArrayList<>();
       for (Object o : (List<?>) range) got.add(SafeEncoder.encode((byte[]) o));
@@ -160,6 +161,58 @@ public final class Session {
       check(e.getMessage().startsWith("WRONGTYPE"), e.getMessage());
     }
     r.del("h", "s", "ph", "ps", "th", "ts");
+  }
+
+  /**
+   * Lists and sorted sets: pushes and pops, ranges, scores, a pipeline, a transaction, and a
+   * blocking pop on another connection woken by a push from this one.
+   */
+  static void listsAndSortedSets(Jedis r, HostAndPort addr, DefaultJedisClientConfig config) {
+    check(r.rpush("l", "a", "b", "c") == 3, "RPUSH");
+    check(r.lrange("l", 0, -1).equals(List.of("a", "b", "c")), "LRANGE " + r.lrange("l", 0, -1));
+    check(r.lpop("l").equals("a"), "LPOP");
+    check(r.zadd("z", Map.of("a", 1.0, "b", 2.5, "c", -1.0)) == 3, "ZADD");
+    check(r.zrange("z", 0, -1).equals(List.of("c", "a", "b")), "ZRANGE " + r.zrange("z", 0, -1));
+    check(r.zscore("z", "b") == 2.5, "ZSCORE");
+    check(r.zpopmin("z").getElement().equals("c"), "ZPOPMIN");
+    Pipeline p = r.pipelined();
+    for (int i = 0; i < 100; i++) {
+      p.rpush("pl", String.valueOf(i));
+      p.zadd("pz", i, "m" + i);
+    }
+    Response<Long> llen = p.llen("pl");
+    Response<Long> zcard = p.zcard("pz");
+    p.sync();
+    check(llen.get() == 100 && zcard.get() == 100, "pipeline");
+    Transaction t = r.multi();
+    t.rpush("tl", "x");
+    t.zadd("tz", 1, "m");
+    Response<List<String>> all = t.lrange("tl", 0, -1);
+    t.exec();
+    check(all.get().equals(List.of("x")), "transaction " + all.get());
+    check(r.type("tz").equals("zset"), "TYPE");
+    try (Jedis waiter = new Jedis(addr, config)) {
+      List<List<String>> got = new ArrayList<>();
+      Thread th = new Thread(() -> got.add(waiter.blpop(10, "jobs")));
+      th.start();
+      long deadline = System.currentTimeMillis() + 10000;
+      while (!r.info("clients").contains("blocked_clients:1")) {
+        check(System.currentTimeMillis() < deadline, "BLPOP never parked");
+        try {
+          Thread.sleep(10);
+        } catch (InterruptedException e) {
+          throw new AssertionError(e);
+        }
+      }
+      r.rpush("jobs", "job-1");
+      try {
+        th.join(10000);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+      check(got.size() == 1 && got.get(0).equals(List.of("jobs", "job-1")), "BLPOP " + got);
+    }
+    r.del("l", "z", "pl", "pz", "tl", "tz");
   }
 
   public static void main(String[] args) {
