@@ -24,6 +24,7 @@ pub mod introspect;
 pub mod keys;
 pub mod rename;
 pub mod reply;
+pub mod script;
 pub mod server;
 pub mod session;
 pub mod strings;

@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub struct RespGlobal {
     pub cursors: Cursors,
     pub reclaimed: Arc<std::sync::atomic::AtomicU64>,
+    /// Loaded Lua scripts and the running ones' kill switch (script/).
+    pub scripts: Arc<crate::resp::script::Scripts>,
 }
 
 /// Per-connection RESP state.

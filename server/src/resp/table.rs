@@ -77,8 +77,8 @@ fn at_most(x: &mut Call<'_, '_>, max: usize, run: Plain) {
 pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
     ALL_ROWS.get_or_init(|| {
-        use crate::resp::table_types::{LISTS, ZSETS};
-        [BASE, LISTS, ZSETS].concat()
+        use crate::resp::table_types::{LISTS, SCRIPTING, ZSETS};
+        [BASE, LISTS, ZSETS, SCRIPTING].concat()
     })
 }
 

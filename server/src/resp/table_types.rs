@@ -8,6 +8,7 @@ use crate::resp::table::{spec, ONE, R, RF, W, WF};
 
 /// ZUNIONSTORE and its kind: the destination, then keys after `numkeys`.
 const DST: (i32, i32, i32) = (1, 1, 1);
+use crate::resp::script::eval;
 use crate::resp::types::{list, list_move, zset, zset_ops, zset_range};
 
 /// Key positions of LMPOP and BLMPOP are after `numkeys` (COMMAND's movablekeys).
@@ -532,5 +533,54 @@ pub(crate) static ZSETS: &[Spec] = &[
         "sorted_set",
         "Members after a cursor.",
         zset_ops::zscan,
+    ),
+];
+
+/// EVAL and its kind: the keys follow `numkeys` (movable).
+pub(crate) static SCRIPTING: &[Spec] = &[
+    spec(
+        "EVAL",
+        -3,
+        NOSCRIPT | STALE,
+        NUMKEYS,
+        "scripting",
+        "Runs a Lua script atomically.",
+        eval::eval,
+    ),
+    spec(
+        "EVALSHA",
+        -3,
+        NOSCRIPT | STALE,
+        NUMKEYS,
+        "scripting",
+        "Runs a loaded Lua script by its SHA-1.",
+        eval::evalsha,
+    ),
+    spec(
+        "EVAL_RO",
+        -3,
+        NOSCRIPT | STALE | READONLY,
+        NUMKEYS,
+        "scripting",
+        "Runs a read-only Lua script.",
+        eval::eval_ro,
+    ),
+    spec(
+        "EVALSHA_RO",
+        -3,
+        NOSCRIPT | STALE | READONLY,
+        NUMKEYS,
+        "scripting",
+        "Runs a loaded read-only Lua script.",
+        eval::evalsha_ro,
+    ),
+    spec(
+        "SCRIPT",
+        -2,
+        NOSCRIPT,
+        NUMKEYS,
+        "scripting",
+        "LOAD, EXISTS, FLUSH or KILL scripts.",
+        eval::script,
     ),
 ];

@@ -141,7 +141,7 @@ fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>, run:
         let to = s.tx.running.as_ref().map_or(0, |t| t.ops());
         replies.push((reply, from..to));
     }
-    let Some(done) = commit(sh, s) else {
+    let Some(done) = commit_running(sh, s) else {
         return resp::error(out, "ERR internal error: the transaction was lost");
     };
     resp::array(out, replies.len());
@@ -154,7 +154,10 @@ fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>, run:
 }
 
 /// Commits the running transaction; the connection's replies now rest on its version.
-fn commit(sh: &Shared, s: &mut Session) -> Option<crate::core::station_tx::Committed> {
+pub(crate) fn commit_running(
+    sh: &Shared,
+    s: &mut Session,
+) -> Option<crate::core::station_tx::Committed> {
     let done = sh.station().commit(sh.store(), *s.tx.running.take()?);
     s.unreleased = s.unreleased.max(done.version.max(done.seen));
     Some(done)
@@ -175,7 +178,7 @@ pub(crate) fn atomically(
     s.tx.running = Some(Box::new(sh.station().begin()));
     let mark = out.len();
     f(sh, s, out);
-    let Some(done) = commit(sh, s) else {
+    let Some(done) = commit_running(sh, s) else {
         return;
     };
     if let Some(e) = done.failed.iter().flatten().next() {

@@ -269,6 +269,12 @@ impl Drop for Redis {
 /// server and on a real `redis-server`, and fails listing every line whose replies differ.
 /// Without a `redis-server` it is skipped, except in CI (.ci/run installs one).
 pub fn answers_as_redis_does(script: &[&str]) {
+    let cmds: Vec<Vec<&str>> = script.iter().map(|l| l.split(' ').collect()).collect();
+    commands_answer_as_redis_does(&cmds);
+}
+
+/// [`answers_as_redis_does`] for commands given as their arguments (which may hold spaces).
+pub fn commands_answer_as_redis_does(script: &[Vec<&str>]) {
     let Some(redis) = Redis::start() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -281,11 +287,10 @@ pub fn answers_as_redis_does(script: &[&str]) {
     let mut ours = RespConn::new(&srv);
     let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
     let mut differ = Vec::new();
-    for line in script {
-        let args: Vec<&str> = line.split(' ').collect();
-        let (a, b) = (ours.str(&args), theirs.str(&args));
+    for args in script {
+        let (a, b) = (ours.str(args), theirs.str(args));
         if a != b {
-            differ.push(format!("{line}: accelkv {a:?}, redis {b:?}"));
+            differ.push(format!("{args:?}: accelkv {a:?}, redis {b:?}"));
         }
     }
     assert!(differ.is_empty(), "replies differ:\n{}", differ.join("\n"));

@@ -128,6 +128,11 @@ async function listsAndSortedSets(c) {
   await c.call(["RPUSH", "jobs", "job-1"]);
   assert.deepEqual(await popped, ["jobs", "job-1"]);
   await c.call(["DEL", "l", "z", "pl", "pz", "tl", "tz"]);
+  // A script: EVAL, then EVALSHA by its SHA-1 after SCRIPT LOAD.
+  assert.deepEqual(await c.call(["EVAL", "return {KEYS[1], ARGV[1]}", "1", "k", "v"]), ["k", "v"]);
+  const sha = await c.call(["SCRIPT", "LOAD", "return redis.call('incrby', KEYS[1], ARGV[1])"]);
+  assert.equal(await c.call(["EVALSHA", sha, "1", "sc", "5"]), 5);
+  await c.call(["DEL", "sc"]);
 }
 
 async function ioredis() {

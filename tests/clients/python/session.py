@@ -187,6 +187,11 @@ def lists_and_sorted_sets(r, connect):
     assert [tuple(g) for g in got] == [(b"jobs", b"job-1")], got
     assert r.blpop(["nothing"], timeout=0.1) is None
     r.delete("l2", "z", "pl", "pz", "tl", "tz")
+    # A script registered once and run by its SHA-1 (EVALSHA, EVAL on NOSCRIPT).
+    incr = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+    assert incr(keys=["sc"], args=[5]) == 5 and incr(keys=["sc"], args=[2]) == 7
+    assert r.eval("return {KEYS[1], ARGV[1]}", 1, "k", "v") == [b"k", b"v"]
+    r.delete("sc")
 
 
 def main():

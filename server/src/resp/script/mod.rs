@@ -1,0 +1,53 @@
+//! Lua scripting, as Redis has it (EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT LOAD, EXISTS,
+//! FLUSH, KILL) on Lua 5.1, the version Redis embeds (mlua, built from source).
+//!
+//! A script runs on the loop thread that read it, in that thread's Lua state (`lua.rs`),
+//! inside one station transaction: every command it calls through `redis.call` or
+//! `redis.pcall` runs through the dispatcher as a command inside EXEC does, sees the
+//! script's own earlier writes, and all of its writes are released to readers as one
+//! version when it returns. A script that fails after writing keeps its writes, as Redis
+//! does; one stopped by its time limit (`--lua-time-limit-ms`) or by SCRIPT KILL has its
+//! writes discarded (the transaction is aborted), which Redis cannot do. Values cross
+//! between Lua and RESP by Redis's rules (`convert.rs`).
+//!
+//! What differs from Redis: commands that walk the keyspace (SCAN, KEYS, RANDOMKEY,
+//! FLUSHALL) are refused inside scripts as they are inside MULTI; scripts may create
+//! globals; the libraries are base, table, string and math (no cjson, cmsgpack, struct or
+//! bit); `redis.setresp(3)` is refused.
+
+pub mod convert;
+pub mod eval;
+pub mod lua;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
+
+/// The server's scripts: loaded bodies by SHA-1 (hex), and the running ones' kill switch.
+#[derive(Default)]
+pub struct Scripts {
+    pub bodies: Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    /// Scripts running now, on any loop.
+    pub running: AtomicUsize,
+    /// SCRIPT KILL asked: every running script stops at its next check.
+    pub kill: AtomicBool,
+}
+
+/// The SHA-1 of a script body, in lower-case hex (EVALSHA's name for it).
+pub fn sha1_hex(body: &[u8]) -> String {
+    use sha1::{Digest, Sha1};
+    let d = Sha1::digest(body);
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_scripts_as_redis_does() {
+        // Redis: SCRIPT LOAD "return 1" answers this.
+        assert_eq!(
+            super::sha1_hex(b"return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+}
