@@ -14,7 +14,7 @@ use crate::resp::session::Session;
 use crate::resp::types::access::{fail, put, remove, set_meta, Fail, Src};
 use crate::resp::types::encoding::{field_key, new_meta, Kind, Meta};
 use crate::resp::types::members;
-use crate::resp::types::run::{bulks, check, int_arg, read, write};
+use crate::resp::types::run::{bulks, check, int_arg, rank_span, read, write};
 use accelkv_proto::resp::{self, Version};
 
 pub(crate) const L: Kind = Kind::List;
@@ -207,25 +207,6 @@ pub fn llen(x: &mut Call<'_, '_>) {
     members::len(x, L)
 }
 
-/// Redis's reading of a `start stop` pair over a list of `len`: the indices `[from, to)`.
-fn span(start: i64, stop: i64, len: u64) -> (u64, u64) {
-    let len = len as i64;
-    let start = if start < 0 {
-        (start + len).max(0)
-    } else {
-        start
-    };
-    let stop = if stop < 0 {
-        stop + len
-    } else {
-        stop.min(len - 1)
-    };
-    if start > stop || start >= len {
-        return (0, 0);
-    }
-    (start as u64, stop as u64 + 1)
-}
-
 /// An index into a list of `len` (negative from the end), if inside it.
 fn index(i: i64, len: u64) -> Option<u64> {
     let i = if i < 0 { i + len as i64 } else { i };
@@ -249,7 +230,7 @@ pub fn lrange(x: &mut Call<'_, '_>) {
         |sh, s, src| match src.meta(sh, s, key, L)? {
             None => Ok(Vec::new()),
             Some(m) => {
-                let (from, to) = span(start, stop, m.len);
+                let (from, to) = rank_span(start, stop, m.len);
                 slice(sh, s, src, (key, &m), from, to)
             }
         },
@@ -429,7 +410,7 @@ pub fn ltrim(x: &mut Call<'_, '_>) {
             let Some(mut m) = src.meta(sh, s, key, L)? else {
                 return Ok(());
             };
-            let (from, to) = span(start, stop, m.len);
+            let (from, to) = rank_span(start, stop, m.len);
             let p = m.prefix(key);
             for i in (0..from).chain(to.max(from)..m.len) {
                 remove(sh, s, &elem_key(&p, m.head + i))?;
@@ -548,7 +529,8 @@ pub(crate) fn none(out: &mut Vec<u8>, v: Version) {
 
 #[cfg(test)]
 mod tests {
-    use super::{index, span};
+    use super::index;
+    use crate::resp::types::run::rank_span as span;
 
     #[test]
     fn ranges_read_as_redis_reads_them() {

@@ -9,8 +9,8 @@ use crate::resp::block::{blocking, timeout_arg};
 use crate::resp::call::Call;
 use crate::resp::session::Session;
 use crate::resp::types::access::{fail, Fail, Src};
-use crate::resp::types::list::{count_arg, key_and, none, pop, push, L};
-use crate::resp::types::run::{int_arg, write};
+use crate::resp::types::list::{key_and, none, pop, push, L};
+use crate::resp::types::run::{mpop_args, write};
 use accelkv_proto::resp;
 use std::time::Duration;
 
@@ -142,30 +142,9 @@ fn bpop(x: &mut Call<'_, '_>, left: bool) {
     )
 }
 
-/// `numkeys key [key ...] LEFT|RIGHT [COUNT count]` from `args`: keys, side, count.
-fn mpop_args<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, bool, u64), Fail> {
-    let n = int_arg(args[0])
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| Fail::Reply("ERR numkeys should be greater than 0".into()))?
-        as usize;
-    let syntax = || Fail::Reply("ERR syntax error".into());
-    let keys = args.get(1..1 + n).ok_or_else(syntax)?.to_vec();
-    let left = side(args.get(1 + n).ok_or_else(syntax)?)?;
-    let count = match &args[2 + n..] {
-        [] => 1,
-        [c, v] if c.eq_ignore_ascii_case(b"COUNT") => match count_arg(Some(v)) {
-            Ok(Some(c)) if c > 0 => c,
-            _ => return Err(Fail::Reply("ERR count should be greater than 0".into())),
-        },
-        _ => return Err(syntax()),
-    };
-    Ok((keys, left, count))
-}
-
 /// `LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]`.
 pub fn lmpop(x: &mut Call<'_, '_>) {
-    let (keys, left, count) = match mpop_args(&x.args[1..]) {
+    let (keys, left, count) = match mpop_args(&x.args[1..], side) {
         Ok(a) => a,
         Err(e) => return fail(x.out, &e),
     };
@@ -186,7 +165,7 @@ pub fn blmpop(x: &mut Call<'_, '_>) {
         Ok(t) => t,
         Err(e) => return fail(x.out, &e),
     };
-    let (keys, left, count) = match mpop_args(&x.args[2..]) {
+    let (keys, left, count) = match mpop_args(&x.args[2..], side) {
         Ok(a) => a,
         Err(e) => return fail(x.out, &e),
     };

@@ -129,3 +129,71 @@ pub(crate) fn scan_opts<'a>(args: &[&'a [u8]], novalues_ok: bool) -> Result<Scan
     }
     Ok(o)
 }
+
+/// Redis's reading of a `start stop` pair of indices over `len` items (negative from the
+/// end, clamped): the indices `[from, to)` (LRANGE, LTRIM, ZRANGE by rank).
+pub(crate) fn rank_span(start: i64, stop: i64, len: u64) -> (u64, u64) {
+    let len = len as i64;
+    let start = if start < 0 {
+        (start + len).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        stop + len
+    } else {
+        stop.min(len - 1)
+    };
+    if start > stop || start >= len {
+        return (0, 0);
+    }
+    (start as u64, stop as u64 + 1)
+}
+
+/// The pops from several keys (LMPOP, ZMPOP and their blocking forms): `numkeys key ...
+/// WHERE [COUNT count]` read as the keys, what `side` makes of WHERE, and the count.
+pub(crate) fn mpop_args<'a, T>(
+    args: &[&'a [u8]],
+    side: impl Fn(&[u8]) -> Result<T, Fail>,
+) -> Result<(Vec<&'a [u8]>, T, u64), Fail> {
+    let n = int_arg(args[0])
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Fail::Reply("ERR numkeys should be greater than 0".into()))?
+        as usize;
+    let syntax = || Fail::Reply("ERR syntax error".into());
+    let keys = args.get(1..1 + n).ok_or_else(syntax)?.to_vec();
+    let which = side(args.get(1 + n).ok_or_else(syntax)?)?;
+    let count = match &args[2 + n..] {
+        [] => 1,
+        [c, v] if c.eq_ignore_ascii_case(b"COUNT") => match int_arg(v) {
+            Ok(c) if c > 0 => c as u64,
+            _ => return Err(Fail::Reply("ERR count should be greater than 0".into())),
+        },
+        _ => return Err(syntax()),
+    };
+    Ok((keys, which, count))
+}
+
+/// SINTERCARD and ZINTERCARD: `numkeys key ... [LIMIT limit]` read as the keys and the
+/// limit (0: none).
+pub(crate) fn intercard_args<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), Fail> {
+    let n = match int_arg(args[0])? {
+        n if n > 0 => n as usize,
+        _ => return Err(Fail::Reply("ERR numkeys should be greater than 0".into())),
+    };
+    if args.len() < 1 + n {
+        return Err(Fail::Reply(
+            "ERR Number of keys can't be greater than number of args".into(),
+        ));
+    }
+    let limit = match &args[1 + n..] {
+        [] => 0,
+        [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
+            Ok(v) if v >= 0 => v as usize,
+            _ => return Err(Fail::Reply("ERR LIMIT can't be negative".into())),
+        },
+        _ => return Err(Fail::Reply("ERR syntax error".into())),
+    };
+    Ok((args[1..1 + n].to_vec(), limit))
+}

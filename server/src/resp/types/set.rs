@@ -8,7 +8,7 @@ use crate::resp::session::Session;
 use crate::resp::types::access::{fail, put, remove, set_meta, Fail, Src};
 use crate::resp::types::encoding::{field_key, new_meta, Kind};
 use crate::resp::types::members;
-use crate::resp::types::run::{check, int_arg, read, scan_opts, write};
+use crate::resp::types::run::{check, int_arg, intercard_args, read, scan_opts, write};
 use crate::resp::types::sample::sample;
 use accelkv_proto::resp::{self, Version};
 use std::collections::BTreeSet;
@@ -334,30 +334,14 @@ pub fn sdiffstore(x: &mut Call<'_, '_>) {
 
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
 pub fn sintercard(x: &mut Call<'_, '_>) {
-    let n = match int_arg(x.args[1]) {
-        Ok(n) if n > 0 => n as usize,
-        Ok(_) => return resp::error(x.out, "ERR numkeys should be greater than 0"),
+    let (keys, limit) = match intercard_args(&x.args[1..]) {
+        Ok(v) => v,
         Err(e) => return fail(x.out, &e),
-    };
-    if x.args.len() < 2 + n {
-        return resp::error(
-            x.out,
-            "ERR Number of keys can't be greater than number of args",
-        );
-    }
-    let keys = &x.args[2..2 + n];
-    let limit = match &x.args[2 + n..] {
-        [] => 0,
-        [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
-            Ok(v) if v >= 0 => v as usize,
-            _ => return resp::error(x.out, "ERR LIMIT can't be negative"),
-        },
-        _ => return resp::error(x.out, "ERR syntax error"),
     };
     x.sh.count(OpClass::Scan);
     read(
         x,
-        |sh, s, src| combine(sh, s, src, keys, Op::Inter),
+        |sh, s, src| combine(sh, s, src, &keys, Op::Inter),
         move |out, all, _| {
             let n = if limit == 0 {
                 all.len()

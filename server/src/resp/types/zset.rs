@@ -17,7 +17,7 @@ use crate::resp::types::encoding::{
     decode_score, encode_score, field_key, new_meta, score_key, scores_range, Kind, Meta,
 };
 use crate::resp::types::members;
-use crate::resp::types::run::{check, float_arg, int_arg, read, write};
+use crate::resp::types::run::{check, float_arg, mpop_args, read, write};
 use accelkv_proto::resp::{self, Version};
 
 pub(crate) const Z: Kind = Kind::ZSet;
@@ -582,29 +582,13 @@ pub fn bzpopmax(x: &mut Call<'_, '_>) {
     bpop(x, true)
 }
 
-/// `numkeys key [key ...] MIN|MAX [COUNT count]`: keys, whether MAX, count.
-fn mpop_args<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, bool, u64), Fail> {
-    let n = int_arg(args[0])
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| Fail::Reply("ERR numkeys should be greater than 0".into()))?
-        as usize;
-    let syntax = || Fail::Reply("ERR syntax error".into());
-    let keys = args.get(1..1 + n).ok_or_else(syntax)?.to_vec();
-    let max = match args.get(1 + n).map(|a| a.to_ascii_uppercase()) {
-        Some(a) if a == b"MIN" => false,
-        Some(a) if a == b"MAX" => true,
-        _ => return Err(syntax()),
-    };
-    let count = match &args[2 + n..] {
-        [] => 1,
-        [c, v] if c.eq_ignore_ascii_case(b"COUNT") => match int_arg(v) {
-            Ok(c) if c > 0 => c as u64,
-            _ => return Err(Fail::Reply("ERR count should be greater than 0".into())),
-        },
-        _ => return Err(syntax()),
-    };
-    Ok((keys, max, count))
+/// `MIN` or `MAX` (whether MAX).
+fn min_max(a: &[u8]) -> Result<bool, Fail> {
+    match a.to_ascii_uppercase().as_slice() {
+        b"MIN" => Ok(false),
+        b"MAX" => Ok(true),
+        _ => Err(Fail::Reply("ERR syntax error".into())),
+    }
 }
 
 fn mpop_reply(out: &mut Vec<u8>, r: Option<Popped>, v: Version) {
@@ -625,7 +609,7 @@ fn mpop_reply(out: &mut Vec<u8>, r: Option<Popped>, v: Version) {
 
 /// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`.
 pub fn zmpop(x: &mut Call<'_, '_>) {
-    let (keys, max, count) = match mpop_args(&x.args[1..]) {
+    let (keys, max, count) = match mpop_args(&x.args[1..], min_max) {
         Ok(a) => a,
         Err(e) => return fail(x.out, &e),
     };
@@ -643,7 +627,7 @@ pub fn bzmpop(x: &mut Call<'_, '_>) {
         Ok(t) => t,
         Err(e) => return fail(x.out, &e),
     };
-    let (keys, max, count) = match mpop_args(&x.args[2..]) {
+    let (keys, max, count) = match mpop_args(&x.args[2..], min_max) {
         Ok(a) => a,
         Err(e) => return fail(x.out, &e),
     };

@@ -9,7 +9,7 @@ use crate::resp::session::Session;
 use crate::resp::types::access::{fail, Fail, Src};
 use crate::resp::types::encoding::{decode_score, Kind, Meta};
 use crate::resp::types::members;
-use crate::resp::types::run::{float_arg, int_arg, read, scan_opts, write};
+use crate::resp::types::run::{float_arg, int_arg, intercard_args, read, scan_opts, write};
 use crate::resp::types::zset::{entries_reply, store, Entry, Z};
 use accelkv_proto::resp;
 use std::collections::BTreeMap;
@@ -230,25 +230,9 @@ pub fn zdiffstore(x: &mut Call<'_, '_>) {
 
 /// `ZINTERCARD numkeys key [key ...] [LIMIT limit]`.
 pub fn zintercard(x: &mut Call<'_, '_>) {
-    let n = match int_arg(x.args[1]) {
-        Ok(n) if n > 0 => n as usize,
-        Ok(_) => return resp::error(x.out, "ERR numkeys should be greater than 0"),
+    let (keys, limit) = match intercard_args(&x.args[1..]) {
+        Ok(v) => v,
         Err(e) => return fail(x.out, &e),
-    };
-    if x.args.len() < 2 + n {
-        return resp::error(
-            x.out,
-            "ERR Number of keys can't be greater than number of args",
-        );
-    }
-    let keys: Vec<&[u8]> = x.args[2..2 + n].to_vec();
-    let limit = match &x.args[2 + n..] {
-        [] => 0,
-        [l, v] if l.eq_ignore_ascii_case(b"LIMIT") => match int_arg(v) {
-            Ok(v) if v >= 0 => v as usize,
-            _ => return resp::error(x.out, "ERR LIMIT can't be negative"),
-        },
-        _ => return resp::error(x.out, "ERR syntax error"),
     };
     let c = Combo {
         weights: vec![1.0; keys.len()],

@@ -11,7 +11,7 @@ use crate::resp::call::Call;
 use crate::resp::session::Session;
 use crate::resp::types::access::{fail, set_meta, Fail, Src};
 use crate::resp::types::encoding::{encode_score, scores_range, Meta};
-use crate::resp::types::run::{int_arg, read, write};
+use crate::resp::types::run::{int_arg, rank_span, read, write};
 use crate::resp::types::zset::{
     by_rank, entries_reply, index_entry, remove_member, store, Entry, Z,
 };
@@ -149,25 +149,6 @@ fn lex_ok(m: &[u8], lo: &LexBound, hi: &LexBound) -> bool {
         LexBound::At(v, open) => m < v.as_slice() || (!open && m == v.as_slice()),
     };
     above && below
-}
-
-/// Redis's reading of a rank pair over `len` entries: indices `[from, to)`.
-fn rank_span(start: i64, stop: i64, len: u64) -> (u64, u64) {
-    let len = len as i64;
-    let start = if start < 0 {
-        (start + len).max(0)
-    } else {
-        start
-    };
-    let stop = if stop < 0 {
-        stop + len
-    } else {
-        stop.min(len - 1)
-    };
-    if start > stop || start >= len {
-        return (0, 0);
-    }
-    (start as u64, stop as u64 + 1)
 }
 
 /// The entries `r` selects from the sorted set `m` at `key`, in the order it answers them.
