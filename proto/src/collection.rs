@@ -39,9 +39,11 @@ pub fn tag_of(flags: u32) -> Option<u8> {
     is_typed(flags).then_some((flags & 0xFF) as u8)
 }
 
-/// Whether a client may write this key (it is not in the reserved part).
+/// Whether a client may write this key: not in the reserved part of the key space, which
+/// is every key beginning `FF FF` (collections' subkeys) or `FF FE` (the keys of RESP
+/// databases other than 0, under their prefix).
 pub fn user_key_ok(key: &[u8]) -> bool {
-    !key.starts_with(&RESERVED)
+    !key.starts_with(&RESERVED) && !key.starts_with(&[0xFF, 0xFE])
 }
 
 /// The first bytes of every metadata record's value.
@@ -335,7 +337,8 @@ mod tests {
         // A longer key sharing the first bytes is a different range.
         let other = field_key(&prefix(b"user:10", 7), b"a");
         assert!(!(lo <= other && other < hi));
-        assert!(f.starts_with(&RESERVED) && !user_key_ok(&f) && user_key_ok(b"\xff\xfe"));
+        assert!(f.starts_with(&RESERVED) && !user_key_ok(&f) && user_key_ok(b"\xff\xfd"));
+        assert!(!user_key_ok(b"\xff\xfe\x00\x01k"));
         assert_eq!(owner(b"\xff\xff\x00"), None);
     }
 }

@@ -98,6 +98,10 @@ pub struct Args {
     /// Most client connections (TCP and RESP together). Default 1024.
     #[arg(long)]
     pub max_connections: Option<usize>,
+    /// Redis's numbered databases over RESP (SELECT 0 to N-1; each one a key prefix in the
+    /// one store). Default 16, at most 65536.
+    #[arg(long)]
+    pub databases: Option<usize>,
     /// Close a connection idle for this many seconds; 0 never. Default 300.
     #[arg(long)]
     pub idle_timeout_secs: Option<u64>,
@@ -302,6 +306,8 @@ pub struct Settings {
     pub memory_limit: usize,
     pub load_threads: usize,
     pub max_connections: usize,
+    /// RESP databases (SELECT's range).
+    pub databases: usize,
     pub idle_timeout: Option<Duration>,
     pub max_output: usize,
     pub max_inflight: usize,
@@ -405,6 +411,7 @@ impl Settings {
             memory_limit: pick!(flags.memory_limit_mib, file.memory_limit_mib, 16384) << 20,
             load_threads: pick!(flags.load_threads, file.load_threads, 2).max(1),
             max_connections: pick!(flags.max_connections, file.max_connections, 1024),
+            databases: pick!(flags.databases, file.databases, 16).clamp(1, 1 << 16),
             idle_timeout: (idle > 0).then(|| Duration::from_secs(idle)),
             max_output: pick!(flags.max_output_mib, file.max_output_mib, 64) << 20,
             max_inflight: pick!(flags.max_inflight, file.max_inflight, 65536),

@@ -34,6 +34,8 @@ pub struct Entry {
     name: Mutex<Vec<u8>>,
     /// 2 or 3.
     resp: AtomicU8,
+    /// The selected database (RESP's SELECT).
+    db: std::sync::atomic::AtomicU16,
 }
 
 impl Entry {
@@ -53,6 +55,10 @@ impl Entry {
         self.resp.store(v, Ordering::Relaxed);
     }
 
+    pub fn set_db(&self, db: u16) {
+        self.db.store(db, Ordering::Relaxed);
+    }
+
     /// The CLIENT LIST line (without the newline).
     pub fn line(&self) -> String {
         let age = self.created.elapsed();
@@ -62,12 +68,13 @@ impl Entry {
             / 1000;
         let name = self.name.lock().unwrap_or_else(|e| e.into_inner());
         format!(
-            "id={} addr={} laddr={} name={} age={} idle={idle} flags=N db=0 user=default resp={}",
+            "id={} addr={} laddr={} name={} age={} idle={idle} flags=N db={} user=default resp={}",
             self.id,
             self.addr,
             self.laddr,
             String::from_utf8_lossy(&name),
             age.as_secs(),
+            self.db.load(Ordering::Relaxed),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -135,6 +142,7 @@ impl Clients {
             last_active: AtomicU64::new(0),
             name: Mutex::new(Vec::new()),
             resp: AtomicU8::new(2),
+            db: Default::default(),
         });
         self.map
             .lock()

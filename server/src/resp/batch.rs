@@ -191,7 +191,7 @@ fn run_decoded(
             continue;
         }
         let plain = authed && s.tx.queued.is_none();
-        if plain && sh.router().is_none() && is_plain_set(&args) {
+        if plain && s.db == 0 && sh.router().is_none() && is_plain_set(&args) {
             match set_run(sh, s, buf, reads, sc, i, out) {
                 Ok(Some(end)) => {
                     i = end;

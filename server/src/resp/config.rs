@@ -96,11 +96,18 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     }
     if wants("keyspace") {
         let mut t = String::new();
-        t.push_str(&format!(
-            "# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
-            crate::resp::types::keyspace::user_keys(sh),
-            sh.store().expiring_len()
-        ));
+        t.push_str("# Keyspace\r\n");
+        for (db, n) in crate::resp::types::keyspace::keys_per_db(sh) {
+            // Expiring keys are counted for the whole store (under db0).
+            let expires = if db == 0 {
+                sh.store().expiring_len()
+            } else {
+                0
+            };
+            if n > 0 || db == 0 {
+                t.push_str(&format!("db{db}:keys={n},expires={expires},avg_ttl=0\r\n"));
+            }
+        }
         parts.push(t);
     }
     parts.join("\r\n")
@@ -119,7 +126,7 @@ fn params(sh: &Shared) -> Vec<(&'static str, String)> {
         ("appendonly", "no".into()),
         ("maxmemory", maxmemory.to_string()),
         ("maxmemory-policy", "noeviction".into()),
-        ("databases", "1".into()),
+        ("databases", sh.settings().databases.to_string()),
         ("maxclients", sh.settings().max_connections.to_string()),
         (
             "timeout",

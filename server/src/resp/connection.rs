@@ -44,14 +44,18 @@ pub fn echo(x: &mut Call<'_, '_>) {
 }
 
 pub fn select(x: &mut Call<'_, '_>) {
-    if x.args[1] == b"0" {
-        resp::simple(x.out, "OK")
-    } else {
-        resp::error(
-            x.out,
-            "ERR DB index is out of range (accelkv has one database, 0)",
-        )
+    let n = match crate::resp::reply::parse_i64(x.args[1]) {
+        Some(n) => n,
+        None => return resp::error(x.out, "ERR value is not an integer or out of range"),
+    };
+    if n != 0 && x.sh.router().is_some() {
+        return resp::error(x.out, "ERR SELECT is not allowed in cluster mode");
     }
+    if n < 0 || n >= x.sh.settings().databases as i64 {
+        return resp::error(x.out, "ERR DB index is out of range");
+    }
+    x.s.set_db(n as u16);
+    resp::simple(x.out, "OK")
 }
 
 /// READONLY and READWRITE: accepted for cluster-aware clients.
@@ -66,6 +70,7 @@ pub fn reset(x: &mut Call<'_, '_>) {
     s.set_proto(Version::Resp2);
     s.set_name(None);
     s.authed = !x.sh.needs_auth();
+    s.set_db(0);
     resp::simple(x.out, "RESET")
 }
 

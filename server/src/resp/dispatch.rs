@@ -58,10 +58,15 @@ pub fn run(
     if spec.has(WRITE) && !admit_write(sh, s, spec, c, out) {
         return;
     }
+    // In a database other than 0, the handler sees its keys under the database's prefix.
+    let moved = crate::resp::db::rewrite(s.db, spec, c);
+    let moved_args: Option<smallvec::SmallVec<[&[u8]; 8]>> = moved
+        .as_ref()
+        .map(|m| m.iter().map(Vec::as_slice).collect());
     let mut call = Call {
         sh,
         s,
-        args: c,
+        args: moved_args.as_deref().unwrap_or(c),
         reads,
         out,
     };
@@ -75,7 +80,7 @@ pub fn run(
 
 /// The error for a write naming a key in the reserved part of the key space.
 pub const RESERVED_KEY: &str =
-    "ERR keys beginning with the bytes FF FF are reserved (accelkv keeps collection fields there)";
+    "ERR keys beginning with the bytes FF FF or FF FE are reserved (accelkv keeps collection fields and the keys of databases other than 0 there)";
 
 /// A write may start: the disk is writable, past `maxmemory` (noeviction) only commands
 /// without `denyoom` (deletes, renames, expiry changes) go on, and no key it names is in
@@ -91,7 +96,11 @@ fn admit_write(sh: &Shared, s: &mut Session, spec: &Spec, c: &[&[u8]], out: &mut
         return false;
     }
     // Cheap first: only a command with an argument starting 0xFF can name a reserved key.
-    if c[1..].iter().any(|a| a.first() == Some(&0xFF)) && !spec.keys_of(c).all(user_key_ok) {
+    if c[1..].iter().any(|a| a.first() == Some(&0xFF))
+        && !crate::resp::db::key_positions(spec, c)
+            .iter()
+            .all(|&i| c.get(i).is_none_or(|k| user_key_ok(k)))
+    {
         resp::error(out, RESERVED_KEY);
         return false;
     }

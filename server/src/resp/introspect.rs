@@ -23,8 +23,9 @@ pub fn client_info(s: &Session, out: &mut Vec<u8>) {
     };
     let resp = if s.proto == Version::Resp3 { 3 } else { 2 };
     let line = format!(
-        "id={} name={name} db=0 flags={flags} multi={multi} watch={} resp={resp} user=default lib-name= lib-ver=\n",
+        "id={} name={name} db={} flags={flags} multi={multi} watch={} resp={resp} user=default lib-name= lib-ver=\n",
         s.id,
+        s.db,
         s.tx.watched.len(),
     );
     resp::verbatim(out, line.as_bytes(), s.proto);

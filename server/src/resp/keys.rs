@@ -19,7 +19,7 @@ use crate::resp::glob;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::types::encoding::MAGIC;
-use crate::resp::types::keyspace::{item_now, type_name, USER_END};
+use crate::resp::types::keyspace::{item_now, type_name};
 use accelkv_engine::{ReadRef, Reply};
 use accelkv_proto::resp;
 
@@ -49,7 +49,13 @@ fn type_of(sh: &Shared, k: &[u8], v: &[u8]) -> &'static str {
 
 /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]`: the user's keys (never the
 /// collections' subkeys).
-pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
+pub fn scan(
+    sh: &Shared,
+    (cursors, db): (&Cursors, u16),
+    c: &[&[u8]],
+    reads: &mut Reads,
+    out: &mut Vec<u8>,
+) {
     let Some(id) = parse_u64(c[1]) else {
         return resp::error(out, "ERR invalid cursor");
     };
@@ -78,10 +84,13 @@ pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out:
         );
     };
     sh.count(OpClass::Scan);
+    // The selected database's range (db.rs); a fresh cursor starts at its first key.
+    let (db_lo, db_hi) = crate::resp::db::range(db);
+    let from = if from < db_lo { db_lo } else { from };
     // One item more than asked for says whether the scan is over.
     let req = ReadRef::Scan {
         lo: &from,
-        hi: Some(USER_END),
+        hi: Some(&db_hi),
         limit: count + 1,
     };
     let items = match read_one(sh, reads, req) {
@@ -97,7 +106,7 @@ pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out:
         .iter()
         .take(count)
         .filter(|(k, v)| {
-            pattern.is_none_or(|p| glob::matches(p, k))
+            pattern.is_none_or(|p| glob::matches(p, crate::resp::db::shown(k)))
                 && kind
                     .as_ref()
                     .is_none_or(|t| t.as_slice() == type_of(sh, k, v).as_bytes())
@@ -108,8 +117,17 @@ pub fn scan(sh: &Shared, cursors: &Cursors, c: &[&[u8]], reads: &mut Reads, out:
     resp::bulk(out, Some(next.to_string().as_bytes()));
     resp::array(out, shown.len());
     for k in shown {
-        resp::bulk(out, Some(k));
+        resp::bulk(out, Some(crate::resp::db::shown(k)));
     }
+}
+
+/// RANGE and FLOOR from a connection: database 0 only (their bounds and answers are the
+/// store's keys).
+pub fn range_in(x: &mut crate::resp::call::Call<'_, '_>, floor: bool) {
+    if x.s.db != 0 {
+        return resp::error(x.out, "ERR RANGE and FLOOR read database 0 only");
+    }
+    range(x.sh, x.args, floor, x.reads, x.out)
 }
 
 /// `RANGE lo hi [LIMIT n] [CURSOR]` (keys in `[lo, hi)`; `+` for no upper bound) and
@@ -200,11 +218,11 @@ pub fn range(sh: &Shared, c: &[&[u8]], floor: bool, reads: &mut Reads, out: &mut
 
 /// `KEYS pattern`: every matching key, in order (a walk of the whole keyspace, as in
 /// Redis; SCAN is the incremental way).
-pub fn keys(sh: &Shared, pattern: &[u8], out: &mut Vec<u8>) {
+pub fn keys(sh: &Shared, db: u16, pattern: &[u8], out: &mut Vec<u8>) {
     let mut found: Vec<Vec<u8>> = Vec::new();
-    let mut from = Vec::new();
+    let (mut from, hi) = crate::resp::db::range(db);
     loop {
-        let page = match sh.store().try_scan(&from, Some(USER_END), 1024) {
+        let page = match sh.store().try_scan(&from, Some(&hi), 1024) {
             Ok(page) => page,
             Err(e) => return crate::resp::reply::err_store(out, &e),
         };
@@ -214,7 +232,7 @@ pub fn keys(sh: &Shared, pattern: &[u8], out: &mut Vec<u8>) {
         }
         found.extend(
             page.into_iter()
-                .map(|(k, _)| k)
+                .map(|(k, _)| crate::resp::db::shown(&k).to_vec())
                 .filter(|k| glob::matches(pattern, k)),
         );
         if !full {
@@ -237,11 +255,13 @@ pub fn random_key(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    let start = x.to_be_bytes();
-    let first = |from: &[u8]| sh.store().try_scan(from, Some(USER_END), 1);
-    let key = match first(&start).and_then(|a| Ok(a.into_iter().chain(first(b"")?).next())) {
+    let (lo, hi) = crate::resp::db::range(s.db);
+    let mut start = lo.clone();
+    start.extend_from_slice(&x.to_be_bytes());
+    let first = |from: &[u8]| sh.store().try_scan(from, Some(&hi), 1);
+    let key = match first(&start).and_then(|a| Ok(a.into_iter().chain(first(&lo)?).next())) {
         Ok(k) => k.map(|(k, _)| k),
         Err(e) => return crate::resp::reply::err_store(out, &e),
     };
-    resp::bulk_in(out, key.as_deref(), s.proto);
+    resp::bulk_in(out, key.as_deref().map(crate::resp::db::shown), s.proto);
 }

@@ -16,6 +16,7 @@ pub mod command;
 pub mod config;
 pub mod connection;
 pub mod cursors;
+pub mod db;
 pub mod dispatch;
 pub mod door;
 pub mod expire;

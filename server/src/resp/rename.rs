@@ -1,5 +1,6 @@
-//! RENAME, RENAMENX and COPY: a key's value, whatever its type (a collection with every
-//! field, copied under a fresh id), and its deadline, moved or copied in one transaction.
+//! RENAME, RENAMENX, COPY and MOVE: a key's value, whatever its type (a collection with
+//! every field, copied under a fresh id), and its deadline, moved or copied in one
+//! transaction (COPY … DB and MOVE to another database's prefix, resp/db.rs).
 
 use crate::core::counters::OpClass;
 use crate::core::ops::item::VersionedItem;
@@ -7,6 +8,7 @@ use crate::core::ops::typed::is_typed;
 use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::Op;
+use crate::resp::db::shown;
 use crate::resp::session::Session;
 use crate::resp::tx::{atomically, failed, run_in_tx};
 use crate::resp::types::access::fail;
@@ -54,15 +56,25 @@ pub fn rename(sh: &Shared, s: &mut Session, c: &[&[u8]], nx: bool, out: &mut Vec
 /// `COPY source destination [REPLACE]`: 1 when copied (a collection with every field, and
 /// the deadline), 0 when `destination` exists and REPLACE was not given.
 pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
-    let (src, dst) = (c[1], c[2]);
+    let src = c[1];
+    let mut dst = Cow::Borrowed(c[2]);
     let mut replace = false;
-    for opt in &c[3..] {
+    let mut i = 3;
+    while let Some(opt) = c.get(i) {
         match opt.to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
-            b"DB" => return resp::error(out, "ERR COPY DB is not supported (one database)"),
+            b"DB" => match c.get(i + 1).and_then(|n| db_arg(sh, n)) {
+                Some(db) => {
+                    dst = Cow::Owned(crate::resp::db::to_store(db, shown(c[2])).into_owned());
+                    i += 1;
+                }
+                None => return resp::error(out, "ERR DB index is out of range"),
+            },
             _ => return resp::error(out, "ERR syntax error"),
         }
+        i += 1;
     }
+    let dst: &[u8] = &dst;
     if src == dst {
         return resp::error(out, "ERR source and destination objects are the same");
     }
@@ -81,6 +93,45 @@ pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             }
         }
         if copy_item(sh, s, src, dst, &item, out) {
+            resp::integer(out, 1)
+        }
+    })
+}
+
+/// A database number within `--databases`.
+fn db_arg(sh: &Shared, a: &[u8]) -> Option<u16> {
+    let n: usize = std::str::from_utf8(a).ok()?.parse().ok()?;
+    (n < sh.settings().databases).then_some(n as u16)
+}
+
+/// `MOVE key db`: 1 when the key (any type, with its deadline) moved from the selected
+/// database to `db`, 0 when it is absent here or present there.
+pub fn move_key(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let Some(db) = db_arg(sh, c[2]) else {
+        return resp::error(out, "ERR DB index is out of range");
+    };
+    if db == s.db {
+        return resp::error(out, "ERR source and destination objects are the same");
+    }
+    let src = c[1];
+    let dst = crate::resp::db::to_store(db, shown(src)).into_owned();
+    atomically(sh, s, out, |sh, s, out| {
+        let Some(item) = read_item(sh, s, src, out) else {
+            return;
+        };
+        let Some(item) = item else {
+            return resp::integer(out, 0);
+        };
+        match read_item(sh, s, &dst, out) {
+            None => return,
+            Some(Some(_)) => return resp::integer(out, 0),
+            Some(None) => {}
+        }
+        if !copy_item(sh, s, src, &dst, &item, out) {
+            return;
+        }
+        sh.count(OpClass::Delete);
+        if !failed(out, &run_in_tx(sh, s, Op::new(src, Write::Remove))) {
             resp::integer(out, 1)
         }
     })

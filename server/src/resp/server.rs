@@ -1,4 +1,4 @@
-//! RESP server commands: FLUSHALL, DBSIZE, TIME, WAIT, CLUSTER, INFO and CONFIG.
+//! RESP server commands: FLUSHALL, FLUSHDB, SWAPDB, DBSIZE, TIME, WAIT, CLUSTER, INFO and CONFIG.
 
 use crate::resp::call::Call;
 use crate::resp::reply::{err_store, upper, wrong_args};
@@ -22,8 +22,64 @@ pub fn flushall(x: &mut Call<'_, '_>) {
     }
 }
 
+/// `FLUSHDB [SYNC | ASYNC]`: the selected database's keys. While every other database is
+/// empty this is FLUSHALL's one write; otherwise each key of the database is removed in
+/// turn (its collections' fields reclaimed in the background), so a concurrent reader may
+/// see part of it gone.
+pub fn flushdb(x: &mut Call<'_, '_>) {
+    let c = x.args;
+    if c.len() > 2 || (c.len() == 2 && !matches!(upper(c[1]).as_slice(), b"SYNC" | b"ASYNC")) {
+        return resp::error(x.out, "ERR syntax error");
+    }
+    let others = match x.s.db {
+        0 => {
+            x.sh.store()
+                .try_scan(&crate::resp::db::DB_PREFIX, Some(&[0xFF, 0xFF]), 1)
+        }
+        _ => Ok(vec![(Vec::new(), Vec::new())]),
+    };
+    match others {
+        Ok(o) if o.is_empty() => return flushall(x),
+        Ok(_) => {}
+        Err(e) => return err_store(x.out, &e),
+    }
+    let (mut from, hi) = crate::resp::db::range(x.s.db);
+    let mut version = 0;
+    loop {
+        let page = match x.sh.store().try_scan(&from, Some(&hi), 1024) {
+            Ok(p) => p,
+            Err(e) => return err_store(x.out, &e),
+        };
+        for (k, _) in &page {
+            let op = crate::core::station::Op::new(k, crate::core::ops::Write::Remove);
+            let done = x.sh.station().run_one(x.sh.store(), op);
+            if let Err(e) = done.outcome {
+                return err_store(x.out, &e);
+            }
+            version = version.max(done.version);
+        }
+        match page.last() {
+            Some((k, _)) if page.len() == 1024 => {
+                from = k.clone();
+                from.push(0);
+            }
+            _ => break,
+        }
+    }
+    x.s.unreleased = x.s.unreleased.max(version);
+    resp::simple(x.out, "OK")
+}
+
+/// `SWAPDB`: refused; databases are key prefixes, so swapping two would rewrite every key.
+pub fn swapdb(x: &mut Call<'_, '_>) {
+    resp::error(
+        x.out,
+        "ERR SWAPDB is not supported: accelkv keeps each database as a key prefix, so a swap would rewrite every key",
+    )
+}
+
 pub fn dbsize(x: &mut Call<'_, '_>) {
-    resp::integer(x.out, user_keys(x.sh) as i64)
+    resp::integer(x.out, user_keys(x.sh, x.s.db) as i64)
 }
 
 pub fn time(x: &mut Call<'_, '_>) {

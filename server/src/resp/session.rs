@@ -47,6 +47,8 @@ pub struct Session {
     pub global: Arc<RespGlobal>,
     /// Blocking commands: keys to wake, a command asking to park (block.rs).
     pub block: crate::resp::block::BlockState,
+    /// The selected database (SELECT; db.rs).
+    pub db: u16,
 }
 
 impl Session {
@@ -66,6 +68,7 @@ impl Session {
             tx: Default::default(),
             cluster: Default::default(),
             block: Default::default(),
+            db: 0,
         }
     }
 
@@ -75,6 +78,14 @@ impl Session {
             r.entry.set_name(name.unwrap_or_default());
         }
         self.name = name.map(<[u8]>::to_vec);
+    }
+
+    /// Selects a database (SELECT, RESET).
+    pub fn set_db(&mut self, db: u16) {
+        if let Some(r) = &self.client {
+            r.entry.set_db(db);
+        }
+        self.db = db;
     }
 
     /// Sets the reply protocol (HELLO, RESET).
@@ -89,7 +100,7 @@ impl Session {
     /// connections, or a run of GET/MGET in its own pipeline): authenticated, and not
     /// queueing a transaction. The one rule both GET doors follow.
     pub fn may_batch_reads(&self, sh: &Shared) -> bool {
-        (self.authed || !sh.needs_auth()) && self.tx.queued.is_none()
+        (self.authed || !sh.needs_auth()) && self.tx.queued.is_none() && self.db == 0
     }
 }
 

@@ -77,8 +77,8 @@ fn at_most(x: &mut Call<'_, '_>, max: usize, run: Plain) {
 pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
     ALL_ROWS.get_or_init(|| {
-        use crate::resp::table_types::{LISTS, SCRIPTING, ZSETS};
-        [BASE, LISTS, ZSETS, SCRIPTING].concat()
+        use crate::resp::table_types::{DATABASES, LISTS, SCRIPTING, ZSETS};
+        [BASE, LISTS, ZSETS, SCRIPTING, DATABASES].concat()
     })
 }
 
@@ -145,7 +145,7 @@ static BASE: &[Spec] = &[
         CONN,
         NONE,
         "connection",
-        "Selects database 0 (the only one).",
+        "Selects a database (0 to --databases - 1).",
         connection::select,
     ),
     spec(
@@ -271,8 +271,8 @@ static BASE: &[Spec] = &[
         WRITE | NO_MULTI,
         NONE,
         "server",
-        "Removes every key.",
-        server::flushall,
+        "Removes every key of the selected database.",
+        server::flushdb,
     ),
     spec(
         "MULTI",
@@ -704,7 +704,7 @@ static BASE: &[Spec] = &[
         NONE,
         "generic",
         "Walks the keys in order from a cursor.",
-        |x| keys::scan(x.sh, &x.s.global.cursors, x.args, x.reads, x.out),
+        |x| keys::scan(x.sh, (&x.s.global.cursors, x.s.db), x.args, x.reads, x.out),
     ),
     spec(
         "KEYS",
@@ -713,7 +713,7 @@ static BASE: &[Spec] = &[
         NONE,
         "generic",
         "Keys matching a pattern.",
-        |x| keys::keys(x.sh, x.args[1], x.out),
+        |x| keys::keys(x.sh, x.s.db, x.args[1], x.out),
     ),
     spec(
         "RANDOMKEY",
@@ -731,7 +731,7 @@ static BASE: &[Spec] = &[
         NONE,
         "accelkv",
         "Items with keys in [from, to), in order.",
-        |x| keys::range(x.sh, x.args, false, x.reads, x.out),
+        |x| keys::range_in(x, false),
     ),
     spec(
         "FLOOR",
@@ -740,7 +740,7 @@ static BASE: &[Spec] = &[
         NONE,
         "accelkv",
         "Items from the largest key <= from, in order.",
-        |x| keys::range(x.sh, x.args, true, x.reads, x.out),
+        |x| keys::range_in(x, true),
     ),
     spec(
         "CAS",

@@ -584,3 +584,25 @@ pub(crate) static SCRIPTING: &[Spec] = &[
         eval::script,
     ),
 ];
+
+/// Databases beyond SELECT (db.rs).
+pub(crate) static DATABASES: &[Spec] = &[
+    spec(
+        "MOVE",
+        3,
+        WRITE | FAST,
+        ONE,
+        "generic",
+        "Moves a key to another database.",
+        |x| crate::resp::rename::move_key(x.sh, x.s, x.args, x.out),
+    ),
+    spec(
+        "SWAPDB",
+        3,
+        WRITE | FAST,
+        (0, 0, 0),
+        "server",
+        "Refused: databases are key prefixes.",
+        crate::resp::server::swapdb,
+    ),
+];

@@ -1,10 +1,11 @@
 //! What the key-level commands need to know about collections: their type's name (TYPE,
 //! OBJECT ENCODING, SCAN TYPE), where the user's keys end and the reserved subkeys begin
-//! (SCAN, KEYS, RANDOMKEY, DBSIZE), copying a collection to another key (RENAME, COPY),
+//! (DBSIZE, INFO keyspace), copying a collection to another key (RENAME, COPY),
 //! and what one takes in memory (MEMORY USAGE).
 
 use crate::core::ops::typed::is_typed;
 use crate::core::shared::Shared;
+use crate::resp::db::DB_PREFIX;
 use crate::resp::session::Session;
 use crate::resp::types::access::{put, set_meta, Fail, Src};
 use crate::resp::types::encoding::{all_range, fields_range, new_meta, Kind, Meta, RESERVED};
@@ -69,18 +70,42 @@ pub(crate) fn encoding_name(
     Some(if fits { small } else { big })
 }
 
-/// The first key past every user key: SCAN, KEYS and RANDOMKEY stop here.
-pub(crate) const USER_END: &[u8] = &RESERVED;
+/// The keys of each database (database 0 first, then those ≥ 1 that hold keys), by walking
+/// the reserved part of the key space: the other databases' keys and every collection's
+/// subkeys (so this costs a walk of them; DBSIZE, INFO keyspace). Database 0 holds the
+/// rest.
+pub(crate) fn keys_per_db(sh: &Shared) -> Vec<(u16, usize)> {
+    let mut counts: Vec<(u16, usize)> = Vec::new();
+    let mut reserved = 0usize;
+    let _ = sh.store().scan_with(&DB_PREFIX, None, usize::MAX, |k, _| {
+        reserved += 1;
+        if let Some(&[a, b]) = k.strip_prefix(&DB_PREFIX).and_then(|r| r.get(..2)) {
+            if k < RESERVED.as_slice() {
+                let db = u16::from_be_bytes([a, b]);
+                match counts.last_mut() {
+                    Some((d, n)) if *d == db => *n += 1,
+                    _ => counts.push((db, 1)),
+                }
+            }
+        }
+    });
+    let db0 = sh.store().len().saturating_sub(reserved);
+    let mut all = vec![(0, db0)];
+    all.extend(counts);
+    all
+}
 
-/// The number of user keys: every item of the store but the subkeys (DBSIZE, INFO). The
-/// subkeys are counted by walking their range, so this costs a walk of every field of
-/// every collection.
-pub(crate) fn user_keys(sh: &Shared) -> usize {
-    let mut sub = 0usize;
+/// The number of keys in database `db` (DBSIZE).
+pub(crate) fn user_keys(sh: &Shared, db: u16) -> usize {
+    if db == 0 {
+        return keys_per_db(sh)[0].1;
+    }
+    let (lo, hi) = crate::resp::db::range(db);
+    let mut n = 0usize;
     let _ = sh
         .store()
-        .scan_with(USER_END, None, usize::MAX, |_, _| sub += 1);
-    sh.store().len().saturating_sub(sub)
+        .scan_with(&lo, Some(&hi), usize::MAX, |_, _| n += 1);
+    n
 }
 
 /// Copies the collection `m` at `src` to `dst` under a fresh id, inside the transaction

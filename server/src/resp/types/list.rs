@@ -514,7 +514,7 @@ pub fn lpos(x: &mut Call<'_, '_>) {
 /// Appends `[key, [elements]]` (LMPOP, BLMPOP) or `[key, element]` (BLPOP, BRPOP).
 pub(crate) fn key_and(out: &mut Vec<u8>, key: &[u8], items: &[Vec<u8>], nested: bool) {
     resp::array(out, 2);
-    resp::bulk(out, Some(key));
+    resp::bulk(out, Some(crate::resp::db::shown(key)));
     if nested {
         bulks(out, items);
     } else {

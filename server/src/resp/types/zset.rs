@@ -564,7 +564,7 @@ fn bpop(x: &mut Call<'_, '_>, max: bool) {
         |sh, s, src| pop_first(sh, s, src, keys, 1, max),
         |out, (k, items), v| {
             resp::array(out, 3);
-            resp::bulk(out, Some(&k));
+            resp::bulk(out, Some(crate::resp::db::shown(&k)));
             resp::bulk(out, Some(&items[0].0));
             score_reply(out, items[0].1, v);
         },
@@ -596,7 +596,7 @@ fn mpop_reply(out: &mut Vec<u8>, r: Option<Popped>, v: Version) {
         None => resp::null_array(out, v),
         Some((k, items)) => {
             resp::array(out, 2);
-            resp::bulk(out, Some(&k));
+            resp::bulk(out, Some(crate::resp::db::shown(&k)));
             resp::array(out, items.len());
             for (m, sc) in &items {
                 resp::array(out, 2);

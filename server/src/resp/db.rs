@@ -1,0 +1,130 @@
+//! Redis's numbered databases (SELECT, MOVE, FLUSHDB, COPY … DB) as key prefixes in the one
+//! ordered store: database 0 is the keys as they are; database `n` ≥ 1 keeps `key` as
+//! `FF FE | n u16 | key`, a part of the key space no client may write (docs/FORMAT.md,
+//! "Databases"). The dispatcher rewrites the key arguments of every command run in a
+//! database other than 0 ([`rewrite`], by the command table's key positions and the
+//! movable-key commands' own rules); replies that name keys strip the prefix ([`shown`]);
+//! the keyspace commands walk their database's range ([`range`]). A collection's subkeys
+//! follow its prefixed key, so nothing else changes.
+
+use crate::resp::call::Spec;
+use std::borrow::Cow;
+
+/// The first bytes of every key of a database other than 0.
+pub const DB_PREFIX: [u8; 2] = [0xFF, 0xFE];
+
+/// Where database `db`'s keys start (empty for 0).
+pub fn prefix(db: u16) -> Vec<u8> {
+    if db == 0 {
+        return Vec::new();
+    }
+    let mut p = DB_PREFIX.to_vec();
+    p.extend_from_slice(&db.to_be_bytes());
+    p
+}
+
+/// The store's range `[lo, hi)` of database `db`'s keys: database 0 ends where the
+/// reserved part (other databases, then collections' subkeys) begins.
+pub fn range(db: u16) -> (Vec<u8>, Vec<u8>) {
+    if db == 0 {
+        return (Vec::new(), DB_PREFIX.to_vec());
+    }
+    let hi = match db.checked_add(1) {
+        Some(n) => prefix(n),
+        None => vec![0xFF, 0xFF],
+    };
+    (prefix(db), hi)
+}
+
+/// `key` of database `db` as the store keeps it.
+pub fn to_store(db: u16, key: &[u8]) -> Cow<'_, [u8]> {
+    if db == 0 {
+        return Cow::Borrowed(key);
+    }
+    let mut k = prefix(db);
+    k.extend_from_slice(key);
+    Cow::Owned(k)
+}
+
+/// A stored key as its client named it: the database prefix stripped.
+pub fn shown(key: &[u8]) -> &[u8] {
+    match key.strip_prefix(&DB_PREFIX) {
+        Some(rest) if rest.len() >= 2 => &rest[2..],
+        _ => key,
+    }
+}
+
+/// The positions of `args`'s keys: the table's for most commands, and for those whose keys
+/// follow a count (EVAL-like, LMPOP, ZUNIONSTORE…) their own.
+pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
+    let count_at =
+        |at: usize| -> Option<usize> { std::str::from_utf8(args.get(at)?).ok()?.parse().ok() };
+    let after_count = |at: usize| -> Vec<usize> {
+        let n = count_at(at).unwrap_or(0);
+        (at + 1..(at + 1 + n).min(args.len())).collect()
+    };
+    match spec.name {
+        "LMPOP" | "ZMPOP" | "ZUNION" | "ZINTER" | "ZDIFF" | "ZINTERCARD" | "SINTERCARD" => {
+            after_count(1)
+        }
+        "BLMPOP" | "BZMPOP" => after_count(2),
+        "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => {
+            let mut v = vec![1];
+            v.extend(after_count(2));
+            v
+        }
+        "OBJECT" | "MEMORY" | "DEBUG" => (2..args.len().min(3)).collect(),
+        _ => {
+            let (first, last, step) = spec.keys;
+            if first <= 0 {
+                return Vec::new();
+            }
+            let n = args.len() as i32;
+            let last = if last < 0 { n + last } else { last.min(n - 1) };
+            (first..=last)
+                .step_by(step.max(1) as usize)
+                .map(|i| i as usize)
+                .collect()
+        }
+    }
+}
+
+/// `args` with their keys in database `db` (`None`: nothing to change: database 0, a
+/// command without keys, or a script, whose keys its own commands will name).
+pub fn rewrite(db: u16, spec: &Spec, args: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
+    if db == 0 || spec.name.starts_with("EVAL") {
+        return None;
+    }
+    let at = key_positions(spec, args);
+    if at.is_empty() {
+        return None;
+    }
+    let mut out: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    for i in at {
+        if let Some(a) = out.get_mut(i) {
+            *a = to_store(db, a).into_owned();
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn databases_are_disjoint_ranges_below_the_subkeys() {
+        let (lo0, hi0) = range(0);
+        let (lo1, hi1) = range(1);
+        let (lo2, _) = range(2);
+        let k1 = to_store(1, b"user:1");
+        let k1: &[u8] = &k1;
+        assert!(lo0.is_empty() && hi0 <= lo1 && lo1.as_slice() <= k1 && k1 < hi1.as_slice());
+        assert_eq!(hi1, lo2);
+        assert!(b"zzz".as_slice() < hi0.as_slice() && b"\xff\xfd".as_slice() < hi0.as_slice());
+        assert!(range(u16::MAX).1.as_slice() <= [0xFF, 0xFF].as_slice());
+        assert_eq!(shown(k1), b"user:1");
+        assert_eq!(shown(b"plain"), b"plain");
+        assert_eq!(to_store(0, b"k").as_ref(), b"k");
+    }
+}
