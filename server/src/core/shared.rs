@@ -40,6 +40,8 @@ pub struct Shared {
     started: Instant,
     /// Keys the active expiry sweep removed (INFO's `expired_keys`).
     expired_keys: AtomicU64,
+    /// Whether the active expiry sweep runs (DEBUG SET-ACTIVE-EXPIRE; on by default).
+    active_expire: std::sync::atomic::AtomicBool,
     /// The connections in the registry (CLIENT LIST/KILL).
     clients: Arc<Clients>,
     /// Connections parked by blocking commands (BLPOP…).
@@ -103,6 +105,7 @@ impl Shared {
             next_client: AtomicU64::new(1),
             started: Instant::now(),
             expired_keys: AtomicU64::new(0),
+            active_expire: std::sync::atomic::AtomicBool::new(true),
             clients: Arc::default(),
             blocked: Arc::default(),
             router: Default::default(),
@@ -305,5 +308,15 @@ impl Shared {
 
     pub fn expired_keys(&self) -> u64 {
         self.expired_keys.load(Ordering::Relaxed)
+    }
+
+    /// Whether the active expiry sweep runs (expired keys stay invisible either way).
+    pub fn active_expire(&self) -> bool {
+        self.active_expire.load(Ordering::Relaxed)
+    }
+
+    /// DEBUG SET-ACTIVE-EXPIRE.
+    pub fn set_active_expire(&self, on: bool) {
+        self.active_expire.store(on, Ordering::Relaxed);
     }
 }

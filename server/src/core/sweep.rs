@@ -34,7 +34,7 @@ pub fn run(sh: Arc<Shared>, stop: Arc<AtomicBool>, mut ticks: Vec<Tick>) {
         for t in &mut ticks {
             t(&sh);
         }
-        if sh.store().expiring_len() == 0 {
+        if sh.store().expiring_len() == 0 || !sh.active_expire() {
             cursor.clear();
             continue;
         }

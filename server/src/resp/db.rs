@@ -73,7 +73,13 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             v.extend(after_count(2));
             v
         }
-        "OBJECT" | "MEMORY" | "DEBUG" => (2..args.len().min(3)).collect(),
+        "MEMORY" | "DEBUG" => {
+            let sub = args.get(1).map(|a| a.to_ascii_uppercase());
+            match sub.as_deref() {
+                Some(b"USAGE" | b"OBJECT") if args.len() > 2 => vec![2],
+                _ => Vec::new(),
+            }
+        }
         _ => {
             let (first, last, step) = spec.keys;
             if first <= 0 {

@@ -606,3 +606,14 @@ pub(crate) static DATABASES: &[Spec] = &[
         crate::resp::server::swapdb,
     ),
 ];
+
+/// Testing hooks.
+pub(crate) static DEBUGGING: &[Spec] = &[spec(
+    "DEBUG",
+    -2,
+    ADMIN | NOSCRIPT | LOADING | STALE,
+    (0, 0, 0),
+    "server",
+    "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.",
+    crate::resp::introspect::debug,
+)];

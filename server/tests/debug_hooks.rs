@@ -1,0 +1,77 @@
+//! The testing hooks tools rely on: DEBUG POPULATE (writes only absent keys, any database),
+//! DEBUG SET-ACTIVE-EXPIRE (the sweep stops and restarts; expired keys stay invisible
+//! meanwhile), DEBUG SLEEP, DEBUG OBJECT, and the OBJECT FREQ and IDLETIME refusals.
+
+mod common;
+
+use accelkv_proto::resp::Value;
+use common::{RespConn, Server};
+use std::time::{Duration, Instant};
+
+fn info_field(c: &mut RespConn, section: &str, field: &str) -> String {
+    let Value::Bulk(Some(b)) = c.str(&["INFO", section]) else {
+        panic!("INFO")
+    };
+    let text = String::from_utf8(b).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+        .unwrap_or_else(|| panic!("{field} not in {text}"))
+}
+
+#[test]
+fn populate_writes_absent_keys_in_the_selected_database() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    c.str(&["SET", "key:5", "mine"]);
+    assert_eq!(c.str(&["DEBUG", "POPULATE", "100"]), Value::Simple("OK".into()));
+    assert_eq!(c.str(&["DBSIZE"]), Value::Integer(100));
+    assert_eq!(c.str(&["GET", "key:5"]), Value::Bulk(Some(b"mine".to_vec())));
+    assert_eq!(c.str(&["GET", "key:99"]), Value::Bulk(Some(b"value:99".to_vec())));
+    c.str(&["DEBUG", "POPULATE", "3", "big", "1000"]);
+    assert_eq!(c.str(&["STRLEN", "big:2"]), Value::Integer(1000));
+    c.str(&["SELECT", "3"]);
+    c.str(&["DEBUG", "POPULATE", "7"]);
+    assert_eq!(c.str(&["DBSIZE"]), Value::Integer(7));
+    let Value::Simple(obj) = c.str(&["DEBUG", "OBJECT", "key:1"]) else {
+        panic!("DEBUG OBJECT")
+    };
+    assert!(obj.contains("encoding:embstr") && obj.contains("serializedlength:7"), "{obj}");
+    assert!(matches!(c.str(&["DEBUG", "OBJECT", "nothing"]), Value::Error(_)));
+    assert!(matches!(c.str(&["DEBUG", "POPULATE", "x"]), Value::Error(_)));
+}
+
+#[test]
+fn set_active_expire_stops_and_restarts_the_sweep() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    c.str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    for i in 0..20 {
+        c.str(&["SET", &format!("t{i}"), "v", "PX", "30"]);
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    // Expired, so invisible, but not removed by the sweep.
+    assert_eq!(c.str(&["GET", "t3"]), Value::Bulk(None));
+    assert_eq!(info_field(&mut c, "stats", "expired_keys"), "0");
+    c.str(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    let t0 = Instant::now();
+    while info_field(&mut c, "stats", "expired_keys") == "0" {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the sweep never restarted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sleep_blocks_and_object_freq_and_idletime_say_why_not() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let t0 = Instant::now();
+    assert_eq!(c.str(&["DEBUG", "SLEEP", "0.2"]), Value::Simple("OK".into()));
+    assert!(t0.elapsed() >= Duration::from_millis(200));
+    c.str(&["SET", "k", "v"]);
+    let Value::Error(e) = c.str(&["OBJECT", "FREQ", "k"]) else {
+        panic!("OBJECT FREQ answered")
+    };
+    assert!(e.starts_with("ERR An LFU maxmemory policy is not selected"), "{e}");
+    assert!(matches!(c.str(&["OBJECT", "IDLETIME", "k"]), Value::Error(_)));
+    assert!(matches!(c.str(&["DEBUG", "RELOAD"]), Value::Error(_)));
+}
