@@ -23,10 +23,19 @@ fn populate_writes_absent_keys_in_the_selected_database() {
     let srv = Server::start(&[]);
     let mut c = RespConn::new(&srv);
     c.str(&["SET", "key:5", "mine"]);
-    assert_eq!(c.str(&["DEBUG", "POPULATE", "100"]), Value::Simple("OK".into()));
+    assert_eq!(
+        c.str(&["DEBUG", "POPULATE", "100"]),
+        Value::Simple("OK".into())
+    );
     assert_eq!(c.str(&["DBSIZE"]), Value::Integer(100));
-    assert_eq!(c.str(&["GET", "key:5"]), Value::Bulk(Some(b"mine".to_vec())));
-    assert_eq!(c.str(&["GET", "key:99"]), Value::Bulk(Some(b"value:99".to_vec())));
+    assert_eq!(
+        c.str(&["GET", "key:5"]),
+        Value::Bulk(Some(b"mine".to_vec()))
+    );
+    assert_eq!(
+        c.str(&["GET", "key:99"]),
+        Value::Bulk(Some(b"value:99".to_vec()))
+    );
     c.str(&["DEBUG", "POPULATE", "3", "big", "1000"]);
     assert_eq!(c.str(&["STRLEN", "big:2"]), Value::Integer(1000));
     c.str(&["SELECT", "3"]);
@@ -35,9 +44,18 @@ fn populate_writes_absent_keys_in_the_selected_database() {
     let Value::Simple(obj) = c.str(&["DEBUG", "OBJECT", "key:1"]) else {
         panic!("DEBUG OBJECT")
     };
-    assert!(obj.contains("encoding:embstr") && obj.contains("serializedlength:7"), "{obj}");
-    assert!(matches!(c.str(&["DEBUG", "OBJECT", "nothing"]), Value::Error(_)));
-    assert!(matches!(c.str(&["DEBUG", "POPULATE", "x"]), Value::Error(_)));
+    assert!(
+        obj.contains("encoding:embstr") && obj.contains("serializedlength:7"),
+        "{obj}"
+    );
+    assert!(matches!(
+        c.str(&["DEBUG", "OBJECT", "nothing"]),
+        Value::Error(_)
+    ));
+    assert!(matches!(
+        c.str(&["DEBUG", "POPULATE", "x"]),
+        Value::Error(_)
+    ));
 }
 
 #[test]
@@ -55,7 +73,10 @@ fn set_active_expire_stops_and_restarts_the_sweep() {
     c.str(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
     let t0 = Instant::now();
     while info_field(&mut c, "stats", "expired_keys") == "0" {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the sweep never restarted");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the sweep never restarted"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -65,13 +86,22 @@ fn sleep_blocks_and_object_freq_and_idletime_say_why_not() {
     let srv = Server::start(&[]);
     let mut c = RespConn::new(&srv);
     let t0 = Instant::now();
-    assert_eq!(c.str(&["DEBUG", "SLEEP", "0.2"]), Value::Simple("OK".into()));
+    assert_eq!(
+        c.str(&["DEBUG", "SLEEP", "0.2"]),
+        Value::Simple("OK".into())
+    );
     assert!(t0.elapsed() >= Duration::from_millis(200));
     c.str(&["SET", "k", "v"]);
     let Value::Error(e) = c.str(&["OBJECT", "FREQ", "k"]) else {
         panic!("OBJECT FREQ answered")
     };
-    assert!(e.starts_with("ERR An LFU maxmemory policy is not selected"), "{e}");
-    assert!(matches!(c.str(&["OBJECT", "IDLETIME", "k"]), Value::Error(_)));
+    assert!(
+        e.starts_with("ERR An LFU maxmemory policy is not selected"),
+        "{e}"
+    );
+    assert!(matches!(
+        c.str(&["OBJECT", "IDLETIME", "k"]),
+        Value::Error(_)
+    ));
     assert!(matches!(c.str(&["DEBUG", "RELOAD"]), Value::Error(_)));
 }

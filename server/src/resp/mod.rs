@@ -17,6 +17,7 @@ pub mod config;
 pub mod connection;
 pub mod cursors;
 pub mod db;
+pub mod debug;
 pub mod dispatch;
 pub mod door;
 pub mod expire;

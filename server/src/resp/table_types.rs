@@ -615,5 +615,5 @@ pub(crate) static DEBUGGING: &[Spec] = &[spec(
     (0, 0, 0),
     "server",
     "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.",
-    crate::resp::introspect::debug,
+    crate::resp::debug::debug,
 )];
