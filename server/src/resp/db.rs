@@ -68,6 +68,15 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             after_count(1)
         }
         "BLMPOP" | "BZMPOP" => after_count(2),
+        "SORT" | "SORT_RO" => {
+            let mut v = vec![1];
+            v.extend(
+                (2..args.len().saturating_sub(1))
+                    .filter(|&i| args[i].eq_ignore_ascii_case(b"STORE"))
+                    .map(|i| i + 1),
+            );
+            v
+        }
         "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => {
             let mut v = vec![1];
             v.extend(after_count(2));

@@ -617,3 +617,25 @@ pub(crate) static DEBUGGING: &[Spec] = &[spec(
     "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.",
     crate::resp::debug::debug,
 )];
+
+/// SORT (keys: the source, and STORE's destination; db.rs).
+pub(crate) static SORTING: &[Spec] = &[
+    spec(
+        "SORT",
+        -2,
+        W,
+        ONE,
+        "generic",
+        "Sorts a list, set or sorted set.",
+        crate::resp::types::sort::sort,
+    ),
+    spec(
+        "SORT_RO",
+        -2,
+        R,
+        ONE,
+        "generic",
+        "SORT without STORE.",
+        crate::resp::types::sort::sort_ro,
+    ),
+];

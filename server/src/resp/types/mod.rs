@@ -17,6 +17,7 @@ pub mod members;
 pub mod run;
 pub mod sample;
 pub mod set;
+pub mod sort;
 pub mod zset;
 pub mod zset_ops;
 pub mod zset_range;
