@@ -24,6 +24,7 @@ pub mod expire;
 pub mod glob;
 pub mod introspect;
 pub mod keys;
+pub mod lcs;
 pub mod rename;
 pub mod reply;
 pub mod script;

@@ -77,8 +77,20 @@ fn at_most(x: &mut Call<'_, '_>, max: usize, run: Plain) {
 pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
     ALL_ROWS.get_or_init(|| {
-        use crate::resp::table_types::{DATABASES, DEBUGGING, LISTS, SCRIPTING, SORTING, ZSETS};
-        [BASE, LISTS, ZSETS, SCRIPTING, DATABASES, DEBUGGING, SORTING].concat()
+        use crate::resp::table_types::{
+            DATABASES, DEBUGGING, LISTS, SCRIPTING, SORTING, STRINGS_MORE, ZSETS,
+        };
+        [
+            BASE,
+            LISTS,
+            ZSETS,
+            SCRIPTING,
+            DATABASES,
+            DEBUGGING,
+            SORTING,
+            STRINGS_MORE,
+        ]
+        .concat()
     })
 }
 

@@ -639,3 +639,14 @@ pub(crate) static SORTING: &[Spec] = &[
         crate::resp::types::sort::sort_ro,
     ),
 ];
+
+/// String commands added with the collection types.
+pub(crate) static STRINGS_MORE: &[Spec] = &[spec(
+    "LCS",
+    -3,
+    R,
+    (1, 2, 1),
+    "string",
+    "The longest common subsequence of two strings.",
+    crate::resp::lcs::lcs_command,
+)];
