@@ -8,6 +8,7 @@
 pub mod adapter;
 pub mod atomics;
 pub mod batch;
+pub mod bitfield;
 pub mod bits;
 pub mod block;
 pub mod call;

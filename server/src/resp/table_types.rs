@@ -641,12 +641,32 @@ pub(crate) static SORTING: &[Spec] = &[
 ];
 
 /// String commands added with the collection types.
-pub(crate) static STRINGS_MORE: &[Spec] = &[spec(
-    "LCS",
-    -3,
-    R,
-    (1, 2, 1),
-    "string",
-    "The longest common subsequence of two strings.",
-    crate::resp::lcs::lcs_command,
-)];
+pub(crate) static STRINGS_MORE: &[Spec] = &[
+    spec(
+        "BITFIELD",
+        -2,
+        W,
+        ONE,
+        "bitmap",
+        "Reads, sets and increments integers at bit offsets.",
+        crate::resp::bitfield::bitfield,
+    ),
+    spec(
+        "BITFIELD_RO",
+        -2,
+        RF,
+        ONE,
+        "bitmap",
+        "BITFIELD with GET only.",
+        crate::resp::bitfield::bitfield_ro,
+    ),
+    spec(
+        "LCS",
+        -3,
+        R,
+        (1, 2, 1),
+        "string",
+        "The longest common subsequence of two strings.",
+        crate::resp::lcs::lcs_command,
+    ),
+];
