@@ -20,6 +20,8 @@ use std::fmt;
 pub enum RespError {
     /// Not RESP.
     Protocol(&'static str),
+    /// A command's element is not a bulk string (this byte started it).
+    Expected(u8),
     /// A declared size over its limit.
     TooLarge {
         /// What.
@@ -35,12 +37,22 @@ impl fmt::Display for RespError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RespError::Protocol(why) => write!(f, "Protocol error: {why}"),
-            RespError::TooLarge { what, len, max } => {
-                write!(
+            RespError::Expected(got) => {
+                write!(f, "Protocol error: expected '$', got '{}'", char::from(*got))
+            }
+            // Redis's texts first (what clients and tests look for), then the limit.
+            RespError::TooLarge { what, len, max } => match *what {
+                "array" => write!(f, "Protocol error: invalid multibulk length"),
+                // A server limit lower than Redis's 512 MB: say which.
+                "bulk string" => write!(
+                    f,
+                    "Protocol error: invalid bulk length ({len} bytes exceed this server's limit of {max}: --max-value)"
+                ),
+                _ => write!(
                     f,
                     "Protocol error: {what} of {len} exceeds the limit of {max}"
-                )
-            }
+                ),
+            },
         }
     }
 }
@@ -160,16 +172,16 @@ fn spans_of(
         (a, a + s.len())
     };
     if first != b'*' {
-        // Inline command: words separated by spaces.
+        // Inline command: words separated by spaces, or quoted.
         let Some((l, end)) = line(buf, 0, limits.max_inline)? else {
             return Ok(None);
         };
         let mark = spans.len();
-        for w in l.split(|&b| b == b' ').filter(|w| !w.is_empty()) {
+        for w in inline_words(l)? {
             if spans.len() - mark == limits.max_array {
                 return Err(RespError::TooLarge {
                     what: "inline arguments",
-                    len: l.split(|&b| b == b' ').filter(|w| !w.is_empty()).count(),
+                    len: inline_words(l)?.count(),
                     max: limits.max_array,
                 });
             }
@@ -177,23 +189,33 @@ fn spans_of(
         }
         return Ok(Some(end));
     }
-    let Some((n, mut at)) = length_line(buf, 1, "array", limits.max_array)? else {
+    let multibulk = |e: RespError| match e {
+        RespError::Protocol(_) => RespError::Protocol("invalid multibulk length"),
+        e => e,
+    };
+    let Some((n, mut at)) = length_line(buf, 1, "array", limits.max_array).map_err(multibulk)?
+    else {
         return Ok(None);
     };
-    let Some(n) = n else {
-        return Err(RespError::Protocol("negative array length in a command"));
+    // A negative count is an empty command, skipped (as Redis does).
+    let n = n.unwrap_or(0);
+    let bulk = |e: RespError| match e {
+        RespError::Protocol(_) => RespError::Protocol("invalid bulk length"),
+        e => e,
     };
     for _ in 0..n {
         match buf.get(at) {
             None => return Ok(None),
             Some(b'$') => {}
-            Some(_) => return Err(RespError::Protocol("expected '$' (bulk string)")),
+            Some(&c) => return Err(RespError::Expected(c)),
         }
-        let Some((len, start)) = length_line(buf, at + 1, "bulk string", limits.max_bulk)? else {
+        let Some((len, start)) =
+            length_line(buf, at + 1, "bulk string", limits.max_bulk).map_err(bulk)?
+        else {
             return Ok(None);
         };
         let Some(len) = len else {
-            return Err(RespError::Protocol("null bulk string in a command"));
+            return Err(RespError::Protocol("invalid bulk length"));
         };
         if buf.len() < start + len + 2 {
             return Ok(None);
@@ -205,6 +227,46 @@ fn spans_of(
         at = start + len + 2;
     }
     Ok(Some(at))
+}
+
+/// The words of an inline command line: separated by spaces; a word may be quoted with
+/// `"` or `'` to hold spaces (a quote must close, and be followed by a space or the end,
+/// as Redis requires: "unbalanced quotes in request"). Escapes inside quotes are refused,
+/// since an argument is a span of the input here.
+fn inline_words(l: &[u8]) -> Result<impl Iterator<Item = &[u8]>, RespError> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < l.len() {
+        match l[i] {
+            b' ' | b'\t' => i += 1,
+            q @ (b'"' | b'\'') => {
+                let Some(close) = l[i + 1..].iter().position(|&b| b == q) else {
+                    return Err(RespError::Protocol("unbalanced quotes in request"));
+                };
+                let word = &l[i + 1..i + 1 + close];
+                if q == b'"' && word.contains(&b'\\') {
+                    return Err(RespError::Protocol(
+                        "escapes in quoted inline arguments are not supported (send RESP arrays)",
+                    ));
+                }
+                let after = i + 2 + close;
+                if after < l.len() && !matches!(l[after], b' ' | b'\t') {
+                    return Err(RespError::Protocol("unbalanced quotes in request"));
+                }
+                words.push(word);
+                i = after;
+            }
+            _ => {
+                let len = l[i..]
+                    .iter()
+                    .position(|&b| b == b' ' || b == b'\t')
+                    .unwrap_or(l.len() - i);
+                words.push(&l[i..i + len]);
+                i += len;
+            }
+        }
+    }
+    Ok(words.into_iter())
 }
 
 /// The declared length on the line at `at` (an array's or a bulk string's, checked against
@@ -595,33 +657,41 @@ mod length_line_tests {
             let mut spans = Vec::new();
             return parse_command_spans(buf, limits, &mut spans).map(|r| r.map(|n| (spans, n)));
         }
-        let Some((l, mut at)) = line(buf, 1, 32)? else {
+        let mb = |e: RespError| match e {
+            RespError::Protocol(_) => RespError::Protocol("invalid multibulk length"),
+            e => e,
+        };
+        let bk = |e: RespError| match e {
+            RespError::Protocol(_) => RespError::Protocol("invalid bulk length"),
+            e => e,
+        };
+        let Some((l, mut at)) = line(buf, 1, 32).map_err(mb)? else {
             return Ok(None);
         };
-        let Some(n) = declared_len(l, "array", limits.max_array)? else {
-            return Err(RespError::Protocol("negative array length in a command"));
-        };
+        let n = declared_len(l, "array", limits.max_array)
+            .map_err(mb)?
+            .unwrap_or(0);
         let mut spans = Vec::new();
         for _ in 0..n {
             match buf.get(at) {
                 None => return Ok(None),
                 Some(b'$') => {}
-                Some(_) => return Err(RespError::Protocol("expected '$' (bulk string)")),
+                Some(&c) => return Err(RespError::Expected(c)),
             }
-            let Some((l, start)) = line(buf, at + 1, 32)? else {
+            let Some((l, start)) = line(buf, at + 1, 32).map_err(bk)? else {
                 return Ok(None);
             };
-            match bulk_body(buf, l, start, limits)? {
-                None => return Ok(None),
-                Some((None, _)) => {
-                    return Err(RespError::Protocol("null bulk string in a command"))
-                }
-                Some((Some(arg), end)) => {
-                    let a = arg.as_ptr() as usize - buf.as_ptr() as usize;
-                    spans.push((a, a + arg.len()));
-                    at = end;
-                }
+            let Some(n) = declared_len(l, "bulk string", limits.max_bulk).map_err(bk)? else {
+                return Err(RespError::Protocol("invalid bulk length"));
+            };
+            if buf.len() < start + n + 2 {
+                return Ok(None);
             }
+            if buf.get(start + n..start + n + 2) != Some(b"\r\n") {
+                return Err(RespError::Protocol("bulk string not followed by CRLF"));
+            }
+            spans.push((start, start + n));
+            at = start + n + 2;
         }
         Ok(Some((spans, at)))
     }
