@@ -388,7 +388,7 @@ impl Loop {
                     // without sending more. Run them before reading.
                     continue;
                 }
-                if c.inb.len() > sh.settings().limits.max_frame + 64 {
+                if c.inb.len() > c.session.max_request(&sh.settings().limits) + 64 {
                     // An incomplete command or frame bigger than the largest allowed.
                     sh.metrics().bad_input.fetch_add(1, Ordering::Relaxed);
                     c.session.too_large(&mut c.out);

@@ -150,6 +150,12 @@ pub trait Session: Send {
 
     /// The error to send when a request is larger than the input limit (before closing).
     fn too_large(&self, _out: &mut Vec<u8>) {}
+
+    /// The largest incomplete request this protocol's input may hold (a binary frame's
+    /// limit by default).
+    fn max_request(&self, limits: &accelkv_proto::Limits) -> usize {
+        limits.max_frame
+    }
 }
 
 /// A listener's adapter: makes each accepted connection's session.

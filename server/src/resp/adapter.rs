@@ -189,6 +189,11 @@ impl crate::net::session::Session for Session {
         true
     }
 
+    /// A command holding two values of the largest size, or a binary frame's limit.
+    fn max_request(&self, limits: &accelkv_proto::Limits) -> usize {
+        limits.max_frame.max(2 * limits.max_bulk + (64 << 10))
+    }
+
     fn too_large(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"-ERR Protocol error: command too large\r\n");
     }

@@ -180,7 +180,12 @@ impl RespConn {
 
     fn try_read(&mut self) -> Option<Value> {
         loop {
-            if let Some((v, used)) = resp::parse_reply(&self.buf, &Limits::default()).ok()? {
+            // A client takes replies of any size the server may send (values past 1 MiB).
+            let limits = Limits {
+                max_bulk: 1 << 30,
+                ..Limits::default()
+            };
+            if let Some((v, used)) = resp::parse_reply(&self.buf, &limits).ok()? {
                 self.buf.drain(..used);
                 return Some(v);
             }
