@@ -61,6 +61,14 @@ fn script() -> Vec<Vec<&'static str>> {
         &["GET", "counter"],
         &["EVAL", "return string.format('%d-%s', 7, 'x') .. string.rep('a', 3) .. math.floor(2.7) .. table.concat({1, 2}, ',')", "0"],
         &["EVAL", "return tonumber('12') + #'abc'", "0"],
+        &["EVAL", "return cjson.encode({1, 2, 'x', {a = {b = 1}}})", "0"],
+        &["EVAL", "return cjson.encode({})", "0"],
+        &["EVAL", r#"return cjson.encode(cjson.decode('{"a":[1,2.5,null,"s/"]}'))"#, "0"],
+        &["EVAL", "return cjson.decode('[10,20,30]')[2]", "0"],
+        &["EVAL", "return cjson.encode(1 / 3) .. ' ' .. cjson.encode(1e20) .. ' ' .. cjson.encode(-0.5)", "0"],
+        &["EVAL", r#"return cjson.decode('{"k":null}').k == cjson.null"#, "0"],
+        &["EVAL", "return {bit.band(255, 15), bit.bor(1, 2, 4), bit.bxor(5, 3), bit.bnot(0), bit.lshift(1, 31), bit.rshift(-1, 28), bit.arshift(-16, 2)}", "0"],
+        &["EVAL", "return bit.tohex(65535) .. bit.tohex(255, -4) .. bit.tohex(-1, 2)", "0"],
     ];
     lines.iter().map(|l| l.to_vec()).collect()
 }

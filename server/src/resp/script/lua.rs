@@ -115,6 +115,7 @@ fn state() -> mlua::Result<State> {
     // sets the global `debug` to nil, and globals are read-only after it: no script can
     // reach the library.
     let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
+    crate::resp::script::libs::install(&lua)?;
     lua.load(LIBRARY).set_name("@redis_lib").exec()?;
     let redis: mlua::Table = lua.globals().raw_get("redis")?;
     redis.set(

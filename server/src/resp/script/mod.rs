@@ -11,12 +11,13 @@
 //! between Lua and RESP by Redis's rules (`convert.rs`).
 //!
 //! What differs from Redis: commands that walk the keyspace (SCAN, KEYS, RANDOMKEY,
-//! FLUSHALL) are refused inside scripts as they are inside MULTI; scripts may create
-//! globals; the libraries are base, table, string and math (no cjson, cmsgpack, struct or
-//! bit); `redis.setresp(3)` is refused.
+//! FLUSHALL) are refused inside scripts as they are inside MULTI; the libraries are base,
+//! table, string, math, bit and cjson (`libs.rs`; no cmsgpack or struct);
+//! `redis.setresp(3)` is refused.
 
 pub mod convert;
 pub mod eval;
+pub mod libs;
 pub mod lua;
 
 use std::collections::HashMap;

@@ -197,3 +197,31 @@ pub(crate) fn intercard_args<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, us
     };
     Ok((args[1..1 + n].to_vec(), limit))
 }
+
+/// `d` as C's `%.<precision>g` writes it (`inf` and `-inf` for the infinities), as Redis
+/// writes scores (17) and cjson numbers (14).
+pub(crate) fn fmt_g(d: f64, precision: usize) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if d == 0.0 {
+        return "0".into();
+    }
+    let p = precision.max(1);
+    let e = format!("{d:.*e}", p - 1);
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |t: &str| -> String {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    if exp >= -4 && exp < p as i32 {
+        trim(&format!("{:.*}", (p as i32 - 1 - exp) as usize, d))
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), exp.unsigned_abs())
+    }
+}

@@ -27,28 +27,7 @@ pub(crate) type Entry = (Vec<u8>, f64);
 
 /// A score as Redis 7.0 writes it (`%.17g`; `inf`, `-inf`).
 pub(crate) fn fmt_score(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if d == 0.0 {
-        return "0".into();
-    }
-    let e = format!("{d:.16e}");
-    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |t: &str| -> String {
-        if t.contains('.') {
-            t.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            t.to_string()
-        }
-    };
-    if (-4..17).contains(&exp) {
-        trim(&format!("{:.*}", (16 - exp) as usize, d))
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mant), exp.unsigned_abs())
-    }
+    crate::resp::types::run::fmt_g(d, 17)
 }
 
 /// Appends a score: a bulk string in RESP2, a double in RESP3.
