@@ -15,10 +15,23 @@ pub struct Call<'c, 'a> {
     pub args: &'c [&'a [u8]],
     pub reads: &'c mut Reads,
     pub out: &'c mut Vec<u8>,
+    /// The dispatcher that called the handler.
+    pub dispatch: &'static Dispatcher,
 }
 
 /// A command's handler.
 pub type Handler = fn(&mut Call<'_, '_>);
+
+/// The dispatcher's entry: the server, the connection, the command's table entry (`None`:
+/// unknown), the command, the read door, the output.
+pub type Run = fn(&Shared, &mut Session, Option<&'static Spec>, &[&[u8]], &mut Reads, &mut Vec<u8>);
+
+/// The dispatcher, for handlers that run other commands (EVAL's scripts): its table lookup
+/// and its entry, handed in so they need not import the table (which names them).
+pub struct Dispatcher {
+    pub find: fn(&[u8]) -> Option<&'static Spec>,
+    pub run: Run,
+}
 
 /// Command flags, as Redis's command table has them (COMMAND INFO names them).
 pub mod flag {
@@ -130,5 +143,42 @@ impl Spec {
         (first..=last)
             .step_by(step.max(1) as usize)
             .filter_map(move |i| args.get(i as usize).copied())
+    }
+}
+
+/// What the command table's rows are written with (`table.rs`, `table_types.rs`).
+pub mod row {
+    use super::flag::*;
+    use super::{Handler, Spec};
+
+    /// A write that may grow memory.
+    pub const W: u32 = WRITE | DENYOOM;
+    pub const WF: u32 = WRITE | DENYOOM | FAST;
+    pub const R: u32 = READONLY;
+    pub const RF: u32 = READONLY | FAST;
+    /// Key positions: none, the first argument, every argument.
+    pub const NONE: (i32, i32, i32) = (0, 0, 0);
+    pub const ONE: (i32, i32, i32) = (1, 1, 1);
+    pub const ALL: (i32, i32, i32) = (1, -1, 1);
+
+    /// One row.
+    pub const fn spec(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        keys: (i32, i32, i32),
+        group: &'static str,
+        summary: &'static str,
+        run: Handler,
+    ) -> Spec {
+        Spec {
+            name,
+            arity,
+            flags,
+            keys,
+            group,
+            summary,
+            run,
+        }
     }
 }

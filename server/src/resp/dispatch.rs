@@ -23,6 +23,9 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
     run(sh, s, spec, c, reads, out)
 }
 
+/// This dispatcher, as handlers see it ([`Call::dispatch`]).
+static DISPATCHER: crate::resp::call::Dispatcher = crate::resp::call::Dispatcher { find, run };
+
 /// [`command`] with the command's table entry already looked up (`None`: unknown).
 pub fn run(
     sh: &Shared,
@@ -69,6 +72,7 @@ pub fn run(
         args: moved_args.as_deref().unwrap_or(c),
         reads,
         out,
+        dispatch: &DISPATCHER,
     };
     (spec.run)(&mut call);
     if !s.block.wake.is_empty() && s.tx.running.is_none() {

@@ -7,7 +7,7 @@
 
 use crate::core::shared::Shared;
 use crate::resp::call::flag::*;
-use crate::resp::call::{Call, Handler, Spec};
+use crate::resp::call::{Call, Spec};
 use crate::resp::reply::wrong_args;
 use crate::resp::session::Session;
 use crate::resp::types::{hash, set};
@@ -17,41 +17,15 @@ use crate::resp::{
 use accelkv_proto::resp;
 use std::sync::OnceLock;
 
-pub(crate) const W: u32 = WRITE | DENYOOM;
-pub(crate) const WF: u32 = WRITE | DENYOOM | FAST;
+use crate::resp::call::row::{spec, ALL, NONE, ONE, R, RF, W, WF};
+
 const DEL: u32 = WRITE;
-pub(crate) const R: u32 = READONLY;
-pub(crate) const RF: u32 = READONLY | FAST;
 const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
 const ADMINISTRATIVE: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 /// Reads that do not go through a transaction's own view (they walk the keyspace or read
 /// through the engine): refused inside MULTI.
 const SCANS: u32 = READONLY | NO_MULTI;
-
-pub(crate) const fn spec(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    group: &'static str,
-    summary: &'static str,
-    run: Handler,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys,
-        group,
-        summary,
-        run,
-    }
-}
-
-const NONE: (i32, i32, i32) = (0, 0, 0);
-pub(crate) const ONE: (i32, i32, i32) = (1, 1, 1);
-pub(crate) const ALL: (i32, i32, i32) = (1, -1, 1);
 
 /// A handler written before the table drove dispatch: the server, the connection, the
 /// command, the output.

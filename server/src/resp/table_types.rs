@@ -3,8 +3,8 @@
 //! and handler.
 
 use crate::resp::call::flag::*;
+use crate::resp::call::row::{spec, ONE, R, RF, W, WF};
 use crate::resp::call::Spec;
-use crate::resp::table::{spec, ONE, R, RF, W, WF};
 
 /// ZUNIONSTORE and its kind: the destination, then keys after `numkeys`.
 const DST: (i32, i32, i32) = (1, 1, 1);

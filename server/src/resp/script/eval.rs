@@ -5,13 +5,11 @@
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::resp::call::flag::{NOSCRIPT, NO_MULTI, WRITE};
-use crate::resp::call::Call;
-use crate::resp::dispatch;
+use crate::resp::call::{Call, Dispatcher};
 use crate::resp::reply::err_store;
 use crate::resp::script::lua::{self, Ran, Stop};
 use crate::resp::script::{sha1_hex, Scripts};
 use crate::resp::session::Session;
-use crate::resp::table::find;
 use accelkv_proto::resp::{self, Value as Reply, Version};
 use accelkv_proto::Limits;
 use std::sync::atomic::Ordering;
@@ -100,8 +98,8 @@ fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
     }
     let proto = std::mem::replace(&mut x.s.proto, Version::Resp2);
     scripts.running.fetch_add(1, Ordering::SeqCst);
-    let (s, reads) = (&mut *x.s, &mut *x.reads);
-    let mut exec = |cmd: &[Vec<u8>]| one_command(sh, s, reads, cmd, ro);
+    let (s, reads, d) = (&mut *x.s, &mut *x.reads, x.dispatch);
+    let mut exec = |cmd: &[Vec<u8>]| one_command((sh, d), s, reads, cmd, ro);
     let ran = lua::run(
         (body, sha),
         (&keys, &argv),
@@ -143,14 +141,14 @@ fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
 
 /// One command of a script, through the dispatcher: its reply.
 fn one_command(
-    sh: &Shared,
+    (sh, d): (&Shared, &Dispatcher),
     s: &mut Session,
     reads: &mut Reads,
     cmd: &[Vec<u8>],
     ro: bool,
 ) -> Reply {
     let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-    let Some(spec) = find(args[0]) else {
+    let Some(spec) = (d.find)(args[0]) else {
         return Reply::Error("ERR Unknown Redis command called from script".into());
     };
     if spec.has(NOSCRIPT) || spec.has(NO_MULTI) {
@@ -160,7 +158,7 @@ fn one_command(
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
     }
     let mut out = Vec::new();
-    dispatch::run(sh, s, Some(spec), &args, reads, &mut out);
+    (d.run)(sh, s, Some(spec), &args, reads, &mut out);
     let limits = Limits {
         max_value: usize::MAX / 4,
         max_array: usize::MAX / 4,

@@ -14,8 +14,8 @@ use crate::resp::session::Session;
 use crate::resp::types::access::{fail, put, remove, set_meta, Fail, Src};
 use crate::resp::types::encoding::{field_key, new_meta, Kind, Meta};
 use crate::resp::types::members;
-use crate::resp::types::run::{bulks, check, int_arg, rank_span, read, write};
-use accelkv_proto::resp::{self, Version};
+use crate::resp::types::run::{bulks, check, count_arg, int_arg, rank_span, read, write};
+use accelkv_proto::resp;
 
 pub(crate) const L: Kind = Kind::List;
 
@@ -152,16 +152,6 @@ pub fn lpushx(x: &mut Call<'_, '_>) {
 /// `RPUSHX key element [element ...]`.
 pub fn rpushx(x: &mut Call<'_, '_>) {
     pushes(x, false, true)
-}
-
-/// A pop's optional count (`None`: absent), Redis's error when negative.
-pub(crate) fn count_arg(a: Option<&&[u8]>) -> Result<Option<u64>, Fail> {
-    match a.map(|a| int_arg(a)).transpose()? {
-        Some(c) if c < 0 => Err(Fail::Reply(
-            "ERR value is out of range, must be positive".into(),
-        )),
-        c => Ok(c.map(|c| c as u64)),
-    }
 }
 
 fn pops(x: &mut Call<'_, '_>, left: bool) {
@@ -520,11 +510,6 @@ pub(crate) fn key_and(out: &mut Vec<u8>, key: &[u8], items: &[Vec<u8>], nested: 
     } else {
         resp::bulk(out, items.first().map(Vec::as_slice));
     }
-}
-
-/// The null that a pop from several keys answers when there is nothing (RESP2 `*-1`).
-pub(crate) fn none(out: &mut Vec<u8>, v: Version) {
-    resp::null_array(out, v)
 }
 
 #[cfg(test)]

@@ -5,11 +5,12 @@
 
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
-use crate::resp::block::{blocking, timeout_arg};
 use crate::resp::call::Call;
 use crate::resp::session::Session;
 use crate::resp::types::access::{fail, Fail, Src};
-use crate::resp::types::list::{key_and, none, pop, push, L};
+use crate::resp::types::blocking::{blocking, timeout_arg};
+use crate::resp::types::list::{key_and, pop, push, L};
+use crate::resp::types::run::none;
 use crate::resp::types::run::{mpop_args, write};
 use accelkv_proto::resp;
 use std::time::Duration;

@@ -57,7 +57,7 @@ fn shown(kind: Kind, mut fields: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u
     if kind == Kind::ZSet {
         for f in &mut fields {
             let sc = crate::resp::types::encoding::decode_score(&f.1).unwrap_or(0.0);
-            f.1 = crate::resp::types::zset::fmt_score(sc).into_bytes();
+            f.1 = crate::resp::types::run::fmt_g(sc, 17).into_bytes();
         }
     }
     fields

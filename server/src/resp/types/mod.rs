@@ -7,6 +7,7 @@
 //! subkeys of collections that are gone (`gc.rs`).
 
 pub mod access;
+pub mod blocking;
 pub mod encoding;
 pub mod gc;
 pub mod hash;

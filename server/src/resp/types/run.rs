@@ -225,3 +225,18 @@ pub(crate) fn fmt_g(d: f64, precision: usize) -> String {
         format!("{}e{sign}{:02}", trim(mant), exp.unsigned_abs())
     }
 }
+
+/// A pop's optional count (`None`: absent), Redis's error when negative.
+pub(crate) fn count_arg(a: Option<&&[u8]>) -> Result<Option<u64>, Fail> {
+    match a.map(|a| int_arg(a)).transpose()? {
+        Some(c) if c < 0 => Err(Fail::Reply(
+            "ERR value is out of range, must be positive".into(),
+        )),
+        c => Ok(c.map(|c| c as u64)),
+    }
+}
+
+/// The null that a pop from several keys answers when there is nothing (RESP2 `*-1`).
+pub(crate) fn none(out: &mut Vec<u8>, v: Version) {
+    resp::null_array(out, v)
+}

@@ -9,10 +9,10 @@
 
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
-use crate::resp::block::{blocking, timeout_arg};
 use crate::resp::call::Call;
 use crate::resp::session::Session;
 use crate::resp::types::access::{fail, put, remove, set_meta, Fail, Src};
+use crate::resp::types::blocking::{blocking, timeout_arg};
 use crate::resp::types::encoding::{
     decode_score, encode_score, field_key, new_meta, score_key, scores_range, Kind, Meta,
 };
@@ -478,7 +478,7 @@ fn pops(x: &mut Call<'_, '_>, max: bool) {
     if x.args.len() > 3 {
         return resp::error(x.out, "ERR syntax error");
     }
-    let count = match crate::resp::types::list::count_arg(x.args.get(2)) {
+    let count = match crate::resp::types::run::count_arg(x.args.get(2)) {
         Ok(c) => c,
         Err(e) => return fail(x.out, &e),
     };
@@ -547,7 +547,7 @@ fn bpop(x: &mut Call<'_, '_>, max: bool) {
             resp::bulk(out, Some(&items[0].0));
             score_reply(out, items[0].1, v);
         },
-        crate::resp::types::list::none,
+        crate::resp::types::run::none,
     )
 }
 
@@ -617,7 +617,7 @@ pub fn bzmpop(x: &mut Call<'_, '_>) {
         t,
         |sh, s, src| pop_first(sh, s, src, &keys, count, max),
         |out, r, v| mpop_reply(out, Some(r), v),
-        crate::resp::types::list::none,
+        crate::resp::types::run::none,
     )
 }
 
