@@ -489,8 +489,13 @@ fn introspection_commands() {
     assert_eq!(c.str(&["OBJECT", "ENCODING", "l"]), bulk("raw"));
     assert_eq!(c.str(&["OBJECT", "ENCODING", "nope"]), Value::Bulk(None));
     assert_eq!(c.str(&["OBJECT", "REFCOUNT", "s"]), Value::Integer(1));
+    // No LFU policy (noeviction): Redis's own refusal.
     assert!(err_starts(
         &c.str(&["OBJECT", "FREQ", "s"]),
+        "ERR An LFU maxmemory policy is not selected"
+    ));
+    assert!(err_starts(
+        &c.str(&["OBJECT", "NOPE", "s"]),
         "ERR unknown subcommand"
     ));
     let small = match c.str(&["MEMORY", "USAGE", "s"]) {
