@@ -105,3 +105,34 @@ fn sleep_blocks_and_object_freq_and_idletime_say_why_not() {
     ));
     assert!(matches!(c.str(&["DEBUG", "RELOAD"]), Value::Error(_)));
 }
+
+/// What test runners send before each test: `CONFIG SET save ""` (accelkv has no
+/// snapshots: accepted, anything else refused) and `FUNCTION FLUSH` (no functions are ever
+/// kept: nothing to flush).
+#[test]
+fn config_set_save_and_function_flush_say_what_accelkv_is() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    assert_eq!(
+        c.str(&["CONFIG", "SET", "save", ""]),
+        Value::Simple("OK".into())
+    );
+    assert!(matches!(
+        c.str(&["CONFIG", "SET", "save", "900 1"]),
+        Value::Error(_)
+    ));
+    assert_eq!(
+        c.str(&["CONFIG", "SET", "appendonly", "no"]),
+        Value::Simple("OK".into())
+    );
+    assert!(matches!(
+        c.str(&["CONFIG", "SET", "appendonly", "yes"]),
+        Value::Error(_)
+    ));
+    assert_eq!(c.str(&["FUNCTION", "FLUSH"]), Value::Simple("OK".into()));
+    assert_eq!(c.str(&["FUNCTION", "LIST"]), Value::Array(Some(vec![])));
+    assert!(matches!(
+        c.str(&["FUNCTION", "LOAD", "#!lua name=x\n"]),
+        Value::Error(_)
+    ));
+}

@@ -182,6 +182,13 @@ pub fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
         "maxmemory-policy" if c[3].eq_ignore_ascii_case(b"noeviction") => {
             resp::simple(out, "OK")
         }
+        // What accelkv already is: no RDB snapshots, no append-only file.
+        "save" if c[3].is_empty() => resp::simple(out, "OK"),
+        "appendonly" if c[3].eq_ignore_ascii_case(b"no") => resp::simple(out, "OK"),
+        "save" | "appendonly" => resp::error(
+            out,
+            &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - accelkv has no RDB snapshots or AOF: durability is --data-dir"),
+        ),
         "maxmemory-policy" => resp::error(
             out,
             "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - accelkv supports noeviction only",

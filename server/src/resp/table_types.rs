@@ -575,6 +575,15 @@ pub(crate) static SCRIPTING: &[Spec] = &[
         eval::evalsha_ro,
     ),
     spec(
+        "FUNCTION",
+        -2,
+        NOSCRIPT,
+        (0, 0, 0),
+        "scripting",
+        "FLUSH and LIST (no functions are kept); the rest refused.",
+        eval::function,
+    ),
+    spec(
         "SCRIPT",
         -2,
         NOSCRIPT,

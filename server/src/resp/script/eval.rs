@@ -216,3 +216,16 @@ pub fn script(x: &mut Call<'_, '_>) {
         ),
     }
 }
+
+/// `FUNCTION FLUSH|LIST|...`: accelkv has no Redis Functions (FUNCTION LOAD is refused),
+/// so there is never a library: FLUSH has nothing to remove and LIST nothing to list.
+pub fn function(x: &mut Call<'_, '_>) {
+    match x.args[1].to_ascii_uppercase().as_slice() {
+        b"FLUSH" if x.args.len() <= 3 => resp::simple(x.out, "OK"),
+        b"LIST" => resp::array(x.out, 0),
+        _ => resp::error(
+            x.out,
+            "ERR Redis Functions are not supported by accelkv (use EVAL and EVALSHA)",
+        ),
+    }
+}
