@@ -63,12 +63,13 @@ pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     while let Some(opt) = c.get(i) {
         match opt.to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
-            b"DB" => match c.get(i + 1).and_then(|n| db_arg(sh, n)) {
-                Some(db) => {
+            b"DB" => match c.get(i + 1).map(|n| db_arg(sh, n)) {
+                Some(Ok(db)) => {
                     dst = Cow::Owned(crate::resp::db::to_store(db, shown(c[2])).into_owned());
                     i += 1;
                 }
-                None => return resp::error(out, "ERR DB index is out of range"),
+                Some(Err(e)) => return resp::error(out, e),
+                None => return resp::error(out, "ERR syntax error"),
             },
             _ => return resp::error(out, "ERR syntax error"),
         }
@@ -98,17 +99,22 @@ pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     })
 }
 
-/// A database number within `--databases`.
-fn db_arg(sh: &Shared, a: &[u8]) -> Option<u16> {
-    let n: usize = std::str::from_utf8(a).ok()?.parse().ok()?;
-    (n < sh.settings().databases).then_some(n as u16)
+/// A database number within `--databases`, or Redis's error: not a number, or out of range.
+fn db_arg(sh: &Shared, a: &[u8]) -> Result<u16, &'static str> {
+    let n =
+        crate::resp::reply::parse_i64(a).ok_or("ERR value is not an integer or out of range")?;
+    if n < 0 || n >= sh.settings().databases as i64 {
+        return Err("ERR DB index is out of range");
+    }
+    Ok(n as u16)
 }
 
 /// `MOVE key db`: 1 when the key (any type, with its deadline) moved from the selected
 /// database to `db`, 0 when it is absent here or present there.
 pub fn move_key(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
-    let Some(db) = db_arg(sh, c[2]) else {
-        return resp::error(out, "ERR DB index is out of range");
+    let db = match db_arg(sh, c[2]) {
+        Ok(db) => db,
+        Err(e) => return resp::error(out, e),
     };
     if db == s.db {
         return resp::error(out, "ERR source and destination objects are the same");

@@ -112,10 +112,11 @@ pub fn setrange(x: &mut Call<'_, '_>) {
 }
 
 pub fn incrbyfloat(x: &mut Call<'_, '_>) {
+    // An infinite increment parses (Redis then answers that it would produce Infinity).
     let by = std::str::from_utf8(x.args[2])
         .ok()
         .and_then(|t| t.parse::<f64>().ok())
-        .filter(|f| f.is_finite());
+        .filter(|f| !f.is_nan());
     let Some(by) = by else {
         return resp::error(x.out, "ERR value is not a valid float");
     };

@@ -236,8 +236,10 @@ pub enum Failure {
     NotInteger,
     /// INCRBY past the 64-bit range.
     IncrOverflow,
-    /// INCRBYFLOAT on a value that is not a number, or to a NaN or infinity.
+    /// INCRBYFLOAT on a value that is not a number.
     NotFloat,
+    /// INCRBYFLOAT to a NaN or an infinity.
+    NotFinite,
     /// A value would grow past the store's largest value (SETRANGE, APPEND).
     TooLarge,
     /// A fetch-and-add or vector operation's own error.
@@ -254,6 +256,7 @@ impl std::fmt::Display for Failure {
             Failure::NotInteger => f.write_str("value is not an integer or out of range"),
             Failure::IncrOverflow => f.write_str("increment or decrement would overflow"),
             Failure::NotFloat => f.write_str("value is not a valid float"),
+            Failure::NotFinite => f.write_str("increment would produce NaN or Infinity"),
             Failure::TooLarge => f.write_str("string exceeds maximum allowed size"),
             Failure::Vector(e) => e.fmt(f),
             Failure::WrongType => {
@@ -630,7 +633,7 @@ fn incr_by_float<'a>(cur: Option<&[u8]>, by: f64) -> (Effect<'a>, Outcome) {
     };
     let n = old + by;
     if !n.is_finite() {
-        return (Effect::Keep, Outcome::Failed(Failure::NotFloat));
+        return (Effect::Keep, Outcome::Failed(Failure::NotFinite));
     }
     let text = format_float(n);
     (
@@ -1077,7 +1080,11 @@ mod tests {
         );
         assert_eq!(
             f(f64::MAX, Some(b"1.7976931348623157e308")),
-            (None, Outcome::Failed(Failure::NotFloat))
+            (None, Outcome::Failed(Failure::NotFinite))
+        );
+        assert_eq!(
+            f(f64::INFINITY, Some(b"0")),
+            (None, Outcome::Failed(Failure::NotFinite))
         );
     }
 
