@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Redis's own tests in external-server mode against accelkv and against Redis in one run
+# (docs/PROTOCOL.md, "Redis's test suite"): each unit file once per server, counting its
+# passed ([ok]) and failed ([err]) tests and whether the file stopped early (an exception:
+# a command the file needs that the server refuses). Redis's tests are not vendored: point
+# REDIS_TESTS at a checkout of Redis's `tests/` and `runtest` of the version of the
+# redis-server you compare with (e.g. `git archive 7.0.15 tests runtest` from its
+# repository). Needs tclsh.
+#
+# Usage: REDIS_TESTS=/path/to/redis [ACCELKV_BIN=path] scripts/redis-suite.sh [unit ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${REDIS_TESTS:?set REDIS_TESTS to a directory holding the runtest script and tests of Redis}"
+units=("$@")
+[ ${#units[@]} -gt 0 ] || units=(unit/keyspace unit/type/incr unit/type/string unit/multi unit/protocol unit/scan unit/expire unit/info-command unit/quit)
+# ACCELKV_BIN: a server binary already built (default: this tree's, built in release).
+bin=${ACCELKV_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release -q -p accelkv-server
+  bin="${CARGO_TARGET_DIR:-target}"/release/accelkv-server
+fi
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+redis-server --port 16398 --save '' --appendonly no --bind 127.0.0.1 --enable-debug-command yes >/dev/null &
+pids+=($!)
+"$bin" --port 0 --resp-port 17398 --admin-port 0 --memcached-port off --max-value $((600 << 20)) >/dev/null 2>&1 &
+pids+=($!)
+sleep 1
+echo "| file | redis ok / err | accelkv ok / err | accelkv's file stopped by |"
+echo "|---|---|---|---|"
+for u in "${units[@]}"; do
+  row="| $u |"
+  for port in 16398 17398; do
+    log=$(mktemp)
+    (cd "$REDIS_TESTS" && timeout 300 ./runtest --host 127.0.0.1 --port "$port" --single "$u" --clients 1 --timeout 20) >"$log" 2>&1 || true
+    ok=$(grep -c 'ok.\[0m\]' "$log" || true)
+    err=$(grep -c '^\[.*err.\[0m\]' "$log" || true)
+    row+=" $ok / $err |"
+    stop=$( (grep -m1 -A1 'exception' "$log" || true) | tail -n 1 | cut -c1-80)
+    rm -f "$log"
+  done
+  echo "$row ${stop:-} |"
+done
