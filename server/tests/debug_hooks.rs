@@ -136,3 +136,27 @@ fn config_set_save_and_function_flush_say_what_accelkv_is() {
         Value::Error(_)
     ));
 }
+
+/// INFO's CPU section (getrusage: grows as the server works) and its replication section
+/// (a primary without replicas), alone or among others, each once.
+#[test]
+fn info_has_cpu_and_replication_sections() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let user = |c: &mut RespConn| {
+        info_field(c, "cpu", "used_cpu_user")
+            .parse::<f64>()
+            .unwrap()
+    };
+    let before = user(&mut c);
+    c.str(&["DEBUG", "POPULATE", "20000"]);
+    assert!(user(&mut c) >= before);
+    assert_eq!(info_field(&mut c, "replication", "role"), "master");
+    assert_eq!(info_field(&mut c, "replication", "connected_slaves"), "0");
+    let Value::Bulk(Some(all)) = c.str(&["INFO", "cpu", "all"]) else {
+        panic!("INFO")
+    };
+    let all = String::from_utf8(all).unwrap();
+    assert_eq!(all.matches("used_cpu_user_children").count(), 1, "{all}");
+    assert!(all.contains("master_repl_offset") && all.contains("used_memory"));
+}

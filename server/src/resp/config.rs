@@ -1,4 +1,5 @@
-//! `INFO [section …]` (server, clients, memory, persistence, stats, keyspace), and
+//! `INFO [section …]` (server, clients, memory, persistence, stats, replication, cpu,
+//! keyspace), and
 //! `CONFIG GET pattern…` and `CONFIG SET name value` over the settings a Redis client or
 //! tool asks for, and `maxmemory` with the `noeviction` policy: a limit on the store's
 //! memory (nodes, out-of-line values, page table) below `--memory-limit-mib`, changeable at
@@ -27,6 +28,28 @@ fn mem_bytes(a: &[u8]) -> Option<usize> {
         _ => return None,
     };
     digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+/// INFO's CPU section: the process's and its children's user and system CPU seconds
+/// (`getrusage`).
+fn cpu_section() -> String {
+    let usage = |who| {
+        // SAFETY: getrusage writes only the `rusage` it is handed, which lives on this stack
+        // and is zeroed first; `who` is RUSAGE_SELF or RUSAGE_CHILDREN.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        let ok = unsafe { libc::getrusage(who, &mut r) } == 0;
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        if ok {
+            (secs(r.ru_utime), secs(r.ru_stime))
+        } else {
+            (0.0, 0.0)
+        }
+    };
+    let (user, sys) = usage(libc::RUSAGE_SELF);
+    let (cuser, csys) = usage(libc::RUSAGE_CHILDREN);
+    format!(
+        "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\nused_cpu_user_children:{cuser:.6}\r\n"
+    )
 }
 
 /// `INFO [section …]`: the sections asked for (`all`, `everything`, `default` or none: every
@@ -93,6 +116,17 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
             .load(std::sync::atomic::Ordering::Relaxed);
         t.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
         parts.push(t);
+    }
+    if wants("replication") {
+        // A standalone server: a primary without replicas (cluster mode replicates each
+        // range through Raft instead: docs/CLUSTER.md).
+        parts.push(
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
+                .to_string(),
+        );
+    }
+    if wants("cpu") {
+        parts.push(cpu_section());
     }
     if wants("keyspace") {
         let mut t = String::new();
