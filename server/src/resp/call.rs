@@ -134,15 +134,22 @@ impl Spec {
             .map(|(_, n)| *n)
     }
 
-    /// Its key arguments in `args` (the name first), as the table places them.
-    pub fn keys_of<'b, 'a: 'b>(&self, args: &'b [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'b {
+    /// The positions of its key arguments in `args` (the name first), as the table places
+    /// them.
+    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
         let (first, last, step) = self.keys;
-        let n = args.len() as i32;
+        let n = argc as i32;
         let last = if last < 0 { n + last } else { last.min(n - 1) };
         let first = if first <= 0 { n } else { first };
         (first..=last)
             .step_by(step.max(1) as usize)
-            .filter_map(move |i| args.get(i as usize).copied())
+            .map(|i| i as usize)
+            .filter(move |&i| i < argc)
+    }
+
+    /// Its key arguments in `args` (the name first), as the table places them.
+    pub fn keys_of<'b, 'a: 'b>(&self, args: &'b [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'b {
+        self.key_positions(args.len()).map(move |i| args[i])
     }
 }
 

@@ -89,18 +89,7 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
                 _ => Vec::new(),
             }
         }
-        _ => {
-            let (first, last, step) = spec.keys;
-            if first <= 0 {
-                return Vec::new();
-            }
-            let n = args.len() as i32;
-            let last = if last < 0 { n + last } else { last.min(n - 1) };
-            (first..=last)
-                .step_by(step.max(1) as usize)
-                .map(|i| i as usize)
-                .collect()
-        }
+        _ => spec.key_positions(args.len()).collect(),
     }
 }
 

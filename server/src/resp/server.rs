@@ -31,17 +31,16 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
     if c.len() > 2 || (c.len() == 2 && !matches!(upper(c[1]).as_slice(), b"SYNC" | b"ASYNC")) {
         return resp::error(x.out, "ERR syntax error");
     }
-    let others = match x.s.db {
-        0 => {
+    // Database 0 alone holds keys: one write, as FLUSHALL.
+    if x.s.db == 0 {
+        let others =
             x.sh.store()
-                .try_scan(&crate::resp::db::DB_PREFIX, Some(&[0xFF, 0xFF]), 1)
+                .try_scan(&crate::resp::db::DB_PREFIX, Some(&[0xFF, 0xFF]), 1);
+        match others {
+            Ok(o) if o.is_empty() => return flushall(x),
+            Ok(_) => {}
+            Err(e) => return err_store(x.out, &e),
         }
-        _ => Ok(vec![(Vec::new(), Vec::new())]),
-    };
-    match others {
-        Ok(o) if o.is_empty() => return flushall(x),
-        Ok(_) => {}
-        Err(e) => return err_store(x.out, &e),
     }
     let (mut from, hi) = crate::resp::db::range(x.s.db);
     let mut version = 0;

@@ -121,6 +121,25 @@ pub(crate) fn pop(
     Ok(Some(items))
 }
 
+/// Replaces whatever `key` holds with a new list of `elems` (none: removes the key; SORT …
+/// STORE), waking those parked on it.
+pub(crate) fn store(
+    sh: &Shared,
+    s: &mut Session,
+    key: &[u8],
+    elems: &[Vec<u8>],
+) -> Result<u64, Fail> {
+    let mut m = new_meta(L);
+    write_from(sh, s, &m.prefix(key), m.head, elems)?;
+    m.len = elems.len() as u64;
+    m.tail = m.head + m.len;
+    set_meta(sh, s, key, &m)?;
+    if m.len > 0 {
+        s.block.wake.push(key.to_vec());
+    }
+    Ok(m.len)
+}
+
 fn pushes(x: &mut Call<'_, '_>, left: bool, existing: bool) {
     let (key, elems) = (x.args[1], &x.args[2..]);
     if let Err(e) = check(x.sh, key, &[&[0u8; 8]], elems) {
@@ -432,8 +451,7 @@ fn pos_opts(args: &[&[u8]]) -> Result<PosOpts, Fail> {
         maxlen: 0,
     };
     let syntax = || Fail::Reply("ERR syntax error".into());
-    let mut it = args.chunks(2);
-    for pair in &mut it {
+    for pair in args.chunks(2) {
         let [name, v] = pair else {
             return Err(syntax());
         };

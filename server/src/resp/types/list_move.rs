@@ -11,7 +11,7 @@ use crate::resp::types::access::{fail, Fail, Src};
 use crate::resp::types::blocking::{blocking, timeout_arg};
 use crate::resp::types::list::{key_and, pop, push, L};
 use crate::resp::types::run::none;
-use crate::resp::types::run::{mpop_args, write};
+use crate::resp::types::run::{first_popped, mpop_args, write};
 use accelkv_proto::resp;
 use std::time::Duration;
 
@@ -97,8 +97,7 @@ pub fn brpoplpush(x: &mut Call<'_, '_>) {
 /// A key and the elements that left its list.
 type Popped = (Vec<u8>, Vec<Vec<u8>>);
 
-/// Pops up to `n` from the first of `keys` that holds a list (inside the transaction):
-/// that key and what left it.
+/// Pops up to `n` from the first of `keys` that holds a list (inside the transaction).
 fn pop_first(
     sh: &Shared,
     s: &mut Session,
@@ -107,12 +106,7 @@ fn pop_first(
     n: u64,
     left: bool,
 ) -> Result<Option<Popped>, Fail> {
-    for k in keys {
-        if let Some(items) = pop(sh, s, src, k, n, left)? {
-            return Ok(Some((k.to_vec(), items)));
-        }
-    }
-    Ok(None)
+    first_popped(keys, |k| pop(sh, s, src, k, n, left))
 }
 
 /// `BLPOP key [key ...] timeout`.
@@ -173,7 +167,7 @@ pub fn blmpop(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Delete);
     blocking(
         x,
-        &keys.clone(),
+        &keys,
         t,
         |sh, s, src| pop_first(sh, s, src, &keys, count, left),
         |out, (k, items), _| key_and(out, &k, &items, true),

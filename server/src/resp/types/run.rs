@@ -240,3 +240,17 @@ pub(crate) fn count_arg(a: Option<&&[u8]>) -> Result<Option<u64>, Fail> {
 pub(crate) fn none(out: &mut Vec<u8>, v: Version) {
     resp::null_array(out, v)
 }
+
+/// The first of `keys` whose `pop` takes something (LMPOP, ZMPOP, BLPOP, BZPOPMIN…): that
+/// key, and what left it.
+pub(crate) fn first_popped<T>(
+    keys: &[&[u8]],
+    mut pop: impl FnMut(&[u8]) -> Result<Option<T>, Fail>,
+) -> Result<Option<(Vec<u8>, T)>, Fail> {
+    for k in keys {
+        if let Some(items) = pop(k)? {
+            return Ok(Some((k.to_vec(), items)));
+        }
+    }
+    Ok(None)
+}

@@ -9,8 +9,8 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::session::Session;
-use crate::resp::types::access::{fail, put, set_meta, Fail, Src};
-use crate::resp::types::encoding::{field_key, new_meta, Kind, Meta};
+use crate::resp::types::access::{fail, Fail, Src};
+use crate::resp::types::encoding::{field_key, Kind, Meta};
 use crate::resp::types::run::{int_arg, read, write};
 use accelkv_proto::resp;
 use std::cmp::Ordering;
@@ -226,25 +226,11 @@ fn run(x: &mut Call<'_, '_>, ro: bool) {
         Some(dst) => write(
             x,
             |sh, s, src| {
-                let items = sorted(sh, s, src, key, &o)?;
-                let mut m = new_meta(Kind::List);
-                let p = m.prefix(dst);
-                for (i, v) in items.iter().enumerate() {
-                    let seq = m.head + i as u64;
-                    put(
-                        sh,
-                        s,
-                        &field_key(&p, &seq.to_be_bytes()),
-                        v.as_deref().unwrap_or(b""),
-                    )?;
-                }
-                m.len = items.len() as u64;
-                m.tail = m.head + m.len;
-                set_meta(sh, s, dst, &m)?;
-                if m.len > 0 {
-                    s.block.wake.push(dst.to_vec());
-                }
-                Ok(m.len)
+                let items: Vec<Vec<u8>> = sorted(sh, s, src, key, &o)?
+                    .into_iter()
+                    .map(Option::unwrap_or_default)
+                    .collect();
+                crate::resp::types::list::store(sh, s, dst, &items)
             },
             |out, n, _| resp::integer(out, n as i64),
         ),

@@ -17,7 +17,7 @@ use crate::resp::types::encoding::{
     decode_score, encode_score, field_key, new_meta, score_key, scores_range, Kind, Meta,
 };
 use crate::resp::types::members;
-use crate::resp::types::run::{check, float_arg, mpop_args, read, write};
+use crate::resp::types::run::{check, first_popped, float_arg, mpop_args, read, write};
 use accelkv_proto::resp::{self, Version};
 
 pub(crate) const Z: Kind = Kind::ZSet;
@@ -511,7 +511,7 @@ pub fn zpopmax(x: &mut Call<'_, '_>) {
 /// A key and the entries that left its sorted set.
 type Popped = (Vec<u8>, Vec<Entry>);
 
-/// Pops from the first of `keys` holding a sorted set: the key and what left it.
+/// Pops up to `n` from the first of `keys` that holds a sorted set (inside the transaction).
 fn pop_first(
     sh: &Shared,
     s: &mut Session,
@@ -520,12 +520,7 @@ fn pop_first(
     n: u64,
     max: bool,
 ) -> Result<Option<Popped>, Fail> {
-    for k in keys {
-        if let Some(items) = pop(sh, s, src, k, n, max)? {
-            return Ok(Some((k.to_vec(), items)));
-        }
-    }
-    Ok(None)
+    first_popped(keys, |k| pop(sh, s, src, k, n, max))
 }
 
 fn bpop(x: &mut Call<'_, '_>, max: bool) {
@@ -613,7 +608,7 @@ pub fn bzmpop(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Delete);
     blocking(
         x,
-        &keys.clone(),
+        &keys,
         t,
         |sh, s, src| pop_first(sh, s, src, &keys, count, max),
         |out, r, v| mpop_reply(out, Some(r), v),
