@@ -2,14 +2,18 @@
 //! docs/FORMAT.md "Redis types"): what the server reads back from the store for a typed
 //! item's metadata and for a subkey's owner. Arbitrary bytes and flags go through the
 //! decoders; a record that decodes encodes to the same bytes, and a subkey's owner rebuilt
-//! into a prefix starts the subkey; a sorted set's score bytes that decode encode back.
+//! into a prefix starts the subkey; a sorted set's score bytes that decode encode back;
+//! a stream entry's value that decodes encodes back to its bytes.
 //! Nothing may panic.
 //!
 //! `cargo +nightly fuzz run collection_meta -- -max_total_time=60`
 
 #![no_main]
 
-use accelkv_proto::collection::{decode_score, encode_score, field_key, owner, prefix, Meta};
+use accelkv_proto::collection::{
+    decode_entry, decode_score, encode_entry, encode_score, field_key, owner, prefix, Meta,
+    StreamId,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -33,5 +37,11 @@ fuzz_target!(|data: &[u8]| {
         if score != 0.0 {
             assert_eq!(&encode_score(score)[..], &rest[..8]);
         }
+    }
+    if let Some(items) = decode_entry(rest) {
+        assert_eq!(encode_entry(&items), rest, "a stream entry encodes back to its bytes");
+    }
+    if let Some(id) = StreamId::from_bytes(rest) {
+        assert_eq!(&id.to_bytes()[..], rest);
     }
 });

@@ -6,12 +6,15 @@
 //!
 //! - The metadata record is an item whose client flags are `TYPED_BASE | tag` and whose
 //!   value is `FE C0 | tag u8 | format u8 (1) | id u64 | len u64`, and for a list
-//!   `| head u64 | tail u64` (big-endian).
+//!   `| head u64 | tail u64` (big-endian); a stream's record has the same two words, holding
+//!   its last id's milliseconds and sequence number.
 //! - A subkey is `FF FF | key length u16 | key | id u64 | part u8 | rest`: `part` `f` and
 //!   the field (hash: the field's value; set: an empty value; list: the element's sequence
 //!   number, 8 bytes big-endian, holding the element; sorted set: the member, holding its
 //!   score as 8 sortable bytes), or for a sorted set `part` `s`, the score's 8 sortable
-//!   bytes and the member (an empty value): the score index. Every subkey of one
+//!   bytes and the member (an empty value): the score index. A stream's entry is the field
+//!   with its id (milliseconds u64, sequence u64, big-endian, so key order is id order),
+//!   holding its field-value pairs ([`encode_entry`]). Every subkey of one
 //!   collection shares the prefix up to `part`, so the collection is one contiguous range.
 //! - `id` is unique per collection ever created under a key, so the subkeys of a deleted,
 //!   expired or overwritten collection are named by no live metadata.
@@ -60,6 +63,7 @@ pub enum Kind {
     Set,
     ZSet,
     List,
+    Stream,
 }
 
 impl Kind {
@@ -70,6 +74,7 @@ impl Kind {
             Kind::Set => b's',
             Kind::ZSet => b'z',
             Kind::List => b'l',
+            Kind::Stream => b'x',
         }
     }
 
@@ -79,6 +84,7 @@ impl Kind {
             b's' => Kind::Set,
             b'z' => Kind::ZSet,
             b'l' => Kind::List,
+            b'x' => Kind::Stream,
             _ => return None,
         })
     }
@@ -90,7 +96,14 @@ impl Kind {
             Kind::Set => "set",
             Kind::ZSet => "zset",
             Kind::List => "list",
+            Kind::Stream => "stream",
         }
+    }
+
+    /// Whether the metadata record has the two words after `len` (a list's head and tail,
+    /// a stream's last id).
+    fn has_bounds(self) -> bool {
+        matches!(self, Kind::List | Kind::Stream)
     }
 
     /// The client flags of this type's metadata record.
@@ -142,7 +155,7 @@ impl Meta {
         v.push(FORMAT);
         v.extend_from_slice(&self.id.to_be_bytes());
         v.extend_from_slice(&self.len.to_be_bytes());
-        if self.kind == Kind::List {
+        if self.kind.has_bounds() {
             v.extend_from_slice(&self.head.to_be_bytes());
             v.extend_from_slice(&self.tail.to_be_bytes());
         }
@@ -156,14 +169,14 @@ impl Meta {
         let u64_at = |at: usize| -> Option<u64> {
             Some(u64::from_be_bytes(value.get(at..at + 8)?.try_into().ok()?))
         };
-        let want = if kind == Kind::List { 36 } else { 20 };
+        let want = if kind.has_bounds() { 36 } else { 20 };
         if value.len() != want || value[..2] != MAGIC || value[2] != tag || value[3] != FORMAT {
             return Err(NotMeta::Corrupt);
         }
         let (id, len) = (u64_at(4), u64_at(12));
-        let (head, tail) = match kind {
-            Kind::List => (u64_at(20), u64_at(28)),
-            _ => (Some(LIST_ORIGIN), Some(LIST_ORIGIN)),
+        let (head, tail) = match kind.has_bounds() {
+            true => (u64_at(20), u64_at(28)),
+            false => (Some(LIST_ORIGIN), Some(LIST_ORIGIN)),
         };
         match (id, len, head, tail) {
             (Some(id), Some(len), Some(head), Some(tail)) => Ok(Meta {
@@ -175,6 +188,19 @@ impl Meta {
             }),
             _ => Err(NotMeta::Corrupt),
         }
+    }
+
+    /// A stream's last id (the greatest it ever held; a new stream's is 0-0).
+    pub fn last_id(&self) -> StreamId {
+        match self.head {
+            LIST_ORIGIN if self.tail == LIST_ORIGIN => StreamId::MIN,
+            ms => StreamId { ms, seq: self.tail },
+        }
+    }
+
+    /// Sets a stream's last id.
+    pub fn set_last_id(&mut self, id: StreamId) {
+        (self.head, self.tail) = (id.ms, id.seq);
     }
 
     /// The prefix every subkey of this collection starts with (up to `part`).
@@ -212,6 +238,81 @@ pub fn fields_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let mut hi = prefix.to_vec();
     hi.push(b'f' + 1);
     (lo, hi)
+}
+
+/// A stream entry's id: milliseconds and a sequence number, ordered as that pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl StreamId {
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+    pub const MAX: StreamId = StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    /// The 16 bytes of an entry's field: key order is id order.
+    pub fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.ms.to_be_bytes());
+        b[8..].copy_from_slice(&self.seq.to_be_bytes());
+        b
+    }
+
+    /// The id 16 bytes hold (`None`: not 16 bytes).
+    pub fn from_bytes(b: &[u8]) -> Option<StreamId> {
+        let b: &[u8; 16] = b.try_into().ok()?;
+        Some(StreamId {
+            ms: u64::from_be_bytes(b[..8].try_into().ok()?),
+            seq: u64::from_be_bytes(b[8..].try_into().ok()?),
+        })
+    }
+
+    /// The next id after this one (`None`: this is the greatest).
+    pub fn next(self) -> Option<StreamId> {
+        match self.seq.checked_add(1) {
+            Some(seq) => Some(StreamId { ms: self.ms, seq }),
+            None => Some(StreamId {
+                ms: self.ms.checked_add(1)?,
+                seq: 0,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// A stream entry's value: its field-value pairs, each `length u32 | bytes` (big-endian),
+/// after their count (u32).
+pub fn encode_entry<T: AsRef<[u8]>>(items: &[T]) -> Vec<u8> {
+    let n: usize = items.iter().map(|i| 4 + i.as_ref().len()).sum();
+    let mut v = Vec::with_capacity(4 + n);
+    v.extend_from_slice(&(items.len() as u32).to_be_bytes());
+    for i in items {
+        v.extend_from_slice(&(i.as_ref().len() as u32).to_be_bytes());
+        v.extend_from_slice(i.as_ref());
+    }
+    v
+}
+
+/// The items [`encode_entry`] wrote (`None`: the bytes are not such an entry).
+pub fn decode_entry(b: &[u8]) -> Option<Vec<&[u8]>> {
+    let n = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+    let mut items = Vec::with_capacity(n.min(b.len() / 4));
+    let mut at = 4;
+    for _ in 0..n {
+        let len = u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+        items.push(b.get(at + 4..(at + 4).checked_add(len)?)?);
+        at += 4 + len;
+    }
+    (at == b.len()).then_some(items)
 }
 
 /// A sorted set's score as 8 bytes whose byte order is numeric order: the IEEE-754 bits,
@@ -274,10 +375,10 @@ mod tests {
 
     #[test]
     fn metadata_round_trips_and_refuses_what_it_is_not() {
-        for kind in [Kind::Hash, Kind::Set, Kind::ZSet, Kind::List] {
+        for kind in [Kind::Hash, Kind::Set, Kind::ZSet, Kind::List, Kind::Stream] {
             let mut m = Meta::empty(kind, 7);
             m.len = 42;
-            if kind == Kind::List {
+            if kind.has_bounds() {
                 (m.head, m.tail) = (LIST_ORIGIN - 3, LIST_ORIGIN + 39);
             }
             let bytes = m.encode();
@@ -291,6 +392,42 @@ mod tests {
         assert_eq!(
             Meta::decode(b"plain", Kind::Hash.flags()),
             Err(NotMeta::Corrupt)
+        );
+    }
+
+    #[test]
+    fn stream_ids_and_entries_round_trip() {
+        let ids = [
+            StreamId::MIN,
+            StreamId { ms: 0, seq: 1 },
+            StreamId { ms: 1, seq: 0 },
+            StreamId {
+                ms: 1,
+                seq: u64::MAX,
+            },
+            StreamId { ms: 2, seq: 0 },
+            StreamId::MAX,
+        ];
+        for w in ids.windows(2) {
+            assert!(w[0].to_bytes() < w[1].to_bytes());
+        }
+        assert_eq!(ids[0].next(), Some(ids[1]));
+        assert_eq!(ids[3].next(), Some(ids[4]));
+        assert_eq!(StreamId::MAX.next(), None);
+        assert_eq!(StreamId::from_bytes(&ids[3].to_bytes()), Some(ids[3]));
+        assert_eq!(ids[3].to_string(), "1-18446744073709551615");
+        let e = encode_entry(&[&b"f"[..], b"", b"value"]);
+        assert_eq!(decode_entry(&e), Some(vec![&b"f"[..], b"", b"value"]));
+        assert_eq!(decode_entry(&e[..e.len() - 1]), None);
+        assert_eq!(decode_entry(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff]), None);
+        let mut m = Meta::empty(Kind::Stream, 1);
+        assert_eq!(m.last_id(), StreamId::MIN);
+        m.set_last_id(ids[4]);
+        assert_eq!(
+            Meta::decode(&m.encode(), Kind::Stream.flags())
+                .unwrap()
+                .last_id(),
+            ids[4]
         );
     }
 

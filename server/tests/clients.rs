@@ -1,7 +1,7 @@
 //! The client matrix (tests/clients/README.md): the real server, with a password, driven by
 //! the Redis clients people use, each running the same scripted session from its own
 //! directory — redis-py (RESP2 and RESP3, with and without hiredis), go-redis v9 (RESP2 and
-//! RESP3), ioredis and node-redis v4, Jedis 5 (RESP2 and RESP3) — plus `redis-cli --pipe`
+//! RESP3), ioredis and node-redis v4, BullMQ's job queue, Jedis 5 (RESP2 and RESP3) — plus `redis-cli --pipe`
 //! mass insertion and redis-benchmark's tests of the commands accelkv serves; and on the
 //! memcached port, pymemcache and gomemcache, and memcslap from libmemcached-tools.
 //!
@@ -182,6 +182,21 @@ fn ioredis_and_node_redis() {
         &dir,
         Command::new("node").arg("session.mjs"),
     );
+}
+
+/// BullMQ (tests/clients/node/bullmq): a job queue whose own Lua scripts use cmsgpack,
+/// sorted sets, lists, hashes and streams, with QueueEvents reading by XREAD BLOCK.
+#[test]
+fn bullmq_job_queue() {
+    let dir = clients_dir().join("node/bullmq");
+    if !have("node", "--version") || !dir.join("node_modules/bullmq").exists() {
+        return unprepared(
+            "BullMQ",
+            "node or tests/clients/node/bullmq/node_modules missing (npm ci)",
+        );
+    }
+    let srv = Server::start(&["--password", "pw"]);
+    run("BullMQ", &srv, &dir, Command::new("node").arg("queue.mjs"));
 }
 
 #[test]

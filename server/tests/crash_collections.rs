@@ -1,10 +1,12 @@
 //! Collections survive kill -9 as strings do: a client adds fields to a hash and members
-//! to a set (and, in the second test, elements to a list and members to a sorted set),
-//! one command at a time in order (each HSET, SADD, LPUSH and ZADD one transaction: its
+//! to a set (and, in the second test, elements to a list and members to a sorted set; in
+//! the third, entries to two streams, one capped by XADD's MAXLEN), one command at a time
+//! in order (each HSET, SADD, LPUSH, ZADD and XADD one transaction: its
 //! subkeys and metadata one atomic batch), while the server is killed at a random moment;
 //! after each restart every acknowledged field is there (`--sync sync`), the fields form a
 //! prefix of the ones sent (nothing after a gap), and the size in the metadata (HLEN,
-//! SCARD, LLEN, ZCARD) agrees with the subkeys (HGETALL, SMEMBERS, LRANGE, ZRANGE).
+//! SCARD, LLEN, ZCARD, XLEN) agrees with the subkeys (HGETALL, SMEMBERS, LRANGE, ZRANGE,
+//! XRANGE); a capped stream holds exactly its newest entries.
 
 mod common;
 
@@ -22,7 +24,8 @@ struct Pair {
 }
 
 /// Sends the pair's two commands for i from `from` on, pipelined two at a time, until the
-/// connection breaks (the kill): how many pairs were acknowledged.
+/// connection breaks (the kill): how many pairs were acknowledged. A reply is an integer
+/// or (XADD's id) a bulk string.
 fn load(addr: std::net::SocketAddr, from: u32, pair: &Pair) -> u32 {
     let Ok(mut s) = TcpStream::connect(addr) else {
         return from;
@@ -44,7 +47,10 @@ fn load(addr: std::net::SocketAddr, from: u32, pair: &Pair) -> u32 {
         while replies < 2 {
             match accelkv_proto::resp::parse_reply(&buf, &Default::default()) {
                 Ok(Some((v, used))) => {
-                    assert!(matches!(v, Value::Integer(_)), "pair {i}: {v:?}");
+                    assert!(
+                        matches!(v, Value::Integer(_) | Value::Bulk(Some(_))),
+                        "pair {i}: {v:?}"
+                    );
                     buf.drain(..used);
                     replies += 1;
                     continue;
@@ -176,6 +182,53 @@ static LIST_ZSET: Pair = Pair {
     },
 };
 
+/// The capped stream's length.
+const CAP: usize = 50;
+
+/// A stream's entries as (id, value): checked to be `f v<i>` under id `<i+1>-0`.
+fn stream(c: &mut RespConn, key: &str, round: u32) -> Vec<u32> {
+    let Value::Array(Some(entries)) = c.str(&["XRANGE", key, "-", "+"]) else {
+        panic!("XRANGE {key}")
+    };
+    assert_eq!(c.str(&["XLEN", key]), Value::Integer(entries.len() as i64));
+    let mut ms = Vec::new();
+    for e in entries {
+        let Value::Array(Some(mut e)) = e else {
+            panic!("{e:?}")
+        };
+        let fields = strings(e.pop().unwrap());
+        let id = strings(Value::Array(Some(e))).remove(0);
+        let i: u32 = id.strip_suffix("-0").unwrap().parse().unwrap();
+        assert_eq!(fields, [String::from("f"), format!("v{}", i - 1)], "round {round}");
+        ms.push(i);
+    }
+    ms
+}
+
+static STREAMS: Pair = Pair {
+    cmds: |i| {
+        let (id, v, cap) = (format!("{}-0", i + 1), format!("v{i}"), CAP.to_string());
+        [
+            words(&["XADD", "x", &id, "f", &v]),
+            words(&["XADD", "y", "MAXLEN", &cap, &id, "f", &v]),
+        ]
+    },
+    recovered: |c, round| {
+        let x = stream(c, "x", round);
+        for (j, i) in x.iter().enumerate() {
+            assert_eq!(*i as usize, j + 1, "round {round}: a gap before entry {j}");
+        }
+        let y = stream(c, "y", round);
+        let n = y.last().copied().unwrap_or(0) as usize;
+        // The capped stream: its newest entries, no more than the cap, none missing.
+        assert_eq!(y.len(), n.min(CAP), "round {round}: {y:?}");
+        for w in y.windows(2) {
+            assert_eq!(w[0] + 1, w[1], "round {round}: {y:?}");
+        }
+        [x.len(), n]
+    },
+};
+
 #[test]
 fn hashes_and_sets_recover_whole_and_in_order_after_kill_9() {
     survive_kill_9("hash-set", &HASH_SET);
@@ -184,4 +237,9 @@ fn hashes_and_sets_recover_whole_and_in_order_after_kill_9() {
 #[test]
 fn lists_and_sorted_sets_recover_whole_and_in_order_after_kill_9() {
     survive_kill_9("list-zset", &LIST_ZSET);
+}
+
+#[test]
+fn streams_recover_whole_and_in_order_after_kill_9() {
+    survive_kill_9("streams", &STREAMS);
 }

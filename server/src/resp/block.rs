@@ -1,5 +1,5 @@
 //! A RESP connection's side of blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH,
-//! BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP): a command that finds nothing to take asks to park
+//! BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP, XREAD BLOCK): a command that finds nothing to take asks to park
 //! ([`BlockState::req`]); the batch stops before it, leaving it at the head of the input,
 //! and the adapter parks the connection in the core's registry (core/blocked.rs). Woken, the
 //! connection runs the command again from the start: it takes what is there, answers its
@@ -33,4 +33,6 @@ pub struct BlockState {
     pub until: Option<Option<Instant>>,
     /// The connection's place in the registry while parked (dropping it leaves).
     pub ticket: Option<Ticket>,
+    /// XREAD's ids to read after, `$` resolved when it first ran, kept while parked.
+    pub after: Option<Vec<accelkv_proto::collection::StreamId>>,
 }

@@ -52,7 +52,7 @@ pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
     ALL_ROWS.get_or_init(|| {
         use crate::resp::table_types::{
-            DATABASES, DEBUGGING, LISTS, SCRIPTING, SORTING, STRINGS_MORE, ZSETS,
+            DATABASES, DEBUGGING, LISTS, SCRIPTING, SORTING, STREAMS, STRINGS_MORE, ZSETS,
         };
         [
             BASE,
@@ -63,6 +63,7 @@ pub fn table() -> &'static [Spec] {
             DEBUGGING,
             SORTING,
             STRINGS_MORE,
+            STREAMS,
         ]
         .concat()
     })

@@ -154,6 +154,11 @@ fn one_command(
     if spec.has(NOSCRIPT) || spec.has(NO_MULTI) {
         return Reply::Error("ERR This Redis command is not allowed from script".into());
     }
+    if spec.name == "XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
+        return Reply::Error(
+            "ERR XREAD command is not allowed with BLOCK option from scripts".into(),
+        );
+    }
     if ro && spec.has(WRITE) {
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
     }

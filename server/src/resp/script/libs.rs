@@ -2,15 +2,41 @@
 //! on numbers) and `cjson` (JSON: `encode`, `decode`, `null`), written here over
 //! serde_json with lua-cjson's rules: a table whose keys are exactly 1..n is an array (an
 //! empty table an object), other tables are objects with string or number keys, numbers
-//! print as `%.14g`, and JSON null is `cjson.null`.
+//! print as `%.14g`, and JSON null is `cjson.null`. `cmsgpack` is in `msgpack.rs`.
 
-use mlua::{Lua, Result, Table, Value};
+use mlua::{FromLuaMulti, Function, IntoLuaMulti, Lua, Result, Table, Value};
 
 /// Installs `bit` and `cjson` as globals (before the globals are made read-only).
 pub fn install(lua: &Lua) -> Result<()> {
     lua.globals().raw_set("bit", bit(lua)?)?;
     lua.globals().raw_set("cjson", cjson(lua)?)?;
     Ok(())
+}
+
+/// A library function whose error carries the position of the script's line that called
+/// it (`user_script:3: Missing bytes in input.`), as a C library's `luaL_error` does in
+/// Redis; called from another C function (`pcall`) it has none, as there.
+pub(crate) fn lib_fn<A: FromLuaMulti, R: IntoLuaMulti>(
+    lua: &Lua,
+    f: impl Fn(&Lua, A) -> Result<R> + 'static,
+) -> Result<Function> {
+    lua.create_function(move |lua, a: A| {
+        f(lua, a).map_err(|e| {
+            let text = match e {
+                mlua::Error::RuntimeError(t) => t,
+                other => other.to_string(),
+            };
+            let at = lua
+                .inspect_stack(1)
+                .and_then(|d| {
+                    let line = d.curr_line();
+                    let src = d.source().short_src?.into_owned();
+                    (line > 0).then(|| format!("{src}:{line}: "))
+                })
+                .unwrap_or_default();
+            mlua::Error::RuntimeError(format!("{at}{text}"))
+        })
+    })
 }
 
 /// A Lua number as LuaBitOp reads it: to a 32-bit integer, wrapping.
@@ -77,7 +103,7 @@ fn cjson(lua: &Lua) -> Result<Table> {
     t.set("null", Value::NULL)?;
     t.set(
         "encode",
-        lua.create_function(|_, v: Value| {
+        lib_fn(lua, |_, v: Value| {
             let mut out = String::new();
             encode(&v, &mut out, 0)?;
             Ok(out)
@@ -85,7 +111,7 @@ fn cjson(lua: &Lua) -> Result<Table> {
     )?;
     t.set(
         "decode",
-        lua.create_function(|lua, s: mlua::String| {
+        lib_fn(lua, |lua, s: mlua::String| {
             let v: serde_json::Value = serde_json::from_slice(&s.as_bytes()).map_err(|e| {
                 mlua::Error::RuntimeError(format!("Expected value but found invalid token: {e}"))
             })?;

@@ -65,6 +65,13 @@ redis.replicate_commands = function() return true end
 redis.set_repl = function() end
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 dofile, loadfile = nil, nil
+-- A Rust function's error as its text: without mlua's "runtime error: " and traceback.
+local function err_text(e)
+  local s = tostring(e):gsub('^runtime error: ', '')
+  local cut = s:find('\nstack traceback:', 1, true)
+  if cut then s = s:sub(1, cut - 1) end
+  return s
+end
 -- Where an error was raised in the script (for the reply's "on @user_script:N").
 __accelkv_where = function(e)
   if type(e) == 'table' and e.err then
@@ -80,6 +87,7 @@ __accelkv_where = function(e)
     end
     return e
   end
+  if type(e) == 'userdata' then return err_text(e) end
   return tostring(e)
 end
 -- What a script's pcall catches from redis.call is the error's text, as in Redis.
@@ -87,7 +95,7 @@ local raw_pcall, maxn = pcall, table.maxn
 pcall = function(...)
   local r = {raw_pcall(...)}
   if r[1] == false and type(r[2]) == 'userdata' then
-    r[2] = redis.__raised() or tostring(r[2])
+    r[2] = redis.__raised() or err_text(r[2])
   end
   return unpack(r, 1, maxn(r))
 end
@@ -116,6 +124,8 @@ fn state() -> mlua::Result<State> {
     // reach the library.
     let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
     crate::resp::script::libs::install(&lua)?;
+    let cmsgpack = crate::resp::script::msgpack::cmsgpack(&lua)?;
+    lua.globals().raw_set("cmsgpack", cmsgpack)?;
     lua.load(LIBRARY).set_name("@redis_lib").exec()?;
     let redis: mlua::Table = lua.globals().raw_get("redis")?;
     redis.set(

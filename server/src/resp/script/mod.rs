@@ -19,6 +19,7 @@ pub mod convert;
 pub mod eval;
 pub mod libs;
 pub mod lua;
+pub mod msgpack;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize};

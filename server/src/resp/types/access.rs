@@ -214,9 +214,9 @@ pub(crate) fn remove(sh: &Shared, s: &mut Session, subkey: &[u8]) -> Result<(), 
 }
 
 /// Writes a collection's metadata, keeping the key's deadline; an empty collection removes
-/// the key, as Redis does.
+/// the key, as Redis does, but for a stream, which stays (Redis keeps empty streams).
 pub(crate) fn set_meta(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail> {
-    let value = (m.len > 0).then(|| Cow::Owned(m.encode()));
+    let value = (m.len > 0 || m.kind == Kind::Stream).then(|| Cow::Owned(m.encode()));
     done(run_in_tx(
         sh,
         s,

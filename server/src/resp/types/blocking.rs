@@ -47,13 +47,13 @@ pub(crate) fn blocking<R>(
         None => empty = true,
     });
     if !empty {
-        x.s.block.until = None;
+        (x.s.block.until, x.s.block.after) = (None, None);
         return;
     }
     let now = Instant::now();
     let until = *x.s.block.until.get_or_insert(timeout.map(|t| now + t));
     if x.s.tx.running.is_some() || until.is_some_and(|d| now >= d) {
-        x.s.block.until = None;
+        (x.s.block.until, x.s.block.after) = (None, None);
         return none(x.out, x.s.proto);
     }
     x.s.block.req = Some(BlockReq {

@@ -52,6 +52,7 @@ pub(crate) fn encoding_name(
         Kind::Set => ("intset", "hashtable"),
         Kind::ZSet => ("listpack", "skiplist"),
         Kind::List => return Some("quicklist"),
+        Kind::Stream => return Some("stream"),
     };
     let most = if m.kind == Kind::Set { 512 } else { 128 };
     if m.len > most {

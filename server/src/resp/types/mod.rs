@@ -2,7 +2,7 @@
 //! encoding (`encoding.rs`: a metadata record under the user's key, one subkey per field
 //! or member in a reserved part of the key space), one command's access to a collection
 //! (`access.rs`, `run.rs`), the command families (`hash.rs`, `set.rs`, and what they share
-//! in `members.rs`), what the key-level commands need to know about types (`keyspace.rs`:
+//! in `members.rs`; lists, sorted sets, streams), what the key-level commands need to know about types (`keyspace.rs`:
 //! TYPE, OBJECT ENCODING, copying for RENAME and COPY), and the background reclaim of the
 //! subkeys of collections that are gone (`gc.rs`).
 
@@ -19,6 +19,8 @@ pub mod run;
 pub mod sample;
 pub mod set;
 pub mod sort;
+pub mod stream;
+pub mod stream_read;
 pub mod zset;
 pub mod zset_ops;
 pub mod zset_range;

@@ -75,6 +75,7 @@ fn elements(sh: &Shared, s: &mut Session, src: &Src<'_>, key: &[u8]) -> Result<V
             .into_iter()
             .map(|(f, v)| if m.kind == Kind::List { v } else { f })
             .collect()),
+        Kind::Stream => Err(Fail::WrongType),
         Kind::ZSet => {
             let all = crate::resp::types::zset::by_rank(sh, s, src, (key, &m), 0, m.len)?;
             Ok(all.into_iter().map(|e| e.0).collect())
