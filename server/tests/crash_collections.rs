@@ -199,7 +199,11 @@ fn stream(c: &mut RespConn, key: &str, round: u32) -> Vec<u32> {
         let fields = strings(e.pop().unwrap());
         let id = strings(Value::Array(Some(e))).remove(0);
         let i: u32 = id.strip_suffix("-0").unwrap().parse().unwrap();
-        assert_eq!(fields, [String::from("f"), format!("v{}", i - 1)], "round {round}");
+        assert_eq!(
+            fields,
+            [String::from("f"), format!("v{}", i - 1)],
+            "round {round}"
+        );
         ms.push(i);
     }
     ms

@@ -1,11 +1,12 @@
 //! The testing hooks tools rely on: DEBUG POPULATE (writes only absent keys, any database),
 //! DEBUG SET-ACTIVE-EXPIRE (the sweep stops and restarts; expired keys stay invisible
-//! meanwhile), DEBUG SLEEP, DEBUG OBJECT, and the OBJECT FREQ and IDLETIME refusals.
+//! meanwhile), DEBUG SLEEP, DEBUG OBJECT, the OBJECT FREQ and IDLETIME refusals, and the
+//! encoding parameters OBJECT ENCODING answers by (CONFIG SET hash-max-listpack-entries …).
 
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{RespConn, Server};
+use common::{strings, RespConn, Server};
 use std::time::{Duration, Instant};
 
 fn info_field(c: &mut RespConn, section: &str, field: &str) -> String {
@@ -159,4 +160,63 @@ fn info_has_cpu_and_replication_sections() {
     let all = String::from_utf8(all).unwrap();
     assert_eq!(all.matches("used_cpu_user_children").count(), 1, "{all}");
     assert!(all.contains("master_repl_offset") && all.contains("used_memory"));
+}
+
+#[test]
+fn encoding_parameters_change_what_object_encoding_reports_as_in_redis() {
+    common::answers_as_redis_does(&[
+        "CONFIG GET hash-max-ziplist-entries",
+        "CONFIG GET zset-max-listpack-value",
+        "CONFIG SET hash-max-ziplist-entries 2",
+        "CONFIG GET hash-max-listpack-entries",
+        "HSET h a 1 b 2",
+        "OBJECT ENCODING h",
+        "HSET h3 a 1 b 2 c 3",
+        "OBJECT ENCODING h3",
+        "CONFIG SET hash-max-listpack-entries 512",
+        "CONFIG SET hash-max-listpack-value 3",
+        "HSET h2 f abcd",
+        "OBJECT ENCODING h2",
+        "HSET h4 f abc",
+        "OBJECT ENCODING h4",
+        "CONFIG SET hash-max-listpack-value 64",
+        "CONFIG SET set-max-intset-entries 2",
+        "SADD s 1 2 3",
+        "OBJECT ENCODING s",
+        "SADD s2 1 2",
+        "OBJECT ENCODING s2",
+        "CONFIG SET set-max-intset-entries 512",
+        "CONFIG SET zset-max-ziplist-entries 1",
+        "ZADD z 1 a 2 b",
+        "OBJECT ENCODING z",
+        "CONFIG SET zset-max-ziplist-entries 128",
+        "CONFIG SET zset-max-listpack-value 1",
+        "ZADD z2 1 ab",
+        "OBJECT ENCODING z2",
+        "ZADD z3 1 a",
+        "OBJECT ENCODING z3",
+        "CONFIG SET zset-max-listpack-value 64",
+        "CONFIG SET set-max-intset-entries -1",
+        "CONFIG SET list-max-ziplist-size abc",
+        "CONFIG SET stream-node-max-entries 10",
+        "CONFIG GET stream-node-max-entries",
+        "CONFIG SET list-compress-depth 1",
+        "CONFIG GET list-compress-depth",
+    ]);
+}
+
+#[test]
+fn proto_max_bulk_len_reports_the_largest_value() {
+    let srv = Server::start(&["--max-value", "2000000"]);
+    let mut c = RespConn::new(&srv);
+    assert_eq!(
+        strings(c.str(&["CONFIG", "GET", "proto-max-bulk-len"])),
+        ["proto-max-bulk-len", "2000000"]
+    );
+    assert_eq!(
+        c.str(&["CONFIG", "SET", "proto-max-bulk-len", "2000000"]),
+        accelkv_proto::resp::Value::Simple("OK".into())
+    );
+    let r = c.str(&["CONFIG", "SET", "proto-max-bulk-len", "536870912"]);
+    assert!(common::err_starts(&r, "ERR CONFIG SET failed"), "{r:?}");
 }

@@ -148,12 +148,12 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
 }
 
 /// The parameters CONFIG GET answers, with their values now.
-fn params(sh: &Shared) -> Vec<(&'static str, String)> {
+fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
     let maxmemory = match sh.maxmemory() {
         0 => sh.settings().memory_limit,
         m => m,
     };
-    vec![
+    let mut all = vec![
         // redis-benchmark asks for `save` and `appendonly`: no snapshots and no
         // append-only file (durability is the page file, --data-dir).
         ("save", String::new()),
@@ -169,13 +169,20 @@ fn params(sh: &Shared) -> Vec<(&'static str, String)> {
                 .map_or(0, |d| d.as_secs())
                 .to_string(),
         ),
-    ]
+        // The largest value a request may carry: --max-value, set at start.
+        (
+            "proto-max-bulk-len",
+            sh.store().config().max_value.to_string(),
+        ),
+    ];
+    all.extend(s.global.tuning.all());
+    all
 }
 
 /// `CONFIG GET pattern [pattern …]`: a map (RESP3) or flat array of the matching
 /// parameters, each once.
 pub fn get(sh: &Shared, s: &Session, patterns: &[&[u8]], out: &mut Vec<u8>) {
-    let all = params(sh);
+    let all = params(sh, s);
     let found: Vec<&(&str, String)> = all
         .iter()
         .filter(|(name, _)| {
@@ -194,7 +201,7 @@ pub fn get(sh: &Shared, s: &Session, patterns: &[&[u8]], out: &mut Vec<u8>) {
 /// `CONFIG SET name value`: `maxmemory` (0 removes the limit below `--memory-limit-mib`)
 /// and `maxmemory-policy noeviction`; anything else is refused as Redis refuses an unknown
 /// option.
-pub fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
+pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
     if c.len() != 4 {
         return resp::error(
             out,
@@ -202,6 +209,11 @@ pub fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
         );
     }
     let name = String::from_utf8_lossy(c[2]).to_ascii_lowercase();
+    match s.global.tuning.set(&name, c[3]) {
+        Some(Ok(())) => return resp::simple(out, "OK"),
+        Some(Err(e)) => return resp::error(out, &e),
+        None => {}
+    }
     match name.as_str() {
         "maxmemory" => match mem_bytes(c[3]) {
             Some(n) => {
@@ -222,6 +234,15 @@ pub fn set(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
         "save" | "appendonly" => resp::error(
             out,
             &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - accelkv has no RDB snapshots or AOF: durability is --data-dir"),
+        ),
+        "proto-max-bulk-len"
+            if c[3] == sh.store().config().max_value.to_string().as_bytes() =>
+        {
+            resp::simple(out, "OK")
+        }
+        "proto-max-bulk-len" => resp::error(
+            out,
+            &format!("ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - accelkv's largest value is set at start: --max-value (now {}, up to 536870912)", sh.store().config().max_value),
         ),
         "maxmemory-policy" => resp::error(
             out,

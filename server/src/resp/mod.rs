@@ -34,5 +34,6 @@ pub mod session;
 pub mod strings;
 pub mod table;
 pub mod table_types;
+pub mod tuning;
 pub mod tx;
 pub mod types;

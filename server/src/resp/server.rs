@@ -113,7 +113,7 @@ pub fn config(x: &mut Call<'_, '_>) {
     match (upper(c[1]).as_slice(), c.len()) {
         (b"GET", n) if n >= 3 => crate::resp::config::get(sh, x.s, &c[2..], x.out),
         (b"RESETSTAT", 2) => crate::resp::introspect::reset_stats(sh, x.out),
-        (b"SET", _) => crate::resp::config::set(sh, c, x.out),
+        (b"SET", _) => crate::resp::config::set(sh, x.s, c, x.out),
         _ => wrong_args(x.out, c[0]),
     }
 }

@@ -10,14 +10,16 @@ use accelkv_proto::resp::Version;
 use std::sync::Arc;
 
 /// The RESP adapter's server-wide state, shared by its connections: SCAN's cursors (Redis's
-/// cursors are valid on any connection), and the count of dead collections' subkeys the
-/// background reclaim removed (`types/gc.rs`).
+/// cursors are valid on any connection), the count of dead collections' subkeys the
+/// background reclaim removed (`types/gc.rs`), the scripts, the encoding parameters.
 #[derive(Default)]
 pub struct RespGlobal {
     pub cursors: Cursors,
     pub reclaimed: Arc<std::sync::atomic::AtomicU64>,
     /// Loaded Lua scripts and the running ones' kill switch (script/).
     pub scripts: Arc<crate::resp::script::Scripts>,
+    /// Redis's encoding-tuning parameters (CONFIG SET hash-max-listpack-entries …).
+    pub tuning: crate::resp::tuning::Tuning,
 }
 
 /// Per-connection RESP state.

@@ -275,7 +275,9 @@ mod tests {
 
     fn lua() -> Lua {
         let lua = Lua::new();
-        lua.globals().set("cmsgpack", cmsgpack(&lua).unwrap()).unwrap();
+        lua.globals()
+            .set("cmsgpack", cmsgpack(&lua).unwrap())
+            .unwrap();
         lua
     }
 

@@ -7,6 +7,7 @@ use crate::core::ops::typed::is_typed;
 use crate::core::shared::Shared;
 use crate::resp::db::DB_PREFIX;
 use crate::resp::session::Session;
+use crate::resp::tuning::Tuning;
 use crate::resp::types::access::{put, set_meta, Fail, Src};
 use crate::resp::types::encoding::{all_range, fields_range, new_meta, Kind, Meta, RESERVED};
 use accelkv_tree::Error;
@@ -37,27 +38,39 @@ pub(crate) fn type_name(value: &[u8], flags: u32) -> &'static str {
 }
 
 /// OBJECT ENCODING's answer for an item with these flags and value: the encoding Redis 7.0
-/// would give the collection by its size and contents (small hashes and sorted sets are
-/// `listpack`, sets of integers `intset`), as tools and tests that check it expect; accelkv
-/// keeps every collection the same way (`encoding.rs`).
+/// would give the collection by its size and contents and the tuning parameters (small
+/// hashes and sorted sets are `listpack`, sets of integers `intset`; resp/tuning.rs), as
+/// tools and tests that check it expect; accelkv keeps every collection the same way
+/// (`encoding.rs`).
 pub(crate) fn encoding_name(
-    sh: &Shared,
+    (sh, tuning): (&Shared, &Tuning),
     key: &[u8],
     value: &[u8],
     flags: u32,
 ) -> Option<&'static str> {
     let m = Meta::decode(value, flags).ok()?;
-    let (small, big) = match m.kind {
-        Kind::Hash => ("listpack", "hashtable"),
-        Kind::Set => ("intset", "hashtable"),
-        Kind::ZSet => ("listpack", "skiplist"),
+    let param = |name: &str| tuning.get(name).unwrap_or(0).max(0) as u64;
+    let (small, big, most, width) = match m.kind {
+        Kind::Hash => (
+            "listpack",
+            "hashtable",
+            param("hash-max-listpack-entries"),
+            param("hash-max-listpack-value"),
+        ),
+        Kind::Set => ("intset", "hashtable", param("set-max-intset-entries"), 0),
+        Kind::ZSet => (
+            "listpack",
+            "skiplist",
+            param("zset-max-listpack-entries"),
+            param("zset-max-listpack-value"),
+        ),
         Kind::List => return Some("quicklist"),
         Kind::Stream => return Some("stream"),
     };
-    let most = if m.kind == Kind::Set { 512 } else { 128 };
     if m.len > most {
         return Some(big);
     }
+    let width = width as usize;
     let (lo, hi) = fields_range(&m.prefix(key));
     let mut fits = true;
     let _ = sh.store().scan_with(&lo, Some(&hi), most as usize, |k, v| {
@@ -65,7 +78,8 @@ pub(crate) fn encoding_name(
         fits &= match m.kind {
             Kind::Set => std::str::from_utf8(field)
                 .is_ok_and(|t| t.parse::<i64>().is_ok_and(|n| n.to_string() == t)),
-            _ => field.len() <= 64 && v.len() <= 64,
+            Kind::ZSet => field.len() <= width,
+            _ => field.len() <= width && v.len() <= width,
         };
     });
     Some(if fits { small } else { big })

@@ -1,0 +1,154 @@
+//! Redis's encoding-tuning parameters (`hash-max-listpack-entries` and its kin): CONFIG GET
+//! and SET read and change them, under their Redis 7.0 names and the older `ziplist`
+//! aliases, and OBJECT ENCODING answers by them (`types/keyspace.rs`), as tools and
+//! Redis's own tests that set them expect. accelkv keeps every collection the same way
+//! whatever they say (docs/FORMAT.md, "Redis types"): they change what OBJECT ENCODING
+//! reports, not memory or speed.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// One parameter: its name, its older alias, its default and the values it takes.
+pub struct Param {
+    pub name: &'static str,
+    pub alias: Option<&'static str>,
+    pub default: i64,
+    pub range: (i64, i64),
+}
+
+const fn p(
+    name: &'static str,
+    alias: Option<&'static str>,
+    default: i64,
+    range: (i64, i64),
+) -> Param {
+    Param {
+        name,
+        alias,
+        default,
+        range,
+    }
+}
+
+const BIG: i64 = i64::MAX;
+
+/// Every parameter, Redis 7.0's defaults.
+pub static PARAMS: &[Param] = &[
+    p(
+        "hash-max-listpack-entries",
+        Some("hash-max-ziplist-entries"),
+        512,
+        (0, BIG),
+    ),
+    p(
+        "hash-max-listpack-value",
+        Some("hash-max-ziplist-value"),
+        64,
+        (0, BIG),
+    ),
+    p("set-max-intset-entries", None, 512, (0, BIG)),
+    p(
+        "zset-max-listpack-entries",
+        Some("zset-max-ziplist-entries"),
+        128,
+        (0, BIG),
+    ),
+    p(
+        "zset-max-listpack-value",
+        Some("zset-max-ziplist-value"),
+        64,
+        (0, BIG),
+    ),
+    p(
+        "list-max-listpack-size",
+        Some("list-max-ziplist-size"),
+        -2,
+        (-5, BIG),
+    ),
+    p("list-compress-depth", None, 0, (0, BIG)),
+    p("stream-node-max-bytes", None, 4096, (0, BIG)),
+    p("stream-node-max-entries", None, 100, (0, BIG)),
+];
+
+/// The parameters' values now, shared by every connection.
+pub struct Tuning {
+    values: Vec<AtomicI64>,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            values: PARAMS.iter().map(|p| AtomicI64::new(p.default)).collect(),
+        }
+    }
+}
+
+fn index(name: &str) -> Option<usize> {
+    PARAMS
+        .iter()
+        .position(|p| p.name == name || p.alias == Some(name))
+}
+
+impl Tuning {
+    /// A parameter's value by its name or alias (`None`: not one of them).
+    pub fn get(&self, name: &str) -> Option<i64> {
+        index(name).map(|i| self.values[i].load(Ordering::Relaxed))
+    }
+
+    /// Sets a parameter (`None`: not one of them; `Some(Err)`: Redis's error text).
+    pub fn set(&self, name: &str, value: &[u8]) -> Option<Result<(), String>> {
+        let i = index(name)?;
+        let (lo, hi) = PARAMS[i].range;
+        let v = std::str::from_utf8(value)
+            .ok()
+            .and_then(|t| t.parse::<i64>().ok());
+        Some(match v {
+            Some(v) if (lo..=hi).contains(&v) => {
+                self.values[i].store(v, Ordering::Relaxed);
+                Ok(())
+            }
+            Some(_) => Err(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be between {lo} and {hi} inclusive"
+            )),
+            None => Err(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"
+            )),
+        })
+    }
+
+    /// Every parameter with its value (both names, as CONFIG GET * lists them).
+    pub fn all(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        for (p, val) in PARAMS.iter().zip(&self.values) {
+            let val = val.load(Ordering::Relaxed).to_string();
+            v.push((p.name, val.clone()));
+            if let Some(a) = p.alias {
+                v.push((a, val));
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_answer_by_either_name() {
+        let t = Tuning::default();
+        assert_eq!(t.get("hash-max-ziplist-entries"), Some(512));
+        assert_eq!(t.set("hash-max-ziplist-entries", b"16"), Some(Ok(())));
+        assert_eq!(t.get("hash-max-listpack-entries"), Some(16));
+        assert!(matches!(
+            t.set("set-max-intset-entries", b"-1"),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            t.set("list-max-listpack-size", b"x"),
+            Some(Err(_))
+        ));
+        assert_eq!(t.set("list-max-listpack-size", b"-5"), Some(Ok(())));
+        assert_eq!(t.set("nope", b"1"), None);
+        assert_eq!(t.all().len(), PARAMS.len() + 5);
+    }
+}
