@@ -4,7 +4,9 @@
 //! first. O(log n) a pick; the distribution follows how the fields spread over that byte
 //! range (fields of one shape, `user:1234`, come out close to uniform; a field far from
 //! the others is picked more often), as Redis's own picks are uniform only
-//! approximately. A count of at least half the collection reads it all and shuffles.
+//! approximately. A collection of at most 128 fields (Redis's small encodings' size), a
+//! count of at least half the collection, or a count with repeats of at least its size
+//! reads it all and picks uniformly.
 
 use crate::core::shared::Shared;
 use crate::resp::session::Session;
@@ -13,6 +15,9 @@ use crate::resp::types::encoding::{field_key, fields_range, Meta};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::collections::BTreeSet;
+
+/// Collections up to this many fields are read whole and picked from uniformly.
+const UNIFORM_UP_TO: u64 = 128;
 
 /// `count` random fields of the collection `m` at `key` with their values: distinct ones
 /// (all of them when `count` is at least its size), or with `repeat`, exactly `count`
@@ -29,8 +34,14 @@ pub(crate) fn sample(
         return Ok(Vec::new());
     }
     let mut rng = rand::thread_rng();
-    if !repeat && count as u64 * 2 >= m.len {
+    let n = count as u64;
+    if m.len <= UNIFORM_UP_TO || (!repeat && n * 2 >= m.len) || (repeat && n >= m.len) {
         let mut all = src.fields(sh, s, key, m)?;
+        if repeat && !all.is_empty() {
+            return Ok((0..count)
+                .map(|_| all[rng.gen_range(0..all.len())].clone())
+                .collect());
+        }
         all.shuffle(&mut rng);
         all.truncate(count);
         return Ok(all);
