@@ -2,7 +2,8 @@
 //! on numbers) and `cjson` (JSON: `encode`, `decode`, `null`), written here over
 //! serde_json with lua-cjson's rules: a table whose keys are exactly 1..n is an array (an
 //! empty table an object), other tables are objects with string or number keys, numbers
-//! print as `%.14g`, and JSON null is `cjson.null`. `cmsgpack` is in `msgpack.rs`.
+//! print as `%.14g`, and JSON null is `cjson.null`. `cmsgpack` is in `msgpack.rs`,
+//! `struct` in `structlib.rs`.
 
 use mlua::{FromLuaMulti, Function, IntoLuaMulti, Lua, Result, Table, Value};
 

@@ -126,6 +126,8 @@ fn state() -> mlua::Result<State> {
     crate::resp::script::libs::install(&lua)?;
     let cmsgpack = crate::resp::script::msgpack::cmsgpack(&lua)?;
     lua.globals().raw_set("cmsgpack", cmsgpack)?;
+    let st = crate::resp::script::structlib::library(&lua)?;
+    lua.globals().raw_set("struct", st)?;
     lua.load(LIBRARY).set_name("@redis_lib").exec()?;
     let redis: mlua::Table = lua.globals().raw_get("redis")?;
     redis.set(

@@ -20,6 +20,7 @@ pub mod eval;
 pub mod libs;
 pub mod lua;
 pub mod msgpack;
+pub mod structlib;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
