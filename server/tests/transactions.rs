@@ -417,3 +417,60 @@ fn transactions_survive_kill_9_whole() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What counts as touching a watched key, as in Redis 7.0 (its unit/multi tests): a key
+/// that expires after WATCH aborts EXEC even though nothing wrote it; one already expired
+/// at WATCH does not; FLUSHALL aborts only for keys it removed; a command refused for
+/// maxmemory while queueing makes EXEC answer EXECABORT and run nothing.
+#[test]
+fn watch_counts_expiry_and_flushall_as_redis_does() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    let exec_ping = |c: &mut Conn| {
+        assert_eq!(c.str(&["MULTI"]), ok());
+        assert_eq!(c.str(&["PING"]), queued());
+        c.str(&["EXEC"])
+    };
+    // Live at WATCH, expired at EXEC: aborted.
+    c.str(&["SET", "k", "1", "PX", "100"]);
+    c.str(&["WATCH", "k"]);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    assert_eq!(exec_ping(&mut c), Value::Array(None));
+    // Already expired at WATCH: runs.
+    c.str(&["SET", "k", "1", "PX", "1"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    c.str(&["WATCH", "k"]);
+    assert_eq!(
+        exec_ping(&mut c),
+        Value::Array(Some(vec![Value::Simple("PONG".into())]))
+    );
+    // FLUSHALL of a key that was not there: runs; of one that was: aborted.
+    c.str(&["DEL", "x"]);
+    c.str(&["WATCH", "x"]);
+    c.str(&["FLUSHALL"]);
+    assert_eq!(
+        exec_ping(&mut c),
+        Value::Array(Some(vec![Value::Simple("PONG".into())]))
+    );
+    c.str(&["SET", "x", "1"]);
+    c.str(&["WATCH", "x"]);
+    c.str(&["FLUSHALL"]);
+    assert_eq!(exec_ping(&mut c), Value::Array(None));
+    // A key absent at WATCH, absent at EXEC, written after a FLUSHALL: aborted. (Written
+    // before the FLUSHALL that removed it again is not seen: docs/PROTOCOL.md.)
+    c.str(&["WATCH", "y"]);
+    c.str(&["FLUSHALL"]);
+    c.str(&["SET", "y", "1"]);
+    c.str(&["DEL", "y"]);
+    assert_eq!(exec_ping(&mut c), Value::Array(None));
+    // Refused for maxmemory while queueing: EXECABORT, nothing runs.
+    let mut other = Conn::new(&srv);
+    assert_eq!(c.str(&["MULTI"]), ok());
+    assert_eq!(c.str(&["SET", "a", "1"]), queued());
+    assert_eq!(other.str(&["CONFIG", "SET", "maxmemory", "1"]), ok());
+    assert!(err_starts(&c.str(&["LPUSH", "l", "v"]), "OOM"));
+    assert_eq!(other.str(&["CONFIG", "SET", "maxmemory", "0"]), ok());
+    assert_eq!(c.str(&["SET", "b", "2"]), queued());
+    assert!(err_starts(&c.str(&["EXEC"]), "EXECABORT"));
+    assert_eq!(c.str(&["EXISTS", "a", "b"]), Value::Integer(0));
+}

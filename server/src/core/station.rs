@@ -68,6 +68,8 @@ pub struct Station {
     pub(crate) registry: Registry,
     /// Counters.
     pub stats: StationStats,
+    /// The version of the last clear (FLUSHALL; station_tx.rs), 0 before any.
+    pub(crate) last_clear: std::sync::atomic::AtomicU64,
 }
 
 /// FNV-1a 64 of a key: the station's hash.
@@ -96,6 +98,7 @@ impl Station {
             forwarding,
             registry,
             stats: StationStats::default(),
+            last_clear: std::sync::atomic::AtomicU64::new(0),
         }
     }
 

@@ -95,8 +95,18 @@ impl Station {
             self.own_slot(&mut tx, i);
         }
         let r = store.clear().map(|(w, _)| w.version);
+        if let Ok(v) = r {
+            self.last_clear
+                .fetch_max(v, std::sync::atomic::Ordering::Relaxed);
+        }
         self.release(store, tx);
         r
+    }
+
+    /// The version of the last clear (FLUSHALL), 0 before any: what a key absent since
+    /// then has as its version (WATCH tells a FLUSHALL from a write by it).
+    pub fn last_clear(&self) -> u64 {
+        self.last_clear.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn own_slot(&self, tx: &mut Tx, i: usize) {

@@ -113,8 +113,8 @@ pub struct TxState {
     pub queued: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was refused: EXEC aborts.
     pub dirty: bool,
-    /// Watched keys and their versions when watched.
-    pub watched: Vec<(Vec<u8>, u64)>,
+    /// Watched keys: each key, its version and whether it held a live value when watched.
+    pub watched: Vec<(Vec<u8>, u64, bool)>,
     /// The transaction running (only during EXEC, or an atomic multi-key command).
     pub running: Option<Box<crate::core::station_tx::Tx>>,
 }

@@ -7,8 +7,10 @@
 //! key they touch is owned by the transaction from its first use to the commit, reads see
 //! the transaction's own earlier writes, and the writes are released to readers as one
 //! version, so no reader, scan or durable commit sees part of an EXEC. WATCH records each
-//! key's version (`Store::key_version`); EXEC first owns the watched keys and answers a null
-//! array, running nothing, if any of them changed since.
+//! key's version (`Store::key_version`) and whether it is live; EXEC first owns the watched
+//! keys and answers a null array, running nothing, if any of them was touched since (written,
+//! expired, or removed by a FLUSHALL). A command refused while queueing (unknown, wrong
+//! arity, not allowed in MULTI, or past maxmemory) makes EXEC answer `-EXECABORT`.
 //!
 //! Commands that walk the keyspace (SCAN, KEYS, RANDOMKEY, RANGE, FLOOR) and FLUSHALL are
 //! not run inside a transaction (flag `no_multi`): queueing one aborts it.
@@ -18,7 +20,7 @@ use crate::core::ops::{Outcome, Write};
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
-use crate::resp::call::flag::NO_MULTI;
+use crate::resp::call::flag::{DENYOOM, NO_MULTI};
 use crate::resp::call::{Call, Spec};
 use crate::resp::reply::{err_store, unknown_command};
 use crate::resp::session::Session;
@@ -68,6 +70,11 @@ pub fn intercept(
         Some((spec, _)) if spec.has(NO_MULTI) => {
             Some("ERR Command not allowed inside a transaction".to_string())
         }
+        // Past maxmemory a command that may grow memory is refused while queueing, and the
+        // transaction with it, as Redis does.
+        Some((spec, _)) if spec.has(DENYOOM) && sh.over_maxmemory() => {
+            Some(crate::core::shared::OOM.to_string())
+        }
         Some(_) if queued.len() >= MAX_QUEUED => Some(format!(
             "ERR a transaction holds at most {MAX_QUEUED} commands"
         )),
@@ -101,15 +108,34 @@ pub fn unwatch(x: &mut Call<'_, '_>) {
     resp::simple(x.out, "OK")
 }
 
-/// WATCH outside a transaction: remembers each key's version.
+/// WATCH outside a transaction: remembers each key's version and whether it is live.
 pub fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
     for k in keys {
-        match sh.store().key_version(k) {
-            Ok(v) => s.tx.watched.push((k.to_vec(), v)),
-            Err(e) => return err_store(out, &e),
+        match (sh.store().key_version(k), live(sh, k)) {
+            (Ok(v), Ok(alive)) => s.tx.watched.push((k.to_vec(), v, alive)),
+            (Err(e), _) | (_, Err(e)) => return err_store(out, &e),
         }
     }
     resp::simple(out, "OK");
+}
+
+/// Whether `key` holds a value that has not expired.
+fn live(sh: &Shared, key: &[u8]) -> Result<bool, accelkv_tree::Error> {
+    Ok(sh.store().snapshot().get_item(key)?.is_some())
+}
+
+/// Whether a watched key was touched since WATCH, as Redis 7.0 counts it: its version
+/// changed (a write), or it was live then and has expired since (no write needed: expiry
+/// is lazy here too). A FLUSHALL touches only keys that were live: a key absent at WATCH
+/// and absent now whose version is the last FLUSHALL's was changed by nothing else since
+/// (a write to it before that FLUSHALL is not seen, where Redis would abort).
+fn touched(sh: &Shared, (key, version, alive): &(Vec<u8>, u64, bool)) -> bool {
+    let now_alive = live(sh, key).unwrap_or(true);
+    match sh.store().key_version(key) {
+        Ok(v) if v == *version => *alive && !now_alive,
+        Ok(v) => *alive || now_alive || v != sh.station().last_clear(),
+        Err(_) => true,
+    }
 }
 
 /// EXEC: runs the queued commands as one transaction.
@@ -123,9 +149,9 @@ fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>, run:
         );
     }
     let mut tx = sh.station().begin();
-    for (key, version) in &st.watched {
-        sh.station().own(&mut tx, key);
-        if sh.store().key_version(key).ok() != Some(*version) {
+    for w in &st.watched {
+        sh.station().own(&mut tx, &w.0);
+        if touched(sh, w) {
             sh.station().abort(sh.store(), tx);
             return resp::null_array(out, s.proto);
         }
