@@ -220,3 +220,66 @@ fn proto_max_bulk_len_reports_the_largest_value() {
     let r = c.str(&["CONFIG", "SET", "proto-max-bulk-len", "536870912"]);
     assert!(common::err_starts(&r, "ERR CONFIG SET failed"), "{r:?}");
 }
+
+#[test]
+fn info_commandstats_counts_calls_failures_and_refusals() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let text = |c: &mut RespConn, args: &[&str]| match c.str(args) {
+        Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    // A pipeline of SETs and GETs (the batched paths), a write through the dispatcher, an
+    // error reply, a refusal for arity.
+    for i in 0..10 {
+        c.send(&["SET", &format!("k{i}"), "v"]);
+    }
+    for i in 0..10 {
+        c.send(&["GET", &format!("k{i}")]);
+    }
+    for _ in 0..20 {
+        c.read();
+    }
+    c.str(&["HSET", "h", "f", "v"]);
+    assert!(common::err_starts(&c.str(&["INCR", "k0"]), "ERR"));
+    assert!(common::err_starts(
+        &c.str(&["HSET", "h"]),
+        "ERR wrong number"
+    ));
+    let stats = text(&mut c, &["INFO", "commandstats"]);
+    let line = |name: &str| -> String {
+        stats
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {stats}"))
+            .to_string()
+    };
+    assert!(stats.starts_with("# Commandstats\r\n"), "{stats}");
+    assert!(
+        line("set").starts_with("cmdstat_set:calls=10,usec="),
+        "{stats}"
+    );
+    assert!(
+        line("get").starts_with("cmdstat_get:calls=10,usec="),
+        "{stats}"
+    );
+    assert!(
+        line("hset").contains("calls=1,")
+            && line("hset").ends_with("rejected_calls=1,failed_calls=0"),
+        "{stats}"
+    );
+    assert!(
+        line("incr").ends_with("rejected_calls=0,failed_calls=1"),
+        "{stats}"
+    );
+    assert!(!stats.contains("used_memory"));
+    // Redis's rule: in `all` and `everything`, not in the default sections.
+    assert!(!text(&mut c, &["INFO"]).contains("rejected_calls"));
+    assert!(!text(&mut c, &["INFO", "default"]).contains("rejected_calls"));
+    let all = text(&mut c, &["INFO", "cpu", "all"]);
+    assert!(all.contains("rejected_calls") && all.contains("used_memory"));
+    assert_eq!(all.matches("used_cpu_user_children").count(), 1);
+    assert_eq!(c.str(&["CONFIG", "RESETSTAT"]), Value::Simple("OK".into()));
+    let after = text(&mut c, &["INFO", "commandstats"]);
+    assert!(!after.contains("cmdstat_set"), "{after}");
+}

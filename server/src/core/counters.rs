@@ -61,6 +61,12 @@ pub fn use_loop_counters(i: usize) {
     SHARD.with(|s| s.set(i + 1));
 }
 
+/// This thread's counter set: its event loop's index + 1, or 0 for threads that are not
+/// loops (for adapters that keep counters of their own per loop).
+pub fn shard() -> usize {
+    SHARD.with(|s| s.get())
+}
+
 /// Counters and histograms.
 pub struct Metrics {
     hot: Box<[Hot]>,

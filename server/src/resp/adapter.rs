@@ -66,7 +66,9 @@ impl crate::net::session::Session for Session {
             crate::resp::batch::run(sh, self, input, cx.reads, sc, cx.out, cx.max_out)
         });
         if ran.used > 0 {
-            sh.record_latency(start.elapsed());
+            let elapsed = start.elapsed();
+            sh.record_latency(elapsed);
+            self.global.cmdstats.charge_noted(elapsed);
         }
         // It may have stopped at a command routed to its range's group (cluster mode).
         let mut waits = false;

@@ -185,7 +185,10 @@ fn run_decoded(
         }
         if is_read(&args) && s.may_batch_reads(sh) {
             match get_run(sh, s, buf, reads, sc, i, out) {
-                Some(end) => i = end,
+                Some(end) => {
+                    count_run(s, buf, sc, (i, end));
+                    i = end;
+                }
                 None => return i, // submitted to an engine's workers: resumed when answered
             }
             continue;
@@ -194,6 +197,7 @@ fn run_decoded(
         if plain && s.db == 0 && sh.router().is_none() && is_plain_set(&args) {
             match set_run(sh, s, buf, reads, sc, i, out) {
                 Ok(Some(end)) => {
+                    count_run(s, buf, sc, (i, end));
                     i = end;
                     continue;
                 }
@@ -224,6 +228,26 @@ fn run_decoded(
         i += 1;
     }
     i
+}
+
+/// Counts a run of GETs, MGETs or SETs the batch answered (INFO commandstats): each by its
+/// table entry, consecutive ones of one command together.
+fn count_run(s: &Session, buf: &[u8], sc: &Scratch, (from, to): (usize, usize)) {
+    let mut j = from;
+    while j < to {
+        let name = args_of(buf, &sc.spans, sc.cmds[j])[0];
+        let mut k = j + 1;
+        while k < to && args_of(buf, &sc.spans, sc.cmds[k])[0].eq_ignore_ascii_case(name) {
+            k += 1;
+        }
+        if let Some(spec) = find(name) {
+            let n = (k - j) as u64;
+            s.global
+                .cmdstats
+                .ran_many(crate::resp::table::position(spec), n);
+        }
+        j = k;
+    }
 }
 
 /// Cluster mode: where the command goes. `None`: run it here; `Some(true)`: answered

@@ -31,6 +31,8 @@ pub type Run = fn(&Shared, &mut Session, Option<&'static Spec>, &[&[u8]], &mut R
 pub struct Dispatcher {
     pub find: fn(&[u8]) -> Option<&'static Spec>,
     pub run: Run,
+    /// Every command, in the table's order.
+    pub table: fn() -> &'static [Spec],
 }
 
 /// Command flags, as Redis's command table has them (COMMAND INFO names them).

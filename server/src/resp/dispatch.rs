@@ -11,7 +11,7 @@ use crate::resp::call::flag::{DENYOOM, NO_AUTH, WRITE};
 use crate::resp::call::{Call, Spec};
 use crate::resp::reply::{unknown_command, wrong_args};
 use crate::resp::session::Session;
-use crate::resp::table::find;
+use crate::resp::table::{find, position};
 use crate::resp::types::encoding::user_key_ok;
 use accelkv_proto::resp;
 use std::sync::atomic::Ordering;
@@ -24,7 +24,11 @@ pub fn command(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out
 }
 
 /// This dispatcher, as handlers see it ([`Call::dispatch`]).
-static DISPATCHER: crate::resp::call::Dispatcher = crate::resp::call::Dispatcher { find, run };
+static DISPATCHER: crate::resp::call::Dispatcher = crate::resp::call::Dispatcher {
+    find,
+    run,
+    table: crate::resp::table::table,
+};
 
 /// [`command`] with the command's table entry already looked up (`None`: unknown).
 pub fn run(
@@ -44,6 +48,9 @@ pub fn run(
     };
     let no_auth = spec.is_some_and(|s| s.has(NO_AUTH));
     if !no_auth && sh.needs_auth() && !s.authed {
+        if let Some(spec) = spec {
+            s.global.cmdstats.rejected(position(spec));
+        }
         return resp::error(out, "NOAUTH Authentication required.");
     }
     if !no_auth
@@ -56,11 +63,14 @@ pub fn run(
         return resp::error(out, &unknown_command(c));
     };
     if !spec.arity_ok(c.len()) {
+        s.global.cmdstats.rejected(position(spec));
         return wrong_args(out, name);
     }
     if spec.has(WRITE) && !admit_write(sh, s, spec, c, out) {
+        s.global.cmdstats.rejected(position(spec));
         return;
     }
+    let mark = out.len();
     // In a database other than 0, the handler sees its keys under the database's prefix.
     let moved = crate::resp::db::rewrite(s.db, spec, c);
     let moved_args: Option<smallvec::SmallVec<[&[u8]; 8]>> = moved
@@ -75,6 +85,12 @@ pub fn run(
         dispatch: &DISPATCHER,
     };
     (spec.run)(&mut call);
+    // A command that parks or waits for an engine's read runs again from the top: counted
+    // then.
+    if s.block.req.is_none() && !reads.submitted() {
+        let failed = out.get(mark) == Some(&b'-');
+        s.global.cmdstats.ran(position(spec), failed);
+    }
     if !s.block.wake.is_empty() && s.tx.running.is_none() {
         // Committed: the connections parked on these keys may take what was pushed.
         sh.blocked().wake(&s.block.wake);

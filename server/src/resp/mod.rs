@@ -13,6 +13,7 @@ pub mod bits;
 pub mod block;
 pub mod call;
 pub mod cluster;
+pub mod cmdstats;
 pub mod command;
 pub mod config;
 pub mod connection;

@@ -103,7 +103,20 @@ pub fn cluster(x: &mut Call<'_, '_>) {
 }
 
 pub fn info(x: &mut Call<'_, '_>) {
-    let text = crate::resp::config::info(x.sh, x.s, &x.args[1..]);
+    let mut text = crate::resp::config::info(x.sh, x.s, &x.args[1..]);
+    // commandstats: only when asked for by name, or with `all` or `everything`, as Redis.
+    let asked = x.args[1..].iter().any(|a| {
+        let a = a.to_ascii_lowercase();
+        matches!(a.as_slice(), b"commandstats" | b"all" | b"everything")
+    });
+    if asked {
+        let names = (x.dispatch.table)().iter().map(|s| s.name);
+        let section = x.s.global.cmdstats.section(names);
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        text.push_str(&section);
+    }
     resp::verbatim(x.out, text.as_bytes(), x.s.proto);
 }
 
@@ -112,7 +125,10 @@ pub fn config(x: &mut Call<'_, '_>) {
     let (sh, c) = (x.sh, x.args);
     match (upper(c[1]).as_slice(), c.len()) {
         (b"GET", n) if n >= 3 => crate::resp::config::get(sh, x.s, &c[2..], x.out),
-        (b"RESETSTAT", 2) => crate::resp::introspect::reset_stats(sh, x.out),
+        (b"RESETSTAT", 2) => {
+            x.s.global.cmdstats.reset();
+            crate::resp::introspect::reset_stats(sh, x.out)
+        }
         (b"SET", _) => crate::resp::config::set(sh, x.s, c, x.out),
         _ => wrong_args(x.out, c[0]),
     }

@@ -20,6 +20,8 @@ pub struct RespGlobal {
     pub scripts: Arc<crate::resp::script::Scripts>,
     /// Redis's encoding-tuning parameters (CONFIG SET hash-max-listpack-entries …).
     pub tuning: crate::resp::tuning::Tuning,
+    /// INFO commandstats.
+    pub cmdstats: crate::resp::cmdstats::CmdStats,
 }
 
 /// Per-connection RESP state.

@@ -1061,6 +1061,11 @@ fn index() -> &'static [u16; SLOTS] {
 }
 
 /// The command named `name` (any case): one hash and, almost always, one comparison.
+/// A command's position in [`table()`] (INFO commandstats counts by it).
+pub fn position(spec: &'static Spec) -> usize {
+    (spec as *const Spec as usize - table().as_ptr() as usize) / std::mem::size_of::<Spec>()
+}
+
 pub fn find(name: &[u8]) -> Option<&'static Spec> {
     if name.len() > 16 {
         return None; // longer than any command's name
@@ -1079,6 +1084,14 @@ pub fn find(name: &[u8]) -> Option<&'static Spec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positions_fit_commandstats() {
+        assert!(table().len() <= crate::resp::cmdstats::MAX_COMMANDS);
+        for (i, s) in table().iter().enumerate() {
+            assert_eq!(position(find(s.name.as_bytes()).unwrap()), i);
+        }
+    }
 
     #[test]
     fn names_are_unique_upper_case_and_found_in_any_case() {
