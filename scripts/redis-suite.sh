@@ -20,9 +20,11 @@ if [ -z "$bin" ]; then
   bin="${CARGO_TARGET_DIR:-target}"/release/accelkv-server
 fi
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+# Redis's tests turn on snapshots and the AOF: Redis writes them here, not in the checkout.
+rdir=$(mktemp -d)
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$rdir"; }
 trap cleanup EXIT
-redis-server --port 16398 --save '' --appendonly no --bind 127.0.0.1 --enable-debug-command yes >/dev/null &
+redis-server --port 16398 --save '' --appendonly no --bind 127.0.0.1 --enable-debug-command yes --dir "$rdir" >/dev/null &
 pids+=($!)
 "$bin" --port 0 --resp-port 17398 --admin-port 0 --memcached-port off --max-value $((600 << 20)) >/dev/null 2>&1 &
 pids+=($!)
