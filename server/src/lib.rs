@@ -90,7 +90,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     let _ = signals.forever().next();
     eprintln!("accelkv-server: shutting down");
     stop_loops(&stop, &mailboxes, &done, settings.threads);
-    if let Some(p) = shared.persist() {
+    if let Some(p) = shared.persist().filter(|_| !shared.skip_final_flush()) {
         if let Err(e) = p.flush() {
             return Err(format!("flushing the data directory at shutdown: {e}"));
         }

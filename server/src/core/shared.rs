@@ -42,6 +42,8 @@ pub struct Shared {
     expired_keys: AtomicU64,
     /// Whether the active expiry sweep runs (DEBUG SET-ACTIVE-EXPIRE; on by default).
     active_expire: std::sync::atomic::AtomicBool,
+    /// SHUTDOWN NOSAVE asked the shutdown to skip the final flush of the data directory.
+    skip_final_flush: std::sync::atomic::AtomicBool,
     /// The connections in the registry (CLIENT LIST/KILL).
     clients: Arc<Clients>,
     /// Connections parked by blocking commands (BLPOP…).
@@ -106,6 +108,7 @@ impl Shared {
             started: Instant::now(),
             expired_keys: AtomicU64::new(0),
             active_expire: std::sync::atomic::AtomicBool::new(true),
+            skip_final_flush: std::sync::atomic::AtomicBool::new(false),
             clients: Arc::default(),
             blocked: Arc::default(),
             router: Default::default(),
@@ -318,5 +321,21 @@ impl Shared {
     /// DEBUG SET-ACTIVE-EXPIRE.
     pub fn set_active_expire(&self, on: bool) {
         self.active_expire.store(on, Ordering::Relaxed);
+    }
+
+    /// Starts the server's shutdown as SIGTERM does (SHUTDOWN): the process signals itself,
+    /// and the thread that serves stops the loops and flushes the data directory, unless
+    /// `flush` is false (NOSAVE: what the sync policy made durable stays, the rest is lost
+    /// as in a crash). Returns whether the signal was sent.
+    pub fn request_shutdown(&self, flush: bool) -> bool {
+        self.skip_final_flush.store(!flush, Ordering::SeqCst);
+        // SAFETY: kill(2) with this process's own pid and SIGTERM touches no memory; the
+        // server's signal iterator (lib.rs `serve_with`) was installed before any thread.
+        unsafe { libc::kill(libc::getpid(), libc::SIGTERM) == 0 }
+    }
+
+    /// Whether SHUTDOWN NOSAVE asked to skip the final flush.
+    pub fn skip_final_flush(&self) -> bool {
+        self.skip_final_flush.load(Ordering::SeqCst)
     }
 }

@@ -22,6 +22,35 @@ pub fn flushall(x: &mut Call<'_, '_>) {
     }
 }
 
+/// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`: stops the server as SIGTERM does (the
+/// loops stop, the data directory is flushed, the process exits 0) and closes this
+/// connection without a reply, as Redis does. NOSAVE skips the final flush (what the sync
+/// policy made durable stays; the rest is lost, as in a crash); SAVE is the default here,
+/// since every write already goes to the data directory; NOW and FORCE change nothing
+/// (no replicas to wait for, no snapshot to fail); ABORT has no shutdown to abort.
+pub fn shutdown(x: &mut Call<'_, '_>) {
+    let (mut save, mut nosave, mut abort) = (false, false, false);
+    for a in &x.args[1..] {
+        match upper(a).as_slice() {
+            b"SAVE" => save = true,
+            b"NOSAVE" => nosave = true,
+            b"NOW" | b"FORCE" => {}
+            b"ABORT" => abort = true,
+            _ => return resp::error(x.out, "ERR syntax error"),
+        }
+    }
+    if (save && nosave) || (abort && x.args.len() > 2) {
+        return resp::error(x.out, "ERR syntax error");
+    }
+    if abort {
+        return resp::error(x.out, "ERR No shutdown in progress.");
+    }
+    if !x.sh.request_shutdown(!nosave) {
+        return resp::error(x.out, "ERR Errors trying to SHUTDOWN. Check logs.");
+    }
+    x.s.quit = true;
+}
+
 /// `FLUSHDB [SYNC | ASYNC]`: the selected database's keys. While every other database is
 /// empty this is FLUSHALL's one write; otherwise each key of the database is removed in
 /// turn (its collections' fields reclaimed in the background), so a concurrent reader may

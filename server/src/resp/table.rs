@@ -244,6 +244,15 @@ static BASE: &[Spec] = &[
         server::wait,
     ),
     spec(
+        "SHUTDOWN",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI,
+        NONE,
+        "server",
+        "Stops the server (NOSAVE: without the final flush).",
+        server::shutdown,
+    ),
+    spec(
         "FLUSHALL",
         -1,
         WRITE | NO_MULTI,
