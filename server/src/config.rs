@@ -186,6 +186,17 @@ pub struct Args {
     /// Default 3.
     #[arg(long)]
     pub replicas: Option<usize>,
+    /// What to log: `error`, `warn`, `info`, `debug` or `trace`, or a filter directive such
+    /// as `info,openraft=warn`. `RUST_LOG`, when set, wins. Default info.
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Append the log to this file instead of writing it to stderr.
+    #[arg(long)]
+    pub log_file: Option<PathBuf>,
+    /// `text` (the default: a timestamp, the level, the module, the message) or `json`
+    /// (one object per line).
+    #[arg(long)]
+    pub log_format: Option<String>,
     /// Read settings from this TOML file (keys as the flags, with underscores).
     #[arg(long)]
     #[serde(skip)]
@@ -318,6 +329,8 @@ pub struct Settings {
     pub sync: accelkv_durable::SyncPolicy,
     /// Cluster mode (`--cluster`); `None`: a standalone server.
     pub cluster: Option<ClusterSettings>,
+    /// The log (`--log-level`, `--log-file`, `--log-format`).
+    pub log: crate::logging::LogSettings,
 }
 
 impl Settings {
@@ -420,6 +433,11 @@ impl Settings {
             data_dir,
             sync,
             cluster,
+            log: crate::logging::LogSettings::resolve(
+                flags.log_level.clone().or(file.log_level.clone()),
+                flags.log_file.clone().or(file.log_file.clone()),
+                flags.log_format.clone().or(file.log_format.clone()),
+            )?,
         })
     }
 }

@@ -9,6 +9,7 @@ mod binary;
 mod cluster;
 pub mod config;
 mod core;
+pub mod logging;
 mod memcache;
 mod net;
 mod resp;
@@ -88,7 +89,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     );
     let _ = std::io::stdout().flush();
     let _ = signals.forever().next();
-    eprintln!("accelkv-server: shutting down");
+    tracing::info!("shutting down");
     stop_loops(&stop, &mailboxes, &done, settings.threads);
     if let Some(p) = shared.persist().filter(|_| !shared.skip_final_flush()) {
         if let Err(e) = p.flush() {
@@ -238,7 +239,7 @@ fn storage_text(shared: &core::shared::Shared, settings: &config::Settings) -> S
             )
         }
         (Some(p), Some(dir)) => {
-            eprintln!("accelkv-server: {}: {}", dir.display(), p.recovery());
+            tracing::info!("{}: {}", dir.display(), p.recovery());
             format!("data dir {}, sync {}", dir.display(), settings.sync)
         }
         _ => "in memory".to_string(),
@@ -261,7 +262,7 @@ fn stop_loops(
     for _ in 0..threads {
         let left = deadline.saturating_duration_since(Instant::now());
         if done.recv_timeout(left).is_err() {
-            eprintln!("accelkv-server: an event loop did not stop in time; exiting anyway");
+            tracing::warn!("an event loop did not stop in time; exiting anyway");
             break;
         }
     }
@@ -305,8 +306,8 @@ fn bind_memcached(
     let tcp = match std::net::TcpListener::bind(addr(port)) {
         Ok(l) => l,
         Err(e) if !settings.memcached_explicit && e.kind() == std::io::ErrorKind::AddrInUse => {
-            eprintln!(
-                "accelkv-server: memcached port {} is in use; memcached protocol off (give --memcached-port)",
+            tracing::warn!(
+                "memcached port {} is in use; memcached protocol off (give --memcached-port)",
                 addr(port)
             );
             return Ok((None, None));

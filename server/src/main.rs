@@ -13,8 +13,17 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = accelkv_server::serve(settings) {
+    if let Err(e) = accelkv_server::logging::init(&settings.log) {
         eprintln!("accelkv-server: {e}");
+        std::process::exit(2);
+    }
+    let to_file = settings.log.file.is_some();
+    if let Err(e) = accelkv_server::serve(settings) {
+        tracing::error!("{e}");
+        if to_file {
+            // The log is in a file: say why on the terminal too.
+            eprintln!("accelkv-server: {e}");
+        }
         std::process::exit(1);
     }
 }

@@ -149,7 +149,7 @@ impl Registry {
                 Ok(true) => Open::Seeded,
                 Ok(false) => Open::Join,
                 Err(e) => {
-                    eprintln!("accelkv-server: range {child}: {e}; it will be sent a snapshot");
+                    tracing::warn!("range {child}: {e}; it will be sent a snapshot");
                     Open::Join
                 }
             }
@@ -250,8 +250,8 @@ impl StoreMachine {
             st.split = Some((at.clone(), child, old.clone()));
             old
         };
-        eprintln!(
-            "accelkv-server: range {} split at {:?}: keys from there are range {child}",
+        tracing::info!(
+            "range {} split at {:?}: keys from there are range {child}",
             self.id,
             String::from_utf8_lossy(&at)
         );
@@ -402,8 +402,8 @@ impl Machine for StoreMachine {
         let others = self.descendants();
         let mine = |k: &[u8]| !others.iter().any(|o| inside(o, k));
         snapshot::install(sh.store(), &snap.parts, mine)?;
-        eprintln!(
-            "accelkv-server: range {}: installed a snapshot of {} items in {} pages over [{}, {}) in {} ms",
+        tracing::info!(
+            "range {}: installed a snapshot of {} items in {} pages over [{}, {}) in {} ms",
             self.id,
             snap.items(),
             snap.parts.len(),

@@ -101,7 +101,7 @@ pub(crate) async fn move_replica(
             )
         })?
         .map_err(|e| format!("TRYAGAIN changing range {range}'s replicas: {e}"))?;
-    eprintln!("accelkv-server: range {range} moved from node {from} to node {to}");
+    tracing::info!("range {range} moved from node {from} to node {to}");
     if from == ctl.me {
         hand_over(ctl, range, raft, to);
     }
@@ -136,7 +136,7 @@ fn hand_over(ctl: &Ctl, range: RangeId, raft: accelkv_cluster::raft::Raft, added
             .and_then(|id| mem.get_node(&id).map(|n| n.addr.clone()));
         if let Some(addr) = heir {
             if let Err(e) = node.ask_to_campaign(range, &addr).await {
-                eprintln!("accelkv-server: {e}");
+                tracing::warn!("{e}");
             }
         }
     });

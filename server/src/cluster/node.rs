@@ -123,8 +123,8 @@ async fn join(
         .await
         .map_err(|_| format!("etcd at {} did not answer", cs.etcd.join(",")))??;
     if coord.map().await?.is_none() {
-        eprintln!(
-            "accelkv-server: node {me} registered; waiting for {} nodes to make the first range map",
+        tracing::info!(
+            "node {me} registered; waiting for {} nodes to make the first range map",
             cs.replicas
         );
     }
@@ -345,7 +345,7 @@ async fn open_from_map(reg: &Arc<Registry>, sh: &Arc<Shared>, map: &RangeMap, me
 /// and drops its keys from the store.
 async fn close_one(reg: &Arc<Registry>, sh: &Arc<Shared>, range: u64) {
     if let Err(e) = reg.raft.close_group(range).await {
-        eprintln!("accelkv-server: cluster: {e}");
+        tracing::warn!("cluster: {e}");
     }
     let m = reg
         .machines
@@ -354,7 +354,7 @@ async fn close_one(reg: &Arc<Registry>, sh: &Arc<Shared>, range: u64) {
         .remove(&range);
     if let Some(m) = m {
         if let Err(e) = crate::cluster::machine::clear(sh, &m.bounds()) {
-            eprintln!("accelkv-server: range {range}: dropping its keys: {e}");
+            tracing::warn!("range {range}: dropping its keys: {e}");
         }
     }
     reg.unclaim(range);
@@ -362,7 +362,7 @@ async fn close_one(reg: &Arc<Registry>, sh: &Arc<Shared>, range: u64) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&range);
-    eprintln!("accelkv-server: range {range} moved away from this node: its replica is closed");
+    tracing::info!("range {range} moved away from this node: its replica is closed");
 }
 
 /// Opens this node's replica of `range`.
@@ -384,7 +384,7 @@ async fn open_one(
             tokio::spawn(log_leaders(range, g.metrics()));
         }
         Err(e) => {
-            eprintln!("accelkv-server: cluster: {e}");
+            tracing::warn!("cluster: {e}");
             reg.machines
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
@@ -409,8 +409,8 @@ async fn log_leaders(
         };
         if leader != last {
             match leader {
-                Some(l) => eprintln!("accelkv-server: range {range}: node {l} leads (term {term})"),
-                None => eprintln!("accelkv-server: range {range}: no leader (term {term})"),
+                Some(l) => tracing::info!("range {range}: node {l} leads (term {term})"),
+                None => tracing::info!("range {range}: no leader (term {term})"),
             }
             last = leader;
         }

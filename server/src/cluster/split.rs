@@ -199,7 +199,7 @@ pub(crate) async fn run(ctl: Ctl) {
             if let Some((at, child, _)) = done {
                 if ctl.map.borrow().range(child).is_none() {
                     if let Err(e) = record(&ctl, m.id, &at, child).await {
-                        eprintln!("accelkv-server: {e}");
+                        tracing::warn!("{e}");
                     }
                 }
             }
@@ -222,11 +222,11 @@ pub(crate) async fn run(ctl: Ctl) {
                 .flatten();
             if let Some((at, bytes)) = mid {
                 match split(&ctl, m.id, at).await {
-                    Ok(child) => eprintln!(
-                        "accelkv-server: range {} holds {bytes} bytes (over --split-size {limit}): split off range {child}",
+                    Ok(child) => tracing::info!(
+                        "range {} holds {bytes} bytes (over --split-size {limit}): split off range {child}",
                         m.id
                     ),
-                    Err(e) => eprintln!("accelkv-server: splitting range {}: {e}", m.id),
+                    Err(e) => tracing::warn!("splitting range {}: {e}", m.id),
                 }
             }
         }
@@ -268,8 +268,8 @@ async fn by_load(ctl: &Ctl, m: &StoreMachine, busy: &mut HashMap<RangeId, Busy>)
     match split(ctl, m.id, at.clone()).await {
         Ok(child) => {
             m.load.forget();
-            eprintln!(
-                "accelkv-server: range {} served {rate:.0} commands/s (over --split-load {}): split at {:?}, off range {child}",
+            tracing::info!(
+                "range {} served {rate:.0} commands/s (over --split-load {}): split at {:?}, off range {child}",
                 m.id,
                 ctl.split_load,
                 String::from_utf8_lossy(&at)
@@ -277,7 +277,7 @@ async fn by_load(ctl: &Ctl, m: &StoreMachine, busy: &mut HashMap<RangeId, Busy>)
             true
         }
         Err(e) => {
-            eprintln!("accelkv-server: splitting range {} by load: {e}", m.id);
+            tracing::warn!("splitting range {} by load: {e}", m.id);
             false
         }
     }

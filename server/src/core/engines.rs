@@ -54,7 +54,7 @@ impl Engine {
                 why_not_gpu,
             } => {
                 if let (Some(why), EngineKind::Auto) = (&why_not_gpu, settings.engine) {
-                    eprintln!("accelkv-server: engine auto: running the CPU engine ({why})");
+                    tracing::info!("engine auto: running the CPU engine ({why})");
                 }
                 Engine::Cpu {
                     engine,
@@ -63,7 +63,7 @@ impl Engine {
                 }
             }
             Started::Offload(g) => {
-                eprintln!("accelkv-server: engine {} on {}", g.name(), g.device());
+                tracing::info!("engine {} on {}", g.name(), g.device());
                 Engine::Offload(g)
             }
         })

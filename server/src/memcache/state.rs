@@ -27,7 +27,7 @@ impl McGlobal {
                 .is_ok()
         {
             if let Err(e) = sh.station().clear(sh.store()) {
-                eprintln!("accelkv-server: memcached flush_all at {at} failed: {e}");
+                tracing::error!("memcached flush_all at {at} failed: {e}");
             }
         }
     }

@@ -139,7 +139,7 @@ impl Loop {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                eprintln!("accelkv-server: loop {}: poll failed: {e}", self.index);
+                tracing::error!("loop {}: poll failed: {e}", self.index);
                 return;
             }
             for ev in events.iter() {

@@ -155,6 +155,10 @@ impl crate::net::session::Session for Session {
 
     fn gathered(&mut self, sh: &Shared, k: usize, bytes: usize) {
         self.reply_hint = bytes / k.max(1);
+        if let Some(get) = crate::resp::table::find(b"GET") {
+            let at = crate::resp::table::position(get);
+            self.global.cmdstats.counted(at, k as u64);
+        }
         sh.metrics()
             .hot()
             .resp_commands

@@ -5,7 +5,8 @@
 //! summed when read. Time is what the loop spent on each pipeline it ran (the latency it
 //! already measures) split evenly among the pipeline's commands: one clock read per
 //! pipeline, not two per command, so a cheap command in a pipeline with a costly one is
-//! charged part of the costly one's time.
+//! charged part of the costly one's time. GETs the event loop gathers from several
+//! connections into one read batch (net/event_loop.rs) are counted without time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -80,6 +81,12 @@ impl CmdStats {
     /// `n` runs of command `idx` that all answered (a batch of GETs or SETs).
     pub fn ran_many(&self, idx: usize, n: u64) {
         note(idx, n as u32);
+        self.counted(idx, n);
+    }
+
+    /// `n` runs of command `idx` answered outside a pipeline's run (GETs the event loop
+    /// gathered from several connections): counted, their time not charged.
+    pub fn counted(&self, idx: usize, n: u64) {
         if let Some(c) = self.cells().get(idx) {
             c.calls.fetch_add(n, Ordering::Relaxed);
         }
