@@ -330,20 +330,14 @@ pub struct Settings {
     /// Cluster mode (`--cluster`); `None`: a standalone server.
     pub cluster: Option<ClusterSettings>,
     /// The log (`--log-level`, `--log-file`, `--log-format`).
-    pub log: crate::logging::LogSettings,
+    pub log: LogSettings,
 }
 
 impl Settings {
     /// Resolves flags, the TOML file they name, and the environment.
     pub fn resolve(flags: Args) -> Result<Settings, String> {
-        let file: Args = match &flags.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
-            }
-            None => Args::default(),
-        };
+        let file = file_args(&flags)?;
+        let log = LogSettings::resolve(&flags, &file)?;
         let mut data_dir = flags.data_dir.clone().or(file.data_dir.clone());
         let cluster = match flags.cluster.clone().or(file.cluster.clone()) {
             None => None,
@@ -433,12 +427,71 @@ impl Settings {
             data_dir,
             sync,
             cluster,
-            log: crate::logging::LogSettings::resolve(
-                flags.log_level.clone().or(file.log_level.clone()),
-                flags.log_file.clone().or(file.log_file.clone()),
-                flags.log_format.clone().or(file.log_format.clone()),
-            )?,
+            log,
         })
+    }
+}
+
+/// The settings of the TOML file `--config` names (none: every one unset).
+fn file_args(flags: &Args) -> Result<Args, String> {
+    let Some(path) = &flags.config else {
+        return Ok(Args::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Where and how the server logs (`--log-level`, `--log-file`, `--log-format`; logging.rs
+/// installs it).
+#[derive(Clone, Debug)]
+pub struct LogSettings {
+    /// A filter directive (`info`, `warn,accelkv_server::cluster=debug`, …).
+    pub level: String,
+    /// Append to this file instead of writing to stderr.
+    pub file: Option<PathBuf>,
+    /// One JSON object per line instead of text.
+    pub json: bool,
+}
+
+impl LogSettings {
+    /// What the flags and the file ask for, checked: a level that is a level name or a
+    /// filter directive, a format that is `text` or `json`.
+    fn resolve(flags: &Args, file: &Args) -> Result<LogSettings, String> {
+        let level = flags.log_level.clone().or(file.log_level.clone());
+        let format = flags.log_format.clone().or(file.log_format.clone());
+        LogSettings::from_parts(
+            level,
+            flags.log_file.clone().or(file.log_file.clone()),
+            format,
+        )
+    }
+
+    pub fn from_parts(
+        level: Option<String>,
+        file: Option<PathBuf>,
+        format: Option<String>,
+    ) -> Result<LogSettings, String> {
+        let level = level.unwrap_or_else(|| "info".into());
+        // A bare word must be a level (a filter would take it as a module's name).
+        let levels = ["off", "error", "warn", "info", "debug", "trace"];
+        let bad = |why: String| format!("--log-level {level}: {why}");
+        for part in level.split(',') {
+            let word = part.trim().to_ascii_lowercase();
+            if !part.contains('=') && !levels.contains(&word.as_str()) {
+                return Err(bad(format!(
+                    "expected one of {}, or target=level",
+                    levels.join(", ")
+                )));
+            }
+        }
+        tracing_subscriber::EnvFilter::try_new(&level).map_err(|e| bad(e.to_string()))?;
+        let json = match format.as_deref() {
+            None | Some("text") => false,
+            Some("json") => true,
+            Some(other) => return Err(format!("--log-format {other}: expected text or json")),
+        };
+        Ok(LogSettings { level, file, json })
     }
 }
 

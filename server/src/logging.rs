@@ -6,59 +6,8 @@
 //! `trace`; or any filter directive such as `info,openraft=warn`); `RUST_LOG`, when set,
 //! wins over it, as in every `tracing` program.
 
-use std::path::PathBuf;
+use crate::config::LogSettings;
 use tracing_subscriber::EnvFilter;
-
-/// Where and how the server logs.
-#[derive(Clone, Debug)]
-pub struct LogSettings {
-    /// A filter directive (`info`, `warn,accelkv_server::cluster=debug`, …).
-    pub level: String,
-    /// Append to this file instead of writing to stderr.
-    pub file: Option<PathBuf>,
-    /// One JSON object per line instead of text.
-    pub json: bool,
-}
-
-impl Default for LogSettings {
-    fn default() -> LogSettings {
-        LogSettings {
-            level: "info".into(),
-            file: None,
-            json: false,
-        }
-    }
-}
-
-impl LogSettings {
-    /// Checks the settings the flags and file give: a level that parses as a filter, a
-    /// format that is `text` or `json`.
-    pub fn resolve(
-        level: Option<String>,
-        file: Option<PathBuf>,
-        format: Option<String>,
-    ) -> Result<LogSettings, String> {
-        let level = level.unwrap_or_else(|| "info".into());
-        // A bare word must be a level (EnvFilter would take it as a module's name).
-        let levels = ["off", "error", "warn", "info", "debug", "trace"];
-        let bad = |why: String| format!("--log-level {level}: {why}");
-        for part in level.split(',') {
-            if !part.contains('=') && !levels.contains(&part.trim().to_ascii_lowercase().as_str()) {
-                return Err(bad(format!(
-                    "expected one of {}, or target=level",
-                    levels.join(", ")
-                )));
-            }
-        }
-        EnvFilter::try_new(&level).map_err(|e| bad(e.to_string()))?;
-        let json = match format.as_deref() {
-            None | Some("text") => false,
-            Some("json") => true,
-            Some(other) => return Err(format!("--log-format {other}: expected text or json")),
-        };
-        Ok(LogSettings { level, file, json })
-    }
-}
 
 /// Installs the log as the process's global `tracing` subscriber (once; a second call
 /// changes nothing).
@@ -104,18 +53,15 @@ mod tests {
 
     #[test]
     fn levels_and_formats_are_checked() {
-        assert!(LogSettings::resolve(Some("warn".into()), None, None).is_ok());
-        assert!(
-            LogSettings::resolve(Some("info,openraft=warn".into()), None, Some("json".into()))
-                .unwrap()
-                .json
-        );
-        assert!(LogSettings::resolve(Some("loud".into()), None, None).is_err());
-        assert!(LogSettings::resolve(Some("WARN".into()), None, None).is_ok());
-        assert!(LogSettings::resolve(None, None, Some("xml".into())).is_err());
-        assert_eq!(
-            LogSettings::resolve(None, None, None).unwrap().level,
-            "info"
-        );
+        let s = |l: Option<&str>, f: Option<&str>| {
+            LogSettings::from_parts(l.map(Into::into), None, f.map(Into::into))
+        };
+        assert!(s(Some("warn"), None).is_ok());
+        assert!(s(Some("info,openraft=warn"), Some("json")).unwrap().json);
+        assert!(s(Some("loud"), None).is_err());
+        assert!(s(Some("WARN"), None).is_ok());
+        assert!(s(None, Some("xml")).is_err());
+        assert_eq!(s(None, None).unwrap().level, "info");
+        assert!(init(&s(Some("warn"), None).unwrap()).is_ok());
     }
 }
