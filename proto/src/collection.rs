@@ -283,6 +283,19 @@ impl StreamId {
     }
 }
 
+impl StreamId {
+    /// The id just before this one (`None`: this is the smallest).
+    pub fn prev(self) -> Option<StreamId> {
+        match self.seq.checked_sub(1) {
+            Some(seq) => Some(StreamId { ms: self.ms, seq }),
+            None => Some(StreamId {
+                ms: self.ms.checked_sub(1)?,
+                seq: u64::MAX,
+            }),
+        }
+    }
+}
+
 impl std::fmt::Display for StreamId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}-{}", self.ms, self.seq)
@@ -414,6 +427,9 @@ mod tests {
         assert_eq!(ids[0].next(), Some(ids[1]));
         assert_eq!(ids[3].next(), Some(ids[4]));
         assert_eq!(StreamId::MAX.next(), None);
+        assert_eq!(ids[4].prev(), Some(ids[3]));
+        assert_eq!(ids[1].prev(), Some(ids[0]));
+        assert_eq!(StreamId::MIN.prev(), None);
         assert_eq!(StreamId::from_bytes(&ids[3].to_bytes()), Some(ids[3]));
         assert_eq!(ids[3].to_string(), "1-18446744073709551615");
         let e = encode_entry(&[&b"f"[..], b"", b"value"]);

@@ -74,21 +74,11 @@ fn bound(a: &[u8], start: bool) -> Result<StreamId, Fail> {
         return parse_id(a, missing);
     };
     let id = parse_id(id, missing)?;
-    let moved = if start { id.next() } else { prev(id) };
+    let moved = if start { id.next() } else { id.prev() };
     moved.ok_or_else(|| {
         let which = if start { "start" } else { "end" };
         Fail::Reply(format!("ERR invalid {which} ID for the interval"))
     })
-}
-
-fn prev(id: StreamId) -> Option<StreamId> {
-    match id.seq.checked_sub(1) {
-        Some(seq) => Some(StreamId { ms: id.ms, seq }),
-        None => Some(StreamId {
-            ms: id.ms.checked_sub(1)?,
-            seq: u64::MAX,
-        }),
-    }
 }
 
 /// XRANGE and XREVRANGE.
