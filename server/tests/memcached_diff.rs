@@ -28,36 +28,38 @@ impl Drop for Memcached {
     }
 }
 
+/// A running `memcached`, or `None` where none is installed. The port is picked by binding
+/// port 0 and letting it go, so a server beside this test may take it first: a memcached
+/// that exits at once is started again on another port.
 fn start_memcached() -> Option<Memcached> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let child = Command::new("memcached")
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-u",
-            "root",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let m = Memcached(child, port);
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if start.elapsed() > Duration::from_secs(10) {
-            return None;
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let child = Command::new("memcached")
+            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-U", "0", "-u", "root"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut m = Memcached(child, port);
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if matches!(m.0.try_wait(), Ok(Some(_))) || start.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        // Still running after it accepted a connection: the port is its own.
+        std::thread::sleep(Duration::from_millis(50));
+        if matches!(m.0.try_wait(), Ok(None)) && TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some(m);
+        }
     }
-    Some(m)
+    panic!("memcached did not start in 5 tries")
 }
 
 /// Sends `cmd` followed by `mn` and returns everything before `MN`.

@@ -233,33 +233,66 @@ pub struct Redis {
 }
 
 impl Redis {
+    /// A running `redis-server`, or `None` where none is installed. The port is picked by
+    /// binding port 0 and letting it go, so a server started at the same moment by a test
+    /// beside this one may take it first: a redis-server that exits at once is started
+    /// again on another port (its log says why it exited when every try fails).
     pub fn start() -> Option<Redis> {
+        let mut logs = Vec::new();
+        for _ in 0..5 {
+            match Redis::try_start() {
+                Ok(r) => return Some(r),
+                Err(None) => return None,
+                Err(Some(log)) => logs.push(log),
+            }
+        }
+        panic!("redis-server did not start:\n{}", logs.join("\n---\n"));
+    }
+
+    /// `Err(None)`: no redis-server to run; `Err(Some(log))`: it exited or never listened.
+    fn try_start() -> Result<Redis, Option<String>> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
+            .and_then(|l| l.local_addr())
+            .map_err(|e| Some(format!("no free port: {e}")))?
             .port();
+        let log = std::env::temp_dir().join(format!("accelkv-test-redis-{port}.log"));
+        let out = std::fs::File::create(&log).map_err(|e| Some(format!("{log:?}: {e}")))?;
         let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .ok()?;
-        let r = Redis { child, port };
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(std::env::temp_dir())
+            .stdout(out)
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
+            Err(e) => return Err(Some(format!("redis-server: {e}"))),
+        };
+        let mut r = Redis { child, port };
+        let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if start.elapsed() > Duration::from_secs(10) {
-                return None;
+            if let Ok(Some(status)) = r.child.try_wait() {
+                return Err(Some(format!("exited ({status}):\n{}", read_log())));
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err(Some(format!("not listening after 30 s:\n{}", read_log())));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(r)
+        // Listening on the port is not enough: a server beside it may hold the port while
+        // this one exits for it.
+        let info = RespConn::connect(([127, 0, 0, 1], port).into()).str(&["INFO", "server"]);
+        let ours = format!("process_id:{}\r\n", r.child.id());
+        if !matches!(&info, Value::Bulk(Some(b)) if String::from_utf8_lossy(b).contains(&ours)) {
+            return Err(Some(format!(
+                "port {port} is another server's:\n{}",
+                read_log()
+            )));
+        }
+        let _ = std::fs::remove_file(&log);
+        Ok(r)
     }
 }
 
