@@ -14,5 +14,5 @@ pub use coord::Coordinator;
 pub use map::{NodeAddr, NodeId, Range, RangeId, RangeMap};
 /// The consensus library, for its types (metrics, errors).
 pub use openraft;
-pub use raft::group::{read_barrier, write, NotServed, Open, RaftNode, Tuning};
+pub use raft::group::{read_barrier, write, GroupStats, NotServed, Open, RaftNode, Tuning};
 pub use raft::machine::Machine;

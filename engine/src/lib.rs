@@ -52,7 +52,7 @@ pub use inline::{Found, InlineReader};
 pub use loader::{LoadSink, Loader};
 pub use request::{Completion, Items, ReadRef, Reply, Request, Sink};
 pub use routed::EngineStore;
-pub use select::{start, Accelerator, EngineKind, Offload, Started};
+pub use select::{start, Accelerator, EngineKind, Offload, Sample, Started};
 pub use submissions::{Submission, Submissions};
 
 /// Counters an engine reports.

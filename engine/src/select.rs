@@ -63,8 +63,20 @@ pub trait Offload: ReadEngine {
     fn device(&self) -> String;
     /// Lines for INFO/STATS: name and value.
     fn info(&self) -> Vec<(&'static str, String)>;
-    /// Prometheus samples: name, whether it is a counter (else a gauge), value.
-    fn samples(&self) -> Vec<(&'static str, bool, u64)>;
+    /// Its Prometheus samples.
+    fn samples(&self) -> Vec<Sample>;
+}
+
+/// One Prometheus sample of an engine: a counter (its name ends in `_total`) or a gauge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// The metric's name, `accelkv_<engine>_...`.
+    pub name: &'static str,
+    /// Its `# HELP` text.
+    pub help: &'static str,
+    /// A counter (else a gauge).
+    pub counter: bool,
+    pub value: u64,
 }
 
 /// How to find and start an engine with memory of its own.
@@ -195,7 +207,7 @@ mod tests {
         fn info(&self) -> Vec<(&'static str, String)> {
             Vec::new()
         }
-        fn samples(&self) -> Vec<(&'static str, bool, u64)> {
+        fn samples(&self) -> Vec<Sample> {
             Vec::new()
         }
     }

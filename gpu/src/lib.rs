@@ -36,7 +36,7 @@ pub use engine::{GpuConfig, GpuEngine, GpuStats};
 pub use error::GpuError;
 pub use probe::{driver_present, probe, DeviceInfo};
 
-use accelkv_engine::{Accelerator, Offload};
+use accelkv_engine::{Accelerator, Offload, Sample};
 use accelkv_tree::Store;
 use std::sync::Arc;
 
@@ -98,15 +98,51 @@ impl Offload for GpuEngine {
         ]
     }
 
-    fn samples(&self) -> Vec<(&'static str, bool, u64)> {
+    fn samples(&self) -> Vec<Sample> {
         let s = self.gpu_stats();
+        let sample = |name, help, counter, value| Sample {
+            name,
+            help,
+            counter,
+            value,
+        };
         vec![
-            ("accelkv_gpu_launches_total", true, s.launches),
-            ("accelkv_gpu_device_requests_total", true, s.device_requests),
-            ("accelkv_gpu_host_bytes_read_total", true, s.host_bytes_read),
-            ("accelkv_gpu_remaps_applied_total", true, s.remaps_applied),
-            ("accelkv_gpu_fallbacks_total", true, s.fallbacks),
-            ("accelkv_gpu_cached_interior_nodes", false, s.cached_nodes),
+            sample(
+                "accelkv_gpu_launches_total",
+                "Kernel launches of the GPU engine.",
+                true,
+                s.launches,
+            ),
+            sample(
+                "accelkv_gpu_device_requests_total",
+                "Read requests the GPU engine ran on the device.",
+                true,
+                s.device_requests,
+            ),
+            sample(
+                "accelkv_gpu_host_bytes_read_total",
+                "Bytes the GPU kernels read from host memory.",
+                true,
+                s.host_bytes_read,
+            ),
+            sample(
+                "accelkv_gpu_remaps_applied_total",
+                "Node remaps (writes' new node versions) applied to the device's copy.",
+                true,
+                s.remaps_applied,
+            ),
+            sample(
+                "accelkv_gpu_fallbacks_total",
+                "Requests the GPU engine handed back to the CPU reader.",
+                true,
+                s.fallbacks,
+            ),
+            sample(
+                "accelkv_gpu_cached_interior_nodes",
+                "Interior nodes held in device memory.",
+                false,
+                s.cached_nodes,
+            ),
         ]
     }
 }

@@ -18,7 +18,7 @@
 use crate::store_mem::StoreMemory;
 use crate::walk::{Lookup, WalkConfig, WalkSim, Walked, MAX_KEY, MAX_NODE};
 use accelkv_engine::{
-    Accelerator, Completion, EngineStats, Items, Offload, ReadEngine, Reply, Request, Sink,
+    Accelerator, Completion, EngineStats, Items, Offload, ReadEngine, Reply, Request, Sample, Sink,
     Submission, Submissions,
 };
 use accelkv_tree::{Store, ROOT_LID};
@@ -284,15 +284,40 @@ impl Offload for RtlEngine {
         ]
     }
 
-    fn samples(&self) -> Vec<(&'static str, bool, u64)> {
+    fn samples(&self) -> Vec<Sample> {
         let c = &self.inner.counters;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let counter = |name, help, a: &AtomicU64| Sample {
+            name,
+            help,
+            counter: true,
+            value: a.load(Ordering::Relaxed),
+        };
         vec![
-            ("accelkv_rtl_lookups_total", true, l(&c.lookups)),
-            ("accelkv_rtl_cycles_total", true, l(&c.cycles)),
-            ("accelkv_rtl_node_reads_total", true, l(&c.node_reads)),
-            ("accelkv_rtl_cache_hits_total", true, l(&c.cache_hits)),
-            ("accelkv_rtl_fallbacks_total", true, l(&c.fallbacks)),
+            counter(
+                "accelkv_rtl_lookups_total",
+                "Lookups the simulated RTL engine ran.",
+                &c.lookups,
+            ),
+            counter(
+                "accelkv_rtl_cycles_total",
+                "Clock cycles the simulated RTL engine ran.",
+                &c.cycles,
+            ),
+            counter(
+                "accelkv_rtl_node_reads_total",
+                "Tree nodes the simulated RTL engine read from memory.",
+                &c.node_reads,
+            ),
+            counter(
+                "accelkv_rtl_cache_hits_total",
+                "Node reads the simulated RTL engine's node cache answered.",
+                &c.cache_hits,
+            ),
+            counter(
+                "accelkv_rtl_fallbacks_total",
+                "Lookups the RTL engine handed back to the CPU reader.",
+                &c.fallbacks,
+            ),
         ]
     }
 }

@@ -540,6 +540,22 @@ fn a_replica_that_missed_the_log_is_sent_a_snapshot_of_the_store() {
         })
         .any(|(items, pages)| items >= 1300 && pages > 1);
     assert!(sent, "no snapshot of the range was installed:\n{log}");
+    // /metrics shows the groups: the leader leads range 1 and built snapshots, the replica
+    // keeps the one it was sent, and both applied what the leader committed.
+    let sample = |i: usize, name: &str| -> f64 {
+        let text = c.metrics(i);
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} on node {}:\n{text}", i + 1))
+    };
+    assert_eq!(sample(leader, "accelkv_raft_leader{range=\"1\"}"), 1.0);
+    assert_eq!(sample(away, "accelkv_raft_leader{range=\"1\"}"), 0.0);
+    assert!(sample(leader, "accelkv_raft_snapshots_built_total") >= 1.0);
+    assert!(sample(leader, "accelkv_raft_leader_changes_total") >= 1.0);
+    assert!(sample(away, "accelkv_raft_snapshot_bytes{range=\"1\"}") > 10_000.0);
+    let applied = sample(leader, "accelkv_raft_applied_index{range=\"1\"}");
+    assert!(applied > 1600.0, "applied index {applied}");
+    assert!(sample(away, "accelkv_raft_term{range=\"1\"}") >= 1.0);
 }
 
 #[test]

@@ -100,7 +100,9 @@ fn tcp_binary_protocol() {
     let mut text = String::new();
     h.read_to_string(&mut text).unwrap();
     assert!(text.contains("accelkv_ops_total{op=\"get\"}"), "{text}");
-    assert!(text.contains("accelkv_request_latency_microseconds{quantile=\"0.99\"}"));
+    assert!(
+        text.contains("accelkv_request_duration_seconds_bucket{protocol=\"binary\",le=\"0.001\"}")
+    );
     assert!(text.contains("accelkv_engine_queue_depth "));
     assert!(text.contains("accelkv_hot_cache_hit_ratio "));
 }

@@ -11,10 +11,11 @@ use super::{Command, Raft};
 use crate::map::{NodeId, RangeId};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How a node's groups are tuned.
@@ -82,6 +83,31 @@ pub enum Open {
     Seeded,
 }
 
+/// What one group's replica here reports (Prometheus, INFO).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    pub range: RangeId,
+    pub term: u64,
+    /// The last entry in the log here.
+    pub last_log_index: u64,
+    /// The last entry applied to the store here (what is known committed and applied).
+    pub applied_index: u64,
+    /// Whether this replica leads the group.
+    pub leader: bool,
+    /// Times the group's leader, as this replica saw it, changed to another node since the
+    /// replica opened.
+    pub leader_changes: u64,
+    /// Bytes of the snapshot kept here, and snapshots this replica built since it opened.
+    pub snapshot_bytes: u64,
+    pub snapshots_built: u64,
+}
+
+/// What a node keeps beside each open group for [`RaftNode::stats`].
+struct Watched {
+    sm: StateMachine,
+    leader_changes: Arc<AtomicU64>,
+}
+
 /// A node's Raft side: its groups and its Raft port.
 pub struct RaftNode {
     /// This node's id.
@@ -92,6 +118,7 @@ pub struct RaftNode {
     groups: Groups,
     pool: Arc<net::Pool>,
     tuning: Tuning,
+    watched: Mutex<HashMap<RangeId, Watched>>,
 }
 
 impl RaftNode {
@@ -115,6 +142,7 @@ impl RaftNode {
             groups,
             pool: Default::default(),
             tuning,
+            watched: Default::default(),
         })
     }
 
@@ -176,6 +204,10 @@ impl RaftNode {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&range);
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&range);
         if let Some(g) = g {
             let _ = g.shutdown().await;
         }
@@ -202,6 +234,7 @@ impl RaftNode {
             .map_err(|e| format!("opening the log of range {range}: {e}"))?;
         let fresh = log.is_empty() && how == Open::Bootstrap;
         let sm = StateMachine::open(&dir, machine, how == Open::Seeded)?;
+        let sm_stats = sm.clone();
         let t = &self.tuning;
         let config = openraft::Config {
             cluster_name: format!("accelkv-range-{range}"),
@@ -226,6 +259,7 @@ impl RaftNode {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(range, raft.clone());
+        self.watch(range, &raft, sm_stats);
         if fresh && members.keys().next() == Some(&self.id) {
             let nodes: BTreeMap<u64, BasicNode> = members
                 .iter()
@@ -242,6 +276,57 @@ impl RaftNode {
             }
         }
         Ok(raft)
+    }
+
+    /// Counts group `range`'s leader changes (a task that ends with the group) and keeps
+    /// its state machine for the snapshot sizes.
+    fn watch(&self, range: RangeId, raft: &Raft, sm: StateMachine) {
+        let leader_changes = Arc::new(AtomicU64::new(0));
+        let count = leader_changes.clone();
+        let mut rx = raft.metrics();
+        tokio::spawn(async move {
+            let mut last = rx.borrow().current_leader;
+            while rx.changed().await.is_ok() {
+                let now = rx.borrow().current_leader;
+                if now.is_some() && now != last {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                if now.is_some() {
+                    last = now;
+                }
+            }
+        });
+        let w = Watched { sm, leader_changes };
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(range, w);
+    }
+
+    /// Every open group's state here, by range.
+    pub fn stats(&self) -> Vec<GroupStats> {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<GroupStats> = groups
+            .iter()
+            .map(|(&range, raft)| {
+                let m = raft.metrics().borrow().clone();
+                let w = watched.get(&range);
+                let (snapshot_bytes, snapshots_built) = w.map_or((0, 0), |w| w.sm.snapshot_stats());
+                GroupStats {
+                    range,
+                    term: m.current_term,
+                    last_log_index: m.last_log_index.unwrap_or(0),
+                    applied_index: m.last_applied.map_or(0, |l| l.index),
+                    leader: m.state.is_leader(),
+                    leader_changes: w.map_or(0, |w| w.leader_changes.load(Ordering::Relaxed)),
+                    snapshot_bytes,
+                    snapshots_built,
+                }
+            })
+            .collect();
+        out.sort_by_key(|g| g.range);
+        out
     }
 
     /// Asks the node whose Raft address is `addr` to stand for election in range `range`'s
@@ -276,6 +361,10 @@ impl RaftNode {
             .drain()
             .map(|(_, r)| r)
             .collect();
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         for r in all {
             let _ = r.shutdown().await;
         }

@@ -52,6 +52,14 @@ fn serr(e: impl std::fmt::Display) -> StorageError {
 }
 
 impl StateMachine {
+    /// The size of the snapshot kept (built here or installed from the leader), and how
+    /// many this replica built since it opened.
+    pub fn snapshot_stats(&self) -> (u64, u64) {
+        let g = self.lock();
+        let bytes = g.current.as_ref().map_or(0, |(_, d)| d.len() as u64);
+        (bytes, g.built)
+    }
+
     /// The state machine of the group whose files are in `dir`, restored from the snapshot
     /// kept there (given to the machine unless `installed`: it holds the contents already).
     pub fn open(

@@ -10,6 +10,7 @@
 use crate::binary::answer::{encode, read_answer, Answer};
 use crate::binary::cluster::Step;
 use crate::binary::execute::{execute_op, run_writes, Transport};
+use crate::core::counters::Proto;
 use crate::core::ops::Write;
 use crate::core::reads::{NotYet, Reads};
 use crate::core::route::{Forward, Settled};
@@ -102,7 +103,7 @@ impl Ran {
                 out.truncate(start); // not even the statuses fit: no reply at all
             }
         }
-        sh.record_latency(self.start.elapsed());
+        sh.record_latency(Proto::Binary, self.start.elapsed());
     }
 }
 

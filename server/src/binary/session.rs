@@ -6,6 +6,7 @@
 
 use crate::binary::execute::Transport;
 use crate::binary::frame::{run_frame, Framed, Ran as FrameRan};
+use crate::core::counters::Proto;
 use crate::core::reads::Answered;
 use crate::core::route::{Settled, Settlement};
 use crate::core::shared::Shared;
@@ -46,6 +47,10 @@ impl BinarySession {
 }
 
 impl Session for BinarySession {
+    fn protocol(&self) -> Proto {
+        Proto::Binary
+    }
+
     fn run(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Ran {
         let sh = cx.sh;
         let limits = &sh.settings().limits;

@@ -16,7 +16,7 @@ use crate::cluster::machine::{OpenReq, Registry, StoreMachine};
 use crate::cluster::split::Ctl;
 use crate::config::ClusterSettings;
 use crate::core::route::{encode, ClusterSession};
-use crate::core::route::{Forward, Located, Route, Router, Settled, PROXY_NAME};
+use crate::core::route::{Forward, GroupSample, Located, Route, Router, Settled, PROXY_NAME};
 use crate::core::shared::Shared;
 use crate::resp::cluster::{classify, normalize, Class, ONCE};
 use accelkv_cluster::{read_barrier, write, Coordinator, NodeAddr, NotServed, Open};
@@ -1016,6 +1016,23 @@ impl Router for Node {
                 ),
             ),
         }
+    }
+
+    fn groups(&self) -> Vec<GroupSample> {
+        let stats = self.raft.stats();
+        stats
+            .into_iter()
+            .map(|g| GroupSample {
+                range: g.range,
+                term: g.term,
+                last_log_index: g.last_log_index,
+                applied_index: g.applied_index,
+                leader: g.leader,
+                leader_changes: g.leader_changes,
+                snapshot_bytes: g.snapshot_bytes,
+                snapshots_built: g.snapshots_built,
+            })
+            .collect()
     }
 
     fn describe(&self) -> String {

@@ -33,6 +33,20 @@ pub const CLASSES: [&str; 9] = [
     "vector",
 ];
 
+/// The protocols whose request latency is recorded apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    Resp = 0,
+    Memcached = 1,
+    Binary = 2,
+}
+
+/// [`Proto`]'s names, as the `protocol` label of the latency histograms.
+pub const PROTOCOLS: [&str; 3] = ["resp", "memcached", "binary"];
+
+/// One histogram per protocol.
+type Latencies = [Mutex<Histogram<u64>>; 3];
+
 /// Counters bumped on every request: one set per event loop, on cache lines of its own
 /// (a counter shared by all loops would bounce between their cores on every request),
 /// summed when read.
@@ -75,8 +89,9 @@ pub struct Metrics {
     pub bad_input: AtomicU64,
     pub connections_total: AtomicU64,
     pub connections_rejected: AtomicU64,
-    /// Latency of binary frames and RESP command batches, in microseconds, per loop.
-    latency: Box<[Mutex<Histogram<u64>>]>,
+    /// Latency of each input batch (a binary frame, a RESP or memcached pipeline read at
+    /// once), in microseconds, per loop and protocol.
+    latency: Box<[Latencies]>,
 }
 
 impl Metrics {
@@ -91,9 +106,12 @@ impl Metrics {
             connections_rejected: AtomicU64::new(0),
             latency: (0..shards)
                 .map(|_| {
-                    Histogram::new_with_bounds(1, 60_000_000, 3)
-                        .map(Mutex::new)
-                        .map_err(|e| e.to_string())
+                    let h = || {
+                        Histogram::new_with_bounds(1, 60_000_000, 3)
+                            .map(Mutex::new)
+                            .map_err(|e| e.to_string())
+                    };
+                    Ok::<Latencies, String>([h()?, h()?, h()?])
                 })
                 .collect::<Result<_, _>>()?,
         })
@@ -128,7 +146,7 @@ impl Metrics {
         ] {
             c.store(0, Ordering::Relaxed);
         }
-        for h in self.latency.iter() {
+        for h in self.latency.iter().flatten() {
             if let Ok(mut h) = h.lock() {
                 h.reset();
             }
@@ -140,11 +158,11 @@ impl Metrics {
         self.hot.iter().map(|h| f(h).load(Ordering::Relaxed)).sum()
     }
 
-    /// Every loop's latencies in one histogram.
-    pub fn latency(&self) -> Option<Histogram<u64>> {
-        let mut all = self.latency[0].lock().ok()?.clone();
+    /// Every loop's latencies of protocol `p` in one histogram (microseconds).
+    pub fn latency(&self, p: Proto) -> Option<Histogram<u64>> {
+        let mut all = self.latency[0][p as usize].lock().ok()?.clone();
         for h in &self.latency[1..] {
-            let _ = all.add(&*h.lock().ok()?);
+            let _ = all.add(&*h[p as usize].lock().ok()?);
         }
         Some(all)
     }
@@ -157,11 +175,11 @@ impl Metrics {
         self.hot().ops[class as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Records one request's (or batch's) latency in this thread's histogram.
-    pub fn record_latency(&self, d: Duration) {
+    /// Records one input batch's latency in this thread's histogram of protocol `p`.
+    pub fn record_latency(&self, p: Proto, d: Duration) {
         let us = d.as_micros().max(1) as u64;
         let shard = SHARD.with(|s| s.get()) % self.latency.len();
-        if let Ok(mut h) = self.latency[shard].lock() {
+        if let Ok(mut h) = self.latency[shard][p as usize].lock() {
             h.saturating_record(us);
         }
     }

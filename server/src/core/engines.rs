@@ -118,8 +118,8 @@ impl Engine {
         }
     }
 
-    /// The offload engine's Prometheus samples (name, counter or gauge, value), when it runs.
-    pub fn offload_samples(&self) -> Vec<(&'static str, bool, u64)> {
+    /// The offload engine's Prometheus samples, when it runs.
+    pub fn offload_samples(&self) -> Vec<accelkv_engine::Sample> {
         match self {
             Engine::Offload(g) => g.samples(),
             Engine::Cpu { .. } => Vec::new(),

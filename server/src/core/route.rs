@@ -133,6 +133,21 @@ pub trait Router: Send + Sync {
     fn describe(&self) -> String;
     /// Answers `CLUSTER <args>` (RANGES, INFO, MYID).
     fn command(&self, args: &[&[u8]], proto: Version, out: &mut Vec<u8>);
+    /// The state of every Raft group with a replica here, by range (for /metrics).
+    fn groups(&self) -> Vec<GroupSample>;
+}
+
+/// One Raft group's replica on this node, as /metrics shows it.
+#[derive(Clone, Debug, Default)]
+pub struct GroupSample {
+    pub range: u64,
+    pub term: u64,
+    pub last_log_index: u64,
+    pub applied_index: u64,
+    pub leader: bool,
+    pub leader_changes: u64,
+    pub snapshot_bytes: u64,
+    pub snapshots_built: u64,
 }
 
 /// A list of byte strings: `u32 count`, then each as `u32 length | bytes` (little-endian),

@@ -4,7 +4,7 @@
 use crate::config::Settings;
 use crate::core::auth::Password;
 use crate::core::clients::Clients;
-use crate::core::counters::{Metrics, OpClass};
+use crate::core::counters::{Metrics, OpClass, Proto};
 use crate::core::engines::Engine;
 use crate::core::route::Router;
 use crate::core::station::Station;
@@ -175,8 +175,8 @@ impl Shared {
         self.metrics.count(class);
     }
 
-    pub fn record_latency(&self, d: Duration) {
-        self.metrics.record_latency(d);
+    pub fn record_latency(&self, p: Proto, d: Duration) {
+        self.metrics.record_latency(p, d);
     }
 
     /// Reserves room for `n` operations in flight; false (and nothing reserved) when the

@@ -2,6 +2,7 @@
 //! [`Session`] the event loop runs a connection's input through (its one-key `get`s at the
 //! head of the input may be gathered with other connections' GETs).
 
+use crate::core::counters::Proto;
 use crate::core::shared::Shared;
 use crate::memcache::state::{McGlobal, McSession};
 use crate::memcache::text::{limits, McScratch};
@@ -49,6 +50,10 @@ fn get_one(b: &[u8], limits: &mc::McLimits) -> Option<((usize, usize), usize)> {
 }
 
 impl Session for McSession {
+    fn protocol(&self) -> Proto {
+        Proto::Memcached
+    }
+
     fn run(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Ran {
         let start = Instant::now();
         let sh = cx.sh;
@@ -57,7 +62,7 @@ impl Session for McSession {
             crate::memcache::text::run(sh, self, input, cx.reads, sc, cx.out, cx.max_out)
         });
         if ran.used > 0 {
-            sh.record_latency(start.elapsed());
+            sh.record_latency(Proto::Memcached, start.elapsed());
         }
         Ran {
             used: ran.used,

@@ -97,7 +97,7 @@ pub fn run(
         c.inb.consume(used);
         let bytes = c.out.len() - before;
         c.session.gathered(sh, k, bytes);
-        sh.record_latency(start.elapsed());
+        sh.record_latency(c.session.protocol(), start.elapsed());
     }
     sh.count_n(OpClass::Get, answered);
     if g.replies.capacity() > 4 << 20 {

@@ -5,6 +5,7 @@
 //! same for a UDP socket. Nothing here knows a protocol; nothing in an adapter knows a
 //! socket, a poll set or another connection.
 
+use crate::core::counters::Proto;
 use crate::core::reads::{Answered, Reads};
 use crate::core::route::Settlement;
 use crate::core::shared::Shared;
@@ -90,6 +91,8 @@ pub enum Resumed {
 pub trait Session: Send {
     /// Runs the complete requests at the front of `input`, appending replies to `cx.out`.
     fn run(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Ran;
+    /// The protocol it speaks (which latency histogram its batches go to).
+    fn protocol(&self) -> Proto;
 
     /// Bytes arrived from the client (activity, and cluster mode's read barrier).
     fn on_input(&mut self, _now: std::time::Instant) {}

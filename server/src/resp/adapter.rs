@@ -2,6 +2,7 @@
 //! connection: its input runs through `batch.rs`, its leading GETs may be gathered with
 //! other connections' (net/gather.rs), and a cluster settlement reaches its session here.
 
+use crate::core::counters::Proto;
 use crate::core::route::{Settled, Settlement};
 use crate::core::shared::Shared;
 use crate::net::session::{withhold, LoopCtx, NewConn, Protocol, Ran, Rests};
@@ -58,6 +59,10 @@ fn starts_get(b: &[u8]) -> bool {
 }
 
 impl crate::net::session::Session for Session {
+    fn protocol(&self) -> Proto {
+        Proto::Resp
+    }
+
     fn run(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Ran {
         let start = Instant::now();
         let sh = cx.sh;
@@ -67,7 +72,7 @@ impl crate::net::session::Session for Session {
         });
         if ran.used > 0 {
             let elapsed = start.elapsed();
-            sh.record_latency(elapsed);
+            sh.record_latency(Proto::Resp, elapsed);
             self.global.cmdstats.charge_noted(elapsed);
         }
         // It may have stopped at a command routed to its range's group (cluster mode).

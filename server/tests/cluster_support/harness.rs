@@ -16,6 +16,8 @@ pub struct Node {
     pub resp: SocketAddr,
     /// Its binary protocol's TCP (and UDP) address.
     pub binary: SocketAddr,
+    /// Its admin HTTP endpoint (/metrics).
+    pub admin: SocketAddr,
     raft: SocketAddr,
     pub proxy: Proxy,
     child: Option<Child>,
@@ -62,6 +64,7 @@ impl Cluster {
                     ip,
                     resp: SocketAddr::new(ip, free_port(ip)),
                     binary: SocketAddr::new(ip, free_port(ip)),
+                    admin: SocketAddr::new(ip, free_port(ip)),
                     raft,
                     proxy,
                     child: None,
@@ -105,6 +108,7 @@ impl Cluster {
             n.child = None;
             n.resp = SocketAddr::new(n.ip, free_port(n.ip));
             n.binary = SocketAddr::new(n.ip, free_port(n.ip));
+            n.admin = SocketAddr::new(n.ip, free_port(n.ip));
             n.raft = SocketAddr::new(n.ip, free_port(n.ip));
             n.proxy = Proxy::start(SocketAddr::new(n.ip, 0), n.raft);
             c.launch(i, &tx);
@@ -135,7 +139,8 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&n.dir)
             .args(["--bind", &n.ip.to_string()])
-            .args(["--port", &n.binary.port().to_string(), "--admin-port", "0"])
+            .args(["--port", &n.binary.port().to_string()])
+            .args(["--admin-port", &n.admin.port().to_string()])
             .args(["--resp-port", &n.resp.port().to_string()])
             .args(["--raft-port", &n.raft.port().to_string()])
             .args(["--raft-advertise", &n.proxy.addr.to_string()])
@@ -155,6 +160,17 @@ impl Cluster {
             .open(self.log_path(i))
             .expect("a node's log");
         Stdio::from(f)
+    }
+
+    /// Node `i`'s Prometheus metrics, as text.
+    pub fn metrics(&self, i: usize) -> String {
+        use std::io::{Read, Write};
+        let mut h = std::net::TcpStream::connect(self.nodes[i].admin).expect("admin port");
+        h.write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+            .expect("write");
+        let mut text = String::new();
+        let _ = h.read_to_string(&mut text);
+        text
     }
 
     /// Where node `i`'s stderr goes (appended across restarts).
