@@ -40,5 +40,5 @@ mod store;
 
 pub use commit::{Callback, SyncPolicy, NONE_MAX_LAG};
 pub use error::{Error, Result};
-pub use recovery::RecoveryReport;
+pub use recovery::{LoadProgress, RecoveryReport};
 pub use store::{Durability, DurableStats, Options, Store, LOCK_FILE, PAGE_FILE};

@@ -31,6 +31,7 @@ use crate::slab::Slabs;
 use accelkv_tree::{Config, Store as Tree};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -156,16 +157,30 @@ pub(crate) fn slab_size_for(max_key: usize, max_value: usize) -> u64 {
 /// recovery leaves whole pages in the page file instead of loading them.
 pub(crate) type MirrorParts = (Arc<dyn Storage>, Arc<crate::mirror::Shared>);
 
+/// How far a recovery has read the page file, for a server that answers LOADING meanwhile.
+#[derive(Debug, Default)]
+pub struct LoadProgress {
+    /// Bytes of the page file read so far (slabs, in the first pass).
+    pub bytes_read: AtomicU64,
+    /// Bytes of the page file.
+    pub bytes_total: AtomicU64,
+    /// A pause before each page slot is decoded, in microseconds: a testing aid (Redis's
+    /// `key-load-delay`) that makes a small store's recovery last.
+    pub page_delay_us: AtomicU64,
+}
+
 pub(crate) fn recover(
     storage: &dyn Storage,
     cfg: Config,
     mirror: Option<MirrorParts>,
+    progress: &LoadProgress,
 ) -> Result<(Tree, Disk, RecoveryReport)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport::default();
     let len = storage
         .len()
         .map_err(|e| disk("reading the page file's length", e))?;
+    progress.bytes_total.store(len, Ordering::Relaxed);
     rep.file_bytes = len;
     let mut sb = vec![0u8; BLOCK as usize];
     storage
@@ -220,6 +235,8 @@ pub(crate) fn recover(
         storage
             .read_at(&mut buf, base)
             .map_err(|e| disk("reading a slab", e))?;
+        progress.bytes_read.store(base.min(len), Ordering::Relaxed);
+        let delay = progress.page_delay_us.load(Ordering::Relaxed);
         let desc = match decode_slab(&buf[..BLOCK as usize]) {
             Ok(d) if d.index == index && d.class_log2 <= slabs.max_class() => d,
             Ok(_) => {
@@ -235,6 +252,10 @@ pub(crate) fn recover(
         rep.slabs += 1;
         slabs.describe(index, desc.class_log2);
         for off in slabs.slot_offsets(index, desc.class_log2) {
+            progress.bytes_read.store(off.min(len), Ordering::Relaxed);
+            if delay > 0 {
+                std::thread::sleep(Duration::from_micros(delay));
+            }
             let at = (off - base) as usize;
             let slot = &buf[at..at + (1usize << desc.class_log2)];
             let len = match decode_header(slot) {
@@ -456,6 +477,7 @@ pub(crate) fn recover(
         }
     }
     rep.elapsed = t0.elapsed();
+    progress.bytes_read.store(len, Ordering::Relaxed);
     let disk = Disk {
         slabs,
         cover,

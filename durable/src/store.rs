@@ -5,7 +5,7 @@
 use crate::commit::{Callback, Core, Counters, DirtyObserver, Queue, Status, SyncPolicy};
 use crate::error::{Error, Result};
 use crate::io::{sync_dir, FileStorage, Storage};
-use crate::recovery::{recover, RecoveryReport};
+use crate::recovery::{recover, LoadProgress, RecoveryReport};
 use accelkv_tree::{Config, Store as Tree, Write};
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
@@ -26,6 +26,8 @@ pub struct Options {
     pub config: Config,
     /// When writes are acknowledged. Default [`SyncPolicy::Sync`].
     pub sync: SyncPolicy,
+    /// Where opening reports how far recovery has read (a server answers LOADING with it).
+    pub progress: Arc<LoadProgress>,
 }
 
 impl Default for Options {
@@ -33,6 +35,7 @@ impl Default for Options {
         Options {
             config: Config::default(),
             sync: SyncPolicy::Sync,
+            progress: Arc::default(),
         }
     }
 }
@@ -259,7 +262,8 @@ impl Store {
         opts.config.validate().map_err(Error::Tree)?;
         let shared = opts.config.evict.then(crate::mirror::Shared::new);
         let parts = shared.clone().map(|s| (storage.clone(), s));
-        let (tree, disk, report) = recover(storage.as_ref(), opts.config.clone(), parts)?;
+        let (tree, disk, report) =
+            recover(storage.as_ref(), opts.config.clone(), parts, &opts.progress)?;
         let tree = Arc::new(tree);
         let core = Arc::new(Core {
             storage,

@@ -179,6 +179,9 @@ pub enum Status {
     /// Cluster mode: the key's range is splitting, moving or electing a leader; nothing was
     /// done: retry after a short pause.
     TryAgain = 16,
+    /// The server is recovering its data directory and serves nothing yet; nothing was
+    /// done: retry after a short pause (Redis's `-LOADING`).
+    Loading = 17,
 }
 
 impl Status {
@@ -202,6 +205,7 @@ impl Status {
             14 => Status::Disk,
             15 => Status::Moved,
             16 => Status::TryAgain,
+            17 => Status::Loading,
             _ => return None,
         })
     }

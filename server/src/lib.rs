@@ -49,7 +49,25 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     ])
     .map_err(|e| format!("cannot handle signals: {e}"))?;
     let bound = Bound::bind(&settings)?;
-    let shared = core::shared::Shared::with_registry(settings.clone(), registry)?;
+    let progress = load_progress();
+    let admin = Arc::new(admin::http::Admin::new(progress.clone()));
+    start_admin(&admin, &bound.admin)?;
+    // Recovering a data directory may take a while: the ports answer LOADING meanwhile.
+    let loading = match &settings.data_dir {
+        Some(_) => Some(
+            net::loading::start(bound.loading_doors()?, progress.clone())
+                .map_err(|e| format!("cannot answer while loading: {e}"))?,
+        ),
+        None => None,
+    };
+    let load = progress.load.clone();
+    let shared = match core::shared::Shared::with_registry(settings.clone(), registry, load) {
+        Ok(s) => s,
+        Err(e) => {
+            drop(loading.map(net::loading::Loading::finish));
+            return Err(e);
+        }
+    };
     let at = |l: &std::net::TcpListener| l.local_addr().map_err(|e| e.to_string());
     let (resp_at, bin_at, admin_at) = (at(&bound.resp)?, at(&bound.bin)?, at(&bound.admin)?);
     let cluster_text = match &settings.cluster {
@@ -69,10 +87,14 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     };
     let mc = Arc::new(memcache::state::McGlobal::default());
     let resp_global = Arc::new(resp::session::RespGlobal::default());
-    let (sockets, admin) = bound.wire(&shared, &mc, &resp_global);
+    let sockets = bound.wire(&shared, &mc, &resp_global);
     let stop = Arc::new(AtomicBool::new(false));
     let (mailboxes, done) = start_loops(&shared, &sockets, &stop)?;
-    start_helpers(&shared, &stop, mc, &resp_global, admin)?;
+    start_helpers(&shared, &stop, mc, &resp_global)?;
+    if let Some(l) = loading {
+        hand_over(l.finish(), &mailboxes);
+    }
+    admin.ready(shared.clone());
     let auth = if settings.password.is_some() {
         "on"
     } else {
@@ -137,14 +159,28 @@ impl Bound {
         })
     }
 
-    /// The composition root: each socket with the adapter that speaks its protocol (and
-    /// the admin listener, served on a thread of its own).
+    /// What each TCP listener of the event loops answers while the data directory is
+    /// recovered, on copies of the listeners, in [`Bound::wire`]'s order (a connection
+    /// accepted meanwhile is handed to the loops by its listener's index).
+    fn loading_doors(&self) -> Result<Vec<(std::net::TcpListener, core::loading::Answer)>, String> {
+        let copy = |l: &std::net::TcpListener| l.try_clone().map_err(|e| e.to_string());
+        let mut doors: Vec<(std::net::TcpListener, core::loading::Answer)> = vec![
+            (copy(&self.resp)?, resp::loading::answer),
+            (copy(&self.bin)?, binary::loading::answer),
+        ];
+        if let Some(l) = &self.memcached {
+            doors.push((copy(l)?, memcache::loading::answer));
+        }
+        Ok(doors)
+    }
+
+    /// The composition root: each socket with the adapter that speaks its protocol.
     fn wire(
         self,
         shared: &Arc<core::shared::Shared>,
         mc: &Arc<memcache::state::McGlobal>,
         resp_global: &Arc<resp::session::RespGlobal>,
-    ) -> (net::event_loop::Sockets, std::net::TcpListener) {
+    ) -> net::event_loop::Sockets {
         let mut sockets = net::event_loop::Sockets::default();
         let resp = resp::adapter::RespProtocol::new(shared.clone(), resp_global.clone());
         sockets.listeners.push((self.resp, Arc::new(resp)));
@@ -161,7 +197,7 @@ impl Bound {
             let d = memcache::udp::McDatagrams(mc.clone());
             sockets.datagrams.push((u, Arc::new(d)));
         }
-        (sockets, self.admin)
+        sockets
     }
 }
 
@@ -199,15 +235,46 @@ fn start_loops(
     Ok((mailboxes, done_rx))
 }
 
+/// How far recovering the data directory has read; `ACCELKV_TEST_LOAD_DELAY_US` (a testing
+/// aid, as Redis's `key-load-delay`) pauses recovery before each page it decodes.
+fn load_progress() -> Arc<core::loading::Progress> {
+    let load = Arc::new(accelkv_durable::LoadProgress::default());
+    if let Some(us) = std::env::var("ACCELKV_TEST_LOAD_DELAY_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        load.page_delay_us.store(us, Ordering::Relaxed);
+    }
+    Arc::new(core::loading::Progress {
+        load,
+        since: Instant::now(),
+    })
+}
+
+/// The admin endpoint on a thread of its own, from before recovery.
+fn start_admin(a: &Arc<admin::http::Admin>, l: &std::net::TcpListener) -> Result<(), String> {
+    let (a, l) = (a.clone(), l.try_clone().map_err(|e| e.to_string())?);
+    std::thread::Builder::new()
+        .name("accelkv-admin".into())
+        .spawn(move || admin::http::serve(a, l))
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Connections accepted while loading, to the event loops in turn.
+fn hand_over(held: Vec<net::loading::Held>, mailboxes: &[Arc<net::mailbox::Mailbox>]) {
+    for (i, h) in held.into_iter().enumerate() {
+        mailboxes[i % mailboxes.len()].post(net::mailbox::Release::Adopt(h));
+    }
+}
+
 /// The expiry sweep (with memcached's delayed `flush_all` and the reclaim of dead
-/// collections' subkeys on its tick) and the admin
-/// endpoint, each on a thread of its own.
+/// collections' subkeys on its tick), on a thread of its own.
 fn start_helpers(
     shared: &Arc<core::shared::Shared>,
     stop: &Arc<AtomicBool>,
     mc: Arc<memcache::state::McGlobal>,
     resp_global: &resp::session::RespGlobal,
-    admin: std::net::TcpListener,
 ) -> Result<(), String> {
     let mut reclaim = resp::types::gc::Reclaim::new(resp_global.reclaimed.clone());
     let (sh, stop) = (shared.clone(), stop.clone());
@@ -218,11 +285,6 @@ fn start_helpers(
             let reclaim: core::sweep::Tick = Box::new(move |sh| reclaim.tick(sh));
             core::sweep::run(sh, stop, vec![flush, reclaim])
         })
-        .map_err(|e| e.to_string())?;
-    let sh = shared.clone();
-    std::thread::Builder::new()
-        .name("accelkv-admin".into())
-        .spawn(move || admin::http::serve(sh, admin))
         .map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -16,6 +16,7 @@ pub fn test_options(sync: SyncPolicy) -> Options {
             ..Config::default()
         },
         sync,
+        progress: Default::default(),
     }
 }
 

@@ -1,23 +1,61 @@
 //! The admin HTTP endpoint: `GET /metrics` (Prometheus text) and `GET /health`, served off
-//! the request path: a thread per connection, each bounded by a 5 s timeout, at most
+//! the request path from before the data directory is recovered (until then /health
+//! answers 503 with how far recovery has read, and /metrics the loading gauges): a thread per connection, each bounded by a 5 s timeout, at most
 //! [`MAX_CONNECTIONS`] at once; more are answered 503 by one thread that refuses them in
 //! turn (reading each request for at most 100 ms), and dropped when it is behind by 64.
 
-use crate::admin::prometheus::{prometheus, registry, CONTENT_TYPE};
+use crate::admin::prometheus::{loading_registry, prometheus, registry, CONTENT_TYPE};
+use crate::core::loading::Progress;
 use crate::core::shared::Shared;
 use prometheus_client::registry::Registry;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Admin connections served at once.
 pub const MAX_CONNECTIONS: usize = 16;
 
+/// What the admin endpoint serves: the loading state, then the server's metrics.
+pub struct Admin {
+    progress: Arc<Progress>,
+    loading: Registry,
+    ready: OnceLock<Registry>,
+}
+
+impl Admin {
+    pub fn new(progress: Arc<Progress>) -> Admin {
+        Admin {
+            loading: loading_registry(progress.clone()),
+            progress,
+            ready: OnceLock::new(),
+        }
+    }
+
+    /// The data directory is recovered: serve the server's metrics from now on.
+    pub fn ready(&self, sh: Arc<Shared>) {
+        let _ = self.ready.set(registry(sh));
+    }
+
+    fn metrics(&self) -> String {
+        prometheus(self.ready.get().unwrap_or(&self.loading))
+    }
+
+    fn health(&self) -> (&'static str, String) {
+        if self.ready.get().is_some() {
+            return ("200 OK", "ok\n".into());
+        }
+        let (read, total, perc) = self.progress.read();
+        let secs = self.progress.since.elapsed().as_secs_f64();
+        let text = format!("loading: {read} of {total} bytes read ({perc:.1}%) in {secs:.1} s\n");
+        ("503 Service Unavailable", text)
+    }
+}
+
 /// Accepts admin connections until the process exits.
-pub fn serve(sh: Arc<Shared>, listener: TcpListener) {
-    let reg = Arc::new(registry(sh));
+pub fn serve(reg: Arc<Admin>, listener: TcpListener) {
     let open = Arc::new(AtomicUsize::new(0));
     let (refuse, refused) = std::sync::mpsc::sync_channel::<TcpStream>(64);
     let _ = std::thread::Builder::new()
@@ -66,15 +104,16 @@ fn read_request(sock: &mut TcpStream, timeout: Duration) -> Option<Vec<u8>> {
     Some(req)
 }
 
-fn answer(reg: &Registry, mut sock: TcpStream) {
+fn answer(reg: &Admin, mut sock: TcpStream) {
     let Some(req) = read_request(&mut sock, Duration::from_secs(5)) else {
         return;
     };
     let line = req.split(|&b| b == b'\r').next().unwrap_or_default();
     let _ = if line.starts_with(b"GET /metrics") {
-        respond(&mut sock, "200 OK", CONTENT_TYPE, &prometheus(reg))
+        respond(&mut sock, "200 OK", CONTENT_TYPE, &reg.metrics())
     } else if line.starts_with(b"GET /health") {
-        respond(&mut sock, "200 OK", "text/plain", "ok\n")
+        let (status, text) = reg.health();
+        respond(&mut sock, status, "text/plain", &text)
     } else {
         respond(&mut sock, "404 Not Found", "text/plain", "not found\n")
     };

@@ -8,6 +8,7 @@
 
 use crate::admin::samples::{self, Out};
 use crate::core::counters::{Proto, CLASSES, PROTOCOLS};
+use crate::core::loading::Progress;
 use crate::core::shared::Shared;
 use accelkv_engine::ReadEngine;
 use prometheus_client::collector::Collector;
@@ -41,8 +42,45 @@ impl Collector for Server {
         if let Some(r) = sh.router() {
             samples::raft(&r.groups(), &mut o)?;
         }
+        o.gauge("accelkv_loading", LOADING_HELP, 0.0)?;
         samples::build_info(sh.engine().name(), &mut o)
     }
+}
+
+const LOADING_HELP: &str = "1 while the data directory is recovered (the ports answer LOADING).";
+
+/// What a scrape reads while the data directory is recovered.
+struct Loading(Arc<Progress>);
+
+impl std::fmt::Debug for Loading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("accelkv loading metrics")
+    }
+}
+
+impl Collector for Loading {
+    fn encode(&self, e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut o = Out(e);
+        let (read, total, _) = self.0.read();
+        o.gauge("accelkv_loading", LOADING_HELP, 1.0)?;
+        o.gauge(
+            "accelkv_loading_loaded_bytes",
+            "Bytes of the page file recovery has read.",
+            read as f64,
+        )?;
+        o.gauge(
+            "accelkv_loading_total_bytes",
+            "Bytes of the page file being recovered.",
+            total as f64,
+        )
+    }
+}
+
+/// The registry the admin endpoint encodes while the data directory is recovered.
+pub fn loading_registry(p: Arc<Progress>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(Loading(p)));
+    r
 }
 
 /// The registry the admin endpoint encodes on every scrape.

@@ -6,6 +6,7 @@ pub mod answer;
 pub mod cluster;
 pub mod execute;
 pub mod frame;
+pub mod loading;
 pub mod replica;
 pub mod session;
 pub mod udp;

@@ -12,6 +12,7 @@ pub mod burst;
 pub mod clients;
 pub mod counters;
 pub mod engines;
+pub mod loading;
 pub mod op;
 pub mod ops;
 pub mod reads;

@@ -53,10 +53,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Shared state whose vector operations use `registry`.
+    /// Shared state whose vector operations use `registry`; recovering a data directory
+    /// reports how far it has read to `progress`.
     pub fn with_registry(
         settings: Settings,
         registry: crate::core::ops::vector::Registry,
+        progress: Arc<accelkv_durable::LoadProgress>,
     ) -> Result<Arc<Shared>, String> {
         let config = Config {
             node_size: settings.node_size,
@@ -78,6 +80,7 @@ impl Shared {
                         ..config
                     },
                     sync: settings.sync,
+                    progress,
                 };
                 let p = accelkv_durable::Store::open_with(dir, opts)
                     .map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod door;
+pub mod loading;
 pub mod meta;
 pub mod session;
 pub mod state;

@@ -66,6 +66,13 @@ impl InBuf {
         self.len == 0
     }
 
+    /// Appends `bytes` (input read elsewhere, before this connection reached its loop).
+    pub fn fill_from(&mut self, bytes: &[u8]) {
+        self.buf.truncate(self.len);
+        self.buf.extend_from_slice(bytes);
+        self.len = self.buf.len();
+    }
+
     /// Drops the first `n` bytes.
     pub fn consume(&mut self, n: usize) {
         self.buf.copy_within(n..self.len, 0);

@@ -20,6 +20,7 @@ use crate::core::reads::{Reads, Who};
 use crate::core::shared::Shared;
 use crate::net::conn::{admit_connection, Conn, Parked};
 use crate::net::gather::{self, Gather};
+use crate::net::loading::Held;
 use crate::net::mailbox::{Mailbox, Release};
 use crate::net::session::{
     Datagrams, LoopCtx, NewConn, Port, PortCtx, Protocol, ReplyTo, Rests, Resumed,
@@ -288,10 +289,31 @@ impl Loop {
         }
     }
 
-    fn admit(&mut self, mut sock: TcpStream, proto: &dyn Protocol) {
+    /// Serves a connection accepted while the data directory was recovered
+    /// (net/loading.rs), from where it was left: its unsent replies, then what it sent.
+    fn adopt(&mut self, h: Held) {
+        let Some((_, proto)) = self.listeners.get(h.listener) else {
+            return;
+        };
+        if h.sock.set_nonblocking(true).is_err() {
+            return;
+        }
+        let proto = proto.clone();
+        let Some(slot) = self.admit(TcpStream::from_std(h.sock), &*proto) else {
+            return;
+        };
+        if let Some(c) = self.conns[slot].as_mut() {
+            c.out = h.output;
+            c.inb.fill_from(&h.input);
+        }
+        self.service(slot);
+    }
+
+    /// Registers an accepted connection; its slot (`None`: refused or not registered).
+    fn admit(&mut self, mut sock: TcpStream, proto: &dyn Protocol) -> Option<usize> {
         let Some(guard) = admit_connection(&self.sh) else {
             let _ = sock.write(proto.refusal());
-            return;
+            return None;
         };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
@@ -308,7 +330,7 @@ impl Loop {
             .is_err()
         {
             self.free.push(slot);
-            return;
+            return None;
         }
         self.next_id += 1;
         let id = (self.next_id << 8) | self.index;
@@ -321,6 +343,7 @@ impl Loop {
             local: sock.local_addr().unwrap_or(unknown),
         });
         self.conns[slot] = Some(Conn::new(sock, id, session, guard));
+        Some(slot)
     }
 
     fn close(&mut self, slot: usize) {
@@ -447,6 +470,7 @@ impl Loop {
                     c.session.deliver(settled);
                     self.service(slot);
                 }
+                Release::Adopt(h) => self.adopt(h),
                 Release::Kill { slot, id } => {
                     if self
                         .conns

@@ -21,6 +21,8 @@ pub enum Release {
         held: Box<dyn Any + Send>,
         result: Result<(), String>,
     },
+    /// A connection accepted while the data directory was recovered, to serve from now on.
+    Adopt(crate::net::loading::Held),
     /// CLIENT KILL: close connection `id` at `slot`.
     Kill { slot: usize, id: u64 },
     /// Cluster mode: what connection `id` at `slot` waited for has settled.

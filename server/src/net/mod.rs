@@ -7,5 +7,6 @@
 pub mod conn;
 pub mod event_loop;
 pub mod gather;
+pub mod loading;
 pub mod mailbox;
 pub mod session;

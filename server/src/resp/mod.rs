@@ -27,6 +27,7 @@ pub mod glob;
 pub mod introspect;
 pub mod keys;
 pub mod lcs;
+pub mod loading;
 pub mod rename;
 pub mod reply;
 pub mod script;
