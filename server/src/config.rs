@@ -102,8 +102,10 @@ pub struct Args {
     /// one store). Default 16, at most 65536.
     #[arg(long)]
     pub databases: Option<usize>,
-    /// Close a connection idle for this many seconds; 0 never. Default 300.
-    #[arg(long)]
+    /// Close a connection idle for this many seconds; 0 never (the default, as Redis's
+    /// `timeout 0`). `--timeout` is the same flag.
+    #[arg(long, alias = "timeout")]
+    #[serde(alias = "timeout")]
     pub idle_timeout_secs: Option<u64>,
     /// Most reply bytes buffered for one connection; a client that does not read is
     /// disconnected. Default 64 MiB.
@@ -372,7 +374,7 @@ impl Settings {
         if password.as_ref().is_some_and(|p| p.len() > 255) {
             return Err("password longer than 255 bytes".into());
         }
-        let idle = pick!(flags.idle_timeout_secs, file.idle_timeout_secs, 300);
+        let idle = pick!(flags.idle_timeout_secs, file.idle_timeout_secs, 0);
         let sync_text = flags.sync.clone().or(file.sync.clone());
         if sync_text.is_some() && data_dir.is_none() {
             return Err("--sync needs --data-dir (without one the store is in memory only)".into());
@@ -519,6 +521,49 @@ fn limits(flags: &Args, file: &Args) -> Result<accelkv_proto::Limits, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::{Args, Settings};
+    use clap::CommandFactory;
+
+    const EXAMPLE: &str = include_str!("../../accelkv.example.toml");
+
+    /// accelkv.example.toml names every option, and what it sets are the defaults: the
+    /// settings it gives are those no file gives.
+    #[test]
+    fn the_example_config_has_every_option_at_its_default() {
+        let parsed: Result<Args, _> = toml::from_str(EXAMPLE);
+        assert!(parsed.is_ok(), "{parsed:?}");
+        for a in Args::command().get_arguments() {
+            let key = a.get_id().as_str();
+            if matches!(key, "config" | "help" | "version") {
+                continue;
+            }
+            let set = EXAMPLE.contains(&format!("\n{key} = "));
+            let commented = EXAMPLE.contains(&format!("\n# {key} = "));
+            assert!(set || commented, "{key} is not in accelkv.example.toml");
+        }
+        let path =
+            std::env::temp_dir().join(format!("accelkv-example-{}.toml", std::process::id()));
+        std::fs::write(&path, EXAMPLE).unwrap();
+        let from_file = Settings::resolve(Args {
+            config: Some(path.clone()),
+            ..Args::default()
+        });
+        let _ = std::fs::remove_file(&path);
+        let defaults = Settings::resolve(Args::default());
+        assert_eq!(format!("{from_file:?}"), format!("{defaults:?}"));
+    }
+
+    #[test]
+    fn timeout_is_the_idle_timeout() {
+        use clap::Parser;
+        let a = Args::try_parse_from(["accelkv-server", "--timeout", "7"]).unwrap();
+        assert_eq!(a.idle_timeout_secs, Some(7));
+        let f: Args = toml::from_str("timeout = 9").unwrap();
+        assert_eq!(f.idle_timeout_secs, Some(9));
+        let s = Settings::resolve(Args::default()).unwrap();
+        assert_eq!(s.idle_timeout, None, "never, by default");
+    }
+
     #[test]
     fn sizes_take_suffixes() {
         assert_eq!(super::parse_bytes("512"), Some(512));
