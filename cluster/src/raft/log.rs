@@ -4,10 +4,13 @@
 //! it is stored, so a replica that acknowledged an entry still has it after `kill -9` or a
 //! power cut; a torn record at the tail (a crash mid-append) is cut off on open.
 //!
-//! Record: `u32 length | u32 crc32c(payload) | payload`, the payload a bincode `Record`.
-//! The file is rewritten (to a temporary file, flushed, renamed) once purged records make
-//! up most of it.
+//! The file: the header `AKVRLOG` and the format (codec.rs), then records `u32 length |
+//! u32 crc32c(payload) | payload`, the payload a `Record` in postcard. The file is rewritten
+//! (to a temporary file, flushed, renamed) once purged records make up most of it, and when
+//! a log of format 1 (bincode, no header) is opened. The vote file: the header `AKVRVOT`
+//! and the format, `u32 crc32c(body) | body`.
 
+use super::codec::{self, FORMAT};
 use super::{io_error, Config, Entry, LogId, StorageError};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, RaftLogId, RaftLogReader, Vote};
@@ -52,7 +55,7 @@ pub struct LogStore {
 }
 
 fn encode(r: &Record) -> Vec<u8> {
-    let payload = bincode::serialize(r).expect("a log record serializes");
+    let payload = codec::to_bytes(r).expect("a log record serializes");
     let mut out = Vec::with_capacity(payload.len() + 8);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
@@ -77,6 +80,7 @@ impl LogStore {
             .open(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
+        let (vote, old_vote) = read_vote(dir)?;
         let mut inner = Inner {
             dir: dir.to_path_buf(),
             file,
@@ -84,10 +88,24 @@ impl LogStore {
             entries: BTreeMap::new(),
             purged: None,
             committed: None,
-            vote: read_vote(dir)?,
+            vote,
             sync,
         };
-        let mut at = 0usize;
+        let format = match codec::file_format(&bytes, &codec::LOG) {
+            _ if bytes.is_empty() => {
+                inner.file.write_all(&codec::LOG)?;
+                inner.file.sync_all()?;
+                bytes.extend_from_slice(&codec::LOG);
+                FORMAT
+            }
+            Some(f) => f,
+            None => return Err(newer(&path, &bytes)),
+        };
+        let mut at = if format == FORMAT {
+            codec::LOG.len()
+        } else {
+            0
+        };
         while let Some(head) = bytes.get(at..at + 8) {
             let n = u32::from_le_bytes(head[..4].try_into().unwrap()) as usize;
             let crc = u32::from_le_bytes(head[4..].try_into().unwrap());
@@ -97,7 +115,12 @@ impl LogStore {
             if crc32c::crc32c(payload) != crc {
                 break;
             }
-            let Ok(r) = bincode::deserialize::<Record>(payload) else {
+            let r = if format == FORMAT {
+                codec::from_bytes::<Record>(payload)
+            } else {
+                codec::legacy::from_bytes::<Record>(payload)
+            };
+            let Ok(r) = r else {
                 break;
             };
             inner.replay(r, (n + 8) as u64);
@@ -109,6 +132,13 @@ impl LogStore {
             inner.file.sync_all()?;
         }
         inner.len = at as u64;
+        if format != FORMAT {
+            // Format 1: the same records, rewritten in this format.
+            inner.rewrite()?;
+        }
+        if let (Some(v), true) = (inner.vote, old_vote) {
+            write_vote(dir, &v)?;
+        }
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
         })
@@ -134,6 +164,7 @@ impl LogStore {
     pub fn seed(dir: &Path, id: LogId) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         let mut f = File::create(dir.join("log"))?;
+        f.write_all(&codec::LOG)?;
         f.write_all(&encode(&Record::Purge(id)))?;
         f.sync_all()
     }
@@ -145,21 +176,54 @@ impl LogStore {
     }
 }
 
-fn read_vote(dir: &Path) -> std::io::Result<Option<Vote<u64>>> {
-    match std::fs::read(dir.join("vote")) {
-        Ok(b) if b.len() >= 4 => {
-            let crc = u32::from_le_bytes(b[..4].try_into().unwrap());
-            if crc32c::crc32c(&b[4..]) != crc {
-                return Err(std::io::Error::other("the vote file is corrupt"));
-            }
-            bincode::deserialize(&b[4..])
-                .map(Some)
-                .map_err(std::io::Error::other)
-        }
-        Ok(_) => Err(std::io::Error::other("the vote file is corrupt")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+/// A file of a format newer than this build's.
+fn newer(path: &Path, bytes: &[u8]) -> std::io::Error {
+    std::io::Error::other(format!(
+        "{} was written in format {} by a newer accelkv (this one reads formats 1 to {FORMAT})",
+        path.display(),
+        bytes.get(7).copied().unwrap_or(0)
+    ))
+}
+
+/// The vote kept in `dir`, and whether its file is of format 1 (to be rewritten).
+fn read_vote(dir: &Path) -> std::io::Result<(Option<Vote<u64>>, bool)> {
+    let path = dir.join("vote");
+    let b = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, false)),
+        Err(e) => return Err(e),
+    };
+    let format = codec::file_format(&b, &codec::VOTE).ok_or_else(|| newer(&path, &b))?;
+    let body = if format == FORMAT {
+        &b[codec::VOTE.len()..]
+    } else {
+        &b[..]
+    };
+    let corrupt = || std::io::Error::other("the vote file is corrupt");
+    let (crc, body) = (body.get(..4).ok_or_else(corrupt)?, &body[4..]);
+    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
+        return Err(corrupt());
     }
+    let vote = if format == FORMAT {
+        codec::from_bytes(body)?
+    } else {
+        codec::legacy::from_bytes(body)?
+    };
+    Ok((Some(vote), format != FORMAT))
+}
+
+/// Replaces the vote file (written aside, flushed, renamed).
+fn write_vote(dir: &Path, vote: &Vote<u64>) -> std::io::Result<()> {
+    let body = codec::to_bytes(vote)?;
+    let mut b = codec::VOTE.to_vec();
+    b.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    b.extend_from_slice(&body);
+    let tmp = dir.join("vote.tmp");
+    let mut f = File::create(&tmp)?;
+    f.write_all(&b)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join("vote"))?;
+    sync_dir(dir)
 }
 
 impl Inner {
@@ -205,8 +269,13 @@ impl Inner {
         if self.len < 4 << 20 || live * 2 > self.len {
             return Ok(());
         }
+        self.rewrite()
+    }
+
+    /// Writes what is live to a new file, in this format, and puts it in place.
+    fn rewrite(&mut self) -> std::io::Result<()> {
         let tmp = self.dir.join("log.tmp");
-        let mut buf = Vec::new();
+        let mut buf = codec::LOG.to_vec();
         if let Some(p) = self.purged {
             buf.extend_from_slice(&encode(&Record::Purge(p)));
         }
@@ -261,19 +330,7 @@ impl RaftLogStorage<Config> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
         let mut g = self.lock();
-        let body = bincode::serialize(vote).expect("a vote serializes");
-        let mut b = crc32c::crc32c(&body).to_le_bytes().to_vec();
-        b.extend_from_slice(&body);
-        let dir = g.dir.clone();
-        let tmp = dir.join("vote.tmp");
-        let r = (|| {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&b)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, dir.join("vote"))?;
-            sync_dir(&dir)
-        })();
-        r.map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+        write_vote(&g.dir, vote).map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
         g.vote = Some(*vote);
         Ok(())
     }
@@ -470,7 +527,8 @@ mod tests {
         ) {
             let d = dir("any");
             std::fs::create_dir_all(&d).unwrap();
-            let whole: Vec<u8> = recs.iter().flat_map(encode).collect();
+            let mut whole = codec::LOG.to_vec();
+            whole.extend(recs.iter().flat_map(encode));
             std::fs::write(d.join("log"), [&whole[..], &tail].concat()).unwrap();
             let s = LogStore::open(&d, false).unwrap();
             let got = indexes(&s);

@@ -4,6 +4,7 @@
 //! snapshot is kept in the group's directory, so a replica that restarts installs it and
 //! replays only the log after it.
 
+use super::codec;
 use super::{io_error, Answer, Config, Entry, LogId, StorageError};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -78,7 +79,7 @@ impl StateMachine {
         };
         match std::fs::read(dir.join("snapshot")) {
             Ok(b) => {
-                let (meta, data) = decode_snapshot(&b)?;
+                let (meta, data, old) = decode_snapshot(&b)?;
                 if installed {
                     inner.machine.adopt(&data);
                 } else {
@@ -86,7 +87,13 @@ impl StateMachine {
                 }
                 inner.applied = meta.last_log_id;
                 inner.membership = meta.last_membership.clone();
-                inner.current = Some((meta, data));
+                if old {
+                    // Format 1: kept again, in this format.
+                    let e = |e: std::io::Error| format!("rewriting the snapshot: {e}");
+                    inner.keep(meta, data).map_err(e)?;
+                } else {
+                    inner.current = Some((meta, data));
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("reading the snapshot: {e}")),
@@ -104,28 +111,54 @@ impl StateMachine {
 /// Writes the snapshot a new group starts from into `dir`: `data` as of `meta`.
 pub(crate) fn seed(dir: &Path, meta: &Meta, data: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let body = bincode::serialize(&(meta, data)).map_err(std::io::Error::other)?;
     let mut f = std::fs::File::create(dir.join("snapshot"))?;
-    f.write_all(&crc32c::crc32c(&body).to_le_bytes())?;
-    f.write_all(&body)?;
+    f.write_all(&snapshot_file(meta, data)?)?;
     f.sync_all()
 }
 
-fn decode_snapshot(b: &[u8]) -> Result<(Meta, Vec<u8>), String> {
-    if b.len() < 4 || crc32c::crc32c(&b[4..]) != u32::from_le_bytes(b[..4].try_into().unwrap()) {
-        return Err("the snapshot file is corrupt".into());
+/// A snapshot file: the header `AKVRSNP` and the format, `u32 crc32c(body) | body`, the body
+/// `(meta, data)` in postcard.
+fn snapshot_file(meta: &Meta, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let body = codec::to_bytes(&(meta, data))?;
+    let mut b = codec::SNAPSHOT.to_vec();
+    b.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    b.extend_from_slice(&body);
+    Ok(b)
+}
+
+/// A snapshot file's meta and data, and whether it is of format 1 (bincode, no header).
+fn decode_snapshot(b: &[u8]) -> Result<(Meta, Vec<u8>, bool), String> {
+    let format = codec::file_format(b, &codec::SNAPSHOT).ok_or_else(|| {
+        format!(
+            "the snapshot file is of format {}, newer than this accelkv's ({})",
+            b[7],
+            codec::FORMAT
+        )
+    })?;
+    let old = format != codec::FORMAT;
+    let body = if old { b } else { &b[codec::SNAPSHOT.len()..] };
+    let corrupt = |e: String| format!("the snapshot file is corrupt{e}");
+    if body.len() < 4
+        || crc32c::crc32c(&body[4..]) != u32::from_le_bytes(body[..4].try_into().unwrap())
+    {
+        return Err(corrupt(String::new()));
     }
-    bincode::deserialize(&b[4..]).map_err(|e| format!("the snapshot file is corrupt: {e}"))
+    let parsed: std::io::Result<(Meta, Vec<u8>)> = if old {
+        codec::legacy::from_bytes(&body[4..])
+    } else {
+        codec::from_bytes(&body[4..])
+    };
+    let (meta, data) = parsed.map_err(|e| corrupt(format!(": {e}")))?;
+    Ok((meta, data, old))
 }
 
 impl Inner {
     /// Keeps a snapshot in the directory (written aside, flushed, renamed).
     fn keep(&mut self, meta: Meta, data: Vec<u8>) -> std::io::Result<()> {
-        let body = bincode::serialize(&(&meta, &data)).map_err(std::io::Error::other)?;
+        let file = snapshot_file(&meta, &data)?;
         let tmp = self.dir.join("snapshot.tmp");
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&crc32c::crc32c(&body).to_le_bytes())?;
-        f.write_all(&body)?;
+        f.write_all(&file)?;
         f.sync_all()?;
         std::fs::rename(&tmp, self.dir.join("snapshot"))?;
         std::fs::File::open(&self.dir)?.sync_all()?;

@@ -3,6 +3,7 @@
 //! between replicas (`net.rs`) and the groups a node runs (`group.rs`). The consensus
 //! itself is openraft's; this module only gives it storage, a network and a state machine.
 
+pub mod codec;
 pub mod group;
 pub mod log;
 pub mod machine;

@@ -1,8 +1,9 @@
 //! The transport between replicas: each Raft message travels as one length-prefixed
-//! bincode frame over TCP (`u32 length | payload`), naming the range whose group it is for,
+//! frame over TCP (`u32 length | format | payload`, the payload in postcard: codec.rs), naming the range whose group it is for,
 //! and the answer comes back on the same connection. A node listens on one Raft port for
 //! all its groups; a peer connection is opened on first use and again after any error.
 
+use super::codec;
 use super::{Config, Raft};
 use crate::map::RangeId;
 use openraft::error::{
@@ -138,8 +139,8 @@ pub async fn serve(listener: TcpListener, groups: Groups) {
         let groups = groups.clone();
         tokio::spawn(async move {
             while let Ok(frame) = read_frame(&mut s).await {
-                let Ok(rpc) = bincode::deserialize::<Rpc>(&frame) else {
-                    return; // not a peer of ours: hang up
+                let Ok(rpc) = codec::unframe::<Rpc>(&frame) else {
+                    return; // not a peer of ours (or not of this format): hang up
                 };
                 let raft = groups
                     .read()
@@ -155,7 +156,7 @@ pub async fn serve(listener: TcpListener, groups: Groups) {
                         Body::Campaign => Reply::Campaigning(r.trigger().elect().await.is_ok()),
                     },
                 };
-                let b = bincode::serialize(&reply).expect("a reply serializes");
+                let b = codec::frame(&reply).expect("a reply serializes");
                 if write_frame(&mut s, &b).await.is_err() {
                     return;
                 }
@@ -202,11 +203,10 @@ type RpcErr<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftErro
 
 impl Peer {
     async fn call(&mut self, body: Body, ttl: Duration) -> Result<Reply, std::io::Error> {
-        let rpc = bincode::serialize(&Rpc {
+        let rpc = codec::frame(&Rpc {
             range: self.range,
             body,
-        })
-        .map_err(std::io::Error::other)?;
+        })?;
         let (pool, addr, source) = (self.pool.clone(), self.addr.clone(), self.source);
         // Its own task: openraft drops a call once it has the answers it needs (a read
         // index's leadership check stops waiting at a quorum), and a connection abandoned
@@ -248,7 +248,7 @@ impl Peer {
             .await
             .map_err(|_| std::io::Error::other("the peer did not answer in time"))?
             .map_err(std::io::Error::other)??;
-        bincode::deserialize(&frame).map_err(std::io::Error::other)
+        codec::unframe(&frame)
     }
 
     #[allow(clippy::result_large_err)] // openraft's own error type, returned as it is
@@ -399,7 +399,7 @@ mod tests {
                 leader_commit: Some(id(4)),
             }),
         };
-        bincode::serialize(&rpc).unwrap()
+        codec::frame(&rpc).unwrap()
     }
 
     proptest! {
@@ -412,29 +412,29 @@ mod tests {
             edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
             cut in any::<usize>(),
         ) {
-            let _ = bincode::deserialize::<Rpc>(&raw);
-            let _ = bincode::deserialize::<Reply>(&raw);
+            let _ = codec::unframe::<Rpc>(&raw);
+            let _ = codec::unframe::<Reply>(&raw);
             let mut b = append();
             for (at, byte) in edits {
                 let n = b.len();
                 b[at % n] = byte;
             }
-            let _ = bincode::deserialize::<Rpc>(&b);
-            let _ = bincode::deserialize::<Rpc>(&b[..cut % (b.len() + 1)]);
+            let _ = codec::unframe::<Rpc>(&b);
+            let _ = codec::unframe::<Rpc>(&b[..cut % (b.len() + 1)]);
         }
     }
 
     #[test]
     fn a_message_round_trips_and_a_cut_one_is_refused() {
         let b = append();
-        let rpc: Rpc = bincode::deserialize(&b).unwrap();
+        let rpc: Rpc = codec::unframe(&b).unwrap();
         assert_eq!(rpc.range, 7);
         let Body::Append(q) = rpc.body else {
             panic!("an append");
         };
         assert_eq!(q.entries.len(), 3);
         for cut in 0..b.len() {
-            assert!(bincode::deserialize::<Rpc>(&b[..cut]).is_err(), "{cut}");
+            assert!(codec::unframe::<Rpc>(&b[..cut]).is_err(), "{cut}");
         }
     }
 }

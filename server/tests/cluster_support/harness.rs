@@ -261,7 +261,12 @@ impl Drop for Cluster {
         for i in 0..self.nodes.len() {
             self.kill9(i);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::thread::panicking() {
+            // A failed test: its nodes' logs stay for a look.
+            eprintln!("the cluster's files and logs: {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
