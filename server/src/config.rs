@@ -22,31 +22,36 @@ macro_rules! pick {
 pub struct Args {
     /// Address to listen on. Default 127.0.0.1 (loopback only); give another address to
     /// accept remote clients.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_BIND", help_heading = "Network")]
     pub bind: Option<IpAddr>,
     /// Port of the binary protocol, on TCP and UDP. Default 7707; 0 picks free ports.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_PORT", help_heading = "Network")]
     pub port: Option<u16>,
     /// Port of the RESP (Redis protocol) endpoint. Default 7379 (not Redis's 6379); 0 picks a
     /// free port.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_RESP_PORT", help_heading = "Network")]
     pub resp_port: Option<u16>,
     /// Port of the admin HTTP endpoint serving Prometheus metrics at /metrics. Default 7708;
     /// 0 picks a free port.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_ADMIN_PORT", help_heading = "Network")]
     pub admin_port: Option<u16>,
     /// Port of the memcached text and meta protocol. Default 11211 (memcached's), left off
     /// with a warning when another program holds it; `0` or `off` turns it off, `auto`
     /// picks a free port.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MEMCACHED_PORT", help_heading = "Network")]
     pub memcached_port: Option<String>,
     /// Also serve memcached's UDP protocol on the memcached port (off by default, as in
     /// memcached). A UDP reply is never larger than its request (no amplification).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "ACCELKV_MEMCACHED_UDP", help_heading = "Network")]
     pub memcached_udp: Option<bool>,
     /// Require this password: RESP clients send AUTH, binary frames carry it as their token.
     /// Prefer the ACCELKV_PASSWORD environment variable (flags show in `ps`).
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_PASSWORD",
+        help_heading = "Network",
+        hide_env_values = true
+    )]
     pub password: Option<String>,
     /// Read engine: `auto` (the GPU engine when an NVIDIA GPU, its driver and NVRTC are
     /// present, else the CPU engine; the log and INFO say which and why), `cpu` (reads run
@@ -54,86 +59,115 @@ pub struct Args {
     /// its own, reached like the GPU engine: for comparison), `gpu` (an error at start
     /// without a usable GPU) or `rtl` (the accelerator's RTL, simulated: slow and exact;
     /// only in a server built with `--features rtl`). Default auto.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_ENGINE", help_heading = "Engines and event loops", value_parser = ["auto", "cpu", "cpu-threads", "gpu", "rtl"])]
     pub engine: Option<String>,
     /// Event loops: each owns its share of the connections and runs every request it reads
     /// to completion (reads through the CPU engine's interleaved walk, writes through the
     /// reservation station) on its own thread. Default: the number of cores.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_THREADS",
+        help_heading = "Engines and event loops"
+    )]
     pub threads: Option<usize>,
     /// Streams of the GPU engine, or threads of `--engine cpu-threads` (the CPU engine
     /// otherwise runs on the event loops and has no threads of its own). Default: one per
     /// two cores, at least one.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_ENGINE_THREADS",
+        help_heading = "Engines and event loops"
+    )]
     pub engine_threads: Option<usize>,
     /// Reads each event loop keeps in flight in the interleaved walk (G). Default 16.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_ENGINE_WINDOW",
+        help_heading = "Engines and event loops"
+    )]
     pub engine_window: Option<usize>,
     /// Slots of the reservation station that orders writes by key hash and forwards values
     /// within a burst (KV-Direct). Default 1024.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_STATION_SLOTS",
+        help_heading = "Engines and event loops"
+    )]
     pub station_slots: Option<usize>,
     /// Data forwarding in the reservation station: a burst of operations on one key costs
     /// one tree write. `false` writes every operation to the tree (for comparison). Default
     /// true.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_FORWARDING", help_heading = "Engines and event loops", num_args = 0..=1, default_missing_value = "true")]
     pub forwarding: Option<bool>,
     /// Buckets of the hot-key cache (64 bytes each); 0 turns it off. Default 65536.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_CACHE_BUCKETS",
+        help_heading = "Engines and event loops"
+    )]
     pub cache_buckets: Option<usize>,
     /// Node size in bytes (4096–65536, power of two). Default 8192.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_NODE_SIZE", help_heading = "Store and memory")]
     pub node_size: Option<usize>,
     /// Memory limit for tree nodes and out-of-line values in MiB; in memory (no
     /// --data-dir), writes past it fail with an out-of-memory error; with --data-dir it is
     /// the budget of the leaf cache, and leaves past it live only in the page file.
     /// Default 16384.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_MEMORY_LIMIT_MIB",
+        help_heading = "Store and memory"
+    )]
     pub memory_limit_mib: Option<usize>,
     /// With --data-dir and a leaf cache: threads that read evicted leaves back for the
     /// event loops (each one blocking read at a time). More help when misses go to a slow
     /// device (docs/BENCHMARKS.md, "Data larger than memory"). Default 2.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_LOAD_THREADS", help_heading = "Store and memory")]
     pub load_threads: Option<usize>,
     /// Most client connections (TCP and RESP together). Default 1024.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MAX_CONNECTIONS", help_heading = "Limits")]
     pub max_connections: Option<usize>,
     /// Redis's numbered databases over RESP (SELECT 0 to N-1; each one a key prefix in the
     /// one store). Default 16, at most 65536.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_DATABASES", help_heading = "Limits")]
     pub databases: Option<usize>,
     /// Close a connection idle for this many seconds; 0 never (the default, as Redis's
     /// `timeout 0`). `--timeout` is the same flag.
-    #[arg(long, alias = "timeout")]
+    #[arg(
+        long,
+        alias = "timeout",
+        env = "ACCELKV_IDLE_TIMEOUT_SECS",
+        help_heading = "Limits"
+    )]
     #[serde(alias = "timeout")]
     pub idle_timeout_secs: Option<u64>,
     /// Most reply bytes buffered for one connection; a client that does not read is
     /// disconnected. Default 64 MiB.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MAX_OUTPUT_MIB", help_heading = "Limits")]
     pub max_output_mib: Option<usize>,
     /// Most operations in flight in the whole server; beyond it operations get BUSY (binary)
     /// or -BUSY (RESP). Default 65536.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MAX_INFLIGHT", help_heading = "Limits")]
     pub max_inflight: Option<usize>,
     /// Most operations in one binary frame. Default 1024.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MAX_OPS_PER_FRAME", help_heading = "Limits")]
     pub max_ops_per_frame: Option<usize>,
     /// Largest binary frame in bytes. Default 4 MiB.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MAX_FRAME", help_heading = "Limits")]
     pub max_frame: Option<usize>,
     /// Largest value in bytes. Default 1 MiB.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MAX_VALUE", help_heading = "Limits")]
     pub max_value: Option<usize>,
     /// Most items in one scan reply. Default 1000.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_MAX_SCAN_ITEMS", help_heading = "Limits")]
     pub max_scan_items: Option<usize>,
     /// Event loops poll their sockets instead of sleeping in the kernel (every protocol, UDP
     /// included): lower latency, every loop's core busy. Default false.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_UDP_BUSY_POLL", help_heading = "Engines and event loops", num_args = 0..=1, default_missing_value = "true")]
     pub udp_busy_poll: Option<bool>,
     /// Keep the data in this directory (created if needed): writes are persisted as pages
     /// (no write-ahead log) and recovered at start. Without it the store is in memory only.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_DATA_DIR", help_heading = "Store and memory")]
     pub data_dir: Option<PathBuf>,
     /// With --data-dir, when writes are acknowledged: `sync` (after they are durable, sharing
     /// fdatasyncs; the default: a crash loses nothing acknowledged), `interval=<ms>` (synced
@@ -143,64 +177,68 @@ pub struct Args {
     /// before while the page writer is less than 10 ms behind: a process crash loses a few
     /// milliseconds, a power loss more). A crash always recovers the state as of one version
     /// (a prefix of the writes)
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_SYNC", help_heading = "Store and memory")]
     pub sync: Option<String>,
     /// Join a cluster (docs/CLUSTER.md): `etcd=http://host:port[,http://host:port…]`, the
     /// etcd that holds the range map and membership. Needs --node-id and --data-dir (the
     /// Raft log and snapshots; the store itself is rebuilt from them), and a build with
     /// `--features cluster`.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_CLUSTER", help_heading = "Cluster mode")]
     pub cluster: Option<String>,
     /// This node's id in the cluster (1 or more, unique, kept across restarts).
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_NODE_ID", help_heading = "Cluster mode")]
     pub node_id: Option<u64>,
     /// Port of the Raft endpoint the other replicas reach. Default 7709; 0 picks a free one.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_RAFT_PORT", help_heading = "Cluster mode")]
     pub raft_port: Option<u16>,
     /// The Raft address the other replicas are told to reach this node at (`host:port`),
     /// when it is not the address it listens on (behind a proxy or NAT). Default: the
     /// --bind address and --raft-port.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_RAFT_ADVERTISE", help_heading = "Cluster mode")]
     pub raft_advertise: Option<String>,
     /// The cluster's name: its key prefix in etcd (`/accelkv/<name>/`). Default `accelkv`.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_CLUSTER_NAME", help_heading = "Cluster mode")]
     pub cluster_name: Option<String>,
     /// In cluster mode, forward a command for a range this node does not lead to the
     /// range's leader and relay its answer, so any client may use any node (the default);
     /// `false` answers `-MOVED <range> <host:port>` instead, for clients that follow it.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "ACCELKV_PROXY", help_heading = "Cluster mode")]
     pub proxy: Option<bool>,
     /// In cluster mode, a range's replicas snapshot its data after this many Raft entries
     /// (each a batch of writes) and drop the log before it, keeping the last half of it or
     /// 1,000 entries, whichever is fewer. Default 20000.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "ACCELKV_RAFT_SNAPSHOT_EVERY",
+        help_heading = "Cluster mode"
+    )]
     pub raft_snapshot_every: Option<u64>,
     /// A range whose keys and values come to more than this many bytes is split in two at
     /// its middle key by its leader (`k`, `m`, `g` suffixes; `0`: never). Default 64m.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_SPLIT_SIZE", help_heading = "Cluster mode")]
     pub split_size: Option<String>,
     /// A range whose leader serves more than this many keyed commands a second, for two
     /// seconds, is split in two at a key chosen from a sample of the commands' keys, so
     /// about half the load goes to each side (`0`: never). Default 0.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_SPLIT_LOAD", help_heading = "Cluster mode")]
     pub split_load: Option<u64>,
     /// Replicas per range. The first map is made once this many nodes have registered.
     /// Default 3.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_REPLICAS", help_heading = "Cluster mode")]
     pub replicas: Option<usize>,
     /// What to log: `error`, `warn`, `info`, `debug` or `trace`, or a filter directive such
     /// as `info,openraft=warn`. `RUST_LOG`, when set, wins. Default info.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_LOG_LEVEL", help_heading = "Logs")]
     pub log_level: Option<String>,
     /// Append the log to this file instead of writing it to stderr.
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_LOG_FILE", help_heading = "Logs")]
     pub log_file: Option<PathBuf>,
     /// `text` (the default: a timestamp, the level, the module, the message) or `json`
     /// (one object per line).
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_LOG_FORMAT", help_heading = "Logs")]
     pub log_format: Option<String>,
     /// Read settings from this TOML file (keys as the flags, with underscores).
-    #[arg(long)]
+    #[arg(long, env = "ACCELKV_CONFIG", help_heading = "Config file")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
 }
@@ -364,13 +402,12 @@ impl Settings {
         }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let limits = limits(&flags, &file)?;
+        // `--password` or ACCELKV_PASSWORD (clap reads both into `flags`); empty is none.
         let password = flags
             .password
             .clone()
-            .or(std::env::var("ACCELKV_PASSWORD")
-                .ok()
-                .filter(|p| !p.is_empty()))
-            .or(file.password.clone());
+            .or(file.password.clone())
+            .filter(|p| !p.is_empty());
         if password.as_ref().is_some_and(|p| p.len() > 255) {
             return Err("password longer than 255 bytes".into());
         }
@@ -551,6 +588,16 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let defaults = Settings::resolve(Args::default());
         assert_eq!(format!("{from_file:?}"), format!("{defaults:?}"));
+    }
+
+    #[test]
+    fn an_empty_password_is_none() {
+        let s = Settings::resolve(Args {
+            password: Some(String::new()),
+            ..Args::default()
+        })
+        .unwrap();
+        assert_eq!(s.password, None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The packaging files (packaging/) do what they say: the Dockerfile's health check, run
 //! with bash as Docker runs it, passes against a serving server and fails against a port
 //! nothing serves; the systemd unit passes `systemd-analyze verify` (where installed) with
-//! this build's binary in ExecStart; the server starts from accelkv.example.toml.
+//! this build's binary in ExecStart; the server starts from accelkv.example.toml, and
+//! takes every flag from an `ACCELKV_*` environment variable too (a flag wins).
 
 mod common;
 
@@ -78,4 +79,26 @@ fn the_server_starts_from_the_example_config() {
     );
     let dbs = c.str(&["CONFIG", "GET", "databases"]);
     assert_eq!(common::strings(dbs), ["databases", "16"]);
+}
+
+#[test]
+fn environment_variables_set_flags_and_a_flag_wins() {
+    let srv = Server::start_with(&["--max-connections", "60"], |cmd| {
+        cmd.env("ACCELKV_DATABASES", "4")
+            .env("ACCELKV_MAX_CONNECTIONS", "50");
+    });
+    let mut c = RespConn::new(&srv);
+    let dbs = c.str(&["CONFIG", "GET", "databases"]);
+    assert_eq!(common::strings(dbs), ["databases", "4"]);
+    let accelkv_proto::resp::Value::Bulk(Some(info)) = c.str(&["INFO", "clients"]) else {
+        panic!("INFO")
+    };
+    assert!(String::from_utf8_lossy(&info).contains("maxclients:60\r\n"));
+    let out = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("[env: ACCELKV_MAX_SCAN_ITEMS="), "{help}");
+    assert!(help.contains("\nLimits:\n"), "{help}");
 }
