@@ -112,6 +112,9 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     let _ = std::io::stdout().flush();
     let _ = signals.forever().next();
     tracing::info!("shutting down");
+    if let Some(r) = shared.router() {
+        r.stop();
+    }
     stop_loops(&stop, &mailboxes, &done, settings.threads);
     if let Some(p) = shared.persist().filter(|_| !shared.skip_final_flush()) {
         if let Err(e) = p.flush() {

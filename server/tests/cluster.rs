@@ -642,3 +642,104 @@ fn a_write_sent_again_with_its_request_id_applies_once() {
     );
     assert_eq!(once(&mut cl, "4", &[b"INCR", b"z"]), Value::Integer(2));
 }
+
+/// Writes `SET <tag><i> <i>` one after another through node `via` (which proxies them to
+/// the range's leader) while `stop` stops the leader: the outcomes, and the longest time
+/// between two acknowledged writes from the moment the leader was told to stop.
+fn writes_across(
+    c: &mut Cluster,
+    via: usize,
+    tag: &'static str,
+    stop: impl FnOnce(&mut Cluster),
+) -> (Vec<(Vec<u8>, Outcome)>, Duration) {
+    let seeds = vec![c.nodes[via].resp];
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let writer = std::thread::spawn(move || {
+        let mut cl = Client::new(seeds);
+        let mut out = Vec::new();
+        let mut i = 0u64;
+        while !d.load(Ordering::Relaxed) {
+            let (k, v) = (format!("{tag}{i}"), i.to_string());
+            let o = cl.call(
+                &[b"SET", k.as_bytes(), v.as_bytes()],
+                true,
+                Duration::from_secs(10),
+            );
+            let mut k = k.into_bytes();
+            if matches!(o, Outcome::Unknown) {
+                k.extend_from_slice(format!(" ({})", cl.why_unknown).as_bytes());
+            }
+            out.push((k, o, Instant::now()));
+            i += 1;
+        }
+        out
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    let t = Instant::now();
+    stop(c);
+    std::thread::sleep(Duration::from_millis(2500));
+    done.store(true, Ordering::Relaxed);
+    let seen = writer.join().unwrap();
+    let acked: Vec<Instant> = seen
+        .iter()
+        .filter(|(_, o, _)| matches!(o, Outcome::Done(_)))
+        .map(|(.., at)| *at)
+        .filter(|at| *at > t)
+        .collect();
+    let gap = std::iter::once(t)
+        .chain(acked)
+        .collect::<Vec<_>>()
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    (seen.into_iter().map(|(k, o, _)| (k, o)).collect(), gap)
+}
+
+#[test]
+fn a_planned_stop_of_the_leader_hands_over_and_no_write_is_lost_or_unknown() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !accelkv_cluster::testing::etcd_or_skip() {
+        return;
+    }
+    let mut c = Cluster::start(3, "handover");
+    let leader = c.leader(Duration::from_secs(20));
+    let via = (leader + 1) % 3;
+    let mut exited_cleanly = false;
+    let (seen, planned) = writes_across(&mut c, via, "p", |c| exited_cleanly = c.stop(leader));
+    assert!(exited_cleanly, "SIGTERM: {}", c.log(leader));
+    assert!(
+        c.log(leader).contains("handed 1 led range(s) over"),
+        "{}",
+        c.log(leader)
+    );
+    for (k, o) in &seen {
+        assert!(
+            matches!(o, Outcome::Done(Value::Simple(ok)) if ok == "OK"),
+            "{}: {o:?}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    let next = c.leader(Duration::from_secs(10));
+    assert_ne!(next, leader);
+    // The same, with the new leader killed -9 instead: the election timeout's cost.
+    c.restart(leader);
+    let via = (next + 1) % 3;
+    let (_, crashed) = writes_across(&mut c, via, "k", |c| c.kill9(next));
+    eprintln!(
+        "longest pause in acknowledged writes: planned stop of the leader {planned:?}, \
+         leader killed -9 {crashed:?}"
+    );
+    // Every acknowledged write of the planned stop is there.
+    c.restart(next);
+    let mut cl = Client::new(c.seeds());
+    for (k, _) in &seen {
+        let got = cl.call(&[b"GET", k], false, Duration::from_secs(10));
+        let want = String::from_utf8_lossy(&k[1..]).into_owned().into_bytes();
+        assert!(
+            matches!(got, Outcome::Done(Value::Bulk(Some(ref v))) if *v == want),
+            "{got:?}"
+        );
+    }
+}

@@ -13,6 +13,7 @@ mod once;
 mod proxy;
 mod snapshot;
 mod split;
+mod stop;
 
 /// How long a write or read barrier may wait for its group before the client hears so.
 pub(crate) const WAIT: std::time::Duration = std::time::Duration::from_secs(5);

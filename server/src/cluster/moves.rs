@@ -144,7 +144,7 @@ fn hand_over(ctl: &Ctl, range: RangeId, raft: accelkv_cluster::raft::Raft, added
 
 /// Stops range `range` taking writes here and waits (at most a write's own wait) for the
 /// writes it took to be answered.
-async fn drain(ctl: &Ctl, range: RangeId) {
+pub(crate) async fn drain(ctl: &Ctl, range: RangeId) {
     ctl.reg
         .draining
         .lock()

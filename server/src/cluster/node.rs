@@ -1018,6 +1018,10 @@ impl Router for Node {
         }
     }
 
+    fn stop(&self) {
+        crate::cluster::stop::hand_over(&self.ctl, &self.rt);
+    }
+
     fn groups(&self) -> Vec<GroupSample> {
         let stats = self.raft.stats();
         stats

@@ -135,6 +135,9 @@ pub trait Router: Send + Sync {
     fn command(&self, args: &[&[u8]], proto: Version, out: &mut Vec<u8>);
     /// The state of every Raft group with a replica here, by range (for /metrics).
     fn groups(&self) -> Vec<GroupSample>;
+    /// A clean stop: hands what this node leads to other replicas and stops its groups
+    /// (blocks for about one election timeout when it leads anything).
+    fn stop(&self);
 }
 
 /// One Raft group's replica on this node, as /metrics shows it.

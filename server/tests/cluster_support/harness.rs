@@ -191,6 +191,20 @@ impl Cluster {
         }
     }
 
+    /// Stops node `i` as an operator does (SIGTERM) and waits for it to exit: whether it
+    /// exited with status 0.
+    pub fn stop(&mut self, i: usize) -> bool {
+        let Some(mut c) = self.nodes[i].child.take() else {
+            return false;
+        };
+        let term = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let ok = term.is_ok_and(|s| s.success()) && c.wait().is_ok_and(|s| s.success());
+        let _ = c.kill();
+        ok
+    }
+
     /// Starts node `i` again with its data and ports.
     pub fn restart(&mut self, i: usize) {
         self.kill9(i);
