@@ -183,7 +183,7 @@ fn binary_answers_loading(addr: SocketAddr) {
     }
 }
 
-/// redis-py (where installed; required in CI) raises BusyLoadingError, its class for
+/// redis-py (where installed; else skipped and listed) raises BusyLoadingError, its class for
 /// Redis's `-LOADING` (with its retries off: by default it retries that error).
 fn redis_py_sees_busy_loading(port: u16) {
     let py = format!(
@@ -195,9 +195,10 @@ fn redis_py_sees_busy_loading(port: u16) {
             let err = String::from_utf8_lossy(&o.stderr);
             assert!(out.starts_with("busy: "), "{out}{err}");
         }
-        other => assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 with redis is needed in CI: {other:?}"
-        ),
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named 'redis'") => {
+            accelkv_testkit::skip("redis-py is not installed (.ci/run installs it)")
+        }
+        Err(_) => accelkv_testkit::skip("python3 is not installed"),
+        Ok(o) => panic!("redis-py: {}", String::from_utf8_lossy(&o.stderr)),
     }
 }

@@ -1,6 +1,7 @@
 //! The admin endpoint's /metrics, read as Prometheus reads it: parsed by a Prometheus text
 //! parser (the `prometheus-parse` crate here; the official Python client's parser and
-//! `promtool check metrics` where installed, the Python parser required in CI), every
+//! `promtool check metrics` where installed, the Python parser skipped and listed where
+//! missing, required with `ACCELKV_REQUIRE_TOOLS`), every
 //! family with its HELP and TYPE, counts that match what the test sent, latency histograms
 //! whose buckets add up; and the admin listener's bound on connections.
 
@@ -147,9 +148,8 @@ fn official_parsers(text: &str) {
         Some((false, out)) if !out.contains("No module named 'prometheus_client'") => {
             panic!("the Python client's parser refused the scrape:\n{out}")
         }
-        _ => assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 with prometheus_client is needed in CI (.ci/run installs it)"
+        _ => accelkv_testkit::skip(
+            "python3 with prometheus_client is not installed (.ci/run installs it)",
         ),
     }
     if let Some((ok, out)) = run_with_stdin("promtool", &["check", "metrics"], text) {

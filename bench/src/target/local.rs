@@ -55,7 +55,11 @@ impl Durable {
             },
             None => Config::default(),
         };
-        let opts = accelkv_durable::Options { config, sync };
+        let opts = accelkv_durable::Options {
+            config,
+            sync,
+            ..Default::default()
+        };
         let durable = Arc::new(
             accelkv_durable::Store::open_with(dir.path(), opts)
                 .map_err(|e| TargetError::from_display("accelkv-durable", e))?,
