@@ -10,6 +10,8 @@ mkdir -p target
 export ACCELKV_SKIP_LIST="${ACCELKV_SKIP_LIST:-$PWD/target/skipped-tests.txt}"
 : >"$ACCELKV_SKIP_LIST"
 status=0
+# server/tests/e2e.rs drives the `accelkv` CLI too; `cargo test` alone does not build it.
+cargo build -p accelkv-client --bin accelkv
 cargo test --workspace --features accelkv-server/cluster "$@" \
   && cargo test --workspace --features accelkv-engine/poison,accelkv-tree/failpoints,accelkv-node/collide-fingerprints "$@" \
   || status=$?
