@@ -12,8 +12,9 @@ export ACCELKV_SKIP_LIST="${ACCELKV_SKIP_LIST:-$PWD/target/skipped-tests.txt}"
 status=0
 # server/tests/e2e.rs drives the `accelkv` CLI too; `cargo test` alone does not build it.
 cargo build -p accelkv-client --bin accelkv
-cargo test --workspace --features accelkv-server/cluster "$@" \
-  && cargo test --workspace --features accelkv-engine/poison,accelkv-tree/failpoints,accelkv-node/collide-fingerprints "$@" \
+# --no-fail-fast: every test binary runs, so one run shows every failure.
+cargo test --no-fail-fast --workspace --features accelkv-server/cluster "$@" \
+  && cargo test --no-fail-fast --workspace --features accelkv-engine/poison,accelkv-tree/failpoints,accelkv-node/collide-fingerprints "$@" \
   || status=$?
 if [ -s "$ACCELKV_SKIP_LIST" ]; then
   echo "== $(sort -u "$ACCELKV_SKIP_LIST" | wc -l) test(s) skipped, a tool missing (install it, or see README, Prerequisites):"
