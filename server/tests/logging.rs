@@ -3,26 +3,20 @@
 //! `--log-format json --log-file F` appends one JSON object per line to F and nothing to
 //! stderr; a bad level or format is refused at start with the flag's name.
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
+use common::Server;
+use std::io::Read;
 use std::process::{Command, Stdio};
 
-/// Starts the server with `args`, waits for its listening line, asks it to stop (SIGTERM),
-/// and answers what it wrote to stderr.
+/// Starts the server with `args` (on free ports; its listening line read), asks it to stop
+/// (SIGTERM), and answers what it wrote to stderr.
 fn run(args: &[&str]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
-        .args(["--port", "0", "--resp-port", "0", "--admin-port", "0"])
-        .args(["--memcached-port", "off", "--engine", "cpu"])
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening"), "{line}");
+    let all: Vec<&str> = ["--engine", "cpu"].iter().chain(args).copied().collect();
+    let mut srv = Server::start_with(&all, |cmd| {
+        cmd.env_remove("RUST_LOG").stderr(Stdio::piped());
+    });
+    let child = &mut srv.child;
     // SAFETY: kill(2) on the child's own pid, which this test started and has not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();

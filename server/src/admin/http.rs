@@ -1,8 +1,9 @@
 //! The admin HTTP endpoint: `GET /metrics` (Prometheus text) and `GET /health`, served off
 //! the request path from before the data directory is recovered (until then /health
-//! answers 503 with how far recovery has read, and /metrics the loading gauges): a thread per connection, each bounded by a 5 s timeout, at most
-//! [`MAX_CONNECTIONS`] at once; more are answered 503 by one thread that refuses them in
-//! turn (reading each request for at most 100 ms), and dropped when it is behind by 64.
+//! answers 503 with how far recovery has read, and /metrics the loading gauges): a thread
+//! per connection, each bounded by a 5 s timeout, at most [`MAX_CONNECTIONS`] at once; more
+//! are answered 503 by one thread that refuses them in turn (reading each request for at
+//! most 100 ms), and dropped when it is behind by 64.
 
 use crate::admin::prometheus::{loading_registry, prometheus, registry, CONTENT_TYPE};
 use crate::core::loading::Progress;

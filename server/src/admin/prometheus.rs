@@ -14,7 +14,7 @@ use accelkv_engine::ReadEngine;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The `Content-Type` of what [`prometheus`] writes.
@@ -98,6 +98,11 @@ pub fn prometheus(r: &Registry) -> String {
     o
 }
 
+/// A counter's value now.
+fn ld(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
 /// Requests by class, errors, connections.
 fn requests(sh: &Shared, o: &mut Out) -> std::fmt::Result {
     let m = sh.metrics();
@@ -112,8 +117,7 @@ fn requests(sh: &Shared, o: &mut Out) -> std::fmt::Result {
         "op",
         &by_class,
     )?;
-    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    for (name, help, v) in [
+    o.counters(&[
         (
             "accelkv_errors_total",
             "Requests answered with an error status.",
@@ -169,9 +173,7 @@ fn requests(sh: &Shared, o: &mut Out) -> std::fmt::Result {
             "Connections refused at the connection limit.",
             ld(&m.connections_rejected),
         ),
-    ] {
-        o.counter(name, help, v)?;
-    }
+    ])?;
     Ok(())
 }
 
@@ -201,7 +203,7 @@ fn engine_and_store(sh: &Shared, o: &mut Out) -> std::fmt::Result {
         0.0
     };
     let memory = s.node_bytes as u64 + s.out_of_line_bytes + s.page_table_bytes as u64;
-    for (name, help, v) in [
+    o.gauges(&[
         (
             "accelkv_connections",
             "Open client connections.",
@@ -229,12 +231,9 @@ fn engine_and_store(sh: &Shared, o: &mut Out) -> std::fmt::Result {
             "Reads queued for the read engine.",
             e.queued as f64,
         ),
-    ] {
-        o.gauge(name, help, v)?;
-    }
+    ])?;
     let st = &sh.station().stats;
-    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    for (name, help, v) in [
+    o.counters(&[
         (
             "accelkv_station_ops_total",
             "Writes the reservation station took.",
@@ -255,9 +254,7 @@ fn engine_and_store(sh: &Shared, o: &mut Out) -> std::fmt::Result {
             "Writes that waited behind another on the same key.",
             ld(&st.queued),
         ),
-    ] {
-        o.counter(name, help, v)?;
-    }
+    ])?;
     o.counter_family(
         "accelkv_engine_completed_total",
         "Reads the read engine completed, by engine.",
@@ -277,7 +274,7 @@ fn engine_and_store(sh: &Shared, o: &mut Out) -> std::fmt::Result {
 /// The durability layer's counters and lags, and the leaf cache over the page file.
 fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut Out) -> std::fmt::Result {
     let d = p.stats();
-    for (name, help, v) in [
+    o.counters(&[
         (
             "accelkv_durable_commits_total",
             "Commits written to the page file.",
@@ -313,9 +310,7 @@ fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut Out) -> std::fmt:
             "Writers that waited for the durable lag to shrink under its bound.",
             d.stalls,
         ),
-    ] {
-        o.counter(name, help, v)?;
-    }
+    ])?;
     o.counter_f64(
         "accelkv_durable_stall_seconds_total",
         "Time writers waited for the durable lag.",
@@ -323,7 +318,7 @@ fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut Out) -> std::fmt:
     )?;
     // What a crash now could lose: writes released but not yet durable, and how old the
     // oldest of them can be; the bound the sync policy holds the age under.
-    for (name, help, v) in [
+    o.gauges(&[
         (
             "accelkv_durable_lag_versions",
             "Writes acknowledged and not yet durable (what a crash now could lose).",
@@ -354,8 +349,6 @@ fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut Out) -> std::fmt:
             "1 while the page file refuses writes after a disk error.",
             f64::from(u8::from(d.failed.is_some())),
         ),
-    ] {
-        o.gauge(name, help, v)?;
-    }
+    ])?;
     samples::leaf_cache(sh, &d, o)
 }

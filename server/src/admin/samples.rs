@@ -49,6 +49,18 @@ impl Out<'_> {
         )
     }
 
+    /// Unlabelled counters: name, help, value.
+    pub fn counters(&mut self, list: &[(&str, &str, u64)]) -> std::fmt::Result {
+        list.iter()
+            .try_for_each(|&(name, help, v)| self.counter(name, help, v))
+    }
+
+    /// Unlabelled gauges: name, help, value.
+    pub fn gauges(&mut self, list: &[(&str, &str, f64)]) -> std::fmt::Result {
+        list.iter()
+            .try_for_each(|&(name, help, v)| self.gauge(name, help, v))
+    }
+
     /// A counter with one label, a sample per value of it.
     pub fn counter_family(
         &mut self,
@@ -126,7 +138,7 @@ impl Out<'_> {
 pub fn leaf_cache(sh: &Shared, d: &accelkv_durable::DurableStats, o: &mut Out) -> std::fmt::Result {
     let m = sh.store().mirror_stats();
     let (deferred_loads, deferred_waits) = sh.engine().deferred_reads();
-    for (name, help, v) in [
+    o.counters(&[
         (
             "accelkv_leaf_cache_leaf_visits_total",
             "Leaf visits by reads and writes.",
@@ -162,10 +174,8 @@ pub fn leaf_cache(sh: &Shared, d: &accelkv_durable::DurableStats, o: &mut Out) -
             "Leaf loads made off the event loop.",
             deferred_loads,
         ),
-    ] {
-        o.counter(name, help, v)?;
-    }
-    for (name, help, v) in [
+    ])?;
+    o.gauges(&[
         (
             "accelkv_leaf_cache_resident_bytes",
             "Bytes of leaves in memory.",
@@ -191,9 +201,7 @@ pub fn leaf_cache(sh: &Shared, d: &accelkv_durable::DurableStats, o: &mut Out) -
             "Mean time of a leaf load.",
             m.load_us_mean as f64 / 1e6,
         ),
-    ] {
-        o.gauge(name, help, v)?;
-    }
+    ])?;
     Ok(())
 }
 
