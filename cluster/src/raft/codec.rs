@@ -46,6 +46,58 @@ pub fn file_format(bytes: &[u8], header: &[u8; 8]) -> Option<u8> {
     }
 }
 
+/// `v` in format `format` (this one, or 1 for files written before it).
+pub fn from_bytes_in<T: DeserializeOwned>(format: u8, b: &[u8]) -> std::io::Result<T> {
+    if format == FORMAT {
+        from_bytes(b)
+    } else {
+        legacy::from_bytes(b)
+    }
+}
+
+/// The error for a file of a format newer than this build's (`what` names the file).
+pub fn newer(what: &str, bytes: &[u8]) -> std::io::Error {
+    std::io::Error::other(format!(
+        "{what} was written in format {} by a newer accelkv (this one reads formats 1 to {FORMAT})",
+        bytes.get(7).copied().unwrap_or(0)
+    ))
+}
+
+/// A checked file of kind `header` holding `v`: the header, `u32 crc32c(body) | body`.
+pub fn checked_file<T: Serialize + ?Sized>(header: &[u8; 8], v: &T) -> std::io::Result<Vec<u8>> {
+    let body = to_bytes(v)?;
+    let mut b = header.to_vec();
+    b.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    b.extend_from_slice(&body);
+    Ok(b)
+}
+
+/// [`checked_file`]'s inverse, which also reads the file of format 1 (`u32 crc32c(body) |
+/// body` in bincode, no header): the value, and whether the file was of format 1 (to be
+/// written again). `what` names the file in errors.
+pub fn read_checked_file<T: DeserializeOwned>(
+    b: &[u8],
+    header: &[u8; 8],
+    what: &str,
+) -> std::io::Result<(T, bool)> {
+    let format = file_format(b, header).ok_or_else(|| newer(what, b))?;
+    let body = if format == FORMAT {
+        &b[header.len()..]
+    } else {
+        b
+    };
+    let corrupt = |why: String| std::io::Error::other(format!("{what} is corrupt{why}"));
+    let (crc, body) = (
+        body.get(..4).ok_or_else(|| corrupt(String::new()))?,
+        &body[4..],
+    );
+    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
+        return Err(corrupt(String::new()));
+    }
+    let v = from_bytes_in(format, body).map_err(|e| corrupt(format!(": {e}")))?;
+    Ok((v, format != FORMAT))
+}
+
 /// A frame body: the format byte, then the value.
 pub fn frame<T: Serialize + ?Sized>(v: &T) -> std::io::Result<Vec<u8>> {
     let mut b = vec![FORMAT];

@@ -99,7 +99,7 @@ impl LogStore {
                 FORMAT
             }
             Some(f) => f,
-            None => return Err(newer(&path, &bytes)),
+            None => return Err(codec::newer(&path.display().to_string(), &bytes)),
         };
         let mut at = if format == FORMAT {
             codec::LOG.len()
@@ -115,12 +115,7 @@ impl LogStore {
             if crc32c::crc32c(payload) != crc {
                 break;
             }
-            let r = if format == FORMAT {
-                codec::from_bytes::<Record>(payload)
-            } else {
-                codec::legacy::from_bytes::<Record>(payload)
-            };
-            let Ok(r) = r else {
+            let Ok(r) = codec::from_bytes_in::<Record>(format, payload) else {
                 break;
             };
             inner.replay(r, (n + 8) as u64);
@@ -176,48 +171,19 @@ impl LogStore {
     }
 }
 
-/// A file of a format newer than this build's.
-fn newer(path: &Path, bytes: &[u8]) -> std::io::Error {
-    std::io::Error::other(format!(
-        "{} was written in format {} by a newer accelkv (this one reads formats 1 to {FORMAT})",
-        path.display(),
-        bytes.get(7).copied().unwrap_or(0)
-    ))
-}
-
 /// The vote kept in `dir`, and whether its file is of format 1 (to be rewritten).
 fn read_vote(dir: &Path) -> std::io::Result<(Option<Vote<u64>>, bool)> {
-    let path = dir.join("vote");
-    let b = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, false)),
-        Err(e) => return Err(e),
-    };
-    let format = codec::file_format(&b, &codec::VOTE).ok_or_else(|| newer(&path, &b))?;
-    let body = if format == FORMAT {
-        &b[codec::VOTE.len()..]
-    } else {
-        &b[..]
-    };
-    let corrupt = || std::io::Error::other("the vote file is corrupt");
-    let (crc, body) = (body.get(..4).ok_or_else(corrupt)?, &body[4..]);
-    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
-        return Err(corrupt());
+    match std::fs::read(dir.join("vote")) {
+        Ok(b) => codec::read_checked_file(&b, &codec::VOTE, "the vote file")
+            .map(|(v, old)| (Some(v), old)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((None, false)),
+        Err(e) => Err(e),
     }
-    let vote = if format == FORMAT {
-        codec::from_bytes(body)?
-    } else {
-        codec::legacy::from_bytes(body)?
-    };
-    Ok((Some(vote), format != FORMAT))
 }
 
 /// Replaces the vote file (written aside, flushed, renamed).
 fn write_vote(dir: &Path, vote: &Vote<u64>) -> std::io::Result<()> {
-    let body = codec::to_bytes(vote)?;
-    let mut b = codec::VOTE.to_vec();
-    b.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-    b.extend_from_slice(&body);
+    let b = codec::checked_file(&codec::VOTE, vote)?;
     let tmp = dir.join("vote.tmp");
     let mut f = File::create(&tmp)?;
     f.write_all(&b)?;

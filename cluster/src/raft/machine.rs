@@ -119,36 +119,13 @@ pub(crate) fn seed(dir: &Path, meta: &Meta, data: &[u8]) -> std::io::Result<()> 
 /// A snapshot file: the header `AKVRSNP` and the format, `u32 crc32c(body) | body`, the body
 /// `(meta, data)` in postcard.
 fn snapshot_file(meta: &Meta, data: &[u8]) -> std::io::Result<Vec<u8>> {
-    let body = codec::to_bytes(&(meta, data))?;
-    let mut b = codec::SNAPSHOT.to_vec();
-    b.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-    b.extend_from_slice(&body);
-    Ok(b)
+    codec::checked_file(&codec::SNAPSHOT, &(meta, data))
 }
 
 /// A snapshot file's meta and data, and whether it is of format 1 (bincode, no header).
 fn decode_snapshot(b: &[u8]) -> Result<(Meta, Vec<u8>, bool), String> {
-    let format = codec::file_format(b, &codec::SNAPSHOT).ok_or_else(|| {
-        format!(
-            "the snapshot file is of format {}, newer than this accelkv's ({})",
-            b[7],
-            codec::FORMAT
-        )
-    })?;
-    let old = format != codec::FORMAT;
-    let body = if old { b } else { &b[codec::SNAPSHOT.len()..] };
-    let corrupt = |e: String| format!("the snapshot file is corrupt{e}");
-    if body.len() < 4
-        || crc32c::crc32c(&body[4..]) != u32::from_le_bytes(body[..4].try_into().unwrap())
-    {
-        return Err(corrupt(String::new()));
-    }
-    let parsed: std::io::Result<(Meta, Vec<u8>)> = if old {
-        codec::legacy::from_bytes(&body[4..])
-    } else {
-        codec::from_bytes(&body[4..])
-    };
-    let (meta, data) = parsed.map_err(|e| corrupt(format!(": {e}")))?;
+    let ((meta, data), old) = codec::read_checked_file(b, &codec::SNAPSHOT, "the snapshot file")
+        .map_err(|e| e.to_string())?;
     Ok((meta, data, old))
 }
 
