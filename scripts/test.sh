@@ -10,6 +10,8 @@ mkdir -p target
 export ACCELKV_SKIP_LIST="${ACCELKV_SKIP_LIST:-$PWD/target/skipped-tests.txt}"
 : >"$ACCELKV_SKIP_LIST"
 status=0
+# protoc for the cluster feature, vendored where none is installed.
+source scripts/build-env.sh
 # server/tests/e2e.rs drives the `accelkv` CLI too; `cargo test` alone does not build it.
 cargo build -p accelkv-client --bin accelkv
 # --no-fail-fast: every test binary runs, so one run shows every failure.

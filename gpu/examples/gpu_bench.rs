@@ -178,7 +178,7 @@ fn main() {
                 ..GpuConfig::default()
             };
             if emulated {
-                Ok(GpuEngine::start_emulated(store.clone(), cfg))
+                GpuEngine::start_emulated(store.clone(), cfg)
             } else {
                 GpuEngine::start(store.clone(), cfg)
             }

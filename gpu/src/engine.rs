@@ -133,12 +133,18 @@ impl GpuEngine {
     }
 
     /// Starts the engine on the host emulation of the kernels (tests, and checking the GPU
-    /// path on a machine without a GPU). Not a fast engine: see emu.rs.
-    pub fn start_emulated(store: Arc<Store>, cfg: GpuConfig) -> GpuEngine {
-        Self::start_with(store, cfg, "gpu-emulated", |shape| {
+    /// path on a machine without a GPU). Not a fast engine: see emu.rs. Fails only where the
+    /// emulation was not built (no C++ compiler at build time; [`crate::HOST_EMULATION`]).
+    pub fn start_emulated(store: Arc<Store>, cfg: GpuConfig) -> Result<GpuEngine, GpuError> {
+        #[cfg(not(akv_no_host_emu))]
+        return Self::start_with(store, cfg, "gpu-emulated", |shape| {
             Ok(Box::new(crate::emu::HostExec::new(shape)))
-        })
-        .expect("the host emulation does not fail to start")
+        });
+        #[cfg(akv_no_host_emu)]
+        {
+            let _ = (store, cfg);
+            Err(GpuError::NoEmulation)
+        }
     }
 
     fn start_with(

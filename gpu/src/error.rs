@@ -17,6 +17,8 @@ pub enum GpuError {
     Cuda(String),
     /// The device page table is smaller than the store's LIDs.
     TableFull(u64),
+    /// The host emulation was not built: there was no C++ compiler at build time.
+    NoEmulation,
 }
 
 impl fmt::Display for GpuError {
@@ -36,6 +38,11 @@ impl fmt::Display for GpuError {
                 f,
                 "LID {lid} does not fit the device page table (raise the store's memory limit \
                  bound or restart the engine)"
+            ),
+            GpuError::NoEmulation => write!(
+                f,
+                "the GPU kernels' host emulation was not built: no C++ compiler at build \
+                 time (install g++ and rebuild)"
             ),
         }
     }

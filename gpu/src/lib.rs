@@ -22,6 +22,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod cuda;
+#[cfg(not(akv_no_host_emu))]
 mod emu;
 mod engine;
 mod error;
@@ -31,7 +32,11 @@ mod layout;
 mod mirror;
 mod probe;
 
+#[cfg(not(akv_no_host_emu))]
 pub use emu::HostExec;
+
+/// Whether the host emulation of the kernels was built (build.rs: it needs a C++ compiler).
+pub const HOST_EMULATION: bool = cfg!(not(akv_no_host_emu));
 pub use engine::{GpuConfig, GpuEngine, GpuStats};
 pub use error::GpuError;
 pub use probe::{driver_present, probe, DeviceInfo};

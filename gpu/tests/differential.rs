@@ -100,16 +100,32 @@ fn run(engine: impl Fn(Arc<Store>) -> GpuEngine, writers: bool, seed: u64, round
 }
 
 fn emulated(cfg: GpuConfig) -> impl Fn(Arc<Store>) -> GpuEngine {
-    move |store| GpuEngine::start_emulated(store, cfg.clone())
+    move |store| GpuEngine::start_emulated(store, cfg.clone()).expect("the host emulation")
+}
+
+/// Whether the host emulation was built (it needs a C++ compiler); a skip otherwise.
+fn emulation_built() -> bool {
+    if !accelkv_gpu::HOST_EMULATION {
+        accelkv_testkit::skip(
+            "the GPU kernels' host emulation was not built: no C++ compiler (install g++)",
+        );
+    }
+    accelkv_gpu::HOST_EMULATION
 }
 
 #[test]
 fn emulated_kernels_match_reference_static() {
+    if !emulation_built() {
+        return;
+    }
     run(emulated(GpuConfig::default()), false, 1, 20);
 }
 
 #[test]
 fn emulated_kernels_match_reference_under_writes() {
+    if !emulation_built() {
+        return;
+    }
     run(
         emulated(GpuConfig {
             streams: 2,
@@ -125,6 +141,9 @@ fn emulated_kernels_match_reference_under_writes() {
 /// are reused only after the launches that could read them.
 #[test]
 fn emulated_kernels_with_a_tiny_interior_cache() {
+    if !emulation_built() {
+        return;
+    }
     run(
         emulated(GpuConfig {
             streams: 3,
