@@ -97,7 +97,7 @@ def main():
     a = ap.parse_args()
     extra = ["--sync", a.sync]
     if a.memory_limit_mib:
-        extra += ["--memory-limit-mib", str(a.memory_limit_mib)]
+        extra += ["--memory-limit", f"{a.memory_limit_mib}MiB"]
     if a.node_size:
         extra += ["--node-size", str(a.node_size)]
     data = tempfile.mkdtemp(prefix="accelkv-kill-after-load-")

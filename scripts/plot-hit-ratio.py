@@ -36,7 +36,7 @@ for r in [0, 0.25, 0.5, 0.75, 1.0]:
     parts.append(f'<text x="{L-8}" y="{y(r)+4}" text-anchor="end">{r:.2f}</text>')
 for i, p in enumerate(points):
     parts.append(f'<text x="{x(i)}" y="{B+18}" text-anchor="middle">{p[0]} MiB</text>')
-parts.append(f'<text x="{W/2}" y="{H-10}" text-anchor="middle">memory budget (--memory-limit-mib)</text>')
+parts.append(f'<text x="{W/2}" y="{H-10}" text-anchor="middle">memory budget (--memory-limit)</text>')
 parts.append(f'<text x="15" y="{(T+B)/2}" transform="rotate(-90 15 {(T+B)/2})" text-anchor="middle">hit ratio</text>')
 path = " L".join(f"{x(i):.1f},{y(p[1]):.1f}" for i, p in enumerate(points))
 parts.append(f'<path d="M{path}" fill="none" stroke="#1f77b4" stroke-width="2"/>')

@@ -2,6 +2,7 @@
 //! TOML file with the same names, and the password from `ACCELKV_PASSWORD`.
 //! Precedence: flag > file > default.
 
+use crate::core::size::Size;
 use clap::Parser;
 use serde::Deserialize;
 use std::net::IpAddr;
@@ -106,18 +107,17 @@ pub struct Args {
         help_heading = "Engines and event loops"
     )]
     pub cache_buckets: Option<usize>,
-    /// Node size in bytes (4096–65536, power of two). Default 8192.
+    /// Node size (a size: 4KiB to 64KiB, a power of two). Default 8KiB.
     #[arg(long, env = "ACCELKV_NODE_SIZE", help_heading = "Store and memory")]
-    pub node_size: Option<usize>,
-    /// Memory limit for tree nodes and out-of-line values in MiB; in memory (no
-    /// --data-dir), writes past it fail with an out-of-memory error; with --data-dir it is
-    /// the budget of the leaf cache, and leaves past it live only in the page file.
-    /// Default 16384.
-    #[arg(
-        long,
-        env = "ACCELKV_MEMORY_LIMIT_MIB",
-        help_heading = "Store and memory"
-    )]
+    pub node_size: Option<Size>,
+    /// Memory limit for tree nodes and out-of-line values (a size: `16GiB`, `500m`, bytes;
+    /// README, "Sizes"); in memory (no --data-dir), writes past it fail with an
+    /// out-of-memory error; with --data-dir it is the budget of the leaf cache, and leaves
+    /// past it live only in the page file. Default 16GiB.
+    #[arg(long, env = "ACCELKV_MEMORY_LIMIT", help_heading = "Store and memory")]
+    pub memory_limit: Option<Size>,
+    /// The memory limit in MiB: the older form of --memory-limit, still read.
+    #[arg(long, env = "ACCELKV_MEMORY_LIMIT_MIB", hide = true)]
     pub memory_limit_mib: Option<usize>,
     /// With --data-dir and a leaf cache: threads that read evicted leaves back for the
     /// event loops (each one blocking read at a time). More help when misses go to a slow
@@ -141,9 +141,12 @@ pub struct Args {
     )]
     #[serde(alias = "timeout")]
     pub idle_timeout_secs: Option<u64>,
-    /// Most reply bytes buffered for one connection; a client that does not read is
-    /// disconnected. Default 64 MiB.
-    #[arg(long, env = "ACCELKV_MAX_OUTPUT_MIB", help_heading = "Limits")]
+    /// Most reply bytes buffered for one connection (a size); a client that does not read
+    /// is disconnected. Default 64MiB.
+    #[arg(long, env = "ACCELKV_MAX_OUTPUT", help_heading = "Limits")]
+    pub max_output: Option<Size>,
+    /// The output limit in MiB: the older form of --max-output, still read.
+    #[arg(long, env = "ACCELKV_MAX_OUTPUT_MIB", hide = true)]
     pub max_output_mib: Option<usize>,
     /// Most operations in flight in the whole server; beyond it operations get BUSY (binary)
     /// or -BUSY (RESP). Default 65536.
@@ -152,12 +155,12 @@ pub struct Args {
     /// Most operations in one binary frame. Default 1024.
     #[arg(long, env = "ACCELKV_MAX_OPS_PER_FRAME", help_heading = "Limits")]
     pub max_ops_per_frame: Option<usize>,
-    /// Largest binary frame in bytes. Default 4 MiB.
+    /// Largest binary frame (a size). Default 4MiB.
     #[arg(long, env = "ACCELKV_MAX_FRAME", help_heading = "Limits")]
-    pub max_frame: Option<usize>,
-    /// Largest value in bytes. Default 1 MiB.
+    pub max_frame: Option<Size>,
+    /// Largest value (a size). Default 1MiB.
     #[arg(long, env = "ACCELKV_MAX_VALUE", help_heading = "Limits")]
-    pub max_value: Option<usize>,
+    pub max_value: Option<Size>,
     /// Most items in one scan reply. Default 1000.
     #[arg(long, env = "ACCELKV_MAX_SCAN_ITEMS", help_heading = "Limits")]
     pub max_scan_items: Option<usize>,
@@ -213,10 +216,10 @@ pub struct Args {
         help_heading = "Cluster mode"
     )]
     pub raft_snapshot_every: Option<u64>,
-    /// A range whose keys and values come to more than this many bytes is split in two at
-    /// its middle key by its leader (`k`, `m`, `g` suffixes; `0`: never). Default 64m.
+    /// A range whose keys and values come to more than this size is split in two at its
+    /// middle key by its leader (`0`: never). Default 64MiB.
     #[arg(long, env = "ACCELKV_SPLIT_SIZE", help_heading = "Cluster mode")]
-    pub split_size: Option<String>,
+    pub split_size: Option<Size>,
     /// A range whose leader serves more than this many keyed commands a second, for two
     /// seconds, is split in two at a key chosen from a sample of the commands' keys, so
     /// about half the load goes to each side (`0`: never). Default 0.
@@ -263,18 +266,6 @@ pub struct ClusterSettings {
     pub dir: PathBuf,
 }
 
-/// `512`, `512k`, `64m` or `1g` as bytes.
-fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim().to_ascii_lowercase();
-    let (num, shift) = match s.as_bytes().last()? {
-        b'k' => (&s[..s.len() - 1], 10),
-        b'm' => (&s[..s.len() - 1], 20),
-        b'g' => (&s[..s.len() - 1], 30),
-        _ => (&s[..], 0),
-    };
-    num.parse::<u64>().ok()?.checked_mul(1 << shift)
-}
-
 impl ClusterSettings {
     fn resolve(
         spec: String,
@@ -300,13 +291,7 @@ impl ClusterSettings {
         let dir = data_dir.take().ok_or(
             "--cluster needs --data-dir: the Raft log and snapshots that survive a restart",
         )?;
-        let split = flags.split_size.clone().or(file.split_size.clone());
-        let split_size = match split.as_deref() {
-            None => 64 << 20,
-            Some(s) => parse_bytes(s).ok_or_else(|| {
-                format!("--split-size {s}: expected a number of bytes, as 512k, 64m or 1g")
-            })?,
-        };
+        let split_size = pick!(flags.split_size, file.split_size, Size(64 << 20)).0;
         let replicas = pick!(flags.replicas, file.replicas, 3);
         if replicas == 0 {
             return Err("--replicas must be 1 or more".into());
@@ -453,13 +438,21 @@ impl Settings {
             station_slots: pick!(flags.station_slots, file.station_slots, 1024).max(1),
             forwarding: pick!(flags.forwarding, file.forwarding, true),
             cache_buckets: pick!(flags.cache_buckets, file.cache_buckets, 1 << 16),
-            node_size: pick!(flags.node_size, file.node_size, 8192),
-            memory_limit: pick!(flags.memory_limit_mib, file.memory_limit_mib, 16384) << 20,
+            node_size: flags.node_size.or(file.node_size).map_or(8192, Size::bytes),
+            memory_limit: size_or_mib(
+                (flags.memory_limit, flags.memory_limit_mib),
+                (file.memory_limit, file.memory_limit_mib),
+                16 << 30,
+            ),
             load_threads: pick!(flags.load_threads, file.load_threads, 2).max(1),
             max_connections: pick!(flags.max_connections, file.max_connections, 1024),
             databases: pick!(flags.databases, file.databases, 16).clamp(1, 1 << 16),
             idle_timeout: (idle > 0).then(|| Duration::from_secs(idle)),
-            max_output: pick!(flags.max_output_mib, file.max_output_mib, 64) << 20,
+            max_output: size_or_mib(
+                (flags.max_output, flags.max_output_mib),
+                (file.max_output, file.max_output_mib),
+                64 << 20,
+            ),
             max_inflight: pick!(flags.max_inflight, file.max_inflight, 65536),
             udp_busy_poll: pick!(flags.udp_busy_poll, file.udp_busy_poll, false),
             limits,
@@ -535,6 +528,20 @@ impl LogSettings {
 }
 
 /// The protocol limits flags and file ask for.
+/// A size given either in the shared syntax or, in the older form, in MiB: the flag's
+/// `(size, mib)` before the file's, the size form before the MiB form in each.
+fn size_or_mib(
+    flag: (Option<Size>, Option<usize>),
+    file: (Option<Size>, Option<usize>),
+    default: usize,
+) -> usize {
+    let one = |(size, mib): (Option<Size>, Option<usize>)| {
+        size.map(Size::bytes)
+            .or(mib.map(|m| m.saturating_mul(1 << 20)))
+    };
+    one(flag).or(one(file)).unwrap_or(default)
+}
+
 fn limits(flags: &Args, file: &Args) -> Result<accelkv_proto::Limits, String> {
     let mut limits = accelkv_proto::Limits::default();
     limits.max_ops = pick!(
@@ -542,8 +549,14 @@ fn limits(flags: &Args, file: &Args) -> Result<accelkv_proto::Limits, String> {
         file.max_ops_per_frame,
         limits.max_ops
     );
-    limits.max_frame = pick!(flags.max_frame, file.max_frame, limits.max_frame);
-    limits.max_value = pick!(flags.max_value, file.max_value, limits.max_value);
+    limits.max_frame = flags
+        .max_frame
+        .or(file.max_frame)
+        .map_or(limits.max_frame, Size::bytes);
+    limits.max_value = flags
+        .max_value
+        .or(file.max_value)
+        .map_or(limits.max_value, Size::bytes);
     limits.max_bulk = limits.max_value + 1024;
     limits.max_scan_items = pick!(
         flags.max_scan_items,
@@ -571,7 +584,8 @@ mod tests {
         assert!(parsed.is_ok(), "{parsed:?}");
         for a in Args::command().get_arguments() {
             let key = a.get_id().as_str();
-            if matches!(key, "config" | "help" | "version") {
+            // The hidden flags are older spellings (`memory_limit_mib`) of listed ones.
+            if matches!(key, "config" | "help" | "version") || a.is_hide_set() {
                 continue;
             }
             let set = EXAMPLE.contains(&format!("\n{key} = "));
@@ -611,14 +625,41 @@ mod tests {
         assert_eq!(s.idle_timeout, None, "never, by default");
     }
 
+    /// Flags, the file and the older MiB forms give one size; the flag wins.
     #[test]
-    fn sizes_take_suffixes() {
-        assert_eq!(super::parse_bytes("512"), Some(512));
-        assert_eq!(super::parse_bytes("48k"), Some(48 << 10));
-        assert_eq!(super::parse_bytes("64M"), Some(64 << 20));
-        assert_eq!(super::parse_bytes("1g"), Some(1 << 30));
-        assert_eq!(super::parse_bytes("k"), None);
-        assert_eq!(super::parse_bytes("-1m"), None);
-        assert_eq!(super::parse_bytes("99999999999g"), None);
+    fn sizes_in_one_syntax_everywhere() {
+        use clap::Parser;
+        let parse = |args: &[&str], file: &str| {
+            let path = std::env::temp_dir().join(format!(
+                "accelkv-sizes-{}-{}.toml",
+                std::process::id(),
+                args.len()
+            ));
+            std::fs::write(&path, file).unwrap();
+            let mut a = Args::try_parse_from(args).unwrap();
+            a.config = Some(path.clone());
+            let s = Settings::resolve(a);
+            let _ = std::fs::remove_file(&path);
+            s.unwrap()
+        };
+        let s = parse(
+            &["s", "--memory-limit", "2GiB", "--max-frame", "64KiB"],
+            "memory_limit = \"1g\"\nmax_output = \"8mb\"\nmax_value = 4096\n",
+        );
+        assert_eq!(s.memory_limit, 2 << 30, "the flag wins");
+        assert_eq!(s.max_output, 8 << 20, "mb is 1024²");
+        assert_eq!(s.limits.max_frame, 64 << 10);
+        assert_eq!(s.limits.max_value, 4096);
+        let s = parse(&["s", "--memory-limit-mib", "512"], "max_output_mib = 2\n");
+        assert_eq!((s.memory_limit, s.max_output), (512 << 20, 2 << 20));
+        let s = parse(&["s"], "memory_limit = \"500m\"\nmemory_limit_mib = 1\n");
+        assert_eq!(
+            s.memory_limit, 500_000_000,
+            "the size form before the MiB form"
+        );
+        let e = Args::try_parse_from(["s", "--max-value", "1.5MiB"]).unwrap_err();
+        assert!(e.to_string().contains("KiB/MiB/GiB"), "{e}");
+        let e = toml::from_str::<Args>("split_size = \"64 MiB\"").unwrap_err();
+        assert!(e.to_string().contains("not a size"), "{e}");
     }
 }

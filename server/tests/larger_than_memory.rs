@@ -1,4 +1,4 @@
-//! A data set several times `--memory-limit-mib` with `--data-dir` (issue 18): the real
+//! A data set several times `--memory-limit` with `--data-dir` (issue 18): the real
 //! server loads it, serves every read and write from a leaf cache over the page file, keeps
 //! its memory near the budget, and loses no acknowledged write when killed with SIGKILL
 //! while writers, evictions and write-backs run; a restart rebuilds only interior nodes and
@@ -61,7 +61,7 @@ fn start_with(d: &str, extra: &[&str]) -> Server {
     let mut args = vec![
         "--data-dir",
         d,
-        "--memory-limit-mib",
+        "--memory-limit-mib", // the older spelling of --memory-limit, still read
         BUDGET_MIB,
         "--node-size",
         "4096",

@@ -341,11 +341,11 @@ fn maxmemory_refuses_writes_and_keeps_reads_and_deletes() {
     b.put(b"bin", b"v").unwrap();
 }
 
-/// `--memory-limit-mib`: once the store's memory is used up, writes fail with an OOM error
+/// `--memory-limit`: once the store's memory is used up, writes fail with an OOM error
 /// and the server goes on serving reads.
 #[test]
 fn the_hard_memory_limit_refuses_writes_and_keeps_serving() {
-    let srv = Server::start(&["--memory-limit-mib", "4"]);
+    let srv = Server::start(&["--memory-limit", "4MiB"]);
     let mut c = Conn::new(&srv);
     let value = "x".repeat(1000);
     let mut refused = None;

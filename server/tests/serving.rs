@@ -33,7 +33,7 @@ fn big_value_pipeline(srv: &Server, n: usize) -> Vec<u8> {
 
 #[test]
 fn a_client_that_does_not_read_cannot_grow_the_server_past_its_output_limit() {
-    let srv = Server::start(&["--max-output-mib", "8", "--threads", "2"]);
+    let srv = Server::start(&["--max-output", "8MiB", "--threads", "2"]);
     let pipeline = big_value_pipeline(&srv, 2000);
     let base = srv.rss_kib();
     // Two clients send 2,000 GETs of 512 KiB each (1 GiB of replies) and read nothing.
@@ -72,7 +72,7 @@ fn a_client_that_does_not_read_cannot_grow_the_server_past_its_output_limit() {
 
 #[test]
 fn sigterm_stops_the_server_promptly_whatever_its_clients_do() {
-    let mut srv = Server::start(&["--max-output-mib", "8"]);
+    let mut srv = Server::start(&["--max-output", "8MiB"]);
     let pipeline = big_value_pipeline(&srv, 500);
     let _stalled: Vec<TcpStream> = (0..4)
         .map(|_| {

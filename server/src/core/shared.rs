@@ -32,7 +32,7 @@ pub struct Shared {
     metrics: Metrics,
     /// The password's digest (`--requirepass`), checked in constant time.
     password: Option<Password>,
-    /// `maxmemory` in bytes (CONFIG SET; 0: only `--memory-limit-mib`).
+    /// `maxmemory` in bytes (CONFIG SET; 0: only `--memory-limit`).
     maxmemory: AtomicUsize,
     connections: AtomicUsize,
     inflight: AtomicUsize,
@@ -252,7 +252,7 @@ impl Shared {
         self.password.as_ref().is_some_and(|p| p.matches(given))
     }
 
-    /// `maxmemory` in bytes (0: none beyond `--memory-limit-mib`).
+    /// `maxmemory` in bytes (0: none beyond `--memory-limit`).
     pub fn maxmemory(&self) -> usize {
         self.maxmemory.load(Ordering::Relaxed)
     }

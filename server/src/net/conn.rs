@@ -3,7 +3,7 @@
 //! input to completion (`event_loop.rs`); this module owns the byte-level I/O.
 //!
 //! Memory bound: a connection holds at most its unparsed input (one frame or command, up to
-//! `--max-frame`, plus one read) and `--max-output-mib` of replies plus one batch (the loop
+//! `--max-frame`, plus one read) and `--max-output` of replies plus one batch (the loop
 //! stops reading a connection whose output is over the limit until the client takes it).
 
 use crate::core::reads::Answered;

@@ -2,32 +2,21 @@
 //! keyspace), and
 //! `CONFIG GET pattern…` and `CONFIG SET name value` over the settings a Redis client or
 //! tool asks for, and `maxmemory` with the `noeviction` policy: a limit on the store's
-//! memory (nodes, out-of-line values, page table) below `--memory-limit-mib`, changeable at
+//! memory (nodes, out-of-line values, page table) below `--memory-limit`, changeable at
 //! run time; past it every write that can add memory is refused with Redis's
 //! `-OOM command not allowed when used memory > 'maxmemory'.` and reads, deletes and
 //! FLUSHALL go on.
 
 use crate::core::shared::Shared;
+use crate::core::size::Size;
 use crate::resp::glob;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
-/// A size as Redis's `memtoll` reads it: bytes, or with `k`/`m`/`g` (powers of 1000) or
-/// `kb`/`mb`/`gb` (powers of 1024), any case.
+/// A size as Redis's `memtoll` reads it (`k`/`m`/`g` powers of 1000, `kb`/`mb`/`gb` of 1024):
+/// the server's one size syntax (core/size.rs), which also takes `KiB`/`MiB`/`GiB`.
 fn mem_bytes(a: &[u8]) -> Option<usize> {
-    let t = std::str::from_utf8(a).ok()?.to_ascii_lowercase();
-    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: usize = match &t[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1_000,
-        "kb" => 1 << 10,
-        "m" => 1_000_000,
-        "mb" => 1 << 20,
-        "g" => 1_000_000_000,
-        "gb" => 1 << 30,
-        _ => return None,
-    };
-    digits.parse::<usize>().ok()?.checked_mul(unit)
+    Size::parse_bytes(a).map(Size::bytes)
 }
 
 /// INFO's CPU section: the process's and its children's user and system CPU seconds
@@ -198,7 +187,7 @@ pub fn get(sh: &Shared, s: &Session, patterns: &[&[u8]], out: &mut Vec<u8>) {
     }
 }
 
-/// `CONFIG SET name value`: `maxmemory` (0 removes the limit below `--memory-limit-mib`)
+/// `CONFIG SET name value`: `maxmemory` (0 removes the limit below `--memory-limit`)
 /// and `maxmemory-policy noeviction`; anything else is refused as Redis refuses an unknown
 /// option.
 pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {

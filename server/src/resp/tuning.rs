@@ -5,6 +5,7 @@
 //! whatever they say (docs/FORMAT.md, "Redis types"): they change what OBJECT ENCODING
 //! reports, not memory or speed.
 
+use crate::core::size::Size;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// One parameter: its name, its older alias, its default and the values it takes.
@@ -98,9 +99,15 @@ impl Tuning {
     pub fn set(&self, name: &str, value: &[u8]) -> Option<Result<(), String>> {
         let i = index(name)?;
         let (lo, hi) = PARAMS[i].range;
+        // Redis reads its `*-value` and `*-bytes` parameters as memory values (`4kb`).
+        let memory = PARAMS[i].name.ends_with("-value") || PARAMS[i].name.ends_with("-bytes");
         let v = std::str::from_utf8(value)
             .ok()
-            .and_then(|t| t.parse::<i64>().ok());
+            .and_then(|t| match t.parse::<i64>() {
+                Ok(v) => Some(v),
+                Err(_) if memory => Size::parse_bytes(value).and_then(|s| i64::try_from(s.0).ok()),
+                Err(_) => None,
+            });
         Some(match v {
             Some(v) if (lo..=hi).contains(&v) => {
                 self.values[i].store(v, Ordering::Relaxed);
@@ -132,6 +139,20 @@ impl Tuning {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As in Redis, `*-value` and `*-bytes` take memory values; entry counts do not.
+    #[test]
+    fn memory_parameters_take_units() {
+        let t = Tuning::default();
+        assert_eq!(t.set("stream-node-max-bytes", b"4kb"), Some(Ok(())));
+        assert_eq!(t.get("stream-node-max-bytes"), Some(4096));
+        assert_eq!(t.set("hash-max-ziplist-value", b"1k"), Some(Ok(())));
+        assert_eq!(t.get("hash-max-listpack-value"), Some(1000));
+        assert!(matches!(
+            t.set("hash-max-listpack-entries", b"1k"),
+            Some(Err(_))
+        ));
+    }
 
     #[test]
     fn parameters_answer_by_either_name() {
