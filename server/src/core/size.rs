@@ -59,7 +59,7 @@ impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
         for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-            if n != 0 && n % (1 << shift) == 0 {
+            if n != 0 && n.trailing_zeros() >= shift {
                 return write!(f, "{}{unit}", n >> shift);
             }
         }
