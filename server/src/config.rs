@@ -8,6 +8,9 @@ use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+pub use tls::{ClientAuth, TlsSettings};
+
+mod tls;
 
 macro_rules! pick {
     ($flag:expr, $file:expr, $default:expr) => {
@@ -54,6 +57,32 @@ pub struct Args {
         hide_env_values = true
     )]
     pub password: Option<String>,
+    /// Serve RESP over TLS on this port too (Redis's `tls-port`), beside the plain one;
+    /// needs --tls-cert and --tls-key. 0 picks a free port. Default: no TLS port.
+    #[arg(long, env = "ACCELKV_TLS_PORT", help_heading = "TLS")]
+    pub tls_port: Option<u16>,
+    /// Serve memcached's protocols over TLS on this port (as memcached's `-Z`). Default none.
+    #[arg(long, env = "ACCELKV_TLS_MEMCACHED_PORT", help_heading = "TLS")]
+    pub tls_memcached_port: Option<u16>,
+    /// Serve the binary protocol over TLS (TCP) on this port. Default none.
+    #[arg(long, env = "ACCELKV_TLS_BINARY_PORT", help_heading = "TLS")]
+    pub tls_binary_port: Option<u16>,
+    /// The server's certificate chain, PEM (the server's certificate first).
+    #[arg(long, env = "ACCELKV_TLS_CERT", help_heading = "TLS")]
+    pub tls_cert: Option<PathBuf>,
+    /// The server certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "ACCELKV_TLS_KEY", help_heading = "TLS")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates, PEM, that client certificates must chain to. In cluster mode the
+    /// Raft port then takes only peers whose certificates do, and presents --tls-cert to
+    /// them (mutual TLS).
+    #[arg(long, env = "ACCELKV_TLS_CA", help_heading = "TLS")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificates on the TLS ports: `yes` (required: a client without one signed
+    /// by --tls-ca is refused in the handshake), `optional` (checked when given) or `no`.
+    /// Default `yes` with --tls-ca (as Redis's `tls-auth-clients`), `no` without.
+    #[arg(long, env = "ACCELKV_TLS_AUTH_CLIENTS", help_heading = "TLS", value_parser = ["yes", "optional", "no"])]
+    pub tls_auth_clients: Option<String>,
     /// Read engine: `auto` (the GPU engine when an NVIDIA GPU, its driver and NVRTC are
     /// present, else the CPU engine; the log and INFO say which and why), `cpu` (reads run
     /// on the event loops), `cpu-threads` (the CPU engine on `--engine-threads` threads of
@@ -356,6 +385,8 @@ pub struct Settings {
     pub cluster: Option<ClusterSettings>,
     /// The log (`--log-level`, `--log-file`, `--log-format`).
     pub log: LogSettings,
+    /// TLS (`--tls-*`); `None`: no TLS port and a plain Raft port.
+    pub tls: Option<TlsSettings>,
 }
 
 impl Settings {
@@ -363,6 +394,7 @@ impl Settings {
     pub fn resolve(flags: Args) -> Result<Settings, String> {
         let file = file_args(&flags)?;
         let log = LogSettings::resolve(&flags, &file)?;
+        let tls = TlsSettings::resolve(&flags, &file)?;
         let mut data_dir = flags.data_dir.clone().or(file.data_dir.clone());
         let cluster = match flags.cluster.clone().or(file.cluster.clone()) {
             None => None,
@@ -370,7 +402,11 @@ impl Settings {
                 if flags.sync.is_some() || file.sync.is_some() {
                     return Err("--sync does not apply with --cluster: a write is acknowledged once a majority of its range's replicas flushed it to their Raft logs".into());
                 }
-                if flags.memcached_port.is_some() || file.memcached_port.is_some() {
+                if flags.memcached_port.is_some()
+                    || file.memcached_port.is_some()
+                    || flags.tls_memcached_port.is_some()
+                    || file.tls_memcached_port.is_some()
+                {
                     return Err("--memcached-port does not apply with --cluster: cluster mode serves keys over RESP and the binary protocol (TCP) only".into());
                 }
                 Some(ClusterSettings::resolve(
@@ -460,6 +496,7 @@ impl Settings {
             sync,
             cluster,
             log,
+            tls,
         })
     }
 }

@@ -85,6 +85,10 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         }
         None => "memcached off".to_string(),
     };
+    let tls_text = match &bound.tls {
+        Some(t) => t.describe()?,
+        None => String::new(),
+    };
     let mc = Arc::new(memcache::state::McGlobal::default());
     let resp_global = Arc::new(resp::session::RespGlobal::default());
     let sockets = bound.wire(&shared, &mc, &resp_global);
@@ -103,7 +107,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {bin_at} resp {resp_at} {mc_text} admin http {admin_at} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {}{cluster_text})",
+        "accelkv-server listening: binary tcp+udp {bin_at} resp {resp_at} {mc_text} admin http {admin_at}{tls_text} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {}{cluster_text})",
         shared.engine().describe(),
         settings.threads,
         settings.cache_buckets,
@@ -132,6 +136,56 @@ struct Bound {
     admin: std::net::TcpListener,
     memcached: Option<std::net::TcpListener>,
     memcached_udp: Option<std::net::UdpSocket>,
+    tls: Option<TlsBound>,
+}
+
+/// The TLS ports (`--tls-port` and its kin) and the configuration their connections use.
+struct TlsBound {
+    config: Arc<rustls::ServerConfig>,
+    resp: Option<std::net::TcpListener>,
+    memcached: Option<std::net::TcpListener>,
+    binary: Option<std::net::TcpListener>,
+}
+
+impl TlsBound {
+    /// Loads the certificate and binds the TLS ports `settings` asks for.
+    fn bind(settings: &config::Settings) -> Result<Option<TlsBound>, String> {
+        let Some(t) = &settings.tls else {
+            return Ok(None);
+        };
+        let config = net::tls_config::server_config(t)?;
+        let listen = |what: &str, port: Option<u16>| {
+            port.map(|p| {
+                let a = SocketAddr::new(settings.bind, p);
+                std::net::TcpListener::bind(a)
+                    .map_err(|e| format!("cannot listen for {what} over TLS on {a}: {e}"))
+            })
+            .transpose()
+        };
+        Ok(Some(TlsBound {
+            config,
+            resp: listen("RESP", t.resp_port)?,
+            memcached: listen("memcached", t.memcached_port)?,
+            binary: listen("the binary protocol", t.binary_port)?,
+        }))
+    }
+
+    /// ` tls resp=ADDR memcached=ADDR binary=ADDR` for the listening line (the ports there
+    /// are).
+    fn describe(&self) -> Result<String, String> {
+        let mut text = String::from(" tls");
+        for (name, l) in [
+            ("resp", &self.resp),
+            ("memcached", &self.memcached),
+            ("binary", &self.binary),
+        ] {
+            if let Some(l) = l {
+                let at = l.local_addr().map_err(|e| e.to_string())?;
+                text.push_str(&format!(" {name}={at}"));
+            }
+        }
+        Ok(text)
+    }
 }
 
 impl Bound {
@@ -159,6 +213,7 @@ impl Bound {
             admin,
             memcached,
             memcached_udp,
+            tls: TlsBound::bind(settings)?,
         })
     }
 
@@ -184,14 +239,36 @@ impl Bound {
         mc: &Arc<memcache::state::McGlobal>,
         resp_global: &Arc<resp::session::RespGlobal>,
     ) -> net::event_loop::Sockets {
+        use net::event_loop::Listener;
         let mut sockets = net::event_loop::Sockets::default();
-        let resp = resp::adapter::RespProtocol::new(shared.clone(), resp_global.clone());
-        sockets.listeners.push((self.resp, Arc::new(resp)));
-        let bin = binary::session::BinaryProtocol;
-        sockets.listeners.push((self.bin, Arc::new(bin)));
+        let resp: Arc<dyn net::session::Protocol> = Arc::new(resp::adapter::RespProtocol::new(
+            shared.clone(),
+            resp_global.clone(),
+        ));
+        let bin: Arc<dyn net::session::Protocol> = Arc::new(binary::session::BinaryProtocol);
+        let mc_proto: Arc<dyn net::session::Protocol> =
+            Arc::new(memcache::session::McProtocol(mc.clone()));
+        let plain = |sock, proto: &Arc<dyn net::session::Protocol>| Listener {
+            sock,
+            proto: proto.clone(),
+            tls: None,
+        };
+        // The plain listeners first, in loading_doors' order.
+        sockets.listeners.push(plain(self.resp, &resp));
+        sockets.listeners.push(plain(self.bin, &bin));
         if let Some(l) = self.memcached {
-            let p = memcache::session::McProtocol(mc.clone());
-            sockets.listeners.push((l, Arc::new(p)));
+            sockets.listeners.push(plain(l, &mc_proto));
+        }
+        if let Some(t) = self.tls {
+            for (l, proto) in [(t.resp, &resp), (t.memcached, &mc_proto), (t.binary, &bin)] {
+                if let Some(sock) = l {
+                    sockets.listeners.push(Listener {
+                        sock,
+                        proto: proto.clone(),
+                        tls: Some(t.config.clone()),
+                    });
+                }
+            }
         }
         // The binary UDP port first: a read with no waiter named is answered to port 0.
         let d = binary::udp::BinaryDatagrams;

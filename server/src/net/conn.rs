@@ -9,8 +9,8 @@
 use crate::core::reads::Answered;
 use crate::core::shared::Shared;
 use crate::net::session::Session;
-use mio::net::TcpStream;
-use std::io::{ErrorKind, Read, Write};
+use crate::net::tls::Stream;
+use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -94,7 +94,8 @@ impl InBuf {
 
 /// A connection.
 pub struct Conn {
-    pub sock: TcpStream,
+    /// The socket, plain or TLS (`tls.rs`).
+    pub sock: Stream,
     /// Unique for the server's life (a released slot's completions find the right one).
     pub id: u64,
     /// The protocol adapter's state for this connection.
@@ -119,13 +120,16 @@ pub struct Conn {
     pub eof: bool,
     /// Not reading: the output is over the limit.
     pub throttled: bool,
+    /// The stream failed or was dropped: nothing more is written to it, TLS's buffered
+    /// records included.
+    pub broken: bool,
     pub last_active: Instant,
     _guard: ConnGuard,
 }
 
 impl Conn {
-    pub fn new(sock: TcpStream, id: u64, session: Box<dyn Session>, guard: ConnGuard) -> Conn {
-        let _ = sock.set_nodelay(true);
+    pub fn new(mut sock: Stream, id: u64, session: Box<dyn Session>, guard: ConnGuard) -> Conn {
+        let _ = sock.socket().set_nodelay(true);
         Conn {
             sock,
             id,
@@ -140,6 +144,7 @@ impl Conn {
             closing: false,
             eof: false,
             throttled: false,
+            broken: false,
             last_active: Instant::now(),
             _guard: guard,
         }
@@ -180,7 +185,7 @@ impl Conn {
     /// on another thread keeps its input for later).
     pub fn peer_closed(&mut self) -> bool {
         let mut b = [0u8; 1];
-        matches!(self.sock.peek(&mut b), Ok(0))
+        matches!(self.sock.socket().peek(&mut b), Ok(0))
     }
 
     /// Writes what may be written (everything before a parked RESP mark) in as few calls as
@@ -192,6 +197,12 @@ impl Conn {
             }) => *mark,
             _ => self.out.len(),
         };
+        // TLS records the socket did not take last time go first.
+        match self.sock.flush_tls() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+            Err(_) => return self.fail(),
+            Ok(()) => {}
+        }
         while self.sent < end {
             match self.sock.write(&self.out[self.sent..end]) {
                 Ok(0) => return self.fail(),
@@ -223,6 +234,7 @@ impl Conn {
     /// Drops everything and closes at the next chance.
     pub fn fail(&mut self) {
         self.closing = true;
+        self.broken = true;
         self.out.clear();
         self.sent = 0;
         self.parked = None;
@@ -249,6 +261,7 @@ impl Conn {
             && self.awaiting.is_none()
             && !self.waits
             && self.pending() == 0
+            && (self.broken || !self.sock.holds_output())
     }
 
     /// Whether its input must not run now: replies parked, reads in flight, or a command

@@ -25,8 +25,10 @@ use crate::net::mailbox::{Mailbox, Release};
 use crate::net::session::{
     Datagrams, LoopCtx, NewConn, Port, PortCtx, Protocol, ReplyTo, Rests, Resumed,
 };
+use crate::net::tls::Stream;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
+use rustls::ServerConfig;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,15 +44,30 @@ const FIRST_CONN: usize = 128;
 /// the adapter that speaks its protocol.
 #[derive(Default)]
 pub struct Sockets {
-    pub listeners: Vec<(std::net::TcpListener, Arc<dyn Protocol>)>,
+    pub listeners: Vec<Listener>,
     pub datagrams: Vec<(std::net::UdpSocket, Arc<dyn Datagrams>)>,
+}
+
+/// A listening socket, the adapter that speaks its protocol, and TLS's configuration when
+/// its connections speak TLS.
+pub struct Listener {
+    pub sock: std::net::TcpListener,
+    pub proto: Arc<dyn Protocol>,
+    pub tls: Option<Arc<ServerConfig>>,
+}
+
+/// A loop's handle of a [`Listener`].
+struct Listening {
+    sock: TcpListener,
+    proto: Arc<dyn Protocol>,
+    tls: Option<Arc<ServerConfig>>,
 }
 
 /// An event loop; see the module docs.
 pub struct Loop {
     sh: Arc<Shared>,
     poll: Poll,
-    listeners: Vec<(TcpListener, Arc<dyn Protocol>)>,
+    listeners: Vec<Listening>,
     ports: Vec<Box<dyn Port>>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
@@ -81,10 +98,14 @@ impl Loop {
         let poll = Poll::new()?;
         let r = poll.registry();
         let mut listeners = Vec::new();
-        for (i, (l, proto)) in sockets.listeners.iter().enumerate() {
-            let mut l = clone_listener(l)?;
-            r.register(&mut l, Token(1 + i), Interest::READABLE)?;
-            listeners.push((l, proto.clone()));
+        for (i, l) in sockets.listeners.iter().enumerate() {
+            let mut sock = clone_listener(&l.sock)?;
+            r.register(&mut sock, Token(1 + i), Interest::READABLE)?;
+            listeners.push(Listening {
+                sock,
+                proto: l.proto.clone(),
+                tls: l.tls.clone(),
+            });
         }
         let mut ports = Vec::new();
         for (i, (u, d)) in sockets.datagrams.iter().enumerate() {
@@ -275,31 +296,32 @@ impl Loop {
     /// Accepts what listener `i` has waiting.
     fn accept(&mut self, i: usize) {
         loop {
-            let Some((l, proto)) = self.listeners.get(i) else {
+            let Some(l) = self.listeners.get(i) else {
                 return;
             };
-            let sock = match l.accept() {
+            let sock = match l.sock.accept() {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 // WouldBlock: none left; anything else (out of descriptors): try next turn.
                 Err(_) => return,
             };
-            let proto = proto.clone();
-            self.admit(sock, &*proto);
+            let (proto, tls) = (l.proto.clone(), l.tls.clone());
+            self.admit(sock, &*proto, tls.as_ref());
         }
     }
 
     /// Serves a connection accepted while the data directory was recovered
     /// (net/loading.rs), from where it was left: its unsent replies, then what it sent.
     fn adopt(&mut self, h: Held) {
-        let Some((_, proto)) = self.listeners.get(h.listener) else {
+        let Some(l) = self.listeners.get(h.listener) else {
             return;
         };
         if h.sock.set_nonblocking(true).is_err() {
             return;
         }
-        let proto = proto.clone();
-        let Some(slot) = self.admit(TcpStream::from_std(h.sock), &*proto) else {
+        let proto = l.proto.clone();
+        // Only plain listeners answer during loading (net/loading.rs).
+        let Some(slot) = self.admit(TcpStream::from_std(h.sock), &*proto, None) else {
             return;
         };
         if let Some(c) = self.conns[slot].as_mut() {
@@ -310,11 +332,19 @@ impl Loop {
     }
 
     /// Registers an accepted connection; its slot (`None`: refused or not registered).
-    fn admit(&mut self, mut sock: TcpStream, proto: &dyn Protocol) -> Option<usize> {
+    fn admit(
+        &mut self,
+        mut sock: TcpStream,
+        proto: &dyn Protocol,
+        tls: Option<&Arc<ServerConfig>>,
+    ) -> Option<usize> {
         let Some(guard) = admit_connection(&self.sh) else {
-            let _ = sock.write(proto.refusal());
+            if tls.is_none() {
+                let _ = sock.write(proto.refusal()); // (a TLS client is closed unanswered)
+            }
             return None;
         };
+        let mut sock = Stream::new(sock, tls).ok()?;
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
@@ -323,7 +353,7 @@ impl Loop {
             .poll
             .registry()
             .register(
-                &mut sock,
+                sock.socket(),
                 Token(slot + FIRST_CONN),
                 Interest::READABLE | Interest::WRITABLE,
             )
@@ -339,8 +369,8 @@ impl Loop {
             loop_index: self.index as usize,
             slot,
             id,
-            peer: sock.peer_addr().unwrap_or(unknown),
-            local: sock.local_addr().unwrap_or(unknown),
+            peer: sock.socket().peer_addr().unwrap_or(unknown),
+            local: sock.socket().local_addr().unwrap_or(unknown),
         });
         self.conns[slot] = Some(Conn::new(sock, id, session, guard));
         Some(slot)
@@ -348,7 +378,10 @@ impl Loop {
 
     fn close(&mut self, slot: usize) {
         if let Some(mut c) = self.conns[slot].take() {
-            let _ = self.poll.registry().deregister(&mut c.sock);
+            if !c.broken {
+                c.sock.close_notify();
+            }
+            let _ = self.poll.registry().deregister(c.sock.socket());
             self.free.push(slot);
         }
     }

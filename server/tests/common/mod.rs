@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use accelkv_proto::resp::{self, Value};
+pub use accelkv_proto::resp::{self, Value};
 use accelkv_proto::Limits;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -17,6 +17,8 @@ pub struct Server {
     pub admin: SocketAddr,
     /// The memcached port (every test server has one, on a free port).
     pub memcached: SocketAddr,
+    /// The listening line the server printed.
+    pub line: String,
 }
 
 impl Server {
@@ -72,6 +74,7 @@ impl Server {
             } else {
                 addr("memcached tcp ")
             },
+            line: line.clone(),
             child,
         }
     }

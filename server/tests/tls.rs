@@ -1,0 +1,426 @@
+//! TLS on the client ports (`--tls-port`, `--tls-memcached-port`, `--tls-binary-port`): the
+//! real server with certificates made here (a CA, the server's, a client's signed by the
+//! CA, and a stranger's from another CA). Every protocol answers over TLS; a client
+//! certificate is required and checked (no certificate and a stranger's are refused in the
+//! handshake, and nothing they sent runs); `--tls-auth-clients optional` lets a client
+//! without one in; redis-cli `--tls` and redis-py's `ssl=True` are driven against it; a
+//! pipeline larger than rustls's output buffer comes back whole; the plain ports keep
+//! working beside the TLS ones; a bad certificate file is a clear error at start.
+
+mod common;
+
+use accelkv_proto::frame::{self, Body, Request, Status};
+use accelkv_proto::Limits;
+use common::Server;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Certificates and keys written as PEM files in a directory of their own.
+struct Pki {
+    dir: PathBuf,
+}
+
+impl Pki {
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    fn make(tag: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!("accelkv-tls-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = |name: &str| {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.distinguished_name.push(DnType::CommonName, name);
+            p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            let cert = p.self_signed(&key).unwrap();
+            (cert, key)
+        };
+        let leaf = |names: Vec<String>, usage, issuer: &(rcgen::Certificate, KeyPair)| {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(names).unwrap();
+            p.extended_key_usages = vec![usage];
+            let cert = p.signed_by(&key, &issuer.0, &issuer.1).unwrap();
+            (cert, key)
+        };
+        let write = |name: &str, (cert, key): &(rcgen::Certificate, KeyPair)| {
+            std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+            std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+        };
+        let root = ca("accelkv test CA");
+        let other = ca("somebody else's CA");
+        let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        write("ca", &root);
+        write(
+            "server",
+            &leaf(names, ExtendedKeyUsagePurpose::ServerAuth, &root),
+        );
+        let client = vec!["client".to_string()];
+        write(
+            "client",
+            &leaf(client.clone(), ExtendedKeyUsagePurpose::ClientAuth, &root),
+        );
+        write(
+            "stranger",
+            &leaf(client, ExtendedKeyUsagePurpose::ClientAuth, &other),
+        );
+        Pki { dir }
+    }
+
+    /// The server's TLS flags, client certificates checked against the CA.
+    fn server_args(&self) -> Vec<String> {
+        [
+            ("--tls-port", "0".to_string()),
+            ("--tls-memcached-port", "0".to_string()),
+            ("--tls-binary-port", "0".to_string()),
+            ("--tls-cert", self.path("server.pem")),
+            ("--tls-key", self.path("server.key")),
+            ("--tls-ca", self.path("ca.pem")),
+        ]
+        .into_iter()
+        .flat_map(|(f, v)| [f.to_string(), v])
+        .collect()
+    }
+
+    /// A rustls client trusting the CA, presenting `cert` (`client`, `stranger`) if given.
+    fn client(&self, cert: Option<&str>) -> Arc<rustls::ClientConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(self.dir.join("ca.pem")).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let b = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+        Arc::new(match cert {
+            None => b.with_no_client_auth(),
+            Some(name) => {
+                let chain = CertificateDer::pem_file_iter(self.dir.join(format!("{name}.pem")))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                let key = PrivateKeyDer::from_pem_file(self.dir.join(format!("{name}.key")));
+                b.with_client_auth_cert(chain, key.unwrap()).unwrap()
+            }
+        })
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The TLS ports of the listening line (`tls resp=ADDR memcached=ADDR binary=ADDR`).
+fn tls_ports(srv: &Server) -> (SocketAddr, SocketAddr, SocketAddr) {
+    let line = &srv.line;
+    let at = |tag: &str| -> SocketAddr {
+        let i = line
+            .find(tag)
+            .unwrap_or_else(|| panic!("no {tag} in {line}"))
+            + tag.len();
+        line[i..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (at(" resp="), at(" memcached="), at(" binary="))
+}
+
+type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+fn connect(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> Tls {
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(cfg.clone(), name).unwrap();
+    rustls::StreamOwned::new(conn, sock)
+}
+
+/// Sends `req` and reads until `done` says the answer is whole (or the stream ends).
+fn exchange(s: &mut Tls, req: &[u8], done: impl Fn(&[u8]) -> bool) -> std::io::Result<Vec<u8>> {
+    s.write_all(req)?;
+    s.flush()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    while !done(&got) {
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    Ok(got)
+}
+
+fn resp_over_tls(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> std::io::Result<Vec<u8>> {
+    let mut s = connect(addr, cfg);
+    exchange(
+        &mut s,
+        b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nv1\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+        |g| g.ends_with(b"$2\r\nv1\r\n"),
+    )
+}
+
+#[test]
+fn every_protocol_answers_over_tls_with_a_client_certificate() {
+    let pki = Pki::make("protocols");
+    let srv = Server::start(
+        &pki.server_args()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let (resp, mc, bin) = tls_ports(&srv);
+    let cfg = pki.client(Some("client"));
+    assert_eq!(resp_over_tls(resp, &cfg).unwrap(), b"+OK\r\n$2\r\nv1\r\n");
+
+    let mut s = connect(mc, &cfg);
+    let got = exchange(&mut s, b"set m 0 0 3\r\nabc\r\nget m\r\n", |g| {
+        g.ends_with(b"END\r\n")
+    });
+    assert_eq!(got.unwrap(), b"STORED\r\nVALUE m 0 3\r\nabc\r\nEND\r\n");
+
+    let mut s = connect(bin, &cfg);
+    let mut req = Vec::new();
+    let ops = [
+        Request::Put {
+            id: 1,
+            key: b"b",
+            value: b"binary",
+        },
+        Request::Get { id: 2, key: b"b" },
+    ];
+    frame::encode_request(&mut req, 7, None, &ops);
+    let limits = Limits::default();
+    let got = exchange(&mut s, &req, |g| frame::decode_response(g, &limits).is_ok()).unwrap();
+    let (_, answers) = frame::decode_response(&got, &limits).unwrap();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0].status, Status::Ok);
+    assert_eq!(answers[1].body, Body::Bytes(b"binary"));
+
+    // The plain ports serve beside them, the same store.
+    let mut plain = common::RespConn::new(&srv);
+    assert_eq!(plain.str(&["GET", "m"]), common::bulk("abc"));
+}
+
+#[test]
+fn a_client_without_the_cas_certificate_is_refused() {
+    let pki = Pki::make("refused");
+    let srv = Server::start(
+        &pki.server_args()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let (resp, _, _) = tls_ports(&srv);
+    for who in [None, Some("stranger")] {
+        let got = resp_over_tls(resp, &pki.client(who));
+        assert!(
+            !got.as_ref().is_ok_and(|g| g.starts_with(b"+OK")),
+            "{who:?} was served: {got:?}"
+        );
+    }
+    // Nothing they sent ran.
+    let mut plain = common::RespConn::new(&srv);
+    assert_eq!(plain.str(&["EXISTS", "k"]), redis_int(0));
+    // `optional`: a client without a certificate comes in; a stranger's is still refused.
+    let mut args = pki.server_args();
+    args.extend(["--tls-auth-clients".to_string(), "optional".to_string()]);
+    let srv = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (resp, _, _) = tls_ports(&srv);
+    assert_eq!(
+        resp_over_tls(resp, &pki.client(None)).unwrap(),
+        b"+OK\r\n$2\r\nv1\r\n"
+    );
+    assert!(resp_over_tls(resp, &pki.client(Some("stranger"))).is_err());
+}
+
+fn redis_int(n: i64) -> common::Value {
+    common::Value::Integer(n)
+}
+
+/// A pipeline whose replies are many times rustls's 64 KiB output buffer comes back whole
+/// and in order while the client reads slowly (the loop waits for the socket, as on a
+/// plain connection).
+#[test]
+fn a_large_pipeline_comes_back_whole_over_tls() {
+    let pki = Pki::make("pipeline");
+    let srv = Server::start(
+        &pki.server_args()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let (resp, _, _) = tls_ports(&srv);
+    let mut s = connect(resp, &pki.client(Some("client")));
+    let value = "x".repeat(10_000);
+    let set = format!(
+        "*3\r\n$3\r\nSET\r\n$1\r\nv\r\n${}\r\n{value}\r\n",
+        value.len()
+    );
+    s.write_all(set.as_bytes()).unwrap();
+    let n = 2_000;
+    let gets = "*2\r\n$3\r\nGET\r\n$1\r\nv\r\n".repeat(n);
+    s.write_all(gets.as_bytes()).unwrap();
+    let one = format!("${}\r\n{value}\r\n", value.len());
+    let want = 5 + n * one.len();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < want {
+        std::thread::sleep(Duration::from_micros(50));
+        let k = s.read(&mut buf).unwrap();
+        assert!(k > 0, "closed after {} of {want} bytes", got.len());
+        got.extend_from_slice(&buf[..k]);
+    }
+    assert_eq!(&got[..5], b"+OK\r\n");
+    assert!(got[5..].chunks(one.len()).all(|c| c == one.as_bytes()));
+}
+
+#[test]
+fn redis_cli_and_redis_py_speak_tls() {
+    let pki = Pki::make("clients");
+    let srv = Server::start(
+        &pki.server_args()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let (resp, _, _) = tls_ports(&srv);
+    let port = resp.port().to_string();
+    let have = |cmd: &str, args: &[&str]| {
+        Command::new(cmd)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if have("redis-cli", &["--version"]) {
+        let tls = [
+            "--tls",
+            "--cacert",
+            &pki.path("ca.pem"),
+            "--cert",
+            &pki.path("client.pem"),
+            "--key",
+            &pki.path("client.key"),
+        ];
+        let cli = |extra: &[&str], args: &[&str]| {
+            let o = Command::new("redis-cli")
+                .args(["-p", &port])
+                .args(extra)
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+                + &String::from_utf8_lossy(&o.stderr)
+        };
+        assert_eq!(cli(&tls, &["SET", "cli", "over tls"]), "OK");
+        assert_eq!(cli(&tls, &["GET", "cli"]), "over tls");
+        let refused = cli(&tls[..3], &["GET", "cli"]);
+        assert!(
+            !refused.contains("over tls"),
+            "served without a certificate: {refused}"
+        );
+    } else {
+        accelkv_testkit::skip("redis-cli is not installed (.ci/run installs it)");
+    }
+    if !have("python3", &["-c", "import redis"]) {
+        return accelkv_testkit::skip("redis-py is not installed (.ci/run installs it)");
+    }
+    let script = format!(
+        "import redis\n\
+         r = redis.Redis(port={port}, ssl=True, ssl_ca_certs={ca:?}, ssl_certfile={cert:?}, ssl_keyfile={key:?})\n\
+         p = r.pipeline(transaction=False)\n\
+         for i in range(1000): p.set(f'py{{i}}', i)\n\
+         p.execute()\n\
+         print(sum(int(v) for v in r.mget([f'py{{i}}' for i in range(1000)])), r.incr('py0', 5))\n\
+         try:\n\
+         \x20   redis.Redis(port={port}, ssl=True, ssl_ca_certs={ca:?}).ping()\n\
+         \x20   print('served without a certificate')\n\
+         except redis.exceptions.ConnectionError:\n\
+         \x20   print('refused')\n",
+        ca = pki.path("ca.pem"),
+        cert = pki.path("client.pem"),
+        key = pki.path("client.key"),
+    );
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.trim(),
+        "499500 5\nrefused",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Mistakes in the TLS flags stop the server at start with what is wrong.
+#[test]
+fn bad_tls_settings_are_clear_errors() {
+    let pki = Pki::make("errors");
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+            .args(["--port", "0", "--resp-port", "0", "--admin-port", "0"])
+            .args(["--memcached-port", "off"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} started");
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let e = run(&["--tls-port", "0"]);
+    assert!(e.contains("--tls-cert and --tls-key"), "{e}");
+    let (cert, key, ca) = (
+        pki.path("server.pem"),
+        pki.path("server.key"),
+        pki.path("ca.pem"),
+    );
+    let e = run(&["--tls-port", "0", "--tls-cert", &key, "--tls-key", &key]);
+    assert!(e.contains("no certificate in the file"), "{e}");
+    let e = run(&["--tls-port", "0", "--tls-cert", &cert, "--tls-key", &cert]);
+    assert!(e.contains("cannot read a private key"), "{e}");
+    let missing = Path::new(&ca).with_file_name("missing.pem");
+    let e = run(&[
+        "--tls-port",
+        "0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-ca",
+    ]
+    .iter()
+    .copied()
+    .chain([missing.to_str().unwrap()])
+    .collect::<Vec<_>>());
+    assert!(e.contains("missing.pem"), "{e}");
+    let e = run(&[
+        "--tls-port",
+        "0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-auth-clients",
+        "yes",
+    ]);
+    assert!(e.contains("needs --tls-ca"), "{e}");
+}
