@@ -11,12 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-4}
-for tool in etcd protoc; do
-  command -v "$tool" >/dev/null || {
-    echo "install $tool: apt-get install -y etcd-server protobuf-compiler" >&2
-    exit 1
-  }
-done
+command -v etcd >/dev/null || {
+  echo "install etcd: apt-get install -y etcd-server" >&2
+  exit 1
+}
+# protoc for the cluster feature's build: installed, or the vendored one.
+source scripts/build-env.sh
 cargo build --release -q -p accelkv-server --features cluster
 cargo build --release -q -p accelkv-client --example cluster_changes
 bin=./target/release/accelkv-server

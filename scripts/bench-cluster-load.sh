@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 load=${2:-20000}
 source scripts/cluster-bench-lib.sh
-need_tools etcd redis-benchmark redis-cli protoc
+need_tools etcd redis-benchmark redis-cli
+source scripts/build-env.sh
 cargo build --release -q -p accelkv-server --features cluster
 bin=./target/release/accelkv-server
 dir=$(mktemp -d)

@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 failovers=${2:-5}
 source scripts/cluster-bench-lib.sh
-need_tools etcd redis-benchmark redis-cli protoc
+need_tools etcd redis-benchmark redis-cli
+source scripts/build-env.sh
 cargo build --release -q -p accelkv-server --features cluster
 cargo build --release -q -p accelkv-bench
 bin=./target/release/accelkv-server

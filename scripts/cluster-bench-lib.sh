@@ -4,7 +4,7 @@
 need_tools() {
   for tool in "$@"; do
     command -v "$tool" >/dev/null || {
-      echo "install $tool: apt-get install -y etcd-server redis-tools protobuf-compiler" >&2
+      echo "install $tool: apt-get install -y etcd-server redis-tools" >&2
       exit 1
     }
   done

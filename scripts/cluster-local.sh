@@ -11,12 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-target/cluster-local}
-for tool in etcd protoc; do
-  command -v "$tool" >/dev/null || {
-    echo "$tool is needed: apt-get install -y etcd-server protobuf-compiler" >&2
-    exit 1
-  }
-done
+command -v etcd >/dev/null || {
+  echo "etcd is needed: apt-get install -y etcd-server" >&2
+  exit 1
+}
+# protoc for the cluster feature's build: installed, or the vendored one.
+source scripts/build-env.sh
 cargo build --release -q -p accelkv-server --features cluster
 mkdir -p "$dir"
 pids=()

@@ -49,6 +49,7 @@ fn tuning() -> Tuning {
         keep_behind_snapshot: 10,
         sync: true,
         source: None,
+        transport: Default::default(),
     }
 }
 

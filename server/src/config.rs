@@ -2,15 +2,17 @@
 //! TOML file with the same names, and the password from `ACCELKV_PASSWORD`.
 //! Precedence: flag > file > default.
 
-use crate::core::size::Size;
 use clap::Parser;
 use serde::Deserialize;
+use size::Size;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 pub use tls::{ClientAuth, TlsSettings};
 
+pub mod size;
 mod tls;
+pub mod tls_config;
 
 macro_rules! pick {
     ($flag:expr, $file:expr, $default:expr) => {
@@ -396,27 +398,7 @@ impl Settings {
         let log = LogSettings::resolve(&flags, &file)?;
         let tls = TlsSettings::resolve(&flags, &file)?;
         let mut data_dir = flags.data_dir.clone().or(file.data_dir.clone());
-        let cluster = match flags.cluster.clone().or(file.cluster.clone()) {
-            None => None,
-            Some(spec) => {
-                if flags.sync.is_some() || file.sync.is_some() {
-                    return Err("--sync does not apply with --cluster: a write is acknowledged once a majority of its range's replicas flushed it to their Raft logs".into());
-                }
-                if flags.memcached_port.is_some()
-                    || file.memcached_port.is_some()
-                    || flags.tls_memcached_port.is_some()
-                    || file.tls_memcached_port.is_some()
-                {
-                    return Err("--memcached-port does not apply with --cluster: cluster mode serves keys over RESP and the binary protocol (TCP) only".into());
-                }
-                Some(ClusterSettings::resolve(
-                    spec,
-                    &flags,
-                    &file,
-                    &mut data_dir,
-                )?)
-            }
-        };
+        let cluster = cluster_settings(&flags, &file, &mut data_dir)?;
         let bind = pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1]));
         if cluster.is_some() && bind.is_unspecified() {
             return Err(format!("--bind {bind} with --cluster: give the address the other nodes and clients reach this one at (it is advertised in etcd)"));
@@ -499,6 +481,31 @@ impl Settings {
             tls,
         })
     }
+}
+
+/// Cluster mode's settings (`None`: `--cluster` not given), checked against the settings
+/// that do not apply with it; takes the data directory, which holds the Raft files.
+fn cluster_settings(
+    flags: &Args,
+    file: &Args,
+    data_dir: &mut Option<PathBuf>,
+) -> Result<Option<ClusterSettings>, String> {
+    Ok(match flags.cluster.clone().or(file.cluster.clone()) {
+        None => None,
+        Some(spec) => {
+            if flags.sync.is_some() || file.sync.is_some() {
+                return Err("--sync does not apply with --cluster: a write is acknowledged once a majority of its range's replicas flushed it to their Raft logs".into());
+            }
+            if flags.memcached_port.is_some()
+                || file.memcached_port.is_some()
+                || flags.tls_memcached_port.is_some()
+                || file.tls_memcached_port.is_some()
+            {
+                return Err("--memcached-port does not apply with --cluster: cluster mode serves keys over RESP and the binary protocol (TCP) only".into());
+            }
+            Some(ClusterSettings::resolve(spec, flags, file, data_dir)?)
+        }
+    })
 }
 
 /// The settings of the TOML file `--config` names (none: every one unset).

@@ -153,7 +153,7 @@ impl TlsBound {
         let Some(t) = &settings.tls else {
             return Ok(None);
         };
-        let config = net::tls_config::server_config(t)?;
+        let config = config::tls_config::server_config(t)?;
         let listen = |what: &str, port: Option<u16>| {
             port.map(|p| {
                 let a = SocketAddr::new(settings.bind, p);

@@ -8,120 +8,34 @@
 //! working beside the TLS ones; a bad certificate file is a clear error at start.
 
 mod common;
+#[path = "common/pki.rs"]
+mod pki;
 
 use accelkv_proto::frame::{self, Body, Request, Status};
 use accelkv_proto::Limits;
 use common::Server;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
-};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use pki::Pki;
+use rustls::pki_types::ServerName;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Certificates and keys written as PEM files in a directory of their own.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn path(&self, name: &str) -> String {
-        self.dir.join(name).display().to_string()
-    }
-
-    fn make(tag: &str) -> Pki {
-        let dir = std::env::temp_dir().join(format!("accelkv-tls-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let ca = |name: &str| {
-            let key = KeyPair::generate().unwrap();
-            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            p.distinguished_name.push(DnType::CommonName, name);
-            p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-            let cert = p.self_signed(&key).unwrap();
-            (cert, key)
-        };
-        let leaf = |names: Vec<String>, usage, issuer: &(rcgen::Certificate, KeyPair)| {
-            let key = KeyPair::generate().unwrap();
-            let mut p = CertificateParams::new(names).unwrap();
-            p.extended_key_usages = vec![usage];
-            let cert = p.signed_by(&key, &issuer.0, &issuer.1).unwrap();
-            (cert, key)
-        };
-        let write = |name: &str, (cert, key): &(rcgen::Certificate, KeyPair)| {
-            std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
-            std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
-        };
-        let root = ca("accelkv test CA");
-        let other = ca("somebody else's CA");
-        let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-        write("ca", &root);
-        write(
-            "server",
-            &leaf(names, ExtendedKeyUsagePurpose::ServerAuth, &root),
-        );
-        let client = vec!["client".to_string()];
-        write(
-            "client",
-            &leaf(client.clone(), ExtendedKeyUsagePurpose::ClientAuth, &root),
-        );
-        write(
-            "stranger",
-            &leaf(client, ExtendedKeyUsagePurpose::ClientAuth, &other),
-        );
-        Pki { dir }
-    }
-
-    /// The server's TLS flags, client certificates checked against the CA.
-    fn server_args(&self) -> Vec<String> {
-        [
-            ("--tls-port", "0".to_string()),
-            ("--tls-memcached-port", "0".to_string()),
-            ("--tls-binary-port", "0".to_string()),
-            ("--tls-cert", self.path("server.pem")),
-            ("--tls-key", self.path("server.key")),
-            ("--tls-ca", self.path("ca.pem")),
-        ]
-        .into_iter()
-        .flat_map(|(f, v)| [f.to_string(), v])
-        .collect()
-    }
-
-    /// A rustls client trusting the CA, presenting `cert` (`client`, `stranger`) if given.
-    fn client(&self, cert: Option<&str>) -> Arc<rustls::ClientConfig> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_file_iter(self.dir.join("ca.pem")).unwrap() {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let b = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots);
-        Arc::new(match cert {
-            None => b.with_no_client_auth(),
-            Some(name) => {
-                let chain = CertificateDer::pem_file_iter(self.dir.join(format!("{name}.pem")))
-                    .unwrap()
-                    .map(Result::unwrap)
-                    .collect();
-                let key = PrivateKeyDer::from_pem_file(self.dir.join(format!("{name}.key")));
-                b.with_client_auth_cert(chain, key.unwrap()).unwrap()
-            }
-        })
-    }
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The server's TLS flags, client certificates checked against the CA.
+fn server_args(pki: &Pki) -> Vec<String> {
+    [
+        ("--tls-port", "0".to_string()),
+        ("--tls-memcached-port", "0".to_string()),
+        ("--tls-binary-port", "0".to_string()),
+        ("--tls-cert", pki.path("server.pem")),
+        ("--tls-key", pki.path("server.key")),
+        ("--tls-ca", pki.path("ca.pem")),
+    ]
+    .into_iter()
+    .flat_map(|(f, v)| [f.to_string(), v])
+    .collect()
 }
 
 /// The TLS ports of the listening line (`tls resp=ADDR memcached=ADDR binary=ADDR`).
@@ -182,7 +96,7 @@ fn resp_over_tls(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> std::io::
 fn every_protocol_answers_over_tls_with_a_client_certificate() {
     let pki = Pki::make("protocols");
     let srv = Server::start(
-        &pki.server_args()
+        &server_args(&pki)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>(),
@@ -224,7 +138,7 @@ fn every_protocol_answers_over_tls_with_a_client_certificate() {
 fn a_client_without_the_cas_certificate_is_refused() {
     let pki = Pki::make("refused");
     let srv = Server::start(
-        &pki.server_args()
+        &server_args(&pki)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>(),
@@ -241,7 +155,7 @@ fn a_client_without_the_cas_certificate_is_refused() {
     let mut plain = common::RespConn::new(&srv);
     assert_eq!(plain.str(&["EXISTS", "k"]), redis_int(0));
     // `optional`: a client without a certificate comes in; a stranger's is still refused.
-    let mut args = pki.server_args();
+    let mut args = server_args(&pki);
     args.extend(["--tls-auth-clients".to_string(), "optional".to_string()]);
     let srv = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let (resp, _, _) = tls_ports(&srv);
@@ -263,7 +177,7 @@ fn redis_int(n: i64) -> common::Value {
 fn a_large_pipeline_comes_back_whole_over_tls() {
     let pki = Pki::make("pipeline");
     let srv = Server::start(
-        &pki.server_args()
+        &server_args(&pki)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>(),
@@ -297,7 +211,7 @@ fn a_large_pipeline_comes_back_whole_over_tls() {
 fn redis_cli_and_redis_py_speak_tls() {
     let pki = Pki::make("clients");
     let srv = Server::start(
-        &pki.server_args()
+        &server_args(&pki)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>(),

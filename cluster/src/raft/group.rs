@@ -34,6 +34,8 @@ pub struct Tuning {
     pub sync: bool,
     /// The local address Raft connections leave from (`None`: the system's choice).
     pub source: Option<std::net::IpAddr>,
+    /// Mutual TLS between replicas, and the longest frame (net.rs).
+    pub transport: net::Limits,
 }
 
 impl Default for Tuning {
@@ -45,6 +47,7 @@ impl Default for Tuning {
             keep_behind_snapshot: 1000,
             sync: true,
             source: None,
+            transport: net::Limits::default(),
         }
     }
 }
@@ -134,13 +137,13 @@ impl RaftNode {
         let l = tokio::net::TcpListener::bind(listen).await?;
         let addr = l.local_addr()?;
         let groups: Groups = Default::default();
-        tokio::spawn(net::serve(l, groups.clone()));
+        tokio::spawn(net::serve(l, groups.clone(), tuning.transport.clone()));
         Ok(RaftNode {
             id,
             addr,
             dir,
             groups,
-            pool: Default::default(),
+            pool: Arc::new(net::Pool::new(tuning.transport.clone())),
             tuning,
             watched: Default::default(),
         })
@@ -243,6 +246,7 @@ impl RaftNode {
             election_timeout_max: t.election.1.as_millis() as u64,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every),
             max_in_snapshot_log_to_keep: t.keep_behind_snapshot,
+            snapshot_max_chunk_size: net::SNAPSHOT_CHUNK,
             ..Default::default()
         }
         .validate()

@@ -5,6 +5,7 @@
 
 pub mod codec;
 pub mod group;
+pub mod link;
 pub mod log;
 pub mod machine;
 pub mod net;

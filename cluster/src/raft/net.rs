@@ -2,8 +2,16 @@
 //! frame over TCP (`u32 length | format | payload`, the payload in postcard: codec.rs), naming the range whose group it is for,
 //! and the answer comes back on the same connection. A node listens on one Raft port for
 //! all its groups; a peer connection is opened on first use and again after any error.
+//! The connection is plain TCP or mutual TLS (link.rs).
+//!
+//! Frames are bounded (`Limits::max_frame`, which the server sizes from the snapshot chunk
+//! and its largest command): a reader refuses a longer one, and allocates as the bytes
+//! arrive, not as the length claims. A leader whose append would be longer sends the
+//! entries that fit and reports the rest unsent (openraft's `PartialSuccess`); the next
+//! append carries them. Inbound connections are capped (`MAX_INBOUND`).
 
 use super::codec;
+use super::link::{self, Link, RaftTls};
 use super::{Config, Raft};
 use crate::map::RangeId;
 use openraft::error::{
@@ -20,12 +28,33 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The largest frame either side accepts (a snapshot chunk or a batch of entries).
-const MAX_FRAME: usize = 256 << 20;
+/// The bytes of a snapshot chunk (openraft's `snapshot_max_chunk_size`, set by group.rs).
+pub const SNAPSHOT_CHUNK: u64 = 4 << 20;
+
+/// Connections a node's Raft port serves at once; more are closed at once.
+const MAX_INBOUND: usize = 1024;
+
+/// A node's Raft transport settings: TLS, and the longest frame either side takes.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub tls: Option<RaftTls>,
+    /// The longest frame (a snapshot chunk, a batch of entries); at least a few snapshot
+    /// chunks, and more than the largest command the servers accept.
+    pub max_frame: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            tls: None,
+            max_frame: 16 * SNAPSHOT_CHUNK as usize,
+        }
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 enum Body {
@@ -63,10 +92,11 @@ pub type Groups = Arc<RwLock<HashMap<RangeId, Raft>>>;
 /// At most `PER_PEER` (16) connections to one peer exist at once, idle or busy: a call waits
 /// for one rather than opening more (a slow peer would otherwise collect a connection per
 /// read it is behind on).
-#[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<String, Vec<TcpStream>>>,
-    limits: Mutex<HashMap<String, Arc<Semaphore>>>,
+    idle: Mutex<HashMap<String, Vec<Link>>>,
+    permits: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// TLS and the frame limit, for the connections it opens.
+    limits: Limits,
 }
 
 /// Connections to one peer at most.
@@ -77,10 +107,19 @@ const PER_PEER: usize = 16;
 const LATE_ANSWER: Duration = Duration::from_secs(5);
 
 impl Pool {
+    /// A pool whose connections follow `limits`.
+    pub fn new(limits: Limits) -> Pool {
+        Pool {
+            idle: Default::default(),
+            permits: Default::default(),
+            limits,
+        }
+    }
+
     /// The right to hold one connection to `addr`.
     async fn permit(&self, addr: &str) -> OwnedSemaphorePermit {
         let limit = self
-            .limits
+            .permits
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(addr.to_string())
@@ -92,7 +131,7 @@ impl Pool {
             .expect("the pool never closes its semaphores")
     }
 
-    fn take(&self, addr: &str) -> Option<TcpStream> {
+    fn take(&self, addr: &str) -> Option<Link> {
         self.idle
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -101,7 +140,7 @@ impl Pool {
     }
 
     /// Keeps an idle connection (its holder's permit vouches that there is room).
-    fn give(&self, addr: &str, s: TcpStream) {
+    fn give(&self, addr: &str, s: Link) {
         let mut g = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let v = g.entry(addr.to_string()).or_default();
         if v.len() < PER_PEER {
@@ -110,19 +149,27 @@ impl Pool {
     }
 }
 
-async fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+/// Reads one frame of at most `max` bytes, its buffer growing as bytes arrive (a length
+/// alone allocates nothing).
+async fn read_frame<S: AsyncRead + Unpin + ?Sized>(
+    s: &mut S,
+    max: usize,
+) -> std::io::Result<Vec<u8>> {
     let n = s.read_u32_le().await? as usize;
-    if n > MAX_FRAME {
+    if n > max {
         return Err(std::io::Error::other(format!(
-            "a {n}-byte frame is too large"
+            "a {n}-byte frame is longer than the limit of {max}"
         )));
     }
-    let mut b = vec![0; n];
-    s.read_exact(&mut b).await?;
+    let mut b = Vec::with_capacity(n.min(64 << 10));
+    s.take(n as u64).read_to_end(&mut b).await?;
+    if b.len() < n {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(b)
 }
 
-async fn write_frame(s: &mut TcpStream, b: &[u8]) -> std::io::Result<()> {
+async fn write_frame<S: AsyncWrite + Unpin + ?Sized>(s: &mut S, b: &[u8]) -> std::io::Result<()> {
     let mut out = Vec::with_capacity(b.len() + 4);
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
@@ -130,15 +177,22 @@ async fn write_frame(s: &mut TcpStream, b: &[u8]) -> std::io::Result<()> {
 }
 
 /// Serves Raft messages arriving on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, groups: Groups) {
+pub async fn serve(listener: TcpListener, groups: Groups, limits: Limits) {
+    let inbound = Arc::new(Semaphore::new(MAX_INBOUND));
     loop {
-        let Ok((mut s, _)) = listener.accept().await else {
+        let Ok((s, _)) = listener.accept().await else {
             continue;
         };
-        let _ = s.set_nodelay(true);
-        let groups = groups.clone();
+        let Ok(permit) = inbound.clone().try_acquire_owned() else {
+            continue; // too many connections: this one is closed
+        };
+        let (groups, limits) = (groups.clone(), limits.clone());
         tokio::spawn(async move {
-            while let Ok(frame) = read_frame(&mut s).await {
+            let _permit = permit;
+            let Ok(mut s) = link::accept(limits.tls.as_ref(), s).await else {
+                return; // not a peer of ours: no certificate from the cluster's CA
+            };
+            while let Ok(frame) = read_frame(&mut s, limits.max_frame).await {
                 let Ok(rpc) = codec::unframe::<Rpc>(&frame) else {
                     return; // not a peer of ours (or not of this format): hang up
                 };
@@ -207,6 +261,41 @@ impl Peer {
             range: self.range,
             body,
         })?;
+        self.send(rpc, ttl).await
+    }
+
+    /// An append cut to the frame limit: the frame, and the last entry it carries when
+    /// it does not carry them all.
+    fn append_frame(
+        &self,
+        mut rpc: AppendEntriesRequest<Config>,
+    ) -> std::io::Result<(Vec<u8>, Option<openraft::LogId<u64>>)> {
+        let max = self.pool.limits.max_frame;
+        let mut cut = None;
+        loop {
+            let n = rpc.entries.len();
+            let b = codec::frame(&Rpc {
+                range: self.range,
+                body: Body::Append(rpc.clone()),
+            })?;
+            if b.len() <= max {
+                return Ok((b, cut));
+            }
+            if n <= 1 {
+                return Err(std::io::Error::other(format!(
+                    "an entry of {} bytes is longer than the Raft frame limit of {max}",
+                    b.len()
+                )));
+            }
+            rpc.entries.truncate(n / 2);
+            cut = rpc.entries.last().map(|e| e.log_id);
+            // The follower commits no further than what it is sent.
+            rpc.leader_commit = rpc.leader_commit.min(cut);
+        }
+    }
+
+    /// Sends an encoded request and reads its answer.
+    async fn send(&mut self, rpc: Vec<u8>, ttl: Duration) -> Result<Reply, std::io::Error> {
         let (pool, addr, source) = (self.pool.clone(), self.addr.clone(), self.source);
         // Its own task: openraft drops a call once it has the answers it needs (a read
         // index's leadership check stops waiting at a quorum), and a connection abandoned
@@ -226,12 +315,12 @@ impl Peer {
             let fresh = reused.is_none();
             let mut conn = reused;
             let r = tokio::time::timeout(patience, async {
-                match exchange(&mut conn, &addr, source, &rpc).await {
+                match exchange(&mut conn, &addr, source, &pool.limits, &rpc).await {
                     // A kept connection the peer closed meanwhile (it restarted, say): once
                     // more on a new one. Every message is safe to repeat.
                     Err(_) if !fresh => {
                         conn = None;
-                        exchange(&mut conn, &addr, source, &rpc).await
+                        exchange(&mut conn, &addr, source, &pool.limits, &rpc).await
                     }
                     r => r,
                 }
@@ -285,19 +374,19 @@ pub(crate) async fn campaign(
 
 /// Sends one frame on `conn` (connecting first if it is `None`) and reads the answer.
 async fn exchange(
-    conn: &mut Option<TcpStream>,
+    conn: &mut Option<Link>,
     addr: &str,
     source: Option<IpAddr>,
+    limits: &Limits,
     rpc: &[u8],
 ) -> std::io::Result<Vec<u8>> {
     if conn.is_none() {
         let s = connect(addr, source).await?;
-        s.set_nodelay(true)?;
-        *conn = Some(s);
+        *conn = Some(link::connect(limits.tls.as_ref(), addr, s).await?);
     }
     let s = conn.as_mut().expect("connected");
     write_frame(s, rpc).await?;
-    read_frame(s).await
+    read_frame(s, limits.max_frame).await
 }
 
 /// Connects to `addr` from `source` (any port).
@@ -341,7 +430,12 @@ impl RaftNetwork<Config> for Peer {
         rpc: AppendEntriesRequest<Config>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
-        match self.call(Body::Append(rpc), option.hard_ttl()).await {
+        let (frame, cut) = self.append_frame(rpc).map_err(unreachable)?;
+        match self.send(frame, option.hard_ttl()).await {
+            // Entries were left out to fit the frame: the rest go in the next append.
+            Ok(Reply::Append(Ok(AppendEntriesResponse::Success))) if cut.is_some() => {
+                Ok(AppendEntriesResponse::PartialSuccess(cut))
+            }
             Ok(Reply::Append(r)) => self.remote(r),
             Ok(Reply::NoGroup) => Err(no_group()),
             Ok(_) => Err(confused()),
@@ -422,6 +516,70 @@ mod tests {
             let _ = codec::unframe::<Rpc>(&b);
             let _ = codec::unframe::<Rpc>(&b[..cut % (b.len() + 1)]);
         }
+    }
+
+    /// An append longer than the frame limit goes out cut to the entries that fit, and
+    /// says which it carried last; the commit index sent is no further than that.
+    #[test]
+    fn an_append_past_the_frame_limit_is_cut_to_what_fits() {
+        let id = |i| LogId::new(CommittedLeaderId::new(3, 1), i);
+        let peer = |max_frame| Peer {
+            target: 2,
+            addr: "127.0.0.1:1".into(),
+            range: 7,
+            source: None,
+            pool: Arc::new(Pool::new(Limits {
+                tls: None,
+                max_frame,
+            })),
+        };
+        let rpc = AppendEntriesRequest::<Config> {
+            vote: Vote::new_committed(3, 1),
+            prev_log_id: Some(id(0)),
+            entries: (1..=100)
+                .map(|i| Entry {
+                    log_id: id(i),
+                    payload: EntryPayload::Normal(Command(vec![b'x'; 1000])),
+                })
+                .collect(),
+            leader_commit: Some(id(90)),
+        };
+        let (whole, cut) = peer(1 << 20).append_frame(rpc.clone()).unwrap();
+        assert_eq!(cut, None);
+        let (b, cut) = peer(30_000).append_frame(rpc.clone()).unwrap();
+        assert!(b.len() <= 30_000 && b.len() < whole.len());
+        let sent: Rpc = codec::unframe(&b).unwrap();
+        let Body::Append(q) = sent.body else {
+            panic!("an append")
+        };
+        let last = q.entries.last().unwrap().log_id;
+        assert_eq!(cut, Some(last));
+        assert!(q.entries.len() >= 12, "{} entries", q.entries.len());
+        assert_eq!(q.leader_commit, Some(last), "commit no further than sent");
+        let e = peer(500).append_frame(rpc).unwrap_err();
+        assert!(
+            e.to_string().contains("longer than the Raft frame limit"),
+            "{e}"
+        );
+    }
+
+    /// A frame over the limit is refused from its length alone, and a length the bytes do
+    /// not follow is an error, not a wait for memory.
+    #[test]
+    fn frames_are_bounded() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut long: &[u8] = &[0, 0, 0, 1, 1, 2, 3]; // 16 MiB claimed
+            let e = read_frame(&mut long, 1 << 20).await.unwrap_err();
+            assert!(e.to_string().contains("longer than the limit"), "{e}");
+            let mut short: &[u8] = &[10, 0, 0, 0, 1, 2, 3];
+            let e = read_frame(&mut short, 1 << 20).await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+            let mut ok: &[u8] = &[3, 0, 0, 0, 1, 2, 3];
+            assert_eq!(read_frame(&mut ok, 3).await.unwrap(), vec![1, 2, 3]);
+        });
     }
 
     #[test]

@@ -58,6 +58,32 @@ pub struct Node {
     reg: Arc<Registry>,
     /// What splits ranges and keeps the map in step with them.
     ctl: Ctl,
+    /// The longest command one Raft entry carries (see [`transport`]).
+    max_command: usize,
+}
+
+/// The Raft port's transport: mutual TLS where `--tls-ca` is given (with `--tls-cert` and
+/// `--tls-key`), and the longest frame: sixteen snapshot chunks (64 MiB), or two entries of
+/// a full batch plus the largest command this server accepts, whichever is more. An entry
+/// is a batch of at most [`BATCH_BYTES`] plus one command, so it always fits.
+fn transport(s: &crate::config::Settings) -> Result<accelkv_cluster::raft::net::Limits, String> {
+    use accelkv_cluster::raft::{link::RaftTls, net};
+    let max_frame = (16 * net::SNAPSHOT_CHUNK as usize)
+        .max(2 * (BATCH_BYTES + largest_command(&s.limits)) + (1 << 20));
+    let tls = match &s.tls {
+        Some(t) if t.ca.is_some() => {
+            let (server, client) = crate::config::tls_config::raft(t)?;
+            Some(RaftTls { server, client })
+        }
+        _ => None,
+    };
+    Ok(net::Limits { tls, max_frame })
+}
+
+/// The largest command the server reads (RESP's bound, resp/adapter.rs `max_request`,
+/// which is at least the binary protocol's `--max-frame`).
+fn largest_command(l: &accelkv_proto::Limits) -> usize {
+    l.max_frame.max(2 * l.max_bulk + (64 << 10))
 }
 
 type Done = Box<dyn FnOnce(Settled) + Send>;
@@ -86,6 +112,7 @@ async fn join(
     cs: &ClusterSettings,
     resp: SocketAddr,
     binary: SocketAddr,
+    transport: accelkv_cluster::raft::net::Limits,
 ) -> Result<
     (
         Arc<RaftNode>,
@@ -100,6 +127,7 @@ async fn join(
         source: Some(resp.ip()),
         snapshot_every: cs.snapshot_every,
         keep_behind_snapshot: (cs.snapshot_every / 2).min(1000),
+        transport,
         ..Tuning::default()
     };
     let raft = RaftNode::start(me, &listen.to_string(), cs.dir.join("raft"), tuning)
@@ -171,7 +199,8 @@ pub fn start(
         .build()
         .map_err(|e| format!("cannot start the cluster runtime: {e}"))?;
     let me = cs.node_id;
-    let (raft, map, coord) = rt.block_on(join(cs, resp, binary))?;
+    let transport = transport(sh.settings())?;
+    let (raft, map, coord) = rt.block_on(join(cs, resp, binary, transport))?;
     let (opens, requests) = tokio::sync::mpsc::unbounded_channel();
     let reg = Arc::new(Registry {
         machines: Default::default(),
@@ -206,6 +235,7 @@ pub fn start(
         )),
         reg: reg.clone(),
         ctl: ctl.clone(),
+        max_command: largest_command(&sh.settings().limits),
     });
     // Open the ranges of the first map, then follow the map and the splits applied here.
     let first = node.map.borrow().clone();
@@ -458,19 +488,35 @@ impl Node {
         });
     }
 
-    /// Commits `cmd` in range `range`'s group with the writes around it (see [`Queues`]),
-    /// then runs `done` with its reply.
-    fn write(&self, range: u64, raft: accelkv_cluster::raft::Raft, cmd: Vec<u8>, done: Done) {
+    /// Why a write of `len` bytes to `range` is not proposed, if it is not: the range is
+    /// handing its leadership over, or the write is longer than a Raft entry may be (a
+    /// transaction's writes together, say).
+    fn refusal(&self, range: u64, len: usize) -> Option<Vec<u8>> {
         let draining = self
             .reg
             .draining
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(&range);
-        if draining {
-            let mut out = Vec::new();
-            let msg = format!("TRYAGAIN range {range} is moving to another leader; retry");
-            resp::error(&mut out, &msg);
+        let msg = if draining {
+            format!("TRYAGAIN range {range} is moving to another leader; retry")
+        } else if len > self.max_command {
+            format!(
+                "ERR the writes come to {len} bytes, more than one replicated entry carries ({} bytes)",
+                self.max_command
+            )
+        } else {
+            return None;
+        };
+        let mut out = Vec::new();
+        resp::error(&mut out, &msg);
+        Some(out)
+    }
+
+    /// Commits `cmd` in range `range`'s group with the writes around it (see [`Queues`]),
+    /// then runs `done` with its reply.
+    fn write(&self, range: u64, raft: accelkv_cluster::raft::Raft, cmd: Vec<u8>, done: Done) {
+        if let Some(out) = self.refusal(range, cmd.len()) {
             return done(Settled::Reply(out));
         }
         *self

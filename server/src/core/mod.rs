@@ -18,7 +18,6 @@ pub mod ops;
 pub mod reads;
 pub mod route;
 pub mod shared;
-pub mod size;
 pub mod station;
 pub mod station_tx;
 pub mod stats;

@@ -6,7 +6,8 @@
 //! Memory bound: besides the connection's own buffers, rustls holds at most one record of
 //! input being decrypted and at most 64 KiB of encrypted output (its default buffer limit:
 //! past it a write takes nothing, and the loop waits for the socket like a full plain
-//! socket). The certificate, key and client-certificate settings are `tls_config.rs`'s.
+//! socket). The certificate, key and client-certificate settings are
+//! `config/tls_config.rs`'s.
 
 use mio::net::TcpStream;
 use rustls::ServerConnection;

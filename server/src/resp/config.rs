@@ -7,8 +7,8 @@
 //! `-OOM command not allowed when used memory > 'maxmemory'.` and reads, deletes and
 //! FLUSHALL go on.
 
+use crate::config::size::Size;
 use crate::core::shared::Shared;
-use crate::core::size::Size;
 use crate::resp::glob;
 use crate::resp::session::Session;
 use accelkv_proto::resp;

@@ -5,7 +5,7 @@
 //! whatever they say (docs/FORMAT.md, "Redis types"): they change what OBJECT ENCODING
 //! reports, not memory or speed.
 
-use crate::core::size::Size;
+use crate::config::size::Size;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// One parameter: its name, its older alias, its default and the values it takes.

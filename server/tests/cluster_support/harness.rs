@@ -18,7 +18,7 @@ pub struct Node {
     pub binary: SocketAddr,
     /// Its admin HTTP endpoint (/metrics).
     pub admin: SocketAddr,
-    raft: SocketAddr,
+    pub raft: SocketAddr,
     pub proxy: Proxy,
     child: Option<Child>,
     dir: PathBuf,

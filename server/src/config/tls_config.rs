@@ -67,3 +67,32 @@ pub fn server_config(t: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
         .map_err(|e| format!("--tls-cert and --tls-key do not make a certificate: {e}"))?;
     Ok(Arc::new(cfg))
 }
+
+/// The Raft port's mutual TLS (cluster mode with `--tls-ca`): as a server, a peer's
+/// certificate is required and must chain to the CA; as a client, the node presents its own
+/// certificate and checks the peer's against the same CA. Node certificates serve both
+/// ways (extended key usages serverAuth and clientAuth, or none).
+#[cfg(feature = "cluster")]
+pub fn raft(t: &TlsSettings) -> Result<(Arc<ServerConfig>, Arc<rustls::ClientConfig>), String> {
+    let Some(ca) = &t.ca else {
+        return Err("the Raft port's mutual TLS needs --tls-ca".into());
+    };
+    let provider = provider();
+    let roots = roots(ca)?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(|e| format!("--tls-ca: {e}"))?;
+    let server = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certificates(&t.cert)?, private_key(&t.key)?)
+        .map_err(|e| format!("--tls-cert and --tls-key do not make a certificate: {e}"))?;
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certificates(&t.cert)?, private_key(&t.key)?)
+        .map_err(|e| format!("--tls-cert and --tls-key do not make a certificate: {e}"))?;
+    Ok((Arc::new(server), Arc::new(client)))
+}
