@@ -14,9 +14,11 @@
 mod async_client;
 pub mod cluster;
 mod resp_conn;
+mod tls;
 
 pub use async_client::AsyncClient;
 pub use cluster::ClusterClient;
+pub use tls::TlsOptions;
 
 use accelkv_proto::frame::{decode_header, decode_response, encode_request};
 use accelkv_proto::{Body, FrameError, Limits, Request, Status};
@@ -167,9 +169,13 @@ pub(crate) fn answers(buf: &[u8], limits: &Limits, frame_id: u32) -> Result<Vec<
     Ok(out)
 }
 
-/// A blocking client over TCP.
+/// A connection's byte stream: TCP, or TLS over TCP.
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+/// A blocking client over TCP (or TLS: [`Client::connect_tls`]).
 pub struct Client {
-    stream: TcpStream,
+    stream: Box<dyn Stream>,
     token: Option<Vec<u8>>,
     next_frame: u32,
     limits: Limits,
@@ -181,13 +187,28 @@ impl Client {
     pub fn connect(addr: impl ToSocketAddrs, password: Option<&str>) -> Result<Client> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
-        Ok(Client {
+        Ok(Client::over(Box::new(stream), password))
+    }
+
+    /// Connects to the server's TLS port (`--tls-binary-port`) at `addr` (`host:port`).
+    pub fn connect_tls(addr: &str, tls: &TlsOptions, password: Option<&str>) -> Result<Client> {
+        let name = tls.name_for(addr)?;
+        let conn =
+            rustls::ClientConnection::new(tls.config()?, name).map_err(std::io::Error::other)?;
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        let tls = rustls::StreamOwned::new(conn, stream);
+        Ok(Client::over(Box::new(tls), password))
+    }
+
+    fn over(stream: Box<dyn Stream>, password: Option<&str>) -> Client {
+        Client {
             stream,
             token: password.map(|p| p.as_bytes().to_vec()),
             next_frame: 1,
             limits: Limits::default(),
             buf: Vec::new(),
-        })
+        }
     }
 
     /// Sends `ops` in one frame and returns their answers ordered by operation id (give

@@ -37,6 +37,22 @@ struct Cli {
     /// to its range's leader and merges scans across ranges.
     #[arg(long, value_delimiter = ',')]
     cluster: Vec<String>,
+    /// Connect over TLS (the server's --tls-binary-port), checking the server's
+    /// certificate against --cacert.
+    #[arg(long, requires = "cacert")]
+    tls: bool,
+    /// CA certificates (PEM) the server's certificate must chain to.
+    #[arg(long)]
+    cacert: Option<std::path::PathBuf>,
+    /// This client's certificate (PEM), for a server that requires one (with --key).
+    #[arg(long, requires = "key")]
+    cert: Option<std::path::PathBuf>,
+    /// The key of --cert (PEM).
+    #[arg(long, requires = "cert")]
+    key: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry (default: the host of --addr).
+    #[arg(long)]
+    sni: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -265,7 +281,17 @@ fn run(cli: Cli) -> Result<(), ClientError> {
     if matches!(cli.cmd, Cmd::Ranges) {
         return Err(usage("ranges needs --cluster host:port[,…]".into()));
     }
-    let mut c = Client::connect(&cli.addr, cli.password.as_deref())?;
+    let mut c = if cli.tls {
+        let tls = accelkv_client::TlsOptions {
+            ca: cli.cacert.clone().unwrap_or_default(),
+            cert: cli.cert.clone(),
+            key: cli.key.clone(),
+            server_name: cli.sni.clone(),
+        };
+        Client::connect_tls(&cli.addr, &tls, cli.password.as_deref())?
+    } else {
+        Client::connect(&cli.addr, cli.password.as_deref())?
+    };
     match cli.cmd {
         Cmd::Get { key } => match c.get(key.as_bytes())? {
             Some(v) => println!("{}", show(&v)),

@@ -338,3 +338,68 @@ fn bad_tls_settings_are_clear_errors() {
     ]);
     assert!(e.contains("needs --tls-ca"), "{e}");
 }
+
+/// The Rust client (`Client::connect_tls`) and the `accelkv` CLI (`--tls`) on the binary
+/// protocol's TLS port, with and without the client certificate the server requires.
+#[test]
+fn the_rust_client_and_the_cli_speak_tls() {
+    let pki = Pki::make("client");
+    let srv = Server::start(
+        &server_args(&pki)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let (_, _, bin) = tls_ports(&srv);
+    let addr = bin.to_string();
+    let mut opts = accelkv_client::TlsOptions {
+        ca: pki.dir.join("ca.pem"),
+        cert: Some(pki.dir.join("client.pem")),
+        key: Some(pki.dir.join("client.key")),
+        server_name: Some("localhost".into()),
+    };
+    let mut c = accelkv_client::Client::connect_tls(&addr, &opts, None).unwrap();
+    c.put(b"rust", b"over tls").unwrap();
+    assert_eq!(c.get(b"rust").unwrap(), Some(b"over tls".to_vec()));
+    assert_eq!(c.scan(b"", b"~", 10).unwrap().0.len(), 1);
+    // The name dialled is checked: 127.0.0.1 is in the certificate too.
+    opts.server_name = None;
+    let mut c = accelkv_client::Client::connect_tls(&addr, &opts, None).unwrap();
+    assert_eq!(c.get(b"rust").unwrap(), Some(b"over tls".to_vec()));
+    opts.server_name = Some("elsewhere.example".into());
+    assert!(accelkv_client::Client::connect_tls(&addr, &opts, None)
+        .and_then(|mut c| c.get(b"rust"))
+        .is_err());
+    let (cert, key) = (opts.cert.take(), opts.key.take());
+    opts.server_name = None;
+    assert!(accelkv_client::Client::connect_tls(&addr, &opts, None)
+        .and_then(|mut c| c.get(b"rust"))
+        .is_err());
+
+    let cli = Path::new(env!("CARGO_BIN_EXE_accelkv-server")).with_file_name("accelkv");
+    if !cli.exists() {
+        return accelkv_testkit::skip(&format!(
+            "the CLI part: {} is not built (scripts/test.sh builds it)",
+            cli.display()
+        ));
+    }
+    let run = |extra: &[&std::ffi::OsStr]| {
+        Command::new(&cli)
+            .args(["--addr", &addr, "--tls", "--cacert"])
+            .arg(&opts.ca)
+            .args(extra)
+            .args(["get", "rust"])
+            .output()
+            .unwrap()
+    };
+    let (cert, key) = (cert.unwrap(), key.unwrap());
+    let o = run(&[
+        "--cert".as_ref(),
+        cert.as_os_str(),
+        "--key".as_ref(),
+        key.as_os_str(),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "over tls\n", "{o:?}");
+    let o = run(&[]);
+    assert!(!o.status.success(), "served without a certificate: {o:?}");
+}
