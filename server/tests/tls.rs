@@ -38,6 +38,13 @@ fn server_args(pki: &Pki) -> Vec<String> {
     .collect()
 }
 
+/// The server with TLS on every protocol (`server_args`) and `extra` flags.
+fn start(pki: &Pki, extra: &[&str]) -> Server {
+    let mut args = server_args(pki);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 /// The TLS ports of the listening line (`tls resp=ADDR memcached=ADDR binary=ADDR`).
 fn tls_ports(srv: &Server) -> (SocketAddr, SocketAddr, SocketAddr) {
     let line = &srv.line;
@@ -95,12 +102,7 @@ fn resp_over_tls(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> std::io::
 #[test]
 fn every_protocol_answers_over_tls_with_a_client_certificate() {
     let pki = Pki::make("protocols");
-    let srv = Server::start(
-        &server_args(&pki)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let srv = start(&pki, &[]);
     let (resp, mc, bin) = tls_ports(&srv);
     let cfg = pki.client(Some("client"));
     assert_eq!(resp_over_tls(resp, &cfg).unwrap(), b"+OK\r\n$2\r\nv1\r\n");
@@ -137,12 +139,7 @@ fn every_protocol_answers_over_tls_with_a_client_certificate() {
 #[test]
 fn a_client_without_the_cas_certificate_is_refused() {
     let pki = Pki::make("refused");
-    let srv = Server::start(
-        &server_args(&pki)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let srv = start(&pki, &[]);
     let (resp, _, _) = tls_ports(&srv);
     for who in [None, Some("stranger")] {
         let got = resp_over_tls(resp, &pki.client(who));
@@ -155,9 +152,7 @@ fn a_client_without_the_cas_certificate_is_refused() {
     let mut plain = common::RespConn::new(&srv);
     assert_eq!(plain.str(&["EXISTS", "k"]), redis_int(0));
     // `optional`: a client without a certificate comes in; a stranger's is still refused.
-    let mut args = server_args(&pki);
-    args.extend(["--tls-auth-clients".to_string(), "optional".to_string()]);
-    let srv = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let srv = start(&pki, &["--tls-auth-clients", "optional"]);
     let (resp, _, _) = tls_ports(&srv);
     assert_eq!(
         resp_over_tls(resp, &pki.client(None)).unwrap(),
@@ -176,12 +171,7 @@ fn redis_int(n: i64) -> common::Value {
 #[test]
 fn a_large_pipeline_comes_back_whole_over_tls() {
     let pki = Pki::make("pipeline");
-    let srv = Server::start(
-        &server_args(&pki)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let srv = start(&pki, &[]);
     let (resp, _, _) = tls_ports(&srv);
     let mut s = connect(resp, &pki.client(Some("client")));
     let value = "x".repeat(10_000);
@@ -210,12 +200,7 @@ fn a_large_pipeline_comes_back_whole_over_tls() {
 #[test]
 fn redis_cli_and_redis_py_speak_tls() {
     let pki = Pki::make("clients");
-    let srv = Server::start(
-        &server_args(&pki)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let srv = start(&pki, &[]);
     let (resp, _, _) = tls_ports(&srv);
     let port = resp.port().to_string();
     let have = |cmd: &str, args: &[&str]| {
@@ -344,12 +329,7 @@ fn bad_tls_settings_are_clear_errors() {
 #[test]
 fn the_rust_client_and_the_cli_speak_tls() {
     let pki = Pki::make("client");
-    let srv = Server::start(
-        &server_args(&pki)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let srv = start(&pki, &[]);
     let (_, _, bin) = tls_ports(&srv);
     let addr = bin.to_string();
     let mut opts = accelkv_client::TlsOptions {
