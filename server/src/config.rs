@@ -85,6 +85,10 @@ pub struct Args {
     /// Default `yes` with --tls-ca (as Redis's `tls-auth-clients`), `no` without.
     #[arg(long, env = "ACCELKV_TLS_AUTH_CLIENTS", help_heading = "TLS", value_parser = ["yes", "optional", "no"])]
     pub tls_auth_clients: Option<String>,
+    /// Serve clients over TLS only: the plain RESP, memcached and binary ports (TCP and UDP)
+    /// are not opened. Needs a TLS port; not with --cluster (nodes proxy over plain RESP).
+    #[arg(long, env = "ACCELKV_TLS_ONLY", help_heading = "TLS", num_args = 0..=1, default_missing_value = "true")]
+    pub tls_only: Option<bool>,
     /// Read engine: `auto` (the GPU engine when an NVIDIA GPU, its driver and NVRTC are
     /// present, else the CPU engine; the log and INFO say which and why), `cpu` (reads run
     /// on the event loops), `cpu-threads` (the CPU engine on `--engine-threads` threads of

@@ -5,6 +5,7 @@
 
 mod admin;
 mod binary;
+mod bound;
 #[cfg(feature = "cluster")]
 mod cluster;
 pub mod config;
@@ -48,7 +49,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         signal_hook::consts::SIGTERM,
     ])
     .map_err(|e| format!("cannot handle signals: {e}"))?;
-    let bound = Bound::bind(&settings)?;
+    let bound = bound::Bound::bind(&settings)?;
     let progress = load_progress();
     let admin = Arc::new(admin::http::Admin::new(progress.clone()));
     start_admin(&admin, &bound.admin)?;
@@ -68,27 +69,13 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             return Err(e);
         }
     };
-    let at = |l: &std::net::TcpListener| l.local_addr().map_err(|e| e.to_string());
-    let (resp_at, bin_at, admin_at) = (at(&bound.resp)?, at(&bound.bin)?, at(&bound.admin)?);
-    let cluster_text = match &settings.cluster {
-        Some(cs) => format!(", {}", start_cluster(&shared, cs, resp_at, bin_at)?),
-        None => String::new(),
-    };
-    let mc_text = match &bound.memcached {
-        Some(l) => {
-            let udp = if bound.memcached_udp.is_some() {
-                "+udp"
-            } else {
-                ""
-            };
-            format!("memcached tcp{udp} {}", at(l)?)
+    let cluster_text = match (&settings.cluster, bound.plain_addrs()?) {
+        (Some(cs), Some((resp_at, bin_at))) => {
+            format!(", {}", start_cluster(&shared, cs, resp_at, bin_at)?)
         }
-        None => "memcached off".to_string(),
+        _ => String::new(),
     };
-    let tls_text = match &bound.tls {
-        Some(t) => t.describe()?,
-        None => String::new(),
-    };
+    let ports = bound.describe()?;
     let mc = Arc::new(memcache::state::McGlobal::default());
     let resp_global = Arc::new(resp::session::RespGlobal::default());
     let sockets = bound.wire(&shared, &mc, &resp_global);
@@ -107,7 +94,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),
-        "accelkv-server listening: binary tcp+udp {bin_at} resp {resp_at} {mc_text} admin http {admin_at}{tls_text} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {}{cluster_text})",
+        "accelkv-server listening: {ports} (auth {auth}, engine {}, {} event loops, hot cache {} buckets, {}{cluster_text})",
         shared.engine().describe(),
         settings.threads,
         settings.cache_buckets,
@@ -126,159 +113,6 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         }
     }
     Ok(())
-}
-
-/// Every socket the server listens on.
-struct Bound {
-    bin: std::net::TcpListener,
-    udp: std::net::UdpSocket,
-    resp: std::net::TcpListener,
-    admin: std::net::TcpListener,
-    memcached: Option<std::net::TcpListener>,
-    memcached_udp: Option<std::net::UdpSocket>,
-    tls: Option<TlsBound>,
-}
-
-/// The TLS ports (`--tls-port` and its kin) and the configuration their connections use.
-struct TlsBound {
-    config: Arc<rustls::ServerConfig>,
-    resp: Option<std::net::TcpListener>,
-    memcached: Option<std::net::TcpListener>,
-    binary: Option<std::net::TcpListener>,
-}
-
-impl TlsBound {
-    /// Loads the certificate and binds the TLS ports `settings` asks for.
-    fn bind(settings: &config::Settings) -> Result<Option<TlsBound>, String> {
-        let Some(t) = &settings.tls else {
-            return Ok(None);
-        };
-        let config = config::tls_config::server_config(t)?;
-        let listen = |what: &str, port: Option<u16>| {
-            port.map(|p| {
-                let a = SocketAddr::new(settings.bind, p);
-                std::net::TcpListener::bind(a)
-                    .map_err(|e| format!("cannot listen for {what} over TLS on {a}: {e}"))
-            })
-            .transpose()
-        };
-        Ok(Some(TlsBound {
-            config,
-            resp: listen("RESP", t.resp_port)?,
-            memcached: listen("memcached", t.memcached_port)?,
-            binary: listen("the binary protocol", t.binary_port)?,
-        }))
-    }
-
-    /// ` tls resp=ADDR memcached=ADDR binary=ADDR` for the listening line (the ports there
-    /// are).
-    fn describe(&self) -> Result<String, String> {
-        let mut text = String::from(" tls");
-        for (name, l) in [
-            ("resp", &self.resp),
-            ("memcached", &self.memcached),
-            ("binary", &self.binary),
-        ] {
-            if let Some(l) = l {
-                let at = l.local_addr().map_err(|e| e.to_string())?;
-                text.push_str(&format!(" {name}={at}"));
-            }
-        }
-        Ok(text)
-    }
-}
-
-impl Bound {
-    /// Binds every port `settings` asks for (the binary UDP port on the binary TCP port's
-    /// number).
-    fn bind(settings: &config::Settings) -> Result<Bound, String> {
-        let addr = |port| SocketAddr::new(settings.bind, port);
-        let bind_err = |what: &str, a: SocketAddr, e: std::io::Error| {
-            format!("cannot listen for {what} on {a}: {e}")
-        };
-        let bin = std::net::TcpListener::bind(addr(settings.port))
-            .map_err(|e| bind_err("binary TCP", addr(settings.port), e))?;
-        let bin_port = bin.local_addr().map_err(|e| e.to_string())?.port();
-        let udp = std::net::UdpSocket::bind(addr(bin_port))
-            .map_err(|e| bind_err("binary UDP", addr(bin_port), e))?;
-        let resp = std::net::TcpListener::bind(addr(settings.resp_port))
-            .map_err(|e| bind_err("RESP", addr(settings.resp_port), e))?;
-        let admin = std::net::TcpListener::bind(addr(settings.admin_port))
-            .map_err(|e| bind_err("admin HTTP", addr(settings.admin_port), e))?;
-        let (memcached, memcached_udp) = bind_memcached(settings, addr)?;
-        Ok(Bound {
-            bin,
-            udp,
-            resp,
-            admin,
-            memcached,
-            memcached_udp,
-            tls: TlsBound::bind(settings)?,
-        })
-    }
-
-    /// What each TCP listener of the event loops answers while the data directory is
-    /// recovered, on copies of the listeners, in [`Bound::wire`]'s order (a connection
-    /// accepted meanwhile is handed to the loops by its listener's index).
-    fn loading_doors(&self) -> Result<Vec<(std::net::TcpListener, core::loading::Answer)>, String> {
-        let copy = |l: &std::net::TcpListener| l.try_clone().map_err(|e| e.to_string());
-        let mut doors: Vec<(std::net::TcpListener, core::loading::Answer)> = vec![
-            (copy(&self.resp)?, resp::loading::answer),
-            (copy(&self.bin)?, binary::loading::answer),
-        ];
-        if let Some(l) = &self.memcached {
-            doors.push((copy(l)?, memcache::loading::answer));
-        }
-        Ok(doors)
-    }
-
-    /// The composition root: each socket with the adapter that speaks its protocol.
-    fn wire(
-        self,
-        shared: &Arc<core::shared::Shared>,
-        mc: &Arc<memcache::state::McGlobal>,
-        resp_global: &Arc<resp::session::RespGlobal>,
-    ) -> net::event_loop::Sockets {
-        use net::event_loop::Listener;
-        let mut sockets = net::event_loop::Sockets::default();
-        let resp: Arc<dyn net::session::Protocol> = Arc::new(resp::adapter::RespProtocol::new(
-            shared.clone(),
-            resp_global.clone(),
-        ));
-        let bin: Arc<dyn net::session::Protocol> = Arc::new(binary::session::BinaryProtocol);
-        let mc_proto: Arc<dyn net::session::Protocol> =
-            Arc::new(memcache::session::McProtocol(mc.clone()));
-        let plain = |sock, proto: &Arc<dyn net::session::Protocol>| Listener {
-            sock,
-            proto: proto.clone(),
-            tls: None,
-        };
-        // The plain listeners first, in loading_doors' order.
-        sockets.listeners.push(plain(self.resp, &resp));
-        sockets.listeners.push(plain(self.bin, &bin));
-        if let Some(l) = self.memcached {
-            sockets.listeners.push(plain(l, &mc_proto));
-        }
-        if let Some(t) = self.tls {
-            for (l, proto) in [(t.resp, &resp), (t.memcached, &mc_proto), (t.binary, &bin)] {
-                if let Some(sock) = l {
-                    sockets.listeners.push(Listener {
-                        sock,
-                        proto: proto.clone(),
-                        tls: Some(t.config.clone()),
-                    });
-                }
-            }
-        }
-        // The binary UDP port first: a read with no waiter named is answered to port 0.
-        let d = binary::udp::BinaryDatagrams;
-        sockets.datagrams.push((self.udp, Arc::new(d)));
-        if let Some(u) = self.memcached_udp {
-            let d = memcache::udp::McDatagrams(mc.clone());
-            sockets.datagrams.push((u, Arc::new(d)));
-        }
-        sockets
-    }
 }
 
 /// Starts `--threads` event loops over `sockets`: their mailboxes, and a channel each sends
@@ -432,40 +266,4 @@ fn start_cluster(
     _: SocketAddr,
 ) -> Result<String, String> {
     Err("this accelkv-server was built without cluster support: build it with `cargo build --release -p accelkv-server --features cluster` (docs/CLUSTER.md)".into())
-}
-
-/// The memcached port's listener (and UDP socket with `--memcached-udp`), or none when it is
-/// off. The default port (11211) held by another program (a memcached) leaves it off with a
-/// warning; a port asked for explicitly must bind.
-#[allow(clippy::type_complexity)]
-fn bind_memcached(
-    settings: &config::Settings,
-    addr: impl Fn(u16) -> SocketAddr,
-) -> Result<(Option<std::net::TcpListener>, Option<std::net::UdpSocket>), String> {
-    let Some(port) = settings.memcached_port else {
-        return Ok((None, None));
-    };
-    let tcp = match std::net::TcpListener::bind(addr(port)) {
-        Ok(l) => l,
-        Err(e) if !settings.memcached_explicit && e.kind() == std::io::ErrorKind::AddrInUse => {
-            tracing::warn!(
-                "memcached port {} is in use; memcached protocol off (give --memcached-port)",
-                addr(port)
-            );
-            return Ok((None, None));
-        }
-        Err(e) => {
-            return Err(format!(
-                "cannot listen for memcached on {}: {e}",
-                addr(port)
-            ))
-        }
-    };
-    if !settings.memcached_udp {
-        return Ok((Some(tcp), None));
-    }
-    let at = tcp.local_addr().map_err(|e| e.to_string())?;
-    let udp = std::net::UdpSocket::bind(at)
-        .map_err(|e| format!("cannot listen for memcached UDP on {at}: {e}"))?;
-    Ok((Some(tcp), Some(udp)))
 }

@@ -383,3 +383,59 @@ fn the_rust_client_and_the_cli_speak_tls() {
     let o = run(&[]);
     assert!(!o.status.success(), "served without a certificate: {o:?}");
 }
+
+/// `--tls-only`: no plain port is opened (the listening line says so, and the default
+/// ports stay free), and RESP over TLS serves.
+#[test]
+fn tls_only_opens_no_plain_port() {
+    use std::io::BufRead;
+    let pki = Pki::make("only");
+    let mut args = server_args(&pki);
+    args.extend(
+        [
+            "--tls-only",
+            "--admin-port",
+            "0",
+            "--port",
+            "0",
+            "--resp-port",
+            "0",
+        ]
+        .map(String::from),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let at = |tag: &str| -> SocketAddr {
+        let i = line
+            .find(tag)
+            .unwrap_or_else(|| panic!("no {tag} in {line}"))
+            + tag.len();
+        line[i..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let resp = at(" resp=");
+    let served = resp_over_tls(resp, &pki.client(Some("client")));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("plain ports off"), "{line}");
+    assert!(!line.contains("tcp+udp"), "{line}");
+    assert_eq!(served.unwrap(), b"+OK\r\n$2\r\nv1\r\n");
+    // Without a TLS port it is refused at start.
+    let o = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .args(["--tls-only", "--admin-port", "0"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--tls-only needs a TLS port"));
+}

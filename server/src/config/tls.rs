@@ -24,6 +24,8 @@ pub struct TlsSettings {
     pub resp_port: Option<u16>,
     pub memcached_port: Option<u16>,
     pub binary_port: Option<u16>,
+    /// `--tls-only`: the plain client ports stay closed.
+    pub only: bool,
 }
 
 impl TlsSettings {
@@ -40,6 +42,13 @@ impl TlsSettings {
             .clone()
             .or(file.tls_auth_clients.clone());
         let ports = resp_port.is_some() || memcached_port.is_some() || binary_port.is_some();
+        let only = flags.tls_only.or(file.tls_only).unwrap_or(false);
+        if only && !ports {
+            return Err("--tls-only needs a TLS port (--tls-port, --tls-memcached-port or --tls-binary-port)".into());
+        }
+        if only && (flags.cluster.is_some() || file.cluster.is_some()) {
+            return Err("--tls-only does not apply with --cluster: nodes proxy commands to each other's plain RESP ports".into());
+        }
         if !ports && cert.is_none() && key.is_none() && ca.is_none() {
             return Ok(None);
         }
@@ -69,6 +78,7 @@ impl TlsSettings {
             resp_port,
             memcached_port,
             binary_port,
+            only,
         }))
     }
 }
