@@ -127,6 +127,50 @@ fn sorted_sets_answer_as_redis_does() {
     common::answers_as_redis_does(SCRIPT);
 }
 
+/// A sorted set of thousands of members, over many leaves: the ranges read from the top
+/// (ZREVRANGE, ZPOPMAX, REV with LIMIT, the last ranks) answer as Redis's do, from a
+/// snapshot and inside MULTI (where the range is read forward).
+#[test]
+fn the_top_of_a_large_sorted_set_answers_as_redis_does() {
+    let members: Vec<String> = (0..3000)
+        .map(|i| format!("{} m{i:05}-{}", (i * 7919) % 1000, "x".repeat(i % 40)))
+        .collect();
+    let mut script: Vec<Vec<&str>> = Vec::new();
+    for chunk in members.chunks(500) {
+        let mut zadd = vec!["ZADD", "big"];
+        for m in chunk {
+            let (score, member) = m.split_once(' ').unwrap();
+            zadd.extend([score, member]);
+        }
+        script.push(zadd);
+    }
+    for line in [
+        "ZREVRANGE big 0 9 WITHSCORES",
+        "ZRANGE big -5 -1 WITHSCORES",
+        "ZRANGE big 2990 -1",
+        "ZREVRANGE big 1490 1510",
+        "ZRANGE big 0 4 REV",
+        "ZREVRANGEBYSCORE big +inf 990 LIMIT 3 7 WITHSCORES",
+        "ZREVRANGEBYSCORE big (500 -inf LIMIT 0 -1",
+        "ZRANGE big (999 0 BYSCORE REV LIMIT 10 5",
+        "ZRANGEBYSCORE big 50 (900 LIMIT 10 5",
+        "ZPOPMAX big 3",
+        "ZPOPMAX big",
+        "ZPOPMIN big 2",
+        "ZREVRANK big m00001-x",
+        "ZCARD big",
+        "MULTI",
+        "ZREVRANGE big 0 4 WITHSCORES",
+        "ZPOPMAX big 2",
+        "ZREVRANGEBYSCORE big +inf 0 LIMIT 0 3",
+        "EXEC",
+        "ZREVRANGE big 0 2",
+    ] {
+        script.push(line.split(' ').collect());
+    }
+    common::commands_answer_as_redis_does(&script);
+}
+
 #[derive(Clone, Debug)]
 enum Cmd {
     Add(Vec<(i8, u8)>),

@@ -574,6 +574,24 @@ impl Store {
         Ok(out)
     }
 
+    /// The items with `lo <= key < hi` in descending key order, at most `limit`: the last
+    /// items of a range without reading the ones before them (one descent per leaf).
+    pub fn try_scan_rev(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let pin = self.tree.epochs.pin();
+        let rv = self.tree.versions.read_version();
+        let mut out = Vec::new();
+        self.tree
+            .scan_rev_at(lo, hi, limit, rv, self.tree.read_clock(), &pin, |k, v| {
+                out.push((k.to_vec(), v.to_vec()))
+            })?;
+        Ok(out)
+    }
+
     /// As [`Store::try_scan`], calling `f` for each item without copying.
     pub fn scan_with(
         &self,
@@ -977,6 +995,16 @@ impl Snapshot<'_> {
     pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.here().scan_floor(kl, ku, limit)
     }
+
+    /// [`Store::try_scan_rev`] at this snapshot.
+    pub fn try_scan_rev(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.here().try_scan_rev(lo, hi, limit)
+    }
 }
 
 /// One leaf at a snapshot; see [`Snapshot::leaf`].
@@ -1030,6 +1058,22 @@ impl VersionView<'_> {
         let pin = t.epochs.pin();
         let mut out = Vec::new();
         t.scan_at(lo, upper(hi), limit, self.rv, self.now, &pin, |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        })?;
+        Ok(out)
+    }
+
+    /// [`Store::try_scan_rev`] at this version.
+    pub fn try_scan_rev(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let t = &self.store.tree;
+        let pin = t.epochs.pin();
+        let mut out = Vec::new();
+        t.scan_rev_at(lo, hi, limit, self.rv, self.now, &pin, |k, v| {
             out.push((k.to_vec(), v.to_vec()))
         })?;
         Ok(out)

@@ -476,6 +476,57 @@ impl Tree {
         }
     }
 
+    /// SCAN backwards at `rv`: calls `f` for each item with `lo <= key < hi`, descending, at
+    /// most `limit` items. Each leaf is reached by descending for the keys just below the
+    /// previous leaf's lower fence (as [`Tree::floor_at`] does), never through sibling
+    /// links, so every step stays inside the snapshot; a leaf's items are read forward and
+    /// handed out backwards. Costs one descent per leaf visited, so the last few items of a
+    /// long range cost what its first few do.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scan_rev_at(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+        rv: u64,
+        now: u64,
+        pin: &Pin<'_>,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), crate::Error> {
+        let mut n = 0;
+        let mut probe: &[u8] = hi;
+        let mut items = Vec::new();
+        while n < limit && lo < probe {
+            let mut v = self.resolve(ROOT, rv, pin)?;
+            let mut fence = None;
+            while !v.is_leaf() {
+                let (child, sep) = v.route(probe, true);
+                if sep.is_some() {
+                    fence = sep;
+                }
+                v = self.resolve(child, rv, pin)?;
+            }
+            self.leaf_visit();
+            items.clear();
+            items.extend(
+                v.leaf_lower_bound(lo, rv, now)
+                    .take_while(|(k, _)| *k < probe),
+            );
+            for (k, val) in items.iter().rev() {
+                f(k, self.value_bytes(*val));
+                n += 1;
+                if n == limit {
+                    return Ok(());
+                }
+            }
+            match fence {
+                Some(fence) => probe = fence,
+                None => break, // the first leaf
+            }
+        }
+        Ok(())
+    }
+
     /// Honeycomb's SCAN(kl, ku): from the largest key <= `kl` (or the first key when there
     /// is none) through `ku` inclusive, at most `limit` items.
     #[allow(clippy::too_many_arguments)]

@@ -122,6 +122,19 @@ fn run(cfg: Config, shape: u8, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     Vec::new()
                 };
                 prop_assert_eq!(got, want);
+                // Backwards: the same range from its end.
+                let rev = store.try_scan_rev(&lo, &hi, limit).unwrap();
+                let want: Vec<_> = if lo <= hi {
+                    model
+                        .range(lo.clone()..hi.clone())
+                        .rev()
+                        .take(limit)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                prop_assert_eq!(rev, want);
             }
             Op::ScanFloor(a, b) => {
                 let (kl, ku) = (key(a, shape), key(b, shape));
@@ -142,6 +155,9 @@ fn run(cfg: Config, shape: u8, ops: Vec<Op>) -> Result<(), TestCaseError> {
         let all = snap.scan(b"", None, usize::MAX);
         let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         prop_assert_eq!(all, want);
+        let mut back = snap.try_scan_rev(b"", &[0xff; 300], usize::MAX).unwrap();
+        back.reverse();
+        prop_assert_eq!(back, snap.scan(b"", None, usize::MAX));
         if let Some((k, _)) = m.iter().nth(m.len() / 2) {
             prop_assert_eq!(snap.get(k).unwrap(), m.get(k).cloned());
             prop_assert_eq!(

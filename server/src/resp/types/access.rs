@@ -152,6 +152,38 @@ impl<'a> Src<'a> {
         }
     }
 
+    /// Calls `f` for the subkeys in `[lo, hi)`, descending, at most `limit`: from a
+    /// snapshot one descent per leaf, so the last few of a long range cost what the first
+    /// few do; inside a transaction (MULTI, a script) the range is read forward and handed
+    /// out backwards.
+    pub fn scan_rev(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        (lo, hi): (&[u8], &[u8]),
+        limit: usize,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Fail> {
+        match self {
+            Src::Snap(snap) => {
+                for (k, v) in snap.try_scan_rev(lo, hi, limit)? {
+                    f(&k, &v);
+                }
+                Ok(())
+            }
+            Src::Tx => {
+                let mut all = Vec::new();
+                self.scan(sh, s, (lo, hi), usize::MAX, |k, v| {
+                    all.push((k.to_vec(), v.to_vec()))
+                })?;
+                for (k, v) in all.iter().rev().take(limit) {
+                    f(k, v);
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Every field of a collection with its value, in field order (the field without the
     /// subkey's prefix).
     pub fn fields(

@@ -120,6 +120,12 @@ pub(crate) fn by_rank(
     from: u64,
     to: u64,
 ) -> Result<Vec<Entry>, Fail> {
+    // Nearer the top than the bottom: read from the top down.
+    if to > from && m.len - to < from {
+        let mut top = by_rank_rev(sh, s, src, (key, m), m.len - to, m.len - from)?;
+        top.reverse();
+        return Ok(top);
+    }
     let mut all = Vec::new();
     if from >= to {
         return Ok(all);
@@ -127,6 +133,31 @@ pub(crate) fn by_rank(
     let (lo, hi) = scores_range(&m.prefix(key));
     let mut i = 0u64;
     src.scan(sh, s, (&lo, &hi), to as usize, |k, _| {
+        if i >= from {
+            all.extend(index_entry(&k[lo.len()..]));
+        }
+        i += 1;
+    })?;
+    Ok(all)
+}
+
+/// The entries of reverse ranks `[from, to)` (0: the highest score), highest first: the
+/// score index read from its end, so the top of a large set costs what its bottom does.
+pub(crate) fn by_rank_rev(
+    sh: &Shared,
+    s: &mut Session,
+    src: &Src<'_>,
+    (key, m): (&[u8], &Meta),
+    from: u64,
+    to: u64,
+) -> Result<Vec<Entry>, Fail> {
+    let mut all = Vec::new();
+    if from >= to {
+        return Ok(all);
+    }
+    let (lo, hi) = scores_range(&m.prefix(key));
+    let mut i = 0u64;
+    src.scan_rev(sh, s, (&lo, &hi), to as usize, |k, _| {
         if i >= from {
             all.extend(index_entry(&k[lo.len()..]));
         }
@@ -459,14 +490,15 @@ pub(crate) fn pop(
         return Ok(None);
     };
     let n = n.min(m.len);
-    let (from, to) = if max { (m.len - n, m.len) } else { (0, n) };
-    let mut items = by_rank(sh, s, src, (key, &m), from, to)?;
+    // ZPOPMAX reads the top from the end, highest first.
+    let items = if max {
+        by_rank_rev(sh, s, src, (key, &m), 0, n)?
+    } else {
+        by_rank(sh, s, src, (key, &m), 0, n)?
+    };
     let p = m.prefix(key);
     for (member, sc) in &items {
         remove_member(sh, s, &p, (member, *sc))?;
-    }
-    if max {
-        items.reverse();
     }
     m.len -= items.len() as u64;
     set_meta(sh, s, key, &m)?;

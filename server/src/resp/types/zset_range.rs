@@ -13,7 +13,7 @@ use crate::resp::types::access::{fail, set_meta, Fail, Src};
 use crate::resp::types::encoding::{encode_score, scores_range, Meta};
 use crate::resp::types::run::{int_arg, rank_span, read, write};
 use crate::resp::types::zset::{
-    by_rank, entries_reply, index_entry, remove_member, store, Entry, Z,
+    by_rank, by_rank_rev, entries_reply, index_entry, remove_member, store, Entry, Z,
 };
 use accelkv_proto::resp;
 
@@ -163,21 +163,29 @@ pub(crate) fn select(
     let mut items = match &r.by {
         By::Rank(a, b) => {
             let (from, to) = rank_span(*a, *b, m.len);
-            let (from, to) = if r.rev {
-                (m.len - to, m.len - from)
-            } else {
-                (from, to)
-            };
+            if r.rev {
+                // Reverse ranks, read from the end: already highest first.
+                return by_rank_rev(sh, s, src, (key, m), from, to);
+            }
             by_rank(sh, s, src, (key, m), from, to)?
         }
         By::Score(lo, hi) => {
             let (klo, khi) = score_keys(&p, *lo, *hi);
             let base = scores_range(&p).0.len();
             let mut v = Vec::new();
-            if klo < khi {
-                src.scan(sh, s, (&klo, &khi), usize::MAX, |k, _| {
-                    v.extend(index_entry(&k[base..]))
-                })?;
+            // With a LIMIT only its end is read, from the end for REV.
+            let want = match r.limit {
+                Some((o, c)) if o >= 0 && c >= 0 => (o as usize).saturating_add(c as usize),
+                _ => usize::MAX,
+            };
+            let mut take = |k: &[u8], _: &[u8]| v.extend(index_entry(&k[base..]));
+            if klo < khi && r.rev {
+                src.scan_rev(sh, s, (&klo, &khi), want, &mut take)?;
+            } else if klo < khi {
+                src.scan(sh, s, (&klo, &khi), want, &mut take)?;
+            }
+            if r.rev {
+                v.reverse(); // back to ascending: reversed once more below
             }
             v
         }
