@@ -168,6 +168,17 @@ fn the_top_of_a_large_sorted_set_answers_as_redis_does() {
     ] {
         script.push(line.split(' ').collect());
     }
+    // A script's own writes, merged into what it reads from the top.
+    script.push(vec![
+        "EVAL",
+        "redis.call('ZADD', KEYS[1], 5000, 'zz-new') redis.call('ZPOPMAX', KEYS[1]) \
+         redis.call('ZADD', KEYS[1], 4000, 'yy-new', 3000, 'xx-new') \
+         redis.call('ZREM', KEYS[1], 'xx-new') \
+         return redis.call('ZREVRANGE', KEYS[1], 0, 3, 'WITHSCORES')",
+        "1",
+        "big",
+    ]);
+    script.push(vec!["ZREVRANGE", "big", "0", "3"]);
     common::commands_answer_as_redis_does(&script);
 }
 

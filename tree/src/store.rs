@@ -582,8 +582,32 @@ impl Store {
         hi: &[u8],
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_rev_at(lo, hi, limit, false)
+    }
+
+    /// [`Store::try_scan_rev`] over the newest items, as [`Store::scan_latest_with`] reads
+    /// them (only for the single write door that orders every write of the range itself).
+    pub fn scan_rev_latest(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_rev_at(lo, hi, limit, true)
+    }
+
+    fn scan_rev_at(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+        latest: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let pin = self.tree.epochs.pin();
-        let rv = self.tree.versions.read_version();
+        let rv = match latest {
+            true => u64::MAX,
+            false => self.tree.versions.read_version(),
+        };
         let mut out = Vec::new();
         self.tree
             .scan_rev_at(lo, hi, limit, rv, self.tree.read_clock(), &pin, |k, v| {

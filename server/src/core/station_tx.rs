@@ -185,6 +185,44 @@ impl Station {
         Ok(())
     }
 
+    /// [`Station::tx_scan`] backwards: the subkeys in `[lo, hi)` as `tx` sees them,
+    /// descending, at most `limit` (the tree read from the end, merged with `tx`'s own
+    /// writes from the end).
+    pub fn tx_scan_rev(
+        &self,
+        store: &Store,
+        tx: &Tx,
+        (lo, hi): (&[u8], &[u8]),
+        limit: usize,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Error> {
+        let pending = tx.burst.pending_in(lo, hi);
+        // Pending removals may hide tree items: read that many more.
+        let want = limit.saturating_add(pending.len());
+        let tree = store.scan_rev_latest(lo, hi, want)?;
+        let (mut i, mut j, mut sent) = (0, pending.len(), 0);
+        while sent < limit && (i < tree.len() || j > 0) {
+            let pending_first =
+                j > 0 && (i >= tree.len() || pending[j - 1].0 >= tree[i].0.as_slice());
+            if pending_first {
+                // The pending value replaces the tree's.
+                if i < tree.len() && tree[i].0 == pending[j - 1].0 {
+                    i += 1;
+                }
+                if let Some(v) = pending[j - 1].1 {
+                    f(pending[j - 1].0, v);
+                    sent += 1;
+                }
+                j -= 1;
+            } else {
+                f(&tree[i].0, &tree[i].1);
+                sent += 1;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `tx`'s changes as one atomic batch, then runs what others queued on its slots
     /// and releases them.
     pub fn commit(&self, store: &Store, tx: Tx) -> Committed {

@@ -152,10 +152,9 @@ impl<'a> Src<'a> {
         }
     }
 
-    /// Calls `f` for the subkeys in `[lo, hi)`, descending, at most `limit`: from a
-    /// snapshot one descent per leaf, so the last few of a long range cost what the first
-    /// few do; inside a transaction (MULTI, a script) the range is read forward and handed
-    /// out backwards.
+    /// Calls `f` for the subkeys in `[lo, hi)`, descending, at most `limit`: one descent
+    /// per leaf, so the last few of a long range cost what the first few do (inside the
+    /// transaction, merged with its own writes).
     pub fn scan_rev(
         &self,
         sh: &Shared,
@@ -172,14 +171,13 @@ impl<'a> Src<'a> {
                 Ok(())
             }
             Src::Tx => {
-                let mut all = Vec::new();
-                self.scan(sh, s, (lo, hi), usize::MAX, |k, v| {
-                    all.push((k.to_vec(), v.to_vec()))
-                })?;
-                for (k, v) in all.iter().rev().take(limit) {
-                    f(k, v);
-                }
-                Ok(())
+                let tx =
+                    s.tx.running
+                        .as_deref()
+                        .ok_or(Fail::Reply("ERR no transaction".into()))?;
+                Ok(sh
+                    .station()
+                    .tx_scan_rev(sh.store(), tx, (lo, hi), limit, f)?)
             }
         }
     }
