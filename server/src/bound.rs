@@ -77,17 +77,29 @@ impl Bound {
     }
 
     /// What each TCP listener of the event loops answers while the data directory is
-    /// recovered, on copies of the plain listeners, in [`Bound::wire`]'s order (a
-    /// connection accepted meanwhile is handed to the loops by its listener's index). The
-    /// TLS ports are not among them: their clients wait for the loops.
-    pub fn loading_doors(&self) -> Result<Vec<(TcpListener, core::loading::Answer)>, String> {
+    /// recovered, on copies of the listeners, in [`Bound::wire`]'s order (a connection
+    /// accepted meanwhile is handed to the loops by its listener's index); the TLS ports
+    /// with their configuration, their handshakes done by the loading thread.
+    pub fn loading_doors(&self) -> Result<Vec<net::loading::Door>, String> {
         let copy = |l: &TcpListener| l.try_clone().map_err(|e| e.to_string());
-        let mut doors: Vec<(TcpListener, core::loading::Answer)> = Vec::new();
+        let mut doors: Vec<net::loading::Door> = Vec::new();
         if let Some(p) = &self.plain {
-            doors.push((copy(&p.resp)?, resp::loading::answer));
-            doors.push((copy(&p.bin)?, binary::loading::answer));
+            doors.push((copy(&p.resp)?, resp::loading::answer, None));
+            doors.push((copy(&p.bin)?, binary::loading::answer, None));
             if let Some(l) = &p.memcached {
-                doors.push((copy(l)?, memcache::loading::answer));
+                doors.push((copy(l)?, memcache::loading::answer, None));
+            }
+        }
+        if let Some(t) = &self.tls {
+            let answers: [(&Option<TcpListener>, core::loading::Answer); 3] = [
+                (&t.resp, resp::loading::answer),
+                (&t.memcached, memcache::loading::answer),
+                (&t.binary, binary::loading::answer),
+            ];
+            for (l, answer) in answers {
+                if let Some(l) = l {
+                    doors.push((copy(l)?, answer, Some(t.config.clone())));
+                }
             }
         }
         Ok(doors)
@@ -130,6 +142,7 @@ impl Bound {
             }
         }
         if let Some(t) = self.tls {
+            // In loading_doors' order too.
             for (l, proto) in [(t.resp, &resp), (t.memcached, &mc_proto), (t.binary, &bin)] {
                 if let Some(sock) = l {
                     sockets

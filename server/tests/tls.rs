@@ -439,3 +439,73 @@ fn tls_only_opens_no_plain_port() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--tls-only needs a TLS port"));
 }
+
+/// During the recovery of a data directory the TLS ports answer too (`-LOADING` over RESP
+/// after the handshake), and the connection, its TLS session and a half-sent command
+/// included, is served once recovery ends.
+#[test]
+fn tls_ports_answer_loading_during_recovery_then_serve() {
+    let pki = Pki::make("loading");
+    let dir = std::env::temp_dir().join(format!("accelkv-tls-loading-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut srv = Server::start(&["--data-dir", dir.to_str().unwrap()]);
+    let mut c = common::RespConn::new(&srv);
+    c.str(&["DEBUG", "POPULATE", "20000"]);
+    let _ = srv.child.kill();
+    let _ = srv.child.wait();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut args = server_args(&pki);
+    args.retain(|a| a != "--tls-port");
+    let i = args.iter().position(|a| a == "0").unwrap();
+    args.remove(i); // the --tls-port value
+    let mut child = Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .args(["--port", "0", "--resp-port", "0", "--admin-port", "0"])
+        .args([
+            "--memcached-port",
+            "off",
+            "--tls-port",
+            &port.port().to_string(),
+        ])
+        .args(&args)
+        .arg("--data-dir")
+        .arg(&dir)
+        .env("ACCELKV_TEST_LOAD_DELAY_US", "4000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, listening) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let t = std::time::Instant::now();
+    let mut s = loop {
+        if TcpStream::connect(port).is_ok() {
+            break connect(port, &pki.client(Some("client")));
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{port} never bound");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let got = exchange(&mut s, b"*1\r\n$4\r\nPING\r\n", |g| g.ends_with(b"\r\n")).unwrap();
+    let done = listening.try_recv().is_ok();
+    s.write_all(b"*2\r\n$3\r\nGET\r\n$5\r\nke").unwrap();
+    let line = listening.recv_timeout(Duration::from_secs(120));
+    let after = exchange(&mut s, b"y:7\r\n", |g| g.ends_with(b"value:7\r\n"));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!done, "recovery ended before the test could look");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-LOADING accelkv is loading the dataset in memory\r\n"
+    );
+    assert!(line.expect("recovery ended").contains("listening"));
+    assert_eq!(after.unwrap(), b"$7\r\nvalue:7\r\n");
+}

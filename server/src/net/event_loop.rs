@@ -316,12 +316,11 @@ impl Loop {
         let Some(l) = self.listeners.get(h.listener) else {
             return;
         };
-        if h.sock.set_nonblocking(true).is_err() {
-            return;
-        }
         let proto = l.proto.clone();
-        // Only plain listeners answer during loading (net/loading.rs).
-        let Some(slot) = self.admit(TcpStream::from_std(h.sock), &*proto, None) else {
+        let Some(guard) = admit_connection(&self.sh) else {
+            return;
+        };
+        let Some(slot) = self.register(h.sock, &*proto, guard) else {
             return;
         };
         if let Some(c) = self.conns[slot].as_mut() {
@@ -344,7 +343,17 @@ impl Loop {
             }
             return None;
         };
-        let mut sock = Stream::new(sock, tls).ok()?;
+        let sock = Stream::new(sock, tls).ok()?;
+        self.register(sock, proto, guard)
+    }
+
+    /// Registers a connection that holds a slot under `--max-connections`; its slot.
+    fn register(
+        &mut self,
+        mut sock: Stream,
+        proto: &dyn Protocol,
+        guard: crate::net::conn::ConnGuard,
+    ) -> Option<usize> {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1

@@ -2,14 +2,17 @@
 //! the TCP ports and answers every request with its protocol's LOADING reply (a function
 //! each adapter gives: `-LOADING` over RESP, `SERVER_ERROR loading` over memcached, status
 //! LOADING in binary frames), as Redis does, so a client that connects during a long
-//! recovery is told why instead of hanging. When recovery ends the thread stops and hands
-//! each connection, with the bytes it sent that were not a whole request yet and the
-//! replies it has not taken yet, to an event loop, which serves it from there.
+//! recovery is told why instead of hanging; the TLS ports too, their handshakes done here.
+//! When recovery ends the thread stops and hands each connection (its TLS session
+//! included), with the bytes it sent that were not a whole request yet and the replies it
+//! has not taken yet, to an event loop, which serves it from there.
 
 use crate::core::loading::{Answer, Progress};
-use mio::net::{TcpListener, TcpStream};
+use crate::net::tls::Stream;
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::io::{ErrorKind, Read, Write};
+use rustls::ServerConfig;
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -18,7 +21,7 @@ use std::thread::JoinHandle;
 pub struct Held {
     /// Which of the listeners given to [`start`] accepted it.
     pub listener: usize,
-    pub sock: std::net::TcpStream,
+    pub sock: Stream,
     /// What it sent after its last whole request.
     pub input: Vec<u8>,
     /// Replies it has not taken yet.
@@ -35,27 +38,27 @@ pub struct Loading {
 const WAKER: Token = Token(usize::MAX);
 
 struct Conn {
-    sock: TcpStream,
+    sock: Stream,
     listener: usize,
     input: Vec<u8>,
     output: Vec<u8>,
 }
 
-/// Answers on `listeners` (copies of the loops' listening sockets, each with its protocol's
-/// answer) until [`Loading::finish`].
-pub fn start(
-    listeners: Vec<(std::net::TcpListener, Answer)>,
-    progress: Arc<Progress>,
-) -> std::io::Result<Loading> {
+/// A listener of the loading thread: a copy of a loop's listening socket, its protocol's
+/// answer, and TLS's configuration for a TLS port.
+pub type Door = (std::net::TcpListener, Answer, Option<Arc<ServerConfig>>);
+
+/// Answers on `listeners` until [`Loading::finish`].
+pub fn start(listeners: Vec<Door>, progress: Arc<Progress>) -> std::io::Result<Loading> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
     let mut ls = Vec::new();
-    for (i, (l, answer)) in listeners.into_iter().enumerate() {
+    for (i, (l, answer, tls)) in listeners.into_iter().enumerate() {
         l.set_nonblocking(true)?;
         let mut l = TcpListener::from_std(l);
         poll.registry()
             .register(&mut l, Token(i), Interest::READABLE)?;
-        ls.push((l, answer));
+        ls.push((l, answer, tls));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
@@ -80,7 +83,7 @@ impl Loading {
 
 fn run(
     mut poll: Poll,
-    listeners: Vec<(TcpListener, Answer)>,
+    listeners: Vec<(TcpListener, Answer, Option<Arc<ServerConfig>>)>,
     p: &Progress,
     stop: &AtomicBool,
 ) -> Vec<Held> {
@@ -95,11 +98,15 @@ fn run(
             match e.token() {
                 WAKER => {}
                 Token(i) if i < first => {
-                    while let Ok((mut sock, _)) = listeners[i].0.accept() {
+                    while let Ok((sock, _)) = listeners[i].0.accept() {
+                        let Ok(mut sock) = Stream::new(sock, listeners[i].2.as_ref()) else {
+                            continue;
+                        };
                         let slot = conns.len();
                         let token = Token(first + slot);
                         let interest = Interest::READABLE | Interest::WRITABLE;
-                        if poll.registry().register(&mut sock, token, interest).is_ok() {
+                        let r = poll.registry().register(sock.socket(), token, interest);
+                        if r.is_ok() {
                             let (input, output) = (Vec::new(), Vec::new());
                             conns.push(Some(Conn {
                                 sock,
@@ -116,7 +123,7 @@ fn run(
                     };
                     if let Some(c) = slot.as_mut() {
                         if !serve(c, listeners[c.listener].1, p) {
-                            let _ = poll.registry().deregister(&mut c.sock);
+                            let _ = poll.registry().deregister(c.sock.socket());
                             *slot = None;
                         }
                     }
@@ -128,9 +135,8 @@ fn run(
         .into_iter()
         .flatten()
         .filter_map(|mut c| {
-            poll.registry().deregister(&mut c.sock).ok()?;
-            let sock = std::net::TcpStream::from(c.sock);
-            let (listener, input, output) = (c.listener, c.input, c.output);
+            poll.registry().deregister(c.sock.socket()).ok()?;
+            let (sock, listener, input, output) = (c.sock, c.listener, c.input, c.output);
             Some(Held {
                 listener,
                 sock,
@@ -164,6 +170,11 @@ fn serve(c: &mut Conn, answer: Answer, p: &Progress) -> bool {
             c.input.drain(..used);
         }
         None => open = false,
+    }
+    // TLS records the socket did not take last time go first.
+    match c.sock.flush_tls() {
+        Err(e) if e.kind() != ErrorKind::WouldBlock => return false,
+        _ => {}
     }
     while !c.output.is_empty() {
         match c.sock.write(&c.output) {
