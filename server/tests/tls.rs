@@ -47,20 +47,23 @@ fn start(pki: &Pki, extra: &[&str]) -> Server {
 
 /// The TLS ports of the listening line (`tls resp=ADDR memcached=ADDR binary=ADDR`).
 fn tls_ports(srv: &Server) -> (SocketAddr, SocketAddr, SocketAddr) {
-    let line = &srv.line;
-    let at = |tag: &str| -> SocketAddr {
-        let i = line
-            .find(tag)
-            .unwrap_or_else(|| panic!("no {tag} in {line}"))
-            + tag.len();
-        line[i..]
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    (at(" resp="), at(" memcached="), at(" binary="))
+    let at = |tag| tls_port(&srv.line, tag);
+    (at("resp"), at("memcached"), at("binary"))
+}
+
+/// The address after ` <name>=` in a listening line.
+fn tls_port(line: &str, name: &str) -> SocketAddr {
+    let tag = format!(" {name}=");
+    let i = line
+        .find(&tag)
+        .unwrap_or_else(|| panic!("no {tag} in {line}"))
+        + tag.len();
+    line[i..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
@@ -412,19 +415,7 @@ fn tls_only_opens_no_plain_port() {
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let at = |tag: &str| -> SocketAddr {
-        let i = line
-            .find(tag)
-            .unwrap_or_else(|| panic!("no {tag} in {line}"))
-            + tag.len();
-        line[i..]
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    let resp = at(" resp=");
+    let resp = tls_port(&line, "resp");
     let served = resp_over_tls(resp, &pki.client(Some("client")));
     let _ = child.kill();
     let _ = child.wait();

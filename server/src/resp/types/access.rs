@@ -143,10 +143,7 @@ impl<'a> Src<'a> {
                 Ok(())
             }
             Src::Tx => {
-                let tx =
-                    s.tx.running
-                        .as_deref()
-                        .ok_or(Fail::Reply("ERR no transaction".into()))?;
+                let tx = running(s)?;
                 Ok(sh.station().tx_scan(sh.store(), tx, (lo, hi), limit, f)?)
             }
         }
@@ -171,10 +168,7 @@ impl<'a> Src<'a> {
                 Ok(())
             }
             Src::Tx => {
-                let tx =
-                    s.tx.running
-                        .as_deref()
-                        .ok_or(Fail::Reply("ERR no transaction".into()))?;
+                let tx = running(s)?;
                 Ok(sh
                     .station()
                     .tx_scan_rev(sh.store(), tx, (lo, hi), limit, f)?)
@@ -198,6 +192,13 @@ impl<'a> Src<'a> {
         })?;
         Ok(all)
     }
+}
+
+/// The connection's running transaction (a `Src::Tx` read needs one).
+fn running(s: &Session) -> Result<&crate::core::station_tx::Tx, Fail> {
+    s.tx.running
+        .as_deref()
+        .ok_or(Fail::Reply("ERR no transaction".into()))
 }
 
 /// The outcome of a write inside the transaction, as a `Fail` when it failed.

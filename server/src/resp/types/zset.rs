@@ -122,23 +122,11 @@ pub(crate) fn by_rank(
 ) -> Result<Vec<Entry>, Fail> {
     // Nearer the top than the bottom: read from the top down.
     if to > from && m.len - to < from {
-        let mut top = by_rank_rev(sh, s, src, (key, m), m.len - to, m.len - from)?;
+        let mut top = ranks(sh, s, src, (key, m), (m.len - to, m.len - from), true)?;
         top.reverse();
         return Ok(top);
     }
-    let mut all = Vec::new();
-    if from >= to {
-        return Ok(all);
-    }
-    let (lo, hi) = scores_range(&m.prefix(key));
-    let mut i = 0u64;
-    src.scan(sh, s, (&lo, &hi), to as usize, |k, _| {
-        if i >= from {
-            all.extend(index_entry(&k[lo.len()..]));
-        }
-        i += 1;
-    })?;
-    Ok(all)
+    ranks(sh, s, src, (key, m), (from, to), false)
 }
 
 /// The entries of reverse ranks `[from, to)` (0: the highest score), highest first: the
@@ -151,18 +139,36 @@ pub(crate) fn by_rank_rev(
     from: u64,
     to: u64,
 ) -> Result<Vec<Entry>, Fail> {
+    ranks(sh, s, src, (key, m), (from, to), true)
+}
+
+/// The entries `[from, to)` of the score index counted from its start, or from its end
+/// (`rev`, highest first).
+fn ranks(
+    sh: &Shared,
+    s: &mut Session,
+    src: &Src<'_>,
+    (key, m): (&[u8], &Meta),
+    (from, to): (u64, u64),
+    rev: bool,
+) -> Result<Vec<Entry>, Fail> {
     let mut all = Vec::new();
     if from >= to {
         return Ok(all);
     }
     let (lo, hi) = scores_range(&m.prefix(key));
     let mut i = 0u64;
-    src.scan_rev(sh, s, (&lo, &hi), to as usize, |k, _| {
+    let take = |k: &[u8], _: &[u8]| {
         if i >= from {
             all.extend(index_entry(&k[lo.len()..]));
         }
         i += 1;
-    })?;
+    };
+    if rev {
+        src.scan_rev(sh, s, (&lo, &hi), to as usize, take)?;
+    } else {
+        src.scan(sh, s, (&lo, &hi), to as usize, take)?;
+    }
     Ok(all)
 }
 
