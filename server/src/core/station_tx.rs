@@ -153,7 +153,7 @@ impl Station {
         tx: &Tx,
         (lo, hi): (&[u8], &[u8]),
         limit: usize,
-        mut f: impl FnMut(&[u8], &[u8]),
+        f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Error> {
         let pending = tx.burst.pending_in(lo, hi);
         let mut tree: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
@@ -162,26 +162,7 @@ impl Station {
         store.scan_latest_with(lo, Some(hi), want, |k, v| {
             tree.push((k.to_vec(), v.to_vec()))
         })?;
-        let (mut i, mut j, mut sent) = (0, 0, 0);
-        while sent < limit && (i < tree.len() || j < pending.len()) {
-            let pending_first =
-                j < pending.len() && (i >= tree.len() || pending[j].0 <= tree[i].0.as_slice());
-            if pending_first {
-                // The pending value replaces the tree's.
-                if i < tree.len() && tree[i].0 == pending[j].0 {
-                    i += 1;
-                }
-                if let Some(v) = pending[j].1 {
-                    f(pending[j].0, v);
-                    sent += 1;
-                }
-                j += 1;
-            } else {
-                f(&tree[i].0, &tree[i].1);
-                sent += 1;
-                i += 1;
-            }
-        }
+        merge(&tree, pending.iter(), |p, t| p <= t, limit, f);
         Ok(())
     }
 
@@ -194,32 +175,13 @@ impl Station {
         tx: &Tx,
         (lo, hi): (&[u8], &[u8]),
         limit: usize,
-        mut f: impl FnMut(&[u8], &[u8]),
+        f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Error> {
         let pending = tx.burst.pending_in(lo, hi);
         // Pending removals may hide tree items: read that many more.
         let want = limit.saturating_add(pending.len());
         let tree = store.scan_rev_latest(lo, hi, want)?;
-        let (mut i, mut j, mut sent) = (0, pending.len(), 0);
-        while sent < limit && (i < tree.len() || j > 0) {
-            let pending_first =
-                j > 0 && (i >= tree.len() || pending[j - 1].0 >= tree[i].0.as_slice());
-            if pending_first {
-                // The pending value replaces the tree's.
-                if i < tree.len() && tree[i].0 == pending[j - 1].0 {
-                    i += 1;
-                }
-                if let Some(v) = pending[j - 1].1 {
-                    f(pending[j - 1].0, v);
-                    sent += 1;
-                }
-                j -= 1;
-            } else {
-                f(&tree[i].0, &tree[i].1);
-                sent += 1;
-                i += 1;
-            }
-        }
+        merge(&tree, pending.iter().rev(), |p, t| p >= t, limit, f);
         Ok(())
     }
 
@@ -251,6 +213,41 @@ impl Station {
             self.drain(store, i, &mut []);
         }
         self.tx_active.store(false, Ordering::Release);
+    }
+}
+
+/// Hands `f` at most `limit` items of `tree` (in scan order) merged with a transaction's
+/// `pending` writes in the same order (`first(p, t)`: pending key `p` comes no later than
+/// tree key `t`): a pending value replaces the tree's item of its key, a pending removal
+/// hides it.
+fn merge<'p>(
+    tree: &[(Vec<u8>, Vec<u8>)],
+    pending: impl Iterator<Item = &'p (&'p [u8], Option<&'p [u8]>)>,
+    first: impl Fn(&[u8], &[u8]) -> bool,
+    limit: usize,
+    mut f: impl FnMut(&[u8], &[u8]),
+) {
+    let mut pending = pending.peekable();
+    let (mut i, mut sent) = (0, 0);
+    while sent < limit {
+        match pending.peek() {
+            Some(&&(k, v)) if i >= tree.len() || first(k, &tree[i].0) => {
+                if i < tree.len() && tree[i].0 == k {
+                    i += 1;
+                }
+                if let Some(v) = v {
+                    f(k, v);
+                    sent += 1;
+                }
+                pending.next();
+            }
+            _ if i < tree.len() => {
+                f(&tree[i].0, &tree[i].1);
+                sent += 1;
+                i += 1;
+            }
+            _ => break,
+        }
     }
 }
 
