@@ -87,29 +87,8 @@ fn replicas_speak_mutual_tls_and_the_raft_port_refuses_strangers() {
     );
     // The Raft port (not the proxy in front of it).
     let port = c.nodes[(leader + 1) % 3].raft;
-    let node = {
-        // A client holding a node's certificate: what a peer is.
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        for c in CertificateDer::pem_file_iter(&ca).unwrap() {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let chain = CertificateDer::pem_file_iter(&cert)
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        let k = PrivateKeyDer::from_pem_file(&key).unwrap();
-        Arc::new(
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_client_auth_cert(chain, k)
-                .unwrap(),
-        )
-    };
+    // A client holding a node's certificate: what a peer is.
+    let node = pki.client(Some("server"));
     assert_eq!(
         handshake(port, &node),
         Ok(()),

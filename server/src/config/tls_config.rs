@@ -77,22 +77,16 @@ pub fn raft(t: &TlsSettings) -> Result<(Arc<ServerConfig>, Arc<rustls::ClientCon
     let Some(ca) = &t.ca else {
         return Err("the Raft port's mutual TLS needs --tls-ca".into());
     };
-    let provider = provider();
-    let roots = roots(ca)?;
-    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
-        .build()
-        .map_err(|e| format!("--tls-ca: {e}"))?;
-    let server = ServerConfig::builder_with_provider(provider.clone())
+    // The client ports' configuration with a certificate always required.
+    let server = server_config(&TlsSettings {
+        auth_clients: ClientAuth::Required,
+        ..t.clone()
+    })?;
+    let client = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certificates(&t.cert)?, private_key(&t.key)?)
-        .map_err(|e| format!("--tls-cert and --tls-key do not make a certificate: {e}"))?;
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
+        .with_root_certificates(roots(ca)?)
         .with_client_auth_cert(certificates(&t.cert)?, private_key(&t.key)?)
         .map_err(|e| format!("--tls-cert and --tls-key do not make a certificate: {e}"))?;
-    Ok((Arc::new(server), Arc::new(client)))
+    Ok((server, Arc::new(client)))
 }
