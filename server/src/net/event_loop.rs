@@ -49,25 +49,18 @@ pub struct Sockets {
 }
 
 /// A listening socket, the adapter that speaks its protocol, and TLS's configuration when
-/// its connections speak TLS.
-pub struct Listener {
-    pub sock: std::net::TcpListener,
+/// its connections speak TLS. A loop holds its own handle of each (`S`: mio's listener).
+pub struct Listener<S = std::net::TcpListener> {
+    pub sock: S,
     pub proto: Arc<dyn Protocol>,
     pub tls: Option<Arc<ServerConfig>>,
-}
-
-/// A loop's handle of a [`Listener`].
-struct Listening {
-    sock: TcpListener,
-    proto: Arc<dyn Protocol>,
-    tls: Option<Arc<ServerConfig>>,
 }
 
 /// An event loop; see the module docs.
 pub struct Loop {
     sh: Arc<Shared>,
     poll: Poll,
-    listeners: Vec<Listening>,
+    listeners: Vec<Listener<TcpListener>>,
     ports: Vec<Box<dyn Port>>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
@@ -101,7 +94,7 @@ impl Loop {
         for (i, l) in sockets.listeners.iter().enumerate() {
             let mut sock = clone_listener(&l.sock)?;
             r.register(&mut sock, Token(1 + i), Interest::READABLE)?;
-            listeners.push(Listening {
+            listeners.push(Listener {
                 sock,
                 proto: l.proto.clone(),
                 tls: l.tls.clone(),
