@@ -268,19 +268,23 @@ impl Peer {
     /// it does not carry them all.
     fn append_frame(
         &self,
-        mut rpc: AppendEntriesRequest<Config>,
+        rpc: AppendEntriesRequest<Config>,
     ) -> std::io::Result<(Vec<u8>, Option<openraft::LogId<u64>>)> {
         let max = self.pool.limits.max_frame;
         let mut cut = None;
+        let mut msg = Rpc {
+            range: self.range,
+            body: Body::Append(rpc),
+        };
         loop {
-            let n = rpc.entries.len();
-            let b = codec::frame(&Rpc {
-                range: self.range,
-                body: Body::Append(rpc.clone()),
-            })?;
+            let b = codec::frame(&msg)?;
             if b.len() <= max {
                 return Ok((b, cut));
             }
+            let Body::Append(rpc) = &mut msg.body else {
+                return Err(std::io::Error::other("not an append"));
+            };
+            let n = rpc.entries.len();
             if n <= 1 {
                 return Err(std::io::Error::other(format!(
                     "an entry of {} bytes is longer than the Raft frame limit of {max}",
