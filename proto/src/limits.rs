@@ -31,6 +31,14 @@ pub struct Limits {
     pub max_depth: usize,
 }
 
+impl Limits {
+    /// The longest RESP command a server reads: a frame's worth, or two of the largest bulk
+    /// strings with room for the rest of the command (a SET of a maximal value, say).
+    pub fn max_resp_command(&self) -> usize {
+        self.max_frame.max(2 * self.max_bulk + (64 << 10))
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -69,7 +69,7 @@ pub struct Node {
 fn transport(s: &crate::config::Settings) -> Result<accelkv_cluster::raft::net::Limits, String> {
     use accelkv_cluster::raft::{link::RaftTls, net};
     let max_frame = (16 * net::SNAPSHOT_CHUNK as usize)
-        .max(2 * (BATCH_BYTES + largest_command(&s.limits)) + (1 << 20));
+        .max(2 * (BATCH_BYTES + s.limits.max_resp_command()) + (1 << 20));
     let tls = match &s.tls {
         Some(t) if t.ca.is_some() => {
             let (server, client) = crate::config::tls_config::raft(t)?;
@@ -78,12 +78,6 @@ fn transport(s: &crate::config::Settings) -> Result<accelkv_cluster::raft::net::
         _ => None,
     };
     Ok(net::Limits { tls, max_frame })
-}
-
-/// The largest command the server reads (RESP's bound, resp/adapter.rs `max_request`,
-/// which is at least the binary protocol's `--max-frame`).
-fn largest_command(l: &accelkv_proto::Limits) -> usize {
-    l.max_frame.max(2 * l.max_bulk + (64 << 10))
 }
 
 type Done = Box<dyn FnOnce(Settled) + Send>;
@@ -235,7 +229,7 @@ pub fn start(
         )),
         reg: reg.clone(),
         ctl: ctl.clone(),
-        max_command: largest_command(&sh.settings().limits),
+        max_command: sh.settings().limits.max_resp_command(),
     });
     // Open the ranges of the first map, then follow the map and the splits applied here.
     let first = node.map.borrow().clone();

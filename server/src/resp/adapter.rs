@@ -202,7 +202,7 @@ impl crate::net::session::Session for Session {
 
     /// A command holding two values of the largest size, or a binary frame's limit.
     fn max_request(&self, limits: &accelkv_proto::Limits) -> usize {
-        limits.max_frame.max(2 * limits.max_bulk + (64 << 10))
+        limits.max_resp_command()
     }
 
     fn too_large(&self, out: &mut Vec<u8>) {
