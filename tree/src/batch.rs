@@ -25,6 +25,7 @@
 use crate::tree::Tree;
 use crate::version::RING;
 use crate::write::{Op, Outcome};
+use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 
 /// The most writes one batch may hold.
@@ -56,7 +57,7 @@ impl Tree {
     /// outcome of `Absent`, the read version it was decided at), or its error (a write that
     /// fails changes nothing and the others still apply). Returns the batch's version: once
     /// it is visible, so is every write of the batch, and before that none is.
-    pub(crate) fn write_batch(&self, ops: &[(&[u8], Op<'_>)]) -> (Vec<Written>, u64) {
+    pub(crate) fn write_batch(&self, ops: &[(&[u8], Op<'_>)]) -> (SmallVec<[Written; 8]>, u64) {
         debug_assert!(ops.len() <= MAX_BATCH);
         let _serial = self.batch.lock().unwrap_or_else(|e| e.into_inner());
         self.gate.store(true, Ordering::SeqCst);
@@ -66,7 +67,7 @@ impl Tree {
             last: 0,
         };
         open.last = open.barrier;
-        let mut results = Vec::with_capacity(ops.len());
+        let mut results = SmallVec::with_capacity(ops.len());
         for (key, op) in ops {
             let r = self.write_ungated(key, *op);
             if let Ok((o, v)) = &r {

@@ -136,10 +136,10 @@ fn split_point(sizes: &[usize], cap: usize) -> usize {
     best.1
 }
 
-/// The sibling under the same parent to merge `child` with: its right neighbour, or its
-/// left one when `child` is the last child; and whether `child` is the left of the pair.
-/// The parent has at least two children.
-fn merge_partner(parent: &NodeView<'_>, child: u64) -> (u64, bool) {
+/// The siblings under the same parent to merge `child` with, each with whether `child` is
+/// the left of the pair: first its right neighbour (its left one when `child` is the last
+/// child), then its left neighbour when it has both. The parent has at least two children.
+fn merge_partners(parent: &NodeView<'_>, child: u64) -> ((u64, bool), Option<(u64, bool)>) {
     let (leftmost, entries) = parent.interior_entries();
     let children: Vec<u64> = std::iter::once(leftmost)
         .chain(entries.iter().map(|e| e.1))
@@ -149,9 +149,10 @@ fn merge_partner(parent: &NodeView<'_>, child: u64) -> (u64, bool) {
         .position(|&c| c == child)
         .expect("child of parent");
     if idx + 1 < children.len() {
-        (children[idx + 1], true)
+        let left = idx.checked_sub(1).map(|i| (children[i], false));
+        ((children[idx + 1], true), left)
     } else {
-        (children[idx - 1], false)
+        ((children[idx - 1], false), None)
     }
 }
 
@@ -483,39 +484,69 @@ impl Tree {
             }
             Edit::Split(sep, r2)
         } else if size < merge_below && parent.sorted_len() > 0 {
-            let (sib_lid, ours_left) = merge_partner(&parent, leaf_lid);
-            let sib_off = self.page(sib_lid)?;
-            let sib_word = self.lock_spin(sib_off);
-            let sv = self.view(sib_off, pin);
-            let mut sib_items: Items<'a> = Vec::new();
-            sv.merge_items(&mut sib_items);
-            if size + leaf_bytes(&sib_items) <= cap * 7 / 8 {
-                plan.locked.push((sib_off, sib_word));
-                plan.superseded.push(sib_off);
-                let (l_lid, l_off, mut merged, r_lid, r_link, rest) = if ours_left {
-                    (leaf_lid, leaf_off, items, sib_lid, sv.link(), sib_items)
-                } else {
-                    (sib_lid, sib_off, sib_items, leaf_lid, right, items)
-                };
-                merged.extend(rest);
-                let l_left = self.left_word(l_off).load(Ordering::Acquire);
-                self.add_node(plan, leaf(l_lid, merged, l_off, l_left, r_link))?;
-                if r_link != NO_LID {
-                    plan.left_updates.push((r_link, l_lid));
+            let (first, second) = merge_partners(&parent, leaf_lid);
+            let mut merged: Result<Edit<'a>, Items<'a>> = Err(items);
+            // An emptied leaf that its first partner cannot take tries the other side.
+            for sib in std::iter::once(first).chain(second.filter(|_| size == 0)) {
+                let Err(items) = merged else { break };
+                merged = self.try_merge(plan, pin, (leaf_lid, leaf_off, right), items, sib)?;
+            }
+            match merged {
+                Ok(e) => e,
+                Err(items) => {
+                    self.add_node(plan, leaf(leaf_lid, items, leaf_off, left, right))?;
+                    Edit::None
                 }
-                plan.retired_lids.push(r_lid);
-                SmoCounters::bump(&self.counters.node_merges);
-                Edit::Remove(r_lid)
-            } else {
-                self.word(sib_off).store(sib_word, Ordering::Release);
-                self.add_node(plan, leaf(leaf_lid, items, leaf_off, left, right))?;
-                Edit::None
             }
         } else {
             self.add_node(plan, leaf(leaf_lid, items, leaf_off, left, right))?;
             Edit::None
         };
         self.propagate(path, depth - 1, edit, plan, pin)
+    }
+
+    /// Merges the leaf `leaf_lid` (at `leaf_off`, right link `right`, its new `items`)
+    /// with the sibling `sib_lid` (`ours_left`: the leaf is the left of the pair) when
+    /// their items fit comfortably in one (7/8 of a leaf, so the merged leaf does not split
+    /// again at once) or, for an emptied leaf, at all: the parent's edit, or `items` back
+    /// when they do not fit. An emptied leaf goes whenever it can: left behind next to a
+    /// nearly full sibling, a run of empty leaves grew at the front of a queue (ZPOPMIN,
+    /// LPOP), and every scan from there walked it.
+    fn try_merge<'a>(
+        &'a self,
+        plan: &mut Plan<'a>,
+        pin: &'a crate::epoch::Pin<'_>,
+        (leaf_lid, leaf_off, right): (u64, u64, u64),
+        items: Items<'a>,
+        (sib_lid, ours_left): (u64, bool),
+    ) -> Result<Result<Edit<'a>, Items<'a>>, crate::Error> {
+        let cap = self.geo.leaf_capacity();
+        let sib_off = self.page(sib_lid)?;
+        let sib_word = self.lock_spin(sib_off);
+        let sv = self.view(sib_off, pin);
+        let mut sib_items: Items<'a> = Vec::new();
+        sv.merge_items(&mut sib_items);
+        let (size, sib_size) = (leaf_bytes(&items), leaf_bytes(&sib_items));
+        if size + sib_size > cap * 7 / 8 && !(items.is_empty() && sib_size <= cap) {
+            self.word(sib_off).store(sib_word, Ordering::Release);
+            return Ok(Err(items));
+        }
+        plan.locked.push((sib_off, sib_word));
+        plan.superseded.push(sib_off);
+        let (l_lid, l_off, mut merged, r_lid, r_link, rest) = if ours_left {
+            (leaf_lid, leaf_off, items, sib_lid, sv.link(), sib_items)
+        } else {
+            (sib_lid, sib_off, sib_items, leaf_lid, right, items)
+        };
+        merged.extend(rest);
+        let l_left = self.left_word(l_off).load(Ordering::Acquire);
+        self.add_node(plan, NewNode::leaf(l_lid, merged, l_off, l_left, r_link))?;
+        if r_link != NO_LID {
+            plan.left_updates.push((r_link, l_lid));
+        }
+        plan.retired_lids.push(r_lid);
+        SmoCounters::bump(&self.counters.node_merges);
+        Ok(Ok(Edit::Remove(r_lid)))
     }
 
     /// Root leaf too big: two new leaves under a new interior root buffer (same LID).
@@ -659,7 +690,7 @@ impl Tree {
             self.add_node(plan, node(lid, entries, off, leftmost))?;
             return Ok(Edit::None);
         }
-        let (sib_lid, ours_left) = merge_partner(&gv, lid);
+        let (sib_lid, ours_left) = merge_partners(&gv, lid).0;
         let sib_off = self.pt.get(sib_lid);
         let sv = self.view(sib_off, pin);
         let (s_leftmost, s_entries) = sv.interior_entries();

@@ -49,8 +49,8 @@ pub type BatchEntry<'a> = (&'a [u8], Option<(&'a [u8], u64, u32)>);
 /// What an atomic batch did; see [`Store::write_batch`].
 #[derive(Clone, Debug)]
 pub struct Batch {
-    /// Each item's result, in order.
-    pub results: Vec<Result<Write>>,
+    /// Each item's result, in order (inline for the small batches a command makes).
+    pub results: smallvec::SmallVec<[Result<Write>; 8]>,
     /// The batch's version: every item is visible once it is, none before.
     pub version: u64,
 }
@@ -64,6 +64,9 @@ pub struct Stats {
     pub depth: usize,
     /// Leaf nodes.
     pub leaves: usize,
+    /// Leaf nodes with no item visible at the current read version (each one a step that
+    /// a scan crossing it takes for nothing; deletes merge them away).
+    pub empty_leaves: usize,
     /// Interior nodes.
     pub interiors: usize,
     /// Node size in bytes.
@@ -467,8 +470,9 @@ impl Store {
                 max: crate::MAX_BATCH,
             });
         }
-        let mut checked: Vec<Result<()>> = Vec::with_capacity(items.len());
-        let mut ops = Vec::with_capacity(items.len());
+        // Inline for the few writes of one command: no allocation on that path.
+        let mut checked: smallvec::SmallVec<[Result<()>; 8]> = smallvec::SmallVec::new();
+        let mut ops: smallvec::SmallVec<[(&[u8], Op<'_>); 8]> = smallvec::SmallVec::new();
         for (k, v) in items {
             let ok = self
                 .check_key(k)
@@ -865,9 +869,13 @@ impl Store {
             s.used_bytes += v.used();
             if v.is_leaf() {
                 s.leaves += 1;
+                let before = s.items;
                 for (k, val) in v.leaf_iter(rv, now) {
                     s.items += 1;
                     s.raw_bytes += (k.len() + val.value_len()) as u64;
+                }
+                if s.items == before && lid != ROOT {
+                    s.empty_leaves += 1;
                 }
             } else {
                 s.interiors += 1;

@@ -507,11 +507,7 @@ impl Tree {
                 v = self.resolve(child, rv, pin)?;
             }
             self.leaf_visit();
-            items.clear();
-            items.extend(
-                v.leaf_lower_bound(lo, rv, now)
-                    .take_while(|(k, _)| *k < probe),
-            );
+            self.leaf_tail(&v, (lo, probe), limit - n, (rv, now), &mut items);
             for (k, val) in items.iter().rev() {
                 f(k, self.value_bytes(*val));
                 n += 1;
@@ -525,6 +521,38 @@ impl Tree {
             }
         }
         Ok(())
+    }
+
+    /// The last `want` or more items of `leaf` in `[lo, probe)` at `rv` (all of them when
+    /// it holds fewer), ascending, into `items`. Read from a sorted item `want` places
+    /// before the probe's position rather than from `lo`, so the last few items of a full
+    /// leaf cost what they answer, not the leaf; a window that delete markers thinned out
+    /// below `want` items is widened fourfold and read again.
+    fn leaf_tail<'g>(
+        &self,
+        leaf: &NodeView<'g>,
+        (lo, probe): (&[u8], &[u8]),
+        want: usize,
+        (rv, now): (u64, u64),
+        items: &mut Vec<(&'g [u8], ValueRef<'g>)>,
+    ) {
+        let end = leaf.lower_bound(probe);
+        let mut back = want.max(1);
+        loop {
+            let from = match end.checked_sub(back) {
+                Some(i) if leaf.item_key(i) > lo => leaf.item_key(i),
+                _ => lo,
+            };
+            items.clear();
+            items.extend(
+                leaf.leaf_lower_bound(from, rv, now)
+                    .take_while(|(k, _)| *k < probe),
+            );
+            if items.len() >= want || from == lo {
+                return;
+            }
+            back = back.saturating_mul(4);
+        }
     }
 
     /// Honeycomb's SCAN(kl, ku): from the largest key <= `kl` (or the first key when there
