@@ -147,15 +147,15 @@ impl Blocked {
 
     /// `keys` may have something to take now (their writes are committed): wakes every
     /// connection parked on one of them, in the order they parked.
-    pub fn wake<K: AsRef<[u8]>>(&self, keys: &[K]) {
+    pub fn wake<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) == 0 {
             return;
         }
         let mut g = lock(&self.inner);
         let mut ids: Vec<u64> = keys
-            .iter()
-            .filter_map(|k| g.by_key.get(k.as_ref()))
+            .into_iter()
+            .filter_map(|k| g.by_key.get(k))
             .flatten()
             .copied()
             .collect();
@@ -235,9 +235,9 @@ mod tests {
         let _t2 = b.park(vec![b"b".to_vec(), b"a".to_vec()], None, e, waker(&tx, 2));
         let _t3 = b.park(vec![b"c".to_vec()], None, e, waker(&tx, 3));
         assert_eq!(b.waiting(), 3);
-        b.wake(&[b"a"]);
+        b.wake([&b"a"[..]]);
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![1, 2]);
-        b.wake(&[b"a", b"b"]);
+        b.wake([&b"a"[..], b"b"]);
         assert_eq!(rx.try_iter().count(), 0, "woken once");
         assert_eq!(b.waiting(), 1);
     }
@@ -247,7 +247,7 @@ mod tests {
         let b = Arc::new(Blocked::default());
         let (tx, rx) = mpsc::channel();
         let seen = b.epoch();
-        b.wake(&[b"k"]); // a push committed after the command found the key empty
+        b.wake([&b"k"[..]]); // a push committed after the command found the key empty
         let _t = b.park(vec![b"k".to_vec()], None, seen, waker(&tx, 7));
         assert_eq!(rx.try_recv(), Ok(7));
         assert_eq!(b.waiting(), 0);
@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));
         assert!(Instant::now() >= soon);
         assert_eq!(b.waiting(), 0);
-        b.wake(&[b"k"]);
+        b.wake([&b"k"[..]]);
         assert!(rx.try_recv().is_err(), "a dropped ticket is never woken");
     }
 }

@@ -55,6 +55,14 @@ pub struct Burst<'b> {
 pub type Applied = (usize, Result<Outcome, Error>, bool);
 
 impl<'b> Burst<'b> {
+    /// The position of `key` if the burst has it.
+    pub fn find(&self, key: &[u8]) -> Option<usize> {
+        match &self.index {
+            None => self.keys.iter().position(|k| k.key.as_ref() == key),
+            Some(index) => index.get(key).copied(),
+        }
+    }
+
     /// The position of `key`, adding it.
     fn slot(
         &mut self,
@@ -62,14 +70,15 @@ impl<'b> Burst<'b> {
         hint: Option<accelkv_tree::WriteHint<'b>>,
         stats: &StationStats,
     ) -> usize {
-        let found = match &self.index {
-            None => self.keys.iter().position(|k| k.key == key),
-            Some(index) => index.get(key.as_ref()).copied(),
-        };
-        if let Some(i) = found {
+        if let Some(i) = self.find(&key) {
             stats.forwarded.fetch_add(1, Ordering::Relaxed);
             return i;
         }
+        self.add(key, hint)
+    }
+
+    /// Adds `key`, which the burst does not have: its position.
+    pub fn add(&mut self, key: Cow<'b, [u8]>, hint: Option<accelkv_tree::WriteHint<'b>>) -> usize {
         let n = self.keys.len();
         if n >= LINEAR {
             let index = self.index.get_or_insert_with(|| {
@@ -106,24 +115,63 @@ impl<'b> Burst<'b> {
         stats: &StationStats,
         op: Op<'b>,
     ) -> Applied {
-        stats.ops.fetch_add(1, Ordering::Relaxed);
         let Op { key, write, hint } = op;
         let i = self.slot(key, hint, stats);
+        self.apply_at(store, registry, stats, i, write)
+    }
+
+    /// Reads the key at position `i` from the tree unless the burst knows its value.
+    fn learn(&mut self, store: &Store, i: usize) {
         let k = &mut self.keys[i];
-        let reads = write.reads();
-        if reads && !k.known {
-            // The newest value, visible or not: every write of this key came through its
-            // slot, which the caller owns, so the newest is the one this operation follows.
-            // An expired value reads as absent.
-            match store.get_latest_item(&k.key) {
-                Ok(Some((v, d, f))) => {
-                    (k.value, k.deadline, k.flags) = (Some(Cow::Owned(v)), d, f);
-                }
-                Ok(None) => (k.value, k.deadline, k.flags) = (None, 0, 0),
-                Err(e) => k.read_error = Some(e),
-            }
-            k.known = true;
+        if k.known {
+            return;
         }
+        // The newest value, visible or not: every write of this key came through its
+        // slot, which the caller owns, so the newest is the one this operation follows.
+        // An expired value reads as absent.
+        match store.get_latest_item(&k.key) {
+            Ok(Some((v, d, f))) => {
+                (k.value, k.deadline, k.flags) = (Some(Cow::Owned(v)), d, f);
+            }
+            Ok(None) => (k.value, k.deadline, k.flags) = (None, 0, 0),
+            Err(e) => k.read_error = Some(e),
+        }
+        k.known = true;
+    }
+
+    /// The latest value and client flags of the key at position `i` (`None`: absent),
+    /// read from the tree unless the burst knows it, lent to `f` without a copy.
+    pub fn peek<R>(
+        &mut self,
+        store: &Store,
+        stats: &StationStats,
+        i: usize,
+        f: impl FnOnce(Option<(&[u8], u32)>) -> R,
+    ) -> Result<R, Error> {
+        stats.ops.fetch_add(1, Ordering::Relaxed);
+        self.learn(store, i);
+        let k = &self.keys[i];
+        if let Some(e) = &k.read_error {
+            return Err(e.clone());
+        }
+        Ok(f(k.value.as_deref().map(|v| (v, k.flags))))
+    }
+
+    /// Runs `write` on the latest value of the key at position `i`.
+    pub fn apply_at(
+        &mut self,
+        store: &Store,
+        registry: &Registry,
+        stats: &StationStats,
+        i: usize,
+        write: Write<'b>,
+    ) -> Applied {
+        stats.ops.fetch_add(1, Ordering::Relaxed);
+        let reads = write.reads();
+        if reads {
+            self.learn(store, i);
+        }
+        let k = &mut self.keys[i];
         if reads {
             if let Some(e) = &k.read_error {
                 return (i, Err(e.clone()), false);
@@ -212,50 +260,44 @@ impl<'b> Burst<'b> {
     /// Writes every changed key back as one atomic batch (`Store::write_batch_unwaited`):
     /// per key, its error if its write failed; and the batch's version (0 when nothing
     /// changed).
-    pub fn write_back_atomic(
-        &self,
-        store: &Store,
-        stats: &StationStats,
-    ) -> (Vec<Option<Error>>, u64) {
-        let dirty: Vec<(usize, Item<'_>)> = self
-            .keys
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| k.dirty)
-            .map(|(i, k)| {
-                (
-                    i,
-                    (
-                        k.key.as_ref(),
-                        k.value.as_deref().map(|v| (v, k.deadline, k.flags)),
-                    ),
-                )
-            })
-            .collect();
-        let mut errors = vec![None; self.keys.len()];
-        if dirty.is_empty() {
+    pub fn write_back_atomic(&self, store: &Store, stats: &StationStats) -> (Errors, u64) {
+        // Positions of the changed keys and their writes, side by side (inline for the few
+        // keys of one command: no allocation on that path).
+        let mut at: SmallVec<[usize; 8]> = SmallVec::new();
+        let mut items: SmallVec<[Item<'_>; 8]> = SmallVec::new();
+        for (i, k) in self.keys.iter().enumerate().filter(|(_, k)| k.dirty) {
+            at.push(i);
+            items.push((
+                k.key.as_ref(),
+                k.value.as_deref().map(|v| (v, k.deadline, k.flags)),
+            ));
+        }
+        let mut errors: Errors = smallvec::smallvec![None; self.keys.len()];
+        if items.is_empty() {
             return (errors, 0);
         }
         stats
             .tree_writes
-            .fetch_add(dirty.len() as u64, Ordering::Relaxed);
-        let items: Vec<Item<'_>> = dirty.iter().map(|d| d.1).collect();
+            .fetch_add(items.len() as u64, Ordering::Relaxed);
         match store.write_batch_items_unwaited(&items) {
             Ok(b) => {
-                for ((i, _), r) in dirty.iter().zip(b.results) {
-                    errors[*i] = r.err();
+                for (&i, r) in at.iter().zip(b.results) {
+                    errors[i] = r.err();
                 }
                 (errors, b.version)
             }
             Err(e) => {
-                for (i, _) in &dirty {
-                    errors[*i] = Some(e.clone());
+                for &i in &at {
+                    errors[i] = Some(e.clone());
                 }
                 (errors, 0)
             }
         }
     }
 }
+
+/// Per key of a burst, the error its write-back failed with, if it did.
+pub type Errors = SmallVec<[Option<Error>; 8]>;
 
 /// Writes `k`'s latest value back: its write version.
 fn write_one(store: &Store, stats: &StationStats, k: &KeyState<'_>) -> Result<u64, Error> {

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 pub struct Tx {
     owned: SmallVec<[usize; 16]>,
     burst: Burst<'static>,
-    ops: Vec<(usize, bool)>,
+    ops: SmallVec<[(usize, bool); 8]>,
 }
 
 /// What committing a transaction did.
@@ -42,7 +42,7 @@ pub struct Committed {
     pub seen: u64,
     /// Per operation, the error its key's write failed with, if it did (the operation's
     /// effect is lost; the others stand, as in Redis).
-    pub failed: Vec<Option<Error>>,
+    pub failed: crate::core::burst::Errors,
 }
 
 impl Tx {
@@ -76,7 +76,7 @@ impl Station {
         Tx {
             owned: SmallVec::new(),
             burst: Burst::default(),
-            ops: Vec::new(),
+            ops: SmallVec::new(),
         }
     }
 
@@ -128,17 +128,46 @@ impl Station {
 
     /// Runs `op` inside `tx`: its outcome at once (its version is known only at commit).
     pub fn tx_run(&self, store: &Store, tx: &mut Tx, op: Op<'_>) -> Done {
-        self.own(tx, &op.key);
-        let op = Op {
-            key: std::borrow::Cow::Owned(op.key.into_owned()),
-            write: op.write.into_owned(),
-            hint: None,
-        };
-        let (i, outcome, changed) = tx.burst.apply(store, &self.registry, &self.stats, op);
+        let i = self.tx_key(tx, op.key);
+        let write = op.write.into_owned();
+        let (i, outcome, changed) = tx
+            .burst
+            .apply_at(store, &self.registry, &self.stats, i, write);
         tx.ops.push((i, changed && outcome.is_ok()));
         Done {
             outcome,
             version: 0,
+        }
+    }
+
+    /// Lends `f` the value and client flags `key` has in `tx` (`None`: absent or expired)
+    /// without copying it: a read like [`Write::ReadItem`](crate::core::ops::Write) run
+    /// through [`Station::tx_run`], but answered in place.
+    pub fn tx_peek<R>(
+        &self,
+        store: &Store,
+        tx: &mut Tx,
+        key: &[u8],
+        f: impl FnOnce(Option<(&[u8], u32)>) -> R,
+    ) -> Result<R, Error> {
+        let i = self.tx_key(tx, std::borrow::Cow::Borrowed(key));
+        tx.ops.push((i, false));
+        tx.burst.peek(store, &self.stats, i, f)
+    }
+
+    /// Owns `key`'s slot for `tx` and finds the key's place in its burst: a key the
+    /// transaction met before is found, not copied again; a new one is copied once (moved
+    /// in when the caller built it).
+    fn tx_key(&self, tx: &mut Tx, key: std::borrow::Cow<'_, [u8]>) -> usize {
+        self.own(tx, &key);
+        match tx.burst.find(&key) {
+            Some(i) => {
+                self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+                i
+            }
+            None => tx
+                .burst
+                .add(std::borrow::Cow::Owned(key.into_owned()), None),
         }
     }
 
@@ -156,6 +185,11 @@ impl Station {
         f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Error> {
         let pending = tx.burst.pending_in(lo, hi);
+        if pending.is_empty() {
+            // Nothing of the transaction's own in the range: the tree's items as they are,
+            // lent to `f` without copies.
+            return store.scan_latest_with(lo, Some(hi), limit, f);
+        }
         let mut tree: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         // Pending removals may hide tree items: read that many more.
         let want = limit.saturating_add(pending.len());
@@ -289,6 +323,35 @@ mod tests {
         st.abort(&s, tx);
         assert_eq!(s.get(b"a").expect("get"), Some(b"7".to_vec()));
         assert!(!st.tx_active.load(Ordering::SeqCst));
+    }
+
+    /// A peek answers what the transaction holds for a key (its own pending write
+    /// included) and writes nothing by itself.
+    #[test]
+    fn a_peek_sees_the_transactions_own_writes_and_writes_nothing() {
+        let st = Station::new(64, true, Registry::default());
+        let s = Store::new(Config::default()).expect("store");
+        s.put(b"a", b"old").expect("put");
+        let mut tx = st.begin();
+        let own = |v: Option<(&[u8], u32)>| v.map(|(v, f)| (v.to_vec(), f));
+        let got = st.tx_peek(&s, &mut tx, b"a", own).expect("peek");
+        assert_eq!(got, Some((b"old".to_vec(), 0)));
+        assert_eq!(st.tx_peek(&s, &mut tx, b"absent", own).expect("peek"), None);
+        st.tx_run(
+            &s,
+            &mut tx,
+            Op::new(b"a", Write::Put(Cow::Borrowed(b"new"))),
+        );
+        let got = st.tx_peek(&s, &mut tx, b"a", own).expect("peek");
+        assert_eq!(got, Some((b"new".to_vec(), 0)));
+        let c = st.commit(&s, tx);
+        assert_eq!(c.failed.len(), 4, "one entry per operation, peeks included");
+        s.wait_visible(c.version);
+        assert_eq!(s.get(b"a").expect("get"), Some(b"new".to_vec()));
+        // Peeks alone change nothing: no version is taken.
+        let mut tx = st.begin();
+        st.tx_peek(&s, &mut tx, b"a", own).expect("peek");
+        assert_eq!(st.commit(&s, tx).version, 0);
     }
 
     /// Transactions that move one unit between two of four counters, against INCRBYs of

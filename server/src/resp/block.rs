@@ -25,7 +25,7 @@ pub struct BlockReq {
 #[derive(Default)]
 pub struct BlockState {
     /// Keys this connection's writes gave something to take; woken once committed.
-    pub wake: Vec<Vec<u8>>,
+    pub wake: WakeKeys,
     /// Set by a blocking command that found nothing: park on these keys.
     pub req: Option<BlockReq>,
     /// While the command at the head of the input is parked: its deadline (`Some(None)`:
@@ -35,4 +35,57 @@ pub struct BlockState {
     pub ticket: Option<Ticket>,
     /// XREAD's ids to read after, `$` resolved when it first ran, kept while parked.
     pub after: Option<Vec<accelkv_proto::collection::StreamId>>,
+}
+
+/// The keys a connection's writes gave something to take, in one buffer kept from command
+/// to command: noting a key copies its bytes, allocating nothing once the buffer has grown.
+#[derive(Default)]
+pub struct WakeKeys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl WakeKeys {
+    /// Notes `key`.
+    pub fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Whether no key is noted.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Forgets every key, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    /// The keys noted, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(a, &b)| &self.bytes[a..b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WakeKeys;
+
+    #[test]
+    fn wake_keys_keep_each_key_whole_and_in_order() {
+        let mut w = WakeKeys::default();
+        assert!(w.is_empty());
+        for k in [&b"list"[..], b"", b"z\xff"] {
+            w.push(k);
+        }
+        let got: Vec<&[u8]> = w.iter().collect();
+        assert_eq!(got, vec![&b"list"[..], b"", b"z\xff"]);
+        w.clear();
+        assert!(w.is_empty());
+        w.push(b"again");
+        assert_eq!(w.iter().collect::<Vec<_>>(), vec![&b"again"[..]]);
+    }
 }

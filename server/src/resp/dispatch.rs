@@ -93,7 +93,7 @@ pub fn run(
     }
     if !s.block.wake.is_empty() && s.tx.running.is_none() {
         // Committed: the connections parked on these keys may take what was pushed.
-        sh.blocked().wake(&s.block.wake);
+        sh.blocked().wake(s.block.wake.iter());
         s.block.wake.clear();
     }
 }

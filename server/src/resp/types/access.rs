@@ -100,10 +100,23 @@ impl<'a> Src<'a> {
         key: &[u8],
         kind: Kind,
     ) -> Result<Option<Meta>, Fail> {
-        let Some((v, flags)) = self.item(sh, s, key)? else {
-            return Ok(None);
+        let m = match self {
+            Src::Snap(snap) => match snap.get_item(key)? {
+                Some((v, _, flags)) => Meta::decode(&v, flags)?,
+                None => return Ok(None),
+            },
+            // Decoded where the transaction holds the value, without copying it out.
+            Src::Tx => {
+                let tx = s.tx.running.as_deref_mut().ok_or_else(no_tx)?;
+                let peeked = sh.station().tx_peek(sh.store(), tx, key, |cur| {
+                    cur.map(|(v, flags)| Meta::decode(v, flags))
+                })?;
+                match peeked {
+                    Some(m) => m?,
+                    None => return Ok(None),
+                }
+            }
         };
-        let m = Meta::decode(&v, flags)?;
         if m.kind != kind {
             return Err(Fail::WrongType);
         }
@@ -196,9 +209,11 @@ impl<'a> Src<'a> {
 
 /// The connection's running transaction (a `Src::Tx` read needs one).
 fn running(s: &Session) -> Result<&crate::core::station_tx::Tx, Fail> {
-    s.tx.running
-        .as_deref()
-        .ok_or(Fail::Reply("ERR no transaction".into()))
+    s.tx.running.as_deref().ok_or_else(no_tx)
+}
+
+fn no_tx() -> Fail {
+    Fail::Reply("ERR no transaction".into())
 }
 
 /// The outcome of a write inside the transaction, as a `Fail` when it failed.
@@ -210,21 +225,36 @@ fn done(d: Done) -> Result<(), Fail> {
 }
 
 /// Sets a subkey (inside the running transaction).
-pub(crate) fn put(sh: &Shared, s: &mut Session, subkey: &[u8], value: &[u8]) -> Result<(), Fail> {
+/// A subkey is moved into the transaction when the caller built it (no second copy).
+pub(crate) fn put<'k>(
+    sh: &Shared,
+    s: &mut Session,
+    subkey: impl Into<Cow<'k, [u8]>>,
+    value: &'k [u8],
+) -> Result<(), Fail> {
     done(run_in_tx(
         sh,
         s,
-        Op::new(subkey, Write::Put(Cow::Borrowed(value))),
+        op(subkey, Write::Put(Cow::Borrowed(value))),
     ))
+}
+
+/// An operation on a subkey, borrowed or built by the caller.
+fn op<'k>(subkey: impl Into<Cow<'k, [u8]>>, write: Write<'k>) -> Op<'k> {
+    Op {
+        key: subkey.into(),
+        write,
+        hint: None,
+    }
 }
 
 /// Sets a subkey (inside the running transaction), answering whether it was absent: one
 /// station operation for HSET's read and write of a field.
-pub(crate) fn put_new(
+pub(crate) fn put_new<'k>(
     sh: &Shared,
     s: &mut Session,
-    subkey: &[u8],
-    value: &[u8],
+    subkey: impl Into<Cow<'k, [u8]>>,
+    value: &'k [u8],
 ) -> Result<bool, Fail> {
     let w = Write::Set {
         value: Cow::Borrowed(value),
@@ -232,7 +262,7 @@ pub(crate) fn put_new(
         get: true,
         ttl: crate::core::ops::Ttl::Set(0),
     };
-    match run_in_tx(sh, s, Op::new(subkey, w)).outcome? {
+    match run_in_tx(sh, s, op(subkey, w)).outcome? {
         Outcome::Old(v) => Ok(v.is_none()),
         Outcome::Failed(f) => Err(Fail::Reply(crate::resp::reply::failure_text(&f))),
         _ => Ok(false),
@@ -240,8 +270,12 @@ pub(crate) fn put_new(
 }
 
 /// Removes a subkey (inside the running transaction).
-pub(crate) fn remove(sh: &Shared, s: &mut Session, subkey: &[u8]) -> Result<(), Fail> {
-    done(run_in_tx(sh, s, Op::new(subkey, Write::Remove)))
+pub(crate) fn remove<'k>(
+    sh: &Shared,
+    s: &mut Session,
+    subkey: impl Into<Cow<'k, [u8]>>,
+) -> Result<(), Fail> {
+    done(run_in_tx(sh, s, op(subkey, Write::Remove)))
 }
 
 /// Writes a collection's metadata, keeping the key's deadline; an empty collection removes

@@ -45,7 +45,7 @@ fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
             let p = m.prefix(key);
             let mut added = 0;
             for kv in pairs.chunks(2) {
-                if put_new(sh, s, &field_key(&p, kv[0]), kv[1])? {
+                if put_new(sh, s, field_key(&p, kv[0]), kv[1])? {
                     added += 1;
                 }
             }
@@ -75,7 +75,7 @@ pub fn hsetnx(x: &mut Call<'_, '_>) {
             if src.get(sh, s, &sk)?.is_some() {
                 return Ok(0);
             }
-            put(sh, s, &sk, value)?;
+            put(sh, s, sk.as_slice(), value)?;
             m.len += 1;
             set_meta(sh, s, key, &m)?;
             Ok(1)
@@ -233,7 +233,7 @@ fn update_field<R>(
             let sk = field_key(&m.prefix(key), field);
             let old = src.get(sh, s, &sk)?;
             let (new, reply) = f(old.as_deref())?;
-            put(sh, s, &sk, &new)?;
+            put(sh, s, sk.as_slice(), &new)?;
             if old.is_none() {
                 m.len += 1;
                 set_meta(sh, s, key, &m)?;

@@ -149,7 +149,7 @@ pub(crate) fn copy_collection(
     for (rest, v) in &subs {
         k.truncate(p.len());
         k.extend_from_slice(rest);
-        put(sh, s, &k, v)?;
+        put(sh, s, k.as_slice(), v)?;
     }
     set_meta(sh, s, dst, &new)
 }

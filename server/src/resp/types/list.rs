@@ -54,7 +54,7 @@ fn write_from(
     elems: &[Vec<u8>],
 ) -> Result<(), Fail> {
     for (i, e) in elems.iter().enumerate() {
-        put(sh, s, &elem_key(p, seq + i as u64), e)?;
+        put(sh, s, elem_key(p, seq + i as u64), e)?;
     }
     Ok(())
 }
@@ -78,15 +78,15 @@ pub(crate) fn push(
     for e in elems {
         if left {
             m.head -= 1;
-            put(sh, s, &elem_key(&p, m.head), e)?;
+            put(sh, s, elem_key(&p, m.head), e)?;
         } else {
-            put(sh, s, &elem_key(&p, m.tail), e)?;
+            put(sh, s, elem_key(&p, m.tail), e)?;
             m.tail += 1;
         }
     }
     m.len += elems.len() as u64;
     set_meta(sh, s, key, &m)?;
-    s.block.wake.push(key.to_vec());
+    s.block.wake.push(key);
     Ok(m.len)
 }
 
@@ -108,7 +108,7 @@ pub(crate) fn pop(
     let mut items = slice(sh, s, src, (key, &m), from, to)?;
     let p = m.prefix(key);
     for i in from..to {
-        remove(sh, s, &elem_key(&p, m.head + i))?;
+        remove(sh, s, elem_key(&p, m.head + i))?;
     }
     if left {
         m.head += n;
@@ -135,7 +135,7 @@ pub(crate) fn store(
     m.tail = m.head + m.len;
     set_meta(sh, s, key, &m)?;
     if m.len > 0 {
-        s.block.wake.push(key.to_vec());
+        s.block.wake.push(key);
     }
     Ok(m.len)
 }
@@ -288,7 +288,7 @@ pub fn lset(x: &mut Call<'_, '_>) {
                 .meta(sh, s, key, L)?
                 .ok_or_else(|| Fail::Reply("ERR no such key".into()))?;
             let i = index(i, m.len).ok_or_else(|| Fail::Reply("ERR index out of range".into()))?;
-            put(sh, s, &elem_key(&m.prefix(key), m.head + i), elem)
+            put(sh, s, elem_key(&m.prefix(key), m.head + i), elem)
         },
         |out, (), _| resp::simple(out, "OK"),
     )
@@ -323,15 +323,15 @@ pub fn linsert(x: &mut Call<'_, '_>) {
                 // The front moves one to the left.
                 m.head -= 1;
                 write_from(sh, s, &p, m.head, &all[..at])?;
-                put(sh, s, &elem_key(&p, m.head + at as u64), elem)?;
+                put(sh, s, elem_key(&p, m.head + at as u64), elem)?;
             } else {
                 write_from(sh, s, &p, m.head + at as u64 + 1, &all[at..])?;
-                put(sh, s, &elem_key(&p, m.head + at as u64), elem)?;
+                put(sh, s, elem_key(&p, m.head + at as u64), elem)?;
                 m.tail += 1;
             }
             m.len += 1;
             set_meta(sh, s, key, &m)?;
-            s.block.wake.push(key.to_vec());
+            s.block.wake.push(key);
             Ok(m.len as i64)
         },
         |out, n, _| resp::integer(out, n),
@@ -352,7 +352,7 @@ fn compact(
     let new_len = first + keep.len() as u64;
     write_from(sh, s, &p, m.head + first, keep)?;
     for i in new_len..m.len {
-        remove(sh, s, &elem_key(&p, m.head + i))?;
+        remove(sh, s, elem_key(&p, m.head + i))?;
     }
     m.len = new_len;
     m.tail = m.head + new_len;
@@ -422,7 +422,7 @@ pub fn ltrim(x: &mut Call<'_, '_>) {
             let (from, to) = rank_span(start, stop, m.len);
             let p = m.prefix(key);
             for i in (0..from).chain(to.max(from)..m.len) {
-                remove(sh, s, &elem_key(&p, m.head + i))?;
+                remove(sh, s, elem_key(&p, m.head + i))?;
             }
             if from < to {
                 m.head += from;

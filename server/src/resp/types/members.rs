@@ -41,7 +41,7 @@ pub(crate) fn remove_fields(
     for f in fields {
         let sk = field_key(&p, f);
         if src.get(sh, s, &sk)?.is_some() {
-            remove(sh, s, &sk)?;
+            remove(sh, s, sk.as_slice())?;
             gone += 1;
         }
     }

@@ -88,9 +88,10 @@ fn first_at(
 /// The last field of the range at the read version (a probe's upper end only: the pick
 /// itself is read through `src`).
 fn last_field(sh: &Shared, lo: &[u8], hi: &[u8]) -> Option<Vec<u8>> {
-    let items = sh.store().try_scan_floor(hi, hi, 1).ok()?;
+    // The backward scan's one descent: a floor search read about twice as much.
+    let items = sh.store().try_scan_rev(lo, hi, 1).ok()?;
     let (k, _) = items.into_iter().next()?;
-    (k.as_slice() >= lo && k.as_slice() < hi).then(|| k[lo.len()..].to_vec())
+    Some(k[lo.len()..].to_vec())
 }
 
 /// Takes fields in order, wrapping around, until `count` are picked or none is left.

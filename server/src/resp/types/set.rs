@@ -54,7 +54,7 @@ fn add(
     for member in members {
         let sk = field_key(&p, member);
         if src.get(sh, s, &sk)?.is_none() {
-            put(sh, s, &sk, b"")?;
+            put(sh, s, sk.as_slice(), b"")?;
             added += 1;
         }
     }
@@ -86,7 +86,7 @@ fn store(
     let mut m = new_meta(S);
     let p = m.prefix(key);
     for member in members {
-        put(sh, s, &field_key(&p, member), b"")?;
+        put(sh, s, field_key(&p, member), b"")?;
     }
     m.len = members.len() as u64;
     set_meta(sh, s, key, &m)?;
@@ -211,7 +211,7 @@ pub fn spop(x: &mut Call<'_, '_>) {
                 .collect();
             let p = m.prefix(key);
             for member in &picked {
-                remove(sh, s, &field_key(&p, member))?;
+                remove(sh, s, field_key(&p, member))?;
             }
             m.len -= picked.len() as u64;
             set_meta(sh, s, key, &m)?;

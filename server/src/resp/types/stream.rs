@@ -263,14 +263,14 @@ pub fn xadd(x: &mut Call<'_, '_>) {
             }
             let mut m = m.unwrap_or_else(|| new_meta(X));
             let id = next_id(want, m.last_id())?;
-            put(sh, s, &entry_key(&m.prefix(key), id), &entry)?;
+            put(sh, s, entry_key(&m.prefix(key), id), &entry)?;
             m.len += 1;
             m.set_last_id(id);
             if let Some(t) = t {
                 trim(sh, s, src, (key, &mut m), t)?;
             }
             set_meta(sh, s, key, &m)?;
-            s.block.wake.push(key.to_vec());
+            s.block.wake.push(key);
             Ok(Some(id))
         },
         |out, id, v| {
@@ -328,7 +328,7 @@ pub fn xdel(x: &mut Call<'_, '_>) {
             for id in &ids {
                 let k = entry_key(&p, *id);
                 if src.get(sh, s, &k)?.is_some() {
-                    remove(sh, s, &k)?;
+                    remove(sh, s, k.as_slice())?;
                     n += 1;
                 }
             }

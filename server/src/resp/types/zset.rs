@@ -94,10 +94,10 @@ pub(crate) fn set_score(
         if encode_score(o) == encode_score(new) {
             return Ok(());
         }
-        remove(sh, s, &score_key(p, o, member))?;
+        remove(sh, s, score_key(p, o, member))?;
     }
-    put(sh, s, &field_key(p, member), &encode_score(new))?;
-    put(sh, s, &score_key(p, new, member), b"")
+    put(sh, s, field_key(p, member), &encode_score(new))?;
+    put(sh, s, score_key(p, new, member), b"")
 }
 
 /// Removes `member` (with score `score`) from the sorted set with prefix `p`.
@@ -107,8 +107,8 @@ pub(crate) fn remove_member(
     p: &[u8],
     (member, score): (&[u8], f64),
 ) -> Result<(), Fail> {
-    remove(sh, s, &field_key(p, member))?;
-    remove(sh, s, &score_key(p, score, member))
+    remove(sh, s, field_key(p, member))?;
+    remove(sh, s, score_key(p, score, member))
 }
 
 /// The entries at indices `[from, to)` of the score index of `m` at `key`, in order.
@@ -194,7 +194,7 @@ pub(crate) fn store(
     m.len = items.len() as u64;
     set_meta(sh, s, key, &m)?;
     if m.len > 0 {
-        s.block.wake.push(key.to_vec());
+        s.block.wake.push(key);
     }
     Ok(m.len)
 }
@@ -298,7 +298,7 @@ fn zadd_in(
     if r.added > 0 {
         m.len += r.added as u64;
         set_meta(sh, s, key, &m)?;
-        s.block.wake.push(key.to_vec());
+        s.block.wake.push(key);
     }
     Ok(r)
 }
