@@ -1037,6 +1037,28 @@ impl Snapshot<'_> {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.here().try_scan_rev(lo, hi, limit)
     }
+
+    /// [`Snapshot::try_scan`] lending each item to `f` instead of copying it.
+    pub fn scan_with(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        self.here().scan_with(lo, hi, limit, f)
+    }
+
+    /// [`Snapshot::try_scan_rev`] lending each item to `f` instead of copying it.
+    pub fn scan_rev_with(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        self.here().scan_rev_with(lo, hi, limit, f)
+    }
 }
 
 /// One leaf at a snapshot; see [`Snapshot::leaf`].
@@ -1086,13 +1108,22 @@ impl VersionView<'_> {
         hi: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.scan_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
+        Ok(out)
+    }
+
+    /// [`VersionView::try_scan`] lending each item to `f` instead of copying it.
+    pub fn scan_with(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        let mut out = Vec::new();
-        t.scan_at(lo, upper(hi), limit, self.rv, self.now, &pin, |k, v| {
-            out.push((k.to_vec(), v.to_vec()))
-        })?;
-        Ok(out)
+        t.scan_at(lo, upper(hi), limit, self.rv, self.now, &pin, f)
     }
 
     /// [`Store::try_scan_rev`] at this version.
@@ -1102,13 +1133,22 @@ impl VersionView<'_> {
         hi: &[u8],
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.scan_rev_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
+        Ok(out)
+    }
+
+    /// [`VersionView::try_scan_rev`] lending each item to `f` instead of copying it.
+    pub fn scan_rev_with(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
-        let mut out = Vec::new();
-        t.scan_rev_at(lo, hi, limit, self.rv, self.now, &pin, |k, v| {
-            out.push((k.to_vec(), v.to_vec()))
-        })?;
-        Ok(out)
+        t.scan_rev_at(lo, hi, limit, self.rv, self.now, &pin, f)
     }
 
     /// [`Store::scan_floor`] at this version (panics as it does).

@@ -146,15 +146,10 @@ impl<'a> Src<'a> {
         s: &Session,
         (lo, hi): (&[u8], &[u8]),
         limit: usize,
-        mut f: impl FnMut(&[u8], &[u8]),
+        f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Fail> {
         match self {
-            Src::Snap(snap) => {
-                for (k, v) in snap.try_scan(lo, Some(hi), limit)? {
-                    f(&k, &v);
-                }
-                Ok(())
-            }
+            Src::Snap(snap) => Ok(snap.scan_with(lo, Some(hi), limit, f)?),
             Src::Tx => {
                 let tx = running(s)?;
                 Ok(sh.station().tx_scan(sh.store(), tx, (lo, hi), limit, f)?)
@@ -171,15 +166,10 @@ impl<'a> Src<'a> {
         s: &Session,
         (lo, hi): (&[u8], &[u8]),
         limit: usize,
-        mut f: impl FnMut(&[u8], &[u8]),
+        f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Fail> {
         match self {
-            Src::Snap(snap) => {
-                for (k, v) in snap.try_scan_rev(lo, hi, limit)? {
-                    f(&k, &v);
-                }
-                Ok(())
-            }
+            Src::Snap(snap) => Ok(snap.scan_rev_with(lo, hi, limit, f)?),
             Src::Tx => {
                 let tx = running(s)?;
                 Ok(sh

@@ -237,14 +237,41 @@ pub fn lrange(x: &mut Call<'_, '_>) {
     read(
         x,
         |sh, s, src| match src.meta(sh, s, key, L)? {
-            None => Ok(Vec::new()),
+            None => Ok((0, Vec::new())),
             Some(m) => {
                 let (from, to) = rank_span(start, stop, m.len);
-                slice(sh, s, src, (key, &m), from, to)
+                encoded_slice(sh, s, src, (key, &m), from, to)
             }
         },
-        |out, items, _| bulks(out, &items),
+        |out, (n, body), _| {
+            resp::array(out, n);
+            out.extend_from_slice(&body);
+        },
     )
+}
+
+/// The elements at indices `[from, to)` of list `m` as RESP bulk strings, one after the
+/// other in one buffer, and how many: LRANGE's reply body written as the scan lends each
+/// element, without a copy of each.
+fn encoded_slice(
+    sh: &Shared,
+    s: &mut Session,
+    src: &Src<'_>,
+    (key, m): (&[u8], &Meta),
+    from: u64,
+    to: u64,
+) -> Result<(usize, Vec<u8>), Fail> {
+    let mut body = Vec::new();
+    let mut n = 0;
+    if from < to {
+        let p = m.prefix(key);
+        let (lo, hi) = (elem_key(&p, m.head + from), elem_key(&p, m.head + to));
+        src.scan(sh, s, (&lo, &hi), (to - from) as usize, |_, e| {
+            resp::bulk(&mut body, Some(e));
+            n += 1;
+        })?;
+    }
+    Ok((n, body))
 }
 
 /// `LINDEX key index`.
