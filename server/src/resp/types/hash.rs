@@ -9,7 +9,7 @@ use crate::resp::reply::wrong_args;
 use crate::resp::types::access::{fail, put, put_new, set_meta, Fail};
 use crate::resp::types::encoding::{field_key, new_meta, Kind};
 use crate::resp::types::members;
-use crate::resp::types::run::{bulks, check, float_arg, int_arg, read, scan_opts, write};
+use crate::resp::types::run::{check, float_arg, int_arg, read, scan_opts, write};
 use accelkv_proto::resp::{self, Version};
 
 const H: Kind = Kind::Hash;
@@ -168,7 +168,7 @@ pub fn hstrlen(x: &mut Call<'_, '_>) {
 }
 
 /// Which parts of every field HGETALL, HKEYS and HVALS answer.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Parts {
     Both,
     Fields,
@@ -180,20 +180,29 @@ fn all(x: &mut Call<'_, '_>, parts: Parts) {
     x.sh.count(OpClass::Scan);
     read(
         x,
-        |sh, s, src| match src.meta(sh, s, key, H)? {
-            None => Ok(Vec::new()),
-            Some(m) => src.fields(sh, s, key, &m),
-        },
-        move |out, fields, proto| match parts {
-            Parts::Both => {
-                resp::map(out, fields.len(), proto);
-                for (f, v) in &fields {
-                    resp::bulk(out, Some(f));
-                    resp::bulk(out, Some(v));
-                }
+        // The reply's body is written as the scan lends each field, without copies.
+        |sh, s, src| {
+            let (mut n, mut body) = (0, Vec::new());
+            if let Some(m) = src.meta(sh, s, key, H)? {
+                let (lo, hi) = crate::resp::types::encoding::fields_range(&m.prefix(key));
+                src.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| {
+                    if parts != Parts::Values {
+                        resp::bulk(&mut body, Some(&k[lo.len()..]));
+                    }
+                    if parts != Parts::Fields {
+                        resp::bulk(&mut body, Some(v));
+                    }
+                    n += 1;
+                })?;
             }
-            Parts::Fields => bulks(out, &fields.iter().map(|f| &f.0).collect::<Vec<_>>()),
-            Parts::Values => bulks(out, &fields.iter().map(|f| &f.1).collect::<Vec<_>>()),
+            Ok((n, body))
+        },
+        move |out, (n, body), proto| {
+            match parts {
+                Parts::Both => resp::map(out, n, proto),
+                Parts::Fields | Parts::Values => resp::array(out, n),
+            }
+            out.extend_from_slice(&body);
         },
     )
 }
