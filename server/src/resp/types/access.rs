@@ -197,6 +197,30 @@ impl<'a> Src<'a> {
     }
 }
 
+impl Src<'_> {
+    /// A reply body of every field of a collection (absent: none), written as the scan
+    /// lends each field without copying it: `put` appends what the reply holds of a field
+    /// (without the subkey's prefix) and its value. How many fields, and the body.
+    pub fn fields_encoded(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        key: &[u8],
+        m: Option<&Meta>,
+        mut put: impl FnMut(&mut Vec<u8>, &[u8], &[u8]),
+    ) -> Result<(usize, Vec<u8>), Fail> {
+        let (mut n, mut body) = (0, Vec::new());
+        if let Some(m) = m {
+            let (lo, hi) = encoding::fields_range(&m.prefix(key));
+            self.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| {
+                put(&mut body, &k[lo.len()..], v);
+                n += 1;
+            })?;
+        }
+        Ok((n, body))
+    }
+}
+
 /// The connection's running transaction (a `Src::Tx` read needs one).
 fn running(s: &Session) -> Result<&crate::core::station_tx::Tx, Fail> {
     s.tx.running.as_deref().ok_or_else(no_tx)

@@ -180,22 +180,16 @@ fn all(x: &mut Call<'_, '_>, parts: Parts) {
     x.sh.count(OpClass::Scan);
     read(
         x,
-        // The reply's body is written as the scan lends each field, without copies.
         |sh, s, src| {
-            let (mut n, mut body) = (0, Vec::new());
-            if let Some(m) = src.meta(sh, s, key, H)? {
-                let (lo, hi) = crate::resp::types::encoding::fields_range(&m.prefix(key));
-                src.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| {
-                    if parts != Parts::Values {
-                        resp::bulk(&mut body, Some(&k[lo.len()..]));
-                    }
-                    if parts != Parts::Fields {
-                        resp::bulk(&mut body, Some(v));
-                    }
-                    n += 1;
-                })?;
-            }
-            Ok((n, body))
+            let m = src.meta(sh, s, key, H)?;
+            src.fields_encoded(sh, s, key, m.as_ref(), |body, f, v| {
+                if parts != Parts::Values {
+                    resp::bulk(body, Some(f));
+                }
+                if parts != Parts::Fields {
+                    resp::bulk(body, Some(v));
+                }
+            })
         },
         move |out, (n, body), proto| {
             match parts {

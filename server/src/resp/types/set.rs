@@ -174,8 +174,17 @@ pub fn smembers(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Scan);
     read(
         x,
-        |sh, s, src| members_of(sh, s, src, key),
-        |out, all, v| set_reply(out, all.iter().map(Vec::as_slice), v),
+        // The reply's body is written as the scan lends each member, without copies.
+        |sh, s, src| {
+            let m = src.meta(sh, s, key, S)?;
+            src.fields_encoded(sh, s, key, m.as_ref(), |body, member, _| {
+                resp::bulk(body, Some(member))
+            })
+        },
+        |out, (n, body), v| {
+            resp::set(out, n, v);
+            out.extend_from_slice(&body);
+        },
     )
 }
 
