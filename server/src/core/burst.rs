@@ -56,17 +56,20 @@ pub type Applied = (usize, Result<Outcome, Error>, bool);
 
 impl<'b> Burst<'b> {
     /// The position of `key` if the burst has it.
-    pub fn find(&self, key: &[u8]) -> Option<usize> {
+    fn find(&self, key: &[u8]) -> Option<usize> {
         match &self.index {
             None => self.keys.iter().position(|k| k.key.as_ref() == key),
             Some(index) => index.get(key).copied(),
         }
     }
 
-    /// The position of `key`, adding it.
-    fn slot(
+    /// The position of `key`, adding it: `keep` makes the burst's own key of it, called
+    /// only when the burst does not have it yet (a transaction copies a borrowed key there
+    /// once; an ordinary burst keeps the key as it came).
+    pub fn slot<'k>(
         &mut self,
-        key: Cow<'b, [u8]>,
+        key: Cow<'k, [u8]>,
+        keep: impl FnOnce(Cow<'k, [u8]>) -> Cow<'b, [u8]>,
         hint: Option<accelkv_tree::WriteHint<'b>>,
         stats: &StationStats,
     ) -> usize {
@@ -74,11 +77,11 @@ impl<'b> Burst<'b> {
             stats.forwarded.fetch_add(1, Ordering::Relaxed);
             return i;
         }
-        self.add(key, hint)
+        self.add(keep(key), hint)
     }
 
     /// Adds `key`, which the burst does not have: its position.
-    pub fn add(&mut self, key: Cow<'b, [u8]>, hint: Option<accelkv_tree::WriteHint<'b>>) -> usize {
+    fn add(&mut self, key: Cow<'b, [u8]>, hint: Option<accelkv_tree::WriteHint<'b>>) -> usize {
         let n = self.keys.len();
         if n >= LINEAR {
             let index = self.index.get_or_insert_with(|| {
@@ -116,7 +119,7 @@ impl<'b> Burst<'b> {
         op: Op<'b>,
     ) -> Applied {
         let Op { key, write, hint } = op;
-        let i = self.slot(key, hint, stats);
+        let i = self.slot(key, |k| k, hint, stats);
         self.apply_at(store, registry, stats, i, write)
     }
 

@@ -160,15 +160,8 @@ impl Station {
     /// in when the caller built it).
     fn tx_key(&self, tx: &mut Tx, key: std::borrow::Cow<'_, [u8]>) -> usize {
         self.own(tx, &key);
-        match tx.burst.find(&key) {
-            Some(i) => {
-                self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
-                i
-            }
-            None => tx
-                .burst
-                .add(std::borrow::Cow::Owned(key.into_owned()), None),
-        }
+        let keep = |k: std::borrow::Cow<'_, [u8]>| std::borrow::Cow::Owned(k.into_owned());
+        tx.burst.slot(key, keep, None, &self.stats)
     }
 
     /// Calls `f` for the items in `[lo, hi)` as `tx` sees them, ascending, at most `limit`:

@@ -188,16 +188,25 @@ impl<'a> Src<'a> {
         key: &[u8],
         m: &Meta,
     ) -> Result<Vec<Field>, Fail> {
-        let (lo, hi) = encoding::fields_range(&m.prefix(key));
         let mut all = Vec::with_capacity(m.len as usize);
-        self.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| {
-            all.push((k[lo.len()..].to_vec(), v.to_vec()))
-        })?;
+        self.each_field(sh, s, key, m, |f, v| all.push((f.to_vec(), v.to_vec())))?;
         Ok(all)
     }
-}
 
-impl Src<'_> {
+    /// Lends `f` every field of a collection (without the subkey's prefix) with its value,
+    /// in field order.
+    fn each_field(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        key: &[u8],
+        m: &Meta,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Fail> {
+        let (lo, hi) = encoding::fields_range(&m.prefix(key));
+        self.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| f(&k[lo.len()..], v))
+    }
+
     /// A reply body of every field of a collection (absent: none), written as the scan
     /// lends each field without copying it: `put` appends what the reply holds of a field
     /// (without the subkey's prefix) and its value. How many fields, and the body.
@@ -211,9 +220,8 @@ impl Src<'_> {
     ) -> Result<(usize, Vec<u8>), Fail> {
         let (mut n, mut body) = (0, Vec::new());
         if let Some(m) = m {
-            let (lo, hi) = encoding::fields_range(&m.prefix(key));
-            self.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| {
-                put(&mut body, &k[lo.len()..], v);
+            self.each_field(sh, s, key, m, |f, v| {
+                put(&mut body, f, v);
                 n += 1;
             })?;
         }

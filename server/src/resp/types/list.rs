@@ -33,16 +33,26 @@ fn slice(
     from: u64,
     to: u64,
 ) -> Result<Vec<Vec<u8>>, Fail> {
+    let mut v = Vec::with_capacity(to.saturating_sub(from) as usize);
+    each_elem(sh, s, src, (key, m), (from, to), |e| v.push(e.to_vec()))?;
+    Ok(v)
+}
+
+/// Lends `f` the elements at indices `[from, to)` of list `m`, in order.
+fn each_elem(
+    sh: &Shared,
+    s: &mut Session,
+    src: &Src<'_>,
+    (key, m): (&[u8], &Meta),
+    (from, to): (u64, u64),
+    mut f: impl FnMut(&[u8]),
+) -> Result<(), Fail> {
     if from >= to {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let p = m.prefix(key);
     let (lo, hi) = (elem_key(&p, m.head + from), elem_key(&p, m.head + to));
-    let mut v = Vec::with_capacity((to - from) as usize);
-    src.scan(sh, s, (&lo, &hi), (to - from) as usize, |_, e| {
-        v.push(e.to_vec())
-    })?;
-    Ok(v)
+    src.scan(sh, s, (&lo, &hi), (to - from) as usize, |_, e| f(e))
 }
 
 /// Writes `elems` as the elements from sequence number `seq` on.
@@ -261,16 +271,11 @@ fn encoded_slice(
     from: u64,
     to: u64,
 ) -> Result<(usize, Vec<u8>), Fail> {
-    let mut body = Vec::new();
-    let mut n = 0;
-    if from < to {
-        let p = m.prefix(key);
-        let (lo, hi) = (elem_key(&p, m.head + from), elem_key(&p, m.head + to));
-        src.scan(sh, s, (&lo, &hi), (to - from) as usize, |_, e| {
-            resp::bulk(&mut body, Some(e));
-            n += 1;
-        })?;
-    }
+    let (mut n, mut body) = (0, Vec::new());
+    each_elem(sh, s, src, (key, m), (from, to), |e| {
+        resp::bulk(&mut body, Some(e));
+        n += 1;
+    })?;
     Ok((n, body))
 }
 
