@@ -3,7 +3,8 @@
 //! * [`frame`]: the batched binary protocol v1 — many operations per frame, one frame per
 //!   UDP datagram or length-delimited on TCP, per-operation status codes, replies in any
 //!   order within a frame;
-//! * [`resp`]: the RESP2 subset that lets Redis clients and tools talk to accelkv;
+//! * [`resp`]: the RESP2 subset that lets Redis clients and tools talk to accelkv, and
+//!   [`resp_stream`]: a RESP command whose big arguments are read into their own memory;
 //! * [`memcache`]: memcached's text and meta commands, so memcached clients and tools work;
 //! * [`operand`]: the typed operands of atomics and vector operations;
 //! * [`Limits`]: the sizes every decoder enforces.
@@ -20,6 +21,7 @@ mod limits;
 pub mod memcache;
 pub mod operand;
 pub mod resp;
+pub mod resp_stream;
 
 pub use frame::{Body, FrameError, Header, Opcode, Request, Response, Status};
 pub use limits::Limits;

@@ -275,7 +275,7 @@ fn inline_words(l: &[u8]) -> Result<impl Iterator<Item = &[u8]>, RespError> {
 /// send, is read in one pass; anything else takes the general path ([`line`] and
 /// [`declared_len`]), which gives the same answer for every input.
 #[inline]
-fn length_line(
+pub(crate) fn length_line(
     buf: &[u8],
     at: usize,
     what: &'static str,

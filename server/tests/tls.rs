@@ -200,6 +200,24 @@ fn a_large_pipeline_comes_back_whole_over_tls() {
     assert!(got[5..].chunks(one.len()).all(|c| c == one.as_bytes()));
 }
 
+/// A big value over TLS is read into its own memory as on a plain connection (the
+/// decrypted bytes go there), then read back whole.
+#[test]
+fn a_big_value_streams_over_tls() {
+    let pki = Pki::make("bigvalue");
+    let srv = start(&pki, &[]);
+    let (resp, _, _) = tls_ports(&srv);
+    let mut s = connect(resp, &pki.client(Some("client")));
+    let value: Vec<u8> = (0..900_000u32).map(|i| (i % 253) as u8).collect();
+    let mut req = format!("*3\r\n$3\r\nSET\r\n$1\r\nb\r\n${}\r\n", value.len()).into_bytes();
+    req.extend_from_slice(&value);
+    req.extend_from_slice(b"\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n");
+    let want = 5 + format!("${}\r\n", value.len()).len() + value.len() + 2;
+    let got = exchange(&mut s, &req, |g| g.len() >= want).unwrap();
+    assert_eq!(&got[..5], b"+OK\r\n");
+    assert_eq!(&got[got.len() - 2 - value.len()..got.len() - 2], &value[..]);
+}
+
 #[test]
 fn redis_cli_and_redis_py_speak_tls() {
     let pki = Pki::make("clients");

@@ -366,6 +366,27 @@ impl Store {
         })
     }
 
+    /// [`Store::put_item_hinted`] with a value the store keeps as it is: one over the inline
+    /// limit becomes the item's out-of-line value without a copy (a value read from a socket
+    /// into its own allocation is held once, not twice). Past the memory limit it is refused
+    /// at once (`Error::OutOfMemory`), without waiting for the mirror cache's evictor.
+    pub fn put_item_owned_hinted(
+        &self,
+        key: &[u8],
+        value: Box<[u8]>,
+        deadline: u64,
+        flags: u32,
+        hint: Option<crate::WriteHint<'_>>,
+    ) -> Result<Write> {
+        self.check_key(key)?;
+        self.check_value(&value)?;
+        let (o, version) = self.tree.write_owned(key, value, deadline, flags, hint)?;
+        Ok(Write {
+            version,
+            existed: o.existed(),
+        })
+    }
+
     /// One step of an expiry sweep: examines up to `budget` items (expired ones included)
     /// from `from` on, in key order, and returns the keys among them that have expired by
     /// clock reading `now`, and the key to continue from (`None`: the walk reached the end).

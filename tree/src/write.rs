@@ -149,7 +149,7 @@ impl Tree {
         let mut tries = 0;
         let mut hint = hint;
         loop {
-            match self.write_from(key, op, hint.take()) {
+            match self.write_from(key, op, hint.take(), None) {
                 // Over the mirror cache's budget: the evictor makes room (it was told by
                 // the allocation that failed); wait for it, up to about five seconds.
                 Err(crate::Error::OutOfMemory { .. })
@@ -169,15 +169,54 @@ impl Tree {
         key: &[u8],
         op: Op<'_>,
     ) -> Result<(Outcome, u64), crate::Error> {
-        self.write_from(key, op, None)
+        self.write_from(key, op, None, None)
     }
 
-    /// [`Tree::write_ungated`] from `hint`'s leaf, if it is still the key's.
+    /// Inserts or replaces `key` with `value`, a value over the inline limit that the tree
+    /// keeps as it is instead of copying it out of line (a value streamed from a socket
+    /// into its own allocation: the store never holds it twice). Unlike [`Tree::write`],
+    /// a write over the memory limit is refused at once, without waiting for the mirror
+    /// cache's evictor: the value is freed with the refusal.
+    pub(crate) fn write_owned(
+        &self,
+        key: &[u8],
+        value: Box<[u8]>,
+        deadline: u64,
+        flags: u32,
+        hint: Option<WriteHint<'_>>,
+    ) -> Result<(Outcome, u64), crate::Error> {
+        if value.len() <= self.geo.max_inline_value {
+            return self.write_hinted(key, Op::Put(&value, deadline, flags), hint);
+        }
+        if self.gate.load(Ordering::SeqCst) {
+            let mut backoff = Backoff::new();
+            while self.gate.load(Ordering::SeqCst) {
+                backoff.snooze();
+            }
+        }
+        // Observers read the value after the write drops its own pin: this one keeps the
+        // adopted bytes from being reclaimed (if a later write replaces them) until then.
+        let _pin = self.epochs.pin();
+        let adopted = values::adopt(value);
+        let Some((handle, len)) = adopted.out_of_line_ref() else {
+            unreachable!("a value over the inline limit is adopted out of line");
+        };
+        // SAFETY: the allocation was just adopted and is not published: it lives until
+        // `write_from` frees it on an error (after its last use of `bytes`) or stores it,
+        // after which `_pin` keeps it from being reclaimed until this returns.
+        let bytes = unsafe { values::bytes(handle, len) };
+        self.write_from(key, Op::Put(bytes, deadline, flags), hint, Some(adopted))
+    }
+
+    /// [`Tree::write_ungated`] from `hint`'s leaf, if it is still the key's; `adopted` is
+    /// the put's value already out of line ([`Tree::write_owned`]), owned by this call from
+    /// here (stored, or freed on an error).
     fn write_from(
         &self,
         key: &[u8],
         op: Op<'_>,
         mut hint: Option<WriteHint<'_>>,
+        adopted: Option<ValueRef<'static>>,
     ) -> Result<(Outcome, u64), crate::Error> {
         // The value as it will be stored: inline, or copied out of line once.
         let value: Option<ValueRef<'_>> = match op {
@@ -197,12 +236,20 @@ impl Tree {
                         if let Some(m) = self.mirror.get() {
                             m.pressure();
                         }
+                        if let Some((handle, len)) = adopted.and_then(|a| a.out_of_line_ref()) {
+                            // SAFETY: adopted by `write_owned`, never published; `v` (its
+                            // bytes) is not used after this.
+                            unsafe { values::free(handle, len) };
+                        }
                         return Err(crate::Error::OutOfMemory {
                             limit: self.cfg.memory_limit,
                         });
                     }
                     self.ool_bytes.fetch_add(v.len() as u64, Ordering::Relaxed);
-                    values::alloc(v).with_deadline(d).with_flags(f)
+                    match adopted {
+                        Some(a) => a.with_deadline(d).with_flags(f),
+                        None => values::alloc(v).with_deadline(d).with_flags(f),
+                    }
                 } else {
                     if d != NO_DEADLINE {
                         self.deadlines_seen.store(true, Ordering::Release);

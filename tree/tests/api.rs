@@ -245,6 +245,62 @@ fn out_of_line_values_round_trip_through_merges() {
     );
 }
 
+/// A value handed over as its own allocation is kept as it is: the item's value is that
+/// memory (no copy), counted, replaced and freed like a copied one; a small one is stored
+/// inline; over the limits it is refused with the copied path's errors.
+#[test]
+fn owned_values_are_kept_without_a_copy() {
+    let s = Store::new(Config {
+        node_size: 4096,
+        chunk_size: 1 << 20,
+        memory_limit: 8 << 20,
+        max_value: 4 << 20,
+        ..Config::default()
+    })
+    .unwrap();
+    let big: Box<[u8]> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let at = big.as_ptr();
+    let w = s.put_item_owned_hinted(b"big", big, 0, 7, None).unwrap();
+    assert!(!w.existed);
+    let same = s
+        .get_with(b"big", |b| (b.as_ptr(), b.len()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        same,
+        (at, 200_000),
+        "the stored value is the handed-over memory"
+    );
+    assert_eq!(s.stats().out_of_line_bytes, 200_000);
+    let small: Box<[u8]> = b"small".as_slice().into();
+    assert!(
+        s.put_item_owned_hinted(b"big", small, 0, 0, None)
+            .unwrap()
+            .existed
+    );
+    assert_eq!(s.get(b"big").unwrap().as_deref(), Some(&b"small"[..]));
+    for i in 0..20u8 {
+        let v: Box<[u8]> = vec![i; 100_000].into();
+        s.put_item_owned_hinted(&[b'k', i], v, 0, 0, None).unwrap();
+    }
+    for i in 0..20u8 {
+        let v = s.get(&[b'k', i]).unwrap().unwrap();
+        assert!(v.len() == 100_000 && v.iter().all(|b| *b == i));
+    }
+    let too_long: Box<[u8]> = vec![0; (4 << 20) + 1].into();
+    assert!(matches!(
+        s.put_item_owned_hinted(b"x", too_long, 0, 0, None),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    let over: Box<[u8]> = vec![0; 4 << 20].into();
+    let _ = s.put_item_owned_hinted(b"y", vec![1; 3 << 20].into(), 0, 0, None);
+    assert_eq!(
+        s.put_item_owned_hinted(b"z", over, 0, 0, None),
+        Err(Error::OutOfMemory { limit: 8 << 20 })
+    );
+    assert_eq!(s.get(b"z").unwrap(), None);
+}
+
 /// Values stored out of line count against the limit too.
 #[test]
 fn memory_limit_covers_out_of_line_values() {

@@ -243,19 +243,38 @@ impl<'b> Burst<'b> {
     }
 
     /// Writes each changed key back, one tree write each: per key, the write's version (0
-    /// when unchanged) or its error.
+    /// when unchanged) or its error. A value the burst owns whole (a streamed SET's, say)
+    /// is moved into the store rather than copied: the burst's carried values end here.
     pub fn write_back(
-        &self,
+        &mut self,
         store: &Store,
         stats: &StationStats,
     ) -> SmallVec<[Result<u64, Error>; 2]> {
+        // Better moved than copied: owned, stored out of line, and exactly its
+        // allocation's size (so the store keeps that memory as it is).
+        let inline = store.config().max_inline_value;
+        let movable = |v: &mut Cow<'_, [u8]>| matches!(v, Cow::Owned(b) if b.len() == b.capacity() && b.len() > inline);
         self.keys
-            .iter()
+            .iter_mut()
             .map(|k| {
                 if !k.dirty {
                     return Ok(k.flushed);
                 }
-                write_one(store, stats, k)
+                match k.value.take_if(movable) {
+                    Some(Cow::Owned(v)) => {
+                        stats.tree_writes.fetch_add(1, Ordering::Relaxed);
+                        store
+                            .put_item_owned_hinted(
+                                &k.key,
+                                v.into_boxed_slice(),
+                                k.deadline,
+                                k.flags,
+                                k.hint,
+                            )
+                            .map(|w| w.version)
+                    }
+                    _ => write_one(store, stats, k),
+                }
             })
             .collect()
     }

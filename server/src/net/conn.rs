@@ -5,6 +5,8 @@
 //! Memory bound: a connection holds at most its unparsed input (one frame or command, up to
 //! `--max-frame`, plus one read) and `--max-output` of replies plus one batch (the loop
 //! stops reading a connection whose output is over the limit until the client takes it).
+//! A RESP command's big arguments are read into memory of their own, exactly their size
+//! (`proto::resp_stream`), and count against the same command limit.
 
 use crate::core::reads::Answered;
 use crate::core::shared::Shared;
@@ -17,6 +19,37 @@ use std::time::Instant;
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Bytes made ready per step while reading a streamed argument (each zeroed once, just
+/// before the reads that fill it).
+const STREAM_CHUNK: usize = 1 << 20;
+
+/// An argument being read into memory of its own ([`Ran::stream`](crate::net::session::Ran)):
+/// `buf`'s capacity is the argument's size, `buf[..filled]` is read.
+struct Streaming {
+    buf: Vec<u8>,
+    filled: usize,
+}
+
+impl Streaming {
+    fn want(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Room for the next read, never past the argument's end (so the allocation keeps its
+    /// exact size).
+    fn spare(&mut self) -> &mut [u8] {
+        if self.buf.len() - self.filled < READ_CHUNK && self.buf.len() < self.want() {
+            let n = (self.buf.len() + STREAM_CHUNK).min(self.want());
+            self.buf.resize(n, 0);
+        }
+        &mut self.buf[self.filled..]
+    }
+
+    fn done(&self) -> bool {
+        self.filled == self.want()
+    }
+}
 
 /// Counts a connection while it lives.
 pub struct ConnGuard(Arc<Shared>);
@@ -73,6 +106,14 @@ impl InBuf {
         self.len = self.buf.len();
     }
 
+    /// Moves the first `n` bytes (at most all of them) to the end of `to`.
+    fn take_into(&mut self, n: usize, to: &mut Vec<u8>) -> usize {
+        let n = n.min(self.len);
+        to.extend_from_slice(&self.buf[..n]);
+        self.consume(n);
+        n
+    }
+
     /// Drops the first `n` bytes.
     pub fn consume(&mut self, n: usize) {
         self.buf.copy_within(n..self.len, 0);
@@ -102,6 +143,9 @@ pub struct Conn {
     pub session: Box<dyn Session>,
     /// Bytes read and not yet consumed.
     pub inb: InBuf,
+    /// An argument being read into its own memory: input goes there, not to `inb`, until
+    /// it is whole.
+    streaming: Option<Streaming>,
     /// Replies; `out[..sent]` are written already.
     pub out: Vec<u8>,
     pub sent: usize,
@@ -135,6 +179,7 @@ impl Conn {
             id,
             session,
             inb: InBuf::default(),
+            streaming: None,
             out: Vec::new(),
             sent: 0,
             parked: None,
@@ -159,13 +204,23 @@ impl Conn {
     /// the client closed its side: `eof` is set); an error closes the connection.
     pub fn read_some(&mut self) -> bool {
         loop {
-            match self.sock.read(self.inb.spare()) {
+            let into = match &mut self.streaming {
+                Some(st) => st.spare(),
+                None => self.inb.spare(),
+            };
+            match self.sock.read(into) {
                 Ok(0) => {
                     self.eof = true;
                     return false;
                 }
                 Ok(n) => {
-                    self.inb.len += n;
+                    match &mut self.streaming {
+                        Some(st) => {
+                            st.filled += n;
+                            self.hand_over();
+                        }
+                        None => self.inb.len += n,
+                    }
                     self.last_active = Instant::now();
                     self.session.on_input(self.last_active);
                     return true;
@@ -179,6 +234,32 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Starts reading a `len`-byte argument into memory of its own (the session asked:
+    /// [`Ran::stream`](crate::net::session::Ran)), taking what the input buffer holds of it.
+    pub fn stream(&mut self, len: usize) {
+        let mut st = Streaming {
+            buf: Vec::with_capacity(len),
+            filled: 0,
+        };
+        st.filled = self.inb.take_into(len, &mut st.buf);
+        self.streaming = Some(st);
+        self.hand_over();
+    }
+
+    /// Hands a streamed argument that is whole to the session.
+    fn hand_over(&mut self) {
+        if self.streaming.as_ref().is_some_and(Streaming::done) {
+            if let Some(st) = self.streaming.take() {
+                self.session.streamed(st.buf);
+            }
+        }
+    }
+
+    /// Whether there is something to run: buffered input, or a request the session holds.
+    pub fn has_input(&self) -> bool {
+        !self.inb.is_empty() || self.session.ready()
     }
 
     /// Whether the client hung up, looking without taking any input (a connection waiting
@@ -216,7 +297,11 @@ impl Conn {
             }
         }
         if self.sent == self.out.len() {
-            self.out.clear();
+            if self.out.capacity() > 4 << 20 {
+                self.out = Vec::new(); // a big reply passed: do not keep its memory
+            } else {
+                self.out.clear();
+            }
             self.sent = 0;
         } else if self.sent >= 64 * 1024 && self.sent * 2 >= self.out.len() {
             // Keep the unsent part at the front, so the buffer does not grow without bound.

@@ -422,7 +422,7 @@ impl Loop {
                 break;
             }
             c.throttled = false;
-            if !c.inb.is_empty() {
+            if c.has_input() {
                 let before = c.inb.len();
                 self.reads.serve(Who::Conn { slot, id: c.id });
                 if let Some(a) = c.answers.take() {
@@ -619,6 +619,9 @@ fn run_input(
     };
     let ran = c.session.run(c.inb.data(), &mut cx);
     c.inb.consume(ran.used);
+    if let Some(len) = ran.stream {
+        c.stream(len);
+    }
     // It stopped at a read submitted to an engine's workers.
     c.awaiting = ran.awaiting.or_else(|| reads.take_submitted());
     // Or at a request waiting on another thread (cluster mode).

@@ -77,6 +77,10 @@ pub struct Ran {
     /// Reads submitted to an engine's workers that the session took the wait of itself
     /// (otherwise the loop asks the read door): nothing more runs until they are answered.
     pub awaiting: Option<u64>,
+    /// The next this many input bytes after `used` are one argument the session wants in
+    /// memory of its own (a big value): the loop reads them into an allocation of exactly
+    /// that size and hands it over ([`Session::streamed`]) before running the input again.
+    pub stream: Option<usize>,
 }
 
 /// Whoever waited for reads an engine's workers answered, once they are back.
@@ -96,6 +100,15 @@ pub trait Session: Send {
 
     /// Bytes arrived from the client (activity, and cluster mode's read barrier).
     fn on_input(&mut self, _now: std::time::Instant) {}
+
+    /// The argument [`Ran::stream`] asked for, read whole.
+    fn streamed(&mut self, _arg: Vec<u8>) {}
+
+    /// Whether the session holds a complete request that waits to run (one whose input it
+    /// has taken already): the loop runs it even with no input buffered.
+    fn ready(&self) -> bool {
+        false
+    }
 
     /// Whether the loop may read this connection before gathering (protocols with GETs to
     /// gather).

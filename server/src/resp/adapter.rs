@@ -8,6 +8,7 @@ use crate::core::shared::Shared;
 use crate::net::session::{withhold, LoopCtx, NewConn, Protocol, Ran, Rests};
 use crate::resp::batch::{get_reply, Scratch};
 use crate::resp::session::{RespGlobal, Session};
+use crate::resp::streamed;
 use accelkv_engine::Found;
 use accelkv_proto::resp;
 use std::cell::RefCell;
@@ -49,6 +50,55 @@ impl Protocol for RespProtocol {
     }
 }
 
+/// What a run of a connection's input did, in the RESP adapter's terms.
+struct Input {
+    used: usize,
+    bad: Option<accelkv_proto::RespError>,
+    stream: Option<usize>,
+}
+
+impl Session {
+    /// Runs the input: first the command being streamed, if any (`streamed.rs`), then the
+    /// complete commands as one pipeline (`batch.rs`); a command left incomplete inside a
+    /// big bulk string starts streaming.
+    fn run_input(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Input {
+        let sh = cx.sh;
+        let mut from = 0;
+        if self.streamed.is_some() {
+            let st = streamed::resume(sh, self, input, cx.reads, cx.out);
+            if !st.done || st.bad.is_some() {
+                return Input {
+                    used: st.used,
+                    bad: st.bad,
+                    stream: st.stream,
+                };
+            }
+            from = st.used;
+        }
+        let ran = SCRATCH.with(|sc| {
+            let sc = &mut *sc.borrow_mut();
+            crate::resp::batch::run(sh, self, &input[from..], cx.reads, sc, cx.out, cx.max_out)
+        });
+        let used = from + ran.used;
+        let stream = match ran.bad {
+            None => streamed::start(sh, self, &input[used..]),
+            Some(_) => None,
+        };
+        match stream {
+            Some((header, len)) => Input {
+                used: used + header,
+                bad: None,
+                stream: Some(len),
+            },
+            None => Input {
+                used,
+                bad: ran.bad,
+                stream: None,
+            },
+        }
+    }
+}
+
 /// Whether `b` starts with a RESP `GET` of one key (`*2\r\n$3\r\nGET\r\n`, any case): a
 /// cheap test before decoding, so other commands cost nothing here.
 fn starts_get(b: &[u8]) -> bool {
@@ -66,10 +116,7 @@ impl crate::net::session::Session for Session {
     fn run(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Ran {
         let start = Instant::now();
         let sh = cx.sh;
-        let ran = SCRATCH.with(|sc| {
-            let sc = &mut *sc.borrow_mut();
-            crate::resp::batch::run(sh, self, input, cx.reads, sc, cx.out, cx.max_out)
-        });
+        let ran = self.run_input(input, cx);
         if ran.used > 0 {
             let elapsed = start.elapsed();
             sh.record_latency(Proto::Resp, elapsed);
@@ -102,7 +149,18 @@ impl crate::net::session::Session for Session {
             },
             waits,
             awaiting: None,
+            stream: ran.stream,
         }
+    }
+
+    fn streamed(&mut self, arg: Vec<u8>) {
+        if let Some(st) = &mut self.streamed {
+            st.streamed(arg);
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.streamed.as_ref().is_some_and(|st| st.ready())
     }
 
     fn on_input(&mut self, now: Instant) {
@@ -125,7 +183,8 @@ impl crate::net::session::Session for Session {
         room: usize,
         keys: &mut Vec<(usize, usize)>,
     ) -> usize {
-        if self.quit || self.unreleased > 0 || !self.may_batch_reads(sh) {
+        if self.quit || self.unreleased > 0 || self.streamed.is_some() || !self.may_batch_reads(sh)
+        {
             return 0;
         }
         let (limits, max_out) = (&sh.settings().limits, sh.settings().max_output);

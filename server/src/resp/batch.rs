@@ -168,21 +168,15 @@ fn run_decoded(
         // and plain SET by name without it).
         let mut spec = None;
         let mut lookup = || *spec.get_or_insert_with(|| find(args[0]));
-        let writes = |sp: Option<&Spec>| sp.is_some_and(|sp| sp.has(WRITE));
-        if s.unreleased > 0 && !writes(lookup()) && !sh.visible_soon(s.unreleased) {
-            return i;
+        match gate(sh, s, &args, &mut lookup, out) {
+            Gate::Wait => return i,
+            Gate::Answered => {
+                i += 1;
+                continue;
+            }
+            Gate::Go => {}
         }
         let authed = s.authed || !sh.needs_auth();
-        if authed {
-            match route(sh, s, &args, out) {
-                Some(true) => {
-                    i += 1;
-                    continue;
-                }
-                Some(false) => return i,
-                None => {}
-            }
-        }
         if is_read(&args) && s.may_batch_reads(sh) {
             match get_run(sh, s, buf, reads, sc, i, out) {
                 Some(end) => {
@@ -205,29 +199,91 @@ fn run_decoded(
                 Err(NotYet) => return i,
             }
         }
-        let spec = lookup();
-        // A write whose leaf lives only in the page file waits for it without blocking the
-        // loop (reads.rs), then runs from here.
-        if plain && writes(spec) && reads.probe_write(write_keys(spec, &args)).is_err() {
-            return i;
-        }
-        let mark = out.len();
-        dispatch::run(sh, s, spec, &args, reads, out);
-        if s.block.req.is_some() {
-            // A blocking command found nothing to take: it parks (adapter.rs) and runs
-            // again, from the top, when woken.
-            out.truncate(mark);
-            return i;
-        }
-        if reads.submitted() {
-            // A read of this command was submitted to an engine's workers: it runs again,
-            // from the top, when answered (reads have no side effects to repeat).
-            out.truncate(mark);
+        if !dispatch_one(sh, s, lookup(), &args, None, reads, out) {
             return i;
         }
         i += 1;
     }
     i
+}
+
+/// Whether a command may run now.
+pub(crate) enum Gate {
+    /// It must wait (its connection's writes are not visible yet, or cluster mode routed
+    /// it to its range's group): run it again later.
+    Wait,
+    /// Cluster mode answered it (a settled reply or a refusal).
+    Answered,
+    /// Run it here.
+    Go,
+}
+
+/// What every command passes before it runs: a command that is not a write waits until
+/// the connection's earlier writes are visible, and (cluster mode) it goes where its range
+/// lives.
+pub(crate) fn gate(
+    sh: &Shared,
+    s: &mut Session,
+    args: &[&[u8]],
+    lookup: &mut impl FnMut() -> Option<&'static Spec>,
+    out: &mut Vec<u8>,
+) -> Gate {
+    if s.unreleased > 0 && !writes(lookup()) && !sh.visible_soon(s.unreleased) {
+        return Gate::Wait;
+    }
+    if s.authed || !sh.needs_auth() {
+        match route(sh, s, args, out) {
+            Some(true) => return Gate::Answered,
+            Some(false) => return Gate::Wait,
+            None => {}
+        }
+    }
+    Gate::Go
+}
+
+fn writes(sp: Option<&Spec>) -> bool {
+    sp.is_some_and(|sp| sp.has(WRITE))
+}
+
+/// Runs one command through the dispatcher (`value`: its value handed over whole, see
+/// [`dispatch::run_with`]); false when it did not run and must run again from the top
+/// (its write's leaf is being read back from the page file, it blocks, or a read was
+/// submitted to an engine's workers), its output dropped.
+pub(crate) fn dispatch_one(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    args: &[&[u8]],
+    value: Option<Vec<u8>>,
+    reads: &mut Reads,
+    out: &mut Vec<u8>,
+) -> bool {
+    let plain = (s.authed || !sh.needs_auth()) && s.tx.queued.is_none();
+    // A write whose leaf lives only in the page file waits for it without blocking the
+    // loop (reads.rs), then runs from here. (A caller handing a value over probed first:
+    // once taken, the value cannot wait.)
+    if plain
+        && value.is_none()
+        && writes(spec)
+        && reads.probe_write(write_keys(spec, args)).is_err()
+    {
+        return false;
+    }
+    let mark = out.len();
+    dispatch::run_with(sh, s, spec, args, value, reads, out);
+    if s.block.req.is_some() {
+        // A blocking command found nothing to take: it parks (adapter.rs) and runs
+        // again, from the top, when woken.
+        out.truncate(mark);
+        return false;
+    }
+    if reads.submitted() {
+        // A read of this command was submitted to an engine's workers: it runs again,
+        // from the top, when answered (reads have no side effects to repeat).
+        out.truncate(mark);
+        return false;
+    }
+    true
 }
 
 /// Counts a run of GETs, MGETs or SETs the batch answered (INFO commandstats): each by its
@@ -328,7 +384,7 @@ fn set_run(
 /// The key arguments of a command, as its table entry places them (none when unknown).
 fn write_keys<'b, 'a: 'b>(
     spec: Option<&'static Spec>,
-    args: &'b Args<'a>,
+    args: &'b [&'a [u8]],
 ) -> impl Iterator<Item = &'a [u8]> + 'b {
     spec.into_iter().flat_map(move |sp| sp.keys_of(args))
 }
@@ -390,6 +446,25 @@ fn read_run(
         for _ in from..to {
             resp::error(out, "BUSY server has too many operations in flight");
         }
+        return Ok(());
+    }
+    if let [(ReadRef::Get(key), false)] = keys[..] {
+        // One GET: its reply goes straight into `out`, so a big value is copied once (the
+        // scratch buffer is for replies that complete out of order).
+        let mark = out.len();
+        let ran = reads.run(sh.engine(), &[keys[0].0], |_, found| {
+            get_reply(out, found, ver, false, Some((sh, key)))
+        });
+        sh.release(1);
+        if let Err(e) = ran {
+            out.truncate(mark);
+            return Err(e);
+        }
+        sh.count_n(OpClass::Get, 1);
+        sh.metrics()
+            .hot()
+            .resp_commands
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Ok(());
     }
     sc.replies.clear();

@@ -17,6 +17,9 @@ pub struct Call<'c, 'a> {
     pub out: &'c mut Vec<u8>,
     /// The dispatcher that called the handler.
     pub dispatch: &'static Dispatcher,
+    /// The value argument handed over whole, for the handler to move into the store: only
+    /// for SET, whose `args[2]` is then empty (`resp/streamed.rs`).
+    pub value: Option<Vec<u8>>,
 }
 
 /// A command's handler.

@@ -39,6 +39,20 @@ pub fn run(
     reads: &mut Reads,
     out: &mut Vec<u8>,
 ) {
+    run_with(sh, s, spec, c, None, reads, out)
+}
+
+/// [`run`] with the command's value handed over whole ([`Call::value`]: a SET whose value
+/// was streamed into its own allocation; `c[2]` is then empty).
+pub fn run_with(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    c: &[&[u8]],
+    value: Option<Vec<u8>>,
+    reads: &mut Reads,
+    out: &mut Vec<u8>,
+) {
     sh.metrics()
         .hot()
         .resp_commands
@@ -83,6 +97,7 @@ pub fn run(
         reads,
         out,
         dispatch: &DISPATCHER,
+        value,
     };
     (spec.run)(&mut call);
     // A command that parks or waits for an engine's read runs again from the top: counted

@@ -73,8 +73,9 @@ fn unit_of(opt: &[u8]) -> Option<Unit> {
     })
 }
 
-/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]`.
-pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]`; `owned`: the value,
+/// handed over whole (streamed), in place of `c[2]`.
+pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], owned: Option<Vec<u8>>, out: &mut Vec<u8>) {
     let (mut nx, mut xx, mut get) = (false, false, false);
     let mut ttl: Option<Ttl> = None;
     let mut i = 3;
@@ -97,7 +98,7 @@ pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         i += 1;
     }
     sh.count(OpClass::Put);
-    let value = Cow::Borrowed(c[2]);
+    let value = owned.map_or(Cow::Borrowed(c[2]), Cow::Owned);
     let w = match (nx, xx, get, ttl) {
         (false, false, false, None) => Write::Put(value),
         _ => Write::Set {

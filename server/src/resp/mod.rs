@@ -33,6 +33,7 @@ pub mod reply;
 pub mod script;
 pub mod server;
 pub mod session;
+pub mod streamed;
 pub mod strings;
 pub mod table;
 pub mod table_types;

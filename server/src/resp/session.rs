@@ -53,6 +53,8 @@ pub struct Session {
     pub block: crate::resp::block::BlockState,
     /// The selected database (SELECT; db.rs).
     pub db: u16,
+    /// A command whose big arguments are being read into their own memory (streamed.rs).
+    pub streamed: Option<Box<crate::resp::streamed::Streamed>>,
 }
 
 impl Session {
@@ -73,6 +75,7 @@ impl Session {
             cluster: Default::default(),
             block: Default::default(),
             db: 0,
+            streamed: None,
         }
     }
 

@@ -340,7 +340,7 @@ static BASE: &[Spec] = &[
         ONE,
         "string",
         "Sets a value (NX, XX, GET; EX, PX, EXAT, PXAT, KEEPTTL).",
-        |x| expire::set(x.sh, x.s, x.args, x.out),
+        |x| expire::set(x.sh, x.s, x.args, x.value.take(), x.out),
     ),
     spec(
         "SETEX",

@@ -93,11 +93,20 @@ impl Server {
     }
 
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The server's peak resident memory so far.
+    pub fn peak_rss_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .ok()
             .and_then(|s| {
                 s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
+                    .find(|l| l.starts_with(field))
                     .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
             })
             .unwrap_or(0)
