@@ -24,6 +24,27 @@ pub struct RespGlobal {
     pub cmdstats: crate::resp::cmdstats::CmdStats,
 }
 
+/// A connection's command being read argument by argument, its big arguments into memory
+/// of their own (`streamed.rs`).
+#[derive(Debug, Default)]
+pub struct Streamed {
+    pub partial: accelkv_proto::resp_stream::Partial,
+    /// Every argument is read: it waits only to run.
+    pub complete: bool,
+}
+
+impl Streamed {
+    /// Whether it waits only to run.
+    pub fn ready(&self) -> bool {
+        self.complete
+    }
+
+    /// The argument the loop read into its own memory.
+    pub fn streamed(&mut self, arg: Vec<u8>) {
+        self.partial.streamed(arg);
+    }
+}
+
 /// Per-connection RESP state.
 pub struct Session {
     pub id: u64,
@@ -54,7 +75,7 @@ pub struct Session {
     /// The selected database (SELECT; db.rs).
     pub db: u16,
     /// A command whose big arguments are being read into their own memory (streamed.rs).
-    pub streamed: Option<Box<crate::resp::streamed::Streamed>>,
+    pub streamed: Option<Box<Streamed>>,
 }
 
 impl Session {

@@ -10,31 +10,11 @@
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::resp::batch::{dispatch_one, gate, Gate};
-use crate::resp::session::Session;
+use crate::resp::session::{Session, Streamed};
 use crate::resp::table::find;
 use accelkv_proto::resp::{self, RespError};
 use accelkv_proto::resp_stream::{Partial, Progress, STREAM_MIN};
 use smallvec::SmallVec;
-
-/// A connection's command being read argument by argument.
-#[derive(Debug, Default)]
-pub struct Streamed {
-    partial: Partial,
-    /// Every argument is read: it waits only to run.
-    complete: bool,
-}
-
-impl Streamed {
-    /// Whether it waits only to run.
-    pub fn ready(&self) -> bool {
-        self.complete
-    }
-
-    /// The argument the loop read into its own memory.
-    pub fn streamed(&mut self, arg: Vec<u8>) {
-        self.partial.streamed(arg);
-    }
-}
 
 /// What running a connection's input from its streamed command did.
 pub struct Step {
