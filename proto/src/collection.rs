@@ -377,6 +377,9 @@ pub fn all_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
 pub fn owner(subkey: &[u8]) -> Option<(&[u8], u64)> {
     let rest = subkey.strip_prefix(&RESERVED)?;
     let n = usize::from(u16::from_be_bytes(rest.get(..2)?.try_into().ok()?));
+    if n == 0 {
+        return None; // no collection has an empty key: the server's own records (SWAPDB's table)
+    }
     let key = rest.get(2..2 + n)?;
     let id = u64::from_be_bytes(rest.get(2 + n..2 + n + 8)?.try_into().ok()?);
     Some((key, id))
@@ -493,5 +496,7 @@ mod tests {
         assert!(f.starts_with(&RESERVED) && !user_key_ok(&f) && user_key_ok(b"\xff\xfd"));
         assert!(!user_key_ok(b"\xff\xfe\x00\x01k"));
         assert_eq!(owner(b"\xff\xff\x00"), None);
+        // An empty key is no collection's: the server's own records (SWAPDB's table).
+        assert_eq!(owner(b"\xff\xff\x00\x00dbmap\x00\x00\x00"), None);
     }
 }

@@ -63,6 +63,7 @@ impl Session {
     /// big bulk string starts streaming.
     fn run_input(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Input {
         let sh = cx.sh;
+        self.refresh_db(sh);
         let mut from = 0;
         if self.streamed.is_some() {
             let st = streamed::resume(sh, self, input, cx.reads, cx.out);

@@ -120,7 +120,17 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     if wants("keyspace") {
         let mut t = String::new();
         t.push_str("# Keyspace\r\n");
-        for (db, n) in crate::resp::types::keyspace::keys_per_db(sh) {
+        // Each physical database under the number clients select it by (dbmap.rs).
+        let databases = sh.settings().databases;
+        let mut per_db: Vec<(u16, usize)> = crate::resp::types::keyspace::keys_per_db(sh)
+            .into_iter()
+            .filter_map(|(p, n)| Some((s.global.dbs.logical(p, databases)?, n)))
+            .collect();
+        per_db.sort_unstable();
+        if per_db.first().is_none_or(|d| d.0 != 0) {
+            per_db.insert(0, (0, 0));
+        }
+        for (db, n) in per_db {
             // Expiring keys are counted for the whole store (under db0).
             let expires = if db == 0 {
                 sh.store().expiring_len()

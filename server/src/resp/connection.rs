@@ -54,7 +54,7 @@ pub fn select(x: &mut Call<'_, '_>) {
     if n < 0 || n >= x.sh.settings().databases as i64 {
         return resp::error(x.out, "ERR DB index is out of range");
     }
-    x.s.set_db(n as u16);
+    x.s.set_db(x.sh, n as u16);
     resp::simple(x.out, "OK")
 }
 
@@ -70,7 +70,7 @@ pub fn reset(x: &mut Call<'_, '_>) {
     s.set_proto(Version::Resp2);
     s.set_name(None);
     s.authed = !x.sh.needs_auth();
-    s.set_db(0);
+    s.set_db(x.sh, 0);
     resp::simple(x.out, "RESET")
 }
 

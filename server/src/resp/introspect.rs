@@ -25,7 +25,7 @@ pub fn client_info(s: &Session, out: &mut Vec<u8>) {
     let line = format!(
         "id={} name={name} db={} flags={flags} multi={multi} watch={} resp={resp} user=default lib-name= lib-ver=\n",
         s.id,
-        s.db,
+        s.selected,
         s.tx.watched.len(),
     );
     resp::verbatim(out, line.as_bytes(), s.proto);

@@ -63,7 +63,7 @@ pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     while let Some(opt) = c.get(i) {
         match opt.to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
-            b"DB" => match c.get(i + 1).map(|n| db_arg(sh, n)) {
+            b"DB" => match c.get(i + 1).map(|n| db_arg(sh, s, n)) {
                 Some(Ok(db)) => {
                     dst = Cow::Owned(crate::resp::db::to_store(db, shown(c[2])).into_owned());
                     i += 1;
@@ -99,20 +99,21 @@ pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     })
 }
 
-/// A database number within `--databases`, or Redis's error: not a number, or out of range.
-fn db_arg(sh: &Shared, a: &[u8]) -> Result<u16, &'static str> {
+/// A database number within `--databases`, as the key prefix it maps to (`dbmap.rs`), or
+/// Redis's error: not a number, or out of range.
+fn db_arg(sh: &Shared, s: &Session, a: &[u8]) -> Result<u16, &'static str> {
     let n =
         crate::resp::reply::parse_i64(a).ok_or("ERR value is not an integer or out of range")?;
     if n < 0 || n >= sh.settings().databases as i64 {
         return Err("ERR DB index is out of range");
     }
-    Ok(n as u16)
+    Ok(s.global.dbs.physical(sh, n as u16).0)
 }
 
 /// `MOVE key db`: 1 when the key (any type, with its deadline) moved from the selected
 /// database to `db`, 0 when it is absent here or present there.
 pub fn move_key(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
-    let db = match db_arg(sh, c[2]) {
+    let db = match db_arg(sh, s, c[2]) {
         Ok(db) => db,
         Err(e) => return resp::error(out, e),
     };

@@ -13,8 +13,10 @@ pub fn flushall(x: &mut Call<'_, '_>) {
     if c.len() > 2 || (c.len() == 2 && !matches!(upper(c[1]).as_slice(), b"SYNC" | b"ASYNC")) {
         return resp::error(x.out, "ERR syntax error");
     }
-    match x.sh.station().clear(x.sh.store()) {
+    let (sh, dbs) = (x.sh, &x.s.global.dbs);
+    match dbs.cleared(|| sh.station().clear(sh.store())) {
         Ok(v) => {
+            x.s.refresh_db(sh);
             x.s.unreleased = x.s.unreleased.max(v);
             resp::simple(x.out, "OK")
         }

@@ -22,6 +22,8 @@ pub struct RespGlobal {
     pub tuning: crate::resp::tuning::Tuning,
     /// INFO commandstats.
     pub cmdstats: crate::resp::cmdstats::CmdStats,
+    /// The databases' logical → physical table (SWAPDB).
+    pub dbs: crate::resp::dbmap::DbMap,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory
@@ -72,8 +74,13 @@ pub struct Session {
     pub global: Arc<RespGlobal>,
     /// Blocking commands: keys to wake, a command asking to park (block.rs).
     pub block: crate::resp::block::BlockState,
-    /// The selected database (SELECT; db.rs).
+    /// The selected database's key prefix (db.rs): the physical database that the
+    /// selected one maps to (dbmap.rs).
     pub db: u16,
+    /// The database the client selected (SELECT).
+    pub selected: u16,
+    /// The database table's epoch `db` was looked up at (0: not yet).
+    pub db_epoch: u64,
     /// A command whose big arguments are being read into their own memory (streamed.rs).
     pub streamed: Option<Box<Streamed>>,
 }
@@ -96,6 +103,8 @@ impl Session {
             cluster: Default::default(),
             block: Default::default(),
             db: 0,
+            selected: 0,
+            db_epoch: 0,
             streamed: None,
         }
     }
@@ -109,11 +118,28 @@ impl Session {
     }
 
     /// Selects a database (SELECT, RESET).
-    pub fn set_db(&mut self, db: u16) {
+    pub fn set_db(&mut self, sh: &Shared, db: u16) {
         if let Some(r) = &self.client {
             r.entry.set_db(db);
         }
-        self.db = db;
+        self.selected = db;
+        (self.db, self.db_epoch) = self.global.dbs.physical(sh, db);
+    }
+
+    /// Looks the selected database up again if the table changed since (SWAPDB,
+    /// FLUSHALL, or its first read after start). When a SWAPDB moved it, the keys this
+    /// connection watched there are another database's now, so its transaction fails at
+    /// EXEC (Redis's SWAPDB touches the watched keys of both databases).
+    pub fn refresh_db(&mut self, sh: &Shared) {
+        let epoch = self.global.dbs.epoch();
+        if epoch == self.db_epoch && epoch != 0 {
+            return;
+        }
+        let was = self.db;
+        (self.db, self.db_epoch) = self.global.dbs.physical(sh, self.selected);
+        if self.db != was && !self.tx.watched.is_empty() {
+            self.tx.stale = true;
+        }
     }
 
     /// Sets the reply protocol (HELLO, RESET).
@@ -128,7 +154,11 @@ impl Session {
     /// connections, or a run of GET/MGET in its own pipeline): authenticated, and not
     /// queueing a transaction. The one rule both GET doors follow.
     pub fn may_batch_reads(&self, sh: &Shared) -> bool {
-        (self.authed || !sh.needs_auth()) && self.tx.queued.is_none() && self.db == 0
+        (self.authed || !sh.needs_auth())
+            && self.tx.queued.is_none()
+            && self.db == 0
+            && self.db_epoch != 0
+            && self.db_epoch == self.global.dbs.epoch()
     }
 }
 
@@ -139,6 +169,8 @@ pub struct TxState {
     pub queued: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was refused: EXEC aborts.
     pub dirty: bool,
+    /// The database table changed since keys were watched (SWAPDB): EXEC fails.
+    pub stale: bool,
     /// Watched keys: each key, its version and whether it held a live value when watched.
     pub watched: Vec<(Vec<u8>, u64, bool)>,
     /// The transaction running (only during EXEC, or an atomic multi-key command).

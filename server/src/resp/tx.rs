@@ -148,6 +148,9 @@ fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>, run:
             "EXECABORT Transaction discarded because of previous errors.",
         );
     }
+    if st.stale {
+        return resp::null_array(out, s.proto);
+    }
     let mut tx = sh.station().begin();
     for w in &st.watched {
         sh.station().own(&mut tx, &w.0);
