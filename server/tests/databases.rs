@@ -340,3 +340,54 @@ fn swapdb_under_concurrent_writes_loses_nothing() {
         "{sent} increments, {swaps} swaps"
     );
 }
+
+/// Redis's own SWAPDB cases of unit/multi: a watched key absent or expired in both
+/// databases is not touched by the swap (EXEC runs); one live in either is (EXEC fails).
+#[test]
+fn swapdb_touches_only_watched_keys_live_on_a_side() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(5));
+    let exec_ping = |c: &mut RespConn| {
+        c.str(&["MULTI"]);
+        c.str(&["PING"]);
+        c.str(&["EXEC"])
+    };
+    let ran = Value::Array(Some(vec![Value::Simple("PONG".into())]));
+    c.str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    // (watched in, set where, expired?) → whether EXEC runs.
+    type Case<'a> = (&'a str, &'a [(&'a str, bool)], bool);
+    let cases: [Case<'_>; 5] = [
+        ("0", &[("0", false)], false),
+        ("0", &[("1", false)], false),
+        ("1", &[("1", true)], true),
+        ("1", &[("0", true)], true),
+        ("1", &[("1", true), ("0", true)], true),
+    ];
+    for (watch_in, sets, runs) in cases {
+        c.str(&["FLUSHALL"]);
+        for (db, stale) in sets {
+            c.str(&["SELECT", db]);
+            if *stale {
+                c.str(&["SET", "x", "v", "PX", "1"]);
+            } else {
+                c.str(&["SET", "x", "v"]);
+            }
+        }
+        pause();
+        c.str(&["SELECT", watch_in]);
+        c.str(&["WATCH", "x"]);
+        c.str(&["SWAPDB", "0", "1"]);
+        let want = if runs {
+            ran.clone()
+        } else {
+            Value::Array(None)
+        };
+        assert_eq!(
+            exec_ping(&mut c),
+            want,
+            "watched in {watch_in}, set {sets:?}"
+        );
+    }
+    c.str(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+}

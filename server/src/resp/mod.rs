@@ -29,6 +29,7 @@ pub mod introspect;
 pub mod keys;
 pub mod lcs;
 pub mod loading;
+pub mod prefix;
 pub mod rename;
 pub mod reply;
 pub mod script;

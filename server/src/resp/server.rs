@@ -1,4 +1,4 @@
-//! RESP server commands: FLUSHALL, FLUSHDB, SWAPDB, DBSIZE, TIME, WAIT, CLUSTER, INFO and CONFIG.
+//! RESP server commands: FLUSHALL, FLUSHDB, DBSIZE, TIME, WAIT, CLUSTER, INFO and CONFIG.
 
 use crate::resp::call::Call;
 use crate::resp::reply::{err_store, upper, wrong_args};
@@ -98,14 +98,6 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
     }
     x.s.unreleased = x.s.unreleased.max(version);
     resp::simple(x.out, "OK")
-}
-
-/// `SWAPDB`: refused; databases are key prefixes, so swapping two would rewrite every key.
-pub fn swapdb(x: &mut Call<'_, '_>) {
-    resp::error(
-        x.out,
-        "ERR SWAPDB is not supported: accelkv keeps each database as a key prefix, so a swap would rewrite every key",
-    )
 }
 
 pub fn dbsize(x: &mut Call<'_, '_>) {

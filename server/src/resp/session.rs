@@ -137,9 +137,22 @@ impl Session {
         }
         let was = self.db;
         (self.db, self.db_epoch) = self.global.dbs.physical(sh, self.selected);
-        if self.db != was && !self.tx.watched.is_empty() {
-            self.tx.stale = true;
+        if self.db != was && !self.tx.stale {
+            self.tx.stale = self.swap_touches_watched(sh, was);
         }
+    }
+
+    /// Whether a swap that moved the selected database from physical `was` to `self.db`
+    /// touched a key this connection watched there: one live (unexpired) in either, as
+    /// Redis's SWAPDB decides (a key absent or stale on both sides is untouched).
+    fn swap_touches_watched(&self, sh: &Shared, was: u16) -> bool {
+        use crate::resp::prefix::{shown, to_store};
+        let live = |k: &[u8]| matches!(sh.store().get_with(k, |_| ()), Ok(Some(())));
+        self.tx.watched.iter().any(|(key, _, _)| {
+            let name = shown(key);
+            to_store(was, name).as_ref() == key.as_slice()
+                && (live(key) || live(&to_store(self.db, name)))
+        })
     }
 
     /// Sets the reply protocol (HELLO, RESET).

@@ -12,8 +12,7 @@ use crate::resp::reply::wrong_args;
 use crate::resp::session::Session;
 use crate::resp::types::{hash, set};
 use crate::resp::{
-    atomics, bits, command, connection, expire, introspect, keys, rename, server, strings, swapdb,
-    tx,
+    atomics, bits, command, connection, expire, introspect, keys, rename, server, strings, tx,
 };
 use accelkv_proto::resp;
 use std::sync::OnceLock;
@@ -270,15 +269,6 @@ static BASE: &[Spec] = &[
         "server",
         "Removes every key of the selected database.",
         server::flushdb,
-    ),
-    spec(
-        "SWAPDB",
-        3,
-        WRITE | FAST,
-        NONE,
-        "server",
-        "Swaps two databases' keys (O(1): a table of database numbers changes, no key moves).",
-        swapdb::swapdb,
     ),
     spec(
         "MULTI",

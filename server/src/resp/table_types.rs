@@ -611,8 +611,8 @@ pub(crate) static DATABASES: &[Spec] = &[
         WRITE | FAST,
         (0, 0, 0),
         "server",
-        "Refused: databases are key prefixes.",
-        crate::resp::server::swapdb,
+        "Swaps two databases' keys (O(1): a table of database numbers changes, no key moves).",
+        crate::resp::swapdb::swapdb,
     ),
 ];
 
