@@ -132,6 +132,16 @@ impl Tree {
         self.write_hinted(key, op, None)
     }
 
+    /// Waits while an atomic batch is writing (batch.rs).
+    fn wait_for_batch(&self) {
+        if self.gate.load(Ordering::SeqCst) {
+            let mut backoff = Backoff::new();
+            while self.gate.load(Ordering::SeqCst) {
+                backoff.snooze();
+            }
+        }
+    }
+
     /// [`Tree::write`] starting at the leaf a hint names (locate.rs), if it is still the
     /// key's: the write's own checks decide, and it descends as usual when they fail.
     pub(crate) fn write_hinted(
@@ -140,12 +150,7 @@ impl Tree {
         op: Op<'_>,
         hint: Option<WriteHint<'_>>,
     ) -> Result<(Outcome, u64), crate::Error> {
-        if self.gate.load(Ordering::SeqCst) {
-            let mut backoff = Backoff::new();
-            while self.gate.load(Ordering::SeqCst) {
-                backoff.snooze();
-            }
-        }
+        self.wait_for_batch();
         let mut tries = 0;
         let mut hint = hint;
         loop {
@@ -188,12 +193,7 @@ impl Tree {
         if value.len() <= self.geo.max_inline_value {
             return self.write_hinted(key, Op::Put(&value, deadline, flags), hint);
         }
-        if self.gate.load(Ordering::SeqCst) {
-            let mut backoff = Backoff::new();
-            while self.gate.load(Ordering::SeqCst) {
-                backoff.snooze();
-            }
-        }
+        self.wait_for_batch();
         // Observers read the value after the write drops its own pin: this one keeps the
         // adopted bytes from being reclaimed (if a later write replaces them) until then.
         let _pin = self.epochs.pin();

@@ -448,25 +448,11 @@ fn read_run(
         }
         return Ok(());
     }
-    if let [(ReadRef::Get(key), false)] = keys[..] {
-        // One GET: its reply goes straight into `out`, so a big value is copied once (the
-        // scratch buffer is for replies that complete out of order).
-        let mark = out.len();
-        let ran = reads.run(sh.engine(), &[keys[0].0], |_, found| {
-            get_reply(out, found, ver, false, Some((sh, key)))
-        });
-        sh.release(1);
-        if let Err(e) = ran {
-            out.truncate(mark);
-            return Err(e);
-        }
-        sh.count_n(OpClass::Get, 1);
-        sh.metrics()
-            .hot()
-            .resp_commands
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Ok(());
-    }
+    // One GET (not an MGET, whose array header goes first) is in order by itself: its
+    // reply goes straight into `out`, so a big value is copied once. The scratch buffer is
+    // for replies that complete out of order.
+    let direct = matches!(keys[..], [(_, false)]);
+    let mark = out.len();
     sc.replies.clear();
     sc.segs.clear();
     sc.segs.resize(keys.len(), (0, 0));
@@ -478,7 +464,8 @@ fn read_run(
     for base in (0..keys.len()).step_by(chunk) {
         let part = &keys[base..keys.len().min(base + chunk)];
         let reqs: SmallVec<[ReadRef<'_>; BATCH]> = part.iter().map(|k| k.0).collect();
-        let (replies, segs) = (&mut sc.replies, &mut sc.segs);
+        let replies = if direct { &mut *out } else { &mut sc.replies };
+        let segs = &mut sc.segs;
         let ran = reads.run(sh.engine(), &reqs, |j, found| {
             let start = replies.len();
             let key = match part[j].0 {
@@ -490,6 +477,7 @@ fn read_run(
         });
         if let Err(e) = ran {
             sh.release(keys.len());
+            out.truncate(mark);
             return Err(e);
         }
     }
@@ -499,6 +487,9 @@ fn read_run(
         .hot()
         .resp_commands
         .fetch_add((to - from) as u64, std::sync::atomic::Ordering::Relaxed);
+    if direct {
+        return Ok(());
+    }
     let mut next = 0;
     for &(a, b) in &sc.cmds[from..to] {
         if sc.spans[a].1 - sc.spans[a].0 == 4 {

@@ -41,9 +41,7 @@ impl DbMap {
     /// The physical database of `logical` and the epoch it belongs to, reading the table
     /// from the store first if this is the first use since start.
     pub fn physical(&self, sh: &Shared, logical: u16) -> (u16, u64) {
-        if self.epoch() == 0 {
-            self.load(sh);
-        }
+        self.load(sh);
         let epoch = self.epoch();
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
         (
@@ -64,7 +62,11 @@ impl DbMap {
         }
     }
 
+    /// Reads the table from the store, the first time only.
     fn load(&self, sh: &Shared) {
+        if self.epoch() != 0 {
+            return;
+        }
         let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
         if self.epoch() != 0 {
             return;
@@ -84,14 +86,16 @@ impl DbMap {
         done
     }
 
-    /// Swaps `a` and `b`: the new table is written (`write`, its version) before it takes
-    /// effect.
+    /// Swaps `a` and `b` in the table as stored (read first if need be): the new table is
+    /// written (`write`, its version) before it takes effect.
     pub fn swap<E>(
         &self,
+        sh: &Shared,
         a: u16,
         b: u16,
         write: impl FnOnce(&[u8]) -> Result<u64, E>,
     ) -> Result<u64, E> {
+        self.load(sh);
         let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = self.map.read().unwrap_or_else(|e| e.into_inner()).clone();
         let need = usize::from(a.max(b)) + 1;

@@ -29,9 +29,7 @@ pub fn swapdb(x: &mut Call<'_, '_>) {
         (Err(e), _) | (_, Err(e)) => return resp::error(x.out, &e),
     };
     let (sh, global) = (x.sh, x.s.global.clone());
-    // Read before the first change, so the change starts from the stored table.
-    global.dbs.physical(sh, 0);
-    let written = global.dbs.swap(a, b, |table| {
+    let written = global.dbs.swap(sh, a, b, |table| {
         let op = Op::new(MAP_KEY, Write::Put(Cow::Owned(table.to_vec())));
         let d = sh.station().run_one(sh.store(), op);
         d.outcome.map(|_| d.version)
