@@ -161,6 +161,10 @@ pub(crate) struct Disk {
     /// Pages were written since the last `fdatasync` (a relaxed policy's commits): a commit
     /// asked to sync must sync even when it has nothing new to write.
     pub(crate) unsynced: bool,
+    /// The slot of the clock page holding the version lease (none in a new file).
+    pub(crate) clock: Option<u64>,
+    /// The version lease on the device: no version above it was ever issued.
+    pub(crate) lease: u64,
 }
 
 /// Counters of what the committer did.
@@ -188,6 +192,8 @@ pub struct Counters {
     pub last_commit_us: AtomicU64,
     /// The longest commit so far, in microseconds.
     pub max_commit_us: AtomicU64,
+    /// Clock pages written (version leases taken).
+    pub leases: AtomicU64,
 }
 
 /// The durability core shared by the store, the committer and the observer.
@@ -212,6 +218,8 @@ pub(crate) struct Core {
     pub(crate) mirror: Option<Arc<crate::mirror::Shared>>,
     /// Slots freed by commits whose last possible reader has finished, ready for reuse.
     pub(crate) freed_later: Arc<Mutex<Vec<u64>>>,
+    /// Versions one clock page leases (`Options::version_lease`).
+    pub(crate) lease_step: u64,
 }
 
 /// Slots a commit freed while a reader of an evicted leaf of the old state (FLUSHALL) may
@@ -251,6 +259,11 @@ impl accelkv_tree::WriteObserver for DirtyObserver {
     /// every page of the old tree.
     fn on_clear(&self, version: u64) {
         self.on_write(&[], None, 0, 0, version);
+    }
+
+    /// A writer waits for the version lease: the committer raises it at its next turn.
+    fn on_lease_wait(&self) {
+        self.0.poke();
     }
 
     fn on_write(
@@ -451,9 +464,63 @@ impl Core {
             }
             last = Instant::now();
             let sync = self.policy != SyncPolicy::None;
+            // Before and after the commit: every version taken is followed by its dirty key,
+            // which either wakes this loop or is taken by the commit, so one of the two
+            // checks sees it (a writer past the lease also pokes).
+            self.keep_lease(tree);
             starved = matches!(self.commit(tree, sync), Ok((_, 0)))
                 && !lock(&self.queue).dirty.is_empty();
+            self.keep_lease(tree);
         }
+    }
+
+    /// Takes a new version lease once half of the current one is used; a device error
+    /// fails the store as a failed commit does (the next turn retries).
+    fn keep_lease(&self, tree: &Tree) {
+        let used = tree
+            .last_write_version()
+            .saturating_add(self.lease_step / 2);
+        if used > tree.version_lease() {
+            if let Err(e) = self.renew_lease(tree) {
+                self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                self.fail(0, e);
+            }
+        }
+    }
+
+    /// Writes a clock page leasing the versions up to `lease_step` past the last one
+    /// issued, syncs it (under every policy: a lease is what a crash must not lose), then
+    /// frees the previous clock page and lets the tree's read version go up to the new
+    /// lease (versions taken meanwhile become visible).
+    pub(crate) fn renew_lease(&self, tree: &Tree) -> Result<()> {
+        let mut d = lock(&self.disk);
+        let lease = tree
+            .last_write_version()
+            .max(tree.read_version())
+            .max(d.lease)
+            .saturating_add(self.lease_step);
+        let off = self.take_slot(&mut d, crate::format::HEADER)?;
+        let written = self
+            .write(
+                &crate::format::encode_clock(lease, off),
+                off,
+                "writing a clock page",
+            )
+            .and_then(|()| self.sync("fdatasync of a clock page"));
+        if let Err(e) = written {
+            d.slabs.free(off);
+            return Err(e);
+        }
+        // The sync made every page written before it durable too.
+        d.unsynced = false;
+        if let Some(old) = d.clock.replace(off) {
+            d.slabs.free(old);
+        }
+        d.lease = lease;
+        drop(d);
+        self.counters.leases.fetch_add(1, Ordering::Relaxed);
+        tree.lease_versions(lease);
+        Ok(())
     }
 
     /// One group commit at the current read version; `sync` = with an `fdatasync` at the

@@ -23,9 +23,10 @@ pub const SUPER_MAGIC: [u8; 8] = *b"ACKVPAGE";
 /// Format version this code writes. Version 2 added commit numbers to page headers; files
 /// of version 1 are read (their pages count as one finished commit, number 0). Version 3
 /// added expiry deadlines to leaf items ([`TAG_EXPIRES`]); version 4 added client flags
-/// ([`TAG_FLAGS`]). Older files are upgraded when opened (their items have no deadlines or
-/// flags), so an older build refuses them afterwards.
-pub const FORMAT_VERSION: u32 = 4;
+/// ([`TAG_FLAGS`]); version 5 added clock pages ([`KIND_CLOCK`]). Older files are upgraded
+/// when opened (their items have no deadlines or flags, and they hold no clock page), so an
+/// older build refuses them afterwards.
+pub const FORMAT_VERSION: u32 = 5;
 /// Oldest format version this code reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Slab descriptor magic.
@@ -36,6 +37,10 @@ pub const PAGE_MAGIC: [u8; 4] = *b"AKVP";
 pub const KIND_LEAF: u8 = 1;
 /// Page kind: an extension page (one large value).
 pub const KIND_EXT: u8 = 2;
+/// Page kind: a clock page (format 5), a header and nothing else, whose version field is
+/// the version lease: no version above it has been issued. Recovery keeps the intact one
+/// with the largest lease, and versions after it continue above that.
+pub const KIND_CLOCK: u8 = 3;
 /// Page flag: the slot holds a page (a zeroed, never-written slot does not).
 pub const ALIVE: u8 = 1;
 /// Leaf item tag bit: a deadline (u64, ms since the Unix epoch, nonzero) follows the tag.
@@ -288,6 +293,8 @@ pub enum Page<'a> {
     Leaf(LeafPage<'a>),
     /// An extension page.
     Ext(ExtPage<'a>),
+    /// A clock page: the version lease it records.
+    Clock(u64),
 }
 
 /// The fixed header of a page, readable before the whole page is (it says how long it is).
@@ -429,6 +436,11 @@ pub fn encode_ext(p: &ExtPage<'_>, offset: u64) -> Vec<u8> {
     out.extend_from_slice(&(p.value.len() as u32).to_le_bytes());
     out.extend_from_slice(p.value);
     seal(out)
+}
+
+/// Encodes a clock page recording the version lease `lease`, to be written at `offset`.
+pub fn encode_clock(lease: u64, offset: u64) -> Vec<u8> {
+    seal(start(KIND_CLOCK, 0, lease, 0, CommitTag::default(), offset))
 }
 
 /// Decodes the header of the page at the start of `b` (at least [`HEADER`] bytes) without
@@ -610,6 +622,12 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
                 value,
             })
         }
+        KIND_CLOCK => {
+            if count != 0 || h.lid != 0 || h.commit != CommitTag::default() {
+                return Err(FormatError::Malformed("clock page with leaf fields"));
+            }
+            Page::Clock(h.version)
+        }
         _ => return Err(FormatError::Malformed("page kind")),
     };
     if c.pos != len {
@@ -666,6 +684,9 @@ mod tests {
         assert_eq!(b.len(), ext_len(&e));
         assert_eq!(decode_header(&b).unwrap().class_log2, 13);
         assert_eq!(decode_page(&b, 4096 * 3).unwrap(), Page::Ext(e));
+        let b = encode_clock(1 << 40, 4096);
+        assert_eq!(b.len(), HEADER);
+        assert_eq!(decode_page(&b, 4096).unwrap(), Page::Clock(1 << 40));
         let s = Super {
             slab_size: 4 << 20,
             version: FORMAT_VERSION,
@@ -697,6 +718,19 @@ mod tests {
             decode_page(&b, 4096),
             Err(FormatError::Misplaced { .. })
         ));
+    }
+
+    #[test]
+    fn a_damaged_clock_page_is_an_error() {
+        let b = encode_clock(123_456, 8192);
+        for i in 0..b.len() * 8 {
+            let mut c = b.clone();
+            c[i / 8] ^= 1 << (i % 8);
+            assert!(decode_page(&c, 8192).is_err(), "bit {i}");
+        }
+        for n in 0..b.len() {
+            assert!(decode_page(&b[..n], 8192).is_err());
+        }
     }
 
     #[test]

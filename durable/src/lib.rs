@@ -41,4 +41,6 @@ mod store;
 pub use commit::{Callback, SyncPolicy, NONE_MAX_LAG};
 pub use error::{Error, Result};
 pub use recovery::{LoadProgress, RecoveryReport};
-pub use store::{Durability, DurableStats, Options, Store, LOCK_FILE, PAGE_FILE};
+pub use store::{
+    Durability, DurableStats, Options, Store, DEFAULT_LEASE, LOCK_FILE, MIN_LEASE, PAGE_FILE,
+};

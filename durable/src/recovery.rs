@@ -70,6 +70,10 @@ pub struct RecoveryReport {
     pub version: u64,
     /// The number of the commit recovered (0: none, or a file written by format 1).
     pub commit: u64,
+    /// The version lease found (the largest in an intact clock page; 0: none, a file of
+    /// format 4 or older): no version above it was ever issued, every version up to it
+    /// may have been. New writes get versions above both it and `version`.
+    pub lease: u64,
     /// Pages (leaf and extension) of commits after it, which a crash left incomplete:
     /// discarded and wiped.
     pub incomplete_pages: u64,
@@ -89,11 +93,12 @@ impl std::fmt::Display for RecoveryReport {
         }
         write!(
             f,
-            "recovered {} items ({} expired ones dropped) at version {} (commit {}) in {:.3} s: {} pages of an incomplete commit discarded, {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
+            "recovered {} items ({} expired ones dropped) at version {} (commit {}, lease {}) in {:.3} s: {} pages of an incomplete commit discarded, {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
             self.items,
             self.expired,
             self.version,
             self.commit,
+            self.lease,
             self.elapsed.as_secs_f64(),
             self.incomplete_pages,
             self.leaf_pages,
@@ -210,6 +215,8 @@ pub(crate) fn recover(
                 ext_of: HashMap::new(),
                 seq: 0,
                 unsynced: false,
+                clock: None,
+                lease: 0,
             };
             rep.elapsed = t0.elapsed();
             return Ok((tree, disk, rep));
@@ -229,6 +236,8 @@ pub(crate) fn recover(
     let mut leaves: Vec<Leaf> = Vec::new();
     let mut exts: HashMap<u64, u64> = HashMap::new(); // intact extension page → its commit
     let mut max_seq = 0u64;
+    // The clock page with the largest lease: (lease, offset).
+    let mut clock: Option<(u64, u64)> = None;
     let mut buf = vec![0u8; sup.slab_size as usize];
     for index in 0..nslabs {
         let base = slabs.base(index);
@@ -283,6 +292,11 @@ pub(crate) fn recover(
                     rep.ext_pages += 1;
                     max_seq = max_seq.max(p.commit.seq);
                     exts.insert(off, p.commit.seq);
+                }
+                Ok(Page::Clock(lease)) => {
+                    if clock.is_none_or(|(l, _)| lease > l) {
+                        clock = Some((lease, off));
+                    }
                 }
                 Err(_) => rep.torn_pages += 1,
             }
@@ -416,6 +430,10 @@ pub(crate) fn recover(
     }
     rep.items += items.len() as u64;
     rep.version = max_version;
+    rep.lease = clock.map_or(0, |c| c.0);
+    // The clocks continue above every version ever issued: a version a reader saw before
+    // a crash that lost its write is never issued again.
+    let start = max_version.max(rep.lease);
     let tree = match mirror {
         Some((storage, shared)) => {
             pieces.extend(
@@ -428,21 +446,22 @@ pub(crate) fn recover(
                 shared: shared.clone(),
                 guess: cfg.node_size + 4096,
             });
-            let (tree, stubs) = Tree::recovered(cfg, pager, pieces, max_version)?;
+            let (tree, stubs) = Tree::recovered(cfg, pager, pieces, start)?;
             let mut images = shared.images.lock().unwrap_or_else(|e| e.into_inner());
             for &(lid, page) in &stubs {
                 images.record(
                     lid,
                     page,
                     lens.get(&page).copied().unwrap_or(0),
-                    max_version,
+                    // The state at `start` is the state at `max_version` (no writes between).
+                    start,
                 );
             }
             rep.evicted_leaves = stubs.len() as u64;
             rep.resident_bytes = tree.mirror_stats().resident_bytes;
             tree
         }
-        None => Tree::bulk_load_at(cfg, items, max_version)?,
+        None => Tree::bulk_load_at(cfg, items, start)?,
     };
     // The live map: live leaf pages and the extensions they name; the rest is free.
     let mut pages = HashMap::new();
@@ -470,7 +489,8 @@ pub(crate) fn recover(
             let free = slabs
                 .slot_offsets(index, class)
                 .rev()
-                .filter(|o| !pages.contains_key(o) && !ext_refs.contains_key(o));
+                .filter(|o| !pages.contains_key(o) && !ext_refs.contains_key(o))
+                .filter(|o| clock.is_none_or(|c| c.1 != *o));
             for o in free {
                 slabs.free(o);
             }
@@ -486,6 +506,8 @@ pub(crate) fn recover(
         ext_of,
         seq: max_seq,
         unsynced: false,
+        clock: clock.map(|c| c.1),
+        lease: rep.lease,
     };
     Ok((tree, disk, rep))
 }

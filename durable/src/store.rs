@@ -28,7 +28,16 @@ pub struct Options {
     pub sync: SyncPolicy,
     /// Where opening reports how far recovery has read (a server answers LOADING with it).
     pub progress: Arc<LoadProgress>,
+    /// How many versions one clock page leases ([`DEFAULT_LEASE`]; at least [`MIN_LEASE`]):
+    /// a new lease is written (one 4 KiB page and an `fdatasync`) when half of it is used,
+    /// and versions jump by up to this much when the store is reopened.
+    pub version_lease: u64,
 }
+
+/// Versions leased by one clock page unless [`Options::version_lease`] says otherwise.
+pub const DEFAULT_LEASE: u64 = 1 << 24;
+/// The smallest lease: twice what an atomic batch may need to fit below the limit.
+pub const MIN_LEASE: u64 = 1 << 18;
 
 impl Default for Options {
     fn default() -> Options {
@@ -36,6 +45,7 @@ impl Default for Options {
             config: Config::default(),
             sync: SyncPolicy::Sync,
             progress: Arc::default(),
+            version_lease: DEFAULT_LEASE,
         }
     }
 }
@@ -86,6 +96,10 @@ pub struct DurableStats {
     pub last_commit_us: u64,
     /// The longest commit so far, in microseconds.
     pub max_commit_us: u64,
+    /// The version lease on the device: no version above it has been issued.
+    pub version_lease: u64,
+    /// Clock pages written (leases taken) since the store opened.
+    pub leases: u64,
 }
 
 /// The durability side of a store: the committer, the wait for durability, stats. Shared
@@ -175,6 +189,8 @@ impl Durability {
             stall_us: c.stall_us.load(Ordering::Relaxed),
             last_commit_us: c.last_commit_us.load(Ordering::Relaxed),
             max_commit_us: c.max_commit_us.load(Ordering::Relaxed),
+            version_lease: d.lease,
+            leases: c.leases.load(Ordering::Relaxed),
         }
     }
 }
@@ -260,6 +276,12 @@ impl Store {
 
     fn open_on(storage: Arc<dyn Storage>, opts: Options, lock: Option<File>) -> Result<Store> {
         opts.config.validate().map_err(Error::Tree)?;
+        if opts.version_lease < MIN_LEASE {
+            return Err(Error::Config(format!(
+                "version_lease {} is below the smallest, {MIN_LEASE}",
+                opts.version_lease
+            )));
+        }
         let shared = opts.config.evict.then(crate::mirror::Shared::new);
         let parts = shared.clone().map(|s| (storage.clone(), s));
         let (tree, disk, report) =
@@ -282,7 +304,11 @@ impl Store {
             durable_at: std::sync::atomic::AtomicU64::new(0),
             mirror: shared,
             freed_later: Arc::new(Mutex::new(Vec::new())),
+            lease_step: opts.version_lease,
         });
+        // Before any write: versions from here on are above every version ever issued, and
+        // the device says so before any of them is seen.
+        core.renew_lease(&tree)?;
         if !tree.set_write_observer(Arc::new(DirtyObserver(core.clone()))) {
             return Err(Error::Config(
                 "the store has no free write-observer slot".into(),

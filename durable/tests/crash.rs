@@ -141,11 +141,9 @@ fn crash_everywhere(
         for (what, img) in images(&dev, n) {
             let r = recover(img, policy);
             torn += r.recovery().torn_pages;
-            h.check(
-                &r,
-                if must_keep { acked } else { 0 },
-                &format!("{policy}: crash at point {n}, {what}"),
-            );
+            let what = format!("{policy}: crash at point {n}, {what}");
+            h.check(&r, if must_keep { acked } else { 0 }, &what);
+            h.check_next_version(&r, &what);
         }
     }
     torn
@@ -254,6 +252,7 @@ fn concurrent_writers_process_crash_images_are_prefixes() {
         for (i, (img, durable)) in images.into_iter().enumerate() {
             let r = recover(img, policy);
             h.check(&r, durable, &format!("{policy}: image {i}"));
+            h.check_next_version(&r, &format!("{policy}: image {i}"));
         }
     }
 }

@@ -50,7 +50,7 @@ fn budget_options(leaves: usize, sync: SyncPolicy) -> Options {
             ..Config::default()
         },
         sync,
-        progress: Default::default(),
+        ..Options::default()
     }
 }
 

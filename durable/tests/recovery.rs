@@ -343,6 +343,8 @@ fn as_format_1(mut img: Vec<u8>) -> Vec<u8> {
                             p.commit = CommitTag::default();
                             encode_ext(&p, off as u64)
                         }
+                        // Format 1 had no clock pages: an empty slot.
+                        Ok(Page::Clock(_)) => vec![0; accelkv_durable::format::HEADER],
                         Err(_) => Vec::new(),
                     };
                     img[off..off + bytes.len()].copy_from_slice(&bytes);

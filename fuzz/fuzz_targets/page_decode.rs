@@ -8,7 +8,8 @@
 #![no_main]
 
 use accelkv_durable::format::{
-    class_for, decode_header, decode_page, decode_slab, decode_super, encode_ext, encode_leaf,
+    class_for, decode_header, decode_page, decode_slab, decode_super, encode_clock, encode_ext,
+    encode_leaf,
     Page, ALIVE, HEADER, PAGE_MAGIC,
 };
 use libfuzzer_sys::fuzz_target;
@@ -48,6 +49,10 @@ fuzz_target!(|input: &[u8]| {
         Ok(Page::Ext(p)) => {
             let b = encode_ext(&p, off);
             assert_eq!(decode_page(&b, off), Ok(Page::Ext(p)));
+        }
+        Ok(Page::Clock(lease)) => {
+            let b = encode_clock(lease, off);
+            assert_eq!(decode_page(&b, off), Ok(Page::Clock(lease)));
         }
         Err(_) => {}
     }

@@ -18,6 +18,10 @@
 //! is held back while a batch writes (its barrier is the oldest open version), so batches
 //! should be small.
 //!
+//! Under a version lease (version.rs) a batch starts only when all of its versions, and
+//! one per thread for the writers past the gate, fit below the limit: the read version
+//! stops at the limit, and must not stop inside a batch.
+//!
 //! Isolation from other writers is the caller's business: a batch does not read. The
 //! server's reservation station, the one write door, gives its transactions the slots of
 //! every key they touch before they run.
@@ -30,6 +34,10 @@ use std::sync::atomic::Ordering;
 
 /// The most writes one batch may hold.
 pub const MAX_BATCH: usize = (RING / 4) as usize;
+
+/// Versions other writers may take among a batch's (writers already past the gate: at most
+/// one per thread), counted when a batch checks that it fits within the version lease.
+const LEASE_SLACK: u64 = 1 << 16;
 
 /// One write's result in a batch: its outcome and version, or its error.
 pub(crate) type Written = Result<(Outcome, u64), crate::Error>;
@@ -53,6 +61,16 @@ impl Drop for Open<'_> {
 }
 
 impl Tree {
+    /// Waits until `n` versions (and [`LEASE_SLACK`]) fit within the version lease, asking
+    /// its holder to raise it meanwhile.
+    fn wait_for_lease(&self, n: u64) {
+        let mut backoff = crate::backoff::Backoff::new();
+        while !self.versions.has_room(n, LEASE_SLACK) {
+            self.observe_lease_wait();
+            backoff.snooze();
+        }
+    }
+
     /// Applies `ops` in order as one atomic step; each write's outcome and version (for an
     /// outcome of `Absent`, the read version it was decided at), or its error (a write that
     /// fails changes nothing and the others still apply). Returns the batch's version: once
@@ -61,6 +79,7 @@ impl Tree {
         debug_assert!(ops.len() <= MAX_BATCH);
         let _serial = self.batch.lock().unwrap_or_else(|e| e.into_inner());
         self.gate.store(true, Ordering::SeqCst);
+        self.wait_for_lease(ops.len() as u64 + 1);
         let mut open = Open {
             tree: self,
             barrier: self.versions.begin_write(),

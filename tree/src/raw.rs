@@ -240,4 +240,8 @@ pub trait WriteObserver: Send + Sync {
 
     /// Every item was removed at `version` ([`crate::Store::clear`]), before its release.
     fn on_clear(&self, version: u64);
+
+    /// A writer waits for the version lease to be raised ([`crate::Store::lease_versions`]):
+    /// whoever holds the lease should raise it now. The default does nothing.
+    fn on_lease_wait(&self) {}
 }

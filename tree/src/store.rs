@@ -224,6 +224,27 @@ impl Store {
         Ok(())
     }
 
+    /// Leases versions up to `upto` (a durable store, once the device records that no
+    /// version up to it will be issued again): the read version, and so every version any
+    /// reader, snapshot or client sees, stops at the lease until it is raised. Writers
+    /// past it are completed and wait to become visible ([`Store::wait_visible`]); write
+    /// observers are asked to raise it (`WriteObserver::on_lease_wait`) by atomic batches
+    /// that would straddle it. The first call sets the lease (before any write), later
+    /// ones raise it. Without a call there is no limit.
+    pub fn lease_versions(&self, upto: u64) {
+        self.tree.versions.lease(upto);
+    }
+
+    /// The version lease's limit (`u64::MAX`: none).
+    pub fn version_lease(&self) -> u64 {
+        self.tree.versions.limit()
+    }
+
+    /// The last write version handed out (visible or not).
+    pub fn last_write_version(&self) -> u64 {
+        self.tree.versions.last_write()
+    }
+
     /// The global read version: every write with a version up to it is visible.
     pub fn read_version(&self) -> u64 {
         self.tree.versions.read_version()
@@ -540,9 +561,20 @@ impl Store {
         self.tree.versions.is_visible(version)
     }
 
-    /// Waits until every write up to `version` is visible to readers.
+    /// Waits until every write up to `version` is visible to readers (past the version
+    /// lease, asking the write observers to raise it meanwhile).
     pub fn wait_visible(&self, version: u64) {
-        self.tree.versions.wait_visible(version)
+        let v = &self.tree.versions;
+        if v.is_visible(version) {
+            return;
+        }
+        let mut backoff = crate::backoff::Backoff::new();
+        while !v.is_visible(version) {
+            if version > v.limit() {
+                self.tree.observe_lease_wait();
+            }
+            backoff.snooze();
+        }
     }
 
     /// The newest value of `key`, including completed writes not yet visible to readers.

@@ -642,6 +642,16 @@ impl Tree {
         }
     }
 
+    /// Tells the write observers that a writer waits for the version lease.
+    pub(crate) fn observe_lease_wait(&self) {
+        for slot in &self.observers {
+            match slot.get() {
+                Some(o) => o.on_lease_wait(),
+                None => return,
+            }
+        }
+    }
+
     /// Tells the write observers that every item is gone at `wv` (before its release).
     pub(crate) fn observe_clear(&self, wv: u64) {
         for slot in &self.observers {

@@ -18,6 +18,12 @@
 //! ([`Versions::wait_visible`]); a caller that has other work (a server loop) completes and
 //! answers once [`Versions::is_visible`] says so.
 //!
+//! A durable store *leases* versions (durable/, "Versions after a crash"): the read version
+//! never passes the lease's limit ([`Versions::lease`]), so no reader, client or commit
+//! ever sees a version the device has not promised never to issue again. Writers take
+//! versions past the limit and complete them as usual; they become visible when the lease
+//! is raised.
+//!
 //! Thread safety: lock-free. Only `begin_write` can wait, and only when `RING` versions are
 //! taken and not yet visible (bounded memory for the ring).
 //!
@@ -41,6 +47,8 @@ pub struct Versions {
     write: AtomicU64,
     read: AtomicU64,
     done: Box<[AtomicU64]>,
+    /// The read version stops here until the lease is raised (`u64::MAX`: no lease).
+    limit: AtomicU64,
 }
 
 impl Versions {
@@ -51,6 +59,7 @@ impl Versions {
             read: AtomicU64::new(v),
             // u64::MAX is never a version, so no slot starts out looking done.
             done: (0..RING).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            limit: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -76,13 +85,20 @@ impl Versions {
     /// it without a gap. Never waits.
     pub fn complete(&self, wv: u64) {
         self.done[(wv % RING) as usize].store(wv, Ordering::SeqCst);
-        // The store above and the loads below are SeqCst, so of two writers completing
-        // neighbouring versions at once, at least one sees the other's mark: the read
-        // version is never left behind a done version (Dekker's argument).
+        self.advance();
+    }
+
+    /// Moves the read version past every done version that follows it without a gap, up to
+    /// the lease's limit. The mark (or the limit) stored before and the loads here are
+    /// SeqCst, so of two threads completing neighbouring versions at once (or one raising
+    /// the limit), at least one sees the other's store: the read version is never left
+    /// behind a done version it may reach (Dekker's argument).
+    fn advance(&self) {
         loop {
             let r = self.read.load(Ordering::SeqCst);
+            let limit = self.limit.load(Ordering::SeqCst);
             let mut e = r;
-            while e - r < RING && self.is_done(e + 1) {
+            while e - r < RING && e < limit && self.is_done(e + 1) {
                 e += 1;
             }
             if e == r {
@@ -119,7 +135,9 @@ impl Versions {
         self.read.load(Ordering::SeqCst) >= wv
     }
 
-    /// Waits until `wv` is visible.
+    /// Waits until `wv` is visible (`Store::wait_visible` is the store's, which also asks
+    /// for the lease to be raised).
+    #[cfg(test)]
     pub fn wait_visible(&self, wv: u64) {
         let mut backoff = Backoff::new();
         while !self.is_visible(wv) {
@@ -132,6 +150,29 @@ impl Versions {
     pub fn advance_to(&self, v: u64) {
         self.write.fetch_max(v, Ordering::AcqRel);
         self.read.fetch_max(v, Ordering::SeqCst);
+    }
+
+    /// Lets the read version go up to `upto` and no further: the first call (before any
+    /// write, when a durable store opens) sets the limit, later ones raise it (a lower
+    /// `upto` is ignored). Versions completed above the old limit become visible now.
+    pub fn lease(&self, upto: u64) {
+        let cur = self.limit.load(Ordering::SeqCst);
+        if cur == u64::MAX || upto > cur {
+            self.limit.store(upto, Ordering::SeqCst);
+        }
+        self.advance();
+    }
+
+    /// The lease's limit (`u64::MAX`: none).
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Ordering::SeqCst)
+    }
+
+    /// Whether `n` more versions, plus `slack` taken meanwhile by others, would all stay
+    /// within the lease (an atomic batch must not straddle the limit: the read version
+    /// would stop inside it).
+    pub fn has_room(&self, n: u64, slack: u64) -> bool {
+        self.last_write().saturating_add(n + slack) <= self.limit()
     }
 
     /// The global read version.
@@ -278,5 +319,63 @@ mod tests {
         v.complete(first);
         assert_eq!(h.join().unwrap(), RING + 1);
         assert_eq!(v.read_version(), RING);
+    }
+
+    #[test]
+    fn the_read_version_stops_at_the_lease() {
+        let v = Versions::new(5);
+        v.lease(8);
+        let taken: Vec<u64> = (0..6).map(|_| v.begin_write()).collect(); // 6..=11
+        for &w in &taken {
+            v.complete(w);
+        }
+        assert_eq!(v.read_version(), 8, "completed past the limit, not visible");
+        assert!(!v.is_visible(9));
+        v.lease(7);
+        assert_eq!(v.limit(), 8, "a lease is never lowered");
+        v.lease(10);
+        assert_eq!(v.read_version(), 10, "raising it releases what was done");
+        v.lease(u64::MAX - 1);
+        assert_eq!(v.read_version(), 11);
+        assert!(v.has_room(5, 5));
+    }
+
+    #[test]
+    fn raising_the_lease_races_completions_without_stranding() {
+        // Writers complete versions while another thread raises the limit in small steps:
+        // the read version never passes the limit and always ends at the last version.
+        for _ in 0..50 {
+            let v = Arc::new(Versions::new(0));
+            v.lease(1);
+            let stop = Arc::new(AtomicBool::new(false));
+            let raiser = {
+                let (v, stop) = (v.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let r = v.read_version();
+                        assert!(r <= v.limit(), "read {r} past the limit");
+                        v.lease(v.limit() + 7);
+                    }
+                })
+            };
+            let writers: Vec<_> = (0..3)
+                .map(|_| {
+                    let v = v.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..2000 {
+                            let wv = v.begin_write();
+                            v.complete(wv);
+                        }
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap();
+            }
+            stop.store(true, Ordering::SeqCst);
+            raiser.join().unwrap();
+            v.lease(6000);
+            assert_eq!(v.read_version(), 6000);
+        }
     }
 }

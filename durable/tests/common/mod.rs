@@ -16,7 +16,7 @@ pub fn test_options(sync: SyncPolicy) -> Options {
             ..Config::default()
         },
         sync,
-        progress: Default::default(),
+        ..Options::default()
     }
 }
 
@@ -56,6 +56,20 @@ impl History {
             };
         }
         m
+    }
+
+    /// Panics unless a new write to `store` (just recovered) gets a version above every
+    /// version in the history: a version a client saw before the crash is never issued
+    /// again, even when the crash lost its write.
+    pub fn check_next_version(&self, store: &Store, what: &str) {
+        let newest = self.ops.iter().map(|o| o.0).max().unwrap_or(0);
+        let w = store.put(b"\xffprobe", b"after the crash").unwrap();
+        assert!(
+            w.version > newest,
+            "{what}: version {} issued again after recovery ({})",
+            w.version,
+            store.recovery()
+        );
     }
 
     /// Panics unless `store` (just recovered) holds exactly the history up to the version

@@ -81,6 +81,7 @@ impl Shared {
                     },
                     sync: settings.sync,
                     progress,
+                    ..Default::default()
                 };
                 let p = accelkv_durable::Store::open_with(dir, opts)
                     .map_err(|e| format!("{}: {e}", dir.display()))?;
