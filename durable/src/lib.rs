@@ -35,6 +35,7 @@ pub mod io;
 mod mirror;
 pub mod range_snapshot;
 mod recovery;
+mod replay;
 mod slab;
 mod store;
 

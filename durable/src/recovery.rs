@@ -1,21 +1,26 @@
-//! Recovery (Retina §4.5), in two passes over the page file and no log:
-//! 1. Leaf pages: read every slot of every described slab; keep the pages whose checksum
-//!    holds. Find the newest *complete* commit: every leaf page it wrote is intact (their
-//!    count is in each of them) and so is every extension they name. Only the newest commit
-//!    can be incomplete (commit.rs, invariant 2), so pages of commits after the complete one
-//!    are a crash's leftovers: they are discarded and their slots wiped (their headers
-//!    zeroed and synced) so that no later recovery can take them for part of a newer
-//!    commit. The state recovered is therefore the state at one commit's version: a prefix
-//!    of the writes by version, never some of a commit's pages without the others.
+//! Recovery (Retina §4.5), in two passes over the page file and no log, in bounded memory:
+//! what it holds at once is page metadata (offset, length, fences, version, commit), one
+//! slab buffer and one page — never the page file's live bytes.
+//! 1. Read every slot of every described slab; note the intact pages (leaf pages by their
+//!    metadata; extension pages; the clock page with the largest lease). Find the newest
+//!    *complete* commit: every leaf page it wrote is intact (their count is in each of
+//!    them) and so is every extension they name. Only the newest commit can be incomplete
+//!    (commit.rs, invariant 2), so pages of commits after the complete one are a crash's
+//!    leftovers: they are discarded and their slots wiped (their headers zeroed and synced)
+//!    so that no later recovery can take them for part of a newer commit. The state
+//!    recovered is therefore the state at one commit's version: a prefix of the writes by
+//!    version, never some of a commit's pages without the others.
 //! 2. Build the cover (cover.rs) in commit order, so the newest page wins for each key
 //!    range and older versions are discarded. Check that every extension a winning leaf
-//!    names is intact and is the one it was written with (key, length, CRC-32C); a leaf
-//!    page naming a bad one (damage, not a crash) is dropped in favour of the previous
-//!    version of its range, and the cover rebuilt.
+//!    names is intact and is the one it was written with (key, length, CRC-32C), reading
+//!    back the winning pages that name extensions; a leaf page naming a bad one (damage,
+//!    not a crash) is dropped in favour of the previous version of its range, and the
+//!    cover rebuilt.
 //!
-//! Then the tree is bulk-loaded from the winning items (interior nodes rebuilt from the
-//! leaves' keys), its version clock set past every version on the device, and the slab
-//! allocator's live map rebuilt: live leaf pages and the extensions they name; every other
+//! Then the winning items are streamed, page by page in key order, into the tree's bulk
+//! loader (replay.rs; interior nodes rebuilt from the leaves' keys), its version clocks set
+//! past every version on the device and the lease, and the slab allocator's live map
+//! rebuilt: live leaf pages and the extensions they name, and the clock page; every other
 //! slot is free (orphaned extensions included).
 
 use crate::commit::Disk;
@@ -23,13 +28,12 @@ use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
     class_for, decode_header, decode_page, decode_slab, decode_super, encode_super, ext_len,
-    CommitTag, ExtRef, FormatError, Page, PageItem, PageValue, Super, BLOCK, FORMAT_VERSION,
-    HEADER,
+    CommitTag, ExtRef, FormatError, Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
 };
 use crate::io::Storage;
+use crate::replay::{read_leaf, Live, Range, Replay};
 use crate::slab::Slabs;
-use accelkv_tree::{Config, Store as Tree};
-use std::borrow::Cow;
+use accelkv_tree::{Config, Recovered, Store as Tree};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -123,30 +127,39 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
-/// A recovered item: key, value (borrowed from a leaf page or read from an extension
-/// page), deadline, client flags.
-type Recovered<'a> = (&'a [u8], Cow<'a, [u8]>, u64, u32);
-
-/// A piece of a tree rebuilt with a memory budget.
-type Piece<'a> = accelkv_tree::Recovered<&'a [u8], Cow<'a, [u8]>>;
-
-/// A leaf page read in pass 1: its bytes (checked), decoded again when its items are
-/// needed, so shadowed pages cost no per-item allocation.
+/// A leaf page found intact in pass 1: where it is and what it covers, not its bytes
+/// (read back when needed, so recovery never holds the page file's live bytes at once).
 struct Leaf {
     off: u64,
+    len: u32,
     version: u64,
     commit: CommitTag,
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
-    bytes: Vec<u8>,
+    /// Whether any of its items' values is in an extension page.
+    has_ext: bool,
 }
 
+/// A leaf page's items whose value is an extension: key and reference, in key order.
+type ExtItems = Vec<(Vec<u8>, ExtRef)>;
+
 impl Leaf {
-    fn items(&self) -> Vec<PageItem<'_>> {
-        match decode_page(&self.bytes, self.off) {
-            Ok(Page::Leaf(p)) => p.items,
-            _ => Vec::new(), // checked in pass 1
+    /// Its items' keys and extension references, read back from `storage`.
+    fn ext_items(&self, storage: &dyn Storage) -> Result<ExtItems> {
+        if !self.has_ext {
+            return Ok(Vec::new());
         }
+        let b = read_leaf(storage, self.off, self.len)?;
+        let Ok(Page::Leaf(p)) = decode_page(&b, self.off) else {
+            unreachable!("read_leaf checked it");
+        };
+        Ok(p.items
+            .iter()
+            .filter_map(|(k, v, ..)| match v {
+                PageValue::Ext(r) => Some((k.to_vec(), *r)),
+                PageValue::Inline(_) => None,
+            })
+            .collect())
     }
 }
 
@@ -187,41 +200,8 @@ pub(crate) fn recover(
         .map_err(|e| disk("reading the page file's length", e))?;
     progress.bytes_total.store(len, Ordering::Relaxed);
     rep.file_bytes = len;
-    let mut sb = vec![0u8; BLOCK as usize];
-    storage
-        .read_at(&mut sb, 0)
-        .map_err(|e| disk("reading the superblock", e))?;
-    let sup = match decode_super(&sb) {
-        Ok(s) => s,
-        // A superblock that never became durable: the file was being created.
-        Err(_) if len <= BLOCK => {
-            let s = Super {
-                slab_size: slab_size_for(cfg.max_key, cfg.max_value),
-                version: FORMAT_VERSION,
-            };
-            storage
-                .write_at(&encode_super(&s), 0)
-                .map_err(|e| disk("writing the superblock", e))?;
-            storage
-                .sync()
-                .map_err(|e| disk("fdatasync of the superblock", e))?;
-            rep.created = true;
-            let tree = Tree::new(cfg)?;
-            let disk = Disk {
-                slabs: Slabs::new(s.slab_size),
-                cover: Cover::new(),
-                pages: HashMap::new(),
-                ext_refs: HashMap::new(),
-                ext_of: HashMap::new(),
-                seq: 0,
-                unsynced: false,
-                clock: None,
-                lease: 0,
-            };
-            rep.elapsed = t0.elapsed();
-            return Ok((tree, disk, rep));
-        }
-        Err(e) => return Err(Error::Corrupt(format!("superblock: {e}"))),
+    let Some(sup) = read_super(storage, len)? else {
+        return create(storage, cfg, rep, t0);
     };
     let needed = slab_size_for(cfg.max_key, cfg.max_value);
     if needed > sup.slab_size {
@@ -231,98 +211,11 @@ pub(crate) fn recover(
         )));
     }
     let mut slabs = Slabs::new(sup.slab_size);
-    let nslabs = len.saturating_sub(BLOCK).div_ceil(sup.slab_size);
-    // Pass 1: every slot of every described slab.
-    let mut leaves: Vec<Leaf> = Vec::new();
-    let mut exts: HashMap<u64, u64> = HashMap::new(); // intact extension page → its commit
-    let mut max_seq = 0u64;
-    // The clock page with the largest lease: (lease, offset).
-    let mut clock: Option<(u64, u64)> = None;
-    let mut buf = vec![0u8; sup.slab_size as usize];
-    for index in 0..nslabs {
-        let base = slabs.base(index);
-        storage
-            .read_at(&mut buf, base)
-            .map_err(|e| disk("reading a slab", e))?;
-        progress.bytes_read.store(base.min(len), Ordering::Relaxed);
-        let delay = progress.page_delay_us.load(Ordering::Relaxed);
-        let desc = match decode_slab(&buf[..BLOCK as usize]) {
-            Ok(d) if d.index == index && d.class_log2 <= slabs.max_class() => d,
-            Ok(_) => {
-                rep.bad_slabs += 1;
-                continue;
-            }
-            Err(FormatError::Empty) => continue,
-            Err(_) => {
-                rep.bad_slabs += 1;
-                continue;
-            }
-        };
-        rep.slabs += 1;
-        slabs.describe(index, desc.class_log2);
-        for off in slabs.slot_offsets(index, desc.class_log2) {
-            progress.bytes_read.store(off.min(len), Ordering::Relaxed);
-            if delay > 0 {
-                std::thread::sleep(Duration::from_micros(delay));
-            }
-            let at = (off - base) as usize;
-            let slot = &buf[at..at + (1usize << desc.class_log2)];
-            let len = match decode_header(slot) {
-                Err(FormatError::Empty) => continue,
-                Ok(h) if h.class_log2 == desc.class_log2 => h.len as usize,
-                _ => {
-                    rep.torn_pages += 1;
-                    continue;
-                }
-            };
-            match decode_page(slot, off) {
-                Ok(Page::Leaf(p)) => {
-                    rep.leaf_pages += 1;
-                    max_seq = max_seq.max(p.commit.seq);
-                    leaves.push(Leaf {
-                        off,
-                        version: p.version,
-                        commit: p.commit,
-                        low: p.low.map(<[u8]>::to_vec),
-                        high: p.high.map(<[u8]>::to_vec),
-                        bytes: slot[..len].to_vec(),
-                    });
-                }
-                Ok(Page::Ext(p)) => {
-                    rep.ext_pages += 1;
-                    max_seq = max_seq.max(p.commit.seq);
-                    exts.insert(off, p.commit.seq);
-                }
-                Ok(Page::Clock(lease)) => {
-                    if clock.is_none_or(|(l, _)| lease > l) {
-                        clock = Some((lease, off));
-                    }
-                }
-                Err(_) => rep.torn_pages += 1,
-            }
-        }
-    }
-    drop(buf);
+    let mut found = scan(storage, &mut slabs, len, progress, &mut rep)?;
     let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
-    let cut = newest_complete_commit(storage, &slabs, &leaves, &mut checked)?;
+    let cut = newest_complete_commit(storage, &slabs, &found.leaves, &mut checked)?;
     rep.commit = cut;
-    // Pages of later commits: counted out of the report, wiped, forgotten.
-    let (kept, stale): (Vec<Leaf>, Vec<Leaf>) =
-        leaves.into_iter().partition(|l| l.commit.seq <= cut);
-    leaves = kept;
-    let stale_exts: Vec<u64> = exts
-        .iter()
-        .filter(|(_, &seq)| seq > cut)
-        .map(|(&off, _)| off)
-        .collect();
-    exts.retain(|_, seq| *seq <= cut);
-    rep.leaf_pages -= stale.len() as u64;
-    rep.ext_pages -= stale_exts.len() as u64;
-    let stale: Vec<u64> = stale.iter().map(|l| l.off).chain(stale_exts).collect();
-    if !stale.is_empty() {
-        wipe(storage, &stale)?;
-    }
-    rep.incomplete_pages = stale.len() as u64;
+    discard_after(storage, &mut found, cut, &mut rep)?;
     if sup.version < FORMAT_VERSION {
         // Pages written from now on carry commit numbers: an older build must not read them.
         let up = Super {
@@ -334,163 +227,46 @@ pub(crate) fn recover(
             .and_then(|()| storage.sync())
             .map_err(|e| disk("upgrading the superblock", e))?;
     }
-    let max_version = leaves.iter().map(|l| l.version).max().unwrap_or(0);
-    leaves.sort_by_key(|l| (l.commit.seq, l.version, l.off));
-    // Pass 2: extensions named by winning items must be intact; drop pages that name a bad
-    // one and rebuild the cover until none does.
-    let mut dropped: HashSet<u64> = HashSet::new();
-    let by_off: HashMap<u64, usize> = leaves.iter().enumerate().map(|(i, l)| (l.off, i)).collect();
-    let cover = loop {
-        let mut cover = Cover::new();
-        for l in leaves.iter().filter(|l| !dropped.contains(&l.off)) {
-            cover.insert(l.low.as_deref(), l.high.as_deref(), l.off);
-        }
-        let mut bad = Vec::new();
-        for (lo, hi, page) in cover.ranges() {
-            let l = &leaves[by_off[&page]];
-            let items = l.items();
-            for (k, v, ..) in in_range(&items, lo, hi) {
-                if let PageValue::Ext(r) = v {
-                    if !ext_ok(storage, &slabs, r, k, &mut checked)? {
-                        bad.push(page);
-                        break;
-                    }
-                }
-            }
-        }
-        if bad.is_empty() {
-            break cover;
-        }
-        rep.bad_references += bad.len() as u64;
-        dropped.extend(bad);
-    };
-    // Only the pages that provide a range are needed from here on.
-    let live: HashSet<u64> = cover.pages().collect();
-    // With a budget, pages stay in the page file only when the leaves would take more than
-    // half of it; a store that fits is loaded whole, as without one.
-    let mirror = mirror.filter(|_| live.len().saturating_mul(cfg.node_size) > cfg.memory_limit / 2);
-    for l in leaves.iter_mut().filter(|l| !live.contains(&l.off)) {
-        l.bytes = Vec::new();
-    }
-    // Live pages' lengths, so a load reads exactly one page.
-    let lens: HashMap<u64, u32> = leaves
-        .iter()
-        .filter(|l| live.contains(&l.off))
-        .map(|l| (l.off, l.bytes.len() as u32))
-        .collect();
-    // The winning items, in key order, borrowed from the page bytes.
-    let decoded: HashMap<u64, Vec<PageItem<'_>>> = leaves
-        .iter()
-        .filter(|l| live.contains(&l.off))
-        .map(|l| (l.off, l.items()))
-        .collect();
-    let mut items: Vec<Recovered<'_>> = Vec::new();
-    let mut pieces: Vec<Piece<'_>> = Vec::new();
-    let mut ext_of = HashMap::new();
-    let now = accelkv_tree::now_ms();
-    for (lo, hi, page) in cover.ranges() {
-        let l = &leaves[by_off[&page]];
-        if mirror.is_some() && lo == l.low.as_deref().unwrap_or(&[]) && hi == l.high.as_deref() {
-            // With a budget, a page that provides its whole range stays in the page file:
-            // it images exactly the leaf built for it (mirror cache).
-            let its = &decoded[&page];
-            for (k, v, ..) in its {
-                if let PageValue::Ext(r) = v {
-                    ext_of.insert(k.to_vec(), *r);
-                }
-            }
-            if !items.is_empty() {
-                pieces.extend(items.drain(..).map(|(k, v, d, f)| Piece::Item(k, v, d, f)));
-            }
-            rep.items += its.len() as u64;
-            pieces.push(Piece::Page {
-                page,
-                low: l.low.clone(),
-                items: its.len() as u64,
-                expiring: its.iter().filter(|i| i.2 != 0).count() as u64,
-            });
-            continue;
-        }
-        for (k, v, deadline, flags) in in_range(&decoded[&page], lo, hi) {
-            if deadline != 0 && now > deadline {
-                rep.expired += 1;
-                continue;
-            }
-            let value = match v {
-                PageValue::Inline(b) => Cow::Borrowed(*b),
-                PageValue::Ext(r) => {
-                    ext_of.insert(k.to_vec(), *r);
-                    Cow::Owned(read_ext(storage, &slabs, r, k)?.ok_or_else(|| {
-                        Error::Corrupt("extension page changed during recovery".into())
-                    })?)
-                }
-            };
-            items.push((k, value, deadline, flags));
-        }
-    }
-    rep.items += items.len() as u64;
+    let max_version = found.leaves.iter().map(|l| l.version).max().unwrap_or(0);
+    found
+        .leaves
+        .sort_by_key(|l| (l.commit.seq, l.version, l.off));
+    let (cover, dropped) = build_cover(storage, &slabs, &found.leaves, &mut checked, &mut rep)?;
     rep.version = max_version;
-    rep.lease = clock.map_or(0, |c| c.0);
+    rep.lease = found.clock.map_or(0, |c| c.0);
     // The clocks continue above every version ever issued: a version a reader saw before
     // a crash that lost its write is never issued again.
     let start = max_version.max(rep.lease);
-    let tree = match mirror {
-        Some((storage, shared)) => {
-            pieces.extend(
-                items
-                    .into_iter()
-                    .map(|(k, v, d, f)| Piece::Item(k, v, d, f)),
-            );
-            let pager = Arc::new(crate::mirror::PageReader {
-                storage,
-                shared: shared.clone(),
-                guess: cfg.node_size + 4096,
-            });
-            let (tree, stubs) = Tree::recovered(cfg, pager, pieces, start)?;
-            let mut images = shared.images.lock().unwrap_or_else(|e| e.into_inner());
-            for &(lid, page) in &stubs {
-                images.record(
-                    lid,
-                    page,
-                    lens.get(&page).copied().unwrap_or(0),
-                    // The state at `start` is the state at `max_version` (no writes between).
-                    start,
-                );
-            }
-            rep.evicted_leaves = stubs.len() as u64;
-            rep.resident_bytes = tree.mirror_stats().resident_bytes;
-            tree
-        }
-        None => Tree::bulk_load_at(cfg, items, start)?,
-    };
+    let leaves = std::mem::take(&mut found.leaves);
+    let Loaded {
+        tree,
+        pages,
+        ext_of,
+    } = load(
+        storage, &slabs, cfg, mirror, &cover, leaves, start, &mut rep,
+    )?;
     // The live map: live leaf pages and the extensions they name; the rest is free.
-    let mut pages = HashMap::new();
     let mut ext_refs: HashMap<u64, usize> = HashMap::new();
-    for (&page, its) in &decoded {
-        let named: Vec<u64> = its
-            .iter()
-            .filter_map(|(_, v, ..)| match v {
-                PageValue::Ext(r) => Some(r.off),
-                PageValue::Inline(_) => None,
-            })
-            .collect();
-        for e in &named {
-            *ext_refs.entry(*e).or_insert(0) += 1;
-        }
-        pages.insert(page, named);
+    for e in pages.values().flatten() {
+        *ext_refs.entry(*e).or_insert(0) += 1;
     }
     rep.live_pages = pages.len() as u64;
     rep.versions_discarded = rep
         .leaf_pages
-        .saturating_sub(rep.live_pages + dropped.len() as u64);
-    rep.orphaned_exts = exts.keys().filter(|e| !ext_refs.contains_key(e)).count() as u64;
+        .saturating_sub(rep.live_pages + dropped as u64);
+    rep.orphaned_exts = found
+        .exts
+        .keys()
+        .filter(|e| !ext_refs.contains_key(e))
+        .count() as u64;
+    let clock = found.clock.map(|c| c.1);
     for index in 0..slabs.len() {
         if let Some(class) = slabs.class_of_slab(index) {
             let free = slabs
                 .slot_offsets(index, class)
                 .rev()
                 .filter(|o| !pages.contains_key(o) && !ext_refs.contains_key(o))
-                .filter(|o| clock.is_none_or(|c| c.1 != *o));
+                .filter(|o| clock != Some(*o));
             for o in free {
                 slabs.free(o);
             }
@@ -504,12 +280,338 @@ pub(crate) fn recover(
         pages,
         ext_refs,
         ext_of,
-        seq: max_seq,
+        seq: found.max_seq,
         unsynced: false,
-        clock: clock.map(|c| c.1),
+        clock,
         lease: rep.lease,
     };
     Ok((tree, disk, rep))
+}
+
+/// The superblock; `None` for a file whose creation never completed (at most one block
+/// whose superblock does not check).
+fn read_super(storage: &dyn Storage, len: u64) -> Result<Option<Super>> {
+    let mut sb = vec![0u8; BLOCK as usize];
+    storage
+        .read_at(&mut sb, 0)
+        .map_err(|e| disk("reading the superblock", e))?;
+    match decode_super(&sb) {
+        Ok(s) => Ok(Some(s)),
+        Err(_) if len <= BLOCK => Ok(None),
+        Err(e) => Err(Error::Corrupt(format!("superblock: {e}"))),
+    }
+}
+
+/// Formats a new page file: its superblock, synced; an empty tree.
+fn create(
+    storage: &dyn Storage,
+    cfg: Config,
+    mut rep: RecoveryReport,
+    t0: Instant,
+) -> Result<(Tree, Disk, RecoveryReport)> {
+    let s = Super {
+        slab_size: slab_size_for(cfg.max_key, cfg.max_value),
+        version: FORMAT_VERSION,
+    };
+    storage
+        .write_at(&encode_super(&s), 0)
+        .map_err(|e| disk("writing the superblock", e))?;
+    storage
+        .sync()
+        .map_err(|e| disk("fdatasync of the superblock", e))?;
+    rep.created = true;
+    let tree = Tree::new(cfg)?;
+    let disk = Disk {
+        slabs: Slabs::new(s.slab_size),
+        cover: Cover::new(),
+        pages: HashMap::new(),
+        ext_refs: HashMap::new(),
+        ext_of: HashMap::new(),
+        seq: 0,
+        unsynced: false,
+        clock: None,
+        lease: 0,
+    };
+    rep.elapsed = t0.elapsed();
+    Ok((tree, disk, rep))
+}
+
+/// What pass 1 found.
+struct Found {
+    leaves: Vec<Leaf>,
+    /// Intact extension page → its commit.
+    exts: HashMap<u64, u64>,
+    max_seq: u64,
+    /// The clock page with the largest lease: (lease, offset).
+    clock: Option<(u64, u64)>,
+}
+
+/// Pass 1: every slot of every described slab, one slab in memory at a time.
+fn scan(
+    storage: &dyn Storage,
+    slabs: &mut Slabs,
+    len: u64,
+    progress: &LoadProgress,
+    rep: &mut RecoveryReport,
+) -> Result<Found> {
+    let mut f = Found {
+        leaves: Vec::new(),
+        exts: HashMap::new(),
+        max_seq: 0,
+        clock: None,
+    };
+    let nslabs = len.saturating_sub(BLOCK).div_ceil(slabs.slab_bytes());
+    let mut buf = vec![0u8; slabs.slab_bytes() as usize];
+    for index in 0..nslabs {
+        let base = slabs.base(index);
+        storage
+            .read_at(&mut buf, base)
+            .map_err(|e| disk("reading a slab", e))?;
+        progress.bytes_read.store(base.min(len), Ordering::Relaxed);
+        let delay = progress.page_delay_us.load(Ordering::Relaxed);
+        let desc = match decode_slab(&buf[..BLOCK as usize]) {
+            Ok(d) if d.index == index && d.class_log2 <= slabs.max_class() => d,
+            Err(FormatError::Empty) => continue,
+            _ => {
+                rep.bad_slabs += 1;
+                continue;
+            }
+        };
+        rep.slabs += 1;
+        slabs.describe(index, desc.class_log2);
+        for off in slabs.slot_offsets(index, desc.class_log2) {
+            progress.bytes_read.store(off.min(len), Ordering::Relaxed);
+            if delay > 0 {
+                std::thread::sleep(Duration::from_micros(delay));
+            }
+            let at = (off - base) as usize;
+            scan_slot(
+                &buf[at..at + (1usize << desc.class_log2)],
+                off,
+                desc.class_log2,
+                &mut f,
+                rep,
+            );
+        }
+    }
+    Ok(f)
+}
+
+/// One slot of pass 1: an intact page is noted in `f`, a damaged one counted.
+fn scan_slot(slot: &[u8], off: u64, class: u8, f: &mut Found, rep: &mut RecoveryReport) {
+    let len = match decode_header(slot) {
+        Err(FormatError::Empty) => return,
+        Ok(h) if h.class_log2 == class => h.len,
+        _ => {
+            rep.torn_pages += 1;
+            return;
+        }
+    };
+    match decode_page(slot, off) {
+        Ok(Page::Leaf(p)) => {
+            rep.leaf_pages += 1;
+            f.max_seq = f.max_seq.max(p.commit.seq);
+            f.leaves.push(Leaf {
+                off,
+                len,
+                version: p.version,
+                commit: p.commit,
+                low: p.low.map(<[u8]>::to_vec),
+                high: p.high.map(<[u8]>::to_vec),
+                has_ext: p.items.iter().any(|i| matches!(i.1, PageValue::Ext(_))),
+            });
+        }
+        Ok(Page::Ext(p)) => {
+            rep.ext_pages += 1;
+            f.max_seq = f.max_seq.max(p.commit.seq);
+            f.exts.insert(off, p.commit.seq);
+        }
+        Ok(Page::Clock(lease)) => {
+            if f.clock.is_none_or(|(l, _)| lease > l) {
+                f.clock = Some((lease, off));
+            }
+        }
+        Err(_) => rep.torn_pages += 1,
+    }
+}
+
+/// Pages of commits after `cut` (a crash's leftovers): counted out of the report, wiped,
+/// forgotten.
+fn discard_after(
+    storage: &dyn Storage,
+    f: &mut Found,
+    cut: u64,
+    rep: &mut RecoveryReport,
+) -> Result<()> {
+    let mut stale: Vec<u64> = f
+        .leaves
+        .iter()
+        .filter(|l| l.commit.seq > cut)
+        .map(|l| l.off)
+        .collect();
+    f.leaves.retain(|l| l.commit.seq <= cut);
+    rep.leaf_pages -= stale.len() as u64;
+    let exts = stale.len();
+    stale.extend(
+        f.exts
+            .iter()
+            .filter(|(_, &seq)| seq > cut)
+            .map(|(&off, _)| off),
+    );
+    f.exts.retain(|_, seq| *seq <= cut);
+    rep.ext_pages -= (stale.len() - exts) as u64;
+    if !stale.is_empty() {
+        wipe(storage, &stale)?;
+    }
+    rep.incomplete_pages = stale.len() as u64;
+    Ok(())
+}
+
+/// Pass 2: the cover of `leaves` (sorted by commit), checking that the extensions the
+/// winning items name are intact; a page that names a bad one is dropped and the cover
+/// rebuilt until none does. Returns the cover and how many pages were dropped.
+fn build_cover(
+    storage: &dyn Storage,
+    slabs: &Slabs,
+    leaves: &[Leaf],
+    checked: &mut HashMap<(u64, Vec<u8>), bool>,
+    rep: &mut RecoveryReport,
+) -> Result<(Cover, usize)> {
+    let mut dropped: HashSet<u64> = HashSet::new();
+    let by_off: HashMap<u64, &Leaf> = leaves.iter().map(|l| (l.off, l)).collect();
+    loop {
+        let mut cover = Cover::new();
+        for l in leaves.iter().filter(|l| !dropped.contains(&l.off)) {
+            cover.insert(l.low.as_deref(), l.high.as_deref(), l.off);
+        }
+        let mut bad = Vec::new();
+        // A page providing several ranges is read back once for them.
+        let mut last: Option<(u64, ExtItems)> = None;
+        for (lo, hi, page) in cover.ranges() {
+            let l = by_off[&page];
+            if !l.has_ext {
+                continue;
+            }
+            if last.as_ref().is_none_or(|x| x.0 != page) {
+                last = Some((page, l.ext_items(storage)?));
+            }
+            let Some((_, named)) = &last else {
+                unreachable!("set above");
+            };
+            let start = named.partition_point(|(k, _)| k.as_slice() < lo);
+            for (k, r) in named[start..]
+                .iter()
+                .take_while(|(k, _)| hi.is_none_or(|h| k.as_slice() < h))
+            {
+                if !ext_ok(storage, slabs, r, k, checked)? {
+                    bad.push(page);
+                    break;
+                }
+            }
+        }
+        if bad.is_empty() {
+            return Ok((cover, dropped.len()));
+        }
+        rep.bad_references += bad.len() as u64;
+        dropped.extend(bad);
+    }
+}
+
+/// What [`load`] built and learnt.
+struct Loaded {
+    tree: Tree,
+    /// Live leaf page → the extension pages it names.
+    pages: HashMap<u64, Vec<u64>>,
+    /// Key → its extension, for keys whose value is one.
+    ext_of: HashMap<Vec<u8>, ExtRef>,
+}
+
+/// The live pages' winning items, streamed into a new tree whose clocks start at `start`
+/// (replay.rs). Returns the tree, the extensions each live page names, and the keys whose
+/// value is an extension.
+#[allow(clippy::too_many_arguments)]
+fn load(
+    storage: &dyn Storage,
+    slabs: &Slabs,
+    cfg: Config,
+    mirror: Option<MirrorParts>,
+    cover: &Cover,
+    leaves: Vec<Leaf>,
+    start: u64,
+    rep: &mut RecoveryReport,
+) -> Result<Loaded> {
+    let by_off: HashMap<u64, &Leaf> = leaves.iter().map(|l| (l.off, l)).collect();
+    // With a budget, pages stay in the page file only when the leaves would take more than
+    // half of it; a store that fits is loaded whole, as without one.
+    let live = cover.pages().collect::<HashSet<u64>>().len();
+    let mirror = mirror.filter(|_| live.saturating_mul(cfg.node_size) > cfg.memory_limit / 2);
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut lives: Vec<Live> = Vec::new();
+    let mut ranges: Vec<Range> = Vec::new();
+    for (lo, hi, page) in cover.ranges() {
+        let l = by_off[&page];
+        let whole = lo == l.low.as_deref().unwrap_or(&[]) && hi == l.high.as_deref();
+        let i = *index.entry(page).or_insert_with(|| {
+            lives.push(Live {
+                off: page,
+                len: l.len,
+                low: l.low.clone(),
+                whole,
+            });
+            lives.len() - 1
+        });
+        ranges.push(Range {
+            lo: lo.to_vec(),
+            hi: hi.map(<[u8]>::to_vec),
+            page: i,
+        });
+    }
+    drop(by_off);
+    drop(leaves);
+    let mut replay = Replay::new(storage, slabs, &lives, ranges, mirror.is_some());
+    let tree = match mirror {
+        Some((storage, shared)) => {
+            let pager = Arc::new(crate::mirror::PageReader {
+                storage,
+                shared: shared.clone(),
+                guess: cfg.node_size + 4096,
+            });
+            let built = Tree::recovered(cfg, pager, replay.by_ref(), start);
+            // A read error ended the stream early: the tree built is not the state.
+            if let Some(e) = replay.error.take() {
+                return Err(e);
+            }
+            let (tree, stubs) = built?;
+            let mut images = shared.images.lock().unwrap_or_else(|e| e.into_inner());
+            for &(lid, page) in &stubs {
+                let len = index.get(&page).map_or(0, |&i| lives[i].len);
+                // The state at `start` is the state at the recovered version (no writes
+                // between them).
+                images.record(lid, page, len, start);
+            }
+            rep.evicted_leaves = stubs.len() as u64;
+            rep.resident_bytes = tree.mirror_stats().resident_bytes;
+            tree
+        }
+        None => {
+            let items = replay.by_ref().filter_map(|p| match p {
+                Recovered::Item(k, v, d, f) => Some((k, v, d, f)),
+                Recovered::Page { .. } => None,
+            });
+            let built = Tree::bulk_load_at(cfg, items, start);
+            if let Some(e) = replay.error.take() {
+                return Err(e);
+            }
+            built?
+        }
+    };
+    rep.items = replay.items;
+    rep.expired = replay.expired;
+    Ok(Loaded {
+        tree,
+        pages: replay.named,
+        ext_of: replay.ext_of,
+    })
 }
 
 /// The number of the newest commit whose leaf pages are all intact, as are the extensions
@@ -531,11 +633,9 @@ fn newest_complete_commit(
             continue;
         }
         for l in pages {
-            for (k, v, ..) in l.items() {
-                if let PageValue::Ext(r) = v {
-                    if !ext_ok(storage, slabs, &r, k, checked)? {
-                        continue 'commits;
-                    }
+            for (k, r) in l.ext_items(storage)? {
+                if !ext_ok(storage, slabs, &r, &k, checked)? {
+                    continue 'commits;
                 }
             }
         }
@@ -574,20 +674,8 @@ fn wipe(storage: &dyn Storage, offs: &[u64]) -> Result<()> {
         .map_err(|e| disk("fdatasync after wiping an incomplete commit", e))
 }
 
-fn in_range<'p, 'a>(
-    items: &'p [PageItem<'a>],
-    lo: &'p [u8],
-    hi: Option<&'p [u8]>,
-) -> impl Iterator<Item = (&'a [u8], &'p PageValue<'a>, u64, u32)> + 'p {
-    let start = items.partition_point(|(k, ..)| *k < lo);
-    items[start..]
-        .iter()
-        .take_while(move |(k, ..)| hi.is_none_or(|h| *k < h))
-        .map(|(k, v, d, f)| (*k, v, *d, *f))
-}
-
 /// The value in the extension page `r` names, if that page is intact and belongs to `key`.
-fn read_ext(
+pub(crate) fn read_ext(
     storage: &dyn Storage,
     slabs: &Slabs,
     r: &ExtRef,
