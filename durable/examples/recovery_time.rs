@@ -5,7 +5,8 @@
 //!
 //! `cargo run --release -p accelkv-durable --example recovery_time -- 10000000 [DIR] [--cold]`
 //!
-//! `--sorted` inserts the keys in ascending order instead (each commit images the last few
+//! `--budget MiB` opens with a leaf cache of that size (`Config::evict`): recovery leaves
+//! pages in the page file. `--sorted` inserts the keys in ascending order instead (each commit images the last few
 //! leaves only: a 100M-item file is written in minutes, not hours). `--keep` leaves the directory for a later `--open-only` run (N is then the item count to
 //! expect), which only reopens it: its peak memory (VmHWM) is the recovery's and the
 //! recovered tree's alone.
@@ -31,10 +32,20 @@ fn main() {
     if !open_only {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let opts = Options {
+    // `--budget MiB`: a leaf cache of that size (pages stay in the file, read on a miss).
+    let budget: Option<usize> = args
+        .iter()
+        .position(|a| a == "--budget")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|m| m.parse().ok());
+    let mut opts = Options {
         sync: SyncPolicy::Interval(std::time::Duration::from_millis(20)),
         ..Options::default()
     };
+    if let Some(mib) = budget {
+        opts.config.evict = true;
+        opts.config.memory_limit = mib << 20;
+    }
     let t = Instant::now();
     if !open_only {
         let s = Store::open_with(&dir, opts.clone()).expect("open");

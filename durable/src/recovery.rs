@@ -138,6 +138,9 @@ struct Leaf {
     high: Option<Vec<u8>>,
     /// Whether any of its items' values is in an extension page.
     has_ext: bool,
+    /// Its items, and how many of them have a deadline.
+    items: u32,
+    expiring: u32,
 }
 
 /// A leaf page's items whose value is an extension: key and reference, in key order.
@@ -419,6 +422,8 @@ fn scan_slot(slot: &[u8], off: u64, class: u8, f: &mut Found, rep: &mut Recovery
                 low: p.low.map(<[u8]>::to_vec),
                 high: p.high.map(<[u8]>::to_vec),
                 has_ext: p.items.iter().any(|i| matches!(i.1, PageValue::Ext(_))),
+                items: p.items.len() as u32,
+                expiring: p.items.iter().filter(|i| i.2 != 0).count() as u32,
             });
         }
         Ok(Page::Ext(p)) => {
@@ -557,6 +562,9 @@ fn load(
                 len: l.len,
                 low: l.low.clone(),
                 whole,
+                has_ext: l.has_ext,
+                items: l.items,
+                expiring: l.expiring,
             });
             lives.len() - 1
         });

@@ -42,6 +42,12 @@ pub(crate) struct Live {
     pub(crate) len: u32,
     pub(crate) low: Option<Vec<u8>>,
     pub(crate) whole: bool,
+    /// Whether it names extensions, how many items it holds, how many with a deadline
+    /// (from the first pass: a page left in the page file without extensions is not read
+    /// again).
+    pub(crate) has_ext: bool,
+    pub(crate) items: u32,
+    pub(crate) expiring: u32,
 }
 
 /// One range of the cover, in key order: `[lo, hi)` provided by page `page`.
@@ -179,6 +185,18 @@ impl<'a> Replay<'a> {
 
     /// Starts the next range: the whole page as one piece, or its items in range.
     fn start_range(&mut self, r: Range) -> Result<Option<Recovered<Bytes, Bytes>>> {
+        let p = &self.pages[r.page];
+        if self.leave_pages && p.whole && !p.has_ext {
+            // Left in the page file, naming no extension: the first pass counted it.
+            self.named.entry(p.off).or_default();
+            self.items += u64::from(p.items);
+            return Ok(Some(Recovered::Page {
+                page: p.off,
+                low: p.low.clone(),
+                items: u64::from(p.items),
+                expiring: u64::from(p.expiring),
+            }));
+        }
         self.load(r.page)?;
         let Some((_, bytes, items)) = &self.cur else {
             unreachable!("loaded above");
