@@ -329,7 +329,7 @@ fn create(
         cover: Cover::new(),
         pages: HashMap::new(),
         ext_refs: HashMap::new(),
-        ext_of: HashMap::new(),
+        ext_of: Default::default(),
         seq: 0,
         unsynced: false,
         clock: None,
@@ -528,7 +528,7 @@ struct Loaded {
     /// Live leaf page → the extension pages it names.
     pages: HashMap<u64, Vec<u64>>,
     /// Key → its extension, for keys whose value is one.
-    ext_of: HashMap<Vec<u8>, ExtRef>,
+    ext_of: std::collections::BTreeMap<Vec<u8>, ExtRef>,
 }
 
 /// The live pages' winning items, streamed into a new tree whose clocks start at `start`

@@ -105,7 +105,7 @@ pub(crate) struct Replay<'a> {
     /// Live page offset → the extension pages it names (every item, not only its ranges).
     pub(crate) named: HashMap<u64, Vec<u64>>,
     /// Key → its extension, for winning items whose value is one.
-    pub(crate) ext_of: HashMap<Vec<u8>, ExtRef>,
+    pub(crate) ext_of: std::collections::BTreeMap<Vec<u8>, ExtRef>,
     pub(crate) items: u64,
     pub(crate) expired: u64,
     pub(crate) error: Option<Error>,
@@ -130,7 +130,7 @@ impl<'a> Replay<'a> {
             next: 0,
             end: 0,
             named: HashMap::new(),
-            ext_of: HashMap::new(),
+            ext_of: Default::default(),
             items: 0,
             expired: 0,
             error: None,
