@@ -186,9 +186,23 @@ impl<'a> Replay<'a> {
     /// Starts the next range: the whole page as one piece, or its items in range.
     fn start_range(&mut self, r: Range) -> Result<Option<Recovered<Bytes, Bytes>>> {
         let p = &self.pages[r.page];
-        if self.leave_pages && p.whole && !p.has_ext {
-            // Left in the page file, naming no extension: the first pass counted it.
-            self.named.entry(p.off).or_default();
+        if self.leave_pages && p.whole {
+            // Left in the page file: the first pass counted its items; it is read only
+            // for the extensions it names.
+            if p.has_ext {
+                self.load(r.page)?;
+                let Some((_, bytes, items)) = &self.cur else {
+                    unreachable!("loaded above");
+                };
+                for it in items {
+                    if let Val::Ext(e) = it.value {
+                        let key = &bytes[it.key.0 as usize..(it.key.0 + it.key.1) as usize];
+                        self.ext_of.insert(key.to_vec(), e);
+                    }
+                }
+            } else {
+                self.named.entry(p.off).or_default();
+            }
             self.items += u64::from(p.items);
             return Ok(Some(Recovered::Page {
                 page: p.off,
@@ -201,22 +215,6 @@ impl<'a> Replay<'a> {
         let Some((_, bytes, items)) = &self.cur else {
             unreachable!("loaded above");
         };
-        let p = &self.pages[r.page];
-        if self.leave_pages && p.whole {
-            for it in items {
-                if let Val::Ext(e) = it.value {
-                    let k = Bytes::Page(bytes.clone(), it.key.0, it.key.1);
-                    self.ext_of.insert(k.as_ref().to_vec(), e);
-                }
-            }
-            self.items += items.len() as u64;
-            return Ok(Some(Recovered::Page {
-                page: p.off,
-                low: p.low.clone(),
-                items: items.len() as u64,
-                expiring: items.iter().filter(|i| i.deadline != 0).count() as u64,
-            }));
-        }
         let key = |i: &Pos| &bytes[i.key.0 as usize..(i.key.0 + i.key.1) as usize];
         self.next = items.partition_point(|i| key(i) < r.lo.as_slice());
         self.end = self.next
