@@ -245,21 +245,30 @@ mod tests {
         );
     }
 
+    /// `threads` threads, each taking and completing `each` versions.
+    fn spawn_writers(
+        v: &Arc<Versions>,
+        threads: usize,
+        each: usize,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        (0..threads)
+            .map(|_| {
+                let v = v.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..each {
+                        let wv = v.begin_write();
+                        v.complete(wv);
+                    }
+                })
+            })
+            .collect()
+    }
+
     #[test]
     fn completion_races_never_strand_the_read_version() {
         for _ in 0..50 {
             let v = Arc::new(Versions::new(0));
-            let handles: Vec<_> = (0..4)
-                .map(|_| {
-                    let v = v.clone();
-                    std::thread::spawn(move || {
-                        for _ in 0..2000 {
-                            let wv = v.begin_write();
-                            v.complete(wv);
-                        }
-                    })
-                })
-                .collect();
+            let handles = spawn_writers(&v, 4, 2000);
             for h in handles {
                 h.join().unwrap();
             }
@@ -358,17 +367,7 @@ mod tests {
                     }
                 })
             };
-            let writers: Vec<_> = (0..3)
-                .map(|_| {
-                    let v = v.clone();
-                    std::thread::spawn(move || {
-                        for _ in 0..2000 {
-                            let wv = v.begin_write();
-                            v.complete(wv);
-                        }
-                    })
-                })
-                .collect();
+            let writers = spawn_writers(&v, 3, 2000);
             for w in writers {
                 w.join().unwrap();
             }
