@@ -169,6 +169,23 @@ pub(crate) struct Disk {
     pub(crate) lease: u64,
 }
 
+impl Disk {
+    /// A new page file's: no slab, no page, no lease.
+    pub(crate) fn empty(slab_size: u64) -> Disk {
+        Disk {
+            slabs: Slabs::new(slab_size),
+            cover: Cover::new(),
+            pages: HashMap::new(),
+            ext_refs: HashMap::new(),
+            ext_of: BTreeMap::new(),
+            seq: 0,
+            unsynced: false,
+            clock: None,
+            lease: 0,
+        }
+    }
+}
+
 /// Counters of what the committer did.
 #[derive(Default)]
 pub struct Counters {
@@ -966,20 +983,6 @@ struct Taken {
 mod tests {
     use super::*;
 
-    fn disk() -> Disk {
-        Disk {
-            slabs: Slabs::new(crate::format::MIN_SLAB),
-            cover: Cover::new(),
-            pages: HashMap::new(),
-            ext_refs: HashMap::new(),
-            ext_of: BTreeMap::new(),
-            seq: 0,
-            unsynced: false,
-            clock: None,
-            lease: 0,
-        }
-    }
-
     /// The sorted walk gives the counts (and frees the slots) that adding every reference
     /// and then dropping every one would.
     #[test]
@@ -992,7 +995,7 @@ mod tests {
             (seed >> 33) % m
         };
         for _ in 0..300 {
-            let mut d = disk();
+            let mut d = Disk::empty(crate::format::MIN_SLAB);
             for e in 0..12 {
                 let n = next(3) as usize;
                 if n > 0 {

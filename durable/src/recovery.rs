@@ -324,17 +324,7 @@ fn create(
         .map_err(|e| disk("fdatasync of the superblock", e))?;
     rep.created = true;
     let tree = Tree::new(cfg)?;
-    let disk = Disk {
-        slabs: Slabs::new(s.slab_size),
-        cover: Cover::new(),
-        pages: HashMap::new(),
-        ext_refs: HashMap::new(),
-        ext_of: Default::default(),
-        seq: 0,
-        unsynced: false,
-        clock: None,
-        lease: 0,
-    };
+    let disk = Disk::empty(s.slab_size);
     rep.elapsed = t0.elapsed();
     Ok((tree, disk, rep))
 }
