@@ -33,8 +33,8 @@
 use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
-    class_for, encode_ext, encode_leaf, encode_slab, ext_len, leaf_len, CommitTag, ExtPage, ExtRef,
-    LeafPage, PageValue, BLOCK,
+    class_for, delta_len, encode_delta, encode_ext, encode_leaf, encode_slab, ext_len, leaf_len,
+    CommitTag, DeltaPage, ExtPage, ExtRef, LeafPage, PageValue, BLOCK,
 };
 use crate::io::Storage;
 use crate::slab::Slabs;
@@ -136,6 +136,9 @@ pub(crate) type Waiting = (u64, Instant, Callback);
 #[derive(Default)]
 pub(crate) struct Queue {
     pub(crate) dirty: Vec<(Vec<u8>, u64)>,
+    /// Keys whose leaves the next commit must image whole (the evictor's write-backs: a
+    /// leaf is evicted only once a whole page images its newest state).
+    pub(crate) whole: Vec<Vec<u8>>,
     pub(crate) poke: bool,
     pub(crate) shutdown: bool,
 }
@@ -167,6 +170,8 @@ pub(crate) struct Disk {
     pub(crate) clock: Option<u64>,
     /// The version lease on the device: no version above it was ever issued.
     pub(crate) lease: u64,
+    /// What the live delta pages provide.
+    pub(crate) delta: crate::delta::Book,
 }
 
 impl Disk {
@@ -182,6 +187,7 @@ impl Disk {
             unsynced: false,
             clock: None,
             lease: 0,
+            delta: crate::delta::Book::default(),
         }
     }
 }
@@ -193,6 +199,8 @@ pub struct Counters {
     pub commits: AtomicU64,
     /// Leaf pages written.
     pub leaf_pages: AtomicU64,
+    /// Delta pages written.
+    pub delta_pages: AtomicU64,
     /// Extension pages written.
     pub ext_pages: AtomicU64,
     /// Bytes written to the device.
@@ -239,6 +247,8 @@ pub(crate) struct Core {
     pub(crate) freed_later: Arc<Mutex<Vec<u64>>>,
     /// Versions one clock page leases (`Options::version_lease`).
     pub(crate) lease_step: u64,
+    /// When commits write delta pages (`Options::deltas`).
+    pub(crate) deltas: crate::delta::Deltas,
 }
 
 /// Slots a commit freed while a reader of an evicted leaf of the old state (FLUSHALL) may
@@ -304,9 +314,13 @@ impl accelkv_tree::WriteObserver for DirtyObserver {
     }
 }
 
-/// A leaf image planned for writing: its items' keys and copied values live back to back in
-/// one buffer (one allocation per leaf, not two per item).
+/// A leaf image planned for writing, or the delta entries of a leaf: its items' keys and
+/// copied values live back to back in one buffer (one allocation per leaf, not two per
+/// item).
 struct Planned {
+    /// A whole image (a leaf page); else `items` are the leaf's changed keys only (delta
+    /// entries).
+    whole: bool,
     lid: u64,
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
@@ -345,13 +359,24 @@ enum Val {
     Ext(ExtRef),
     /// An extension page written by this commit.
     NewExt(ExtRef),
+    /// Deleted (delta entries only).
+    Deleted,
 }
 
 impl Val {
     fn ext(&self) -> Option<ExtRef> {
         match self {
             Val::Ext(r) | Val::NewExt(r) => Some(*r),
-            Val::Inline(_) => None,
+            Val::Inline(_) | Val::Deleted => None,
+        }
+    }
+
+    /// As a page holds it (`None`: deleted).
+    fn page<'a>(&self, p: &'a Planned) -> Option<PageValue<'a>> {
+        match self {
+            Val::Inline(b) => Some(PageValue::Inline(p.at(*b))),
+            Val::Ext(r) | Val::NewExt(r) => Some(PageValue::Ext(*r)),
+            Val::Deleted => None,
         }
     }
 }
@@ -551,14 +576,14 @@ impl Core {
         let at = self.now_ns();
         let snap = tree.snapshot();
         let v = snap.version();
-        let mine = {
+        let (mine, mut whole) = {
             let mut q = lock(&self.queue);
             let all = std::mem::take(&mut q.dirty);
             let (mine, later): (Vec<_>, Vec<_>) = all.into_iter().partition(|e| e.1 <= v);
             q.dirty = later;
-            mine
+            (mine, std::mem::take(&mut q.whole))
         };
-        if mine.is_empty() {
+        if mine.is_empty() && whole.is_empty() {
             // Nothing new to write; but earlier commits' pages may still be unsynced (the
             // last write of a `none` store taken by a periodic commit just before close).
             if sync && d.unsynced {
@@ -581,82 +606,40 @@ impl Core {
         let mut keys: Vec<Vec<u8>> = mine.into_iter().map(|e| e.0).collect();
         keys.sort_unstable();
         keys.dedup();
-        // Plan: image every leaf holding a dirty key, at `v`.
-        let mut plans: Vec<Planned> = Vec::new();
-        let mut i = 0;
-        while i < keys.len() {
-            let (ext_of, dirty) = (&d.ext_of, &keys[i..]);
-            let p = snap.leaf(&keys[i], |leaf| {
-                let mut p = Planned {
-                    lid: leaf.lid,
-                    low: leaf.low.map(<[u8]>::to_vec),
-                    high: leaf.high.map(<[u8]>::to_vec),
-                    bytes: Vec::with_capacity(
-                        leaf.items
-                            .iter()
-                            .map(|(k, v, ..)| k.len() + v.len().min(self.inline_max + 1))
-                            .sum(),
-                    ),
-                    items: Vec::with_capacity(leaf.items.len()),
-                };
-                // The leaf's items, its keys' durable extensions and the dirty keys are all
-                // in key order: one walk along the three, no lookup per item.
-                let from = leaf.low.map_or(Bound::Unbounded, Bound::Included);
-                let mut exts = ext_of.range::<[u8], _>((from, Bound::Unbounded)).peekable();
-                let mut dirty = dirty.iter().peekable();
-                for (k, val, deadline, flags) in &leaf.items {
-                    let large = val.len() > self.inline_max;
-                    let mut durable = None;
-                    if large {
-                        while exts.next_if(|(e, _)| e.as_slice() < *k).is_some() {}
-                        durable = exts.next_if(|(e, _)| e.as_slice() == *k).map(|(_, r)| r);
-                        while dirty.next_if(|d| d.as_slice() < *k).is_some() {}
-                    }
-                    // A large value not written since the last commit keeps its durable
-                    // extension page: no copy, no write.
-                    let kept = durable
-                        .filter(|r| r.len as usize == val.len())
-                        .filter(|_| dirty.peek().is_none_or(|d| d.as_slice() != *k));
-                    let key = p.push(k);
-                    let v = match kept {
-                        Some(r) => Val::Ext(*r),
-                        None => Val::Inline(p.push(val)),
-                    };
-                    p.items.push((key, v, *deadline, *flags));
-                }
-                p
-            });
-            let p = match p {
-                Ok(p) => p,
-                Err(e) => {
-                    // An evicted leaf that cannot be read back: the commit fails as a disk
-                    // error would, its keys go back to the queue.
-                    drop(snap);
-                    let e = Error::Disk(e.to_string());
-                    let mut q = lock(&self.queue);
-                    q.dirty.extend(keys.into_iter().map(|k| (k, v)));
-                    drop(q);
-                    self.counters.failures.fetch_add(1, Ordering::Relaxed);
-                    self.fail(v, e.clone());
-                    return Err(e);
-                }
-            };
-            i += 1;
-            while i < keys.len() && p.high.as_deref().is_none_or(|h| keys[i].as_slice() < h) {
-                i += 1;
-            }
-            plans.push(p);
+        // Besides the leaves the policy images whole: the evictor's write-backs, and the
+        // leaves whose entries keep the oldest delta pages alive past the space limit.
+        if self.deltas.on() {
+            let limit = self.deltas.page_limit(d.pages.len());
+            whole.extend(d.delta.retiring(limit));
         }
+        whole.sort_unstable();
+        whole.dedup();
+        let plans = self.plan(&snap, &d, &keys, &whole);
         drop(snap);
+        let mut plans = match plans {
+            Ok(p) => p,
+            Err(e) => {
+                // An evicted leaf that cannot be read back: the commit fails as a disk
+                // error would, its keys go back to the queue.
+                let mut q = lock(&self.queue);
+                q.dirty.extend(keys.into_iter().map(|k| (k, v)));
+                q.whole.extend(whole);
+                drop(q);
+                self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                self.fail(v, e.clone());
+                return Err(e);
+            }
+        };
         d.seq += 1;
+        let cuts = self.delta_cuts(&plans);
         let tag = CommitTag {
             seq: d.seq,
-            pages: plans.len() as u32,
+            pages: (plans.iter().filter(|p| p.whole).count() + cuts.len()) as u32,
         };
         let mut taken = Taken::default();
-        match self.write_plans(&mut d, &mut plans, &mut taken, v, tag, sync) {
+        match self.write_plans(&mut d, &mut plans, &cuts, &mut taken, v, tag, sync) {
             Ok(()) => {
-                self.apply(tree, &mut d, &keys, plans, taken, v);
+                self.apply(tree, &mut d, &keys, plans, &cuts, taken, v);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .keys
@@ -675,6 +658,7 @@ impl Core {
                     .exts
                     .into_iter()
                     .chain(taken.leaves.into_iter().map(|l| l.0))
+                    .chain(taken.deltas)
                 {
                     d.slabs.free(off);
                 }
@@ -682,12 +666,165 @@ impl Core {
                 // Back to the queue, at `v`: the next commit's snapshot is at least that new.
                 let mut q = lock(&self.queue);
                 q.dirty.extend(keys.into_iter().map(|k| (k, v)));
+                q.whole.extend(whole);
                 drop(q);
                 self.counters.failures.fetch_add(1, Ordering::Relaxed);
                 self.fail(v, e.clone());
                 Err(e)
             }
         }
+    }
+
+    /// Plans a commit at `snap`: every leaf holding a key of `keys` (dirty, sorted) or of
+    /// `whole` (sorted), imaged whole or as delta entries for its dirty keys. A leaf is
+    /// imaged whole when `whole` names it, when the commit holds a FLUSHALL (the empty key:
+    /// every page of the old tree must be shadowed), when delta pages are off, or when its
+    /// entries would pass the leaf's limit.
+    fn plan(
+        &self,
+        snap: &accelkv_tree::Snapshot<'_>,
+        d: &Disk,
+        keys: &[Vec<u8>],
+        whole: &[Vec<u8>],
+    ) -> Result<Vec<Planned>> {
+        let clear = keys.first().is_some_and(|k| k.is_empty());
+        let mut plans = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < keys.len() || j < whole.len() {
+            let at = match (keys.get(i), whole.get(j)) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+                (None, None) => unreachable!("one of them has a key left"),
+            };
+            let (p, i2, j2) = snap
+                .leaf(at, |leaf| {
+                    let end = |ks: &[Vec<u8>], from: usize| {
+                        from + ks[from..]
+                            .iter()
+                            .take_while(|k| leaf.high.is_none_or(|h| k.as_slice() < h))
+                            .count()
+                    };
+                    let (i2, j2) = (end(keys, i), end(whole, j));
+                    let dirty = &keys[i..i2];
+                    let as_whole = clear || j2 > j || !self.deltas.on() || {
+                        let limit = self.deltas.leaf_limit(leaf.items.len());
+                        d.delta.count_in(leaf.low, leaf.high, limit + 1) + dirty.len() > limit
+                    };
+                    let p = if as_whole {
+                        self.image(leaf, &d.ext_of, dirty)
+                    } else {
+                        Core::changes(leaf, dirty)
+                    };
+                    (p, i2, j2)
+                })
+                .map_err(|e| Error::Disk(e.to_string()))?;
+            (i, j) = (i2, j2);
+            plans.push(p);
+        }
+        Ok(plans)
+    }
+
+    /// The whole image of `leaf`; `dirty` are its keys written since the last commit.
+    fn image(
+        &self,
+        leaf: &accelkv_tree::LeafImage<'_>,
+        ext_of: &BTreeMap<Vec<u8>, ExtRef>,
+        dirty: &[Vec<u8>],
+    ) -> Planned {
+        let mut p = Planned {
+            whole: true,
+            lid: leaf.lid,
+            low: leaf.low.map(<[u8]>::to_vec),
+            high: leaf.high.map(<[u8]>::to_vec),
+            bytes: Vec::with_capacity(
+                leaf.items
+                    .iter()
+                    .map(|(k, v, ..)| k.len() + v.len().min(self.inline_max + 1))
+                    .sum(),
+            ),
+            items: Vec::with_capacity(leaf.items.len()),
+        };
+        // The leaf's items, its keys' durable extensions and the dirty keys are all in key
+        // order: one walk along the three, no lookup per item.
+        let from = leaf.low.map_or(Bound::Unbounded, Bound::Included);
+        let mut exts = ext_of.range::<[u8], _>((from, Bound::Unbounded)).peekable();
+        let mut dirty = dirty.iter().peekable();
+        for (k, val, deadline, flags) in &leaf.items {
+            let large = val.len() > self.inline_max;
+            let mut durable = None;
+            if large {
+                while exts.next_if(|(e, _)| e.as_slice() < *k).is_some() {}
+                durable = exts.next_if(|(e, _)| e.as_slice() == *k).map(|(_, r)| r);
+                while dirty.next_if(|d| d.as_slice() < *k).is_some() {}
+            }
+            // A large value not written since the last commit keeps its durable extension
+            // page: no copy, no write.
+            let kept = durable
+                .filter(|r| r.len as usize == val.len())
+                .filter(|_| dirty.peek().is_none_or(|d| d.as_slice() != *k));
+            let key = p.push(k);
+            let v = match kept {
+                Some(r) => Val::Ext(*r),
+                None => Val::Inline(p.push(val)),
+            };
+            p.items.push((key, v, *deadline, *flags));
+        }
+        p
+    }
+
+    /// The delta entries of `leaf`: each dirty key's value at the snapshot, or a deletion.
+    fn changes(leaf: &accelkv_tree::LeafImage<'_>, dirty: &[Vec<u8>]) -> Planned {
+        let mut p = Planned {
+            whole: false,
+            lid: leaf.lid,
+            low: None,
+            high: None,
+            bytes: Vec::new(),
+            items: Vec::with_capacity(dirty.len()),
+        };
+        let mut items = leaf.items.iter().peekable();
+        for k in dirty {
+            while items.next_if(|(x, ..)| *x < k.as_slice()).is_some() {}
+            let key = p.push(k);
+            match items.next_if(|(x, ..)| *x == k.as_slice()) {
+                Some((_, v, deadline, flags)) => {
+                    let v = Val::Inline(p.push(v));
+                    p.items.push((key, v, *deadline, *flags));
+                }
+                None => p.items.push((key, Val::Deleted, 0, 0)),
+            }
+        }
+        p
+    }
+
+    /// The commit's delta entries (plan, item) in key order, cut into pages of at most
+    /// [`DELTA_PAGE_BYTES`](crate::delta::DELTA_PAGE_BYTES) (a single larger entry gets a
+    /// page of its own).
+    fn delta_cuts(&self, plans: &[Planned]) -> Vec<Vec<(usize, usize)>> {
+        let mut cuts: Vec<Vec<(usize, usize)>> = Vec::new();
+        let mut bytes = usize::MAX;
+        for (i, p) in plans.iter().enumerate().filter(|(_, p)| !p.whole) {
+            for (j, (k, val, deadline, flags)) in p.items.iter().enumerate() {
+                let value = match val {
+                    Val::Inline(b) if b.len as usize <= self.inline_max => 4 + b.len as usize,
+                    Val::Inline(_) | Val::Ext(_) | Val::NewExt(_) => 16,
+                    Val::Deleted => 0,
+                };
+                let n = 3
+                    + k.len as usize
+                    + if *deadline != 0 { 8 } else { 0 }
+                    + if *flags != 0 { 4 } else { 0 }
+                    + value;
+                if bytes.saturating_add(n) > crate::delta::DELTA_PAGE_BYTES {
+                    cuts.push(Vec::new());
+                    bytes = crate::format::HEADER;
+                }
+                bytes += n;
+                cuts.last_mut().expect("pushed above").push((i, j));
+            }
+        }
+        cuts
     }
 
     /// Takes a free slot of the class for `len` bytes, adding a slab when there is none.
@@ -743,14 +880,17 @@ impl Core {
         Ok(())
     }
 
-    /// Writes the extension pages, then the leaf pages, then syncs (with `sync`). Records the
-    /// slots it takes in `taken` (to free on failure, or to record on success). One sync is
-    /// enough: recovery uses the commit only if every leaf page it wrote and every extension
-    /// they name is intact, whatever order the device made them durable in.
+    /// Writes the extension pages, then the leaf pages, then the delta pages (`cuts`), then
+    /// syncs (with `sync`). Records the slots it takes in `taken` (to free on failure, or to
+    /// record on success). One sync is enough: recovery uses the commit only if every leaf
+    /// and delta page it wrote and every extension they name is intact, whatever order the
+    /// device made them durable in.
+    #[allow(clippy::too_many_arguments)]
     fn write_plans(
         &self,
         d: &mut Disk,
         plans: &mut [Planned],
+        cuts: &[Vec<(usize, usize)>],
         taken: &mut Taken,
         v: u64,
         tag: CommitTag,
@@ -786,7 +926,7 @@ impl Core {
                 p.items[j].1 = Val::NewExt(r);
             }
         }
-        for p in plans.iter() {
+        for p in plans.iter().filter(|p| p.whole) {
             let page = LeafPage {
                 lid: p.lid,
                 version: v,
@@ -796,16 +936,8 @@ impl Core {
                 items: p
                     .items
                     .iter()
-                    .map(|(k, val, deadline, flags)| {
-                        (
-                            p.at(*k),
-                            match val {
-                                Val::Inline(b) => PageValue::Inline(p.at(*b)),
-                                Val::Ext(r) | Val::NewExt(r) => PageValue::Ext(*r),
-                            },
-                            *deadline,
-                            *flags,
-                        )
+                    .filter_map(|(k, val, deadline, flags)| {
+                        Some((p.at(*k), val.page(p)?, *deadline, *flags))
                     })
                     .collect(),
             };
@@ -815,6 +947,24 @@ impl Core {
             self.write(&bytes, off, "writing a leaf page")?;
             self.counters.leaf_pages.fetch_add(1, Ordering::Relaxed);
         }
+        for cut in cuts {
+            let page = DeltaPage {
+                version: v,
+                commit: tag,
+                items: cut
+                    .iter()
+                    .map(|&(i, j)| {
+                        let p = &plans[i];
+                        let (k, val, deadline, flags) = &p.items[j];
+                        (p.at(*k), val.page(p), *deadline, *flags)
+                    })
+                    .collect(),
+            };
+            let off = self.take_slot(d, delta_len(&page))?;
+            taken.deltas.push(off);
+            self.write(&encode_delta(&page, off), off, "writing a delta page")?;
+            self.counters.delta_pages.fetch_add(1, Ordering::Relaxed);
+        }
         if sync {
             self.sync("fdatasync of a commit")?;
         }
@@ -823,12 +973,14 @@ impl Core {
     }
 
     /// Records durable pages: the cover, extension references, freed slots.
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
         tree: &Tree,
         d: &mut Disk,
         dirty: &[Vec<u8>],
         plans: Vec<Planned>,
+        cuts: &[Vec<(usize, usize)>],
         taken: Taken,
         v: u64,
     ) {
@@ -836,8 +988,33 @@ impl Core {
         // Extension references the new pages add and the freed pages drop: a leaf imaged
         // again names mostly the same extensions, so the two lists mostly cancel (below).
         let (mut named, mut unnamed) = (Vec::new(), Vec::new());
+        // Delta pages left with no entry (superseded by newer entries or whole images).
+        let mut slots = Vec::new();
+        for (cut, &off) in cuts.iter().zip(&taken.deltas) {
+            let mut entries = Vec::with_capacity(cut.len());
+            for &(i, j) in cut {
+                let p = &plans[i];
+                let (k, val, ..) = &p.items[j];
+                let k = p.at(*k).to_vec();
+                // A delta entry's large value is always a new extension page.
+                match val {
+                    Val::NewExt(r) => d.ext_of.insert(k.clone(), *r),
+                    _ => d.ext_of.remove(&k),
+                };
+                entries.push((k, val.ext().map(|r| r.off)));
+            }
+            d.delta
+                .add_page(off, entries, &mut named, &mut unnamed, &mut slots);
+        }
         let mut images = self.mirror.as_ref().map(|m| lock(&m.images));
-        for (p, (off, len)) in plans.into_iter().zip(taken.leaves) {
+        let whole = plans.into_iter().filter(|p| p.whole);
+        for (p, (off, len)) in whole.zip(taken.leaves) {
+            d.delta.drop_range(
+                p.low.as_deref(),
+                p.high.as_deref(),
+                &mut unnamed,
+                &mut slots,
+            );
             if let Some(i) = images.as_mut() {
                 i.record(p.lid, off, len, v);
             }
@@ -871,7 +1048,7 @@ impl Core {
             d.pages.insert(off, exts);
             freed.extend(d.cover.insert(p.low.as_deref(), p.high.as_deref(), off));
         }
-        let (mut slots, mut gone) = (Vec::new(), Vec::new());
+        let mut gone = Vec::new();
         for page in freed {
             if let Some(lid) = images.as_mut().and_then(|i| i.forget(page)) {
                 gone.push((lid, page));
@@ -975,6 +1152,8 @@ impl Core {
 #[derive(Default)]
 struct Taken {
     exts: Vec<u64>,
+    /// Delta pages, one per cut.
+    deltas: Vec<u64>,
     /// Leaf pages: offset and length.
     leaves: Vec<(u64, u32)>,
 }

@@ -109,9 +109,11 @@ impl Cover {
     }
 
     /// The page providing `key`, if any.
-    #[cfg(test)]
     pub fn page_for(&self, key: &[u8]) -> Option<u64> {
-        let (_, (e, p)) = self.ranges.range(..=key.to_vec()).next_back()?;
+        let (_, (e, p)) = self
+            .ranges
+            .range::<[u8], _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(key)))
+            .next_back()?;
         before(key, e).then_some(*p)
     }
 }

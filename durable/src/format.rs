@@ -23,10 +23,11 @@ pub const SUPER_MAGIC: [u8; 8] = *b"ACKVPAGE";
 /// Format version this code writes. Version 2 added commit numbers to page headers; files
 /// of version 1 are read (their pages count as one finished commit, number 0). Version 3
 /// added expiry deadlines to leaf items ([`TAG_EXPIRES`]); version 4 added client flags
-/// ([`TAG_FLAGS`]); version 5 added clock pages ([`KIND_CLOCK`]). Older files are upgraded
-/// when opened (their items have no deadlines or flags, and they hold no clock page), so an
-/// older build refuses them afterwards.
-pub const FORMAT_VERSION: u32 = 5;
+/// ([`TAG_FLAGS`]); version 5 added clock pages ([`KIND_CLOCK`]); version 6 added delta
+/// pages ([`KIND_DELTA`]). Older files are upgraded when opened (their items have no
+/// deadlines or flags, and they hold no clock or delta page), so an older build refuses
+/// them afterwards.
+pub const FORMAT_VERSION: u32 = 6;
 /// Oldest format version this code reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Slab descriptor magic.
@@ -41,12 +42,19 @@ pub const KIND_EXT: u8 = 2;
 /// the version lease: no version above it has been issued. Recovery keeps the intact one
 /// with the largest lease, and versions after it continue above that.
 pub const KIND_CLOCK: u8 = 3;
+/// Page kind: a delta page (format 6): the keys one commit changed in leaves it did not
+/// image whole, each with its value at the commit's version or a deletion mark, in key
+/// order. A key's state is its newest delta entry when that is newer than the leaf page
+/// that covers the key, else that page's.
+pub const KIND_DELTA: u8 = 4;
 /// Page flag: the slot holds a page (a zeroed, never-written slot does not).
 pub const ALIVE: u8 = 1;
 /// Leaf item tag bit: a deadline (u64, ms since the Unix epoch, nonzero) follows the tag.
 pub const TAG_EXPIRES: u8 = 0x80;
 /// Leaf item tag bit: client flags (u32, nonzero) follow the tag (and the deadline).
 pub const TAG_FLAGS: u8 = 0x40;
+/// Item value tag (delta pages only): the key was deleted; no deadline, flags or value.
+pub const TAG_DELETED: u8 = 2;
 
 /// One leaf item: key, value, expiry deadline (ms since the Unix epoch; 0: none), client
 /// flags (0: none).
@@ -240,7 +248,7 @@ pub struct CommitTag {
     /// The commit's number: one more than the previous commit's, whether that one succeeded
     /// or not. 0: written by format 1, before commits were numbered.
     pub seq: u64,
-    /// Leaf pages the commit wrote (in a leaf page; 0 in an extension page).
+    /// Leaf and delta pages the commit wrote (in those pages; 0 in an extension page).
     pub pages: u32,
 }
 
@@ -286,11 +294,27 @@ impl ExtPage<'_> {
     }
 }
 
+/// A delta entry: key, value (`None`: deleted), deadline, client flags.
+pub type DeltaItem<'a> = (&'a [u8], Option<PageValue<'a>>, u64, u32);
+
+/// A delta page: keys one commit changed, at its version, outside the leaves it imaged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeltaPage<'a> {
+    /// The version of the commit's snapshot.
+    pub version: u64,
+    /// The commit that wrote it (`pages` counts its leaf and delta pages).
+    pub commit: CommitTag,
+    /// Entries in strictly increasing key order.
+    pub items: Vec<DeltaItem<'a>>,
+}
+
 /// A decoded page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Page<'a> {
     /// A leaf page.
     Leaf(LeafPage<'a>),
+    /// A delta page.
+    Delta(DeltaPage<'a>),
     /// An extension page.
     Ext(ExtPage<'a>),
     /// A clock page: the version lease it records.
@@ -356,6 +380,50 @@ fn seal(mut out: Vec<u8>) -> Vec<u8> {
     out
 }
 
+fn item_len(k: &[u8], v: Option<&PageValue<'_>>, d: u64, f: u32) -> usize {
+    2 + k.len()
+        + 1
+        + if d != 0 { 8 } else { 0 }
+        + if f != 0 { 4 } else { 0 }
+        + match v {
+            Some(PageValue::Inline(b)) => 4 + b.len(),
+            Some(PageValue::Ext(_)) => 16,
+            None => 0,
+        }
+}
+
+/// Appends one item (a deletion mark when `v` is `None`: delta pages only).
+fn put_item(out: &mut Vec<u8>, k: &[u8], v: Option<&PageValue<'_>>, d: u64, f: u32) {
+    out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+    out.extend_from_slice(k);
+    let expires = if d != 0 { TAG_EXPIRES } else { 0 };
+    let flagged = if f != 0 { TAG_FLAGS } else { 0 };
+    let tag = match v {
+        Some(PageValue::Inline(_)) => 0,
+        Some(PageValue::Ext(_)) => 1,
+        None => TAG_DELETED,
+    };
+    out.push(tag | expires | flagged);
+    if d != 0 {
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    if f != 0 {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+    match v {
+        Some(PageValue::Inline(b)) => {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        Some(PageValue::Ext(r)) => {
+            out.extend_from_slice(&r.off.to_le_bytes());
+            out.extend_from_slice(&r.len.to_le_bytes());
+            out.extend_from_slice(&r.crc.to_le_bytes());
+        }
+        None => {}
+    }
+}
+
 /// Encoded length of a leaf page (to choose its slot before encoding it at that offset).
 pub fn leaf_len(p: &LeafPage<'_>) -> usize {
     let fence = |f: Option<&[u8]>| 1 + f.map_or(0, |k| 2 + k.len());
@@ -364,16 +432,7 @@ pub fn leaf_len(p: &LeafPage<'_>) -> usize {
         + fence(p.high)
         + p.items
             .iter()
-            .map(|(k, v, d, f)| {
-                2 + k.len()
-                    + 1
-                    + if *d != 0 { 8 } else { 0 }
-                    + if *f != 0 { 4 } else { 0 }
-                    + match v {
-                        PageValue::Inline(b) => 4 + b.len(),
-                        PageValue::Ext(_) => 16,
-                    }
-            })
+            .map(|(k, v, d, f)| item_len(k, Some(v), *d, *f))
             .sum::<usize>()
 }
 
@@ -391,32 +450,34 @@ pub fn encode_leaf(p: &LeafPage<'_>, offset: u64) -> Vec<u8> {
     put_fence(&mut out, p.low);
     put_fence(&mut out, p.high);
     for (k, v, d, f) in &p.items {
-        out.extend_from_slice(&(k.len() as u16).to_le_bytes());
-        out.extend_from_slice(k);
-        let expires = if *d != 0 { TAG_EXPIRES } else { 0 };
-        let flagged = if *f != 0 { TAG_FLAGS } else { 0 };
-        let tag = match v {
-            PageValue::Inline(_) => 0,
-            PageValue::Ext(_) => 1,
-        };
-        out.push(tag | expires | flagged);
-        if *d != 0 {
-            out.extend_from_slice(&d.to_le_bytes());
-        }
-        if *f != 0 {
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        match v {
-            PageValue::Inline(b) => {
-                out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-                out.extend_from_slice(b);
-            }
-            PageValue::Ext(r) => {
-                out.extend_from_slice(&r.off.to_le_bytes());
-                out.extend_from_slice(&r.len.to_le_bytes());
-                out.extend_from_slice(&r.crc.to_le_bytes());
-            }
-        }
+        put_item(&mut out, k, Some(v), *d, *f);
+    }
+    seal(out)
+}
+
+/// Encoded length of one delta entry (to cut a commit's entries into pages).
+pub fn delta_item_len(i: &DeltaItem<'_>) -> usize {
+    item_len(i.0, i.1.as_ref(), i.2, i.3)
+}
+
+/// Encoded length of a delta page.
+pub fn delta_len(p: &DeltaPage<'_>) -> usize {
+    HEADER + p.items.iter().map(delta_item_len).sum::<usize>()
+}
+
+/// Encodes a delta page to be written at `offset`.
+pub fn encode_delta(p: &DeltaPage<'_>, offset: u64) -> Vec<u8> {
+    let mut out = start(
+        KIND_DELTA,
+        0,
+        p.version,
+        p.items.len() as u32,
+        p.commit,
+        offset,
+    );
+    out.reserve(delta_len(p) - HEADER);
+    for (k, v, d, f) in &p.items {
+        put_item(&mut out, k, v.as_ref(), *d, *f);
     }
     seal(out)
 }
@@ -513,6 +574,47 @@ impl<'a> Cursor<'a> {
         }
         self.take(n)
     }
+    /// One item, whose key must follow `prev` (which it then becomes); its value is `None`
+    /// for a deletion mark (which has no deadline or flags).
+    fn item(&mut self, prev: &mut Option<&'a [u8]>) -> R<DeltaItem<'a>> {
+        let k = self.key()?;
+        if prev.is_some_and(|p| p >= k) {
+            return Err(FormatError::Malformed("items out of order"));
+        }
+        *prev = Some(k);
+        let tag = self.u8()?;
+        let deadline = if tag & TAG_EXPIRES != 0 {
+            match self.u64()? {
+                0 => return Err(FormatError::Malformed("zero deadline")),
+                d => d,
+            }
+        } else {
+            0
+        };
+        let flags = if tag & TAG_FLAGS != 0 {
+            match self.u32()? {
+                0 => return Err(FormatError::Malformed("zero flags")),
+                f => f,
+            }
+        } else {
+            0
+        };
+        let v = match tag & !(TAG_EXPIRES | TAG_FLAGS) {
+            0 => {
+                let n = self.u32()? as usize;
+                Some(PageValue::Inline(self.take(n)?))
+            }
+            1 => Some(PageValue::Ext(ExtRef {
+                off: self.u64()?,
+                len: self.u32()?,
+                crc: self.u32()?,
+            })),
+            TAG_DELETED if deadline == 0 && flags == 0 => None,
+            _ => return Err(FormatError::Malformed("value tag")),
+        };
+        Ok((k, v, deadline, flags))
+    }
+
     fn fence(&mut self) -> R<Option<&'a [u8]>> {
         match self.u8()? {
             0 => Ok(None),
@@ -555,45 +657,11 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
             let mut items = Vec::with_capacity(count.min((len - c.pos) / 8));
             let mut prev: Option<&[u8]> = None;
             for _ in 0..count {
-                let k = c.key()?;
-                if prev.is_some_and(|p| p >= k)
-                    || low.is_some_and(|l| k < l)
-                    || high.is_some_and(|hi| k >= hi)
-                {
-                    return Err(FormatError::Malformed(
-                        "items out of order or outside the fences",
-                    ));
+                let (k, v, deadline, flags) = c.item(&mut prev)?;
+                if low.is_some_and(|l| k < l) || high.is_some_and(|hi| k >= hi) {
+                    return Err(FormatError::Malformed("item outside the fences"));
                 }
-                prev = Some(k);
-                let tag = c.u8()?;
-                let deadline = if tag & TAG_EXPIRES != 0 {
-                    match c.u64()? {
-                        0 => return Err(FormatError::Malformed("zero deadline")),
-                        d => d,
-                    }
-                } else {
-                    0
-                };
-                let flags = if tag & TAG_FLAGS != 0 {
-                    match c.u32()? {
-                        0 => return Err(FormatError::Malformed("zero flags")),
-                        f => f,
-                    }
-                } else {
-                    0
-                };
-                let v = match tag & !(TAG_EXPIRES | TAG_FLAGS) {
-                    0 => {
-                        let n = c.u32()? as usize;
-                        PageValue::Inline(c.take(n)?)
-                    }
-                    1 => PageValue::Ext(ExtRef {
-                        off: c.u64()?,
-                        len: c.u32()?,
-                        crc: c.u32()?,
-                    }),
-                    _ => return Err(FormatError::Malformed("value tag")),
-                };
+                let v = v.ok_or(FormatError::Malformed("deletion mark in a leaf page"))?;
                 items.push((k, v, deadline, flags));
             }
             Page::Leaf(LeafPage {
@@ -602,6 +670,22 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
                 commit: h.commit,
                 low,
                 high,
+                items,
+            })
+        }
+        KIND_DELTA => {
+            if h.lid != 0 || h.commit.pages == 0 {
+                return Err(FormatError::Malformed("delta page with extension fields"));
+            }
+            // Each entry takes at least 4 bytes.
+            let mut items = Vec::with_capacity(count.min((len - c.pos) / 4));
+            let mut prev: Option<&[u8]> = None;
+            for _ in 0..count {
+                items.push(c.item(&mut prev)?);
+            }
+            Page::Delta(DeltaPage {
+                version: h.version,
+                commit: h.commit,
                 items,
             })
         }
@@ -718,6 +802,75 @@ mod tests {
             decode_page(&b, 4096),
             Err(FormatError::Misplaced { .. })
         ));
+    }
+
+    fn delta() -> DeltaPage<'static> {
+        DeltaPage {
+            version: 120,
+            commit: CommitTag { seq: 6, pages: 2 },
+            items: vec![
+                (b"a", Some(PageValue::Inline(b"1")), 0, 0),
+                (b"cat", None, 0, 0),
+                (
+                    b"cow",
+                    Some(PageValue::Inline(b"moo")),
+                    1_700_000_000_000,
+                    3,
+                ),
+                (
+                    b"dog",
+                    Some(PageValue::Ext(ExtRef {
+                        off: 4096 * 5,
+                        len: 9000,
+                        crc: 7,
+                    })),
+                    0,
+                    0,
+                ),
+                (b"zz", None, 0, 0),
+            ],
+        }
+    }
+
+    #[test]
+    fn delta_pages_round_trip_and_every_damage_is_an_error() {
+        let p = delta();
+        let b = encode_delta(&p, 4096 * 2);
+        assert_eq!(b.len(), delta_len(&p));
+        assert_eq!(decode_page(&b, 4096 * 2).unwrap(), Page::Delta(p));
+        for i in 0..b.len() * 8 {
+            let mut c = b.clone();
+            c[i / 8] ^= 1 << (i % 8);
+            assert!(decode_page(&c, 4096 * 2).is_err(), "bit {i}");
+        }
+        for n in 0..b.len() {
+            assert!(decode_page(&b[..n], 4096 * 2).is_err());
+        }
+    }
+
+    #[test]
+    fn a_deletion_mark_is_refused_in_a_leaf_and_unordered_deltas_are_refused() {
+        // A leaf item with the deletion tag, checksummed as if written so.
+        let mut l = leaf();
+        l.items.truncate(1);
+        let mut b = encode_leaf(&l, 0);
+        let tag_at = b.len() - 4 - 1;
+        b[tag_at] = TAG_DELETED;
+        b.truncate(b.len() - 4);
+        let n = b.len() as u32;
+        b[12..16].copy_from_slice(&n.to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..8]), &b[12..]);
+        b[8..12].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode_page(&b, 0),
+            Err(FormatError::Malformed("deletion mark in a leaf page"))
+        );
+        let mut d = delta();
+        d.items.swap(0, 1);
+        assert_eq!(
+            decode_page(&encode_delta(&d, 0), 0),
+            Err(FormatError::Malformed("items out of order"))
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! accelkv durability without a write-ahead log (Retina's version-based crash consistency,
 //! DESIGN.md "durability"): leaves are persisted as pages that carry their LID, version,
 //! key range, commit number and a CRC-32C, written out of place into slab-allocated slots of
-//! one page file; values too large for a leaf go to extension pages; writes share
+//! one page file; a commit that changes a few keys of a leaf writes only those keys, packed
+//! with the commit's other such changes into delta pages, and images the leaf whole once its
+//! changes pass a bound; values too large for a leaf go to extension pages; writes share
 //! `fdatasync`s (group commit). Recovery scans the page file, finds the newest commit whose
 //! pages are all intact (discarding what a crash left of a later one), keeps the newest
-//! image of every key range up to it, and rebuilds the tree: the state as of one version, a
+//! image of every key range up to it (with the delta entries newer than it), and rebuilds the tree: the state as of one version, a
 //! prefix of the writes. Under the relaxed sync policies, writers are slowed when the page
 //! writer falls behind, so what a crash can lose stays bounded. Interior nodes are never
 //! written. docs/FORMAT.md ("Page file") and docs/ARCHITECTURE.md ("Durability") describe
@@ -28,6 +30,7 @@
 
 mod commit;
 mod cover;
+mod delta;
 mod error;
 pub mod fault;
 pub mod format;
@@ -40,6 +43,7 @@ mod slab;
 mod store;
 
 pub use commit::{Callback, SyncPolicy, NONE_MAX_LAG};
+pub use delta::{Deltas, DELTA_PAGE_BYTES, MIN_LEAF_ENTRIES};
 pub use error::{Error, Result};
 pub use recovery::{LoadProgress, RecoveryReport};
 pub use store::{

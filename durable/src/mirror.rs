@@ -285,14 +285,13 @@ pub(crate) fn run_evictor(tree: Arc<Tree>, core: Arc<Core>, shared: Arc<Shared>)
             page
         });
         if !write_back.is_empty() {
-            // Leaves whose newest state no page images (a split left a half that no write
-            // has touched since): the next commit writes them back, through a key each.
-            let v = tree.read_version();
+            // Leaves whose newest state no whole page images (a split left a half that no
+            // write has touched since, or delta pages hold its newest changes): the next
+            // commit images them whole, through a key each.
             shared
                 .write_backs
                 .fetch_add(write_back.len() as u64, Ordering::Relaxed);
-            let mut q = lock(&core.queue);
-            q.dirty.extend(write_back.into_iter().map(|k| (k, v)));
+            lock(&core.queue).whole.extend(write_back);
         }
         if tree.over_budget() {
             core.poke();

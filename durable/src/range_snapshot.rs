@@ -246,7 +246,9 @@ fn pages<'a>(
             Page::Ext(_) => {
                 return Err(bad(at, &"an extension page (snapshots keep values inline)"))
             }
-            Page::Clock(_) => return Err(bad(at, &"a clock page (snapshots hold leaves)")),
+            Page::Clock(_) | Page::Delta(_) => {
+                return Err(bad(at, &"a clock or delta page (snapshots hold leaves)"))
+            }
         };
         let from = p.low.unwrap_or_default();
         if next != Some(from) {

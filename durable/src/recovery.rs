@@ -31,7 +31,7 @@ use crate::format::{
     CommitTag, ExtRef, FormatError, Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
 };
 use crate::io::Storage;
-use crate::replay::{read_leaf, Live, Range, Replay};
+use crate::replay::{read_leaf, Entry, EntryValue, Live, Overlay, Range, Replay};
 use crate::slab::Slabs;
 use accelkv_tree::{Config, Recovered, Store as Tree};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -54,6 +54,10 @@ pub struct RecoveryReport {
     pub leaf_pages: u64,
     /// Valid extension pages read.
     pub ext_pages: u64,
+    /// Valid delta pages read (of complete commits).
+    pub delta_pages: u64,
+    /// Keys whose recovered state came from a delta page (newer than their leaf page).
+    pub delta_keys: u64,
     /// Leaf pages still providing a key range (kept).
     pub live_pages: u64,
     /// Leaf pages shadowed everywhere by newer versions (their slots freed).
@@ -97,7 +101,7 @@ impl std::fmt::Display for RecoveryReport {
         }
         write!(
             f,
-            "recovered {} items ({} expired ones dropped) at version {} (commit {}, lease {}) in {:.3} s: {} pages of an incomplete commit discarded, {} leaf pages read ({} live, {} older versions discarded), {} extension pages ({} orphaned), {} torn pages, {} pages with bad extension references, {} slabs ({} damaged), {} bytes",
+            "recovered {} items ({} expired ones dropped) at version {} (commit {}, lease {}) in {:.3} s: {} pages of an incomplete commit discarded, {} leaf pages read ({} live, {} older versions discarded), {} delta pages ({} keys newer than their leaf page), {} extension pages ({} orphaned), {} torn pages, {} pages or entries with bad extension references, {} slabs ({} damaged), {} bytes",
             self.items,
             self.expired,
             self.version,
@@ -108,6 +112,8 @@ impl std::fmt::Display for RecoveryReport {
             self.leaf_pages,
             self.live_pages,
             self.versions_discarded,
+            self.delta_pages,
+            self.delta_keys,
             self.ext_pages,
             self.orphaned_exts,
             self.torn_pages,
@@ -145,6 +151,50 @@ struct Leaf {
 
 /// A leaf page's items whose value is an extension: key and reference, in key order.
 type ExtItems = Vec<(Vec<u8>, ExtRef)>;
+
+/// A delta page found intact in pass 1 (read back when needed).
+struct DeltaFound {
+    off: u64,
+    len: u32,
+    version: u64,
+    commit: CommitTag,
+    has_ext: bool,
+}
+
+impl DeltaFound {
+    /// Its bytes, read back from `storage` and checked again.
+    fn read(&self, storage: &dyn Storage) -> Result<Vec<u8>> {
+        let mut b = vec![0u8; self.len as usize];
+        storage
+            .read_at(&mut b, self.off)
+            .map_err(|e| disk("reading a delta page back", e))?;
+        match decode_page(&b, self.off) {
+            Ok(Page::Delta(_)) => Ok(b),
+            _ => Err(Error::Corrupt(format!(
+                "the delta page at {} changed during recovery",
+                self.off
+            ))),
+        }
+    }
+
+    /// Its entries' keys and extension references.
+    fn ext_items(&self, storage: &dyn Storage) -> Result<ExtItems> {
+        if !self.has_ext {
+            return Ok(Vec::new());
+        }
+        let b = self.read(storage)?;
+        let Ok(Page::Delta(p)) = decode_page(&b, self.off) else {
+            unreachable!("read checked it");
+        };
+        Ok(p.items
+            .iter()
+            .filter_map(|(k, v, ..)| match v {
+                Some(PageValue::Ext(r)) => Some((k.to_vec(), *r)),
+                _ => None,
+            })
+            .collect())
+    }
+}
 
 impl Leaf {
     /// Its items' keys and extension references, read back from `storage`.
@@ -216,7 +266,7 @@ pub(crate) fn recover(
     let mut slabs = Slabs::new(sup.slab_size);
     let mut found = scan(storage, &mut slabs, len, progress, &mut rep)?;
     let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
-    let cut = newest_complete_commit(storage, &slabs, &found.leaves, &mut checked)?;
+    let cut = newest_complete_commit(storage, &slabs, &found, &mut checked)?;
     rep.commit = cut;
     discard_after(storage, &mut found, cut, &mut rep)?;
     if sup.version < FORMAT_VERSION {
@@ -230,11 +280,29 @@ pub(crate) fn recover(
             .and_then(|()| storage.sync())
             .map_err(|e| disk("upgrading the superblock", e))?;
     }
-    let max_version = found.leaves.iter().map(|l| l.version).max().unwrap_or(0);
+    let max_version = found
+        .leaves
+        .iter()
+        .map(|l| l.version)
+        .chain(found.deltas.iter().map(|d| d.version))
+        .max()
+        .unwrap_or(0);
     found
         .leaves
         .sort_by_key(|l| (l.commit.seq, l.version, l.off));
     let (cover, dropped) = build_cover(storage, &slabs, &found.leaves, &mut checked, &mut rep)?;
+    found
+        .deltas
+        .sort_by_key(|d| (d.commit.seq, d.version, d.off));
+    let overlay = overlay(
+        storage,
+        &slabs,
+        &cover,
+        &found.leaves,
+        &found.deltas,
+        &mut checked,
+        &mut rep,
+    )?;
     rep.version = max_version;
     rep.lease = found.clock.map_or(0, |c| c.0);
     // The clocks continue above every version ever issued: a version a reader saw before
@@ -245,14 +313,17 @@ pub(crate) fn recover(
         tree,
         pages,
         ext_of,
+        delta,
     } = load(
-        storage, &slabs, cfg, mirror, &cover, leaves, start, &mut rep,
+        storage, &slabs, cfg, mirror, &cover, leaves, overlay, start, &mut rep,
     )?;
-    // The live map: live leaf pages and the extensions they name; the rest is free.
+    // The live map: live leaf and delta pages and the extensions they name; the rest is
+    // free.
     let mut ext_refs: HashMap<u64, usize> = HashMap::new();
-    for e in pages.values().flatten() {
-        *ext_refs.entry(*e).or_insert(0) += 1;
+    for e in pages.values().flatten().copied().chain(delta.exts()) {
+        *ext_refs.entry(e).or_insert(0) += 1;
     }
+    rep.delta_keys = delta.pending_keys() as u64;
     rep.live_pages = pages.len() as u64;
     rep.versions_discarded = rep
         .leaf_pages
@@ -269,7 +340,7 @@ pub(crate) fn recover(
                 .slot_offsets(index, class)
                 .rev()
                 .filter(|o| !pages.contains_key(o) && !ext_refs.contains_key(o))
-                .filter(|o| clock != Some(*o));
+                .filter(|o| clock != Some(*o) && !delta.is_live(*o));
             for o in free {
                 slabs.free(o);
             }
@@ -287,6 +358,7 @@ pub(crate) fn recover(
         unsynced: false,
         clock,
         lease: rep.lease,
+        delta,
     };
     Ok((tree, disk, rep))
 }
@@ -332,6 +404,7 @@ fn create(
 /// What pass 1 found.
 struct Found {
     leaves: Vec<Leaf>,
+    deltas: Vec<DeltaFound>,
     /// Intact extension page → its commit.
     exts: HashMap<u64, u64>,
     max_seq: u64,
@@ -349,6 +422,7 @@ fn scan(
 ) -> Result<Found> {
     let mut f = Found {
         leaves: Vec::new(),
+        deltas: Vec::new(),
         exts: HashMap::new(),
         max_seq: 0,
         clock: None,
@@ -416,6 +490,20 @@ fn scan_slot(slot: &[u8], off: u64, class: u8, f: &mut Found, rep: &mut Recovery
                 expiring: p.items.iter().filter(|i| i.2 != 0).count() as u32,
             });
         }
+        Ok(Page::Delta(p)) => {
+            rep.delta_pages += 1;
+            f.max_seq = f.max_seq.max(p.commit.seq);
+            f.deltas.push(DeltaFound {
+                off,
+                len,
+                version: p.version,
+                commit: p.commit,
+                has_ext: p
+                    .items
+                    .iter()
+                    .any(|i| matches!(i.1, Some(PageValue::Ext(_)))),
+            });
+        }
         Ok(Page::Ext(p)) => {
             rep.ext_pages += 1;
             f.max_seq = f.max_seq.max(p.commit.seq);
@@ -446,6 +534,15 @@ fn discard_after(
         .collect();
     f.leaves.retain(|l| l.commit.seq <= cut);
     rep.leaf_pages -= stale.len() as u64;
+    let deltas = stale.len();
+    stale.extend(
+        f.deltas
+            .iter()
+            .filter(|d| d.commit.seq > cut)
+            .map(|d| d.off),
+    );
+    f.deltas.retain(|d| d.commit.seq <= cut);
+    rep.delta_pages -= (stale.len() - deltas) as u64;
     let exts = stale.len();
     stale.extend(
         f.exts
@@ -519,6 +616,8 @@ struct Loaded {
     pages: HashMap<u64, Vec<u64>>,
     /// Key → its extension, for keys whose value is one.
     ext_of: std::collections::BTreeMap<Vec<u8>, ExtRef>,
+    /// What the live delta pages provide.
+    delta: crate::delta::Book,
 }
 
 /// The live pages' winning items, streamed into a new tree whose clocks start at `start`
@@ -532,6 +631,7 @@ fn load(
     mirror: Option<MirrorParts>,
     cover: &Cover,
     leaves: Vec<Leaf>,
+    overlay: Overlay,
     start: u64,
     rep: &mut RecoveryReport,
 ) -> Result<Loaded> {
@@ -545,7 +645,17 @@ fn load(
     let mut ranges: Vec<Range> = Vec::new();
     for (lo, hi, page) in cover.ranges() {
         let l = by_off[&page];
-        let whole = lo == l.low.as_deref().unwrap_or(&[]) && hi == l.high.as_deref();
+        // A range with newer delta entries is loaded and merged with them, never left in
+        // the page file.
+        let whole = lo == l.low.as_deref().unwrap_or(&[])
+            && hi == l.high.as_deref()
+            && overlay
+                .range::<[u8], _>((
+                    std::ops::Bound::Included(lo),
+                    hi.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
+                ))
+                .next()
+                .is_none();
         let i = *index.entry(page).or_insert_with(|| {
             lives.push(Live {
                 off: page,
@@ -566,7 +676,7 @@ fn load(
     }
     drop(by_off);
     drop(leaves);
-    let mut replay = Replay::new(storage, slabs, &lives, ranges, mirror.is_some());
+    let mut replay = Replay::new(storage, slabs, &lives, ranges, overlay, mirror.is_some());
     let tree = match mirror {
         Some((storage, shared)) => {
             let pager = Arc::new(crate::mirror::PageReader {
@@ -609,7 +719,59 @@ fn load(
         tree,
         pages: replay.named,
         ext_of: replay.ext_of,
+        delta: replay.book,
     })
+}
+
+/// The delta entries newer than the leaf page covering their key (by commit), the newest
+/// per key, from the delta pages of complete commits (`deltas`, sorted by commit). An entry
+/// naming an extension that is not intact (damage) is skipped, so the key keeps its older
+/// state.
+fn overlay(
+    storage: &dyn Storage,
+    slabs: &Slabs,
+    cover: &Cover,
+    leaves: &[Leaf],
+    deltas: &[DeltaFound],
+    checked: &mut HashMap<(u64, Vec<u8>), bool>,
+    rep: &mut RecoveryReport,
+) -> Result<Overlay> {
+    let mut out = Overlay::new();
+    if deltas.is_empty() {
+        return Ok(out);
+    }
+    let seq_of: HashMap<u64, u64> = leaves.iter().map(|l| (l.off, l.commit.seq)).collect();
+    for d in deltas {
+        let b = d.read(storage)?;
+        let Ok(Page::Delta(p)) = decode_page(&b, d.off) else {
+            unreachable!("read checked it");
+        };
+        for (k, v, deadline, flags) in p.items {
+            let base = cover.page_for(k).map_or(0, |page| seq_of[&page]);
+            if d.commit.seq <= base {
+                continue;
+            }
+            let value = match v {
+                None => None,
+                Some(PageValue::Inline(b)) => Some(EntryValue::Inline(b.to_vec())),
+                Some(PageValue::Ext(r)) => {
+                    if !ext_ok(storage, slabs, &r, k, checked)? {
+                        rep.bad_references += 1;
+                        continue;
+                    }
+                    Some(EntryValue::Ext(r))
+                }
+            };
+            let e = Entry {
+                page: d.off,
+                value,
+                deadline,
+                flags,
+            };
+            out.insert(k.to_vec(), e);
+        }
+    }
+    Ok(out)
 }
 
 /// The number of the newest commit whose leaf pages are all intact, as are the extensions
@@ -618,20 +780,33 @@ fn load(
 fn newest_complete_commit(
     storage: &dyn Storage,
     slabs: &Slabs,
-    leaves: &[Leaf],
+    f: &Found,
     checked: &mut HashMap<(u64, Vec<u8>), bool>,
 ) -> Result<u64> {
-    let mut by_commit: BTreeMap<u64, Vec<&Leaf>> = BTreeMap::new();
-    for l in leaves.iter().filter(|l| l.commit.seq > 0) {
-        by_commit.entry(l.commit.seq).or_default().push(l);
+    // A commit's pages: (the page count each says, how to read its extension items).
+    type Pages<'a> = Vec<(u32, Box<dyn Fn() -> Result<ExtItems> + 'a>)>;
+    let mut by_commit: BTreeMap<u64, Pages<'_>> = BTreeMap::new();
+    for l in f.leaves.iter().filter(|l| l.commit.seq > 0) {
+        let read = Box::new(move || l.ext_items(storage));
+        by_commit
+            .entry(l.commit.seq)
+            .or_default()
+            .push((l.commit.pages, read));
+    }
+    for d in &f.deltas {
+        let read = Box::new(move || d.ext_items(storage));
+        by_commit
+            .entry(d.commit.seq)
+            .or_default()
+            .push((d.commit.pages, read));
     }
     'commits: for (&seq, pages) in by_commit.iter().rev() {
-        let want = pages[0].commit.pages;
-        if pages.len() != want as usize || pages.iter().any(|l| l.commit.pages != want) {
+        let want = pages[0].0;
+        if pages.len() != want as usize || pages.iter().any(|p| p.0 != want) {
             continue;
         }
-        for l in pages {
-            for (k, r) in l.ext_items(storage)? {
+        for (_, ext_items) in pages {
+            for (k, r) in ext_items()? {
                 if !ext_ok(storage, slabs, &r, &k, checked)? {
                     continue 'commits;
                 }

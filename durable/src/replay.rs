@@ -6,16 +6,41 @@
 //! page metadata (offsets, fences), the tree being built and one page — not the page
 //! file's live bytes (issue 42, item 3).
 //!
-//! With a memory budget, a page that provides exactly its leaf's range stays in the page
-//! file: it is read only to count its items and note the extensions it names.
+//! Delta entries newer than their key's page (the overlay, recovery.rs) are merged into the
+//! stream in key order: an entry replaces the page's item, adds a key, or (a deletion)
+//! drops it; each one is noted in the delta book as it goes by.
+//!
+//! With a memory budget, a page that provides exactly its leaf's range, with no delta
+//! entry in it, stays in the page file: it is read only to count its items and note the
+//! extensions it names.
 
 use crate::error::{disk, Error, Result};
 use crate::format::{decode_page, ExtRef, Page, PageValue};
 use crate::io::Storage;
 use crate::slab::Slabs;
 use accelkv_tree::Recovered;
-use std::collections::HashMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::iter::Peekable;
 use std::rc::Rc;
+
+/// A delta entry newer than its key's page: the delta page, the value (`None`: deleted),
+/// deadline, flags.
+pub(crate) struct Entry {
+    pub(crate) page: u64,
+    pub(crate) value: Option<EntryValue>,
+    pub(crate) deadline: u64,
+    pub(crate) flags: u32,
+}
+
+/// A delta entry's value.
+pub(crate) enum EntryValue {
+    Inline(Vec<u8>),
+    Ext(ExtRef),
+}
+
+/// The delta entries to merge, by key.
+pub(crate) type Overlay = BTreeMap<Vec<u8>, Entry>;
 
 /// Bytes of a recovered item: a slice of a page buffer, or an extension's value.
 pub(crate) enum Bytes {
@@ -92,7 +117,11 @@ pub(crate) struct Replay<'a> {
     storage: &'a dyn Storage,
     slabs: &'a Slabs,
     pages: &'a [Live],
-    ranges: std::vec::IntoIter<Range>,
+    ranges: Peekable<std::vec::IntoIter<Range>>,
+    overlay: Peekable<std::collections::btree_map::IntoIter<Vec<u8>, Entry>>,
+    /// The delta entries merged so far (every one, deletions and expired ones too: they
+    /// are what their pages still provide).
+    pub(crate) book: crate::delta::Book,
     /// Leave whole pages in the page file (a budgeted store whose live leaves pass half of
     /// its budget).
     leave_pages: bool,
@@ -117,13 +146,16 @@ impl<'a> Replay<'a> {
         slabs: &'a Slabs,
         pages: &'a [Live],
         ranges: Vec<Range>,
+        overlay: Overlay,
         leave_pages: bool,
     ) -> Replay<'a> {
         Replay {
             storage,
             slabs,
             pages,
-            ranges: ranges.into_iter(),
+            ranges: ranges.into_iter().peekable(),
+            overlay: overlay.into_iter().peekable(),
+            book: crate::delta::Book::default(),
             leave_pages,
             now: accelkv_tree::now_ms(),
             cur: None,
@@ -225,46 +257,112 @@ impl<'a> Replay<'a> {
         Ok(None)
     }
 
-    /// The next item of the current range that has not expired.
-    fn next_item(&mut self) -> Result<Option<Recovered<Bytes, Bytes>>> {
-        while self.next < self.end {
-            let Some((_, bytes, items)) = &self.cur else {
-                unreachable!("a range is only started on a loaded page");
-            };
-            let it = &items[self.next];
-            self.next += 1;
-            if it.deadline != 0 && self.now > it.deadline {
-                self.expired += 1;
-                continue;
-            }
-            let k = Replay::slice(bytes, it.key);
-            let v = match it.value {
-                Val::Inline(at, len) => Replay::slice(bytes, (at, len)),
-                Val::Ext(r) => {
-                    self.ext_of.insert(k.as_ref().to_vec(), r);
-                    let v = crate::recovery::read_ext(self.storage, self.slabs, &r, k.as_ref())?;
-                    Bytes::Owned(v.ok_or_else(|| {
-                        Error::Corrupt("extension page changed during recovery".into())
-                    })?)
-                }
-            };
-            self.items += 1;
-            return Ok(Some(Recovered::Item(k, v, it.deadline, it.flags)));
+    /// The current range's next item, if it has not expired.
+    fn next_base(&mut self) -> Result<Option<Recovered<Bytes, Bytes>>> {
+        let Some((_, bytes, items)) = &self.cur else {
+            unreachable!("a range is only started on a loaded page");
+        };
+        let it = &items[self.next];
+        self.next += 1;
+        if it.deadline != 0 && self.now > it.deadline {
+            self.expired += 1;
+            return Ok(None);
         }
-        Ok(None)
+        let k = Replay::slice(bytes, it.key);
+        let v = match it.value {
+            Val::Inline(at, len) => Replay::slice(bytes, (at, len)),
+            Val::Ext(r) => {
+                self.ext_of.insert(k.as_ref().to_vec(), r);
+                let v = crate::recovery::read_ext(self.storage, self.slabs, &r, k.as_ref())?;
+                Bytes::Owned(v.ok_or_else(|| {
+                    Error::Corrupt("extension page changed during recovery".into())
+                })?)
+            }
+        };
+        self.items += 1;
+        Ok(Some(Recovered::Item(k, v, it.deadline, it.flags)))
+    }
+
+    /// The next delta entry, noted in the book; an item unless it is a deletion or expired.
+    fn next_entry(&mut self) -> Result<Option<Recovered<Bytes, Bytes>>> {
+        let Some((k, e)) = self.overlay.next() else {
+            return Ok(None);
+        };
+        let ext = match &e.value {
+            Some(EntryValue::Ext(r)) => Some(r.off),
+            _ => None,
+        };
+        self.book.recovered(e.page, k.clone(), ext);
+        let Some(value) = e.value else {
+            return Ok(None);
+        };
+        if e.deadline != 0 && self.now > e.deadline {
+            self.expired += 1;
+            return Ok(None);
+        }
+        let v = match value {
+            EntryValue::Inline(v) => v,
+            EntryValue::Ext(r) => {
+                self.ext_of.insert(k.clone(), r);
+                crate::recovery::read_ext(self.storage, self.slabs, &r, &k)?.ok_or_else(|| {
+                    Error::Corrupt("extension page changed during recovery".into())
+                })?
+            }
+        };
+        self.items += 1;
+        Ok(Some(Recovered::Item(
+            Bytes::Owned(k),
+            Bytes::Owned(v),
+            e.deadline,
+            e.flags,
+        )))
+    }
+
+    /// Where the next delta entry's key falls against the current range's next item
+    /// (`Greater` when there is no entry left).
+    fn entry_vs_item(&mut self) -> Ordering {
+        let Some((k, _)) = self.overlay.peek() else {
+            return Ordering::Greater;
+        };
+        let Some((_, bytes, items)) = &self.cur else {
+            unreachable!("a range is only started on a loaded page");
+        };
+        let key = items[self.next].key;
+        k.as_slice()
+            .cmp(&bytes[key.0 as usize..(key.0 + key.1) as usize])
     }
 
     fn step(&mut self) -> Result<Option<Recovered<Bytes, Bytes>>> {
         loop {
-            if let Some(item) = self.next_item()? {
-                return Ok(Some(item));
-            }
-            let Some(r) = self.ranges.next() else {
-                self.cur = None;
-                return Ok(None);
+            let got = if self.next < self.end {
+                match self.entry_vs_item() {
+                    Ordering::Less => self.next_entry()?,
+                    Ordering::Equal => {
+                        // The entry is newer than the page's item.
+                        self.next += 1;
+                        self.next_entry()?
+                    }
+                    Ordering::Greater => self.next_base()?,
+                }
+            } else {
+                // Between ranges: entries before the next range (or after the last) first.
+                let before = match (self.overlay.peek(), self.ranges.peek()) {
+                    (None, _) => false,
+                    (Some(_), None) => true,
+                    (Some((k, _)), Some(r)) => k.as_slice() < r.lo.as_slice(),
+                };
+                if before {
+                    self.next_entry()?
+                } else {
+                    let Some(r) = self.ranges.next() else {
+                        self.cur = None;
+                        return Ok(None);
+                    };
+                    self.start_range(r)?
+                }
             };
-            if let Some(page) = self.start_range(r)? {
-                return Ok(Some(page));
+            if got.is_some() {
+                return Ok(got);
             }
         }
     }

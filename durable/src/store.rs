@@ -32,6 +32,9 @@ pub struct Options {
     /// a new lease is written (one 4 KiB page and an `fdatasync`) when half of it is used,
     /// and versions jump by up to this much when the store is reopened.
     pub version_lease: u64,
+    /// When commits write delta pages instead of whole leaf images ([`Deltas::default`];
+    /// [`Deltas::OFF`]: whole images only).
+    pub deltas: crate::Deltas,
 }
 
 /// Versions leased by one clock page unless [`Options::version_lease`] says otherwise.
@@ -46,6 +49,7 @@ impl Default for Options {
             sync: SyncPolicy::Sync,
             progress: Arc::default(),
             version_lease: DEFAULT_LEASE,
+            deltas: crate::Deltas::default(),
         }
     }
 }
@@ -61,6 +65,12 @@ pub struct DurableStats {
     pub commits: u64,
     /// Leaf pages written.
     pub leaf_pages_written: u64,
+    /// Delta pages written.
+    pub delta_pages_written: u64,
+    /// Delta pages still providing some key's newest state.
+    pub live_delta_pages: u64,
+    /// Keys whose newest durable state is in a delta page (their leaf's page is older).
+    pub delta_keys: u64,
     /// Extension pages written.
     pub ext_pages_written: u64,
     /// Bytes written to the device.
@@ -169,6 +179,9 @@ impl Durability {
             durable_version,
             commits: c.commits.load(Ordering::Relaxed),
             leaf_pages_written: c.leaf_pages.load(Ordering::Relaxed),
+            delta_pages_written: c.delta_pages.load(Ordering::Relaxed),
+            live_delta_pages: d.delta.live_pages() as u64,
+            delta_keys: d.delta.pending_keys() as u64,
             ext_pages_written: c.ext_pages.load(Ordering::Relaxed),
             bytes_written: c.bytes.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
@@ -305,6 +318,7 @@ impl Store {
             mirror: shared,
             freed_later: Arc::new(Mutex::new(Vec::new())),
             lease_step: opts.version_lease,
+            deltas: opts.deltas,
         });
         // Before any write: versions from here on are above every version ever issued, and
         // the device says so before any of them is seen.

@@ -13,7 +13,7 @@
 //! - Writers on several threads, the device's image taken at random moments while they run.
 
 use accelkv_durable::fault::FaultStorage;
-use accelkv_durable::{Error, Store, SyncPolicy};
+use accelkv_durable::{Deltas, Error, Options, Store, SyncPolicy};
 mod common;
 
 use common::{test_options, History};
@@ -21,6 +21,23 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Whole images only; the default delta pages; and delta pages held to a few, so that
+/// chains of every length end both ways (a leaf past its limit, and the oldest delta pages
+/// retired by imaging their leaves).
+const DELTAS: [Deltas; 3] = [
+    Deltas::OFF,
+    Deltas {
+        leaf_percent: 25,
+        space_percent: 25,
+        min_pages: 256,
+    },
+    Deltas {
+        leaf_percent: 10,
+        space_percent: 1,
+        min_pages: 3,
+    },
+];
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -109,20 +126,33 @@ fn recover(image: Vec<u8>, policy: SyncPolicy) -> Store {
 /// whether acknowledged writes must survive.
 fn crash_everywhere(
     policy: SyncPolicy,
+    deltas: Deltas,
     ops: &[Op],
     images: impl Fn(&FaultStorage, u64) -> Vec<(String, Vec<u8>)>,
     must_keep: bool,
 ) -> u64 {
-    let opts = test_options(policy);
+    let opts = Options {
+        deltas,
+        ..test_options(policy)
+    };
     // A clean run counts the failpoints.
     let dev = Arc::new(FaultStorage::new());
     let total = {
         let s = Store::open_storage(dev.clone(), opts.clone()).unwrap();
         let (h, acked) = run(&s, ops);
+        let st = s.durability().stats();
         drop(s);
         let r = recover(dev.durable_image(), policy);
         h.check(&r, acked, "clean run");
-        assert!(r.recovery().leaf_pages > 3, "{}", r.recovery());
+        let what = format!("{deltas:?}: {st:?}; {}", r.recovery());
+        assert!(st.leaf_pages_written > 3, "{what}");
+        if deltas.on() {
+            // Chains of delta pages, and leaves imaged whole again after them.
+            assert!(st.delta_pages_written > 10, "{what}");
+            assert!(st.leaf_pages_written > 6, "{what}");
+        } else {
+            assert_eq!(st.delta_pages_written, 0, "{what}");
+        }
         dev.ops()
     };
     assert!(
@@ -141,7 +171,7 @@ fn crash_everywhere(
         for (what, img) in images(&dev, n) {
             let r = recover(img, policy);
             torn += r.recovery().torn_pages;
-            let what = format!("{policy}: crash at point {n}, {what}");
+            let what = format!("{policy}, {deltas:?}: crash at point {n}, {what}");
             h.check(&r, if must_keep { acked } else { 0 }, &what);
             h.check_next_version(&r, &what);
         }
@@ -164,29 +194,42 @@ fn process_crash(dev: &FaultStorage, _n: u64) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn sync_policy_crash_at_every_write_and_sync_point() {
-    let torn = crash_everywhere(SyncPolicy::Sync, &workload(7, 240, 120), power_loss, true);
-    assert!(
-        torn > 0,
-        "no crash image tore a page: the test is not testing tearing"
-    );
+    for deltas in DELTAS {
+        let torn = crash_everywhere(
+            SyncPolicy::Sync,
+            deltas,
+            &workload(7, 240, 120),
+            power_loss,
+            true,
+        );
+        assert!(
+            torn > 0,
+            "no crash image tore a page: the test is not testing tearing"
+        );
+    }
 }
 
 #[test]
 fn interval_policy_crash_at_every_write_and_sync_point() {
     let policy = SyncPolicy::Interval(Duration::from_millis(1));
     let ops = workload(8, 240, 120);
-    crash_everywhere(policy, &ops, process_crash, false);
-    crash_everywhere(policy, &ops, power_loss, false);
+    for deltas in DELTAS {
+        crash_everywhere(policy, deltas, &ops, process_crash, false);
+        crash_everywhere(policy, deltas, &ops, power_loss, false);
+    }
 }
 
 #[test]
 fn none_policy_process_crash_at_every_write_point() {
-    crash_everywhere(
-        SyncPolicy::None,
-        &workload(9, 240, 120),
-        process_crash,
-        false,
-    );
+    for deltas in DELTAS {
+        crash_everywhere(
+            SyncPolicy::None,
+            deltas,
+            &workload(9, 240, 120),
+            process_crash,
+            false,
+        );
+    }
 }
 
 /// Writers on several threads under each policy; the image a process crash would leave is

@@ -1,5 +1,5 @@
 //! Decode-only fuzz target for the page file: arbitrary bytes go through the superblock,
-//! slab descriptor, page header and page decoders (what recovery runs on a torn or
+//! slab descriptor, page header and page decoders (leaf, delta, extension, clock pages) (what recovery runs on a torn or
 //! corrupted device); a page that decodes is re-encoded and must round-trip. Nothing may
 //! panic.
 //!
@@ -8,9 +8,8 @@
 #![no_main]
 
 use accelkv_durable::format::{
-    class_for, decode_header, decode_page, decode_slab, decode_super, encode_clock, encode_ext,
-    encode_leaf,
-    Page, ALIVE, HEADER, PAGE_MAGIC,
+    class_for, decode_header, decode_page, decode_slab, decode_super, encode_clock,
+    encode_delta, encode_ext, encode_leaf, Page, ALIVE, HEADER, PAGE_MAGIC,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -49,6 +48,10 @@ fuzz_target!(|input: &[u8]| {
         Ok(Page::Ext(p)) => {
             let b = encode_ext(&p, off);
             assert_eq!(decode_page(&b, off), Ok(Page::Ext(p)));
+        }
+        Ok(Page::Delta(p)) => {
+            let b = encode_delta(&p, off);
+            assert_eq!(decode_page(&b, off), Ok(Page::Delta(p)));
         }
         Ok(Page::Clock(lease)) => {
             let b = encode_clock(lease, off);

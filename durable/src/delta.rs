@@ -1,0 +1,327 @@
+//! Delta pages (issue 42, item 1): a commit writes, for a leaf it does not image whole, only
+//! the keys that changed in it, packed with every other such leaf's changes into the
+//! commit's delta pages (the device takes whole 4 KiB blocks, so one page per leaf would
+//! save little). A key's durable state is then its newest delta entry when that entry is
+//! newer than the leaf page covering the key, else that page's (format.rs, `KIND_DELTA`).
+//!
+//! This module keeps the book of what the delta pages on the device still provide:
+//! - `pending`: every key whose durable state is a delta entry, with the page holding it
+//!   and the extension page the entry names (kept alive while the entry is);
+//! - for each live delta page, the keys it was written with and how many of them it still
+//!   provides; a page that provides none is free;
+//! - the live pages oldest first, so that delta space stays bounded: past the limit, a
+//!   commit images whole the leaves that the oldest pages' entries belong to, which
+//!   supersedes those entries and frees the pages.
+//!
+//! A commit images a leaf whole (and drops every entry in its range) when the leaf's
+//! entries would pass [`Deltas::leaf_percent`] of its items, so reading a leaf's state
+//! back never needs more than that many entries beside its page.
+//!
+//! Not thread-safe by itself: the committer owns it (inside `Disk`), as it owns the cover.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+
+/// When commits write delta pages rather than whole leaf images (`Options::deltas`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deltas {
+    /// A leaf's changes go to delta pages until more of its keys than this percentage of
+    /// its items (and at least [`MIN_LEAF_ENTRIES`]) would be in them; that commit images
+    /// the leaf whole instead. 0 turns delta pages off: every commit images whole every
+    /// leaf it touches, as format 5 did.
+    pub leaf_percent: u32,
+    /// Live delta pages are kept to this percentage of the live leaf pages, or to
+    /// `min_pages` if that is more: past it, a commit images whole the leaves of the
+    /// oldest delta pages' entries, which frees those pages.
+    pub space_percent: u32,
+    /// The fewest live delta pages the limit allows.
+    pub min_pages: usize,
+}
+
+/// The fewest delta entries a leaf may have before it is imaged whole (a small leaf's
+/// percentage would round to almost none).
+pub const MIN_LEAF_ENTRIES: usize = 4;
+
+/// The most bytes one delta page holds: a commit's entries past it go to further pages (a
+/// page stays live while any of its entries does, so smaller pages free sooner).
+pub const DELTA_PAGE_BYTES: usize = 16 << 10;
+
+impl Default for Deltas {
+    /// Measured (docs/BENCHMARKS.md, "Delta pages"): 25% of a leaf, delta space a quarter
+    /// of the leaf pages' (at least 256 pages).
+    fn default() -> Deltas {
+        Deltas {
+            leaf_percent: 25,
+            space_percent: 25,
+            min_pages: 256,
+        }
+    }
+}
+
+impl Deltas {
+    /// Whole leaf images only.
+    pub const OFF: Deltas = Deltas {
+        leaf_percent: 0,
+        space_percent: 0,
+        min_pages: 0,
+    };
+
+    /// Whether commits write delta pages at all.
+    pub fn on(&self) -> bool {
+        self.leaf_percent > 0
+    }
+
+    /// The most delta entries a leaf of `items` items may have.
+    pub fn leaf_limit(&self, items: usize) -> usize {
+        (items * self.leaf_percent as usize / 100).max(MIN_LEAF_ENTRIES)
+    }
+
+    /// The most live delta pages beside `leaf_pages` live leaf pages.
+    pub fn page_limit(&self, leaf_pages: usize) -> usize {
+        (leaf_pages * self.space_percent as usize / 100).max(self.min_pages)
+    }
+}
+
+/// A key whose durable state is a delta entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pend {
+    /// The delta page holding the entry.
+    pub(crate) page: u64,
+    /// The extension page the entry's value is in, if it is in one.
+    pub(crate) ext: Option<u64>,
+}
+
+/// A live delta page: the keys it was written with, and how many it still provides.
+#[derive(Debug, Default)]
+pub(crate) struct Meta {
+    keys: Vec<Vec<u8>>,
+    live: usize,
+}
+
+/// What the live delta pages provide (see the module's comment).
+#[derive(Debug, Default)]
+pub(crate) struct Book {
+    pending: BTreeMap<Vec<u8>, Pend>,
+    pages: HashMap<u64, Meta>,
+    /// Live pages, oldest first; pages freed since are skipped (and dropped) lazily.
+    order: VecDeque<u64>,
+}
+
+fn range<'a>(low: Option<&'a [u8]>, high: Option<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    (
+        low.map_or(Bound::Unbounded, Bound::Included),
+        high.map_or(Bound::Unbounded, Bound::Excluded),
+    )
+}
+
+impl Book {
+    /// Live delta pages.
+    pub(crate) fn live_pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Keys whose durable state is a delta entry.
+    pub(crate) fn pending_keys(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether `page` is a live delta page.
+    pub(crate) fn is_live(&self, page: u64) -> bool {
+        self.pages.contains_key(&page)
+    }
+
+    /// The delta entries in `[low, high)`, counted up to `cap` (enough to decide).
+    pub(crate) fn count_in(&self, low: Option<&[u8]>, high: Option<&[u8]>, cap: usize) -> usize {
+        self.pending
+            .range::<[u8], _>(range(low, high))
+            .take(cap)
+            .count()
+    }
+
+    /// The keys whose leaves a commit must image whole so that live delta pages come down
+    /// to `limit`: the keys the oldest pages still provide.
+    pub(crate) fn retiring(&mut self, limit: usize) -> Vec<Vec<u8>> {
+        let mut over = self.pages.len().saturating_sub(limit);
+        let mut keys = Vec::new();
+        if over == 0 {
+            return keys;
+        }
+        let pages = &self.pages;
+        self.order.retain(|p| pages.contains_key(p));
+        for off in &self.order {
+            if over == 0 {
+                break;
+            }
+            over -= 1;
+            let meta = &self.pages[off];
+            keys.extend(
+                meta.keys
+                    .iter()
+                    .filter(|k| self.pending.get(*k).is_some_and(|p| p.page == *off))
+                    .cloned(),
+            );
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// One entry fewer on `page`; frees it (onto `freed`) at none.
+    fn unref(&mut self, page: u64, freed: &mut Vec<u64>) {
+        if let Some(m) = self.pages.get_mut(&page) {
+            m.live -= 1;
+            if m.live == 0 {
+                self.pages.remove(&page);
+                freed.push(page);
+            }
+        }
+    }
+
+    /// A leaf page now images `[low, high)` whole: every entry in it is superseded. The
+    /// extensions those entries named go onto `unnamed`, the pages left with no entry onto
+    /// `freed`.
+    pub(crate) fn drop_range(
+        &mut self,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        unnamed: &mut Vec<u64>,
+        freed: &mut Vec<u64>,
+    ) {
+        let keys: Vec<Vec<u8>> = self
+            .pending
+            .range::<[u8], _>(range(low, high))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            if let Some(p) = self.pending.remove(&k) {
+                unnamed.extend(p.ext);
+                self.unref(p.page, freed);
+            }
+        }
+    }
+
+    /// Delta page `page` now provides `entries` (key and the extension its value is in), in
+    /// key order: each supersedes the key's previous entry, whose extension goes onto
+    /// `unnamed` (and whose page onto `freed` if it provides nothing else); the new
+    /// entries' extensions go onto `named`.
+    pub(crate) fn add_page(
+        &mut self,
+        page: u64,
+        entries: Vec<(Vec<u8>, Option<u64>)>,
+        named: &mut Vec<u64>,
+        unnamed: &mut Vec<u64>,
+        freed: &mut Vec<u64>,
+    ) {
+        let mut keys = Vec::with_capacity(entries.len());
+        for (k, ext) in entries {
+            named.extend(ext);
+            if let Some(old) = self.pending.insert(k.clone(), Pend { page, ext }) {
+                unnamed.extend(old.ext);
+                self.unref(old.page, freed);
+            }
+            keys.push(k);
+        }
+        if keys.is_empty() {
+            freed.push(page);
+            return;
+        }
+        let live = keys.len();
+        self.pages.insert(page, Meta { keys, live });
+        self.order.push_back(page);
+    }
+
+    /// Recovery: `key`'s state is the entry on `page` (pages added in commit order).
+    pub(crate) fn recovered(&mut self, page: u64, key: Vec<u8>, ext: Option<u64>) {
+        let m = self.pages.entry(page).or_default();
+        if m.live == 0 {
+            self.order.push_back(page);
+        }
+        m.keys.push(key.clone());
+        m.live += 1;
+        self.pending.insert(key, Pend { page, ext });
+    }
+
+    /// The extensions the live entries name (one per entry).
+    pub(crate) fn exts(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pending.values().filter_map(|p| p.ext)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(s: &str) -> Vec<u8> {
+        s.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn entries_are_superseded_by_newer_entries_and_by_whole_images() {
+        let mut b = Book::default();
+        let (mut named, mut unnamed, mut freed) = (Vec::new(), Vec::new(), Vec::new());
+        b.add_page(
+            100,
+            vec![(k("a"), None), (k("m"), Some(7)), (k("x"), None)],
+            &mut named,
+            &mut unnamed,
+            &mut freed,
+        );
+        assert_eq!((named.clone(), b.live_pages()), (vec![7], 1));
+        b.add_page(
+            200,
+            vec![(k("m"), None)],
+            &mut named,
+            &mut unnamed,
+            &mut freed,
+        );
+        assert_eq!(unnamed, vec![7], "m's old entry named extension 7");
+        assert_eq!(b.count_in(None, None, 10), 3);
+        assert_eq!(b.count_in(Some(b"b"), Some(b"y"), 10), 2);
+        assert!(freed.is_empty());
+        // A whole image of [a, n) supersedes a and m: page 200 is free, 100 keeps x.
+        b.drop_range(None, Some(b"n"), &mut unnamed, &mut freed);
+        assert_eq!(freed, vec![200]);
+        assert!(b.is_live(100) && !b.is_live(200));
+        b.drop_range(Some(b"n"), None, &mut unnamed, &mut freed);
+        assert_eq!(freed, vec![200, 100]);
+        assert_eq!((b.live_pages(), b.pending_keys()), (0, 0));
+    }
+
+    #[test]
+    fn retiring_names_the_keys_the_oldest_pages_still_provide() {
+        let mut b = Book::default();
+        let (mut n, mut u, mut f) = (Vec::new(), Vec::new(), Vec::new());
+        b.add_page(
+            1,
+            vec![(k("a"), None), (k("b"), None)],
+            &mut n,
+            &mut u,
+            &mut f,
+        );
+        b.add_page(
+            2,
+            vec![(k("b"), None), (k("c"), None)],
+            &mut n,
+            &mut u,
+            &mut f,
+        );
+        b.add_page(3, vec![(k("d"), None)], &mut n, &mut u, &mut f);
+        assert!(b.retiring(3).is_empty());
+        // Page 1 provides only a now (b moved to page 2).
+        assert_eq!(b.retiring(2), vec![k("a")]);
+        assert_eq!(b.retiring(1), vec![k("a"), k("b"), k("c")]);
+        b.drop_range(None, Some(b"c"), &mut u, &mut f);
+        assert_eq!(f, vec![1]);
+        assert_eq!(b.retiring(1), vec![k("c")]);
+    }
+
+    #[test]
+    fn limits() {
+        let d = Deltas::default();
+        assert_eq!(d.leaf_limit(140), 35);
+        assert_eq!(d.leaf_limit(3), MIN_LEAF_ENTRIES);
+        assert_eq!(d.page_limit(100), 256);
+        assert_eq!(d.page_limit(10_000), 2_500);
+        assert!(!Deltas::OFF.on());
+    }
+}

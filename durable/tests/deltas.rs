@@ -1,0 +1,144 @@
+//! Delta pages (issue 42, item 1) against a `BTreeMap` model: random puts (inline and
+//! extension values, with and without deadlines and flags), deletes and clears, committed
+//! at random points; after every commit the page file is recovered as it stands and must
+//! equal the model, so base pages plus chains of delta pages of every length are checked at
+//! every step. The limits are small, so leaves pass their limit and the oldest delta pages
+//! are retired often; the live store's own bounds are checked too.
+
+mod common;
+
+use accelkv_durable::fault::FaultStorage;
+use accelkv_durable::{Deltas, Options, Store, SyncPolicy};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put { key: u16, len: u16, flags: u32 },
+    Delete(u16),
+    Commit,
+    Clear,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        12 => (0u16..300, prop_oneof![4 => 1u16..60, 1 => 700u16..5000], prop_oneof![3 => Just(0u32), 1 => 1u32..9])
+            .prop_map(|(key, len, flags)| Op::Put { key, len, flags }),
+        4 => (0u16..300).prop_map(Op::Delete),
+        3 => Just(Op::Commit),
+        1 => Just(Op::Clear),
+    ]
+}
+
+fn key(k: u16) -> Vec<u8> {
+    format!("key{k:04}").into_bytes()
+}
+
+/// A value naming its key and step, `len` bytes long.
+fn value(k: u16, step: usize, len: u16) -> Vec<u8> {
+    let tag = format!("{k}@{step}:");
+    tag.bytes()
+        .chain((0..).map(|i: usize| (i * 7 + step) as u8))
+        .take((len as usize).max(tag.len()))
+        .collect()
+}
+
+type Model = BTreeMap<Vec<u8>, (Vec<u8>, u32)>;
+
+fn contents(s: &Store) -> Model {
+    s.scan(b"", None, usize::MAX)
+        .into_iter()
+        .map(|(k, _)| {
+            let item = s.tree().get_item_with(&k, 0, |v, _, f| (v.to_vec(), f));
+            (k, item.unwrap().unwrap())
+        })
+        .collect()
+}
+
+fn check(dev: &FaultStorage, model: &Model, what: &str) {
+    let img = Arc::new(FaultStorage::from_image(dev.durable_image()));
+    let r = Store::open_storage(img, common::test_options(SyncPolicy::Sync)).unwrap();
+    assert_eq!(&contents(&r), model, "{what}: {}", r.recovery());
+}
+
+fn run(ops: &[Op], deltas: Deltas) {
+    let dev = Arc::new(FaultStorage::new());
+    let opts = Options {
+        deltas,
+        ..common::test_options(SyncPolicy::None)
+    };
+    let s = Store::open_storage(dev.clone(), opts).unwrap();
+    let mut model = Model::new();
+    for (step, op) in ops.iter().enumerate() {
+        match op {
+            Op::Put { key: k, len, flags } => {
+                let v = value(*k, step, *len);
+                s.tree().put_item(&key(*k), &v, 0, *flags).unwrap();
+                model.insert(key(*k), (v, *flags));
+            }
+            Op::Delete(k) => {
+                s.delete(&key(*k)).unwrap();
+                model.remove(&key(*k));
+            }
+            Op::Clear => {
+                s.clear().unwrap();
+                model.clear();
+            }
+            Op::Commit => {
+                s.flush().unwrap();
+                check(&dev, &model, &format!("after step {step}"));
+                let st = s.stats();
+                let limit = deltas.page_limit(st.live_pages as usize) as u64;
+                // A commit retires down to the limit before it adds its own pages.
+                assert!(
+                    st.live_delta_pages <= limit + 2,
+                    "step {step}: {} live delta pages, limit {limit}",
+                    st.live_delta_pages
+                );
+            }
+        }
+    }
+    s.flush().unwrap();
+    check(&dev, &model, "at the end");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn base_and_delta_pages_recover_the_model_after_every_commit(
+        ops in proptest::collection::vec(op(), 1..400)
+    ) {
+        run(&ops, Deltas { leaf_percent: 10, space_percent: 5, min_pages: 2 });
+        run(&ops, Deltas::default());
+    }
+}
+
+/// Reads of a key must not depend on whether its newest state is in a delta page: the
+/// store reopened from delta pages takes further writes, commits and recovers again.
+#[test]
+fn a_store_recovered_from_delta_pages_keeps_using_them() {
+    let dev = Arc::new(FaultStorage::new());
+    let opts = common::test_options(SyncPolicy::Sync);
+    let mut model = Model::new();
+    for round in 0..4u16 {
+        let s = Store::open_storage(dev.clone(), opts.clone()).unwrap();
+        assert_eq!(contents(&s), model, "round {round}: {}", s.recovery());
+        if round > 0 {
+            assert!(s.recovery().delta_keys > 0, "{}", s.recovery());
+        }
+        for i in 0..200u16 {
+            let k = (i * 37 + round * 11) % 500;
+            let v = value(k, usize::from(round), if i % 25 == 0 { 3000 } else { 20 });
+            s.put(&key(k), &v).unwrap();
+            model.insert(key(k), (v, 0));
+            if i % 9 == 0 {
+                s.delete(&key(k / 2)).unwrap();
+                model.remove(&key(k / 2));
+            }
+        }
+        let st = s.stats();
+        assert!(st.delta_pages_written > 0 && st.delta_keys > 0, "{st:?}");
+    }
+}
