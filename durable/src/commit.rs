@@ -172,6 +172,8 @@ pub(crate) struct Disk {
     pub(crate) lease: u64,
     /// What the live delta pages provide.
     pub(crate) delta: crate::delta::Book,
+    /// The live leaf pages' slots, in bytes (what delta space is bounded against).
+    pub(crate) leaf_bytes: u64,
 }
 
 impl Disk {
@@ -188,6 +190,7 @@ impl Disk {
             clock: None,
             lease: 0,
             delta: crate::delta::Book::default(),
+            leaf_bytes: 0,
         }
     }
 }
@@ -609,7 +612,7 @@ impl Core {
         // Besides the leaves the policy images whole: the evictor's write-backs, and the
         // leaves whose entries keep the oldest delta pages alive past the space limit.
         if self.deltas.on() {
-            let limit = self.deltas.page_limit(d.pages.len());
+            let limit = self.deltas.byte_limit(d.leaf_bytes);
             whole.extend(d.delta.retiring(limit));
         }
         whole.sort_unstable();
@@ -1003,8 +1006,9 @@ impl Core {
                 };
                 entries.push((k, val.ext().map(|r| r.off)));
             }
+            let slot = d.slabs.slot_bytes_at(off);
             d.delta
-                .add_page(off, entries, &mut named, &mut unnamed, &mut slots);
+                .add_page(off, slot, entries, &mut named, &mut unnamed, &mut slots);
         }
         let mut images = self.mirror.as_ref().map(|m| lock(&m.images));
         let whole = plans.into_iter().filter(|p| p.whole);
@@ -1045,6 +1049,7 @@ impl Core {
                 }
             }
             named.extend_from_slice(&exts);
+            d.leaf_bytes += d.slabs.slot_bytes_at(off);
             d.pages.insert(off, exts);
             freed.extend(d.cover.insert(p.low.as_deref(), p.high.as_deref(), off));
         }
@@ -1054,7 +1059,10 @@ impl Core {
                 gone.push((lid, page));
             }
             slots.push(page);
-            unnamed.extend(d.pages.remove(&page).unwrap_or_default());
+            if let Some(exts) = d.pages.remove(&page) {
+                d.leaf_bytes -= d.slabs.slot_bytes_at(page);
+                unnamed.extend(exts);
+            }
         }
         drop(images);
         Core::count_refs(d, named, unnamed, &mut slots);

@@ -30,12 +30,12 @@ pub struct Deltas {
     /// the leaf whole instead. 0 turns delta pages off: every commit images whole every
     /// leaf it touches, as format 5 did.
     pub leaf_percent: u32,
-    /// Live delta pages are kept to this percentage of the live leaf pages, or to
-    /// `min_pages` if that is more: past it, a commit images whole the leaves of the
-    /// oldest delta pages' entries, which frees those pages.
+    /// The slots of live delta pages are kept to this percentage of the live leaf pages'
+    /// slots (in bytes), or to `min_bytes` if that is more: past it, a commit images whole
+    /// the leaves of the oldest delta pages' entries, which frees those pages.
     pub space_percent: u32,
-    /// The fewest live delta pages the limit allows.
-    pub min_pages: usize,
+    /// The fewest bytes of delta page slots the limit allows.
+    pub min_bytes: u64,
 }
 
 /// The fewest delta entries a leaf may have before it is imaged whole (a small leaf's
@@ -48,12 +48,12 @@ pub const DELTA_PAGE_BYTES: usize = 16 << 10;
 
 impl Default for Deltas {
     /// Measured (docs/BENCHMARKS.md, "Delta pages"): 25% of a leaf, delta space a quarter
-    /// of the leaf pages' (at least 256 pages).
+    /// of the leaf pages' (at least 1 MiB).
     fn default() -> Deltas {
         Deltas {
             leaf_percent: 25,
             space_percent: 25,
-            min_pages: 256,
+            min_bytes: 1 << 20,
         }
     }
 }
@@ -63,7 +63,7 @@ impl Deltas {
     pub const OFF: Deltas = Deltas {
         leaf_percent: 0,
         space_percent: 0,
-        min_pages: 0,
+        min_bytes: 0,
     };
 
     /// Whether commits write delta pages at all.
@@ -76,9 +76,9 @@ impl Deltas {
         (items * self.leaf_percent as usize / 100).max(MIN_LEAF_ENTRIES)
     }
 
-    /// The most live delta pages beside `leaf_pages` live leaf pages.
-    pub fn page_limit(&self, leaf_pages: usize) -> usize {
-        (leaf_pages * self.space_percent as usize / 100).max(self.min_pages)
+    /// The most bytes of live delta page slots beside `leaf_bytes` of live leaf page slots.
+    pub fn byte_limit(&self, leaf_bytes: u64) -> u64 {
+        (leaf_bytes / 100 * u64::from(self.space_percent)).max(self.min_bytes)
     }
 }
 
@@ -91,9 +91,11 @@ pub(crate) struct Pend {
     pub(crate) ext: Option<u64>,
 }
 
-/// A live delta page: the keys it was written with, and how many it still provides.
+/// A live delta page: its slot's size, the keys it was written with, and how many it still
+/// provides.
 #[derive(Debug, Default)]
 pub(crate) struct Meta {
+    slot: u64,
     keys: Vec<Vec<u8>>,
     live: usize,
 }
@@ -105,6 +107,8 @@ pub(crate) struct Book {
     pages: HashMap<u64, Meta>,
     /// Live pages, oldest first; pages freed since are skipped (and dropped) lazily.
     order: VecDeque<u64>,
+    /// The live pages' slots, in bytes.
+    bytes: u64,
 }
 
 fn range<'a>(low: Option<&'a [u8]>, high: Option<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
@@ -118,6 +122,11 @@ impl Book {
     /// Live delta pages.
     pub(crate) fn live_pages(&self) -> usize {
         self.pages.len()
+    }
+
+    /// Bytes of live delta page slots.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Keys whose durable state is a delta entry.
@@ -138,10 +147,10 @@ impl Book {
             .count()
     }
 
-    /// The keys whose leaves a commit must image whole so that live delta pages come down
-    /// to `limit`: the keys the oldest pages still provide.
-    pub(crate) fn retiring(&mut self, limit: usize) -> Vec<Vec<u8>> {
-        let mut over = self.pages.len().saturating_sub(limit);
+    /// The keys whose leaves a commit must image whole so that live delta pages' slots
+    /// come down to `limit` bytes: the keys the oldest pages still provide.
+    pub(crate) fn retiring(&mut self, limit: u64) -> Vec<Vec<u8>> {
+        let mut over = self.bytes.saturating_sub(limit);
         let mut keys = Vec::new();
         if over == 0 {
             return keys;
@@ -152,8 +161,8 @@ impl Book {
             if over == 0 {
                 break;
             }
-            over -= 1;
             let meta = &self.pages[off];
+            over = over.saturating_sub(meta.slot);
             keys.extend(
                 meta.keys
                     .iter()
@@ -171,6 +180,7 @@ impl Book {
         if let Some(m) = self.pages.get_mut(&page) {
             m.live -= 1;
             if m.live == 0 {
+                self.bytes -= m.slot;
                 self.pages.remove(&page);
                 freed.push(page);
             }
@@ -200,13 +210,14 @@ impl Book {
         }
     }
 
-    /// Delta page `page` now provides `entries` (key and the extension its value is in), in
-    /// key order: each supersedes the key's previous entry, whose extension goes onto
-    /// `unnamed` (and whose page onto `freed` if it provides nothing else); the new
-    /// entries' extensions go onto `named`.
+    /// Delta page `page` (in a slot of `slot` bytes) now provides `entries` (key and the
+    /// extension its value is in), in key order: each supersedes the key's previous entry,
+    /// whose extension goes onto `unnamed` (and whose page onto `freed` if it provides
+    /// nothing else); the new entries' extensions go onto `named`.
     pub(crate) fn add_page(
         &mut self,
         page: u64,
+        slot: u64,
         entries: Vec<(Vec<u8>, Option<u64>)>,
         named: &mut Vec<u64>,
         unnamed: &mut Vec<u64>,
@@ -226,19 +237,31 @@ impl Book {
             return;
         }
         let live = keys.len();
-        self.pages.insert(page, Meta { keys, live });
+        self.pages.insert(page, Meta { slot, keys, live });
+        self.bytes += slot;
         self.order.push_back(page);
     }
 
-    /// Recovery: `key`'s state is the entry on `page` (pages added in commit order).
-    pub(crate) fn recovered(&mut self, page: u64, key: Vec<u8>, ext: Option<u64>) {
+    /// Recovery: `key`'s state is the entry on `page`, in a slot of `slot` bytes (pages
+    /// added in commit order).
+    pub(crate) fn recovered(&mut self, page: u64, slot: u64, key: Vec<u8>, ext: Option<u64>) {
         let m = self.pages.entry(page).or_default();
         if m.live == 0 {
+            m.slot = slot;
+            self.bytes += slot;
             self.order.push_back(page);
         }
         m.keys.push(key.clone());
         m.live += 1;
         self.pending.insert(key, Pend { page, ext });
+    }
+
+    /// Recovery: puts the live pages in the order they were written (`rank`: page → its
+    /// position by commit), which the key order they were found in is not.
+    pub(crate) fn order_by(&mut self, rank: &HashMap<u64, usize>) {
+        self.order
+            .make_contiguous()
+            .sort_by_key(|p| rank.get(p).copied().unwrap_or(usize::MAX));
     }
 
     /// The extensions the live entries name (one per entry).
@@ -261,6 +284,7 @@ mod tests {
         let (mut named, mut unnamed, mut freed) = (Vec::new(), Vec::new(), Vec::new());
         b.add_page(
             100,
+            512,
             vec![(k("a"), None), (k("m"), Some(7)), (k("x"), None)],
             &mut named,
             &mut unnamed,
@@ -269,6 +293,7 @@ mod tests {
         assert_eq!((named.clone(), b.live_pages()), (vec![7], 1));
         b.add_page(
             200,
+            1024,
             vec![(k("m"), None)],
             &mut named,
             &mut unnamed,
@@ -276,43 +301,37 @@ mod tests {
         );
         assert_eq!(unnamed, vec![7], "m's old entry named extension 7");
         assert_eq!(b.count_in(None, None, 10), 3);
+        assert_eq!(b.live_bytes(), 1536);
         assert_eq!(b.count_in(Some(b"b"), Some(b"y"), 10), 2);
         assert!(freed.is_empty());
         // A whole image of [a, n) supersedes a and m: page 200 is free, 100 keeps x.
         b.drop_range(None, Some(b"n"), &mut unnamed, &mut freed);
         assert_eq!(freed, vec![200]);
+        assert_eq!(b.live_bytes(), 512);
         assert!(b.is_live(100) && !b.is_live(200));
         b.drop_range(Some(b"n"), None, &mut unnamed, &mut freed);
         assert_eq!(freed, vec![200, 100]);
-        assert_eq!((b.live_pages(), b.pending_keys()), (0, 0));
+        assert_eq!(
+            (b.live_pages(), b.pending_keys(), b.live_bytes()),
+            (0, 0, 0)
+        );
     }
 
     #[test]
     fn retiring_names_the_keys_the_oldest_pages_still_provide() {
         let mut b = Book::default();
         let (mut n, mut u, mut f) = (Vec::new(), Vec::new(), Vec::new());
-        b.add_page(
-            1,
-            vec![(k("a"), None), (k("b"), None)],
-            &mut n,
-            &mut u,
-            &mut f,
-        );
-        b.add_page(
-            2,
-            vec![(k("b"), None), (k("c"), None)],
-            &mut n,
-            &mut u,
-            &mut f,
-        );
-        b.add_page(3, vec![(k("d"), None)], &mut n, &mut u, &mut f);
-        assert!(b.retiring(3).is_empty());
+        let e = |ks: &[&str]| ks.iter().map(|x| (k(x), None)).collect::<Vec<_>>();
+        b.add_page(1, 512, e(&["a", "b"]), &mut n, &mut u, &mut f);
+        b.add_page(2, 512, e(&["b", "c"]), &mut n, &mut u, &mut f);
+        b.add_page(3, 512, e(&["d"]), &mut n, &mut u, &mut f);
+        assert!(b.retiring(1536).is_empty());
         // Page 1 provides only a now (b moved to page 2).
-        assert_eq!(b.retiring(2), vec![k("a")]);
-        assert_eq!(b.retiring(1), vec![k("a"), k("b"), k("c")]);
+        assert_eq!(b.retiring(1024), vec![k("a")]);
+        assert_eq!(b.retiring(1000), vec![k("a"), k("b"), k("c")]);
         b.drop_range(None, Some(b"c"), &mut u, &mut f);
         assert_eq!(f, vec![1]);
-        assert_eq!(b.retiring(1), vec![k("c")]);
+        assert_eq!(b.retiring(512), vec![k("c")]);
     }
 
     #[test]
@@ -320,8 +339,8 @@ mod tests {
         let d = Deltas::default();
         assert_eq!(d.leaf_limit(140), 35);
         assert_eq!(d.leaf_limit(3), MIN_LEAF_ENTRIES);
-        assert_eq!(d.page_limit(100), 256);
-        assert_eq!(d.page_limit(10_000), 2_500);
+        assert_eq!(d.byte_limit(100 << 10), 1 << 20);
+        assert_eq!(d.byte_limit(100 << 20), 25 << 20);
         assert!(!Deltas::OFF.on());
     }
 }

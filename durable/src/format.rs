@@ -8,12 +8,18 @@
 
 use std::fmt;
 
-/// Alignment unit of the file: the superblock, slab descriptors and the smallest size class.
+/// Alignment unit of the file: the superblock, slab descriptors and slabs.
 pub const BLOCK: u64 = 4096;
-/// log2 of the smallest size class (4 KiB).
-pub const MIN_CLASS_LOG2: u8 = 12;
-/// Largest size class log2 a file may use (1 GiB).
-pub const MAX_CLASS_LOG2: u8 = 30;
+/// Slot sizes of the small classes (format 6): class `c` in `1..=11` holds
+/// `SMALL_SLOTS[c - 1]` bytes, so a page shorter than a block (an extension page of a 1 KiB
+/// value, a delta page of a few keys) does not take a whole one. Slots share the device's
+/// 512-byte sectors with their neighbours; a write never changes a neighbour's bytes, so a
+/// torn sector holds the neighbour's old bytes either way.
+pub const SMALL_SLOTS: [u64; 11] = [512, 640, 768, 896, 1024, 1152, 1280, 1536, 2048, 2560, 3072];
+/// Classes from this one on hold `2^c` bytes (4 KiB and up).
+pub const BLOCK_CLASS: u8 = 12;
+/// The largest class a file may use (1 GiB slots).
+pub const MAX_CLASS: u8 = 30;
 /// Smallest slab (256 KiB): slabs are twice the largest page a store can write, at least this.
 pub const MIN_SLAB: u64 = 256 << 10;
 /// Fixed page header length.
@@ -166,8 +172,7 @@ pub fn decode_super(b: &[u8]) -> R<Super> {
         return Err(FormatError::Malformed("block size"));
     }
     let slab_size = u64_at(b, 16);
-    if !slab_size.is_power_of_two() || !(MIN_SLAB..=1 << (MAX_CLASS_LOG2 + 2)).contains(&slab_size)
-    {
+    if !slab_size.is_power_of_two() || !(MIN_SLAB..=1 << (MAX_CLASS + 2)).contains(&slab_size) {
         return Err(FormatError::Malformed("slab size"));
     }
     Ok(Super { slab_size, version })
@@ -179,14 +184,14 @@ pub struct SlabDesc {
     /// The slab's index in the file.
     pub index: u64,
     /// log2 of its slots' size.
-    pub class_log2: u8,
+    pub class: u8,
 }
 
 /// Encodes a slab descriptor into one block.
 pub fn encode_slab(d: &SlabDesc) -> Vec<u8> {
     let mut b = vec![0u8; BLOCK as usize];
     b[0..4].copy_from_slice(&SLAB_MAGIC);
-    b[4] = d.class_log2;
+    b[4] = d.class;
     b[8..16].copy_from_slice(&d.index.to_le_bytes());
     let crc = crc32c::crc32c(&b[0..16]);
     b[16..20].copy_from_slice(&crc.to_le_bytes());
@@ -207,13 +212,13 @@ pub fn decode_slab(b: &[u8]) -> R<SlabDesc> {
     if crc32c::crc32c(&b[0..16]) != u32_at(b, 16) {
         return Err(FormatError::BadChecksum);
     }
-    let class_log2 = b[4];
-    if !(MIN_CLASS_LOG2..=MAX_CLASS_LOG2).contains(&class_log2) {
+    let class = b[4];
+    if slot_bytes(class).is_none() {
         return Err(FormatError::Malformed("size class"));
     }
     Ok(SlabDesc {
         index: u64_at(b, 8),
-        class_log2,
+        class,
     })
 }
 
@@ -327,7 +332,7 @@ pub struct Header {
     /// `KIND_LEAF` or `KIND_EXT`.
     pub kind: u8,
     /// log2 of the slot size the page was written into.
-    pub class_log2: u8,
+    pub class: u8,
     /// Page length in bytes, header included.
     pub len: u32,
     /// Offset the page was written at.
@@ -340,10 +345,22 @@ pub struct Header {
     pub commit: CommitTag,
 }
 
-/// The smallest size class (log2) that holds `len` bytes.
+/// The smallest size class that holds `len` bytes.
 pub fn class_for(len: usize) -> u8 {
-    let l = len.max(1).next_power_of_two().trailing_zeros() as u8;
-    l.max(MIN_CLASS_LOG2)
+    let len = len.max(1) as u64;
+    if let Some(i) = SMALL_SLOTS.iter().position(|&s| s >= len) {
+        return i as u8 + 1;
+    }
+    (len.next_power_of_two().trailing_zeros() as u8).max(BLOCK_CLASS)
+}
+
+/// Bytes in a slot of class `class`; `None` for a number that names no class.
+pub fn slot_bytes(class: u8) -> Option<u64> {
+    match class {
+        1..=11 => Some(SMALL_SLOTS[class as usize - 1]),
+        BLOCK_CLASS..=MAX_CLASS => Some(1 << class),
+        _ => None,
+    }
 }
 
 fn put_fence(out: &mut Vec<u8>, f: Option<&[u8]>) {
@@ -518,7 +535,7 @@ pub fn decode_header(b: &[u8]) -> R<Header> {
     }
     let h = Header {
         kind: b[4],
-        class_log2: b[6],
+        class: b[6],
         len: u32_at(b, 12),
         offset: u64_at(b, 16),
         lid: u64_at(b, 24),
@@ -531,9 +548,7 @@ pub fn decode_header(b: &[u8]) -> R<Header> {
     if (h.len as usize) < HEADER {
         return Err(FormatError::Malformed("length below the header"));
     }
-    if !(MIN_CLASS_LOG2..=MAX_CLASS_LOG2).contains(&h.class_log2)
-        || u64::from(h.len) > 1u64 << h.class_log2
-    {
+    if slot_bytes(h.class).is_none_or(|n| u64::from(h.len) > n) {
         return Err(FormatError::Malformed("size class"));
     }
     Ok(h)
@@ -766,7 +781,7 @@ mod tests {
         };
         let b = encode_ext(&e, 4096 * 3);
         assert_eq!(b.len(), ext_len(&e));
-        assert_eq!(decode_header(&b).unwrap().class_log2, 13);
+        assert_eq!(decode_header(&b).unwrap().class, 13);
         assert_eq!(decode_page(&b, 4096 * 3).unwrap(), Page::Ext(e));
         let b = encode_clock(1 << 40, 4096);
         assert_eq!(b.len(), HEADER);
@@ -778,7 +793,7 @@ mod tests {
         assert_eq!(decode_super(&encode_super(&s)).unwrap(), s);
         let d = SlabDesc {
             index: 3,
-            class_log2: 14,
+            class: 14,
         };
         assert_eq!(decode_slab(&encode_slab(&d)).unwrap(), d);
     }
@@ -888,9 +903,23 @@ mod tests {
 
     #[test]
     fn classes() {
-        assert_eq!(class_for(1), 12);
+        assert_eq!(class_for(1), 1);
+        assert_eq!(class_for(512), 1);
+        assert_eq!(class_for(513), 2);
+        assert_eq!(class_for(1100), 6);
+        assert_eq!(slot_bytes(6), Some(1152));
+        assert_eq!(class_for(3072), 11);
+        assert_eq!(class_for(3073), 12);
         assert_eq!(class_for(4096), 12);
         assert_eq!(class_for(4097), 13);
         assert_eq!(class_for(1 << 20), 20);
+        // Every class holds what it is chosen for, and is the smallest that does.
+        for len in 1..70_000usize {
+            let c = class_for(len);
+            assert!(slot_bytes(c).unwrap() >= len as u64);
+            assert!(c == 1 || (1..c).filter_map(slot_bytes).all(|n| n < len as u64));
+        }
+        assert_eq!(slot_bytes(0), None);
+        assert_eq!(slot_bytes(31), None);
     }
 }

@@ -28,7 +28,8 @@ use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
     class_for, decode_header, decode_page, decode_slab, decode_super, encode_super, ext_len,
-    CommitTag, ExtRef, FormatError, Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
+    slot_bytes, CommitTag, ExtRef, FormatError, Page, PageValue, Super, BLOCK, FORMAT_VERSION,
+    HEADER,
 };
 use crate::io::Storage;
 use crate::replay::{read_leaf, Entry, EntryValue, Live, Overlay, Range, Replay};
@@ -324,6 +325,15 @@ pub(crate) fn recover(
         *ext_refs.entry(e).or_insert(0) += 1;
     }
     rep.delta_keys = delta.pending_keys() as u64;
+    let mut delta = delta;
+    let rank: HashMap<u64, usize> = found
+        .deltas
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.off, i))
+        .collect();
+    delta.order_by(&rank);
+    let leaf_bytes = pages.keys().map(|&p| slabs.slot_bytes_at(p)).sum();
     rep.live_pages = pages.len() as u64;
     rep.versions_discarded = rep
         .leaf_pages
@@ -359,6 +369,7 @@ pub(crate) fn recover(
         clock,
         lease: rep.lease,
         delta,
+        leaf_bytes,
     };
     Ok((tree, disk, rep))
 }
@@ -437,7 +448,7 @@ fn scan(
         progress.bytes_read.store(base.min(len), Ordering::Relaxed);
         let delay = progress.page_delay_us.load(Ordering::Relaxed);
         let desc = match decode_slab(&buf[..BLOCK as usize]) {
-            Ok(d) if d.index == index && d.class_log2 <= slabs.max_class() => d,
+            Ok(d) if d.index == index && d.class <= slabs.max_class() => d,
             Err(FormatError::Empty) => continue,
             _ => {
                 rep.bad_slabs += 1;
@@ -445,17 +456,17 @@ fn scan(
             }
         };
         rep.slabs += 1;
-        slabs.describe(index, desc.class_log2);
-        for off in slabs.slot_offsets(index, desc.class_log2) {
+        slabs.describe(index, desc.class);
+        for off in slabs.slot_offsets(index, desc.class) {
             progress.bytes_read.store(off.min(len), Ordering::Relaxed);
             if delay > 0 {
                 std::thread::sleep(Duration::from_micros(delay));
             }
             let at = (off - base) as usize;
             scan_slot(
-                &buf[at..at + (1usize << desc.class_log2)],
+                &buf[at..at + slot_bytes(desc.class).unwrap_or(0) as usize],
                 off,
-                desc.class_log2,
+                desc.class,
                 &mut f,
                 rep,
             );
@@ -468,7 +479,7 @@ fn scan(
 fn scan_slot(slot: &[u8], off: u64, class: u8, f: &mut Found, rep: &mut RecoveryReport) {
     let len = match decode_header(slot) {
         Err(FormatError::Empty) => return,
-        Ok(h) if h.class_log2 == class => h.len,
+        Ok(h) if h.class == class => h.len,
         _ => {
             rep.torn_pages += 1;
             return;
@@ -865,11 +876,12 @@ pub(crate) fn read_ext(
         anchor: None,
         value: &[],
     }) + r.len as usize;
-    if want > 1usize << class {
+    let slot = slot_bytes(class).unwrap_or(0) as usize;
+    if want > slot {
         return Ok(None);
     }
     // The anchor's length is unknown up front: read the whole slot.
-    let mut b = vec![0u8; 1usize << class];
+    let mut b = vec![0u8; slot];
     storage
         .read_at(&mut b, r.off)
         .map_err(|e| disk("reading an extension page", e))?;

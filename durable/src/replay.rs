@@ -292,7 +292,8 @@ impl<'a> Replay<'a> {
             Some(EntryValue::Ext(r)) => Some(r.off),
             _ => None,
         };
-        self.book.recovered(e.page, k.clone(), ext);
+        let slot = self.slabs.slot_bytes_at(e.page);
+        self.book.recovered(e.page, slot, k.clone(), ext);
         let Some(value) = e.value else {
             return Ok(None);
         };

@@ -1,12 +1,13 @@
 //! The slab allocator over the page file (Retina §4.4): the file after the superblock is cut
-//! into equal slabs; each slab holds slots of one size class (4 KiB, 8 KiB, … up to half a
-//! slab), named by the descriptor in its first block. Leaf pages and extension pages take
+//! into equal slabs; each slab holds slots of one size class (512 bytes to 3 KiB in steps,
+//! then 4 KiB, 8 KiB, … up to half a slab; format.rs `slot_bytes`), named by the descriptor
+//! in its first block. Leaf pages and extension pages take
 //! the smallest class that holds them. The live map is not stored: recovery rebuilds it from
 //! the pages it keeps, and every other slot of a described slab is free.
 //!
 //! Not thread-safe by itself; the committer owns it.
 
-use crate::format::{SlabDesc, BLOCK, MIN_CLASS_LOG2};
+use crate::format::{slot_bytes, SlabDesc, BLOCK};
 use std::collections::BTreeMap;
 
 /// Slabs, their classes and their free slots.
@@ -44,8 +45,9 @@ impl Slabs {
     /// Offsets of the slots of slab `index` at class `class`.
     pub fn slot_offsets(&self, index: u64, class: u8) -> impl DoubleEndedIterator<Item = u64> {
         let first = self.base(index) + BLOCK;
-        let n = (self.slab_size - BLOCK) >> class;
-        (0..n).map(move |i| first + (i << class))
+        let size = slot_bytes(class).unwrap_or(self.slab_size);
+        let n = (self.slab_size - BLOCK) / size;
+        (0..n).map(move |i| first + i * size)
     }
 
     /// Number of slab indexes known so far (described or not).
@@ -75,9 +77,14 @@ impl Slabs {
         self.classes[i] = Some(class);
     }
 
+    /// Bytes in the slot at `off` (0 outside described slabs).
+    pub fn slot_bytes_at(&self, off: u64) -> u64 {
+        self.class_of(off).and_then(slot_bytes).unwrap_or(0)
+    }
+
     /// A free slot of `class`, if one exists.
     pub fn alloc(&mut self, class: u8) -> Option<u64> {
-        debug_assert!((MIN_CLASS_LOG2..=self.max_class()).contains(&class));
+        debug_assert!(slot_bytes(class).is_some() && class <= self.max_class());
         self.free.get_mut(&class).and_then(Vec::pop)
     }
 
@@ -90,15 +97,15 @@ impl Slabs {
             .unwrap_or(self.classes.len()) as u64;
         SlabDesc {
             index,
-            class_log2: class,
+            class: class,
         }
     }
 
     /// Adds a slab whose descriptor is durable; all its slots become free.
     pub fn add_slab(&mut self, d: SlabDesc) {
-        self.describe(d.index, d.class_log2);
-        let slots = self.slot_offsets(d.index, d.class_log2).rev();
-        self.free.entry(d.class_log2).or_default().extend(slots);
+        self.describe(d.index, d.class);
+        let slots = self.slot_offsets(d.index, d.class).rev();
+        self.free.entry(d.class).or_default().extend(slots);
     }
 
     /// Returns the slot at `off` to its class's free list.

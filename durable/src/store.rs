@@ -69,6 +69,10 @@ pub struct DurableStats {
     pub delta_pages_written: u64,
     /// Delta pages still providing some key's newest state.
     pub live_delta_pages: u64,
+    /// Their slots, in bytes.
+    pub live_delta_bytes: u64,
+    /// The live leaf pages' slots, in bytes.
+    pub live_leaf_bytes: u64,
     /// Keys whose newest durable state is in a delta page (their leaf's page is older).
     pub delta_keys: u64,
     /// Extension pages written.
@@ -181,6 +185,8 @@ impl Durability {
             leaf_pages_written: c.leaf_pages.load(Ordering::Relaxed),
             delta_pages_written: c.delta_pages.load(Ordering::Relaxed),
             live_delta_pages: d.delta.live_pages() as u64,
+            live_delta_bytes: d.delta.live_bytes(),
+            live_leaf_bytes: d.leaf_bytes,
             delta_keys: d.delta.pending_keys() as u64,
             ext_pages_written: c.ext_pages.load(Ordering::Relaxed),
             bytes_written: c.bytes.load(Ordering::Relaxed),

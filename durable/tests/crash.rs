@@ -30,12 +30,12 @@ const DELTAS: [Deltas; 3] = [
     Deltas {
         leaf_percent: 25,
         space_percent: 25,
-        min_pages: 256,
+        min_bytes: 1 << 20,
     },
     Deltas {
         leaf_percent: 10,
         space_percent: 1,
-        min_pages: 3,
+        min_bytes: 2048,
     },
 ];
 

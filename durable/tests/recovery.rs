@@ -330,7 +330,8 @@ fn as_format_1(mut img: Vec<u8>) -> Vec<u8> {
         let b = base as usize;
         let end = (b + slab as usize).min(img.len());
         if let Ok(d) = decode_slab(&img[b..end]) {
-            let size = 1usize << d.class_log2;
+            // (A real format-1 file has no slots below 4 KiB; upgrade.rs opens one.)
+            let size = accelkv_durable::format::slot_bytes(d.class).unwrap() as usize;
             let mut off = b + BLOCK as usize;
             while off + size <= end {
                 if decode_header(&img[off..]).is_ok() {

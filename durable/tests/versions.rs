@@ -24,13 +24,14 @@ fn options(policy: SyncPolicy) -> Options {
 fn clock_pages(img: &[u8]) -> Vec<u64> {
     let mut found = Vec::new();
     let mut off = BLOCK as usize;
-    // Under `none` a slab is a hole after its descriptor: the image may end mid-slot.
+    // Under `none` a slab is a hole after its descriptor: the image may end mid-slot. Every
+    // slot starts at a multiple of 128 bytes (format.rs `SMALL_SLOTS`).
     while off < img.len() {
         let slot = &img[off..(off + BLOCK as usize).min(img.len())];
         if let Ok(Page::Clock(lease)) = decode_page(slot, off as u64) {
             found.push(lease);
         }
-        off += BLOCK as usize;
+        off += 128;
     }
     found
 }
