@@ -97,7 +97,7 @@ impl Slabs {
             .unwrap_or(self.classes.len()) as u64;
         SlabDesc {
             index,
-            class: class,
+            class,
         }
     }
 
