@@ -72,7 +72,7 @@ fn main() {
         st.max_commit_us as f64 / 1e3,
         file.as_ref().map_or(0, |m| m.len()) >> 10,
         file.as_ref().map_or(0, |m| m.blocks() * 512) >> 10,
-        distinct * (size as u64 + 10) >> 10
+        (distinct * (size as u64 + 10)) >> 10
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
