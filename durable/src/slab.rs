@@ -95,10 +95,7 @@ impl Slabs {
             .iter()
             .position(Option::is_none)
             .unwrap_or(self.classes.len()) as u64;
-        SlabDesc {
-            index,
-            class,
-        }
+        SlabDesc { index, class }
     }
 
     /// Adds a slab whose descriptor is durable; all its slots become free.

@@ -301,6 +301,11 @@ fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut Out) -> std::fmt:
             d.ext_pages_written,
         ),
         (
+            "accelkv_durable_delta_pages_written_total",
+            "Delta pages (changed keys of leaves not imaged whole) written.",
+            d.delta_pages_written,
+        ),
+        (
             "accelkv_durable_failures_total",
             "Commits that failed (disk errors).",
             d.failures,
@@ -343,6 +348,16 @@ fn durability(sh: &Shared, p: &accelkv_durable::Store, o: &mut Out) -> std::fmt:
             "accelkv_durable_live_pages",
             "Pages of the page file holding live data.",
             d.live_pages as f64,
+        ),
+        (
+            "accelkv_durable_live_delta_pages",
+            "Delta pages holding some key's newest durable state.",
+            d.live_delta_pages as f64,
+        ),
+        (
+            "accelkv_durable_delta_keys",
+            "Keys whose newest durable state is in a delta page.",
+            d.delta_keys as f64,
         ),
         (
             "accelkv_durable_failing",

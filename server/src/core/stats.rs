@@ -63,7 +63,13 @@ impl Shared {
             d.leaf_pages_written.to_string(),
         );
         line("durable_ext_pages_written", d.ext_pages_written.to_string());
+        line(
+            "durable_delta_pages_written",
+            d.delta_pages_written.to_string(),
+        );
         line("durable_live_pages", d.live_pages.to_string());
+        line("durable_live_delta_pages", d.live_delta_pages.to_string());
+        line("durable_delta_keys", d.delta_keys.to_string());
         line("durable_failed", d.failed.unwrap_or_else(|| "no".into()));
         // The leaf cache over the page file (issue 18).
         let m = self.store().mirror_stats();
