@@ -33,7 +33,9 @@ pub struct Options {
     /// and versions jump by up to this much when the store is reopened.
     pub version_lease: u64,
     /// When commits write delta pages instead of whole leaf images ([`Deltas::default`];
-    /// [`Deltas::OFF`]: whole images only).
+    /// [`Deltas::OFF`]: whole images only). Ignored with a memory budget
+    /// (`Config::evict`): such a store images whole leaves, since a leaf must be imaged whole
+    /// before it is evicted and a delta entry first would write the change twice.
     pub deltas: crate::Deltas,
 }
 
@@ -324,7 +326,14 @@ impl Store {
             mirror: shared,
             freed_later: Arc::new(Mutex::new(Vec::new())),
             lease_step: opts.version_lease,
-            deltas: opts.deltas,
+            // With a memory budget a write to a leaf about to be evicted would be written
+            // twice (a delta entry, then the whole image eviction needs): whole images only
+            // (docs/BENCHMARKS.md, "Delta pages").
+            deltas: if opts.config.evict {
+                crate::Deltas::OFF
+            } else {
+                opts.deltas
+            },
         });
         // Before any write: versions from here on are above every version ever issued, and
         // the device says so before any of them is seen.

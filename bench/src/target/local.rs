@@ -33,18 +33,27 @@ pub struct Durable {
 impl Durable {
     /// Opens a fresh store from `spec`: a sync policy (`sync`, `interval=<ms>`, `none`),
     /// optionally followed by `,budget=<MiB>`: a memory budget, past which leaves live only
-    /// in the page file (the mirror cache, `Config::evict`).
+    /// in the page file (the mirror cache, `Config::evict`), and by `,whole`: commits image
+    /// whole leaves (delta pages off, `Deltas::OFF`).
     pub fn open(spec: &str) -> Result<Durable> {
-        let (policy, budget) =
-            match spec.split_once(",budget=") {
-                Some((p, b)) => (
-                    p,
-                    Some(b.parse::<usize>().map_err(|_| {
+        let mut parts = spec.split(',');
+        let policy = parts.next().unwrap_or_default();
+        let (mut budget, mut deltas) = (None, accelkv_durable::Deltas::default());
+        for p in parts {
+            match p.split_once('=') {
+                Some(("budget", b)) => {
+                    budget = Some(b.parse::<usize>().map_err(|_| {
                         TargetError(format!("accelkv-durable={spec}: budget in MiB"))
-                    })?),
-                ),
-                None => (spec, None),
-            };
+                    })?)
+                }
+                None if p == "whole" => deltas = accelkv_durable::Deltas::OFF,
+                _ => {
+                    return Err(TargetError(format!(
+                        "accelkv-durable={spec}: unknown option {p:?} (budget=<MiB>, whole)"
+                    )))
+                }
+            }
+        }
         let sync = policy.parse().map_err(TargetError)?;
         let dir = super::scratch::Scratch::new("durable");
         let config = match budget {
@@ -58,6 +67,7 @@ impl Durable {
         let opts = accelkv_durable::Options {
             config,
             sync,
+            deltas,
             ..Default::default()
         };
         let durable = Arc::new(

@@ -88,8 +88,9 @@ pub trait Conn: Send {
 
 /// Parses a target specification: `accelkv`, `accelkv-engine[=auto|cpu|gpu]` (default
 /// `cpu`), `btreemap`, `rocksdb`,
-/// `accelkv-durable[=POLICY[,budget=MiB]]` (POLICY `sync`, `interval=<ms>` or `none`;
-/// default `sync`; a budget makes leaves past it live only in the page file),
+/// `accelkv-durable[=POLICY[,budget=MiB][,whole]]` (POLICY `sync`, `interval=<ms>` or `none`;
+/// default `sync`; a budget makes leaves past it live only in the page file; `whole` turns
+/// delta pages off),
 /// `rocksdb=sync|none[,cache=MiB]` (RocksDB with its WAL synced on every write or not, and
 /// its block cache, default 1 GiB), `lmdb=sync|none` (LMDB, every commit synced or not), or
 /// `accelkv-tcp=ADDR`, `accelkv-udp=ADDR`, `accelkv-resp=ADDR`, `redis=ADDR`,
