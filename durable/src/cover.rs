@@ -109,6 +109,7 @@ impl Cover {
     }
 
     /// The page providing `key`, if any.
+    #[cfg(test)]
     pub fn page_for(&self, key: &[u8]) -> Option<u64> {
         let (_, (e, p)) = self
             .ranges

@@ -253,26 +253,33 @@ impl Book {
         self.order.push_back(page);
     }
 
-    /// Recovery: `key`'s state is the entry on `page`, in a slot of `slot` bytes (pages
-    /// added in commit order).
-    pub(crate) fn recovered(&mut self, page: u64, slot: u64, key: Vec<u8>, ext: Option<u64>) {
-        let m = self.pages.entry(page).or_default();
-        if m.live == 0 {
-            m.slot = slot;
-            self.bytes += slot;
-            self.order.push_back(page);
+    /// Recovery's book: `entries` (key, delta page, the extension it names) are the keys
+    /// whose state is a delta entry, in key order; `slot` gives a page's slot size, `rank`
+    /// its position by commit (the retirement queue is oldest first).
+    pub(crate) fn recovered(
+        entries: Vec<(Vec<u8>, u64, Option<u64>)>,
+        slot: impl Fn(u64) -> u64,
+        rank: &HashMap<u64, usize>,
+    ) -> Book {
+        let mut b = Book::default();
+        for (k, page, _) in &entries {
+            let m = b.pages.entry(*page).or_default();
+            if m.live == 0 {
+                m.slot = slot(*page);
+                b.bytes += m.slot;
+            }
+            m.keys.push(k.clone());
+            m.live += 1;
         }
-        m.keys.push(key.clone());
-        m.live += 1;
-        self.pending.insert(key, Pend { page, ext });
-    }
-
-    /// Recovery: puts the live pages in the order they were written (`rank`: page → its
-    /// position by commit), which the key order they were found in is not.
-    pub(crate) fn order_by(&mut self, rank: &HashMap<u64, usize>) {
-        self.order
-            .make_contiguous()
-            .sort_by_key(|p| rank.get(p).copied().unwrap_or(usize::MAX));
+        // Sorted input: the map is built in bulk, not by one search per key.
+        b.pending = entries
+            .into_iter()
+            .map(|(k, page, ext)| (k, Pend { page, ext }))
+            .collect();
+        let mut order: Vec<u64> = b.pages.keys().copied().collect();
+        order.sort_by_key(|p| rank.get(p).copied().unwrap_or(usize::MAX));
+        b.order = order.into();
+        b
     }
 
     /// The extensions the live entries name (one per entry).

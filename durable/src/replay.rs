@@ -20,7 +20,7 @@ use crate::io::Storage;
 use crate::slab::Slabs;
 use accelkv_tree::Recovered;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::iter::Peekable;
 use std::rc::Rc;
 
@@ -33,14 +33,24 @@ pub(crate) struct Entry {
     pub(crate) flags: u32,
 }
 
+impl Entry {
+    /// A placeholder for an entry moved out.
+    pub(crate) const GONE: Entry = Entry {
+        page: 0,
+        value: None,
+        deadline: 0,
+        flags: 0,
+    };
+}
+
 /// A delta entry's value.
 pub(crate) enum EntryValue {
     Inline(Vec<u8>),
     Ext(ExtRef),
 }
 
-/// The delta entries to merge, by key.
-pub(crate) type Overlay = BTreeMap<Vec<u8>, Entry>;
+/// The delta entries to merge, in strictly ascending key order.
+pub(crate) type Overlay = Vec<(Vec<u8>, Entry)>;
 
 /// Bytes of a recovered item: a slice of a page buffer, or an extension's value.
 pub(crate) enum Bytes {
@@ -118,10 +128,10 @@ pub(crate) struct Replay<'a> {
     slabs: &'a Slabs,
     pages: &'a [Live],
     ranges: Peekable<std::vec::IntoIter<Range>>,
-    overlay: Peekable<std::collections::btree_map::IntoIter<Vec<u8>, Entry>>,
-    /// The delta entries merged so far (every one, deletions and expired ones too: they
-    /// are what their pages still provide).
-    pub(crate) book: crate::delta::Book,
+    overlay: Peekable<std::vec::IntoIter<(Vec<u8>, Entry)>>,
+    /// The delta entries merged so far, in key order (every one, deletions and expired ones
+    /// too: they are what their pages still provide): key, delta page, extension.
+    pub(crate) entries: Vec<(Vec<u8>, u64, Option<u64>)>,
     /// Leave whole pages in the page file (a budgeted store whose live leaves pass half of
     /// its budget).
     leave_pages: bool,
@@ -155,7 +165,7 @@ impl<'a> Replay<'a> {
             pages,
             ranges: ranges.into_iter().peekable(),
             overlay: overlay.into_iter().peekable(),
-            book: crate::delta::Book::default(),
+            entries: Vec::new(),
             leave_pages,
             now: accelkv_tree::now_ms(),
             cur: None,
@@ -292,8 +302,7 @@ impl<'a> Replay<'a> {
             Some(EntryValue::Ext(r)) => Some(r.off),
             _ => None,
         };
-        let slot = self.slabs.slot_bytes_at(e.page);
-        self.book.recovered(e.page, slot, k.clone(), ext);
+        self.entries.push((k.clone(), e.page, ext));
         let Some(value) = e.value else {
             return Ok(None);
         };

@@ -3,7 +3,7 @@
 //! page at a time (replay.rs). A counting allocator measures the heap's peak during the
 //! open; the tree's own memory (its arena and values) is subtracted.
 
-use accelkv_durable::{Store, SyncPolicy};
+use accelkv_durable::{Deltas, Options, Store, SyncPolicy};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -34,11 +34,19 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-#[test]
-fn reopening_holds_the_tree_and_one_page_not_the_page_file() {
-    let dir = std::env::temp_dir().join(format!("accelkv-recovery-mem-{}", std::process::id()));
+/// Reopens `N` items written with `deltas`; returns the bytes recovery held beyond what the
+/// open keeps, the items' bytes and the report.
+fn reopen(deltas: Deltas) -> (u64, u64, accelkv_durable::RecoveryReport) {
+    let dir = std::env::temp_dir().join(format!(
+        "accelkv-recovery-mem-{}-{}",
+        std::process::id(),
+        deltas.on()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = common::test_options(SyncPolicy::None);
+    let opts = Options {
+        deltas,
+        ..common::test_options(SyncPolicy::None)
+    };
     const N: u32 = 200_000;
     {
         let s = Store::open_with(&dir, opts.clone()).unwrap();
@@ -61,15 +69,31 @@ fn reopening_holds_the_tree_and_one_page_not_the_page_file() {
     let rep = s.recovery().clone();
     assert_eq!(rep.items, u64::from(N), "{rep}");
     assert!(rep.leaf_pages > 1000, "{rep}");
+    let transient = (peak - after) as u64;
+    eprintln!("peak {peak}, kept {after}, transient {transient}, items {item_bytes}: {rep}");
+    drop(s);
+    std::fs::remove_dir_all(&dir).unwrap();
+    (transient, item_bytes, rep)
+}
+
+#[test]
+fn reopening_holds_the_tree_and_one_page_not_the_page_file() {
     // Beyond what the open keeps (the tree, the page file's live map): metadata of the
     // pages, one slab buffer, one page. Holding the live pages' bytes would take more than
     // the items' bytes.
-    let transient = peak - after;
-    eprintln!("peak {peak}, kept {after}, transient {transient}, items {item_bytes}: {rep}");
+    let (transient, items, rep) = reopen(Deltas::OFF);
     assert!(
-        (transient as u64) < item_bytes / 4,
-        "recovery held {transient} bytes beyond what it kept (items: {item_bytes} bytes)"
+        transient < items / 4,
+        "recovery held {transient} bytes beyond what it kept (items: {items} bytes): {rep}"
     );
-    drop(s);
-    std::fs::remove_dir_all(&dir).unwrap();
+    // With delta pages it also holds their entries, the newest per key (delta space is at
+    // most a quarter of the leaf pages'): about four times their encoded bytes, never the
+    // leaf pages'.
+    let (transient, items, rep) = reopen(Deltas::default());
+    assert!(rep.delta_keys > 0, "{rep}");
+    assert!(
+        transient < items / 4 + 4 * rep.delta_bytes,
+        "recovery held {transient} bytes beyond what it kept (items: {items} bytes, delta pages {} bytes): {rep}",
+        rep.delta_bytes
+    );
 }
