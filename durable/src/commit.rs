@@ -587,24 +587,7 @@ impl Core {
             (mine, std::mem::take(&mut q.whole))
         };
         if mine.is_empty() && whole.is_empty() {
-            // Nothing new to write; but earlier commits' pages may still be unsynced (the
-            // last write of a `none` store taken by a periodic commit just before close).
-            if sync && d.unsynced {
-                if let Err(e) = self.sync("fdatasync of earlier commits") {
-                    self.fail(v, e.clone());
-                    return Err(e);
-                }
-                d.unsynced = false;
-            }
-            // A failed device is retried with a sync.
-            if self.failed().is_some() {
-                if let Err(e) = self.sync("retrying fdatasync") {
-                    self.fail(v, e.clone());
-                    return Err(e);
-                }
-            }
-            self.succeed(v, at);
-            return Ok((v, 0));
+            return self.nothing_to_write(&mut d, v, at, sync);
         }
         let mut keys: Vec<Vec<u8>> = mine.into_iter().map(|e| e.0).collect();
         keys.sort_unstable();
@@ -676,6 +659,27 @@ impl Core {
                 Err(e)
             }
         }
+    }
+
+    /// A commit with nothing new to write; but earlier commits' pages may still be unsynced
+    /// (the last write of a `none` store taken by a periodic commit just before close), and
+    /// a failed device is retried with a sync.
+    fn nothing_to_write(&self, d: &mut Disk, v: u64, at: u64, sync: bool) -> Result<(u64, usize)> {
+        if sync && d.unsynced {
+            if let Err(e) = self.sync("fdatasync of earlier commits") {
+                self.fail(v, e.clone());
+                return Err(e);
+            }
+            d.unsynced = false;
+        }
+        if self.failed().is_some() {
+            if let Err(e) = self.sync("retrying fdatasync") {
+                self.fail(v, e.clone());
+                return Err(e);
+            }
+        }
+        self.succeed(v, at);
+        Ok((v, 0))
     }
 
     /// Plans a commit at `snap`: every leaf holding a key of `keys` (dirty, sorted) or of
@@ -950,6 +954,24 @@ impl Core {
             self.write(&bytes, off, "writing a leaf page")?;
             self.counters.leaf_pages.fetch_add(1, Ordering::Relaxed);
         }
+        self.write_deltas(d, plans, cuts, taken, v, tag)?;
+        if sync {
+            self.sync("fdatasync of a commit")?;
+        }
+        d.unsynced = !sync;
+        Ok(())
+    }
+
+    /// Writes the delta pages, one per cut of the plans' delta entries.
+    fn write_deltas(
+        &self,
+        d: &mut Disk,
+        plans: &[Planned],
+        cuts: &[Vec<(usize, usize)>],
+        taken: &mut Taken,
+        v: u64,
+        tag: CommitTag,
+    ) -> Result<()> {
         for cut in cuts {
             let page = DeltaPage {
                 version: v,
@@ -968,10 +990,6 @@ impl Core {
             self.write(&encode_delta(&page, off), off, "writing a delta page")?;
             self.counters.delta_pages.fetch_add(1, Ordering::Relaxed);
         }
-        if sync {
-            self.sync("fdatasync of a commit")?;
-        }
-        d.unsynced = !sync;
         Ok(())
     }
 
@@ -993,23 +1011,15 @@ impl Core {
         let (mut named, mut unnamed) = (Vec::new(), Vec::new());
         // Delta pages left with no entry (superseded by newer entries or whole images).
         let mut slots = Vec::new();
-        for (cut, &off) in cuts.iter().zip(&taken.deltas) {
-            let mut entries = Vec::with_capacity(cut.len());
-            for &(i, j) in cut {
-                let p = &plans[i];
-                let (k, val, ..) = &p.items[j];
-                let k = p.at(*k).to_vec();
-                // A delta entry's large value is always a new extension page.
-                match val {
-                    Val::NewExt(r) => d.ext_of.insert(k.clone(), *r),
-                    _ => d.ext_of.remove(&k),
-                };
-                entries.push((k, val.ext().map(|r| r.off)));
-            }
-            let slot = d.slabs.slot_bytes_at(off);
-            d.delta
-                .add_page(off, slot, entries, &mut named, &mut unnamed, &mut slots);
-        }
+        Core::apply_deltas(
+            d,
+            &plans,
+            cuts,
+            &taken.deltas,
+            &mut named,
+            &mut unnamed,
+            &mut slots,
+        );
         let mut images = self.mirror.as_ref().map(|m| lock(&m.images));
         let whole = plans.into_iter().filter(|p| p.whole);
         for (p, (off, len)) in whole.zip(taken.leaves) {
@@ -1078,6 +1088,37 @@ impl Core {
             for off in slots {
                 d.slabs.free(off);
             }
+        }
+    }
+
+    /// Records the commit's delta pages (`offs`, one per cut) in the delta book and the
+    /// keys' extensions: references the entries add go onto `named`, those of the entries
+    /// they supersede onto `unnamed`, pages left with no entry onto `slots`.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_deltas(
+        d: &mut Disk,
+        plans: &[Planned],
+        cuts: &[Vec<(usize, usize)>],
+        offs: &[u64],
+        named: &mut Vec<u64>,
+        unnamed: &mut Vec<u64>,
+        slots: &mut Vec<u64>,
+    ) {
+        for (cut, &off) in cuts.iter().zip(offs) {
+            let mut entries = Vec::with_capacity(cut.len());
+            for &(i, j) in cut {
+                let p = &plans[i];
+                let (k, val, ..) = &p.items[j];
+                let k = p.at(*k).to_vec();
+                // A delta entry's large value is always a new extension page.
+                match val {
+                    Val::NewExt(r) => d.ext_of.insert(k.clone(), *r),
+                    _ => d.ext_of.remove(&k),
+                };
+                entries.push((k, val.ext().map(|r| r.off)));
+            }
+            let slot = d.slabs.slot_bytes_at(off);
+            d.delta.add_page(off, slot, entries, named, unnamed, slots);
         }
     }
 

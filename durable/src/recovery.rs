@@ -749,28 +749,7 @@ fn overlay(
     if deltas.is_empty() {
         return Ok(Overlay::new());
     }
-    // (key, position of its page by commit, entry).
-    let mut all: Vec<(Vec<u8>, usize, Entry)> = Vec::new();
-    for (at, d) in deltas.iter().enumerate() {
-        let b = d.read(storage)?;
-        let Ok(Page::Delta(p)) = decode_page(&b, d.off) else {
-            unreachable!("read checked it");
-        };
-        for (k, v, deadline, flags) in p.items {
-            let value = match v {
-                None => None,
-                Some(PageValue::Inline(b)) => Some(EntryValue::Inline(b.to_vec())),
-                Some(PageValue::Ext(r)) => Some(EntryValue::Ext(r)),
-            };
-            let e = Entry {
-                page: d.off,
-                value,
-                deadline,
-                flags,
-            };
-            all.push((k.to_vec(), at, e));
-        }
-    }
+    let mut all = delta_entries(storage, deltas)?;
     // Newest first within a key; a key whose newest intact entry is not newer than its
     // leaf page has no older one that is.
     all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
@@ -813,6 +792,35 @@ fn overlay(
         i = end;
     }
     Ok(out)
+}
+
+/// Every entry of `deltas`: key, the position of its page (by commit), the entry.
+fn delta_entries(
+    storage: &dyn Storage,
+    deltas: &[DeltaFound],
+) -> Result<Vec<(Vec<u8>, usize, Entry)>> {
+    let mut all = Vec::new();
+    for (at, d) in deltas.iter().enumerate() {
+        let b = d.read(storage)?;
+        let Ok(Page::Delta(p)) = decode_page(&b, d.off) else {
+            unreachable!("read checked it");
+        };
+        for (k, v, deadline, flags) in p.items {
+            let value = match v {
+                None => None,
+                Some(PageValue::Inline(b)) => Some(EntryValue::Inline(b.to_vec())),
+                Some(PageValue::Ext(r)) => Some(EntryValue::Ext(r)),
+            };
+            let e = Entry {
+                page: d.off,
+                value,
+                deadline,
+                flags,
+            };
+            all.push((k.to_vec(), at, e));
+        }
+    }
+    Ok(all)
 }
 
 /// The number of the newest commit whose leaf pages are all intact, as are the extensions
