@@ -32,8 +32,9 @@ pub struct Options {
     /// a new lease is written (one 4 KiB page and an `fdatasync`) when half of it is used,
     /// and versions jump by up to this much when the store is reopened.
     pub version_lease: u64,
-    /// When commits write delta pages instead of whole leaf images ([`Deltas::default`];
-    /// [`Deltas::OFF`]: whole images only). Ignored with a memory budget
+    /// When commits write delta pages instead of whole leaf images
+    /// ([`Deltas::default`](crate::Deltas::default); [`Deltas::OFF`](crate::Deltas::OFF):
+    /// whole images only). Ignored with a memory budget
     /// (`Config::evict`): such a store images whole leaves, since a leaf must be imaged whole
     /// before it is evicted and a delta entry first would write the change twice.
     pub deltas: crate::Deltas,
