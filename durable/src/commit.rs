@@ -33,8 +33,8 @@
 use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
-    class_for, delta_len, encode_delta, encode_ext, encode_leaf, encode_slab, ext_len, leaf_len,
-    CommitTag, DeltaPage, ExtPage, ExtRef, LeafPage, PageValue, BLOCK,
+    class_for, delta_item_len, delta_len, encode_delta, encode_ext, encode_leaf, encode_slab,
+    ext_len, leaf_len, CommitTag, DeltaPage, ExtPage, ExtRef, LeafPage, PageValue, BLOCK,
 };
 use crate::io::Storage;
 use crate::slab::Slabs;
@@ -604,17 +604,9 @@ impl Core {
         drop(snap);
         let mut plans = match plans {
             Ok(p) => p,
-            Err(e) => {
-                // An evicted leaf that cannot be read back: the commit fails as a disk
-                // error would, its keys go back to the queue.
-                let mut q = lock(&self.queue);
-                q.dirty.extend(keys.into_iter().map(|k| (k, v)));
-                q.whole.extend(whole);
-                drop(q);
-                self.counters.failures.fetch_add(1, Ordering::Relaxed);
-                self.fail(v, e.clone());
-                return Err(e);
-            }
+            // An evicted leaf that cannot be read back: the commit fails as a disk error
+            // would.
+            Err(e) => return Err(self.failed_commit(keys, whole, v, e)),
         };
         d.seq += 1;
         let cuts = self.delta_cuts(&plans);
@@ -649,16 +641,22 @@ impl Core {
                     d.slabs.free(off);
                 }
                 drop(d);
-                // Back to the queue, at `v`: the next commit's snapshot is at least that new.
-                let mut q = lock(&self.queue);
-                q.dirty.extend(keys.into_iter().map(|k| (k, v)));
-                q.whole.extend(whole);
-                drop(q);
-                self.counters.failures.fetch_add(1, Ordering::Relaxed);
-                self.fail(v, e.clone());
-                Err(e)
+                Err(self.failed_commit(keys, whole, v, e))
             }
         }
+    }
+
+    /// A commit at `v` failed with `e`: its keys go back to the queue at `v` (the next
+    /// commit's snapshot is at least that new), and the failure is counted and reported to
+    /// the writers it holds. Returns `e`.
+    fn failed_commit(&self, keys: Vec<Vec<u8>>, whole: Vec<Vec<u8>>, v: u64, e: Error) -> Error {
+        let mut q = lock(&self.queue);
+        q.dirty.extend(keys.into_iter().map(|k| (k, v)));
+        q.whole.extend(whole);
+        drop(q);
+        self.counters.failures.fetch_add(1, Ordering::Relaxed);
+        self.fail(v, e.clone());
+        e
     }
 
     /// A commit with nothing new to write; but earlier commits' pages may still be unsynced
@@ -811,18 +809,19 @@ impl Core {
     fn delta_cuts(&self, plans: &[Planned]) -> Vec<Vec<(usize, usize)>> {
         let mut cuts: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut bytes = usize::MAX;
+        // A large value becomes an extension reference when the pages are written.
+        let placeholder = PageValue::Ext(ExtRef {
+            off: 0,
+            len: 0,
+            crc: 0,
+        });
         for (i, p) in plans.iter().enumerate().filter(|(_, p)| !p.whole) {
             for (j, (k, val, deadline, flags)) in p.items.iter().enumerate() {
                 let value = match val {
-                    Val::Inline(b) if b.len as usize <= self.inline_max => 4 + b.len as usize,
-                    Val::Inline(_) | Val::Ext(_) | Val::NewExt(_) => 16,
-                    Val::Deleted => 0,
+                    Val::Inline(b) if b.len as usize > self.inline_max => Some(placeholder),
+                    v => v.page(p),
                 };
-                let n = 3
-                    + k.len as usize
-                    + if *deadline != 0 { 8 } else { 0 }
-                    + if *flags != 0 { 4 } else { 0 }
-                    + value;
+                let n = delta_item_len(&(p.at(*k), value, *deadline, *flags));
                 if bytes.saturating_add(n) > crate::delta::DELTA_PAGE_BYTES {
                     cuts.push(Vec::new());
                     bytes = crate::format::HEADER;
