@@ -32,7 +32,7 @@ use crate::format::{
     HEADER,
 };
 use crate::io::Storage;
-use crate::replay::{read_leaf, Entry, EntryValue, Live, Overlay, Range, Replay};
+use crate::replay::{read_back, read_leaf, Entry, EntryValue, Live, Overlay, Range, Replay};
 use crate::slab::Slabs;
 use accelkv_tree::{Config, Recovered, Store as Tree};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -167,17 +167,9 @@ struct DeltaFound {
 impl DeltaFound {
     /// Its bytes, read back from `storage` and checked again.
     fn read(&self, storage: &dyn Storage) -> Result<Vec<u8>> {
-        let mut b = vec![0u8; self.len as usize];
-        storage
-            .read_at(&mut b, self.off)
-            .map_err(|e| disk("reading a delta page back", e))?;
-        match decode_page(&b, self.off) {
-            Ok(Page::Delta(_)) => Ok(b),
-            _ => Err(Error::Corrupt(format!(
-                "the delta page at {} changed during recovery",
-                self.off
-            ))),
-        }
+        read_back(storage, self.off, self.len, "delta", |p| {
+            matches!(p, Page::Delta(_))
+        })
     }
 
     /// Its entries' keys and extension references.
@@ -832,30 +824,30 @@ fn newest_complete_commit(
     f: &Found,
     checked: &mut HashMap<(u64, Vec<u8>), bool>,
 ) -> Result<u64> {
-    // A commit's pages: (the page count each says, how to read its extension items).
-    type Pages<'a> = Vec<(u32, Box<dyn Fn() -> Result<ExtItems> + 'a>)>;
+    // A commit's leaf and delta pages.
+    type Pages<'a> = (Vec<&'a Leaf>, Vec<&'a DeltaFound>);
     let mut by_commit: BTreeMap<u64, Pages<'_>> = BTreeMap::new();
     for l in f.leaves.iter().filter(|l| l.commit.seq > 0) {
-        let read = Box::new(move || l.ext_items(storage));
-        by_commit
-            .entry(l.commit.seq)
-            .or_default()
-            .push((l.commit.pages, read));
+        by_commit.entry(l.commit.seq).or_default().0.push(l);
     }
     for d in &f.deltas {
-        let read = Box::new(move || d.ext_items(storage));
-        by_commit
-            .entry(d.commit.seq)
-            .or_default()
-            .push((d.commit.pages, read));
+        by_commit.entry(d.commit.seq).or_default().1.push(d);
     }
-    'commits: for (&seq, pages) in by_commit.iter().rev() {
-        let want = pages[0].0;
-        if pages.len() != want as usize || pages.iter().any(|p| p.0 != want) {
+    'commits: for (&seq, (leaves, deltas)) in by_commit.iter().rev() {
+        let mut counts = leaves
+            .iter()
+            .map(|l| l.commit.pages)
+            .chain(deltas.iter().map(|d| d.commit.pages));
+        let want = counts.next().unwrap_or(0);
+        if leaves.len() + deltas.len() != want as usize || counts.any(|n| n != want) {
             continue;
         }
-        for (_, ext_items) in pages {
-            for (k, r) in ext_items()? {
+        let named = leaves
+            .iter()
+            .map(|l| l.ext_items(storage))
+            .chain(deltas.iter().map(|d| d.ext_items(storage)));
+        for items in named {
+            for (k, r) in items? {
                 if !ext_ok(storage, slabs, &r, &k, checked)? {
                     continue 'commits;
                 }

@@ -95,16 +95,31 @@ pub(crate) struct Range {
 /// Reads the leaf page at `off` (`len` bytes) back and checks it again: the first pass
 /// found it intact, so anything else now is damage during recovery.
 pub(crate) fn read_leaf(storage: &dyn Storage, off: u64, len: u32) -> Result<Rc<[u8]>> {
+    read_back(storage, off, len, "leaf", |p| matches!(p, Page::Leaf(_))).map(Into::into)
+}
+
+/// Reads the `kind` page at `off` (`len` bytes) back and checks it again (`is`: the kind
+/// it must decode as); the first pass found it intact, so anything else is damage.
+pub(crate) fn read_back(
+    storage: &dyn Storage,
+    off: u64,
+    len: u32,
+    kind: &str,
+    is: impl Fn(&Page<'_>) -> bool,
+) -> Result<Vec<u8>> {
     let mut b = vec![0u8; len as usize];
     storage
         .read_at(&mut b, off)
-        .map_err(|e| disk("reading a leaf page back", e))?;
+        .map_err(|e| disk(&format!("reading a {kind} page back"), e))?;
     match decode_page(&b, off) {
-        Ok(Page::Leaf(_)) => Ok(b.into()),
-        _ => Err(Error::Corrupt(format!(
-            "the leaf page at {off} changed during recovery"
-        ))),
+        Ok(p) if is(&p) => {}
+        _ => {
+            return Err(Error::Corrupt(format!(
+                "the {kind} page at {off} changed during recovery"
+            )))
+        }
     }
+    Ok(b)
 }
 
 /// An item of the current page: key and value positions, deadline, flags.
