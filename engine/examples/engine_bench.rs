@@ -39,7 +39,11 @@ struct Args {
     /// Hot-cache buckets for the Zipfian suite (64 bytes each).
     #[arg(long, default_value_t = 1 << 20)]
     cache_buckets: usize,
-    /// Which suites to run (comma separated): get, inline, zipf, scan, window, latency.
+    /// Cache sizes (buckets) for the cache suite, at most four.
+    #[arg(long, default_value = "16384,65536,262144,1048576")]
+    cache_sizes: String,
+    /// Which suites to run (comma separated): get, inline, zipf, cache, scan, window,
+    /// latency.
     #[arg(long, default_value = "get,inline,zipf,scan,window,latency")]
     suites: String,
 }
@@ -161,16 +165,140 @@ fn engine(store: &Arc<Store>, window: usize, cache_buckets: usize) -> CpuEngine 
     )
 }
 
-fn main() {
-    let a = Args::parse();
-    let n = a.items;
+/// A store of `n` items: keys `key(i)`, values `key(!i)`.
+fn load_store(n: u64) -> Arc<Store> {
     eprintln!("loading {n} items ...");
     let mut sorted: Vec<([u8; 16], [u8; 16])> = (0..n).map(|i| (key(i), key(!i))).collect();
     sorted.sort_unstable();
-    let store = Arc::new(
-        Store::bulk_load(Config::default(), sorted.iter().map(|(k, v)| (k, v))).expect("load"),
-    );
-    drop(sorted);
+    Arc::new(Store::bulk_load(Config::default(), sorted.iter().map(|(k, v)| (k, v))).expect("load"))
+}
+
+/// Facebook's ETC skew as the RISC-V NIC accelerator's evaluation uses it (and YCSB's
+/// `hotspot` distribution with `hotspotdatafraction=0.1`, `hotspotopnfraction=0.9`): 10% of
+/// the keys get 90% of the requests, uniformly within each set. The hot set is every tenth
+/// item number; `key()` scatters the numbers over the key space.
+fn etc_item(n: u64, rng: &mut SmallRng) -> u64 {
+    let hot = (n / 10).max(1);
+    if rng.gen_bool(0.9) {
+        rng.gen_range(0..hot) * 10
+    } else {
+        let i = rng.gen_range(0..n - hot);
+        // The i-th item number that is not a multiple of ten.
+        i / 9 * 10 + i % 9 + 1
+    }
+}
+
+/// CPU time (user + system) of this process's threads whose name starts with `prefix`,
+/// from /proc/self/task/*/stat (clock ticks of 10 ms; 0 where /proc is missing).
+fn thread_cpu(prefix: &str) -> Duration {
+    let ticks = |stat: &str| -> u64 {
+        // Fields after the parenthesised name: state is field 3; utime 14, stime 15.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+    };
+    let mut total = 0;
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for t in dir.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.starts_with(prefix) {
+                total += ticks(&std::fs::read_to_string(t.path().join("stat")).unwrap_or_default());
+            }
+        }
+    }
+    Duration::from_millis(total * 10)
+}
+
+/// One measurement of the cache suite: GETs/s, hit share, engine-thread CPU ns per GET.
+struct CachePoint {
+    rate: f64,
+    hits: f64,
+    cpu_ns: f64,
+}
+
+/// GETs of the pre-drawn `items` through an engine with `buckets` cache buckets (0: none):
+/// 3 s of warm-up (the control plane learns the hot keys), then `secs` measured.
+fn cache_point(
+    store: &Arc<Store>,
+    window: usize,
+    buckets: usize,
+    items: &[u64],
+    secs: f64,
+) -> CachePoint {
+    let eng = engine(store, window, buckets);
+    let mut i = 0usize;
+    let mut next = || {
+        i = (i + 1) % items.len();
+        Request::get(&key(items[i]))
+    };
+    engine_rate(&eng, 3.0, &mut next);
+    let before = ReadEngine::stats(&eng);
+    let cpu0 = thread_cpu("accelkv-engine");
+    let t0 = Instant::now();
+    let rate = engine_rate(&eng, secs, &mut next);
+    let cpu = thread_cpu("accelkv-engine") - cpu0;
+    let ops = rate * t0.elapsed().as_secs_f64();
+    let after = ReadEngine::stats(&eng);
+    let hits = after.cache_hits - before.cache_hits;
+    let total = hits + after.cache_misses - before.cache_misses;
+    CachePoint {
+        rate,
+        hits: hits as f64 / total.max(1) as f64,
+        cpu_ns: cpu.as_nanos() as f64 / ops.max(1.0),
+    }
+}
+
+/// The RISC-V NIC accelerator's experiment: GET throughput, hit ratio and engine CPU per GET
+/// against the cache's size, on Zipfian and ETC popularity, each against the same engine
+/// without a cache. A store takes at most four write observers, so each distribution loads
+/// its own store.
+fn cache_suite(a: &Args, load: &dyn Fn() -> Arc<Store>) {
+    let sizes: Vec<usize> = a
+        .cache_sizes
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let n = a.items;
+    println!("\n| popularity | cache buckets | hits | GET/s | vs no cache | engine CPU per GET |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for dist in ["zipf", "etc"] {
+        let store = load();
+        let mut rng = SmallRng::seed_from_u64(21);
+        let z = ScrambledZipf::new(n);
+        let items: Vec<u64> = (0..1 << 22)
+            .map(|_| match dist {
+                "zipf" => z.next(&mut rng),
+                _ => etc_item(n, &mut rng),
+            })
+            .collect();
+        let name = if dist == "zipf" {
+            "Zipfian 0.99 (YCSB)"
+        } else {
+            "ETC (10% of keys, 90% of GETs)"
+        };
+        let plain = cache_point(&store, a.window, 0, &items, a.seconds);
+        println!(
+            "| {name} | none | – | {:.0} | 1.00× | {:.0} ns |",
+            plain.rate, plain.cpu_ns
+        );
+        for &b in sizes.iter().take(4) {
+            let p = cache_point(&store, a.window, b, &items, a.seconds);
+            println!(
+                "| {name} | {b} | {:.0}% | {:.0} | {:.2}× | {:.0} ns |",
+                p.hits * 100.0,
+                p.rate,
+                p.rate / plain.rate,
+                p.cpu_ns
+            );
+        }
+    }
+}
+
+fn main() {
+    let a = Args::parse();
+    let n = a.items;
+    let store = load_store(n);
     let secs = a.seconds;
     let mut rng = SmallRng::seed_from_u64(42);
     let suites: Vec<&str> = a.suites.split(',').collect();
@@ -334,6 +462,10 @@ fn main() {
                 h.value_at_quantile(0.999) as f64 / 1000.0
             );
         }
+    }
+    if suites.contains(&"cache") {
+        drop(store);
+        cache_suite(&a, &|| load_store(n));
     }
 }
 

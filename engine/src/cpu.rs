@@ -18,7 +18,7 @@ use crate::loader::Loader;
 use crate::manager::{Manager, SampleChannel, Sampler};
 use crate::request::{Completion, ReadRef, Reply, Request, Sink};
 use crate::{EngineStats, ReadEngine};
-use accelkv_tree::{ReaderSlot, Store};
+use accelkv_tree::{Raw, ReaderSlot, Store};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
@@ -345,124 +345,186 @@ fn check(store: &Store, req: &Request) -> Option<Reply> {
     req.invalid(store.config().max_key).map(Reply::Error)
 }
 
+/// A GET admitted while the hot-key cache is on. Its two buckets were prefetched when it was
+/// admitted; it is looked up on the next pass, after a round of the flights' stages has hidden
+/// the fetch (a lookup at admission waited for its bucket, which with a table larger than
+/// the processor's caches cost more than the hits saved).
+struct Probe {
+    p: Pending,
+    sink: usize,
+}
+
+/// What the engine thread keeps between passes.
+#[derive(Default)]
+struct Passes {
+    flights: Vec<Flight>,
+    /// GETs admitted this pass whose buckets are being fetched.
+    probes: Vec<Probe>,
+    sinks: Vec<Arc<Sink>>,
+    out: Vec<Vec<Completion>>,
+    finished: Vec<u64>,
+    last_sink: Option<(u64, usize)>,
+    hits: u64,
+    misses: u64,
+}
+
+impl Passes {
+    fn in_flight(&self) -> usize {
+        self.flights.len() + self.probes.len()
+    }
+
+    fn complete(&mut self, sink: usize, batch: u64, c: Completion) {
+        self.out[sink].push(c);
+        self.finished.push(batch);
+    }
+}
+
 impl Worker {
     fn run(mut self) {
-        let raw = self.store.raw();
-        let mut flights: Vec<Flight> = Vec::with_capacity(self.window);
-        let mut sinks: Vec<Arc<Sink>> = Vec::new();
-        let mut out: Vec<Vec<Completion>> = Vec::new();
-        let mut finished: Vec<u64> = Vec::new();
-        let mut last_sink: Option<(u64, usize)> = None;
-        let (mut hits, mut misses) = (0u64, 0u64);
+        let store = self.store.clone();
+        let raw = store.raw();
+        let mut s = Passes {
+            flights: Vec::with_capacity(self.window),
+            probes: Vec::with_capacity(self.window),
+            ..Passes::default()
+        };
+        let mut ready: Vec<Probe> = Vec::with_capacity(self.window);
         loop {
-            // Admit requests up to the window.
-            if flights.len() < self.window {
-                if flights.is_empty() {
-                    self.poll_briefly();
-                }
-                let mut q = self.shard.queue.lock().unwrap_or_else(|e| e.into_inner());
-                while flights.is_empty() && q.incoming.is_empty() {
-                    if self.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    q.idle = true;
-                    q = self
-                        .shard
-                        .ready
-                        .wait_timeout(q, Duration::from_millis(50))
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                    q.idle = false;
-                }
-                let first = q.batches.front().map_or(0, |b| b.id);
-                while flights.len() < self.window {
-                    let Some(p) = q.incoming.pop_front() else {
-                        break;
-                    };
-                    // One sink lookup per batch, not an Arc clone per request (the count's
-                    // cache line would bounce between the submitter's core and this one).
-                    let si = match last_sink {
-                        Some((id, si)) if id == p.batch => si,
-                        _ => {
-                            let b = &q.batches[(p.batch - first) as usize];
-                            let si = match sinks.iter().position(|s| Arc::ptr_eq(s, &b.sink)) {
-                                Some(i) => i,
-                                None => {
-                                    sinks.push(b.sink.clone());
-                                    out.push(Vec::new());
-                                    sinks.len() - 1
-                                }
-                            };
-                            last_sink = Some((p.batch, si));
-                            si
-                        }
-                    };
-                    let done = |reply: Reply, from_cache: bool| Completion {
-                        tag: p.tag,
-                        version: p.rv,
-                        reply,
-                        from_cache,
-                    };
-                    if let Some(err) = check(&self.store, &p.req) {
-                        out[si].push(done(err, false));
-                        finished.push(p.batch);
-                        continue;
-                    }
-                    if let (Request::Get { key }, Some(cache)) = (&p.req, &self.cache) {
-                        self.sampler.see(key);
-                        // After the request's read version was taken (hot.rs invariant 5).
-                        if cache.is_active() {
-                            if let Some(v) = cache.lookup(key, p.rv) {
-                                hits += 1;
-                                out[si].push(done(Reply::Value(Some(v)), true));
-                                finished.push(p.batch);
-                                continue;
-                            }
-                            misses += 1;
-                        }
-                    }
-                    flights.push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req));
-                }
+            // The probes admitted last pass: their buckets have arrived.
+            ready.append(&mut s.probes);
+            for pr in ready.drain(..) {
+                self.resolve(raw, &mut s, pr);
+            }
+            if s.in_flight() < self.window && !self.admit(raw, &mut s) {
+                return;
             }
             // One stage of every request in flight, round robin.
             let mut i = 0;
-            while i < flights.len() {
+            while i < s.flights.len() {
                 // SAFETY: every flight's batch holds an epoch in this shard's slot that was
                 // published before its read version was taken (invariant 1).
-                match unsafe { flights[i].step(raw, false) }.into_reply() {
+                match unsafe { s.flights[i].step(raw, false) }.into_reply() {
                     None => i += 1,
                     Some(reply) => {
-                        let f = flights.swap_remove(i);
-                        out[f.sink].push(Completion {
+                        let f = s.flights.swap_remove(i);
+                        let c = Completion {
                             tag: f.tag,
                             version: f.rv,
                             reply,
                             from_cache: false,
-                        });
-                        finished.push(f.batch);
+                        };
+                        s.complete(f.sink, f.batch, c);
                     }
                 }
             }
-            if !finished.is_empty() {
-                self.deliver(&sinks, &mut out, &mut finished);
+            if !s.finished.is_empty() {
+                self.deliver(&s.sinks, &mut s.out, &mut s.finished);
             }
-            if hits + misses >= 1024 {
-                self.counters.hits.fetch_add(hits, Ordering::Relaxed);
-                self.counters.misses.fetch_add(misses, Ordering::Relaxed);
-                (hits, misses) = (0, 0);
+            let idle = s.in_flight() == 0;
+            if s.hits + s.misses >= 1024 || (idle && s.hits + s.misses > 0) {
+                self.counters.hits.fetch_add(s.hits, Ordering::Relaxed);
+                self.counters.misses.fetch_add(s.misses, Ordering::Relaxed);
+                (s.hits, s.misses) = (0, 0);
             }
-            if flights.is_empty() {
-                if hits + misses > 0 {
-                    self.counters.hits.fetch_add(hits, Ordering::Relaxed);
-                    self.counters.misses.fetch_add(misses, Ordering::Relaxed);
-                    (hits, misses) = (0, 0);
-                }
+            if idle {
                 // Everything is delivered: forget the sinks seen so far.
-                sinks.clear();
-                out.clear();
-                last_sink = None;
+                s.sinks.clear();
+                s.out.clear();
+                s.last_sink = None;
             }
         }
+    }
+
+    /// Admits requests up to the window, waiting for some when nothing is in flight.
+    /// Returns false when the engine stops.
+    fn admit(&mut self, raw: Raw<'_>, s: &mut Passes) -> bool {
+        if s.in_flight() == 0 {
+            self.poll_briefly();
+        }
+        let mut q = self.shard.queue.lock().unwrap_or_else(|e| e.into_inner());
+        while s.in_flight() == 0 && q.incoming.is_empty() {
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            q.idle = true;
+            q = self
+                .shard
+                .ready
+                .wait_timeout(q, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            q.idle = false;
+        }
+        let first = q.batches.front().map_or(0, |b| b.id);
+        while s.in_flight() < self.window {
+            let Some(p) = q.incoming.pop_front() else {
+                break;
+            };
+            // One sink lookup per batch, not an Arc clone per request (the count's cache
+            // line would bounce between the submitter's core and this one).
+            let si = match s.last_sink {
+                Some((id, si)) if id == p.batch => si,
+                _ => {
+                    let b = &q.batches[(p.batch - first) as usize];
+                    let si = match s.sinks.iter().position(|x| Arc::ptr_eq(x, &b.sink)) {
+                        Some(i) => i,
+                        None => {
+                            s.sinks.push(b.sink.clone());
+                            s.out.push(Vec::new());
+                            s.sinks.len() - 1
+                        }
+                    };
+                    s.last_sink = Some((p.batch, si));
+                    si
+                }
+            };
+            if let Some(err) = check(&self.store, &p.req) {
+                let c = Completion {
+                    tag: p.tag,
+                    version: p.rv,
+                    reply: err,
+                    from_cache: false,
+                };
+                s.complete(si, p.batch, c);
+                continue;
+            }
+            if let (Request::Get { key }, Some(cache)) = (&p.req, &self.cache) {
+                self.sampler.see(key);
+                // After the request's read version was taken (hot.rs invariant 5).
+                if cache.is_active() {
+                    cache.prefetch(key);
+                    s.probes.push(Probe { p, sink: si });
+                    continue;
+                }
+            }
+            s.flights
+                .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req));
+        }
+        true
+    }
+
+    /// Looks a probe up in the cache: a hit completes it, a miss enters the window.
+    fn resolve(&self, raw: Raw<'_>, s: &mut Passes, pr: Probe) {
+        let Probe { p, sink } = pr;
+        if let (Request::Get { key }, Some(cache)) = (&p.req, &self.cache) {
+            // Still after the request's read version was taken (hot.rs invariant 5).
+            if cache.is_active() {
+                if let Some(v) = cache.lookup(key, p.rv) {
+                    s.hits += 1;
+                    let c = Completion {
+                        tag: p.tag,
+                        version: p.rv,
+                        reply: Reply::Value(Some(v)),
+                        from_cache: true,
+                    };
+                    s.complete(sink, p.batch, c);
+                    return;
+                }
+                s.misses += 1;
+            }
+        }
+        s.flights
+            .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, sink, p.req));
     }
 
     /// With nothing in flight, polls the queue for up to `idle_spin` before the caller

@@ -5,6 +5,7 @@
 //! protocol adapters decode into them and encode their [`Outcome`]s.
 
 pub mod item;
+mod lanes;
 pub mod typed;
 pub mod vector;
 pub mod write;
