@@ -39,6 +39,9 @@ struct Args {
     /// Hot-cache buckets for the Zipfian suite (64 bytes each).
     #[arg(long, default_value_t = 1 << 20)]
     cache_buckets: usize,
+    /// The hot cache's sampling: one GET in this many is sent to the control plane.
+    #[arg(long, default_value_t = EngineConfig::default().sample_every)]
+    sample_every: u32,
     /// Cache sizes (buckets) for the cache suite, at most four.
     #[arg(long, default_value = "16384,65536,262144,1048576")]
     cache_sizes: String,
@@ -154,12 +157,27 @@ fn reference_rate(secs: f64, mut op: impl FnMut()) -> f64 {
 }
 
 fn engine(store: &Arc<Store>, window: usize, cache_buckets: usize) -> CpuEngine {
+    sampled_engine(
+        store,
+        window,
+        cache_buckets,
+        EngineConfig::default().sample_every,
+    )
+}
+
+fn sampled_engine(
+    store: &Arc<Store>,
+    window: usize,
+    cache_buckets: usize,
+    sample_every: u32,
+) -> CpuEngine {
     CpuEngine::start(
         store.clone(),
         EngineConfig {
             threads: 1,
             window,
             cache_buckets,
+            sample_every,
             ..EngineConfig::default()
         },
     )
@@ -215,18 +233,15 @@ struct CachePoint {
     rate: f64,
     hits: f64,
     cpu_ns: f64,
+    /// The cache manager's CPU per GET (sampling's control plane).
+    mgr_ns: f64,
 }
 
 /// GETs of the pre-drawn `items` through an engine with `buckets` cache buckets (0: none):
 /// 3 s of warm-up (the control plane learns the hot keys), then `secs` measured.
-fn cache_point(
-    store: &Arc<Store>,
-    window: usize,
-    buckets: usize,
-    items: &[u64],
-    secs: f64,
-) -> CachePoint {
-    let eng = engine(store, window, buckets);
+fn cache_point(a: &Args, store: &Arc<Store>, buckets: usize, items: &[u64]) -> CachePoint {
+    let (window, secs) = (a.window, a.seconds);
+    let eng = sampled_engine(store, window, buckets, a.sample_every);
     let mut i = 0usize;
     let mut next = || {
         i = (i + 1) % items.len();
@@ -235,9 +250,11 @@ fn cache_point(
     engine_rate(&eng, 3.0, &mut next);
     let before = ReadEngine::stats(&eng);
     let cpu0 = thread_cpu("accelkv-engine");
+    let mgr0 = thread_cpu("accelkv-cache");
     let t0 = Instant::now();
     let rate = engine_rate(&eng, secs, &mut next);
     let cpu = thread_cpu("accelkv-engine") - cpu0;
+    let mgr = thread_cpu("accelkv-cache") - mgr0;
     let ops = rate * t0.elapsed().as_secs_f64();
     let after = ReadEngine::stats(&eng);
     let hits = after.cache_hits - before.cache_hits;
@@ -246,6 +263,7 @@ fn cache_point(
         rate,
         hits: hits as f64 / total.max(1) as f64,
         cpu_ns: cpu.as_nanos() as f64 / ops.max(1.0),
+        mgr_ns: mgr.as_nanos() as f64 / ops.max(1.0),
     }
 }
 
@@ -260,8 +278,10 @@ fn cache_suite(a: &Args, load: &dyn Fn() -> Arc<Store>) {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let n = a.items;
-    println!("\n| popularity | cache buckets | hits | GET/s | vs no cache | engine CPU per GET |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "\n| popularity | cache buckets | hits | GET/s | vs no cache | engine CPU per GET | cache manager CPU per GET |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for dist in ["zipf", "etc"] {
         let store = load();
         let mut rng = SmallRng::seed_from_u64(21);
@@ -277,19 +297,20 @@ fn cache_suite(a: &Args, load: &dyn Fn() -> Arc<Store>) {
         } else {
             "ETC (10% of keys, 90% of GETs)"
         };
-        let plain = cache_point(&store, a.window, 0, &items, a.seconds);
+        let plain = cache_point(a, &store, 0, &items);
         println!(
-            "| {name} | none | – | {:.0} | 1.00× | {:.0} ns |",
+            "| {name} | none | – | {:.0} | 1.00× | {:.0} ns | – |",
             plain.rate, plain.cpu_ns
         );
         for &b in sizes.iter().take(4) {
-            let p = cache_point(&store, a.window, b, &items, a.seconds);
+            let p = cache_point(a, &store, b, &items);
             println!(
-                "| {name} | {b} | {:.0}% | {:.0} | {:.2}× | {:.0} ns |",
+                "| {name} | {b} | {:.0}% | {:.0} | {:.2}× | {:.0} ns | {:.0} ns |",
                 p.hits * 100.0,
                 p.rate,
                 p.rate / plain.rate,
-                p.cpu_ns
+                p.cpu_ns,
+                p.mgr_ns
             );
         }
     }

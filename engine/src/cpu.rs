@@ -15,12 +15,12 @@ use crate::amac::Flight;
 use crate::hot::HotCache;
 use crate::inline::InlineReader;
 use crate::loader::Loader;
-use crate::manager::{Manager, SampleChannel, Sampler};
+use crate::manager::{Counters, Judge, Manager, SampleChannel, Sampler};
 use crate::request::{Completion, ReadRef, Reply, Request, Sink};
 use crate::{EngineStats, ReadEngine};
 use accelkv_tree::{Raw, ReaderSlot, Store};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -97,13 +97,6 @@ struct Shard {
     slot: ReaderSlot,
 }
 
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) completed: AtomicU64,
-    pub(crate) hits: AtomicU64,
-    pub(crate) misses: AtomicU64,
-}
-
 /// The CPU read engine; see the module docs. Dropping it stops its threads.
 pub struct CpuEngine {
     store: Arc<Store>,
@@ -142,6 +135,7 @@ impl CpuEngine {
                 spare: spare.clone(),
                 stop: stop.clone(),
                 interval: cfg.manager_interval,
+                judge: Judge::new(counters.clone()),
             };
             threads.push(
                 std::thread::Builder::new()
@@ -438,11 +432,14 @@ impl Worker {
     /// Admits requests up to the window, waiting for some when nothing is in flight.
     /// Returns false when the engine stops.
     fn admit(&mut self, raw: Raw<'_>, s: &mut Passes) -> bool {
-        if s.in_flight() == 0 {
+        // Nothing to run and nothing to deliver (hits resolved this pass are delivered
+        // after it): wait for requests.
+        let empty = |s: &Passes| s.in_flight() == 0 && s.finished.is_empty();
+        if empty(s) {
             self.poll_briefly();
         }
         let mut q = self.shard.queue.lock().unwrap_or_else(|e| e.into_inner());
-        while s.in_flight() == 0 && q.incoming.is_empty() {
+        while empty(s) && q.incoming.is_empty() {
             if self.stop.load(Ordering::Relaxed) {
                 return false;
             }

@@ -14,8 +14,8 @@
 //!    caller (so nothing `emit` sees is freed while it looks at it).
 
 use crate::amac::{Flight, Step};
-use crate::cpu::Counters;
 use crate::hot::HotCache;
+use crate::manager::Counters;
 use crate::manager::Sampler;
 use crate::request::{ReadRef, Reply};
 use accelkv_tree::{ReaderSlot, Store};

@@ -11,11 +11,19 @@
 //! buckets) over all sightings. The cache goes on at [`ON`] and off below [`OFF`]; while it
 //! is off, writers and readers skip it entirely, and a uniform workload pays only for the
 //! sampling.
+//!
+//! The prediction can be wrong: when the hot set is flat and larger than the cache (Facebook's
+//! ETC skew, a million equally hot keys and a cache of 16,384 buckets), the keys the sketch
+//! ranks highest are merely the luckiest of many, and the cache answers 1% of the GETs while
+//! every GET pays its lookup. So the engines' own hit counters judge too: once the cache
+//! has been on for [`JUDGED_ROUNDS`] with enough lookups, a measured share below [`OFF`]
+//! turns it off and keeps it off for a back-off that doubles with each such failure (up to
+//! [`MAX_BACKOFF`]) and resets when a measured share reaches [`ON`].
 
 use crate::hot::{HotCache, MAX_CACHED_KEY};
 use crate::sketch::Sketch;
 use accelkv_tree::Store;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -99,6 +107,85 @@ pub(crate) const ON: f64 = 0.10;
 /// Predicted share below which it goes off again.
 pub(crate) const OFF: f64 = 0.05;
 
+/// Rounds the cache is on before its measured hit share is judged (the manager fills it
+/// meanwhile), and between judgements.
+const JUDGED_ROUNDS: u64 = 50;
+/// Lookups a judgement needs.
+const JUDGED_LOOKUPS: u64 = 20_000;
+/// The first back-off after a measured failure, and the longest.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(64);
+
+/// What the engine threads and inline readers count (cache hits and misses are added in
+/// batches of about a thousand).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) completed: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+}
+
+/// The engines' hit and miss counters, judged while the cache is on.
+pub(crate) struct Judge {
+    counters: Arc<Counters>,
+    last: (u64, u64),
+    rounds: u64,
+    backoff: Duration,
+    until: Option<Instant>,
+}
+
+impl Judge {
+    pub(crate) fn new(counters: Arc<Counters>) -> Judge {
+        Judge {
+            counters,
+            last: (0, 0),
+            rounds: 0,
+            backoff: FIRST_BACKOFF,
+            until: None,
+        }
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (
+            self.counters.hits.load(Ordering::Relaxed),
+            self.counters.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Whether a prediction may turn the cache on now (no back-off running).
+    fn may_activate(&self, now: Instant) -> bool {
+        self.until.is_none_or(|u| now >= u)
+    }
+
+    /// Called when the cache goes on: judging starts afresh.
+    fn activated(&mut self) {
+        self.last = self.counts();
+        self.rounds = 0;
+    }
+
+    /// One round with the cache on; false when the measured share says to turn it off.
+    fn keep(&mut self, now: Instant) -> bool {
+        self.rounds += 1;
+        let (h, m) = self.counts();
+        let (dh, dm) = (h - self.last.0, m - self.last.1);
+        if self.rounds < JUDGED_ROUNDS || dh + dm < JUDGED_LOOKUPS {
+            return true;
+        }
+        self.last = (h, m);
+        self.rounds = 0;
+        let share = dh as f64 / (dh + dm) as f64;
+        if share >= ON {
+            self.backoff = FIRST_BACKOFF;
+        }
+        if share >= OFF {
+            return true;
+        }
+        self.until = Some(now + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        false
+    }
+}
+
 pub(crate) struct Manager {
     pub(crate) store: Arc<Store>,
     pub(crate) cache: Arc<HotCache>,
@@ -107,10 +194,11 @@ pub(crate) struct Manager {
     pub(crate) spare: Arc<Mutex<Vec<Samples>>>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) interval: Duration,
+    pub(crate) judge: Judge,
 }
 
 impl Manager {
-    pub(crate) fn run(self) {
+    pub(crate) fn run(mut self) {
         let buckets = self.cache.stats().buckets;
         let mut sketch = Sketch::new(buckets.min(1 << 20));
         let mut last = Instant::now();
@@ -143,10 +231,14 @@ impl Manager {
                     let top = sketch.top(buckets);
                     let covered: u64 = top.iter().map(|(_, c)| u64::from(*c)).sum();
                     let share = covered as f64 / seen.max(1) as f64;
-                    if share >= ON {
+                    let now = Instant::now();
+                    if self.cache.is_active() {
+                        if share < OFF || !self.judge.keep(now) {
+                            self.cache.deactivate();
+                        }
+                    } else if share >= ON && self.judge.may_activate(now) {
                         self.cache.activate();
-                    } else if share < OFF {
-                        self.cache.deactivate();
+                        self.judge.activated();
                     }
                     if self.cache.is_active() {
                         self.refresh(&sketch, top);
@@ -208,5 +300,69 @@ impl Manager {
                 installed += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge() -> (Arc<Counters>, Judge) {
+        let c = Arc::new(Counters::default());
+        (c.clone(), Judge::new(c))
+    }
+
+    /// Runs `rounds` rounds of `hits` and `misses` each; the last verdict.
+    fn rounds(
+        c: &Counters,
+        j: &mut Judge,
+        now: Instant,
+        rounds: u64,
+        hits: u64,
+        misses: u64,
+    ) -> bool {
+        let mut keep = true;
+        for _ in 0..rounds {
+            c.hits.fetch_add(hits, Ordering::Relaxed);
+            c.misses.fetch_add(misses, Ordering::Relaxed);
+            keep = j.keep(now);
+        }
+        keep
+    }
+
+    #[test]
+    fn a_cache_that_answers_few_gets_is_turned_off_and_backs_off_longer_each_time() {
+        let (c, mut j) = judge();
+        let t = Instant::now();
+        j.activated();
+        // 1% hits: kept until judged, then turned off.
+        assert!(rounds(&c, &mut j, t, JUDGED_ROUNDS - 1, 10, 990));
+        assert!(!rounds(&c, &mut j, t, 1, 10, 990));
+        assert!(!j.may_activate(t));
+        assert!(j.may_activate(t + FIRST_BACKOFF));
+        // The second failure backs off twice as long.
+        j.activated();
+        assert!(!rounds(&c, &mut j, t, JUDGED_ROUNDS, 10, 990));
+        assert!(!j.may_activate(t + FIRST_BACKOFF));
+        assert!(j.may_activate(t + FIRST_BACKOFF * 2));
+        // A share that pays resets the back-off.
+        j.activated();
+        assert!(rounds(&c, &mut j, t, JUDGED_ROUNDS, 500, 500));
+        assert!(!rounds(&c, &mut j, t, JUDGED_ROUNDS, 10, 990));
+        assert!(j.may_activate(t + FIRST_BACKOFF));
+    }
+
+    #[test]
+    fn too_few_lookups_are_not_judged() {
+        let (c, mut j) = judge();
+        let t = Instant::now();
+        j.activated();
+        // No GETs at all (a write-only phase): the cache is not judged a failure.
+        assert!(rounds(&c, &mut j, t, 10 * JUDGED_ROUNDS, 0, 10));
+        // What counted before activation is not held against it.
+        let (c2, mut j2) = judge();
+        c2.misses.fetch_add(1 << 20, Ordering::Relaxed);
+        j2.activated();
+        assert!(rounds(&c2, &mut j2, t, JUDGED_ROUNDS, 600, 400));
     }
 }

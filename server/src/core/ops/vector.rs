@@ -260,7 +260,14 @@ pub fn run(
             let d = one(e, call.operand, "the scalar operand")?;
             let mut out = Vec::with_capacity(value.len());
             let fast = registry.builtin(call.function).and_then(|b| {
-                lanes::update(b, e, call.overflow, value, Operand::Scalar(call.operand), &mut out)
+                lanes::update(
+                    b,
+                    e,
+                    call.overflow,
+                    value,
+                    Operand::Scalar(call.operand),
+                    &mut out,
+                )
             });
             match fast {
                 Some(r) => r?,
@@ -285,7 +292,14 @@ pub fn run(
             }
             let mut out = Vec::with_capacity(value.len());
             let fast = registry.builtin(call.function).and_then(|b| {
-                lanes::update(b, e, call.overflow, value, Operand::Vector(call.operand), &mut out)
+                lanes::update(
+                    b,
+                    e,
+                    call.overflow,
+                    value,
+                    Operand::Vector(call.operand),
+                    &mut out,
+                )
             });
             match fast {
                 Some(r) => r?,
