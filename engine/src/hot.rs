@@ -136,6 +136,9 @@ pub struct HotCache {
     pub(crate) evictions: AtomicU64,
     /// Whether the cache is in use (invariant 5; manager.rs decides).
     active: AtomicBool,
+    /// Times the cache was emptied (the manager's record of what it installed holds only
+    /// while this has not moved).
+    emptied: AtomicU64,
 }
 
 /// Hash-derived coordinates of a key.
@@ -171,6 +174,7 @@ impl HotCache {
             installs: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             active: AtomicBool::new(false),
+            emptied: AtomicU64::new(0),
         });
         store.set_write_observer(cache.clone()).then_some(cache)
     }
@@ -189,6 +193,12 @@ impl HotCache {
             self.clear_all();
             self.active.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// A number that changes whenever the cache is emptied (before the buckets are), so an
+    /// entry found or installed while it had one value may be gone once it has another.
+    pub(crate) fn generation(&self) -> u64 {
+        self.emptied.load(Ordering::SeqCst) + 1
     }
 
     /// Turns the cache off: readers stop looking in it and writers stop keeping it.
@@ -508,6 +518,7 @@ impl HotCache {
     /// Empties every bucket (the store was cleared), each under its lock, so a lookup at a
     /// version before the clear misses and falls through to the tree, which still has it.
     fn clear_all(&self) {
+        self.emptied.fetch_add(1, Ordering::SeqCst);
         for b in 0..self.buckets.len() {
             let old = self.lock(b);
             let new = if old.occupied() {

@@ -4,6 +4,7 @@
 //! changing workload.
 
 use crate::hash::hash;
+use std::cell::Cell;
 use std::collections::HashMap;
 
 const ROWS: usize = 4;
@@ -11,13 +12,26 @@ const ROWS: usize = 4;
 /// Sightings before a key is a candidate for the cache.
 pub(crate) const MIN_HEAT: u32 = 2;
 
+/// A candidate: its estimate as of its last sighting (halved with the counts), and the
+/// cache's generation (`HotCache::generation`) when the manager last found it cached, 0 for
+/// none: a round does not look in the cache for keys it already installed. Each decay
+/// resets it, so a key dropped from the cache (evicted, or cleared by a write) is looked at
+/// again; emptying the cache changes the generation.
+pub(crate) struct Cand {
+    count: u32,
+    pub(crate) cached: Cell<u64>,
+}
+
 /// Count-min sketch plus heavy-hitter candidates.
 pub(crate) struct Sketch {
     width: usize,
     counts: Vec<u32>,
-    candidates: HashMap<Vec<u8>, u32>,
+    candidates: HashMap<Vec<u8>, Cand>,
     capacity: usize,
 }
+
+/// One of the hottest candidates: key, estimate, whether found cached.
+pub(crate) type Hot<'s> = (&'s [u8], u32, &'s Cell<u64>);
 
 impl Sketch {
     /// A sketch that tracks about `capacity` candidate keys.
@@ -48,7 +62,7 @@ impl Sketch {
             est = est.min(self.counts[c]);
         }
         if let Some(v) = self.candidates.get_mut(key) {
-            *v = est;
+            v.count = est;
             return;
         }
         if est < MIN_HEAT {
@@ -56,7 +70,13 @@ impl Sketch {
             // seen once, then costs the control plane almost nothing).
             return;
         }
-        self.candidates.insert(key.to_vec(), est);
+        self.candidates.insert(
+            key.to_vec(),
+            Cand {
+                count: est,
+                cached: Cell::new(0),
+            },
+        );
         if self.candidates.len() > 2 * self.capacity {
             self.prune();
         }
@@ -72,21 +92,28 @@ impl Sketch {
     }
 
     fn prune(&mut self) {
-        let mut v: Vec<(Vec<u8>, u32)> = self.candidates.drain().collect();
-        v.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
-        v.truncate(self.capacity);
+        let mut v: Vec<(Vec<u8>, Cand)> = self.candidates.drain().collect();
+        if v.len() > self.capacity {
+            v.select_nth_unstable_by_key(self.capacity, |x| std::cmp::Reverse(x.1.count));
+            v.truncate(self.capacity);
+        }
         self.candidates = v.into_iter().collect();
     }
 
-    /// The `n` hottest candidates, hottest first.
-    pub(crate) fn top(&self, n: usize) -> Vec<(&[u8], u32)> {
-        let mut v: Vec<(&[u8], u32)> = self
+    /// The `n` hottest candidates, in no particular order, by the estimates kept with them
+    /// (estimating each afresh cost four scattered reads per candidate per round, and
+    /// sorting them all a sort of up to two million per round: together most of the
+    /// control plane's time with a large cache).
+    pub(crate) fn top(&self, n: usize) -> Vec<Hot<'_>> {
+        let mut v: Vec<Hot<'_>> = self
             .candidates
-            .keys()
-            .map(|k| (k.as_slice(), self.estimate(k)))
+            .iter()
+            .map(|(k, c)| (k.as_slice(), c.count, &c.cached))
             .collect();
-        v.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
-        v.truncate(n);
+        if v.len() > n {
+            v.select_nth_unstable_by_key(n, |x| std::cmp::Reverse(x.1));
+            v.truncate(n);
+        }
         v
     }
 
@@ -96,8 +123,9 @@ impl Sketch {
             *c /= 2;
         }
         self.candidates.retain(|_, v| {
-            *v /= 2;
-            *v > 0
+            v.count /= 2;
+            v.cached.set(0);
+            v.count > 0
         });
     }
 }
@@ -120,7 +148,7 @@ mod tests {
         let top: Vec<String> = s
             .top(10)
             .into_iter()
-            .map(|(k, _)| String::from_utf8(k.to_vec()).unwrap())
+            .map(|(k, _, _)| String::from_utf8(k.to_vec()).unwrap())
             .collect();
         for hot in 0..10 {
             assert!(top.contains(&format!("hot{hot}")), "{top:?}");
