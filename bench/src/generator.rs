@@ -155,6 +155,49 @@ impl ScrambledZipfian {
     }
 }
 
+/// YCSB's `HotspotIntegerGenerator(lower, upper, hotsetfraction, hotopnfraction)`: a
+/// fraction of the operations go, uniformly, to a fraction of the items at the bottom of
+/// the range (the hot set), the rest uniformly to the other items. With 0.1 and 0.9 it is
+/// the Facebook ETC skew the RISC-V NIC accelerator's evaluation quotes ("10% of keys
+/// represent 90% of requests"); key numbers are hashed into key names afterwards, so the hot
+/// keys are spread over the key space.
+#[derive(Clone, Debug)]
+pub struct Hotspot {
+    lower: u64,
+    hot: u64,
+    cold: u64,
+    op_fraction: f64,
+}
+
+impl Hotspot {
+    /// Items `lower..=upper`, the hot set `set_fraction` of them, getting `op_fraction` of the
+    /// operations.
+    pub fn new(lower: u64, upper: u64, set_fraction: f64, op_fraction: f64) -> Hotspot {
+        let items = upper - lower + 1;
+        let hot = ((items as f64 * set_fraction) as u64).clamp(1, items);
+        Hotspot {
+            lower,
+            hot,
+            cold: items - hot,
+            op_fraction,
+        }
+    }
+
+    /// Facebook's ETC skew over items `lower..=upper`: 10% of them get 90% of operations.
+    pub fn etc(lower: u64, upper: u64) -> Hotspot {
+        Hotspot::new(lower, upper, 0.1, 0.9)
+    }
+
+    /// A draw.
+    pub fn next(&self, rng: &mut impl Rng) -> u64 {
+        if self.cold == 0 || rng.gen::<f64>() < self.op_fraction {
+            self.lower + rng.gen_range(0..self.hot)
+        } else {
+            self.lower + self.hot + rng.gen_range(0..self.cold)
+        }
+    }
+}
+
 /// YCSB's `AcknowledgedCounterGenerator`: hands out insert key numbers in order and reports
 /// as `last` the highest number below which every insert has been acknowledged, so readers
 /// never choose a key whose insert is still in flight.
@@ -361,5 +404,18 @@ mod tests {
         assert_eq!(c.last(), 11);
         c.acknowledge(12);
         assert_eq!(c.last(), 12);
+    }
+
+    #[test]
+    fn hotspot_sends_ninety_percent_to_a_tenth_of_the_items() {
+        let h = Hotspot::etc(0, 9_999);
+        let mut rng = SmallRng::seed_from_u64(5);
+        let n = 200_000;
+        let hot = (0..n).filter(|_| h.next(&mut rng) < 1_000).count();
+        let share = hot as f64 / n as f64;
+        assert!((0.89..0.91).contains(&share), "{share}");
+        let cold: Vec<u64> = (0..n).map(|_| h.next(&mut rng)).filter(|&k| k >= 1_000).collect();
+        assert!(cold.iter().all(|&k| k < 10_000));
+        assert!(cold.iter().any(|&k| k > 9_990));
     }
 }

@@ -33,7 +33,8 @@ struct Args {
     /// Workloads: a, b, c, d, e, f, cloud<read %> (50..100), comma separated.
     #[arg(long, default_value = "a,b,c,d,e,f,cloud50,cloud90,cloud100")]
     workloads: String,
-    /// Key distributions of the runs: uniform, zipfian (workload D always uses latest).
+    /// Key distributions of the runs: uniform, zipfian, etc (10% of keys get 90% of the
+    /// operations); workload D always uses latest.
     #[arg(long, default_value = "uniform,zipfian")]
     dist: String,
     /// Records loaded into each target.

@@ -3,7 +3,7 @@
 //! per-thread generator that turns a workload into operations exactly as YCSB's
 //! `CoreWorkload.doTransaction` chooses them.
 
-use crate::generator::{InsertCounter, ScrambledZipfian, SkewedLatest};
+use crate::generator::{Hotspot, InsertCounter, ScrambledZipfian, SkewedLatest};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
@@ -51,15 +51,19 @@ pub enum Dist {
     Zipfian,
     /// Skewed towards the newest inserts (workload D).
     Latest,
+    /// Facebook's ETC skew: 10% of the records get 90% of the operations (YCSB's `hotspot`
+    /// with `hotspotdatafraction=0.1`, `hotspotopnfraction=0.9`).
+    Etc,
 }
 
 impl Dist {
-    /// Parses `uniform`, `zipfian` (or `zipf`), `latest`.
+    /// Parses `uniform`, `zipfian` (or `zipf`), `latest`, `etc` (or `hotspot`).
     pub fn parse(s: &str) -> Option<Dist> {
         match s {
             "uniform" => Some(Dist::Uniform),
             "zipfian" | "zipf" => Some(Dist::Zipfian),
             "latest" => Some(Dist::Latest),
+            "etc" | "hotspot" => Some(Dist::Etc),
             _ => None,
         }
     }
@@ -70,6 +74,7 @@ impl Dist {
             Dist::Uniform => "uniform",
             Dist::Zipfian => "zipfian",
             Dist::Latest => "latest",
+            Dist::Etc => "etc",
         }
     }
 }
@@ -212,6 +217,7 @@ enum Chooser {
     Uniform(u64),
     Zipf(ScrambledZipfian),
     Latest(SkewedLatest),
+    Hotspot(Hotspot),
 }
 
 /// One thread's operation chooser for one run.
@@ -234,6 +240,7 @@ impl OpChooser {
                 Chooser::Zipf(ScrambledZipfian::new(0, records.max(1) - 1 + new_keys))
             }
             Dist::Latest => Chooser::Latest(SkewedLatest::new(records.max(1) - 1)),
+            Dist::Etc => Chooser::Hotspot(Hotspot::etc(0, records.max(1) - 1)),
         };
         OpChooser {
             mix,
@@ -280,6 +287,7 @@ impl OpChooser {
                 Chooser::Uniform(n) => rng.gen_range(0..*n),
                 Chooser::Zipf(z) => z.next(rng),
                 Chooser::Latest(l) => l.next_from(last, rng.gen()),
+                Chooser::Hotspot(h) => h.next(rng),
             };
             if k <= last {
                 return k;
@@ -335,7 +343,7 @@ mod tests {
     fn keys_stay_below_the_acknowledged_inserts() {
         let mut rng = SmallRng::seed_from_u64(2);
         let inserts = InsertCounter::new(100);
-        for d in [Dist::Uniform, Dist::Zipfian, Dist::Latest] {
+        for d in [Dist::Uniform, Dist::Zipfian, Dist::Latest, Dist::Etc] {
             let mut c = OpChooser::new(Workload::A, d, 100, 10_000);
             for _ in 0..10_000 {
                 assert!(c.keynum(&mut rng, &inserts) < 100);
