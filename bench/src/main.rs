@@ -19,9 +19,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Targets, run one after another: accelkv, accelkv-engine[=auto|cpu|gpu], btreemap,
-    /// rocksdb (in this process), accelkv-tcp=ADDR, accelkv-udp=ADDR, accelkv-resp=ADDR, redis=ADDR,
-    /// memcached=ADDR. Default: every in-process target.
+    /// Targets, run one after another: accelkv[=OPTIONS], accelkv-engine[=auto|cpu|gpu][,OPTIONS],
+    /// btreemap, rocksdb (in this process), accelkv-tcp=ADDR, accelkv-udp=ADDR,
+    /// accelkv-resp=ADDR, redis=ADDR, memcached=ADDR. OPTIONS (comma-separated): mvcc=off
+    /// (a benchmark mode: scans are not linearizable), log=<bytes> (log-block threshold),
+    /// cache=<buckets> (hot-key cache). Default: every in-process target.
     #[arg(long = "target", short = 't')]
     targets: Vec<String>,
     /// Read engine of the `accelkv-engine` target when it names none: auto (the GPU engine

@@ -18,6 +18,51 @@ const CACHE_BUCKETS: usize = 1 << 16;
 pub struct Accelkv {
     store: Arc<Store>,
     engine: Option<Arc<dyn ReadEngine>>,
+    /// The options given (`mvcc=off`, `log=…`, `cache=…`), for the target's name.
+    options: String,
+}
+
+/// Options of the in-process accelkv targets, the knobs of Honeycomb's evaluation:
+/// `mvcc=off` (new node versions keep no old-version pointer, so a reader at an older
+/// snapshot reads newer state: GET, PUT and DELETE stay linearizable, scans do not; a
+/// benchmark mode only, `Config::debug_no_old_versions`), `log=<bytes>` (the log-block
+/// threshold, `Config::log_threshold`, default 1024) and, for the engine, `cache=<buckets>`
+/// (the hot-key cache, default 65,536; 0 turns it off).
+pub struct StoreOptions {
+    pub config: Config,
+    pub cache_buckets: usize,
+    /// The options as given, joined by commas.
+    pub given: String,
+}
+
+impl StoreOptions {
+    /// Parses `opts` (comma-separated `key=value`); `target` names the spec in errors.
+    pub fn parse<'a>(target: &str, opts: impl Iterator<Item = &'a str>) -> Result<StoreOptions> {
+        let mut o = StoreOptions {
+            config: Config::default(),
+            cache_buckets: CACHE_BUCKETS,
+            given: String::new(),
+        };
+        for p in opts.filter(|p| !p.is_empty()) {
+            let bad = || {
+                TargetError(format!(
+                    "{target}: unknown option {p:?} (mvcc=off, log=<bytes>, cache=<buckets>)"
+                ))
+            };
+            match p.split_once('=').ok_or_else(bad)? {
+                ("mvcc", "off") => o.config.debug_no_old_versions = true,
+                ("mvcc", "on") => o.config.debug_no_old_versions = false,
+                ("log", n) => o.config.log_threshold = n.parse().map_err(|_| bad())?,
+                ("cache", n) => o.cache_buckets = n.parse().map_err(|_| bad())?,
+                _ => return Err(bad()),
+            }
+            if !o.given.is_empty() {
+                o.given.push(',');
+            }
+            o.given.push_str(p);
+        }
+        Ok(o)
+    }
 }
 
 /// accelkv with a data directory (a fresh temporary one, removed when dropped): writes
@@ -124,23 +169,22 @@ impl Target for Durable {
 
 impl Accelkv {
     /// Reads through the reference reader on the calling thread.
-    pub fn reference() -> Result<Accelkv> {
-        let store =
-            Store::new(Config::default()).map_err(|e| TargetError::from_display("store", e))?;
+    pub fn reference(o: StoreOptions) -> Result<Accelkv> {
+        let store = Store::new(o.config).map_err(|e| TargetError::from_display("store", e))?;
         Ok(Accelkv {
             store: Arc::new(store),
             engine: None,
+            options: o.given,
         })
     }
 
     /// Reads (GET, SCAN) through the read engine `kind` picks (`auto`: the GPU engine when
     /// a GPU is usable, else the CPU engine); writes on the calling thread.
-    pub fn engine(kind: EngineKind) -> Result<Accelkv> {
-        let store = Arc::new(
-            Store::new(Config::default()).map_err(|e| TargetError::from_display("store", e))?,
-        );
+    pub fn engine(kind: EngineKind, o: StoreOptions) -> Result<Accelkv> {
+        let store =
+            Arc::new(Store::new(o.config).map_err(|e| TargetError::from_display("store", e))?);
         let cpu = EngineConfig {
-            cache_buckets: CACHE_BUCKETS,
+            cache_buckets: o.cache_buckets,
             ..EngineConfig::default()
         };
         let streams = accelkv_gpu::GpuConfig::default().streams;
@@ -154,16 +198,22 @@ impl Accelkv {
         Ok(Accelkv {
             store,
             engine: Some(engine),
+            options: o.given,
         })
     }
 }
 
 impl Target for Accelkv {
     fn name(&self) -> String {
-        match &self.engine {
+        let base = match &self.engine {
             Some(e) if e.name() == "cpu" => "accelkv-engine".into(),
             Some(e) => format!("accelkv-{}", e.name()),
             None => "accelkv".into(),
+        };
+        if self.options.is_empty() {
+            base
+        } else {
+            format!("{base}({})", self.options)
         }
     }
 

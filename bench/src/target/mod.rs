@@ -88,6 +88,8 @@ pub trait Conn: Send {
 
 /// Parses a target specification: `accelkv`, `accelkv-engine[=auto|cpu|gpu]` (default
 /// `cpu`), `btreemap`, `rocksdb`,
+/// `accelkv=OPTIONS` and `accelkv-engine=[KIND,]OPTIONS` with store options `mvcc=off`,
+/// `log=<bytes>`, `cache=<buckets>` (see `local::StoreOptions`),
 /// `accelkv-durable[=POLICY[,budget=MiB][,whole]]` (POLICY `sync`, `interval=<ms>` or `none`;
 /// default `sync`; a budget makes leaves past it live only in the page file; `whole` turns
 /// delta pages off),
@@ -115,10 +117,20 @@ pub fn parse(spec: &str, password: Option<&str>) -> Result<Box<dyn Target>> {
     };
     let pw = password.map(str::to_string);
     Ok(match kind {
-        "accelkv" => Box::new(local::Accelkv::reference()?),
-        "accelkv-engine" => Box::new(local::Accelkv::engine(
-            addr.as_deref().unwrap_or("cpu").parse().map_err(TargetError)?,
-        )?),
+        "accelkv" => Box::new(local::Accelkv::reference(local::StoreOptions::parse(
+            spec,
+            addr.as_deref().unwrap_or("").split(','),
+        )?)?),
+        "accelkv-engine" => {
+            // An engine kind first (optional), then store options.
+            let mut parts = addr.as_deref().unwrap_or("").split(',').peekable();
+            let kind = match parts.peek() {
+                Some(k) if !k.is_empty() && !k.contains('=') => parts.next().unwrap_or("cpu"),
+                _ => "cpu",
+            };
+            let o = local::StoreOptions::parse(spec, parts)?;
+            Box::new(local::Accelkv::engine(kind.parse().map_err(TargetError)?, o)?)
+        }
         "accelkv-durable" => Box::new(local::Durable::open(addr.as_deref().unwrap_or("sync"))?),
         "btreemap" => Box::new(local::BTree::default()),
         #[cfg(feature = "rocksdb")]
