@@ -36,6 +36,13 @@ struct Opts {
     /// Keys of the Zipfian PUT test.
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
+    /// Key counts of the fetch-and-add sweep (KV-Direct's atomics against the number of
+    /// keys): frames of `--batch` increments spread round robin over this many keys.
+    #[arg(long, default_value = "1,4,64,1024")]
+    faa_keys: String,
+    /// Run only the in-process table.
+    #[arg(long)]
+    in_process_only: bool,
 }
 
 fn free_port() -> u16 {
@@ -99,10 +106,15 @@ fn rate(
 }
 
 fn faa_frame(c: &mut Client, batch: usize) -> u64 {
+    faa_keys_frame(c, batch, &[b"hot".to_vec()], 0)
+}
+
+/// A frame of `batch` increments over `keys`, round robin from `first`.
+fn faa_keys_frame(c: &mut Client, batch: usize, keys: &[Vec<u8>], first: usize) -> u64 {
     let ops: Vec<Request<'_>> = (0..batch)
         .map(|i| Request::FetchAdd {
             id: i as u16,
-            key: b"hot",
+            key: &keys[(first + i) % keys.len()],
             kind: U64,
             overflow: WRAP,
             delta: 1,
@@ -115,8 +127,54 @@ fn faa_frame(c: &mut Client, batch: usize) -> u64 {
     batch as u64
 }
 
+/// KV-Direct's atomics in process: one thread runs frames of `--batch` fetch-and-adds over
+/// `n` keys through the station itself (no network), with forwarding and without; ops/s of
+/// each and the tree writes per operation.
+fn in_process(o: &Opts) {
+    use accelkv_server::bench_hooks::StationBench;
+    println!(
+        "\nIn process, one thread, frames of {} through the station (no network):\n",
+        o.batch
+    );
+    println!("| keys | with forwarding | tree writes/op | every operation to the tree | tree writes/op | ratio |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for n in o
+        .faa_keys
+        .split(',')
+        .filter_map(|x| x.trim().parse::<usize>().ok())
+    {
+        let keys: Vec<Vec<u8>> = (0..n.max(1))
+            .map(|i| format!("ctr{i}").into_bytes())
+            .collect();
+        let run = |forwarding: bool| {
+            let store = accelkv_tree::Store::new(accelkv_tree::Config::default()).expect("store");
+            let st = StationBench::new(forwarding);
+            let start = Instant::now();
+            let (mut ops, mut first) = (0u64, 0usize);
+            while start.elapsed().as_secs_f64() < o.secs {
+                for _ in 0..64 {
+                    ops += st.fetch_add_frame(&store, &keys, first, o.batch) as u64;
+                    first = (first + 7) % keys.len();
+                }
+            }
+            let rate = ops as f64 / start.elapsed().as_secs_f64();
+            (rate, st.tree_writes() as f64 / ops.max(1) as f64)
+        };
+        let (a, wa) = run(true);
+        let (b, wb) = run(false);
+        println!(
+            "| {n} | {a:.0} ops/s | {wa:.3} | {b:.0} ops/s | {wb:.3} | {:.1}× |",
+            a / b
+        );
+    }
+}
+
 fn main() {
     let o = Opts::parse();
+    in_process(&o);
+    if o.in_process_only {
+        return;
+    }
     let on = server(true);
     let off = server(false);
     println!(
@@ -141,6 +199,31 @@ fn main() {
             &format!(
                 "fetch-and-add, one key, {} threads, {batch} per frame",
                 o.threads
+            ),
+            a,
+            b,
+        );
+    }
+    for n in o
+        .faa_keys
+        .split(',')
+        .filter_map(|x| x.trim().parse::<usize>().ok())
+    {
+        let keys: Vec<Vec<u8>> = (0..n.max(1))
+            .map(|i| format!("ctr{i}").into_bytes())
+            .collect();
+        let f = |c: &mut Client, rng: &mut SmallRng, _: usize| {
+            let first = rand::Rng::gen_range(rng, 0..keys.len());
+            faa_keys_frame(c, o.batch, &keys, first)
+        };
+        let (a, b) = (
+            rate(on, o.threads, o.secs, f),
+            rate(off, o.threads, o.secs, f),
+        );
+        row(
+            &format!(
+                "fetch-and-add over {n} keys, {} threads, {} per frame",
+                o.threads, o.batch
             ),
             a,
             b,
@@ -176,10 +259,10 @@ fn main() {
 
     println!();
     println!(
-        "| vector bytes | VECTOR s2v add, frames of 16 | GET frame, change, PUT frame (client) | ratio |"
+        "| vector bytes | VECTOR s2v add, frames of 16 | GB/s | GET frame, change, PUT frame (client) | GB/s | ratio |"
     );
-    println!("|---:|---:|---:|---:|");
-    for bytes in [64usize, 256, 1024] {
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for bytes in [64usize, 128, 256, 512, 1024] {
         // Each client thread updates its own 16 vectors.
         let keys = |t: usize| -> Vec<Vec<u8>> {
             (0..16)
@@ -247,8 +330,11 @@ fn main() {
             c.execute(&puts).expect("put frame");
             16
         });
+        let gbs = |ops: f64| ops * bytes as f64 / 1e9;
         println!(
-            "| {bytes} | {server_side:.0} ops/s | {client_side:.0} ops/s | {:.1}× |",
+            "| {bytes} | {server_side:.0} ops/s | {:.3} | {client_side:.0} ops/s | {:.3} | {:.1}× |",
+            gbs(server_side),
+            gbs(client_side),
             server_side / client_side
         );
     }

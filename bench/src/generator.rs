@@ -414,7 +414,10 @@ mod tests {
         let hot = (0..n).filter(|_| h.next(&mut rng) < 1_000).count();
         let share = hot as f64 / n as f64;
         assert!((0.89..0.91).contains(&share), "{share}");
-        let cold: Vec<u64> = (0..n).map(|_| h.next(&mut rng)).filter(|&k| k >= 1_000).collect();
+        let cold: Vec<u64> = (0..n)
+            .map(|_| h.next(&mut rng))
+            .filter(|&k| k >= 1_000)
+            .collect();
         assert!(cold.iter().all(|&k| k < 10_000));
         assert!(cold.iter().any(|&k| k > 9_990));
     }

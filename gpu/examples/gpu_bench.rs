@@ -41,6 +41,9 @@ struct Args {
     /// GPU engine streams.
     #[arg(long, default_value_t = 4)]
     streams: usize,
+    /// Device memory for the interior-node cache, MiB.
+    #[arg(long, default_value_t = GpuConfig::default().cache_bytes >> 20)]
+    cache_mib: usize,
 }
 
 fn key(i: u64) -> [u8; 16] {
@@ -175,7 +178,7 @@ fn main() {
             let cfg = GpuConfig {
                 streams: a.streams,
                 max_batch: a.batch.max(1),
-                ..GpuConfig::default()
+                cache_bytes: a.cache_mib << 20,
             };
             if emulated {
                 GpuEngine::start_emulated(store.clone(), cfg)
@@ -245,6 +248,19 @@ fn main() {
         }
         if let Some(s) = after {
             eprintln!("{name}: {s:?}");
+            // Interior nodes the device cache holds against those that found it full: what
+            // share of the tree's interior levels a lookup reads from device memory.
+            let all = s.cached_nodes + s.uncached_nodes;
+            println!(
+                "\n{name}: interior-node cache ({} MiB) holds {} of {} interior nodes ({:.1}%); \
+                 {} kernel launches, {} requests answered by the host instead",
+                a.cache_mib,
+                s.cached_nodes,
+                all,
+                100.0 * s.cached_nodes as f64 / all.max(1) as f64,
+                s.launches,
+                s.fallbacks
+            );
         }
     }
     println!("\n| engine | batch | GET p50 µs | GET p99 µs | SCAN4 p50 µs | SCAN4 p99 µs |");

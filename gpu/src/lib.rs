@@ -47,8 +47,19 @@ use std::sync::Arc;
 
 /// The GPU engine as an [`accelkv_engine::Accelerator`]: what `accelkv_engine::start`
 /// (`--engine auto|gpu`) probes and starts.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Gpu;
+#[derive(Clone, Copy, Debug)]
+pub struct Gpu {
+    /// Device memory for the interior-node cache (`GpuConfig::cache_bytes`).
+    pub cache_bytes: usize,
+}
+
+impl Default for Gpu {
+    fn default() -> Gpu {
+        Gpu {
+            cache_bytes: GpuConfig::default().cache_bytes,
+        }
+    }
+}
 
 /// The first usable device, with NVRTC present to compile the kernels.
 pub fn usable_device() -> Result<DeviceInfo, GpuError> {
@@ -67,6 +78,7 @@ impl Accelerator for Gpu {
     fn start(&self, store: Arc<Store>, streams: usize) -> Result<Box<dyn Offload>, String> {
         let cfg = GpuConfig {
             streams,
+            cache_bytes: self.cache_bytes,
             ..GpuConfig::default()
         };
         GpuEngine::start(store, cfg)
@@ -167,11 +179,11 @@ mod tests {
             threads: 0,
             ..EngineConfig::default()
         };
-        let auto = start(store(), EngineKind::Auto, cfg(), 1, Some(&Gpu)).unwrap();
+        let auto = start(store(), EngineKind::Auto, cfg(), 1, Some(&Gpu::default())).unwrap();
         match (auto, usable_device()) {
             (Started::Cpu { why_not_gpu, .. }, Err(e)) => {
                 assert_eq!(why_not_gpu, Some(e.to_string()));
-                let gpu = start(store(), EngineKind::Gpu, cfg(), 1, Some(&Gpu));
+                let gpu = start(store(), EngineKind::Gpu, cfg(), 1, Some(&Gpu::default()));
                 assert_eq!(gpu.err(), Some(e.to_string()));
             }
             (Started::Offload(g), Ok(info)) => assert!(g.device().contains(&info.name)),

@@ -142,9 +142,22 @@ pub struct Args {
         help_heading = "Engines and event loops"
     )]
     pub cache_buckets: Option<usize>,
+    /// Device memory for the GPU engine's interior-node cache (a size; Honeycomb's on-board
+    /// node cache). Default 256MiB.
+    #[arg(
+        long,
+        env = "ACCELKV_GPU_CACHE",
+        help_heading = "Engines and event loops"
+    )]
+    pub gpu_cache: Option<Size>,
     /// Node size (a size: 4KiB to 64KiB, a power of two). Default 8KiB.
     #[arg(long, env = "ACCELKV_NODE_SIZE", help_heading = "Store and memory")]
     pub node_size: Option<Size>,
+    /// Size a leaf's log block reaches before it is merged into the sorted block (a size;
+    /// Honeycomb's log-block threshold: larger favours writes, smaller reads; the node must
+    /// hold it). Default 1KiB.
+    #[arg(long, env = "ACCELKV_LOG_THRESHOLD", help_heading = "Store and memory")]
+    pub log_threshold: Option<Size>,
     /// Memory limit for tree nodes and out-of-line values (a size: `16GiB`, `500m`, bytes;
     /// README, "Sizes"); in memory (no --data-dir), writes past it fail with an
     /// out-of-memory error; with --data-dir it is the budget of the leaf cache, and leaves
@@ -373,7 +386,9 @@ pub struct Settings {
     pub station_slots: usize,
     pub forwarding: bool,
     pub cache_buckets: usize,
+    pub gpu_cache: usize,
     pub node_size: usize,
+    pub log_threshold: usize,
     pub memory_limit: usize,
     pub load_threads: usize,
     pub max_connections: usize,
@@ -460,7 +475,15 @@ impl Settings {
             station_slots: pick!(flags.station_slots, file.station_slots, 1024).max(1),
             forwarding: pick!(flags.forwarding, file.forwarding, true),
             cache_buckets: pick!(flags.cache_buckets, file.cache_buckets, 1 << 16),
+            gpu_cache: flags
+                .gpu_cache
+                .or(file.gpu_cache)
+                .map_or(256 << 20, Size::bytes),
             node_size: flags.node_size.or(file.node_size).map_or(8192, Size::bytes),
+            log_threshold: flags
+                .log_threshold
+                .or(file.log_threshold)
+                .map_or(1024, Size::bytes),
             memory_limit: size_or_mib(
                 (flags.memory_limit, flags.memory_limit_mib),
                 (file.memory_limit, file.memory_limit_mib),

@@ -4,6 +4,8 @@
 //! functions, see docs/VECTOR_FUNCTIONS.md).
 
 mod admin;
+#[doc(hidden)]
+pub mod bench_hooks;
 mod binary;
 mod bound;
 #[cfg(feature = "cluster")]

@@ -188,9 +188,14 @@ impl Accelkv {
             ..EngineConfig::default()
         };
         let streams = accelkv_gpu::GpuConfig::default().streams;
-        let started =
-            accelkv_engine::start(store.clone(), kind, cpu, streams, Some(&accelkv_gpu::Gpu))
-                .map_err(|e| TargetError::from_display("accelkv-engine=gpu", e))?;
+        let started = accelkv_engine::start(
+            store.clone(),
+            kind,
+            cpu,
+            streams,
+            Some(&accelkv_gpu::Gpu::default()),
+        )
+        .map_err(|e| TargetError::from_display("accelkv-engine=gpu", e))?;
         let engine: Arc<dyn ReadEngine> = match started {
             Started::Offload(g) => Arc::new(OffloadEngine(g)),
             Started::Cpu { engine, .. } => Arc::from(engine as Box<dyn ReadEngine>),

@@ -36,9 +36,12 @@ impl Engine {
             load_threads: settings.load_threads,
             ..EngineConfig::default()
         };
+        let gpu = accelkv_gpu::Gpu {
+            cache_bytes: settings.gpu_cache,
+        };
         let accel: Option<&dyn accelkv_engine::Accelerator> = match settings.engine {
             EngineKind::Rtl => rtl(),
-            _ => Some(&accelkv_gpu::Gpu),
+            _ => Some(&gpu),
         };
         let started = accelkv_engine::start(
             store,

@@ -62,6 +62,7 @@ impl Shared {
     ) -> Result<Arc<Shared>, String> {
         let config = Config {
             node_size: settings.node_size,
+            log_threshold: settings.log_threshold,
             memory_limit: settings.memory_limit,
             max_value: settings.limits.max_value,
             ..Config::default()

@@ -238,6 +238,58 @@ fn store(elem: Elem, overflow: Overflow, s: Scalar, out: &mut Vec<u8>) -> Result
     Ok(())
 }
 
+/// The new value of an update (s2s, s2v, v2v) of `value`, `n` elements: built-in integer
+/// functions as typed loops (lanes.rs), the rest one registered call per element.
+fn update(
+    registry: &Registry,
+    call: &VectorCall<'_>,
+    value: &[u8],
+    n: usize,
+) -> Result<Vec<u8>, VectorError> {
+    let e = call.elem;
+    let w = e.width();
+    if call.op == VectorOp::UpdateScalarToScalar && n != 1 {
+        return Err(VectorError::BadLength(format!(
+            "update_scalar2scalar needs a value of one {w}-byte element, not {} bytes",
+            value.len()
+        )));
+    }
+    let f = registry.update(call.function)?;
+    let operand = if call.op == VectorOp::UpdateVectorToVector {
+        let m = elements(e, call.operand, "the operand vector")?;
+        if m != n {
+            return Err(VectorError::BadLength(format!(
+                "the operand vector has {m} elements and the value {n}"
+            )));
+        }
+        Operand::Vector(call.operand)
+    } else {
+        one(e, call.operand, "the scalar operand")?;
+        Operand::Scalar(call.operand)
+    };
+    let mut out = Vec::with_capacity(value.len());
+    let fast = registry
+        .builtin(call.function)
+        .and_then(|b| lanes::update(b, e, call.overflow, value, operand, &mut out));
+    if let Some(r) = fast {
+        r.map_err(|_| VectorError::Overflow)?;
+        return Ok(out);
+    }
+    for i in 0..n {
+        let d = match operand {
+            Operand::Scalar(s) => e.read(s),
+            Operand::Vector(v) => e.read(&v[i * w..]),
+        };
+        store(
+            e,
+            call.overflow,
+            f.apply(e, e.read(&value[i * w..]), d)?,
+            &mut out,
+        )?;
+    }
+    Ok(out)
+}
+
 /// Runs `call` on `value` with the functions of `registry`.
 pub fn run(
     registry: &Registry,
@@ -249,72 +301,12 @@ pub fn run(
     let n = elements(e, value, "the value")?;
     let each = |i: usize| e.read(&value[i * w..]);
     match call.op {
-        VectorOp::UpdateScalarToScalar | VectorOp::UpdateScalarToVector => {
-            if call.op == VectorOp::UpdateScalarToScalar && n != 1 {
-                return Err(VectorError::BadLength(format!(
-                    "update_scalar2scalar needs a value of one {w}-byte element, not {} bytes",
-                    value.len()
-                )));
-            }
-            let f = registry.update(call.function)?;
-            let d = one(e, call.operand, "the scalar operand")?;
-            let mut out = Vec::with_capacity(value.len());
-            let fast = registry.builtin(call.function).and_then(|b| {
-                lanes::update(
-                    b,
-                    e,
-                    call.overflow,
-                    value,
-                    Operand::Scalar(call.operand),
-                    &mut out,
-                )
-            });
-            match fast {
-                Some(r) => r?,
-                None => {
-                    for i in 0..n {
-                        store(e, call.overflow, f.apply(e, each(i), d)?, &mut out)?;
-                    }
-                }
-            }
-            Ok(VectorResult {
-                reply: value.to_vec(),
-                new_value: Some(out),
-            })
-        }
-        VectorOp::UpdateVectorToVector => {
-            let f = registry.update(call.function)?;
-            let m = elements(e, call.operand, "the operand vector")?;
-            if m != n {
-                return Err(VectorError::BadLength(format!(
-                    "the operand vector has {m} elements and the value {n}"
-                )));
-            }
-            let mut out = Vec::with_capacity(value.len());
-            let fast = registry.builtin(call.function).and_then(|b| {
-                lanes::update(
-                    b,
-                    e,
-                    call.overflow,
-                    value,
-                    Operand::Vector(call.operand),
-                    &mut out,
-                )
-            });
-            match fast {
-                Some(r) => r?,
-                None => {
-                    for i in 0..n {
-                        let d = e.read(&call.operand[i * w..]);
-                        store(e, call.overflow, f.apply(e, each(i), d)?, &mut out)?;
-                    }
-                }
-            }
-            Ok(VectorResult {
-                reply: value.to_vec(),
-                new_value: Some(out),
-            })
-        }
+        VectorOp::UpdateScalarToScalar
+        | VectorOp::UpdateScalarToVector
+        | VectorOp::UpdateVectorToVector => Ok(VectorResult {
+            reply: value.to_vec(),
+            new_value: Some(update(registry, call, value, n)?),
+        }),
         VectorOp::Reduce => {
             let f = registry.update(call.function)?;
             let mut acc = one(e, call.operand, "the initial value")?;

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""A line chart as SVG, for docs/EVALUATION.md's figures (no plotting library needed).
+
+Usage: svg_plot.py SPEC.json OUT.svg
+
+SPEC: {"title": str, "x": str, "y": str, "logx": bool, "logy": bool,
+       "series": [{"name": str, "points": [[x, y], ...]}, ...]}
+"""
+import json
+import math
+import sys
+
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
+
+
+def ticks(lo, hi, log):
+    if log:
+        a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        return [10**e for e in range(a, b + 1)]
+    raw = ((hi - lo) or 1) / 5
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if raw <= m * mag)
+    t = math.floor(lo / step) * step
+    out = []
+    while t <= hi + step * 0.001:
+        out.append(t)
+        t += step
+    return out
+
+
+def fmt(v):
+    if v >= 1e6:
+        return f"{v / 1e6:g}M"
+    if v >= 1e3:
+        return f"{v / 1e3:g}K"
+    return f"{v:g}"
+
+
+def main():
+    spec = json.load(open(sys.argv[1]))
+    W, H, L, R, T, B = 640, 360, 70, 470, 40, 300
+    pts = [p for s in spec["series"] for p in s["points"]]
+    logx, logy = spec.get("logx", False), spec.get("logy", False)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    xlo, xhi = min(xs), max(xs)
+    ylo, yhi = (min(ys), max(ys)) if logy else (min(0, min(ys)), max(ys) * 1.1)
+    xt, yt = ticks(xlo, xhi, logx), ticks(ylo, yhi, logy)
+    xlo, xhi = min(xlo, xt[0]), max(xhi, xt[-1])
+    ylo, yhi = min(ylo, yt[0]), max(yhi, yt[-1])
+    f = (lambda v: math.log10(v)) if logx else (lambda v: v)
+    g = (lambda v: math.log10(v)) if logy else (lambda v: v)
+    X = lambda v: L + (R - L) * (f(v) - f(xlo)) / ((f(xhi) - f(xlo)) or 1)
+    Y = lambda v: B - (B - T) * (g(v) - g(ylo)) / ((g(yhi) - g(ylo)) or 1)
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+         'font-family="sans-serif" font-size="12">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{(L + R) / 2}" y="20" text-anchor="middle" font-size="14">{spec["title"]}</text>',
+         f'<line x1="{L}" y1="{B}" x2="{R}" y2="{B}" stroke="black"/>',
+         f'<line x1="{L}" y1="{T}" x2="{L}" y2="{B}" stroke="black"/>']
+    for t in xt:
+        o.append(f'<line x1="{X(t):.1f}" y1="{B}" x2="{X(t):.1f}" y2="{B + 4}" stroke="black"/>')
+        o.append(f'<text x="{X(t):.1f}" y="{B + 17}" text-anchor="middle">{fmt(t)}</text>')
+    for t in yt:
+        o.append(f'<line x1="{L - 4}" y1="{Y(t):.1f}" x2="{R}" y2="{Y(t):.1f}" stroke="#ddd"/>')
+        o.append(f'<text x="{L - 7}" y="{Y(t) + 4:.1f}" text-anchor="end">{fmt(t)}</text>')
+    o.append(f'<text x="{(L + R) / 2}" y="{B + 35}" text-anchor="middle">{spec["x"]}</text>')
+    o.append(f'<text x="18" y="{(T + B) / 2}" text-anchor="middle" '
+             f'transform="rotate(-90 18 {(T + B) / 2})">{spec["y"]}</text>')
+    for i, s in enumerate(spec["series"]):
+        c = COLORS[i % len(COLORS)]
+        p = sorted(s["points"])
+        o.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>'
+                 % (c, " ".join(f"{X(a):.1f},{Y(b):.1f}" for a, b in p)))
+        for a, b in p:
+            o.append(f'<circle cx="{X(a):.1f}" cy="{Y(b):.1f}" r="3" fill="{c}"/>')
+        o.append(f'<rect x="{R + 15}" y="{T + 20 * i}" width="12" height="12" fill="{c}"/>')
+        o.append(f'<text x="{R + 32}" y="{T + 20 * i + 11}">{s["name"]}</text>')
+    o.append("</svg>")
+    open(sys.argv[2], "w").write("\n".join(o) + "\n")
+
+
+if __name__ == "__main__":
+    main()
