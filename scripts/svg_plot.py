@@ -5,6 +5,9 @@ Usage: svg_plot.py SPEC.json OUT.svg
 
 SPEC: {"title": str, "x": str, "y": str, "logx": bool, "logy": bool,
        "series": [{"name": str, "points": [[x, y], ...]}, ...]}
+or, for grouped bars (the seeds' bar charts):
+      {"title": str, "y": str, "logy": bool, "categories": [str, ...],
+       "series": [{"name": str, "values": [y, ...]}, ...]}
 """
 import json
 import math
@@ -36,8 +39,51 @@ def fmt(v):
     return f"{v:g}"
 
 
+def bars(spec):
+    W, H, L, R, T, B = 720, 380, 70, 550, 40, 300
+    cats, series = spec["categories"], spec["series"]
+    logy = spec.get("logy", False)
+    ys = [v for s in series for v in s["values"] if v > 0]
+    lo, hi = (min(ys), max(ys)) if logy else (0, max(ys) * 1.1)
+    yt = ticks(lo, hi, logy)
+    lo, hi = min(lo, yt[0]), max(hi, yt[-1])
+    g = (lambda v: math.log10(v)) if logy else (lambda v: v)
+    Y = lambda v: B - (B - T) * (g(max(v, lo)) - g(lo)) / ((g(hi) - g(lo)) or 1)
+    slot = (R - L) / len(cats)
+    bw = slot * 0.8 / len(series)
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+         'font-family="sans-serif" font-size="12">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{(L + R) / 2}" y="20" text-anchor="middle" font-size="14">{spec["title"]}</text>',
+         f'<line x1="{L}" y1="{B}" x2="{R}" y2="{B}" stroke="black"/>',
+         f'<line x1="{L}" y1="{T}" x2="{L}" y2="{B}" stroke="black"/>']
+    for t in yt:
+        o.append(f'<line x1="{L - 4}" y1="{Y(t):.1f}" x2="{R}" y2="{Y(t):.1f}" stroke="#ddd"/>')
+        o.append(f'<text x="{L - 7}" y="{Y(t) + 4:.1f}" text-anchor="end">{fmt(t)}</text>')
+    for c, name in enumerate(cats):
+        x0 = L + slot * c + slot * 0.1
+        o.append(f'<text x="{x0 + slot * 0.4:.1f}" y="{B + 16}" text-anchor="middle" '
+                 f'font-size="10">{name}</text>')
+        for i, s in enumerate(series):
+            v = s["values"][c]
+            color = COLORS[i % len(COLORS)]
+            o.append(f'<rect x="{x0 + bw * i:.1f}" y="{Y(v):.1f}" width="{bw:.1f}" '
+                     f'height="{B - Y(v):.1f}" fill="{color}"/>')
+    o.append(f'<text x="18" y="{(T + B) / 2}" text-anchor="middle" '
+             f'transform="rotate(-90 18 {(T + B) / 2})">{spec["y"]}</text>')
+    for i, s in enumerate(series):
+        c = COLORS[i % len(COLORS)]
+        o.append(f'<rect x="{R + 15}" y="{T + 20 * i}" width="12" height="12" fill="{c}"/>')
+        o.append(f'<text x="{R + 32}" y="{T + 20 * i + 11}">{s["name"]}</text>')
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
+    if "categories" in spec:
+        open(sys.argv[2], "w").write(bars(spec))
+        return
     W, H, L, R, T, B = 640, 360, 70, 470, 40, 300
     pts = [p for s in spec["series"] for p in s["points"]]
     logx, logy = spec.get("logx", False), spec.get("logy", False)

@@ -51,6 +51,10 @@ struct Args {
     /// The server's process id: report its CPU time per GET.
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Write the round trip's distribution here: `microseconds fraction` per line, the
+    /// fraction of datagrams answered within that time (Algo-Logic's Figure 9).
+    #[arg(long)]
+    cdf: Option<std::path::PathBuf>,
 }
 
 fn key(i: usize) -> Vec<u8> {
@@ -205,6 +209,13 @@ fn main() {
         hist.add(&t.hist).expect("histogram");
         gets += t.gets;
         errors += t.errors;
+    }
+    if let Some(path) = &a.cdf {
+        let lines: String = (1..=1000)
+            .map(|q| q as f64 / 1000.0)
+            .map(|q| format!("{:.2} {q:.3}\n", hist.value_at_quantile(q) as f64 / 1000.0))
+            .collect();
+        std::fs::write(path, lines).expect("write --cdf");
     }
     let cpu = match (a.server_pid, cpu0) {
         (Some(pid), Some(c0)) => format!(
