@@ -375,6 +375,116 @@ mod tests {
         }
     }
 
+    /// Fetch-and-adds (which update the 8 bytes a burst owns in place) against a model
+    /// written here with Rust's own integer arithmetic: random runs over two keys of U64
+    /// and I64 adds under every overflow policy, deltas at the types' edges, PUTs of 8-byte
+    /// and other values and DELETEs between them, with forwarding (one burst) and without.
+    #[test]
+    fn fetch_adds_match_a_model() {
+        use crate::core::ops::vector::{Elem, Overflow};
+        /// The model's fetch-and-add: the new 8 bytes, or `None` when it fails.
+        fn add(cur: Option<&Vec<u8>>, elem: Elem, o: Overflow, d: i64) -> Option<[u8; 8]> {
+            let old = match cur {
+                None => [0u8; 8],
+                Some(v) => <[u8; 8]>::try_from(v.as_slice()).ok()?,
+            };
+            Some(if elem == Elem::U64 {
+                let a = u64::from_le_bytes(old);
+                match o {
+                    Overflow::Wrap => a.wrapping_add_signed(d),
+                    Overflow::Checked => a.checked_add_signed(d)?,
+                    Overflow::Saturate => a.saturating_add_signed(d),
+                }
+                .to_le_bytes()
+            } else {
+                let a = i64::from_le_bytes(old);
+                match o {
+                    Overflow::Wrap => a.wrapping_add(d),
+                    Overflow::Checked => a.checked_add(d)?,
+                    Overflow::Saturate => a.saturating_add(d),
+                }
+                .to_le_bytes()
+            })
+        }
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..200 {
+            let mut ops: Vec<(Vec<u8>, Write<'static>)> = Vec::new();
+            for _ in 0..24 {
+                let key = vec![b'c', (next() % 2) as u8];
+                let r = next();
+                let w = match r % 10 {
+                    0 => Write::Put(Cow::Owned(next().to_le_bytes().to_vec())),
+                    1 => Write::Put(Cow::Owned(vec![1, 2, 3])),
+                    2 => Write::Delete,
+                    _ => Write::FetchAdd {
+                        elem: [Elem::U64, Elem::I64][(r >> 8) as usize % 2],
+                        overflow: [Overflow::Wrap, Overflow::Checked, Overflow::Saturate]
+                            [(r >> 16) as usize % 3],
+                        delta: [1, -1, i64::MAX, i64::MIN, next() as i64][(r >> 24) as usize % 5],
+                    },
+                };
+                ops.push((key, w));
+            }
+            // What the model answers: each fetch-and-add's original bytes (None: failed).
+            let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+            let mut want = Vec::new();
+            for (k, w) in &ops {
+                match w {
+                    Write::Put(v) => {
+                        model.insert(k.clone(), v.to_vec());
+                    }
+                    Write::Delete => {
+                        model.remove(k);
+                    }
+                    Write::FetchAdd {
+                        elem,
+                        overflow,
+                        delta,
+                    } => {
+                        let old = model.get(k).cloned();
+                        match add(old.as_ref(), *elem, *overflow, *delta) {
+                            Some(new) => {
+                                let o = old.map_or([0; 8], |v| v.try_into().unwrap_or([0; 8]));
+                                want.push(Some(o));
+                                model.insert(k.clone(), new.to_vec());
+                            }
+                            None => want.push(None),
+                        }
+                    }
+                    _ => unreachable!(),
+                }
+            }
+            for forwarding in [true, false] {
+                let (st, s) = (Station::new(64, forwarding, Registry::default()), store());
+                let done = run(
+                    &st,
+                    &s,
+                    ops.iter().map(|(k, w)| Op::new(k, w.clone())).collect(),
+                );
+                let got: Vec<_> = ops
+                    .iter()
+                    .zip(&done)
+                    .filter(|(o, _)| matches!(o.1, Write::FetchAdd { .. }))
+                    .map(|(_, d)| match &d.outcome {
+                        Ok(Outcome::Fetched(b)) => Some(*b),
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(got, want, "round {round}, forwarding {forwarding}");
+                for k in [b"c\0", b"c\x01"] {
+                    let v = s.get_latest(&k[..]).expect("get");
+                    assert_eq!(v.as_ref(), model.get(&k[..]), "round {round}");
+                }
+            }
+        }
+    }
+
     /// Random writes on a few keys, from several threads at once, against a model: each
     /// thread's operations on its own keys are checked in order; INCRs on the shared key
     /// sum exactly.

@@ -739,45 +739,51 @@ pub fn format_float(n: f64) -> String {
     }
 }
 
+/// A fetch-and-add's original and new 8 bytes, or why it fails (a value that is not 8
+/// bytes, an element that is not an 8-byte integer, an overflow under `checked`).
+pub(crate) fn fetch_add_bytes(
+    cur: Option<&[u8]>,
+    elem: Elem,
+    overflow: Overflow,
+    delta: i64,
+) -> Result<([u8; 8], [u8; 8]), VectorError> {
+    let old = match cur {
+        None => [0u8; 8],
+        Some(c) => <[u8; 8]>::try_from(c).map_err(|_| {
+            VectorError::BadLength(format!(
+                "fetch-and-add needs an 8-byte value, not {} bytes",
+                c.len()
+            ))
+        })?,
+    };
+    if elem.width() != 8 {
+        return Err(VectorError::TypeMismatch(format!(
+            "fetch-and-add takes U64 or I64 elements, not {elem:?}"
+        )));
+    }
+    let Scalar::Int(o) = elem.read(&old) else {
+        return Err(VectorError::TypeMismatch(format!(
+            "fetch-and-add takes integer elements, not {elem:?}"
+        )));
+    };
+    let n = overflow.fit(elem, o + i128::from(delta))?;
+    let mut new = [0u8; 8];
+    new.copy_from_slice(&(n as u64).to_le_bytes());
+    Ok((old, new))
+}
+
 fn fetch_add(
     cur: Option<&[u8]>,
     elem: Elem,
     overflow: Overflow,
     delta: i64,
 ) -> (Effect<'static>, Outcome) {
-    let fail = |e: VectorError| (Effect::Keep, Outcome::Failed(Failure::Vector(e)));
-    let old = match cur {
-        None => [0u8; 8],
-        Some(c) => match <[u8; 8]>::try_from(c) {
-            Ok(b) => b,
-            Err(_) => {
-                return fail(VectorError::BadLength(format!(
-                    "fetch-and-add needs an 8-byte value, not {} bytes",
-                    c.len()
-                )))
-            }
-        },
-    };
-    if elem.width() != 8 {
-        return fail(VectorError::TypeMismatch(format!(
-            "fetch-and-add takes U64 or I64 elements, not {elem:?}"
-        )));
-    }
-    let Scalar::Int(o) = elem.read(&old) else {
-        return fail(VectorError::TypeMismatch(format!(
-            "fetch-and-add takes integer elements, not {elem:?}"
-        )));
-    };
-    match overflow.fit(elem, o + i128::from(delta)) {
-        Err(e) => fail(e.into()),
-        Ok(n) => {
-            let mut new = Vec::with_capacity(8);
-            elem.write(Scalar::Int(n), &mut new);
-            (
-                Effect::Set(Cow::Owned(new), Ttl::Keep),
-                Outcome::Fetched(old),
-            )
-        }
+    match fetch_add_bytes(cur, elem, overflow, delta) {
+        Err(e) => (Effect::Keep, Outcome::Failed(Failure::Vector(e))),
+        Ok((old, new)) => (
+            Effect::Set(Cow::Owned(new.to_vec()), Ttl::Keep),
+            Outcome::Fetched(old),
+        ),
     }
 }
 
