@@ -311,6 +311,7 @@ impl Station {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ops::vector::{Elem, Overflow};
     use crate::core::ops::{Cond, Effect};
     use accelkv_tree::Config;
     use std::collections::BTreeMap;
@@ -375,37 +376,37 @@ mod tests {
         }
     }
 
+    /// The model's fetch-and-add: the new 8 bytes, or `None` when it fails.
+    fn model_add(cur: Option<&Vec<u8>>, elem: Elem, o: Overflow, d: i64) -> Option<[u8; 8]> {
+        let old = match cur {
+            None => [0u8; 8],
+            Some(v) => <[u8; 8]>::try_from(v.as_slice()).ok()?,
+        };
+        Some(if elem == Elem::U64 {
+            let a = u64::from_le_bytes(old);
+            match o {
+                Overflow::Wrap => a.wrapping_add_signed(d),
+                Overflow::Checked => a.checked_add_signed(d)?,
+                Overflow::Saturate => a.saturating_add_signed(d),
+            }
+            .to_le_bytes()
+        } else {
+            let a = i64::from_le_bytes(old);
+            match o {
+                Overflow::Wrap => a.wrapping_add(d),
+                Overflow::Checked => a.checked_add(d)?,
+                Overflow::Saturate => a.saturating_add(d),
+            }
+            .to_le_bytes()
+        })
+    }
+
     /// Fetch-and-adds (which update the 8 bytes a burst owns in place) against a model
     /// written here with Rust's own integer arithmetic: random runs over two keys of U64
     /// and I64 adds under every overflow policy, deltas at the types' edges, PUTs of 8-byte
     /// and other values and DELETEs between them, with forwarding (one burst) and without.
     #[test]
     fn fetch_adds_match_a_model() {
-        use crate::core::ops::vector::{Elem, Overflow};
-        /// The model's fetch-and-add: the new 8 bytes, or `None` when it fails.
-        fn add(cur: Option<&Vec<u8>>, elem: Elem, o: Overflow, d: i64) -> Option<[u8; 8]> {
-            let old = match cur {
-                None => [0u8; 8],
-                Some(v) => <[u8; 8]>::try_from(v.as_slice()).ok()?,
-            };
-            Some(if elem == Elem::U64 {
-                let a = u64::from_le_bytes(old);
-                match o {
-                    Overflow::Wrap => a.wrapping_add_signed(d),
-                    Overflow::Checked => a.checked_add_signed(d)?,
-                    Overflow::Saturate => a.saturating_add_signed(d),
-                }
-                .to_le_bytes()
-            } else {
-                let a = i64::from_le_bytes(old);
-                match o {
-                    Overflow::Wrap => a.wrapping_add(d),
-                    Overflow::Checked => a.checked_add(d)?,
-                    Overflow::Saturate => a.saturating_add(d),
-                }
-                .to_le_bytes()
-            })
-        }
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             x ^= x << 13;
@@ -448,7 +449,7 @@ mod tests {
                         delta,
                     } => {
                         let old = model.get(k).cloned();
-                        match add(old.as_ref(), *elem, *overflow, *delta) {
+                        match model_add(old.as_ref(), *elem, *overflow, *delta) {
                             Some(new) => {
                                 let o = old.map_or([0; 8], |v| v.try_into().unwrap_or([0; 8]));
                                 want.push(Some(o));
