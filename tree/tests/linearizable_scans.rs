@@ -38,7 +38,14 @@ struct Shared {
     acked: AtomicU64,
     versions: Vec<AtomicU64>,
     done: AtomicBool,
+    /// Scans finished so far (both scanners).
+    scans: AtomicU64,
 }
+
+/// The writer waits for one more scan every this many inserts, so scans overlap the splits
+/// however the threads are scheduled (on a loaded 2-core machine the writer could finish
+/// all its inserts before the scanners ran ten scans).
+const PACE: u64 = N / 32;
 
 /// (read version, keys returned) of each snapshot scan, checked once versions are known.
 type Observed = Vec<(u64, u64)>;
@@ -49,12 +56,21 @@ fn harness(cfg: Config, deadline: Duration) -> Result<usize, String> {
         acked: AtomicU64::new(0),
         versions: (0..N).map(|_| AtomicU64::new(u64::MAX)).collect(),
         done: AtomicBool::new(false),
+        scans: AtomicU64::new(0),
     });
     let writer = {
         let sh = sh.clone();
         std::thread::spawn(move || {
             let value = [7u8; 100];
+            let paced = Instant::now();
             for i in 0..N {
+                if i % PACE == 0 {
+                    while sh.scans.load(Ordering::Acquire) < i / PACE
+                        && paced.elapsed() < deadline / 2
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
                 let w = sh.store.put(&key(i), &value).expect("put");
                 sh.versions[i as usize].store(w.version, Ordering::Release);
                 sh.acked.store(i + 1, Ordering::Release);
@@ -90,6 +106,7 @@ fn harness(cfg: Config, deadline: Duration) -> Result<usize, String> {
                         ));
                     }
                     observed.push((snap.version(), m));
+                    sh.scans.fetch_add(1, Ordering::Release);
                     // The plain (non-snapshot) scan must be a prefix as well.
                     let plain = sh.store.scan(&key(lo), None, usize::MAX);
                     if plain.iter().enumerate().any(|(j, (k, _))| *k != key(lo + j as u64)) {
