@@ -101,17 +101,16 @@ pub(crate) fn update(
     operand: Operand<'_>,
     out: &mut Vec<u8>,
 ) -> Option<Result<(), Overflowed>> {
-    let r = (|| match elem {
+    // The macro's `?` returns from this closure, not from `update`.
+    let run = || match elem {
         Elem::U8 => lanes!(u8, f, overflow, value, operand, out),
         Elem::U16 => lanes!(u16, f, overflow, value, operand, out),
         Elem::U32 => lanes!(u32, f, overflow, value, operand, out),
         Elem::U64 => lanes!(u64, f, overflow, value, operand, out),
         Elem::I32 => lanes!(i32, f, overflow, value, operand, out),
         Elem::I64 => lanes!(i64, f, overflow, value, operand, out),
+        // Not reached: floats take the general path (`None` below).
         Elem::F32 | Elem::F64 => Ok(()),
-    })();
-    match elem {
-        Elem::F32 | Elem::F64 => None,
-        _ => Some(r),
-    }
+    };
+    (!elem.is_float()).then(run)
 }

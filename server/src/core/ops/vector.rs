@@ -158,16 +158,18 @@ impl Registry {
         self.filters.insert(name.to_string(), Arc::new(f));
     }
 
-    fn update(&self, name: &str) -> Result<&Arc<dyn UpdateFn>, VectorError> {
+    /// The update function `name`, and the built-in it is unless it was replaced.
+    fn update_entry(
+        &self,
+        name: &str,
+    ) -> Result<&(Arc<dyn UpdateFn>, Option<Builtin>), VectorError> {
         self.updates
             .get(name)
-            .map(|f| &f.0)
             .ok_or_else(|| VectorError::UnknownFunction(name.to_string()))
     }
 
-    /// The built-in `name` is, unless it was replaced.
-    fn builtin(&self, name: &str) -> Option<Builtin> {
-        self.updates.get(name).and_then(|f| f.1)
+    fn update(&self, name: &str) -> Result<&Arc<dyn UpdateFn>, VectorError> {
+        self.update_entry(name).map(|f| &f.0)
     }
 
     fn filter(&self, name: &str) -> Result<&Arc<dyn FilterFn>, VectorError> {
@@ -254,7 +256,7 @@ fn update(
             value.len()
         )));
     }
-    let f = registry.update(call.function)?;
+    let (f, builtin) = registry.update_entry(call.function)?;
     let operand = if call.op == VectorOp::UpdateVectorToVector {
         let m = elements(e, call.operand, "the operand vector")?;
         if m != n {
@@ -268,9 +270,7 @@ fn update(
         Operand::Scalar(call.operand)
     };
     let mut out = Vec::with_capacity(value.len());
-    let fast = registry
-        .builtin(call.function)
-        .and_then(|b| lanes::update(b, e, call.overflow, value, operand, &mut out));
+    let fast = builtin.and_then(|b| lanes::update(b, e, call.overflow, value, operand, &mut out));
     if let Some(r) = fast {
         r.map_err(|_| VectorError::Overflow)?;
         return Ok(out);
