@@ -127,6 +127,23 @@ fn faa_keys_frame(c: &mut Client, batch: usize, keys: &[Vec<u8>], first: usize) 
     batch as u64
 }
 
+/// The key sets of the fetch-and-add sweep: for each count in `--faa-keys`, that many
+/// counter keys.
+fn counter_keys(o: &Opts) -> Vec<(usize, Vec<Vec<u8>>)> {
+    o.faa_keys
+        .split(',')
+        .filter_map(|x| x.trim().parse::<usize>().ok())
+        .map(|n| {
+            (
+                n,
+                (0..n.max(1))
+                    .map(|i| format!("ctr{i}").into_bytes())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 /// KV-Direct's atomics in process: one thread runs frames of `--batch` fetch-and-adds over
 /// `n` keys through the station itself (no network), with forwarding and without; ops/s of
 /// each and the tree writes per operation.
@@ -138,14 +155,7 @@ fn in_process(o: &Opts) {
     );
     println!("| keys | with forwarding | tree writes/op | every operation to the tree | tree writes/op | ratio |");
     println!("|---:|---:|---:|---:|---:|---:|");
-    for n in o
-        .faa_keys
-        .split(',')
-        .filter_map(|x| x.trim().parse::<usize>().ok())
-    {
-        let keys: Vec<Vec<u8>> = (0..n.max(1))
-            .map(|i| format!("ctr{i}").into_bytes())
-            .collect();
+    for (n, keys) in counter_keys(o) {
         let run = |forwarding: bool| {
             let store = accelkv_tree::Store::new(accelkv_tree::Config::default()).expect("store");
             let st = StationBench::new(forwarding);
@@ -204,14 +214,7 @@ fn main() {
             b,
         );
     }
-    for n in o
-        .faa_keys
-        .split(',')
-        .filter_map(|x| x.trim().parse::<usize>().ok())
-    {
-        let keys: Vec<Vec<u8>> = (0..n.max(1))
-            .map(|i| format!("ctr{i}").into_bytes())
-            .collect();
+    for (n, keys) in counter_keys(&o) {
         let f = |c: &mut Client, rng: &mut SmallRng, _: usize| {
             let first = rand::Rng::gen_range(rng, 0..keys.len());
             faa_keys_frame(c, o.batch, &keys, first)
