@@ -49,6 +49,20 @@ ak() { # core_ycsb ARGS... -> ops/s
   "$core" --records "$records" --secs "$secs" "$@" | awk '{print $4}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f×", a / b}'; }
+# One setting on Masstree and on accelkv's two readers: prints the table row and, with a
+# series file, appends the three points at X.
+# side LABEL "MTTEST PARAMS" "CORE_YCSB ARGS" [SERIES X]
+side() {
+  local m r e
+  m=$(mt $2)
+  r=$(ak $3 --reader reference)
+  e=$(ak $3 --reader inline)
+  echo "| $1 | $m | $r | $(ratio "$r" "$m") | $e | $(ratio "$e" "$m") |"
+  if [ -n "${4:-}" ]; then
+    printf 'Masstree %s %s\naccelkv-reference %s %s\naccelkv-engine %s %s\n' \
+      "$5" "$m" "$5" "$r" "$5" "$e" >>"$4"
+  fi
+}
 plot() { # name title x-label y-label series-file
   python3 - "$@" <<'EOF'
 import json, subprocess, sys
@@ -78,10 +92,7 @@ for mix in b c d cloud50 cloud90 cloud100; do
   [ "$mix" = d ] && dists=latest
   for dist in $dists; do
     d=${dist/latest/zipfian}
-    m=$(mt mix="$mix" dist="$d")
-    r=$(ak --mix "$mix" --dist "$d" --reader reference)
-    e=$(ak --mix "$mix" --dist "$d" --reader inline)
-    echo "| $mix | $dist | $m | $r | $(ratio "$r" "$m") | $e | $(ratio "$e" "$m") |"
+    side "$mix | $dist" "mix=$mix dist=$d" "--mix $mix --dist $d"
   done
 done
 echo
@@ -90,11 +101,8 @@ echo
 echo "| items per scan | Masstree scans/s | accelkv, reference | ratio | accelkv, engine batches | ratio |"
 echo "|---:|---:|---:|---:|---:|---:|"
 for n in 4 16 64 256; do
-  m=$(mt mix=cloud100 dist=uniform scanlen="$n")
-  r=$(ak --mix cloud100 --dist uniform --scan-len "$n" --reader reference)
-  e=$(ak --mix cloud100 --dist uniform --scan-len "$n" --reader inline)
-  echo "| $n | $m | $r | $(ratio "$r" "$m") | $e | $(ratio "$e" "$m") |"
-  printf 'Masstree %s %s\naccelkv-reference %s %s\naccelkv-engine %s %s\n' "$n" "$m" "$n" "$r" "$n" "$e" >>"$tmp/scan"
+  side "$n" "mix=cloud100 dist=uniform scanlen=$n" "--mix cloud100 --dist uniform --scan-len $n" \
+    "$tmp/scan" "$n"
 done
 echo
 echo "![scans per second against scan length](honeycomb-scan-length.svg)"
@@ -104,11 +112,7 @@ echo
 echo "| key bytes | Masstree GET/s | accelkv, reference | ratio | accelkv, engine batches | ratio |"
 echo "|---:|---:|---:|---:|---:|---:|"
 for k in 16 32 64 128; do
-  m=$(mt mix=c dist=uniform keylen="$k")
-  r=$(ak --mix c --dist uniform --key-len "$k" --reader reference)
-  e=$(ak --mix c --dist uniform --key-len "$k" --reader inline)
-  echo "| $k | $m | $r | $(ratio "$r" "$m") | $e | $(ratio "$e" "$m") |"
-  printf 'Masstree %s %s\naccelkv-reference %s %s\naccelkv-engine %s %s\n' "$k" "$m" "$k" "$r" "$k" "$e" >>"$tmp/key"
+  side "$k" "mix=c dist=uniform keylen=$k" "--mix c --dist uniform --key-len $k" "$tmp/key" "$k"
 done
 echo
 echo "![GETs per second against key length](honeycomb-key-length.svg)"
