@@ -36,6 +36,7 @@ pub mod fault;
 pub mod format;
 pub mod io;
 mod mirror;
+mod pass1;
 pub mod range_snapshot;
 mod recovery;
 mod replay;

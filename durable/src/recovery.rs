@@ -1,6 +1,8 @@
 //! Recovery (Retina §4.5), in two passes over the page file and no log, in bounded memory:
-//! what it holds at once is page metadata (offset, length, fences, version, commit), one
-//! slab buffer and one page — never the page file's live bytes.
+//! what it holds at once is the metadata (offset, length, fences, version, commit) of the
+//! live pages, one slab buffer and one page — never the page file's live bytes, nor the
+//! metadata of the older page versions still on the device (pass1.rs forgets a version as
+//! soon as newer ones shadow it).
 //! 1. Read every slot of every described slab; note the intact pages (leaf pages by their
 //!    metadata; extension pages; the clock page with the largest lease). Find the newest
 //!    *complete* commit: every leaf page it wrote is intact (their count is in each of
@@ -27,15 +29,15 @@ use crate::commit::Disk;
 use crate::cover::Cover;
 use crate::error::{disk, Error, Result};
 use crate::format::{
-    class_for, decode_header, decode_page, decode_slab, decode_super, encode_super, ext_len,
-    slot_bytes, CommitTag, ExtRef, FormatError, Page, PageValue, Super, BLOCK, FORMAT_VERSION,
-    HEADER,
+    class_for, decode_page, decode_super, encode_super, ext_len, slot_bytes, CommitTag, ExtRef,
+    Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
 };
 use crate::io::Storage;
-use crate::replay::{read_back, read_leaf, Entry, EntryValue, Live, Overlay, Range, Replay};
+use crate::pass1::{scan, DeltaFound, ExtItems, Found, Leaf};
+use crate::replay::{Entry, EntryValue, Live, Overlay, Range, Replay};
 use crate::slab::Slabs;
 use accelkv_tree::{Config, Recovered, Store as Tree};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,6 +92,9 @@ pub struct RecoveryReport {
     pub incomplete_pages: u64,
     /// Time the recovery took.
     pub elapsed: Duration,
+    /// Times the page file was read: 1, or 2 when damage (not a crash) needed an older page
+    /// version than the first pass, which forgets shadowed versions as it reads, kept.
+    pub scans: u32,
     /// With a memory budget: leaves left in the page file (read back when needed), and the
     /// bytes the store held in memory right after recovery.
     pub evicted_leaves: u64,
@@ -125,6 +130,13 @@ impl std::fmt::Display for RecoveryReport {
             self.bad_slabs,
             self.file_bytes
         )?;
+        if self.scans > 1 {
+            write!(
+                f,
+                "; the page file read {} times (damage needed older versions)",
+                self.scans
+            )?;
+        }
         if self.evicted_leaves > 0 {
             write!(
                 f,
@@ -133,81 +145,6 @@ impl std::fmt::Display for RecoveryReport {
             )?;
         }
         Ok(())
-    }
-}
-
-/// A leaf page found intact in pass 1: where it is and what it covers, not its bytes
-/// (read back when needed, so recovery never holds the page file's live bytes at once).
-struct Leaf {
-    off: u64,
-    len: u32,
-    version: u64,
-    commit: CommitTag,
-    low: Option<Vec<u8>>,
-    high: Option<Vec<u8>>,
-    /// Whether any of its items' values is in an extension page.
-    has_ext: bool,
-    /// Its items, and how many of them have a deadline.
-    items: u32,
-    expiring: u32,
-}
-
-/// A leaf page's items whose value is an extension: key and reference, in key order.
-type ExtItems = Vec<(Vec<u8>, ExtRef)>;
-
-/// A delta page found intact in pass 1 (read back when needed).
-struct DeltaFound {
-    off: u64,
-    len: u32,
-    version: u64,
-    commit: CommitTag,
-    has_ext: bool,
-}
-
-impl DeltaFound {
-    /// Its bytes, read back from `storage` and checked again.
-    fn read(&self, storage: &dyn Storage) -> Result<Vec<u8>> {
-        read_back(storage, self.off, self.len, "delta", |p| {
-            matches!(p, Page::Delta(_))
-        })
-    }
-
-    /// Its entries' keys and extension references.
-    fn ext_items(&self, storage: &dyn Storage) -> Result<ExtItems> {
-        if !self.has_ext {
-            return Ok(Vec::new());
-        }
-        let b = self.read(storage)?;
-        let Ok(Page::Delta(p)) = decode_page(&b, self.off) else {
-            unreachable!("read checked it");
-        };
-        Ok(p.items
-            .iter()
-            .filter_map(|(k, v, ..)| match v {
-                Some(PageValue::Ext(r)) => Some((k.to_vec(), *r)),
-                _ => None,
-            })
-            .collect())
-    }
-}
-
-impl Leaf {
-    /// Its items' keys and extension references, read back from `storage`.
-    fn ext_items(&self, storage: &dyn Storage) -> Result<ExtItems> {
-        if !self.has_ext {
-            return Ok(Vec::new());
-        }
-        let b = read_leaf(storage, self.off, self.len)?;
-        let Ok(Page::Leaf(p)) = decode_page(&b, self.off) else {
-            unreachable!("read_leaf checked it");
-        };
-        Ok(p.items
-            .iter()
-            .filter_map(|(k, v, ..)| match v {
-                PageValue::Ext(r) => Some((k.to_vec(), *r)),
-                PageValue::Inline(_) => None,
-            })
-            .collect())
     }
 }
 
@@ -241,6 +178,18 @@ pub(crate) fn recover(
     mirror: Option<MirrorParts>,
     progress: &LoadProgress,
 ) -> Result<(Tree, Disk, RecoveryReport)> {
+    recover_pruning(storage, cfg, mirror, progress, true)
+}
+
+/// [`recover`], its first pass pruning shadowed page versions or not (pass1.rs); the two
+/// give the same state, which the tests check.
+pub(crate) fn recover_pruning(
+    storage: &dyn Storage,
+    cfg: Config,
+    mirror: Option<MirrorParts>,
+    progress: &LoadProgress,
+    prune: bool,
+) -> Result<(Tree, Disk, RecoveryReport)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport::default();
     let len = storage
@@ -258,12 +207,9 @@ pub(crate) fn recover(
             cfg.max_value, sup.slab_size
         )));
     }
-    let mut slabs = Slabs::new(sup.slab_size);
-    let mut found = scan(storage, &mut slabs, len, progress, &mut rep)?;
     let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
-    let cut = newest_complete_commit(storage, &slabs, &found, &mut checked)?;
-    rep.commit = cut;
-    discard_after(storage, &mut found, cut, &mut rep)?;
+    let (mut slabs, mut found, cover, dropped) =
+        scan_and_cover(storage, &sup, len, progress, prune, &mut checked, &mut rep)?;
     if sup.version < FORMAT_VERSION {
         // Pages written from now on carry commit numbers: an older build must not read them.
         let up = Super {
@@ -275,6 +221,7 @@ pub(crate) fn recover(
             .and_then(|()| storage.sync())
             .map_err(|e| disk("upgrading the superblock", e))?;
     }
+    // Every page a pruned pass forgot is shadowed by a kept one of a later commit.
     let max_version = found
         .leaves
         .iter()
@@ -282,10 +229,6 @@ pub(crate) fn recover(
         .chain(found.deltas.iter().map(|d| d.version))
         .max()
         .unwrap_or(0);
-    found
-        .leaves
-        .sort_by_key(|l| (l.commit.seq, l.version, l.off));
-    let (cover, dropped) = build_cover(storage, &slabs, &found.leaves, &mut checked, &mut rep)?;
     found
         .deltas
         .sort_by_key(|d| (d.commit.seq, d.version, d.off));
@@ -405,121 +348,53 @@ fn create(
     Ok((tree, disk, rep))
 }
 
-/// What pass 1 found.
-struct Found {
-    leaves: Vec<Leaf>,
-    deltas: Vec<DeltaFound>,
-    /// Intact extension page → its commit.
-    exts: HashMap<u64, u64>,
-    max_seq: u64,
-    /// The clock page with the largest lease: (lease, offset).
-    clock: Option<(u64, u64)>,
-}
-
-/// Pass 1: every slot of every described slab, one slab in memory at a time.
-fn scan(
+/// Pass 1, the newest complete commit (what a crash left after it wiped) and the cover of
+/// the leaf pages up to it. Pass 1 prunes older page versions first (pass1.rs); when the
+/// pruned pass lacks a version recovery needs (an older commit is the newest complete one,
+/// or a winning page names a damaged extension), it runs again without pruning.
+fn scan_and_cover(
     storage: &dyn Storage,
-    slabs: &mut Slabs,
+    sup: &Super,
     len: u64,
     progress: &LoadProgress,
+    mut prune: bool,
+    checked: &mut HashMap<(u64, Vec<u8>), bool>,
     rep: &mut RecoveryReport,
-) -> Result<Found> {
-    let mut f = Found {
-        leaves: Vec::new(),
-        deltas: Vec::new(),
-        exts: HashMap::new(),
-        max_seq: 0,
-        clock: None,
-    };
-    let nslabs = len.saturating_sub(BLOCK).div_ceil(slabs.slab_bytes());
-    let mut buf = vec![0u8; slabs.slab_bytes() as usize];
-    for index in 0..nslabs {
-        let base = slabs.base(index);
-        storage
-            .read_at(&mut buf, base)
-            .map_err(|e| disk("reading a slab", e))?;
-        progress.bytes_read.store(base.min(len), Ordering::Relaxed);
-        let delay = progress.page_delay_us.load(Ordering::Relaxed);
-        let desc = match decode_slab(&buf[..BLOCK as usize]) {
-            Ok(d) if d.index == index && d.class <= slabs.max_class() => d,
-            Err(FormatError::Empty) => continue,
-            _ => {
-                rep.bad_slabs += 1;
+) -> Result<(Slabs, Found, Cover, usize)> {
+    let base = rep.clone();
+    loop {
+        rep.scans += 1;
+        let mut slabs = Slabs::new(sup.slab_size);
+        let mut found = scan(storage, &mut slabs, len, progress, rep, prune)?;
+        let cut = match newest_complete_commit(storage, &slabs, &found, checked)? {
+            Some(cut) if cut >= found.pruned_upto => cut,
+            _ if prune => {
+                *rep = RecoveryReport {
+                    scans: rep.scans,
+                    ..base.clone()
+                };
+                prune = false;
                 continue;
             }
+            _ => return Err(Error::Corrupt("no commit found without pruning".into())),
         };
-        rep.slabs += 1;
-        slabs.describe(index, desc.class);
-        for off in slabs.slot_offsets(index, desc.class) {
-            progress.bytes_read.store(off.min(len), Ordering::Relaxed);
-            if delay > 0 {
-                std::thread::sleep(Duration::from_micros(delay));
-            }
-            let at = (off - base) as usize;
-            scan_slot(
-                &buf[at..at + slot_bytes(desc.class).unwrap_or(0) as usize],
-                off,
-                desc.class,
-                &mut f,
-                rep,
-            );
+        rep.commit = cut;
+        discard_after(storage, &mut found, cut, rep)?;
+        found
+            .leaves
+            .sort_by_key(|l| (l.commit.seq, l.version, l.off));
+        let (cover, dropped) = build_cover(storage, &slabs, &found.leaves, checked, rep)?;
+        if prune && dropped > 0 {
+            // The pages the dropped ones shadowed may have been forgotten.
+            *rep = RecoveryReport {
+                incomplete_pages: rep.incomplete_pages,
+                scans: rep.scans,
+                ..base.clone()
+            };
+            prune = false;
+            continue;
         }
-    }
-    Ok(f)
-}
-
-/// One slot of pass 1: an intact page is noted in `f`, a damaged one counted.
-fn scan_slot(slot: &[u8], off: u64, class: u8, f: &mut Found, rep: &mut RecoveryReport) {
-    let len = match decode_header(slot) {
-        Err(FormatError::Empty) => return,
-        Ok(h) if h.class == class => h.len,
-        _ => {
-            rep.torn_pages += 1;
-            return;
-        }
-    };
-    match decode_page(slot, off) {
-        Ok(Page::Leaf(p)) => {
-            rep.leaf_pages += 1;
-            f.max_seq = f.max_seq.max(p.commit.seq);
-            f.leaves.push(Leaf {
-                off,
-                len,
-                version: p.version,
-                commit: p.commit,
-                low: p.low.map(<[u8]>::to_vec),
-                high: p.high.map(<[u8]>::to_vec),
-                has_ext: p.items.iter().any(|i| matches!(i.1, PageValue::Ext(_))),
-                items: p.items.len() as u32,
-                expiring: p.items.iter().filter(|i| i.2 != 0).count() as u32,
-            });
-        }
-        Ok(Page::Delta(p)) => {
-            rep.delta_pages += 1;
-            rep.delta_bytes += u64::from(len);
-            f.max_seq = f.max_seq.max(p.commit.seq);
-            f.deltas.push(DeltaFound {
-                off,
-                len,
-                version: p.version,
-                commit: p.commit,
-                has_ext: p
-                    .items
-                    .iter()
-                    .any(|i| matches!(i.1, Some(PageValue::Ext(_)))),
-            });
-        }
-        Ok(Page::Ext(p)) => {
-            rep.ext_pages += 1;
-            f.max_seq = f.max_seq.max(p.commit.seq);
-            f.exts.insert(off, p.commit.seq);
-        }
-        Ok(Page::Clock(lease)) => {
-            if f.clock.is_none_or(|(l, _)| lease > l) {
-                f.clock = Some((lease, off));
-            }
-        }
-        Err(_) => rep.torn_pages += 1,
+        return Ok((slabs, found, cover, dropped));
     }
 }
 
@@ -560,7 +435,7 @@ fn discard_after(
     if !stale.is_empty() {
         wipe(storage, &stale)?;
     }
-    rep.incomplete_pages = stale.len() as u64;
+    rep.incomplete_pages += stale.len() as u64;
     Ok(())
 }
 
@@ -815,37 +690,25 @@ fn delta_entries(
     Ok(all)
 }
 
-/// The number of the newest commit whose leaf pages are all intact, as are the extensions
-/// they name; 0 when there is none (pages of format 1 files are commit 0). `checked`
-/// caches extension checks for pass 2.
+/// The number of the newest commit whose leaf and delta pages are all intact, as are the
+/// extensions they name; 0 when there is none (pages of format 1 files are commit 0), `None`
+/// when it is older than every commit whose pages a pruned pass counted. `checked` caches
+/// extension checks for pass 2.
 fn newest_complete_commit(
     storage: &dyn Storage,
     slabs: &Slabs,
     f: &Found,
     checked: &mut HashMap<(u64, Vec<u8>), bool>,
-) -> Result<u64> {
-    // A commit's leaf and delta pages.
-    type Pages<'a> = (Vec<&'a Leaf>, Vec<&'a DeltaFound>);
-    let mut by_commit: BTreeMap<u64, Pages<'_>> = BTreeMap::new();
-    for l in f.leaves.iter().filter(|l| l.commit.seq > 0) {
-        by_commit.entry(l.commit.seq).or_default().0.push(l);
-    }
-    for d in &f.deltas {
-        by_commit.entry(d.commit.seq).or_default().1.push(d);
-    }
-    'commits: for (&seq, (leaves, deltas)) in by_commit.iter().rev() {
-        let mut counts = leaves
-            .iter()
-            .map(|l| l.commit.pages)
-            .chain(deltas.iter().map(|d| d.commit.pages));
-        let want = counts.next().unwrap_or(0);
-        if leaves.len() + deltas.len() != want as usize || counts.any(|n| n != want) {
+) -> Result<Option<u64>> {
+    'commits: for (&seq, t) in f.tallies.iter().rev() {
+        if !t.complete() {
             continue;
         }
+        let leaves = f.leaves.iter().filter(|l| l.commit.seq == seq);
+        let deltas = f.deltas.iter().filter(|d| d.commit.seq == seq);
         let named = leaves
-            .iter()
             .map(|l| l.ext_items(storage))
-            .chain(deltas.iter().map(|d| d.ext_items(storage)));
+            .chain(deltas.map(|d| d.ext_items(storage)));
         for items in named {
             for (k, r) in items? {
                 if !ext_ok(storage, slabs, &r, &k, checked)? {
@@ -853,9 +716,9 @@ fn newest_complete_commit(
                 }
             }
         }
-        return Ok(seq);
+        return Ok(Some(seq));
     }
-    Ok(0)
+    Ok((f.tallies_dropped == 0).then_some(0))
 }
 
 /// Whether the extension `r` names is intact and belongs to `key` (cached in `checked`).
