@@ -32,6 +32,11 @@ struct Args {
     /// Seconds of the run.
     #[arg(long, default_value_t = 5.0)]
     secs: f64,
+    /// Run exactly this many operations instead of `--secs` (for instruction counts:
+    /// callgrind of two runs that differ only here gives the cost per operation, the load
+    /// cancelled).
+    #[arg(long)]
+    ops: Option<u64>,
     /// b (95% reads, 5% updates), c (reads), d (95% reads of the newest, 5% inserts),
     /// cloud<P> (P% scans of 3–4 items, the rest inserts).
     #[arg(long, default_value = "c")]
@@ -190,8 +195,12 @@ fn main() {
     let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut pending: Vec<Op> = Vec::with_capacity(a.batch);
     let start = Instant::now();
-    while start.elapsed().as_secs_f64() < a.secs {
-        for _ in 0..256 {
+    let more = |ops: u64| match a.ops {
+        Some(n) => ops < n,
+        None => start.elapsed().as_secs_f64() < a.secs,
+    };
+    while more(ops) {
+        for _ in 0..a.ops.map_or(256, |n| (n - ops).min(256)) {
             let op = next_op(&mut rng);
             ops += 1;
             match op {

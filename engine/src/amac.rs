@@ -5,15 +5,24 @@
 //!
 //! Stages mirror Honeycomb's accelerator: `Page` reads the page-table entry (the memory
 //! subsystem) and fetches the node's header and trailer, `Node` checks the version and
-//! fetches what the search reads of the tail (an interior node's item slots; a leaf's log
-//! slots and fingerprints for a GET, its item slots for a range), `Search` searches (the
-//! key search and range scan units). The traversal is the reference reader's (tree.rs):
-//! same routing, same old-version chains, same right-sibling links, the same in-node
-//! functions, so the answers are the same.
+//! fetches what the search reads of the tail (an interior node's heads; a leaf's item slots
+//! for a range), `Search` searches (the key search and range scan units). The traversal is
+//! the reference reader's (tree.rs): same routing, same old-version chains, same
+//! right-sibling links, the same in-node functions, so the answers are the same.
+//!
+//! Interleaving pays only where an access misses the caches (Jonathan et al., VLDB'18):
+//! a suspension costs its bookkeeping even when the line is there. So a GET or a scan walks
+//! the upper levels straight, in its first step, without suspending (`Stage::Start`:
+//! every lookup shares them, and they stay in the processor's caches), and is staged only
+//! from `staged` levels above the leaves down (0 by default: the leaf alone; the rule and
+//! its measurement are in docs/ARCHITECTURE.md, "The CPU engine"). A GET's leaf is two
+//! suspensions: one for its header and tail (fetched together: the fingerprints and log
+//! slots are in the tail), one for the key its fingerprints pick, from which the lookup
+//! goes on without searching again.
 
 use crate::request::{Items, ReadRef, Reply, Request};
 use accelkv_tree::prefetch::prefetch;
-use accelkv_tree::{Error, NodeView, Raw, ValueRef, ROOT_LID};
+use accelkv_tree::{Candidate, Error, NodeView, Raw, ValueRef, ROOT_LID};
 use std::ops::Bound;
 
 /// Bytes of a node's header fetched first (and as many of its end: the trailer).
@@ -21,6 +30,14 @@ const HEAD_BYTES: usize = 64;
 
 /// Bytes prefetched at a GET's candidate key: its header, key and a small value.
 const CANDIDATE_BYTES: usize = 64;
+
+/// Bytes of a leaf's end fetched with its header when a GET reaches it: the trailer, item
+/// slots, fingerprints and log slots of a leaf of up to about 100 items and 20 log entries
+/// (more is read as the search needs it).
+const LEAF_TAIL_BYTES: usize = 512;
+
+/// `staged` for a walk staged from the root (every level interleaved).
+pub(crate) const ALL_LEVELS: u8 = u8::MAX;
 /// `old_version` of a buffer with no older version.
 const NO_BUFFER: u64 = u64::MAX;
 const NO_LID: u64 = 0;
@@ -47,12 +64,15 @@ enum Kind {
 
 #[derive(Clone, Copy)]
 enum Stage {
+    /// The walk above the staged levels, run straight in the first step.
+    Start,
     Page(u64),
     Node(u64),
     /// Buffer offset of the version to search.
     Search(u64),
-    /// A GET's leaf (buffer offset) whose first candidate key was prefetched.
-    Item(u64),
+    /// A GET's leaf (buffer offset) whose first candidate key was prefetched, the
+    /// candidate and the key's fingerprint.
+    Item(u64, Candidate, u8),
 }
 
 /// A request in flight.
@@ -66,6 +86,8 @@ pub(crate) struct Flight {
     pub(crate) sink: usize,
     kind: Kind,
     stage: Stage,
+    /// Levels above the leaves walked staged ([`ALL_LEVELS`]: every level).
+    staged: u8,
 }
 
 /// What one stage left: more to do, a finished reply, or (GET) the value found, borrowed
@@ -130,6 +152,22 @@ impl Flight {
             sink,
             kind,
             stage: Stage::Page(ROOT_LID),
+            staged: ALL_LEVELS,
+        }
+    }
+
+    /// This flight walking the levels above `staged` levels over the leaves straight
+    /// (GETs and scans; [`ALL_LEVELS`]: every level staged).
+    pub(crate) fn staged(mut self, staged: u8) -> Flight {
+        self.staged = staged;
+        self.stage = self.first_stage();
+        self
+    }
+
+    fn first_stage(&self) -> Stage {
+        match self.kind {
+            Kind::Get(_) | Kind::Scan { .. } if self.staged != ALL_LEVELS => Stage::Start,
+            _ => Stage::Page(ROOT_LID),
         }
     }
 
@@ -143,9 +181,11 @@ impl Flight {
             }
             _ => self.kind = Flight::new(raw, 0, 0, 0, 0, 0, req.to_request()).kind,
         }
-        prefetch(raw.page_entry_addr(ROOT_LID), 8);
         (self.tag, self.rv, self.now) = (tag, rv, now);
-        self.stage = Stage::Page(ROOT_LID);
+        self.stage = self.first_stage();
+        if let Stage::Page(root) = self.stage {
+            prefetch(raw.page_entry_addr(root), 8);
+        }
     }
 
     fn key(&self) -> (&[u8], bool) {
@@ -168,6 +208,24 @@ impl Flight {
     /// The engine holds an epoch published before this request's read version was taken.
     pub(crate) unsafe fn step<'s>(&mut self, raw: Raw<'s>, defer: bool) -> Step<'s> {
         match self.stage {
+            Stage::Start => {
+                let level = self.staged;
+                // SAFETY: the engine's epoch protects this request (contract).
+                match unsafe { raw.lid_at_level(self.key().0, self.rv, level) } {
+                    Ok(lid) if level == 0 => {
+                        // The leaf: its page-table entry now, its bytes fetched while the
+                        // other requests run.
+                        self.stage = Stage::Page(lid);
+                        // SAFETY: as above.
+                        unsafe { self.step(raw, defer) }
+                    }
+                    Ok(lid) => {
+                        self.goto_page(raw, lid);
+                        Step::Pending
+                    }
+                    Err(e) => Step::Done(Reply::Error(e)),
+                }
+            }
             Stage::Page(lid) => {
                 let page = if defer {
                     match raw.resident(lid) {
@@ -195,17 +253,28 @@ impl Flight {
             Stage::Node(off) => {
                 // SAFETY: reached by this request's walk under the engine's epoch (contract).
                 let v = unsafe { raw.view(off) };
-                let old = v.old_version();
-                if v.version() > self.rv && old != NO_BUFFER {
-                    self.fetch_head(raw, old);
-                    self.stage = Stage::Node(old);
+                if v.version() > self.rv {
+                    let old = v.old_version();
+                    if old != NO_BUFFER {
+                        self.fetch_head(raw, old);
+                        self.stage = Stage::Node(old);
+                        return Step::Pending;
+                    }
+                }
+                if let (Kind::Get(key), true) = (&self.kind, v.is_leaf()) {
+                    // The tail came with the header: search the fingerprints now and fetch
+                    // the one key they pick.
+                    let fp = accelkv_tree::fingerprint(key);
+                    let Some((cand, at)) = v.get_candidate(fp) else {
+                        raw.leaf_visit();
+                        return Step::Value(None, 0);
+                    };
+                    prefetch(raw.node_addr(off).wrapping_add(at), CANDIDATE_BYTES);
+                    self.stage = Stage::Item(off, cand, fp);
                     return Step::Pending;
                 }
                 // Fetch what the search reads of the tail.
-                let (at, len) = match (&self.kind, v.is_leaf()) {
-                    (Kind::Get(_), true) => v.lookup_span(),
-                    _ => v.item_slots_span(),
-                };
+                let (at, len) = v.search_span();
                 prefetch(raw.node_addr(off).wrapping_add(at), len);
                 self.stage = Stage::Search(off);
                 Step::Pending
@@ -214,15 +283,6 @@ impl Flight {
                 // SAFETY: as above.
                 let v = unsafe { raw.view(off) };
                 if v.is_leaf() {
-                    // A GET reads one key the fingerprints picked: fetch it first, as the
-                    // walk fetches each node before reading it.
-                    if let Kind::Get(key) = &self.kind {
-                        if let Some(at) = v.get_candidate(accelkv_tree::fingerprint(key)) {
-                            prefetch(raw.node_addr(off).wrapping_add(at), CANDIDATE_BYTES);
-                            self.stage = Stage::Item(off);
-                            return Step::Pending;
-                        }
-                    }
                     raw.leaf_visit();
                     // SAFETY: as above.
                     unsafe { self.at_leaf(raw, v) }
@@ -246,21 +306,32 @@ impl Flight {
                     Step::Pending
                 }
             }
-            Stage::Item(off) => {
+            Stage::Item(off, cand, fp) => {
                 // SAFETY: as above.
                 let v = unsafe { raw.view(off) };
                 raw.leaf_visit();
-                // SAFETY: as above.
-                unsafe { self.at_leaf(raw, v) }
+                let Kind::Get(key) = &self.kind else {
+                    unreachable!("only GETs have candidates");
+                };
+                match v.leaf_get_from(key, fp, self.rv, self.now, cand) {
+                    // SAFETY: values of a node read under the engine's epoch (contract).
+                    Some(x) => Step::Value(Some(unsafe { raw.value(x) }), x.flags),
+                    None => Step::Value(None, 0),
+                }
             }
         }
     }
 
-    /// Prefetches the header and the trailer of the buffer at `off`.
+    /// Prefetches the header and the trailer of the buffer at `off` (a GET: the end of the
+    /// node where a leaf's fingerprints and log slots are, too).
     fn fetch_head(&self, raw: Raw<'_>, off: u64) {
         let base = raw.node_addr(off);
+        let tail = match self.kind {
+            Kind::Get(_) => LEAF_TAIL_BYTES.min(raw.node_size()),
+            _ => HEAD_BYTES,
+        };
         prefetch(base, HEAD_BYTES);
-        prefetch(base.wrapping_add(raw.node_size() - HEAD_BYTES), HEAD_BYTES);
+        prefetch(base.wrapping_add(raw.node_size() - tail), tail);
     }
 
     /// The reference reader's answer to this request at its read version and clock (from

@@ -35,6 +35,12 @@ pub struct EngineConfig {
     /// Requests each thread keeps in flight (G). Default 16, chosen by measurement
     /// (docs/BENCHMARKS.md).
     pub window: usize,
+    /// Levels above the leaves that a GET or scan walks interleaved with the other
+    /// requests; the levels above them are walked straight in one step (they stay in the
+    /// processor's caches, where a suspension costs more than it hides). Default 0 (the
+    /// leaves alone), chosen by measurement (docs/ARCHITECTURE.md, "The CPU engine");
+    /// [`u8::MAX`]: every level interleaved.
+    pub staged_levels: u8,
     /// Buckets of the hot-key cache (one item each); 0 turns the cache off. Default 0.
     pub cache_buckets: usize,
     /// One GET in this many is sampled for the popularity sketch. Default 8.
@@ -56,6 +62,7 @@ impl Default for EngineConfig {
         EngineConfig {
             threads: (cores / 2).max(1),
             window: 16,
+            staged_levels: 0,
             cache_buckets: 0,
             sample_every: 8,
             manager_interval: Duration::from_millis(20),
@@ -108,6 +115,7 @@ pub struct CpuEngine {
     counters: Arc<Counters>,
     samples: Option<SampleChannel>,
     window: usize,
+    staged: u8,
     sample_every: u32,
     /// With no engine threads: the reader `submit` runs batches on, on the caller's thread.
     inline: Option<Mutex<InlineReader>>,
@@ -160,6 +168,7 @@ impl CpuEngine {
                 shard: shard.clone(),
                 stop: stop.clone(),
                 window: cfg.window.max(1),
+                staged: cfg.staged_levels,
                 cache: cache.clone(),
                 sampler: Sampler::new(samples.clone(), cfg.sample_every),
                 counters: counters.clone(),
@@ -182,6 +191,7 @@ impl CpuEngine {
             counters,
             samples,
             window: cfg.window.max(1),
+            staged: cfg.staged_levels,
             sample_every: cfg.sample_every.max(1),
             inline: None,
             loader: None,
@@ -210,6 +220,7 @@ impl CpuEngine {
         InlineReader::new(
             self.store.clone(),
             self.window,
+            self.staged,
             self.cache.clone(),
             Sampler::new(self.samples.clone(), self.sample_every),
             self.counters.clone(),
@@ -328,6 +339,7 @@ struct Worker {
     shard: Arc<Shard>,
     stop: Arc<AtomicBool>,
     window: usize,
+    staged: u8,
     cache: Option<Arc<HotCache>>,
     sampler: Sampler,
     counters: Arc<Counters>,
@@ -495,7 +507,7 @@ impl Worker {
                 }
             }
             s.flights
-                .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req));
+                .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req).staged(self.staged));
         }
         true
     }
@@ -521,7 +533,7 @@ impl Worker {
             }
         }
         s.flights
-            .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, sink, p.req));
+            .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, sink, p.req).staged(self.staged));
     }
 
     /// With nothing in flight, polls the queue for up to `idle_spin` before the caller

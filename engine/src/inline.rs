@@ -48,6 +48,8 @@ pub struct InlineReader {
     store: Arc<Store>,
     slot: ReaderSlot,
     window: usize,
+    /// Levels above the leaves walked interleaved (`EngineConfig::staged_levels`).
+    staged: u8,
     cache: Option<Arc<HotCache>>,
     sampler: Sampler,
     counters: Arc<Counters>,
@@ -69,6 +71,7 @@ impl InlineReader {
     pub(crate) fn new(
         store: Arc<Store>,
         window: usize,
+        staged: u8,
         cache: Option<Arc<HotCache>>,
         sampler: Sampler,
         counters: Arc<Counters>,
@@ -78,6 +81,7 @@ impl InlineReader {
             store,
             slot,
             window: window.max(1),
+            staged,
             cache,
             sampler,
             counters,
@@ -160,7 +164,8 @@ impl InlineReader {
                         at
                     }
                     None => {
-                        let f = Flight::new(raw, tag as u64, rv, now, 0, 0, req.to_request());
+                        let f = Flight::new(raw, tag as u64, rv, now, 0, 0, req.to_request())
+                            .staged(self.staged);
                         self.flights.push(f);
                         self.flights.len() - 1
                     }

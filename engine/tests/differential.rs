@@ -18,14 +18,26 @@ use std::time::Duration;
 
 /// `threads: 0` runs every batch inline on the test's thread (`InlineReader`).
 fn run(threads: usize, cache_buckets: usize, writers: bool, seed: u64) {
+    run_staged(threads, cache_buckets, writers, seed, 0);
+}
+
+/// [`run`] with `staged` levels above the leaves walked interleaved (the levels above
+/// them straight; `u8::MAX`: every level interleaved).
+fn run_staged(threads: usize, cache_buckets: usize, writers: bool, seed: u64, staged: u8) {
     let store = small_store();
     let mut rng = SmallRng::seed_from_u64(seed);
     fill(&store, &mut rng);
+    // Both parts of the walk exist: interior levels above the staged ones and below.
+    assert!(
+        store.raw().height() >= 2,
+        "the tree is too short to test the rule"
+    );
     let engine = CpuEngine::start(
         store.clone(),
         EngineConfig {
             threads,
             window: 8,
+            staged_levels: staged,
             cache_buckets,
             sample_every: 1,
             manager_interval: Duration::from_millis(2),
@@ -162,6 +174,29 @@ fn engine_matches_reference_with_cache_under_writes() {
 #[test]
 fn inline_matches_reference_with_cache_under_writes() {
     run(0, 1024, true, 4);
+}
+
+// The rule that splits a walk into a straight part and an interleaved one, forced each
+// way: the leaves alone interleaved (the default, above), the leaves and their parents,
+// every level.
+#[test]
+fn inline_matches_reference_with_parents_staged() {
+    run_staged(0, 0, false, 5, 1);
+}
+
+#[test]
+fn inline_matches_reference_all_levels_staged_under_writes() {
+    run_staged(0, 0, true, 6, u8::MAX);
+}
+
+#[test]
+fn engine_matches_reference_with_parents_staged_under_writes() {
+    run_staged(1, 0, true, 7, 1);
+}
+
+#[test]
+fn engine_matches_reference_all_levels_staged() {
+    run_staged(1, 0, false, 8, u8::MAX);
 }
 
 #[test]

@@ -132,7 +132,7 @@ pub fn leaf_item_size(key_len: usize, value: &ValueRef<'_>) -> usize {
 /// Bytes an interior item takes in a sorted block and its tail slot (upper bound, as for
 /// leaves).
 pub fn interior_item_size(key_len: usize) -> usize {
-    2 + key_len + LID_SIZE + INTERIOR_SLOT_SIZE
+    2 + key_len + LID_SIZE + INTERIOR_SLOT_SIZE + HEADS_PER_ITEM
 }
 
 /// Encodes a value (header, deadline, flags, body) into `dst`; returns the bytes written.
@@ -237,6 +237,7 @@ pub fn build_leaf_raw(
         |i| items[i].value.len(),
         |i, dst| put_bytes(dst, 0, items[i].value),
         |i| items[i].fp,
+        |_| 0,
     )
 }
 
@@ -263,6 +264,7 @@ fn leaf_within(
             encode_value(dst, &items[i].1);
         },
         |i| crate::fingerprint(items[i].0),
+        |_| 0,
     )
 }
 
@@ -285,6 +287,7 @@ pub fn build_interior(
         |_| LID_SIZE,
         |i, dst| write_lid(dst, entries[i].1),
         |_| 0,
+        |i| entries[i].1,
     )
 }
 
@@ -396,6 +399,7 @@ fn build<'k>(
     body: impl Fn(usize) -> usize,
     write_body: impl Fn(usize, &mut [u8]),
     fingerprint: impl Fn(usize) -> u8,
+    child: impl Fn(usize) -> u64,
 ) -> Result<usize, Overflow> {
     let (capacity, log_slots) = room;
     debug_assert_eq!(buf.len(), geo.node_size);
@@ -407,7 +411,8 @@ fn build<'k>(
         INTERIOR_SLOT_SIZE
     };
     let (sorted, mut shortcuts) = layout(geo, n, &key, &body);
-    let needed = sorted + slot * n;
+    let heads = !leaf && n > 0;
+    let needed = sorted + slot * n + if heads { HEADS_PER_ITEM * n } else { 0 };
     if needed > capacity || n > usize::from(u16::MAX) {
         return Err(Overflow { needed, capacity });
     }
@@ -442,16 +447,53 @@ fn build<'k>(
             buf[fps + i] = fingerprint(i);
         }
     }
-    debug_assert!(
-        pos + LOG_SLOT_SIZE * log_slots <= s,
-        "items overlap the tail"
-    );
+    let tail_start = if heads {
+        write_heads(buf, n, &key, meta.link, &child)
+    } else {
+        s - LOG_SLOT_SIZE * log_slots
+    };
+    debug_assert!(pos <= tail_start, "items overlap the tail");
     buf[sc..sorted_start].fill(0);
     buf[size - TRAILER_SIZE..size - TRAILER_SIZE + 2].copy_from_slice(&(n as u16).to_le_bytes());
-    buf[size - 2] = log_slots as u8;
+    buf[size - 2] = if heads {
+        INTERIOR_HEADS
+    } else {
+        log_slots as u8
+    };
     buf[size - 1] = if leaf { TAIL_LEAF } else { TAIL_INTERIOR };
     write_header(buf, geo, kind, meta, pos, sc_count);
     Ok(pos)
+}
+
+/// Writes an interior node's heads block for its `n` (> 0) separators: the length of their
+/// common prefix, each one's head, then the children, `leftmost` first (docs/FORMAT.md,
+/// "Heads"). Returns the node offset where the block starts (the start of the tail).
+fn write_heads<'k>(
+    buf: &mut [u8],
+    n: usize,
+    key: &impl Fn(usize) -> &'k [u8],
+    leftmost: u64,
+    child: &impl Fn(usize) -> u64,
+) -> usize {
+    let (first, last) = (key(0), key(n - 1));
+    let p = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let (hdr, heads, children) = heads_at(buf.len(), n);
+    buf[hdr..heads].fill(0);
+    buf[hdr..hdr + 2].copy_from_slice(&(p as u16).to_le_bytes());
+    for i in 0..n {
+        let h = head_of(&key(i)[p..]);
+        buf[heads + HEAD_SIZE * i..heads + HEAD_SIZE * (i + 1)].copy_from_slice(&h.to_le_bytes());
+    }
+    for i in 0..=n {
+        let c = if i == 0 { leftmost } else { child(i - 1) };
+        let at = children + CHILD_SIZE * i;
+        buf[at..at + CHILD_SIZE].copy_from_slice(&c.to_le_bytes());
+    }
+    // The padding between the block and the item slots.
+    let end = children + CHILD_SIZE * (n + 1);
+    let slots = buf.len() - TRAILER_SIZE - INTERIOR_SLOT_SIZE * n;
+    buf[end..slots].fill(0);
+    hdr
 }
 
 fn write_header(

@@ -150,27 +150,30 @@ fn find_in(bytes: &[u8], fp: u8, width: usize, mut f: impl FnMut(usize) -> bool)
         }
         return false;
     }
-    let mut base = 0;
-    loop {
-        // The last window ends at `n` and overlaps the one before; its bits below `skip`
-        // were seen already.
-        let (at, skip) = if base + 16 <= n {
-            (base, 0)
-        } else {
-            (n - 16, base - (n - 16))
-        };
-        let mut m = ((match16(&bytes[at..], fp) & lanes) >> skip) << skip;
+    // Whole windows, then the last one ending at `n`, overlapping the one before: its bits
+    // below `skip` were seen already.
+    let mut at = 0;
+    while let Some(w) = bytes.get(at..at + 16) {
+        let mut m = match16(w, fp) & lanes;
         while m != 0 {
             if f((at + m.trailing_zeros() as usize) / width) {
                 return true;
             }
             m &= m - 1;
         }
-        base = at + 16;
-        if base >= n {
-            return false;
+        at += 16;
+    }
+    if at < n {
+        let (start, skip) = (n - 16, at - (n - 16));
+        let mut m = ((match16(&bytes[start..], fp) & lanes) >> skip) << skip;
+        while m != 0 {
+            if f((start + m.trailing_zeros() as usize) / width) {
+                return true;
+            }
+            m &= m - 1;
         }
     }
+    false
 }
 
 #[cfg(test)]

@@ -26,6 +26,31 @@ pub fn cmp_keys(a: &[u8], b: &[u8]) -> Ordering {
     a.len().cmp(&b.len())
 }
 
+/// [`cmp_keys`] of two keys of the same length: eight bytes at a time, the last eight
+/// overlapping the ones before when the length is not a multiple of eight.
+#[inline]
+pub fn cmp_same_len(a: &[u8], b: &[u8]) -> Ordering {
+    debug_assert_eq!(a.len(), b.len());
+    let n = a.len().min(b.len());
+    if n < 8 {
+        return cmp_keys(a, b);
+    }
+    let word = |s: &[u8], i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[i..i + 8]);
+        u64::from_be_bytes(w)
+    };
+    let mut i = 0;
+    while i + 8 < n {
+        let (x, y) = (word(a, i), word(b, i));
+        if x != y {
+            return x.cmp(&y);
+        }
+        i += 8;
+    }
+    word(a, n - 8).cmp(&word(b, n - 8))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,6 +66,8 @@ mod tests {
             prop_assert_eq!(cmp_keys(&a, &b), a.as_slice().cmp(b.as_slice()));
             prop_assert_eq!(cmp_keys(&a, &b2), a.as_slice().cmp(b2.as_slice()));
             prop_assert_eq!(cmp_keys(&a, &a), Ordering::Equal);
+            let n = a.len().min(b2.len());
+            prop_assert_eq!(cmp_same_len(&a[..n], &b2[..n]), a[..n].cmp(&b2[..n]));
         }
     }
 }

@@ -136,6 +136,48 @@ pub const LEAF_SLOT_SIZE: usize = 3;
 pub const INTERIOR_SLOT_SIZE: usize = 2;
 /// Bytes of one log slot: `{ entry offset u16 | fingerprint u8 | zero u8 }`.
 pub const LOG_SLOT_SIZE: usize = 4;
+/// An interior node's trailer flag (in the byte a leaf's trailer gives its log slots):
+/// the tail holds a heads block below the item slots (docs/FORMAT.md, "Heads").
+pub const INTERIOR_HEADS: u8 = 0x01;
+/// Bytes of one head: the 8 bytes of a separator after the node's common prefix, as a
+/// big-endian integer (zero-padded), stored little-endian.
+pub const HEAD_SIZE: usize = 8;
+/// Bytes of one child in a heads block: its LID, as a little-endian u64.
+pub const CHILD_SIZE: usize = 8;
+/// Bytes of the heads block's own header `{ prefix_len u16 | zero u16 | zero u32 }`.
+pub const HEADS_HEADER: usize = 8;
+/// Bytes a heads block takes per separator: its head and its child.
+pub const HEADS_PER_ITEM: usize = HEAD_SIZE + CHILD_SIZE;
+/// Most bytes a heads block takes besides [`HEADS_PER_ITEM`] per separator: its header,
+/// the leftmost child, and up to 7 bytes of padding that align it to 8 bytes.
+pub const HEADS_FIXED: usize = HEADS_HEADER + CHILD_SIZE + 7;
+
+/// Node offsets of an interior node's heads block with `n` separators: (its header, the
+/// first head, the first child). The block ends at the item slots `S = size - 4 - 2n`
+/// rounded down to 8, so each head and child lies in one cache line; its `n + 1` children
+/// follow the `n` heads, the leftmost first.
+#[inline]
+pub fn heads_at(size: usize, n: usize) -> (usize, usize, usize) {
+    let end = (size - TRAILER_SIZE - INTERIOR_SLOT_SIZE * n) & !7;
+    let children = end - CHILD_SIZE * (n + 1);
+    let heads = children - HEAD_SIZE * n;
+    (heads - HEADS_HEADER, heads, children)
+}
+
+/// The head of `rest`, a key's bytes after a node's common prefix: its first 8 bytes as a
+/// big-endian integer, zero-padded, so heads compare as the keys' bytes do except that a
+/// tie needs the keys themselves.
+#[inline(always)]
+pub fn head_of(rest: &[u8]) -> u64 {
+    match rest.first_chunk::<8>() {
+        Some(w) => u64::from_be_bytes(*w),
+        None => {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            u64::from_be_bytes(w)
+        }
+    }
+}
 
 /// Packs a lock word and the bytes used into the 64-bit header word.
 pub fn pack_lock_used(lock: u32, used: u32) -> u64 {
@@ -266,10 +308,10 @@ impl Geometry {
         self.node_size - self.sorted_start() - TRAILER_SIZE
     }
 
-    /// Bytes an interior node's items may take (sorted block plus their tail slots, as
-    /// [`crate::interior_item_size`] counts them).
+    /// Bytes an interior node's items may take (sorted block plus their tail slots and
+    /// heads, as [`crate::interior_item_size`] counts them), besides the heads block's own.
     pub fn interior_capacity(&self) -> usize {
-        self.node_size - self.sorted_start() - TRAILER_SIZE
+        self.node_size - self.sorted_start() - TRAILER_SIZE - HEADS_FIXED
     }
 
     /// Largest item (with its tail slot) a leaf can hold.
@@ -284,7 +326,7 @@ impl Geometry {
 
     /// Largest item (with its tail slot) an interior node can hold.
     pub fn max_interior_item(&self) -> usize {
-        2 + MAX_KEY + LID_SIZE + INTERIOR_SLOT_SIZE
+        2 + MAX_KEY + LID_SIZE + INTERIOR_SLOT_SIZE + HEADS_PER_ITEM
     }
 
     /// Checks the invariants the builders and the tree rely on.

@@ -156,6 +156,16 @@ impl<'a> Iterator for LeafIter<'a> {
     }
 }
 
+/// Where a leaf's point lookup goes on ([`NodeView::get_candidate`]): at log slot `j` (0:
+/// the newest entry), or at sorted item `i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Candidate {
+    /// A log slot, newest first.
+    Log(usize),
+    /// A sorted item.
+    Item(usize),
+}
+
 impl<'a> NodeView<'a> {
     /// Every visible item of this leaf at read version `rv`, in key order.
     pub fn leaf_iter(&self, rv: u64, now: u64) -> LeafIter<'a> {
@@ -247,55 +257,79 @@ impl<'a> NodeView<'a> {
     /// [`NodeView::leaf_get`] with the key's fingerprint computed by the caller.
     #[inline]
     pub fn leaf_get_fp(&self, key: &[u8], fp: u8, rv: u64, now: u64) -> Option<ValueRef<'a>> {
-        let found = match self.log_lookup(key, fp, rv) {
-            Some(e) => e,
-            None => self
-                .find_item(key, fp)
-                .map(|i| self.value_at(self.item(i).1).0),
-        };
-        found.filter(|v| !v.is_expired(now))
+        let (from, _) = self.get_candidate(fp)?;
+        self.leaf_get_from(key, fp, rv, now, from)
     }
 
-    /// Node offset of the first key [`NodeView::leaf_get_fp`] compares for a key of
-    /// fingerprint `fp`: the newest log entry whose fingerprint matches, else the first
-    /// sorted item whose does (its key header); `None` when none matches, and the key is
+    /// The first key [`NodeView::leaf_get_fp`] compares for a key of fingerprint `fp`: the
+    /// newest log entry whose fingerprint matches, else the first sorted item whose does,
+    /// and the node offset of its key header; `None` when none matches, and the key is
     /// absent without a key being read. What an interleaved reader prefetches between
     /// reading the tail and the lookup, so that the one access the fingerprints leave is a
-    /// miss it waits for alongside other requests' instead of alone.
+    /// miss it waits for alongside other requests' instead of alone; the lookup then goes
+    /// on from it ([`NodeView::leaf_get_from`]) without searching the fingerprints again.
     #[inline]
-    pub fn get_candidate(&self, fp: u8) -> Option<usize> {
+    pub fn get_candidate(&self, fp: u8) -> Option<(Candidate, usize)> {
         let slots = self.log_slots();
         let mut at = None;
         if !slots.is_empty() {
             let c = slots.len() / crate::layout::LOG_SLOT_SIZE;
             crate::fingerprint::find_log_fingerprint(slots, fp, |j| {
-                at = Some(self.log_slot(c - 1 - j).0);
+                at = Some((Candidate::Log(j), self.log_slot(c - 1 - j).0));
                 true
             });
         }
         if at.is_none() {
             crate::fingerprint::find_fingerprint(self.item_fingerprints(), fp, |i| {
-                at = Some(self.key_header(i));
+                at = Some((Candidate::Item(i), self.key_header(i)));
                 true
             });
         }
         at
     }
 
-    /// The newest log entry for `key` within `rv`: `Some(None)` for a delete marker, `None`
-    /// when the log has no such entry.
+    /// [`NodeView::leaf_get_fp`] from `from`, the first candidate
+    /// [`NodeView::get_candidate`] found for `fp`: the log's fingerprints before it and the
+    /// items' before an item candidate are not searched again.
     #[inline]
-    fn log_lookup(&self, key: &[u8], fp: u8, rv: u64) -> Option<Option<ValueRef<'a>>> {
+    pub fn leaf_get_from(
+        &self,
+        key: &[u8],
+        fp: u8,
+        rv: u64,
+        now: u64,
+        from: Candidate,
+    ) -> Option<ValueRef<'a>> {
+        let found = match from {
+            Candidate::Log(j) => match self.log_lookup(key, fp, rv, j) {
+                Some(e) => e,
+                None => self.find_item_from(key, fp, 0).map(|i| self.item_value(i)),
+            },
+            Candidate::Item(i) => self.find_item_from(key, fp, i).map(|i| self.item_value(i)),
+        };
+        found.filter(|v| !v.is_expired(now))
+    }
+
+    /// The value of sorted item `i`.
+    #[inline]
+    fn item_value(&self, i: usize) -> ValueRef<'a> {
+        self.value_at(self.item(i).1).0
+    }
+
+    /// The newest log entry for `key` within `rv`, searching the log slots from slot `from`
+    /// (0: the newest): `Some(None)` for a delete marker, `None` when the log has no such
+    /// entry.
+    #[inline]
+    fn log_lookup(&self, key: &[u8], fp: u8, rv: u64, from: usize) -> Option<Option<ValueRef<'a>>> {
         let slots = self.log_slots();
-        if slots.is_empty() {
-            return None;
-        }
+        let at = crate::layout::LOG_SLOT_SIZE * from;
+        let rest = slots.get(at..).filter(|r| !r.is_empty())?;
         let c = slots.len() / crate::layout::LOG_SLOT_SIZE;
         let mut found = None;
         // Slots are newest first, and a buffer's entries are in version order, so the first
         // match within `rv` is the newest.
-        crate::fingerprint::find_log_fingerprint(slots, fp, |j| {
-            let (off, _) = self.log_slot(c - 1 - j);
+        crate::fingerprint::find_log_fingerprint(rest, fp, |j| {
+            let (off, _) = self.log_slot(c - 1 - (from + j));
             let (k, version) = self.log_key(off);
             if version <= rv && k == key {
                 found = Some(self.log_entry(off).value);

@@ -28,10 +28,10 @@ pub use builder::{
 pub use fingerprint::{fingerprint, key_hash};
 pub use keys::cmp_keys;
 pub use layout::Geometry;
-pub use leaf::LeafIter;
+pub use leaf::{Candidate, LeafIter};
 pub use log::{
     append_owned, encode_log_entry, encode_log_slot, log_entry_len, plan_append, plan_append_fp,
     set_log_delta, AppendPlan,
 };
 pub use validate::{validate_node, Corrupt};
-pub use view::{tail_len, NodeView, SortedItem, SortedIter, ValueData, ValueRef};
+pub use view::{tail_len, NodeView, SortedItem, SortedIter, TailShape, ValueData, ValueRef};

@@ -530,8 +530,11 @@ proptest! {
                     // has a candidate, inside the node.
                     let cand = v.get_candidate(fingerprint(&k));
                     if got.is_some() {
-                        prop_assert!(cand.is_some_and(|at| at < g.node_size));
+                        prop_assert!(cand.is_some_and(|(_, at)| at < g.node_size));
                     }
+                    // Going on from the candidate gives the whole lookup's answer.
+                    let from = cand.and_then(|(c, _)| v.leaf_get_from(&k, fingerprint(&k), *rv, now, c));
+                    prop_assert_eq!(from, got);
                     if let Some(x) = got {
                         prop_assert_eq!(x.deadline, snap[&k].1);
                         prop_assert_eq!(x.flags, flags_of(&k, snap[&k].1));
@@ -675,5 +678,106 @@ fn validate_checks_the_tail() {
         let mut bad = buf.clone();
         bad[at] ^= 0x11;
         assert!(validate_node(&bad).is_err(), "{what} at {at} not checked");
+    }
+}
+
+/// Keys from a small alphabet over a shared stem, so separators share long prefixes, tie on
+/// their heads (equal for 8 bytes after the prefix) and are prefixes of one another.
+fn stem_key() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop_oneof![Just(0usize), Just(3), Just(11)],
+        proptest::collection::vec(
+            prop_oneof![Just(b'a'), Just(b'b'), Just(0u8), Just(255u8)],
+            0..20,
+        ),
+    )
+        .prop_map(|(stem, tail)| {
+            let mut k = b"user:0000000000000"[..stem].to_vec();
+            k.extend(tail);
+            if k.is_empty() {
+                k.push(b'a');
+            }
+            k
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// An interior node's search by its heads finds what the search through the item slots
+    /// does (and the model: the first separator >= or > the key), for keys inside, below,
+    /// above and beside the separators' common prefix; the node it builds validates.
+    #[test]
+    fn interior_heads_search_matches_the_slots(
+        seps in proptest::collection::btree_set(stem_key(), 1..120),
+        probes in proptest::collection::vec(stem_key(), 1..60),
+        size in prop_oneof![Just(4096usize), Just(8192)],
+    ) {
+        let g = geo(size);
+        let seps: Vec<Vec<u8>> = seps.into_iter().collect();
+        let entries: Vec<(&[u8], u64)> =
+            seps.iter().enumerate().map(|(i, k)| (k.as_slice(), i as u64 + 10)).collect();
+        let mut buf = vec![0u8; size];
+        let m = NodeMeta { link: 9, level: 1, ..meta(1) };
+        if build_interior(&mut buf, &g, &entries, &m).is_err() {
+            return Ok(());
+        }
+        validate_node(&buf).expect("valid");
+        let v = view(&buf);
+        prop_assert!(v.heads_prefix().is_some());
+        let mut all = probes;
+        all.extend(seps.iter().cloned());
+        all.extend(seps.iter().map(|k| { let mut k = k.clone(); k.push(0); k }));
+        all.extend(seps.iter().map(|k| k[..k.len() - 1].to_vec()));
+        for k in all {
+            for after in [false, true] {
+                let want = seps.partition_point(|s| if after { *s <= k } else { *s < k });
+                prop_assert_eq!(v.search(&k, after), want, "key {:?} after {}", k, after);
+                prop_assert_eq!(v.search_slots(&k, after), want);
+            }
+            // The child from the heads block is the sorted block's.
+            // Separator i's child is i + 10; the leftmost is 9.
+            let want = seps.partition_point(|s| *s <= k) as u64 + 9;
+            prop_assert_eq!(v.descend(&k), want, "key {:?}", k);
+            prop_assert_eq!(v.route(&k, false).0, want);
+        }
+    }
+}
+
+/// A heads block that disagrees with its separators is corrupt.
+#[test]
+fn damaged_heads_fail_validation() {
+    let g = geo(4096);
+    let seps: Vec<Vec<u8>> = (0..50u32)
+        .map(|i| format!("key{i:05}").into_bytes())
+        .collect();
+    let entries: Vec<(&[u8], u64)> = seps
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_slice(), i as u64 + 10))
+        .collect();
+    let mut buf = vec![0u8; 4096];
+    let m = NodeMeta {
+        link: 9,
+        level: 1,
+        ..meta(1)
+    };
+    build_interior(&mut buf, &g, &entries, &m).expect("fits");
+    validate_node(&buf).expect("valid");
+    assert_eq!(view(&buf).heads_prefix(), Some(&b"key000"[..]));
+    let (hdr, at, children) = heads_at(4096, 50);
+    for (pos, what) in [
+        (at + 8 * 7 + 3, "head"),
+        (hdr, "prefix length"),
+        (hdr + 5, "reserved"),
+        (children + 8 * 50 + 1, "last child"),
+        (children, "leftmost child"),
+    ] {
+        let mut bad = buf.clone();
+        bad[pos] ^= 0x10;
+        assert!(
+            validate_node(&bad).is_err(),
+            "{what} damage passed validation"
+        );
     }
 }

@@ -109,6 +109,8 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
     // Sorted block.
     let mut items: Vec<(usize, &[u8])> = Vec::new(); // (rel offset, key)
     let mut key_headers: Vec<usize> = Vec::new();
+    // An interior node's children, the leftmost first.
+    let mut children: Vec<u64> = vec![crate::view::read_lid(b.slice(OFF_LINK, LID_SIZE)?)];
     let mut sc = shortcuts.iter().peekable();
     let mut rel = 0;
     while rel < sorted_len {
@@ -139,6 +141,7 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
             if lid.iter().all(|x| *x == 0) {
                 return bad("interior item without a child");
             }
+            children.push(crate::view::read_lid(lid));
             body + LID_SIZE
         };
         if end > sorted_end {
@@ -189,20 +192,34 @@ pub fn validate_node(node: &[u8]) -> Result<(), Corrupt> {
         return bad("log block does not end at bytes used");
     }
     let keys: Vec<&[u8]> = items.iter().map(|(_, k)| *k).collect();
-    validate_tail(node, word, leaf, &key_headers, &keys, &entries)
+    let tail = Tail {
+        key_headers: &key_headers,
+        keys: &keys,
+        entries: &entries,
+        children: &children,
+    };
+    validate_tail(node, word, leaf, &tail)
 }
 
 /// Checks the tail: the trailer, a slot per sorted item (its key header, its fingerprint)
 /// and a log slot per published log entry, all below `used`'s reach.
 #[allow(clippy::indexing_slicing)]
-fn validate_tail(
-    node: &[u8],
-    word: u64,
-    leaf: bool,
-    key_headers: &[usize],
-    keys: &[&[u8]],
-    entries: &[(usize, &[u8])],
-) -> Result<(), Corrupt> {
+/// What the tail must name: the sorted items' key headers and keys, the log entries
+/// (offset, key), an interior node's children (the leftmost first).
+struct Tail<'t> {
+    key_headers: &'t [usize],
+    keys: &'t [&'t [u8]],
+    entries: &'t [(usize, &'t [u8])],
+    children: &'t [u64],
+}
+
+fn validate_tail(node: &[u8], word: u64, leaf: bool, t: &Tail<'_>) -> Result<(), Corrupt> {
+    let Tail {
+        key_headers,
+        keys,
+        entries,
+        children,
+    } = *t;
     let b = Bytes(node);
     let size = node.len();
     let trailer = b.slice(size - TRAILER_SIZE, TRAILER_SIZE)?;
@@ -222,13 +239,18 @@ fn validate_tail(
             keys.len()
         ));
     }
-    if !leaf && log_slots != 0 {
+    let heads = !leaf && log_slots == usize::from(INTERIOR_HEADS) && n > 0;
+    if !leaf && log_slots != 0 && !heads {
         return bad("interior node with log slots");
     }
     let Some(s) = size.checked_sub(TRAILER_SIZE + per * n) else {
         return bad(format!("{n} item slots do not fit the node"));
     };
-    let tail_start = s.checked_sub(LOG_SLOT_SIZE * log_slots);
+    let tail_start = if heads {
+        validate_heads(&b, size, keys, children)?
+    } else {
+        s.checked_sub(LOG_SLOT_SIZE * log_slots)
+    };
     if tail_start.is_none_or(|t| t < used_of(word)) {
         return bad("tail overlaps the bytes used");
     }
@@ -259,6 +281,46 @@ fn validate_tail(
         }
     }
     Ok(())
+}
+
+/// Checks an interior node's heads block (docs/FORMAT.md, "Heads") for its separators
+/// `keys` (at least one) and their `children`, the leftmost first: every separator starts
+/// with the prefix whose length it gives, each head is its separator's and each child the
+/// sorted block's. Returns where the block starts (`None`: it does not fit).
+fn validate_heads(
+    b: &Bytes<'_>,
+    size: usize,
+    keys: &[&[u8]],
+    children: &[u64],
+) -> Result<Option<usize>, Corrupt> {
+    let n = keys.len();
+    if TRAILER_SIZE + (INTERIOR_SLOT_SIZE + HEADS_PER_ITEM) * n + HEADS_FIXED > size {
+        return Ok(None);
+    }
+    let (hdr, heads, at) = heads_at(size, n);
+    let p = usize::from(b.u16(hdr)?);
+    if b.slice(hdr + 2, HEADS_HEADER - 2)?.iter().any(|x| *x != 0) {
+        return bad("heads header with nonzero reserved bytes");
+    }
+    let pre = keys[0]
+        .get(..p)
+        .map_or_else(|| bad("heads prefix longer than a key"), Ok)?;
+    for (i, k) in keys.iter().enumerate() {
+        if !k.starts_with(pre) {
+            return bad(format!(
+                "separator {i} does not start with the heads prefix"
+            ));
+        }
+        if b.u64(heads + HEAD_SIZE * i)? != head_of(&k[p..]) {
+            return bad(format!("head of separator {i}"));
+        }
+    }
+    for (i, c) in children.iter().enumerate() {
+        if b.u64(at + CHILD_SIZE * i)? != *c {
+            return bad(format!("heads block child {i}"));
+        }
+    }
+    Ok(Some(hdr))
 }
 
 fn value_end(b: &Bytes<'_>, body: usize) -> Result<usize, Corrupt> {

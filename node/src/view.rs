@@ -141,46 +141,130 @@ pub struct NodeView<'a> {
     s: u32,
     /// Index in `tail` of the first item slot.
     slots: u32,
+    /// Index in `tail` of an interior node's first head; 0 without heads (a heads block
+    /// never starts the tail: its header does).
+    heads: u32,
+    /// Length of the prefix all of an interior node's separators share (with heads).
+    pre: u16,
+}
+
+/// Where a node's tail parts are, from its trailer: what a view needs to read them.
+#[derive(Clone, Copy, Debug)]
+pub struct TailShape {
+    /// Bytes of the tail a reader may see (0 for a trailer that is not one).
+    pub len: usize,
+    n: u32,
+    s: u32,
+    slots: u32,
+    heads: u32,
+}
+
+impl TailShape {
+    /// The shape of the tail of a node of `size` bytes whose trailer reads `trailer` and
+    /// whose header word publishes `log_count` log entries.
+    #[inline]
+    pub fn of(trailer: [u8; TRAILER_SIZE], log_count: usize, size: usize) -> TailShape {
+        let n = usize::from(u16::from_le_bytes([trailer[0], trailer[1]]));
+        let none = TailShape {
+            len: 0,
+            n: 0,
+            s: 0,
+            slots: 0,
+            heads: 0,
+        };
+        // Within the tail: `s` the first item slot (leaves: the first fingerprint), the
+        // log slots below it.
+        let (len, s, slots, heads) = match trailer[3] {
+            TAIL_LEAF => {
+                let len = TRAILER_SIZE + LEAF_SLOT_SIZE * n + LOG_SLOT_SIZE * log_count;
+                if len > size {
+                    return none;
+                }
+                let s = LOG_SLOT_SIZE * log_count;
+                (len, s, s + n, 0)
+            }
+            TAIL_INTERIOR if trailer[2] == INTERIOR_HEADS && n > 0 => {
+                // A trailer that counts more items than fit reads as no tail.
+                if TRAILER_SIZE + (INTERIOR_SLOT_SIZE + HEADS_PER_ITEM) * n + HEADS_FIXED > size {
+                    return none;
+                }
+                let len = size - heads_at(size, n).0;
+                let s = len - TRAILER_SIZE - INTERIOR_SLOT_SIZE * n;
+                (len, s, s, HEADS_HEADER)
+            }
+            TAIL_INTERIOR => {
+                let len = TRAILER_SIZE + INTERIOR_SLOT_SIZE * n;
+                if len > size {
+                    return none;
+                }
+                (len, 0, 0, 0)
+            }
+            _ => return none,
+        };
+        TailShape {
+            len,
+            n: n as u32,
+            s: s as u32,
+            slots: slots as u32,
+            heads: heads as u32,
+        }
+    }
 }
 
 /// Bytes of a node's tail that a reader may see: `[node size - tail_len, node size)` when
 /// its trailer reads `trailer` and its header word publishes `log_count` log entries. 0
 /// for a trailer that is not one (a reader that gets 0 sees an empty tail).
+///
+/// `size` is the node size: an interior node's heads block (docs/FORMAT.md, "Heads") is
+/// placed relative to it.
 #[inline]
-pub fn tail_len(trailer: [u8; TRAILER_SIZE], log_count: usize) -> usize {
-    let items = usize::from(u16::from_le_bytes([trailer[0], trailer[1]]));
-    let per = match trailer[3] {
-        TAIL_LEAF => LEAF_SLOT_SIZE,
-        TAIL_INTERIOR => INTERIOR_SLOT_SIZE,
-        _ => return 0,
-    };
-    TRAILER_SIZE + per * items + LOG_SLOT_SIZE * log_count
+pub fn tail_len(trailer: [u8; TRAILER_SIZE], log_count: usize, size: usize) -> usize {
+    TailShape::of(trailer, log_count, size).len
 }
 
 impl<'a> NodeView<'a> {
     /// A view over `imm`, bytes `[ATOMIC_END, used)` of a node, and `tail`, its last
     /// [`tail_len`] bytes, written by the builders and the log appender of this crate (or
-    /// checked by [`crate::validate::validate_node`]).
+    /// checked by [`crate::validate::validate_node`]). The log count is the tail's own
+    /// (its log slots are what precedes the item slots).
     #[inline]
     pub fn new(imm: &'a [u8], tail: &'a [u8]) -> Self {
         let t = tail.len().saturating_sub(TRAILER_SIZE);
-        let (n, leaf) = match tail.get(t..) {
-            Some([a, b, _, tag]) => (usize::from(u16::from_le_bytes([*a, *b])), *tag == TAIL_LEAF),
-            _ => (0, false),
+        let Some(&[a, b, f, tag]) = tail.get(t..) else {
+            return NodeView::with_shape(imm, tail, TailShape::of([0; 4], 0, 0));
         };
-        let per = if leaf {
-            LEAF_SLOT_SIZE
+        let n = usize::from(u16::from_le_bytes([a, b]));
+        let size = 1usize << imm.get(OFF_SIZE_LOG2 - ATOMIC_END).map_or(0, |x| x & 31);
+        let log_count = if tag == TAIL_LEAF {
+            t.saturating_sub(LEAF_SLOT_SIZE * n) / LOG_SLOT_SIZE
         } else {
-            INTERIOR_SLOT_SIZE
+            0
         };
-        let s = t.saturating_sub(per * n);
-        let slots = if leaf { s + n } else { s };
+        let shape = TailShape::of([a, b, f, tag], log_count, size);
+        if shape.len != tail.len() {
+            return NodeView::with_shape(imm, tail, TailShape::of([0; 4], 0, 0));
+        }
+        NodeView::with_shape(imm, tail, shape)
+    }
+
+    /// A view over `imm` (bytes `[ATOMIC_END, used)` of a node) and `tail` (its last
+    /// `shape.len` bytes), the shape read from the node's trailer ([`TailShape::of`]).
+    #[inline(always)]
+    pub fn with_shape(imm: &'a [u8], tail: &'a [u8], shape: TailShape) -> Self {
+        let pre = if shape.heads != 0 {
+            tail.first_chunk::<2>()
+                .map_or(0, |p| u16::from_le_bytes(*p))
+        } else {
+            0
+        };
         NodeView {
             imm,
             tail,
-            n: n as u32,
-            s: s as u32,
-            slots: slots as u32,
+            n: shape.n,
+            s: shape.s,
+            slots: shape.slots,
+            heads: shape.heads,
+            pre,
         }
     }
 
@@ -192,7 +276,7 @@ impl<'a> NodeView<'a> {
         let word = u64::from_le_bytes(w);
         let mut t = [0u8; TRAILER_SIZE];
         t.copy_from_slice(&node[node.len() - TRAILER_SIZE..]);
-        let tail = tail_len(t, log_count_of(word)).min(node.len());
+        let tail = tail_len(t, log_count_of(word), node.len()).min(node.len());
         NodeView::new(&node[ATOMIC_END..used_of(word)], &node[node.len() - tail..])
     }
 
@@ -232,32 +316,39 @@ impl<'a> NodeView<'a> {
 
     /// The published bytes `[16, used)` of the node (offset 16 first), for an engine that
     /// copies nodes into memory of its own (and reads no tail).
+    #[inline]
     pub fn published(&self) -> &'a [u8] {
         self.imm
     }
 
     /// The published tail (its last [`tail_len`] bytes).
+    #[inline]
     pub fn tail(&self) -> &'a [u8] {
         self.tail
     }
 
     /// Bytes published (the `used` the view was made with).
+    #[inline]
     pub fn used(&self) -> usize {
         self.imm.len() + ATOMIC_END
     }
     /// Node version.
+    #[inline]
     pub fn version(&self) -> u64 {
         self.u64_at(OFF_VERSION)
     }
     /// Arena offset of the previous version, or [`NO_BUFFER`].
+    #[inline]
     pub fn old_version(&self) -> u64 {
         self.u64_at(OFF_OLD)
     }
     /// Right sibling (leaf) or leftmost child (interior).
+    #[inline]
     pub fn link(&self) -> u64 {
         self.lid_at(OFF_LINK)
     }
     /// Kind byte.
+    #[inline]
     pub fn kind(&self) -> u8 {
         self.u8_at(OFF_KIND)
     }
@@ -267,6 +358,7 @@ impl<'a> NodeView<'a> {
         self.kind() == KIND_LEAF
     }
     /// Level (0 for leaves).
+    #[inline]
     pub fn level(&self) -> u8 {
         self.u8_at(OFF_LEVEL)
     }
@@ -281,18 +373,22 @@ impl<'a> NodeView<'a> {
         self.u32_at(OFF_SORTED_END) as usize
     }
     /// Length of the sorted block.
+    #[inline]
     pub fn sorted_len(&self) -> usize {
         self.sorted_end() - self.sorted_start()
     }
     /// Bytes in the log block.
+    #[inline]
     pub fn log_len(&self) -> usize {
         self.used() - self.sorted_end()
     }
     /// Number of shortcuts.
+    #[inline]
     pub fn shortcut_count(&self) -> usize {
         usize::from(self.u8_at(OFF_SC_COUNT))
     }
     /// Node size.
+    #[inline]
     pub fn node_size(&self) -> usize {
         1 << self.u8_at(OFF_SIZE_LOG2)
     }
@@ -312,6 +408,7 @@ impl<'a> NodeView<'a> {
 
     /// Log slots the leaf reserved when it was built (its log holds at most this many
     /// entries).
+    #[inline]
     pub fn log_capacity(&self) -> usize {
         usize::from(self.trailer()[2])
     }
@@ -329,12 +426,14 @@ impl<'a> NodeView<'a> {
     }
 
     /// Node offset of the first byte of the tail the view holds (`S - 4c`).
+    #[inline]
     pub fn tail_start(&self) -> usize {
         self.node_size() - self.tail.len()
     }
 
     /// Node offset where the next log slot goes (`S - 4(c + 1)`), and the lowest node
     /// offset the log block may reach (`S - 4 × log capacity`).
+    #[inline]
     pub fn next_log_slot(&self) -> (usize, usize) {
         let s = self.tail_start() + self.s_index();
         let limit = s.saturating_sub(LOG_SLOT_SIZE * self.log_capacity());
@@ -343,11 +442,27 @@ impl<'a> NodeView<'a> {
 
     /// Node offset and length of what a point lookup in this leaf reads of its tail: the
     /// published log slots and the item fingerprints (a prefetch span).
+    #[inline]
     pub fn lookup_span(&self) -> (usize, usize) {
         (self.tail_start(), self.s_index() + self.item_count())
     }
 
+    /// Node offset and length of what a search of this node reads of its tail: an interior
+    /// node's heads block (heads and children), else its item slots.
+    #[inline]
+    pub fn search_span(&self) -> (usize, usize) {
+        if self.heads != 0 {
+            let n = self.item_count();
+            return (
+                self.tail_start() + self.heads as usize,
+                HEAD_SIZE * n + CHILD_SIZE * (n + 1),
+            );
+        }
+        self.item_slots_span()
+    }
+
     /// Node offset and length of the item slots (what a binary search reads of the tail).
+    #[inline]
     pub fn item_slots_span(&self) -> (usize, usize) {
         (
             self.tail_start() + self.slots as usize,
@@ -442,6 +557,87 @@ impl<'a> NodeView<'a> {
     /// Index of the first sorted item whose key is >= `key` (> `key` when `after`).
     #[inline]
     pub fn search(&self, key: &[u8], after: bool) -> usize {
+        if self.heads != 0 {
+            return self.search_heads(key, after);
+        }
+        self.search_slots(key, after)
+    }
+
+    /// [`NodeView::search`] of an interior node by its heads (docs/FORMAT.md, "Heads"): a
+    /// key outside the separators' common prefix is below or above all of them; inside it,
+    /// a binary search compares 8-byte integers, and reads a separator's bytes only where
+    /// its head ties with the key's.
+    #[inline(always)]
+    fn search_heads(&self, key: &[u8], after: bool) -> usize {
+        let n = self.item_count();
+        let p = usize::from(self.pre);
+        // Below every separator when it sorts before the prefix (or is a proper prefix of
+        // it), above them all when after it.
+        match self.cmp_prefix(key, p) {
+            Equal => {}
+            Less => return 0,
+            Greater => return n,
+        }
+        let hk = head_of(&key[p..]);
+        let heads = &self.tail[self.heads as usize..];
+        let head = |i: usize| {
+            let mut w = [0u8; HEAD_SIZE];
+            w.copy_from_slice(&heads[HEAD_SIZE * i..HEAD_SIZE * (i + 1)]);
+            u64::from_le_bytes(w)
+        };
+        // The first head >= the key's, without branches (a conditional move per step).
+        let (mut base, mut size) = (0, n);
+        while size > 1 {
+            let half = size / 2;
+            if head(base + half - 1) < hk {
+                base += half;
+            }
+            size -= half;
+        }
+        if size == 1 && head(base) < hk {
+            base += 1;
+        }
+        // Separators whose head ties with the key's may sort either side of it (rare: the
+        // heads differ where the keys do); they ascend, so walk them.
+        while base < n && head(base) == hk {
+            let ord = cmp_keys(self.item_key(base), key);
+            if ord == Greater || (ord == Equal && !after) {
+                break;
+            }
+            base += 1;
+        }
+        base
+    }
+
+    /// Compares `key` with this interior node's heads prefix, the first `p` bytes of item
+    /// 0's key (which starts the shortcut block: the builder's first segment): `Equal` when
+    /// the key starts with it.
+    #[inline(always)]
+    fn cmp_prefix(&self, key: &[u8], p: usize) -> std::cmp::Ordering {
+        const AT: usize = HEADER_SIZE + 4 - ATOMIC_END;
+        let pre = self.imm.get(AT..AT + 8).and_then(|w| w.first_chunk::<8>());
+        if let (true, Some(k), Some(w)) = (p <= 8, key.first_chunk::<8>(), pre) {
+            // One comparison of the first p bytes as big-endian integers (the bytes of the
+            // shortcut block past the prefix are masked off).
+            let mask = (!0u64).checked_shl(64 - 8 * p as u32).unwrap_or(0);
+            return (u64::from_be_bytes(*k) & mask).cmp(&(u64::from_be_bytes(*w) & mask));
+        }
+        let pre = self.bytes(HEADER_SIZE + 4, p);
+        match key.get(..p) {
+            Some(k) => crate::keys::cmp_same_len(k, pre),
+            None => cmp_keys(key, pre),
+        }
+    }
+
+    /// An interior node's heads prefix, the bytes all its separators start with (`None`
+    /// without heads).
+    pub fn heads_prefix(&self) -> Option<&'a [u8]> {
+        (self.heads != 0).then(|| self.bytes(HEADER_SIZE + 4, usize::from(self.pre)))
+    }
+
+    /// [`NodeView::search`] through the item slots, comparing whole keys.
+    #[inline]
+    pub fn search_slots(&self, key: &[u8], after: bool) -> usize {
         let stop = if after { Greater } else { Equal };
         let (mut lo, mut hi) = (0, self.item_count());
         while lo < hi {
@@ -465,10 +661,17 @@ impl<'a> NodeView<'a> {
     /// Index of the sorted item whose key is `key`, found by its fingerprint.
     #[inline]
     pub fn find_item(&self, key: &[u8], fp: u8) -> Option<usize> {
+        self.find_item_from(key, fp, 0)
+    }
+
+    /// [`NodeView::find_item`] among the items from `from` on.
+    #[inline]
+    pub fn find_item_from(&self, key: &[u8], fp: u8, from: usize) -> Option<usize> {
         let mut found = None;
-        crate::fingerprint::find_fingerprint(self.item_fingerprints(), fp, |i| {
-            if self.item_key(i) == key {
-                found = Some(i);
+        let fps = self.item_fingerprints();
+        crate::fingerprint::find_fingerprint(fps.get(from..).unwrap_or(&[]), fp, |i| {
+            if self.item_key(from + i) == key {
+                found = Some(from + i);
                 true
             } else {
                 false
@@ -599,11 +802,12 @@ impl<'a> NodeView<'a> {
     /// <= `key`, or the leftmost child).
     #[inline]
     pub fn child_for(&self, key: &[u8]) -> u64 {
-        self.route(key, false).0
+        self.descend(key)
     }
 
     /// Interior node: the child whose subtree holds the keys just below `key` (the child of
     /// the largest separator < `key`), and that separator.
+    #[inline]
     pub fn child_below(&self, key: &[u8]) -> (u64, Option<&'a [u8]>) {
         self.route(key, true)
     }
@@ -622,8 +826,31 @@ impl<'a> NodeView<'a> {
         }
     }
 
+    /// Interior node: the child for `key` without its separator (what a descent needs):
+    /// with heads, read from the heads block's children; else from the item's body.
+    #[inline]
+    pub fn descend(&self, key: &[u8]) -> u64 {
+        debug_assert!(!self.is_leaf());
+        let i = self.search(key, true);
+        if self.heads != 0 {
+            // The children follow the n heads, the leftmost first.
+            let at = self.heads as usize + HEAD_SIZE * self.item_count() + CHILD_SIZE * i;
+            let mut w = [0u8; CHILD_SIZE];
+            w.copy_from_slice(&self.tail[at..at + CHILD_SIZE]);
+            return u64::from_le_bytes(w);
+        }
+        match i {
+            0 => self.link(),
+            i => {
+                let (_, body) = self.item(i - 1);
+                self.child_at(body)
+            }
+        }
+    }
+
     /// Interior node: the child for `key` (as [`NodeView::route`]) with its fences, the
     /// separators around it (`None`: the node's own bound).
+    #[inline]
     pub fn route_fenced(&self, key: &[u8]) -> (u64, Option<&'a [u8]>, Option<&'a [u8]>) {
         let i = self.search(key, true);
         let high = (i < self.item_count()).then(|| self.item_key(i));
@@ -637,6 +864,7 @@ impl<'a> NodeView<'a> {
     }
 
     /// Interior node: the leftmost child and every (separator, child) entry in order.
+    #[inline]
     pub fn interior_entries(&self) -> (u64, Vec<(&'a [u8], u64)>) {
         let n = self.item_count();
         let mut out = Vec::with_capacity(n);
@@ -649,10 +877,11 @@ impl<'a> NodeView<'a> {
 }
 
 /// Reads a 6-byte little-endian LID.
+#[inline(always)]
 pub fn read_lid(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a[..LID_SIZE].copy_from_slice(&b[..LID_SIZE]);
-    u64::from_le_bytes(a)
+    let b = &b[..LID_SIZE];
+    u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        | u64::from(u16::from_le_bytes([b[4], b[5]])) << 32
 }
 
 /// Writes a 6-byte little-endian LID.

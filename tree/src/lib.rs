@@ -42,7 +42,7 @@ mod version;
 mod write;
 
 pub use accelkv_node::layout::NO_DEADLINE;
-pub use accelkv_node::{fingerprint, NodeView, ValueData, ValueRef};
+pub use accelkv_node::{fingerprint, Candidate, NodeView, ValueData, ValueRef};
 pub use batch::MAX_BATCH;
 pub use bulk::Recovered;
 pub use clock::now_ms;

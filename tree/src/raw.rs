@@ -92,6 +92,28 @@ impl<'s> Raw<'s> {
         unsafe { self.tree.view_raw(off) }
     }
 
+    /// The LID of the node at `level` (0: the leaf) on `key`'s path at `rv`, walking the
+    /// interior nodes above it straight, one after another: the part of a walk an engine
+    /// runs without interleaving (the upper levels, shared by every lookup, stay in the
+    /// processor's caches). The root when the tree is not that tall.
+    ///
+    /// # Safety
+    /// As for [`Raw::view`]: an epoch published before `rv` was taken is still published.
+    #[inline]
+    pub unsafe fn lid_at_level(&self, key: &[u8], rv: u64, level: u8) -> crate::Result<u64> {
+        // SAFETY: the caller's published epoch protects the walk (contract).
+        unsafe { self.tree.lid_at_level(key, rv, level) }
+    }
+
+    /// Height of the tree: the root's level (0: the root is a leaf). A hint: it changes
+    /// when the root splits or shrinks.
+    pub fn height(&self) -> u8 {
+        let pin = self.tree.epochs.pin();
+        self.tree
+            .page(ROOT)
+            .map_or(0, |off| self.tree.view(off, &pin).level())
+    }
+
     /// The bytes of a value found in a node read with [`Raw::view`].
     ///
     /// # Safety

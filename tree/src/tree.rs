@@ -238,24 +238,29 @@ impl Tree {
     /// epoch pinned or held before it reached the buffer).
     #[inline]
     pub(crate) unsafe fn view_raw(&self, off: u64) -> NodeView<'_> {
-        let w = self.word(off).load(Ordering::Acquire);
+        let base = self.arena.ptr(off);
+        // SAFETY: buffers are node-size aligned (arena invariant 2), so the header word is
+        // 8-byte aligned, and it is only ever accessed atomically once published (invariant
+        // 1); the caller keeps the buffer alive (contract).
+        let w = unsafe { AtomicU64::from_ptr(base.add(OFF_LOCK_USED) as *mut u64) }
+            .load(Ordering::Acquire);
         if cfg!(feature = "poison") && w == u64::from_ne_bytes([POISON; 8]) {
             panic!("reader touched reclaimed buffer at arena offset {off}");
         }
         let used = used_of(w);
         let size = self.geo.node_size;
         debug_assert!(used >= HEADER_SIZE && used <= size);
-        let base = self.arena.ptr(off);
         // SAFETY: bytes [ATOMIC_END, used) and the trailer were written before the release
         // store of `used` that our acquire load saw, and never change again (invariant 1);
-        // so were the log slots of the entries that word counts, the last `tail_len` bytes.
+        // so were the log slots of the entries that word counts, the last `shape.len` bytes.
         // The caller keeps the buffer alive (contract).
         unsafe {
             let imm = std::slice::from_raw_parts(base.add(ATOMIC_END), used - ATOMIC_END);
             let trailer = std::ptr::read(base.add(size - TRAILER_SIZE).cast::<[u8; 4]>());
-            let tail = accelkv_node::tail_len(trailer, log_count_of(w));
-            debug_assert!(tail >= TRAILER_SIZE && size - tail >= used);
-            NodeView::new(imm, std::slice::from_raw_parts(base.add(size - tail), tail))
+            let shape = accelkv_node::TailShape::of(trailer, log_count_of(w), size);
+            debug_assert!(shape.len >= TRAILER_SIZE && size - shape.len >= used);
+            let tail = std::slice::from_raw_parts(base.add(size - shape.len), shape.len);
+            NodeView::with_shape(imm, tail, shape)
         }
     }
 
@@ -315,11 +320,55 @@ impl Tree {
         };
         loop {
             let v = self.view(off, pin);
-            let old = v.old_version();
-            if v.version() <= rv || old == NO_BUFFER {
+            if v.version() <= rv {
                 return Ok(v);
             }
-            off = old;
+            match v.old_version() {
+                NO_BUFFER => return Ok(v),
+                old => off = old,
+            }
+        }
+    }
+
+    /// The LID of the node at `level` (0: the leaf) whose key range holds `key` at `rv`,
+    /// found by walking the interior nodes above it one after another (the straight part of
+    /// an engine's walk; interior nodes are never evicted, and an evicted leaf is given as
+    /// it is, so nothing here reads the page file). A tree not that tall gives the root.
+    ///
+    /// # Safety
+    /// The caller keeps every buffer reachable at `rv` from being reclaimed (an epoch
+    /// published before `rv` was taken, as [`Tree::view_raw`] requires).
+    #[inline]
+    pub(crate) unsafe fn lid_at_level(
+        &self,
+        key: &[u8],
+        rv: u64,
+        level: u8,
+    ) -> Result<u64, crate::Error> {
+        let mut lid = ROOT;
+        loop {
+            // Only leaves are evicted: one that is is the node asked for (its reader reads
+            // it back, or defers).
+            let Some(mut off) = self.page_if_resident(lid) else {
+                return Ok(lid);
+            };
+            // SAFETY: reached at `rv` under the caller's epoch (contract).
+            let mut v = unsafe { self.view_raw(off) };
+            while v.version() > rv {
+                match v.old_version() {
+                    NO_BUFFER => break,
+                    old => off = old,
+                }
+                // SAFETY: as above (old versions are retired after the newer ones).
+                v = unsafe { self.view_raw(off) };
+            }
+            if v.level() <= level {
+                return Ok(lid);
+            }
+            lid = v.descend(key);
+            if v.level() == level + 1 {
+                return Ok(lid);
+            }
         }
     }
 
