@@ -257,8 +257,12 @@ impl<'a> NodeView<'a> {
     /// [`NodeView::leaf_get`] with the key's fingerprint computed by the caller.
     #[inline]
     pub fn leaf_get_fp(&self, key: &[u8], fp: u8, rv: u64, now: u64) -> Option<ValueRef<'a>> {
-        let (from, _) = self.get_candidate(fp)?;
-        self.leaf_get_from(key, fp, rv, now, from)
+        // One pass: the log's fingerprints, then the items'.
+        let found = match self.log_lookup(key, fp, rv, 0) {
+            Some(e) => e,
+            None => self.find_item(key, fp).map(|i| self.item_value(i)),
+        };
+        found.filter(|v| !v.is_expired(now))
     }
 
     /// The first key [`NodeView::leaf_get_fp`] compares for a key of fingerprint `fp`: the
@@ -331,7 +335,7 @@ impl<'a> NodeView<'a> {
         crate::fingerprint::find_log_fingerprint(rest, fp, |j| {
             let (off, _) = self.log_slot(c - 1 - (from + j));
             let (k, version) = self.log_key(off);
-            if version <= rv && k == key {
+            if version <= rv && crate::keys::keys_eq(k, key) {
                 found = Some(self.log_entry(off).value);
                 true
             } else {

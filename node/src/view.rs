@@ -579,27 +579,42 @@ impl<'a> NodeView<'a> {
             Greater => return n,
         }
         let hk = head_of(&key[p..]);
-        let heads = &self.tail[self.heads as usize..];
+        let h = self.heads as usize;
+        let heads = &self.tail[h..h + HEAD_SIZE * n];
         let head = |i: usize| {
             let mut w = [0u8; HEAD_SIZE];
             w.copy_from_slice(&heads[HEAD_SIZE * i..HEAD_SIZE * (i + 1)]);
             u64::from_le_bytes(w)
         };
-        // The first head >= the key's, without branches (a conditional move per step).
+        // The first head >= the key's, without branches (a conditional move per step: the
+        // comparisons of a search are unpredictable).
         let (mut base, mut size) = (0, n);
         while size > 1 {
             let half = size / 2;
-            if head(base + half - 1) < hk {
-                base += half;
-            }
+            let mid = base + half;
+            base = std::hint::select_unpredictable(head(mid - 1) < hk, mid, base);
             size -= half;
         }
-        if size == 1 && head(base) < hk {
-            base += 1;
+        base += usize::from(head(base) < hk);
+        if base < n && head(base) == hk {
+            return self.past_ties(key, after, base, hk, head);
         }
-        // Separators whose head ties with the key's may sort either side of it (rare: the
-        // heads differ where the keys do); they ascend, so walk them.
-        while base < n && head(base) == hk {
+        base
+    }
+
+    /// Separators from `base` whose head ties with the key's (`hk`) may sort either side of
+    /// it (rare: the heads differ where the keys do); they ascend, so walk them.
+    #[cold]
+    #[inline(never)]
+    fn past_ties(
+        &self,
+        key: &[u8],
+        after: bool,
+        mut base: usize,
+        hk: u64,
+        head: impl Fn(usize) -> u64,
+    ) -> usize {
+        while base < self.item_count() && head(base) == hk {
             let ord = cmp_keys(self.item_key(base), key);
             if ord == Greater || (ord == Equal && !after) {
                 break;
@@ -622,6 +637,13 @@ impl<'a> NodeView<'a> {
             let mask = (!0u64).checked_shl(64 - 8 * p as u32).unwrap_or(0);
             return (u64::from_be_bytes(*k) & mask).cmp(&(u64::from_be_bytes(*w) & mask));
         }
+        self.cmp_long_prefix(key, p)
+    }
+
+    /// [`NodeView::cmp_prefix`] of a prefix longer than 8 bytes, or of a key shorter than 8.
+    #[cold]
+    #[inline(never)]
+    fn cmp_long_prefix(&self, key: &[u8], p: usize) -> std::cmp::Ordering {
         let pre = self.bytes(HEADER_SIZE + 4, p);
         match key.get(..p) {
             Some(k) => crate::keys::cmp_same_len(k, pre),
@@ -670,7 +692,7 @@ impl<'a> NodeView<'a> {
         let mut found = None;
         let fps = self.item_fingerprints();
         crate::fingerprint::find_fingerprint(fps.get(from..).unwrap_or(&[]), fp, |i| {
-            if self.item_key(from + i) == key {
+            if crate::keys::keys_eq(self.item_key(from + i), key) {
                 found = Some(from + i);
                 true
             } else {
