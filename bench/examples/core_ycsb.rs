@@ -13,7 +13,7 @@
 //! `cargo run --release -p accelkv-bench --example core_ycsb -- --mix c --dist zipfian`
 
 use accelkv_bench::generator::{fnvhash64, ScrambledZipfian, Zipfian};
-use accelkv_engine::{CpuEngine, EngineConfig, Found, InlineReader, ReadRef, Reply};
+use accelkv_engine::{CpuEngine, EngineConfig, Found, InlineReader, ReadEngine, ReadRef, Reply};
 use accelkv_tree::{Config, Store};
 use clap::Parser;
 use rand::rngs::SmallRng;
@@ -63,41 +63,34 @@ struct Args {
     /// The log-block threshold in bytes (`Config::log_threshold`; default 1024).
     #[arg(long)]
     log_threshold: Option<usize>,
+    /// Buckets of the engine's hot-key cache (inline reader), with its control plane on a
+    /// thread of its own, as the server runs it (`--cache-buckets`, default 65,536); 0
+    /// turns it off.
+    #[arg(long, default_value_t = 1 << 16)]
+    cache_buckets: usize,
 }
 
 /// Longest key the loop makes.
 const MAX_KEY: usize = 255;
 
 /// A key: `user`, 12 decimal digits of the key number's hash (as the Masstree side's
-/// snprintf), then `x` up to `len` bytes; `len` is in the first byte of the array's tail.
+/// loop writes it), then `x` up to the key length: written into a caller's buffer, so the
+/// loop moves key numbers, not key bytes.
+fn write_key(n: u64, dst: &mut [u8]) {
+    dst[..4].copy_from_slice(b"user");
+    let mut h = fnvhash64(n as i64) as u64 % 1_000_000_000_000;
+    for d in dst[4..16].iter_mut().rev() {
+        *d = b'0' + (h % 10) as u8;
+        h /= 10;
+    }
+}
+
+/// What one operation is, with its key number.
 #[derive(Clone, Copy)]
-struct Key {
-    bytes: [u8; MAX_KEY],
-    len: usize,
-}
-
-impl Key {
-    fn of(n: u64, len: usize) -> Key {
-        let mut bytes = [b'x'; MAX_KEY];
-        bytes[..4].copy_from_slice(b"user");
-        let mut h = fnvhash64(n as i64) as u64 % 1_000_000_000_000;
-        for d in bytes[4..16].iter_mut().rev() {
-            *d = b'0' + (h % 10) as u8;
-            h /= 10;
-        }
-        Key { bytes, len }
-    }
-
-    fn get(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
-
-/// What one operation is.
 enum Op {
-    Read(Key),
-    Scan(Key, usize),
-    Write(Key),
+    Read(u64),
+    Scan(u64, usize),
+    Write(u64),
 }
 
 struct Mix {
@@ -136,7 +129,8 @@ fn main() {
     let a = Args::parse();
     let m = mix(&a.mix);
     let kl = a.key_len.clamp(16, MAX_KEY);
-    let key_of = |n: u64| Key::of(n, kl);
+    // The key buffer of writes and reference reads ('x' past the formatted 16 bytes).
+    let mut key = [b'x'; MAX_KEY];
     let defaults = Config::default();
     let config = Config {
         debug_no_old_versions: a.mvcc == "off",
@@ -146,7 +140,8 @@ fn main() {
     let store = Arc::new(Store::new(config).expect("store"));
     let value = [b'v'; 16];
     for n in 0..a.records {
-        store.put(key_of(n).get(), &value).expect("load");
+        write_key(n, &mut key);
+        store.put(&key[..kl], &value).expect("load");
     }
     let scan_len = |rng: &mut SmallRng| {
         if a.scan_len == 0 {
@@ -159,6 +154,11 @@ fn main() {
         store.clone(),
         EngineConfig {
             threads: 0,
+            cache_buckets: a.cache_buckets,
+            sample_every: std::env::var("SAMPLE_EVERY")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(8),
             ..EngineConfig::default()
         },
     );
@@ -180,20 +180,22 @@ fn main() {
             }
         };
         if u < m.read {
-            Op::Read(key_of(existing(rng, inserted)))
+            Op::Read(existing(rng, inserted))
         } else if u < m.read + m.scan {
-            Op::Scan(key_of(existing(rng, inserted)), scan_len(rng))
+            Op::Scan(existing(rng, inserted), scan_len(rng))
         } else if m.inserts {
             inserted += 1;
-            Op::Write(key_of(inserted - 1))
+            Op::Write(inserted - 1)
         } else {
-            Op::Write(key_of(existing(rng, inserted)))
+            Op::Write(existing(rng, inserted))
         }
     };
     let inline = a.reader == "inline";
     let (mut ops, mut found) = (0u64, 0u64);
     let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut pending: Vec<Op> = Vec::with_capacity(a.batch);
+    // The keys of the pending batch, `kl` bytes each.
+    let mut keys: Vec<u8> = vec![b'x'; a.batch * kl];
     let start = Instant::now();
     let more = |ops: u64| match a.ops {
         Some(n) => ops < n,
@@ -204,29 +206,34 @@ fn main() {
             let op = next_op(&mut rng);
             ops += 1;
             match op {
-                Op::Write(k) => {
-                    store.put(k.get(), &value).expect("put");
+                Op::Write(n) => {
+                    write_key(n, &mut key);
+                    store.put(&key[..kl], &value).expect("put");
                 }
-                op if inline => {
+                Op::Read(n) | Op::Scan(n, _) if inline => {
+                    let at = pending.len() * kl;
+                    write_key(n, &mut keys[at..at + kl]);
                     pending.push(op);
                     if pending.len() == a.batch {
-                        found += run_batch(&mut reader, &pending, &mut out);
+                        found += run_batch(&mut reader, &pending, &keys, kl, &mut out);
                         pending.clear();
                     }
                 }
-                Op::Read(k) => {
+                Op::Read(n) => {
+                    write_key(n, &mut key);
                     out.clear();
                     found += u64::from(
                         store
-                            .get_with(k.get(), |v| out.extend_from_slice(v))
+                            .get_with(&key[..kl], |v| out.extend_from_slice(v))
                             .expect("get")
                             .is_some(),
                     );
                 }
-                Op::Scan(k, n) => {
+                Op::Scan(n, len) => {
+                    write_key(n, &mut key);
                     out.clear();
                     store
-                        .scan_with(k.get(), None, n, |k, v| {
+                        .scan_with(&key[..kl], None, len, |k, v| {
                             out.extend_from_slice(k);
                             out.extend_from_slice(v);
                         })
@@ -236,24 +243,44 @@ fn main() {
             }
         }
     }
-    found += run_batch(&mut reader, &pending, &mut out);
+    found += run_batch(&mut reader, &pending, &keys, kl, &mut out);
     let secs = start.elapsed().as_secs_f64();
     std::hint::black_box(found);
     println!("{} {} {} {:.0}", a.mix, a.dist, a.reader, ops as f64 / secs);
+    let st = engine.stats();
+    if st.cache_hits + st.cache_misses > 0 {
+        eprintln!(
+            "hot cache: {:.1}% of {} GETs hit, {} installs, {} items now",
+            100.0 * st.cache_hits as f64 / (st.cache_hits + st.cache_misses) as f64,
+            st.cache_hits + st.cache_misses,
+            st.cache_installs,
+            engine.cache().map_or(0, |c| c.stats().items)
+        );
+    }
 }
 
-/// Runs the reads and scans of `ops` as one engine batch; how many found something.
-fn run_batch(reader: &mut InlineReader, ops: &[Op], out: &mut Vec<u8>) -> u64 {
+/// Runs the reads and scans of `ops` (their keys `kl` bytes each in `keys`, in order) as
+/// one engine batch; how many found something.
+fn run_batch(
+    reader: &mut InlineReader,
+    ops: &[Op],
+    keys: &[u8],
+    kl: usize,
+    out: &mut Vec<u8>,
+) -> u64 {
     let reqs: Vec<ReadRef<'_>> = ops
         .iter()
-        .filter_map(|op| match op {
-            Op::Read(k) => Some(ReadRef::Get(k.get())),
-            Op::Scan(k, n) => Some(ReadRef::Scan {
-                lo: k.get(),
-                hi: None,
-                limit: *n,
-            }),
-            Op::Write(_) => None,
+        .enumerate()
+        .map(|(i, op)| {
+            let k = &keys[i * kl..(i + 1) * kl];
+            match *op {
+                Op::Scan(_, limit) => ReadRef::Scan {
+                    lo: k,
+                    hi: None,
+                    limit,
+                },
+                _ => ReadRef::Get(k),
+            }
         })
         .collect();
     let mut found = 0;

@@ -132,7 +132,7 @@ impl FaultStorage {
                 1 => put(&mut img, off, data),
                 _ => {
                     for (i, sector) in data.chunks(SECTOR).enumerate() {
-                        if rng.next() % 2 == 0 {
+                        if rng.next().is_multiple_of(2) {
                             put(&mut img, off + i * SECTOR, sector);
                         }
                     }

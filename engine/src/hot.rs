@@ -207,7 +207,12 @@ impl HotCache {
     }
 
     pub(crate) fn slots(&self, key: &[u8]) -> Slots {
-        let h = hash(key);
+        self.slots_of(hash(key))
+    }
+
+    /// The slots of a key whose [`hash`] is `h`.
+    #[inline]
+    fn slots_of(&self, h: u64) -> Slots {
         let b1 = (h & self.mask) as usize;
         let b2 = ((h >> 24) & self.mask) as usize;
         Slots {
@@ -220,7 +225,13 @@ impl HotCache {
     /// Asks the memory system for `key`'s two buckets, so a lookup a little later does not
     /// wait for them (the inline reader prefetches a whole batch's buckets first).
     pub(crate) fn prefetch(&self, key: &[u8]) {
-        let s = self.slots(key);
+        self.prefetch_hashed(hash(key));
+    }
+
+    /// [`HotCache::prefetch`] of a key whose hash ([`HotCache::key_hash`]) is `h`.
+    #[inline]
+    pub(crate) fn prefetch_hashed(&self, h: u64) {
+        let s = self.slots_of(h);
         for b in [s.b1, s.b2] {
             accelkv_tree::prefetch::prefetch((&self.buckets[b] as *const Bucket).cast(), 64);
         }
@@ -258,7 +269,26 @@ impl HotCache {
         rv: u64,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<R> {
-        let s = self.slots(key);
+        self.lookup_hashed(key, hash(key), rv, f)
+    }
+
+    /// The hash the cache places `key` by (a batch hashes each key once, to prefetch its
+    /// buckets and then to look it up).
+    #[inline]
+    pub(crate) fn key_hash(key: &[u8]) -> u64 {
+        hash(key)
+    }
+
+    /// [`HotCache::lookup_with`] of a key whose hash ([`HotCache::key_hash`]) is `h`.
+    #[inline]
+    pub(crate) fn lookup_hashed<R>(
+        &self,
+        key: &[u8],
+        h: u64,
+        rv: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        let s = self.slots_of(h);
         for b in Self::pair(s) {
             let m = Meta::decode(self.buckets[b].w[0].load(Ordering::Relaxed));
             if m.aux != s.aux || usize::from(m.klen) != key.len() {
@@ -268,7 +298,7 @@ impl HotCache {
                 continue;
             };
             let k = usize::from(m.klen);
-            if m.aux != s.aux || k != key.len() || &data[..k] != key {
+            if m.aux != s.aux || k != key.len() || !accelkv_tree::keys_eq(&data[..k], key) {
                 continue;
             }
             if version > rv {

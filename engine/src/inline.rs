@@ -14,6 +14,7 @@
 //!    caller (so nothing `emit` sees is freed while it looks at it).
 
 use crate::amac::{Flight, Step};
+use crate::gets::{self, Get, Got};
 use crate::hot::HotCache;
 use crate::manager::Counters;
 use crate::manager::Sampler;
@@ -60,6 +61,10 @@ pub struct InlineReader {
     active: Vec<usize>,
     /// Indices in `flights` of finished flights.
     spare: Vec<usize>,
+    /// GETs in flight on the lean path (gets.rs).
+    gets: Vec<Get>,
+    /// The hot-cache hash of each request of the batch (0 for scans).
+    hashes: Vec<u64>,
     /// Whether a request that reaches a leaf living only in the page file is left
     /// unanswered ([`InlineReader::missed`]) instead of blocking on the read.
     defer: bool,
@@ -88,6 +93,8 @@ impl InlineReader {
             flights: Vec::with_capacity(window.max(1)),
             active: Vec::with_capacity(window.max(1)),
             spare: Vec::with_capacity(window.max(1)),
+            gets: Vec::with_capacity(window.max(1)),
+            hashes: Vec::new(),
             defer: false,
             missed: Vec::new(),
         }
@@ -129,16 +136,23 @@ impl InlineReader {
         // Looked at after the read version is taken (hot.rs invariant 5).
         let cached = self.cache.as_ref().filter(|c| c.is_active());
         if let Some(cache) = cached {
-            // The buckets of every GET of the batch at once, instead of one miss per GET.
+            // The buckets of every GET of the batch at once, instead of one miss per GET,
+            // each key hashed once for the prefetch and the lookup.
+            self.hashes.clear();
             for r in reqs {
-                if let ReadRef::Get(key) = r {
-                    cache.prefetch(key);
-                }
+                let h = match r {
+                    ReadRef::Get(key) => HotCache::key_hash(key),
+                    _ => 0,
+                };
+                cache.prefetch_hashed(h);
+                self.hashes.push(h);
             }
         }
+        // GETs take the lean path unless interior levels are staged too (gets.rs).
+        let lean = self.staged == 0;
         let mut next = 0;
         loop {
-            while self.active.len() < self.window && next < reqs.len() {
+            while self.active.len() + self.gets.len() < self.window && next < reqs.len() {
                 let (tag, req) = (next, &reqs[next]);
                 next += 1;
                 if let Some(e) = req.invalid(max_key) {
@@ -148,8 +162,9 @@ impl InlineReader {
                 if let (ReadRef::Get(key), true) = (req, self.cache.is_some()) {
                     self.sampler.see(key);
                     if let Some(cache) = cached {
+                        let h = self.hashes[tag];
                         if cache
-                            .lookup_with(key, rv, |v| emit(tag, Found::Value(Some(v), 0)))
+                            .lookup_hashed(key, h, rv, |v| emit(tag, Found::Value(Some(v), 0)))
                             .is_some()
                         {
                             hits += 1;
@@ -157,6 +172,17 @@ impl InlineReader {
                         }
                         misses += 1;
                     }
+                }
+                if let (ReadRef::Get(key), true) = (req, lean) {
+                    // SAFETY: the slot published an epoch before this batch's read version
+                    // was taken and is cleared only after the loop (invariant 1).
+                    match unsafe { gets::admit(raw, tag, key, rv, now, self.defer) } {
+                        Got::Flying(g) => self.gets.push(g),
+                        Got::Missed(lid) => self.missed.push((tag, lid)),
+                        Got::Value(v, f) => emit(tag, Found::Value(v, f)),
+                        Got::Reply(r) => emit(tag, Found::Reply(r)),
+                    }
+                    continue;
                 }
                 let at = match self.spare.pop() {
                     Some(at) => {
@@ -172,8 +198,33 @@ impl InlineReader {
                 };
                 self.active.push(at);
             }
-            if self.active.is_empty() {
+            if self.active.is_empty() && self.gets.is_empty() {
                 break;
+            }
+            // One stage of every GET on the lean path.
+            let mut i = 0;
+            while i < self.gets.len() {
+                let g = self.gets[i];
+                let ReadRef::Get(key) = reqs[g.tag] else {
+                    unreachable!("only GETs take the lean path");
+                };
+                // SAFETY: as above.
+                let found = match unsafe { g.step(raw, key, rv, now) } {
+                    Got::Flying(g) => {
+                        self.gets[i] = g;
+                        i += 1;
+                        continue;
+                    }
+                    Got::Missed(lid) => {
+                        self.missed.push((g.tag, lid));
+                        self.gets.swap_remove(i);
+                        continue;
+                    }
+                    Got::Value(v, f) => Found::Value(v, f),
+                    Got::Reply(r) => Found::Reply(r),
+                };
+                emit(g.tag, found);
+                self.gets.swap_remove(i);
             }
             let mut i = 0;
             while i < self.active.len() {

@@ -35,6 +35,7 @@
 
 mod amac;
 mod cpu;
+mod gets;
 mod hash;
 mod hot;
 mod inline;

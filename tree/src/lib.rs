@@ -41,8 +41,9 @@ mod values;
 mod version;
 mod write;
 
+pub use accelkv_node::keys::keys_eq;
 pub use accelkv_node::layout::NO_DEADLINE;
-pub use accelkv_node::{fingerprint, Candidate, NodeView, ValueData, ValueRef};
+pub use accelkv_node::{fingerprint, key_hash, Candidate, NodeView, ValueData, ValueRef};
 pub use batch::MAX_BATCH;
 pub use bulk::Recovered;
 pub use clock::now_ms;
