@@ -34,4 +34,6 @@ pub use log::{
     set_log_delta, AppendPlan,
 };
 pub use validate::{validate_node, Corrupt};
-pub use view::{tail_len, NodeView, SortedItem, SortedIter, TailShape, ValueData, ValueRef};
+pub use view::{
+    route_heads, tail_len, NodeView, SortedItem, SortedIter, TailShape, ValueData, ValueRef,
+};

@@ -739,6 +739,14 @@ proptest! {
             // Separator i's child is i + 10; the leftmost is 9.
             let want = seps.partition_point(|s| *s <= k) as u64 + 9;
             prop_assert_eq!(v.descend(&k), want, "key {:?}", k);
+            // Routing from the raw bytes agrees, or declines (a tie on the heads).
+            let raw = route_heads(&buf[ATOMIC_END..], &k);
+            prop_assert!(raw.is_none_or(|c| c == want), "key {:?}: {:?}", k, raw);
+            let ties = seps.iter().any(|s| {
+                let p = usize::from(u16::from_le_bytes([buf[heads_at(size, seps.len()).0], buf[heads_at(size, seps.len()).0 + 1]]));
+                s.len() >= p && k.len() >= p && s[..p] == k[..p] && head_of(&s[p..]) == head_of(&k[p..])
+            });
+            prop_assert!(raw.is_some() || ties, "declined without a tie: {:?}", k);
             prop_assert_eq!(v.route(&k, false).0, want);
         }
     }

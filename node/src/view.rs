@@ -898,6 +898,67 @@ impl<'a> NodeView<'a> {
     }
 }
 
+/// An interior node's child for `key` from its bytes `node` = `[ATOMIC_END, node size)`:
+/// what [`NodeView::descend`] gives, without a view. All of those bytes are immutable once
+/// an interior node is published (it has no log block), so a walk may read them as one
+/// slice, and routing needs only the trailer, the heads block and the prefix bytes at the
+/// front of the shortcut block. `None` when the node is not an interior node with heads,
+/// or the key's head ties with a separator's (the caller then routes through a view).
+#[inline(always)]
+pub fn route_heads(node: &[u8], key: &[u8]) -> Option<u64> {
+    let size = node.len() + ATOMIC_END;
+    let at = |off: usize| off - ATOMIC_END;
+    let &[a, b, flags, tag] = node.last_chunk::<TRAILER_SIZE>()?;
+    let n = usize::from(u16::from_le_bytes([a, b]));
+    if tag != TAIL_INTERIOR
+        || flags != INTERIOR_HEADS
+        || n == 0
+        || TRAILER_SIZE + (INTERIOR_SLOT_SIZE + HEADS_PER_ITEM) * n + HEADS_FIXED > size
+    {
+        return None;
+    }
+    let (hdr, heads, children) = heads_at(size, n);
+    let p = usize::from(u16::from_le_bytes([node[at(hdr)], node[at(hdr) + 1]]));
+    let pre = node.get(at(HEADER_SIZE + 4)..at(HEADER_SIZE + 4) + p)?;
+    let rest = match key.get(..p) {
+        Some(k) if crate::keys::keys_eq(k, pre) => &key[p..],
+        // Below every separator, or above them all.
+        _ if cmp_keys(key, pre) == Less => return child_at(node, at(children), 0),
+        _ => return child_at(node, at(children), n),
+    };
+    let hk = head_of(rest);
+    let heads = node.get(at(heads)..at(heads) + HEAD_SIZE * n)?;
+    let head = |i: usize| {
+        let mut w = [0u8; HEAD_SIZE];
+        w.copy_from_slice(&heads[HEAD_SIZE * i..HEAD_SIZE * (i + 1)]);
+        u64::from_le_bytes(w)
+    };
+    // The first head above the key's (the child of the last separator <= the key), a
+    // conditional move per step.
+    let (mut base, mut size) = (0, n);
+    while size > 1 {
+        let half = size / 2;
+        let mid = base + half;
+        base = std::hint::select_unpredictable(head(mid - 1) <= hk, mid, base);
+        size -= half;
+    }
+    base += usize::from(head(base) <= hk);
+    // A separator whose head is the key's may sort either side of it.
+    if (base > 0 && head(base - 1) == hk) || (base < n && head(base) == hk) {
+        return None;
+    }
+    child_at(node, at(children), base)
+}
+
+/// Child `i` (0: the leftmost) of a heads block whose children start at `children`.
+#[inline(always)]
+fn child_at(node: &[u8], children: usize, i: usize) -> Option<u64> {
+    let c = node.get(children + CHILD_SIZE * i..children + CHILD_SIZE * (i + 1))?;
+    let mut w = [0u8; CHILD_SIZE];
+    w.copy_from_slice(c);
+    Some(u64::from_le_bytes(w))
+}
+
 /// Reads a 6-byte little-endian LID.
 #[inline(always)]
 pub fn read_lid(b: &[u8]) -> u64 {

@@ -34,6 +34,16 @@ use std::sync::{Arc, Mutex};
 /// LID of the root; it never changes (root growth and shrink replace its buffer).
 pub(crate) const ROOT: u64 = 1;
 
+/// The little-endian u64 at `off` of the node at `base`.
+///
+/// # Safety
+/// `[off, off + 8)` lies in a buffer the caller keeps alive, in bytes nobody writes.
+#[inline(always)]
+unsafe fn read_u64(base: *const u8, off: usize) -> u64 {
+    // SAFETY: the caller's contract.
+    u64::from_le_bytes(unsafe { std::ptr::read(base.add(off).cast::<[u8; 8]>()) })
+}
+
 /// Most write observers a tree accepts.
 pub(crate) const MAX_OBSERVERS: usize = 4;
 
@@ -345,6 +355,7 @@ impl Tree {
         rv: u64,
         level: u8,
     ) -> Result<u64, crate::Error> {
+        let size = self.geo.node_size;
         let mut lid = ROOT;
         loop {
             // Only leaves are evicted: one that is is the node asked for (its reader reads
@@ -352,21 +363,40 @@ impl Tree {
             let Some(mut off) = self.page_if_resident(lid) else {
                 return Ok(lid);
             };
-            // SAFETY: reached at `rv` under the caller's epoch (contract).
-            let mut v = unsafe { self.view_raw(off) };
-            while v.version() > rv {
-                match v.old_version() {
-                    NO_BUFFER => break,
-                    old => off = old,
+            // The version of the node that readers at `rv` see.
+            let base = loop {
+                let base = self.arena.ptr(off);
+                let w = self.word(off).load(Ordering::Acquire);
+                if cfg!(feature = "poison") && w == u64::from_ne_bytes([POISON; 8]) {
+                    panic!("reader touched reclaimed buffer at arena offset {off}");
                 }
-                // SAFETY: as above (old versions are retired after the newer ones).
-                v = unsafe { self.view_raw(off) };
-            }
-            if v.level() <= level {
+                // SAFETY: header bytes [16, 48) are written before the node is published
+                // (the release store that the acquire loads of its page-table entry or of
+                // its newer version's header saw) and never change (invariant 1); the
+                // caller's epoch keeps the buffer alive (contract).
+                let (version, old) =
+                    unsafe { (read_u64(base, OFF_VERSION), read_u64(base, OFF_OLD)) };
+                if version <= rv || old == NO_BUFFER {
+                    break base;
+                }
+                off = old;
+            };
+            // SAFETY: as above.
+            let (kind, node_level) = unsafe { (*base.add(OFF_KIND), *base.add(OFF_LEVEL)) };
+            if kind != KIND_INTERIOR || node_level <= level {
                 return Ok(lid);
             }
-            lid = v.descend(key);
-            if v.level() == level + 1 {
+            // SAFETY: an interior node has no log block: every byte of it past the atomic
+            // words is written before it is published and never again (invariant 1), so
+            // they can be read as one slice while the caller's epoch keeps it alive.
+            let body =
+                unsafe { std::slice::from_raw_parts(base.add(ATOMIC_END), size - ATOMIC_END) };
+            lid = match accelkv_node::route_heads(body, key) {
+                Some(child) => child,
+                // SAFETY: as above.
+                None => unsafe { self.view_raw(off) }.descend(key),
+            };
+            if node_level == level + 1 {
                 return Ok(lid);
             }
         }
@@ -379,10 +409,9 @@ impl Tree {
         rv: u64,
         pin: &'g Pin<'_>,
     ) -> Result<NodeView<'g>, crate::Error> {
-        let mut v = self.resolve(ROOT, rv, pin)?;
-        while !v.is_leaf() {
-            v = self.resolve(v.child_for(key), rv, pin)?;
-        }
+        // SAFETY: `pin` was taken before `rv` (every caller's order) and is held for 'g.
+        let lid = unsafe { self.lid_at_level(key, rv, 0) }?;
+        let v = self.resolve(lid, rv, pin)?;
         self.leaf_visit();
         Ok(v)
     }
