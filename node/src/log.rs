@@ -207,17 +207,17 @@ pub fn plan_append_fp<'a>(view: &NodeView<'a>, key: &[u8], fp: u8) -> AppendPlan
     let count = view.log_count();
     let mut hint = 0usize;
     let mut newest_same = None;
-    for j in 0..count {
-        let off = view.log_slot(j).0;
+    // The slots are newest first: the first entry found with the key is the newest.
+    for slot in view.log_slots().chunks_exact(LOG_SLOT_SIZE) {
+        let off = usize::from(u16::from_le_bytes([slot[0], slot[1]]));
         let eback = view.log_back(off);
         if eback < back {
             hint += 1;
         } else if eback == back {
             match crate::keys::cmp_keys(view.log_key(off).0, key) {
                 std::cmp::Ordering::Less => hint += 1,
-                // Entries are in version order: the last one with the key is the newest.
-                std::cmp::Ordering::Equal => newest_same = Some(off),
-                std::cmp::Ordering::Greater => {}
+                std::cmp::Ordering::Equal if newest_same.is_none() => newest_same = Some(off),
+                _ => {}
             }
         }
     }

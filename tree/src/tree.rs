@@ -402,6 +402,31 @@ impl Tree {
         }
     }
 
+    /// The child of the interior node at `off` for `key`, routed by its heads block without
+    /// a view (`None`: the node is a leaf, or a view must route: a key's head ties with a
+    /// separator's).
+    #[inline]
+    pub(crate) fn interior_route(&self, off: u64, key: &[u8], _pin: &Pin<'_>) -> Option<u64> {
+        let base = self.arena.ptr(off);
+        // The header word's acquire load orders the reads below after the node's build.
+        let w = self.word(off).load(Ordering::Acquire);
+        if cfg!(feature = "poison") && w == u64::from_ne_bytes([POISON; 8]) {
+            panic!("reader touched reclaimed buffer at arena offset {off}");
+        }
+        // SAFETY: the kind byte is written before the node is published and never changes
+        // (invariant 1); the pin keeps the buffer alive.
+        if unsafe { *base.add(OFF_KIND) } != KIND_INTERIOR {
+            return None;
+        }
+        // SAFETY: an interior node has no log block: every byte of it past the atomic words
+        // is written before it is published and never again (invariant 1); the pin keeps it
+        // alive.
+        let body = unsafe {
+            std::slice::from_raw_parts(base.add(ATOMIC_END), self.geo.node_size - ATOMIC_END)
+        };
+        accelkv_node::route_heads(body, key)
+    }
+
     /// The leaf whose key range holds `key`, at `rv`.
     pub(crate) fn leaf_for<'g>(
         &'g self,

@@ -374,12 +374,18 @@ impl Tree {
         let mut off = self.pt.get(ROOT);
         let mut parent = None;
         loop {
-            let v = self.view(off, pin);
-            if v.is_leaf() {
-                return Ok((off, parent));
-            }
+            let child = match self.interior_route(off, key, pin) {
+                Some(child) => child,
+                None => {
+                    let v = self.view(off, pin);
+                    if v.is_leaf() {
+                        return Ok((off, parent));
+                    }
+                    v.child_for(key)
+                }
+            };
             parent = Some(off);
-            off = self.page(v.child_for(key))?;
+            off = self.page(child)?;
         }
     }
 
