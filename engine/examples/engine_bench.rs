@@ -12,12 +12,13 @@
 //! engine's and cache manager's CPU per GET (scripts/cache-eval.sh).
 
 use accelkv_engine::{
-    Completion, CpuEngine, EngineConfig, Found, Items, ReadEngine, ReadRef, Request, Sink,
+    Completion, CpuEngine, EngineConfig, Found, Items, ReadEngine, ReadRef, Request, Sink, Staging,
 };
 use accelkv_tree::{Config, Store};
 use clap::Parser;
 use hdrhistogram::Histogram;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,11 @@ struct Args {
     /// Cache sizes (buckets) for the cache suite, at most four.
     #[arg(long, default_value = "16384,65536,262144,1048576")]
     cache_sizes: String,
+    /// Levels above the leaves walked interleaved as well as the leaves
+    /// (`EngineConfig::staging`; 255: every level; absent: `Staging::Auto`), for the engine
+    /// threads and the inline reader alike.
+    #[arg(long)]
+    staged_levels: Option<u8>,
     /// Which suites to run (comma separated): get, inline, zipf, cache, scan, window,
     /// latency.
     #[arg(long, default_value = "get,inline,zipf,scan,window,latency")]
@@ -180,6 +186,7 @@ fn sampled_engine(
             window,
             cache_buckets,
             sample_every,
+            staging: staging(STAGED.load(Ordering::Relaxed)),
             ..EngineConfig::default()
         },
     )
@@ -318,8 +325,20 @@ fn cache_suite(a: &Args, load: &dyn Fn() -> Arc<Store>) {
     }
 }
 
+/// `--staged-levels`, for every engine this run starts ([`AUTO`]: absent).
+static STAGED: AtomicU8 = AtomicU8::new(AUTO);
+const AUTO: u8 = 254;
+
+fn staging(levels: u8) -> Staging {
+    match levels {
+        AUTO => Staging::Auto,
+        n => Staging::Levels(n),
+    }
+}
+
 fn main() {
     let a = Args::parse();
+    STAGED.store(a.staged_levels.unwrap_or(AUTO), Ordering::Relaxed);
     let n = a.items;
     let store = load_store(n);
     let secs = a.seconds;
@@ -368,6 +387,7 @@ fn main() {
             EngineConfig {
                 threads: 0,
                 window: a.window,
+                staging: staging(STAGED.load(Ordering::Relaxed)),
                 ..EngineConfig::default()
             },
         );

@@ -173,7 +173,16 @@ impl Flight {
 
     /// Reuses this finished flight for `req`, keeping its key buffer (no allocation for a
     /// GET whose key fits); prefetches the root's page-table entry.
-    pub(crate) fn renew(&mut self, raw: Raw<'_>, tag: u64, rv: u64, now: u64, req: &ReadRef<'_>) {
+    pub(crate) fn renew(
+        &mut self,
+        raw: Raw<'_>,
+        tag: u64,
+        rv: u64,
+        now: u64,
+        req: &ReadRef<'_>,
+        staged: u8,
+    ) {
+        self.staged = staged;
         match (req, &mut self.kind) {
             (ReadRef::Get(key), Kind::Get(buf)) => {
                 buf.clear();

@@ -35,12 +35,10 @@ pub struct EngineConfig {
     /// Requests each thread keeps in flight (G). Default 16, chosen by measurement
     /// (docs/BENCHMARKS.md).
     pub window: usize,
-    /// Levels above the leaves that a GET or scan walks interleaved with the other
-    /// requests; the levels above them are walked straight in one step (they stay in the
-    /// processor's caches, where a suspension costs more than it hides). Default 0 (the
-    /// leaves alone), chosen by measurement (docs/ARCHITECTURE.md, "The CPU engine");
-    /// [`u8::MAX`]: every level interleaved.
-    pub staged_levels: u8,
+    /// Which levels a GET or scan walks interleaved with the other requests; the levels
+    /// above them are walked straight in one step (they stay in the processor's caches,
+    /// where a suspension costs more than it hides). Default [`Staging::Auto`].
+    pub staging: Staging,
     /// Buckets of the hot-key cache (one item each); 0 turns the cache off. Default 0.
     pub cache_buckets: usize,
     /// One GET in this many is sampled for the popularity sketch. Default 8.
@@ -62,12 +60,41 @@ impl Default for EngineConfig {
         EngineConfig {
             threads: (cores / 2).max(1),
             window: 16,
-            staged_levels: 0,
+            staging: Staging::Auto,
             cache_buckets: 0,
             sample_every: 8,
             manager_interval: Duration::from_millis(20),
             idle_spin: Duration::from_micros(50),
             load_threads: 2,
+        }
+    }
+}
+
+/// Which levels of a walk are interleaved with the other requests' (the rest walked
+/// straight, one node after another).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Staging {
+    /// The leaves alone while the nodes one level above them fit in [`STRAIGHT_BYTES`]
+    /// (they stay in a core's caches), the leaves and those nodes beyond (chosen per batch;
+    /// docs/ARCHITECTURE.md, "The CPU engine", has the measurement).
+    Auto,
+    /// This many levels above the leaves as well as the leaves (`u8::MAX`: every level).
+    Levels(u8),
+}
+
+/// How many bytes of nodes one level above the leaves a walk still goes through straight
+/// ([`Staging::Auto`]): a core's L2 cache on the machines measured (1 MiB). Measured with
+/// `engine_bench --suites get,inline --staged-levels 0|1`, uniform GETs: at 1 M items
+/// (about 400 KiB of such nodes) the straight walk ran 1.72 M/s inline against 1.33 M/s
+/// staged; at 10 M (about 4 MiB) 0.60 M/s against 0.88 M/s.
+pub const STRAIGHT_BYTES: usize = 1 << 20;
+
+impl Staging {
+    /// The levels above the leaves to interleave for a batch on `raw`'s tree now.
+    pub fn levels(self, raw: accelkv_tree::Raw<'_>) -> u8 {
+        match self {
+            Staging::Levels(n) => n,
+            Staging::Auto => u8::from(raw.level1_bytes() > STRAIGHT_BYTES),
         }
     }
 }
@@ -115,7 +142,7 @@ pub struct CpuEngine {
     counters: Arc<Counters>,
     samples: Option<SampleChannel>,
     window: usize,
-    staged: u8,
+    staging: Staging,
     sample_every: u32,
     /// With no engine threads: the reader `submit` runs batches on, on the caller's thread.
     inline: Option<Mutex<InlineReader>>,
@@ -168,7 +195,7 @@ impl CpuEngine {
                 shard: shard.clone(),
                 stop: stop.clone(),
                 window: cfg.window.max(1),
-                staged: cfg.staged_levels,
+                staging: cfg.staging,
                 cache: cache.clone(),
                 sampler: Sampler::new(samples.clone(), cfg.sample_every),
                 counters: counters.clone(),
@@ -191,7 +218,7 @@ impl CpuEngine {
             counters,
             samples,
             window: cfg.window.max(1),
-            staged: cfg.staged_levels,
+            staging: cfg.staging,
             sample_every: cfg.sample_every.max(1),
             inline: None,
             loader: None,
@@ -220,7 +247,7 @@ impl CpuEngine {
         InlineReader::new(
             self.store.clone(),
             self.window,
-            self.staged,
+            self.staging,
             self.cache.clone(),
             Sampler::new(self.samples.clone(), self.sample_every),
             self.counters.clone(),
@@ -339,7 +366,7 @@ struct Worker {
     shard: Arc<Shard>,
     stop: Arc<AtomicBool>,
     window: usize,
-    staged: u8,
+    staging: Staging,
     cache: Option<Arc<HotCache>>,
     sampler: Sampler,
     counters: Arc<Counters>,
@@ -372,6 +399,8 @@ struct Passes {
     last_sink: Option<(u64, usize)>,
     hits: u64,
     misses: u64,
+    /// Levels above the leaves interleaved for the requests admitted now.
+    staged: u8,
 }
 
 impl Passes {
@@ -465,6 +494,9 @@ impl Worker {
             q.idle = false;
         }
         let first = q.batches.front().map_or(0, |b| b.id);
+        if !q.incoming.is_empty() {
+            s.staged = self.staging.levels(raw);
+        }
         while s.in_flight() < self.window {
             let Some(p) = q.incoming.pop_front() else {
                 break;
@@ -507,7 +539,7 @@ impl Worker {
                 }
             }
             s.flights
-                .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req).staged(self.staged));
+                .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, si, p.req).staged(s.staged));
         }
         true
     }
@@ -533,7 +565,7 @@ impl Worker {
             }
         }
         s.flights
-            .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, sink, p.req).staged(self.staged));
+            .push(Flight::new(raw, p.tag, p.rv, p.now, p.batch, sink, p.req).staged(s.staged));
     }
 
     /// With nothing in flight, polls the queue for up to `idle_spin` before the caller

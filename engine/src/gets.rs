@@ -1,15 +1,17 @@
-//! The point reads of an inline batch (inline.rs), walked lean: a GET's interior levels
-//! straight at admission (they stay in the processor's caches, where a suspension costs more
-//! than it hides), then its leaf in two interleaved stages: the header and the tail fetched
-//! together (the fingerprints and log slots are in the tail), then the one key the
+//! The point reads of an inline batch (inline.rs), walked lean: a GET's upper interior
+//! levels straight at admission (they stay in the processor's caches, where a suspension
+//! costs more than it hides), then, interleaved with the other GETs' stages: the level
+//! above the leaves when it is staged too (its header and trailer, then its heads block,
+//! then the leaf's page-table entry), and the leaf in two stages: the header and the tail
+//! fetched together (the fingerprints and log slots are in the tail), then the one key the
 //! fingerprints pick, from which the lookup goes on without searching again. A GET in
-//! flight is its index in the batch (its key is read from there, never copied), the leaf's
-//! buffer and where the lookup stands: a few words, so the window is a small array.
+//! flight is its index in the batch (its key is read from there, never copied), a buffer
+//! and where the lookup stands: a few words, so the window is a small array.
 //!
 //! The traversal is the reference reader's (tree.rs): the same routing, old-version chains
 //! and in-node functions, so the answers are the same (engine/tests/differential.rs).
-//! Scans and every GET the lean path does not take (the engine configured to stage interior
-//! levels too) go through the general state machine (amac.rs).
+//! Scans, and GETs when more than one interior level is staged, go through the general
+//! state machine (amac.rs).
 
 use crate::request::Reply;
 use accelkv_tree::prefetch::prefetch;
@@ -29,6 +31,13 @@ const NO_BUFFER: u64 = u64::MAX;
 /// Where a GET in flight stands.
 #[derive(Clone, Copy)]
 enum At {
+    /// The interior node above the leaves (buffer), its header and trailer being fetched.
+    Parent(u64),
+    /// That node, its heads block being fetched.
+    Heads(u64),
+    /// The leaf's LID, its page-table entry being fetched (the table of a store whose
+    /// upper levels are staged does not stay in the caches either).
+    Page(u64),
     /// Its leaf's buffer, header and tail being fetched.
     Leaf(u64),
     /// Its leaf's buffer, the candidate key being fetched, the candidate and the key's
@@ -63,51 +72,85 @@ fn fetch_leaf(raw: Raw<'_>, off: u64) {
     prefetch(base.wrapping_add(raw.node_size() - tail), tail);
 }
 
-/// Admits GET `tag` of `key` at `rv`: walks its interior levels straight and fetches its
-/// leaf. With `defer`, a leaf that lives only in the page file is not read.
+/// Prefetches an interior node's header and trailer.
+fn fetch_parent(raw: Raw<'_>, off: u64) {
+    let base = raw.node_addr(off);
+    prefetch(base, HEAD_BYTES);
+    prefetch(base.wrapping_add(raw.node_size() - HEAD_BYTES), HEAD_BYTES);
+}
+
+/// The buffer of `lid`, read back or not (`defer`) when it lives only in the page file
+/// (only leaves do); the GET's answer when it cannot be read.
+///
+/// # Safety
+/// As for [`admit`].
+unsafe fn page<'s>(
+    raw: Raw<'s>,
+    lid: u64,
+    key: &[u8],
+    rv: u64,
+    now: u64,
+    defer: bool,
+) -> Result<u64, Got<'s>> {
+    let page = if defer {
+        match raw.resident(lid) {
+            Some(off) => Ok(off),
+            None => return Err(Got::Missed(lid)),
+        }
+    } else {
+        raw.page(lid)
+    };
+    match page {
+        Ok(off) => Ok(off),
+        // No room to read an evicted leaf back: the reference reader answers, reading it
+        // into a private copy.
+        // SAFETY: the caller's epoch protects the walk (contract).
+        Err(Error::OutOfMemory { .. }) => Err(match unsafe { raw.reference_get(key, rv, now) } {
+            Ok(v) => Got::Reply(Reply::Value(v)),
+            Err(e) => Got::Reply(Reply::Error(e)),
+        }),
+        // A leaf evicted to the page file that could not be read back.
+        Err(e) => Err(Got::Reply(Reply::Error(e))),
+    }
+}
+
+/// Admits GET `tag` of `key` at `rv`: walks its interior levels straight down to the
+/// `staged` (0 or 1) levels above the leaves and fetches the node it reached. With `defer`,
+/// a leaf that lives only in the page file is not read.
 ///
 /// # Safety
 /// The caller holds an epoch published before `rv` was taken (inline.rs invariant 1).
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn admit<'s>(
     raw: Raw<'s>,
     tag: usize,
     key: &[u8],
     rv: u64,
     now: u64,
+    staged: u8,
     defer: bool,
 ) -> Got<'s> {
     // SAFETY: the caller's epoch protects the walk (contract).
-    let lid = match unsafe { raw.lid_at_level(key, rv, 0) } {
+    let lid = match unsafe { raw.lid_at_level(key, rv, staged) } {
         Ok(lid) => lid,
         Err(e) => return Got::Reply(Reply::Error(e)),
     };
-    let page = if defer {
-        match raw.resident(lid) {
-            Some(off) => Ok(off),
-            None => return Got::Missed(lid),
-        }
-    } else {
-        raw.page(lid)
+    // SAFETY: as above.
+    let off = match unsafe { page(raw, lid, key, rv, now, defer) } {
+        Ok(off) => off,
+        Err(got) => return got,
     };
-    match page {
-        Ok(off) => {
-            fetch_leaf(raw, off);
-            Got::Flying(Get {
-                tag,
-                at: At::Leaf(off),
-            })
-        }
-        // No room to read an evicted leaf back: the reference reader answers, reading it
-        // into a private copy.
-        // SAFETY: as above.
-        Err(Error::OutOfMemory { .. }) => match unsafe { raw.reference_get(key, rv, now) } {
-            Ok(v) => Got::Reply(Reply::Value(v)),
-            Err(e) => Got::Reply(Reply::Error(e)),
-        },
-        // A leaf evicted to the page file that could not be read back.
-        Err(e) => Got::Reply(Reply::Error(e)),
-    }
+    // With `staged` 1 the node reached is the leaves' parent, unless the tree is short:
+    // the parent stage finds out from its header.
+    let at = if staged > 0 {
+        fetch_parent(raw, off);
+        At::Parent(off)
+    } else {
+        fetch_leaf(raw, off);
+        At::Leaf(off)
+    };
+    Got::Flying(Get { tag, at })
 }
 
 impl Get {
@@ -122,8 +165,49 @@ impl Get {
         key: &[u8],
         rv: u64,
         now: u64,
+        defer: bool,
     ) -> Got<'s> {
         match self.at {
+            At::Parent(off) => {
+                // SAFETY: reached by this request's walk under the caller's epoch.
+                let v = unsafe { raw.view(off) };
+                if v.version() > rv {
+                    let old = v.old_version();
+                    if old != NO_BUFFER {
+                        fetch_parent(raw, old);
+                        self.at = At::Parent(old);
+                        return Got::Flying(self);
+                    }
+                }
+                if v.is_leaf() {
+                    // The tree is a leaf high: this is the GET's leaf.
+                    fetch_leaf(raw, off);
+                    self.at = At::Leaf(off);
+                    return Got::Flying(self);
+                }
+                let (at, len) = v.search_span();
+                prefetch(raw.node_addr(off).wrapping_add(at), len);
+                self.at = At::Heads(off);
+                Got::Flying(self)
+            }
+            At::Heads(off) => {
+                // SAFETY: as above.
+                let lid = unsafe { raw.view(off) }.descend(key);
+                prefetch(raw.page_entry_addr(lid), 8);
+                self.at = At::Page(lid);
+                Got::Flying(self)
+            }
+            At::Page(lid) => {
+                // SAFETY: as above.
+                match unsafe { page(raw, lid, key, rv, now, defer) } {
+                    Ok(leaf) => {
+                        fetch_leaf(raw, leaf);
+                        self.at = At::Leaf(leaf);
+                        Got::Flying(self)
+                    }
+                    Err(got) => got,
+                }
+            }
             At::Leaf(off) => {
                 // SAFETY: reached by this request's walk under the caller's epoch.
                 let v = unsafe { raw.view(off) };

@@ -14,6 +14,7 @@
 //!    caller (so nothing `emit` sees is freed while it looks at it).
 
 use crate::amac::{Flight, Step};
+use crate::cpu::Staging;
 use crate::gets::{self, Get, Got};
 use crate::hot::HotCache;
 use crate::manager::Counters;
@@ -49,8 +50,8 @@ pub struct InlineReader {
     store: Arc<Store>,
     slot: ReaderSlot,
     window: usize,
-    /// Levels above the leaves walked interleaved (`EngineConfig::staged_levels`).
-    staged: u8,
+    /// Which levels are walked interleaved (`EngineConfig::staging`).
+    staging: Staging,
     cache: Option<Arc<HotCache>>,
     sampler: Sampler,
     counters: Arc<Counters>,
@@ -76,7 +77,7 @@ impl InlineReader {
     pub(crate) fn new(
         store: Arc<Store>,
         window: usize,
-        staged: u8,
+        staging: Staging,
         cache: Option<Arc<HotCache>>,
         sampler: Sampler,
         counters: Arc<Counters>,
@@ -86,7 +87,7 @@ impl InlineReader {
             store,
             slot,
             window: window.max(1),
-            staged,
+            staging,
             cache,
             sampler,
             counters,
@@ -148,8 +149,9 @@ impl InlineReader {
                 self.hashes.push(h);
             }
         }
-        // GETs take the lean path unless interior levels are staged too (gets.rs).
-        let lean = self.staged == 0;
+        // GETs take the lean path unless more than one interior level is staged (gets.rs).
+        let staged = self.staging.levels(raw);
+        let lean = staged <= 1;
         let mut next = 0;
         loop {
             while self.active.len() + self.gets.len() < self.window && next < reqs.len() {
@@ -176,7 +178,7 @@ impl InlineReader {
                 if let (ReadRef::Get(key), true) = (req, lean) {
                     // SAFETY: the slot published an epoch before this batch's read version
                     // was taken and is cleared only after the loop (invariant 1).
-                    match unsafe { gets::admit(raw, tag, key, rv, now, self.defer) } {
+                    match unsafe { gets::admit(raw, tag, key, rv, now, staged, self.defer) } {
                         Got::Flying(g) => self.gets.push(g),
                         Got::Missed(lid) => self.missed.push((tag, lid)),
                         Got::Value(v, f) => emit(tag, Found::Value(v, f)),
@@ -186,12 +188,12 @@ impl InlineReader {
                 }
                 let at = match self.spare.pop() {
                     Some(at) => {
-                        self.flights[at].renew(raw, tag as u64, rv, now, req);
+                        self.flights[at].renew(raw, tag as u64, rv, now, req, staged);
                         at
                     }
                     None => {
                         let f = Flight::new(raw, tag as u64, rv, now, 0, 0, req.to_request())
-                            .staged(self.staged);
+                            .staged(staged);
                         self.flights.push(f);
                         self.flights.len() - 1
                     }
@@ -209,7 +211,7 @@ impl InlineReader {
                     unreachable!("only GETs take the lean path");
                 };
                 // SAFETY: as above.
-                let found = match unsafe { g.step(raw, key, rv, now) } {
+                let found = match unsafe { g.step(raw, key, rv, now, self.defer) } {
                     Got::Flying(g) => {
                         self.gets[i] = g;
                         i += 1;

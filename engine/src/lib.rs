@@ -47,7 +47,7 @@ mod select;
 mod sketch;
 mod submissions;
 
-pub use cpu::{CpuEngine, EngineConfig};
+pub use cpu::{CpuEngine, EngineConfig, Staging, STRAIGHT_BYTES};
 pub use hot::{HotCache, HotCacheStats};
 pub use inline::{Found, InlineReader};
 pub use loader::{LoadSink, Loader};

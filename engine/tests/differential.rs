@@ -8,7 +8,7 @@
 
 mod common;
 
-use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine, Request, Sink};
+use accelkv_engine::{CpuEngine, EngineConfig, ReadEngine, Request, Sink, Staging};
 use common::{fill, key, reference, request, small_store, submit, value, wait_all, KEYS};
 use common::{EXPIRED, EXPIRES_LATER};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -37,7 +37,7 @@ fn run_staged(threads: usize, cache_buckets: usize, writers: bool, seed: u64, st
         EngineConfig {
             threads,
             window: 8,
-            staged_levels: staged,
+            staging: Staging::Levels(staged),
             cache_buckets,
             sample_every: 1,
             manager_interval: Duration::from_millis(2),

@@ -105,6 +105,33 @@ impl<'s> Raw<'s> {
         unsafe { self.tree.lid_at_level(key, rv, level) }
     }
 
+    /// Bytes of the nodes one level above the leaves (0 when the root is that level or a
+    /// leaf): counted along the leftmost path from the root, each level's node taken to
+    /// have as many children as that path's node. A hint (it moves with every split) for an
+    /// engine deciding which levels stay in the processor's caches.
+    pub fn level1_bytes(&self) -> usize {
+        let pin = self.tree.epochs.pin();
+        let Ok(mut off) = self.tree.page(ROOT) else {
+            return 0;
+        };
+        let mut nodes = 1usize;
+        loop {
+            let v = self.tree.view(off, &pin);
+            if v.level() <= 1 {
+                return if nodes > 1 {
+                    nodes.saturating_mul(self.tree.geo.node_size)
+                } else {
+                    0
+                };
+            }
+            nodes = nodes.saturating_mul(v.item_count() + 1);
+            match self.tree.page(v.link()) {
+                Ok(next) => off = next,
+                Err(_) => return 0,
+            }
+        }
+    }
+
     /// Height of the tree: the root's level (0: the root is a leaf). A hint: it changes
     /// when the root splits or shrinks.
     pub fn height(&self) -> u8 {
