@@ -1,6 +1,7 @@
 //! Decode-only fuzz target for the node format: arbitrary bytes (padded or cut to a node
 //! size) go through `validate_node`; a node it accepts is then read every way a reader
-//! reads one (the tail's fingerprints and slots included), and a log entry appended the
+//! reads one (the tail's fingerprints and slots included, an interior node's heads block
+//! read without a view too), and a log entry appended the
 //! way the tree's writer appends one must leave a node that validates. Nothing may panic.
 //!
 //! `cargo +nightly fuzz run node_decode fuzz/seeds/node_decode -- -max_total_time=60`
@@ -56,8 +57,12 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     } else {
-        let _ = view.child_for(probe);
+        let child = view.child_for(probe);
         let _ = view.child_below(probe);
         let _ = view.interior_entries();
+        // Routing by the heads block from the raw bytes agrees with the view, or declines.
+        if let Some(raw) = accelkv_node::route_heads(&node[accelkv_node::layout::ATOMIC_END..], probe) {
+            assert_eq!(raw, child, "route_heads disagrees with the view");
+        }
     }
 });
