@@ -84,6 +84,7 @@ fn fetch_parent(raw: Raw<'_>, off: u64) {
 ///
 /// # Safety
 /// As for [`admit`].
+#[inline(always)]
 unsafe fn page<'s>(
     raw: Raw<'s>,
     lid: u64,
@@ -102,15 +103,27 @@ unsafe fn page<'s>(
     };
     match page {
         Ok(off) => Ok(off),
-        // No room to read an evicted leaf back: the reference reader answers, reading it
-        // into a private copy.
+        // SAFETY: as above.
+        Err(e) => Err(unsafe { unpaged(raw, e, key, rv, now) }),
+    }
+}
+
+/// The answer of a GET whose leaf could not be read: with no room to read an evicted leaf
+/// back, the reference reader's (it reads it into a private copy); else the error.
+///
+/// # Safety
+/// As for [`admit`].
+#[cold]
+#[inline(never)]
+unsafe fn unpaged<'s>(raw: Raw<'s>, e: Error, key: &[u8], rv: u64, now: u64) -> Got<'s> {
+    match e {
         // SAFETY: the caller's epoch protects the walk (contract).
-        Err(Error::OutOfMemory { .. }) => Err(match unsafe { raw.reference_get(key, rv, now) } {
+        Error::OutOfMemory { .. } => match unsafe { raw.reference_get(key, rv, now) } {
             Ok(v) => Got::Reply(Reply::Value(v)),
             Err(e) => Got::Reply(Reply::Error(e)),
-        }),
+        },
         // A leaf evicted to the page file that could not be read back.
-        Err(e) => Err(Got::Reply(Reply::Error(e))),
+        e => Got::Reply(Reply::Error(e)),
     }
 }
 
