@@ -18,12 +18,14 @@
 # reference reader one at a time, or gathered into batches of 64 for the CPU engine's
 # interleaved walk on the same thread (as the server's event loops run them).
 #
-# Usage: scripts/honeycomb-eval.sh [records] [seconds]   (default 1000000 3)
+# Usage: [RUNS=n] scripts/honeycomb-eval.sh [records] [seconds]   (default 1000000 3; with RUNS,
+# every side-by-side row is the median of that many interleaved runs of each store)
 # Needs g++, autoconf, make (apt-get install -y g++ autoconf make).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 records=${1:-1000000}
 secs=${2:-3}
+runs=${RUNS:-1}
 dir=${MASSTREE_DIR:-/tmp/masstree-ycsb}
 repo=${MASSTREE_REPO:-https://github.com/kohler/masstree-beta}
 if [ ! -x "$dir/mttest" ]; then
@@ -45,18 +47,26 @@ mt() { # mttest ycsb PARAMS... -> ops/s (mttest prints each thread's result as J
   (cd "$dir" && ./mttest -j1 --no-notebook records="$records" secs="$secs" "$@" ycsb 2>&1 >/dev/null) \
     | grep -o '"ops_per_sec":[0-9.e+]*' | cut -d: -f2 | awk '{s += $1} END {printf "%.0f\n", s}'
 }
-ak() { # core_ycsb ARGS... -> ops/s
-  "$core" --records "$records" --secs "$secs" "$@" | awk '{print $4}'
+ak() { # core_ycsb ARGS... -> ops/s (as the server runs the engine: hot cache of 65,536
+  # buckets; its hit share goes to stderr)
+  "$core" --records "$records" --secs "$secs" "$@" 2>/dev/null | awk '{print $4}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f×", a / b}'; }
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 # One setting on Masstree and on accelkv's two readers: prints the table row and, with a
 # series file, appends the three points at X.
 # side LABEL "MTTEST PARAMS" "CORE_YCSB ARGS" [SERIES X]
 side() {
-  local m r e
-  m=$(mt $2)
-  r=$(ak $3 --reader reference)
-  e=$(ak $3 --reader inline)
+  local m r e ms=() rs=() es=()
+  # RUNS interleaved runs of each, the medians reported (this VM's runs vary by 10-30%).
+  for _ in $(seq "$runs"); do
+    ms+=("$(mt $2)")
+    rs+=("$(ak $3 --reader reference)")
+    es+=("$(ak $3 --reader inline)")
+  done
+  m=$(median "${ms[@]}")
+  r=$(median "${rs[@]}")
+  e=$(median "${es[@]}")
   echo "| $1 | $m | $r | $(ratio "$r" "$m") | $e | $(ratio "$e" "$m") |"
   if [ -n "${4:-}" ]; then
     printf 'Masstree %s %s\naccelkv-reference %s %s\naccelkv-engine %s %s\n' \
@@ -80,7 +90,7 @@ EOF
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 {
-echo "Written by \`scripts/honeycomb-eval.sh $records $secs\` on $(date -u +%Y-%m-%d): $records records, $secs s per run,"
+echo "Written by \`RUNS=$runs scripts/honeycomb-eval.sh $records $secs\` on $(date -u +%Y-%m-%d): $records records, $secs s per run,"
 echo "one thread per store; $(nproc) vCPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1))."
 echo
 echo "### YCSB and the cloud-storage workload against Masstree"
