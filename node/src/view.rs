@@ -603,25 +603,40 @@ impl<'a> NodeView<'a> {
     }
 
     /// Separators from `base` whose head ties with the key's (`hk`) may sort either side of
-    /// it (rare: the heads differ where the keys do); they ascend, so walk them.
+    /// it: the heads differ where the keys do, except where many separators share the bytes
+    /// a head holds (keys such as `counter:…` next to `key:…` in one node). The ties ascend
+    /// and are contiguous, so two binary searches bound the work: one by heads for the end
+    /// of the ties, one by whole keys within them.
     #[cold]
     #[inline(never)]
     fn past_ties(
         &self,
         key: &[u8],
         after: bool,
-        mut base: usize,
+        base: usize,
         hk: u64,
         head: impl Fn(usize) -> u64,
     ) -> usize {
-        while base < self.item_count() && head(base) == hk {
-            let ord = cmp_keys(self.item_key(base), key);
-            if ord == Greater || (ord == Equal && !after) {
-                break;
+        let (mut lo, mut hi) = (base, self.item_count());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if head(mid) <= hk {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
-            base += 1;
         }
-        base
+        let (mut lo, mut hi) = (base, lo);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let ord = cmp_keys(self.item_key(mid), key);
+            if ord == Less || (ord == Equal && after) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// Compares `key` with this interior node's heads prefix, the first `p` bytes of item
