@@ -155,10 +155,6 @@ fn main() {
         EngineConfig {
             threads: 0,
             cache_buckets: a.cache_buckets,
-            sample_every: std::env::var("SAMPLE_EVERY")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(8),
             ..EngineConfig::default()
         },
     );
