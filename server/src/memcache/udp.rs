@@ -2,7 +2,7 @@
 //! memcached): one request per datagram behind memcached's 8-byte frame header, answered on
 //! the loop that received it, the reply split into numbered datagrams.
 //!
-//! Two rules keep the port from being an amplifier (DESIGN.md invariant 7): a reply,
+//! Two rules keep the port from being an amplifier (docs/ARCHITECTURE.md, invariant 7): a reply,
 //! headers included, is never larger than the datagram that asked for it (a larger one is
 //! replaced by `SERVER_ERROR object too large for cache` if that fits, else dropped), and
 //! UDP takes retrievals and other read-only commands only: a write gets
