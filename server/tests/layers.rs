@@ -1,5 +1,6 @@
 //! The server's shape, checked from its source (docs/ARCHITECTURE.md, "The server's
-//! layers"): every `crate::` path in every file of server/src names a module, and
+//! layers"): every `crate::`, `super::` and `self::` path in every file of server/src names a
+//! module, and
 //!
 //! 1. the modules' imports form no cycle;
 //! 2. imports go one way between the layers: the core (`core/`) imports only itself and
@@ -10,8 +11,9 @@
 //! 3. no function is longer than `MAX_FN_LINES` lines;
 //! 4. the shared state (`core/shared.rs`) has no public fields.
 //!
-//! A path is read from the source text (`use` lines and paths in code alike), so a check
-//! cannot be dodged by writing a path out in full.
+//! A path is read from the source text (`use` lines and paths in code alike; `crate::`,
+//! `super::` and `self::` paths, resolved from the file's module or the inline module they
+//! sit in), so a check cannot be dodged by writing a path out in full or relative.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -54,30 +56,124 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// The modules `m`'s source names by `crate::…` paths (also inside `use crate::{…}`
-/// groups), each resolved to the longest module that exists.
+/// The inline modules (`mod tests { … }`) open at each byte of `code`: for each byte, the
+/// names of the inline modules around it, outermost first. String and character literals
+/// are skipped, so a brace inside one does not count.
+fn inline_mods(code: &str) -> Vec<Vec<String>> {
+    let b = code.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut open: Vec<(String, usize)> = Vec::new();
+    let (mut depth, mut i) = (0usize, 0usize);
+    let mut pending: Option<String> = None;
+    while i < b.len() {
+        let here: Vec<String> = open.iter().map(|(n, _)| n.clone()).collect();
+        let step = match b[i] {
+            b'"' => {
+                // A string literal: to its closing quote, past escapes.
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                j + 1 - i
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') => 3,
+            b'\'' if b.get(i + 1) == Some(&b'\\') && b.get(i + 3) == Some(&b'\'') => 4,
+            b'{' => {
+                depth += 1;
+                if let Some(name) = pending.take() {
+                    open.push((name, depth));
+                }
+                1
+            }
+            b'}' => {
+                if open.last().is_some_and(|(_, d)| *d == depth) {
+                    open.pop();
+                }
+                depth = depth.saturating_sub(1);
+                1
+            }
+            b';' => {
+                pending = None; // `mod x;` declares a file, not an inline module
+                1
+            }
+            _ if b[i..].starts_with(b"mod ")
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
+            {
+                let name: String = b[i + 4..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .map(|&c| c as char)
+                    .collect();
+                pending = Some(name);
+                4
+            }
+            _ => 1,
+        };
+        let step = step.min(b.len() - i);
+        out.extend(std::iter::repeat_n(here, step));
+        i += step;
+    }
+    out
+}
+
+/// The modules `m`'s source names by `crate::…`, `super::…` and `self::…` paths (also
+/// inside `use …::{…}` groups; `super::` and `self::` resolved from the module, or from the
+/// inline module they are written in), each resolved to the longest module that exists.
 fn imports(m: &str, text: &str, all: &BTreeMap<String, String>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let code = code(text);
+    let inline = inline_mods(&code);
     let mut paths: Vec<String> = Vec::new();
-    let mut rest = code.as_str();
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
+    let b = code.as_bytes();
+    for start in 0..code.len() {
+        let prefix = ["crate::", "super::", "self::"]
+            .into_iter()
+            .find(|p| b[start..].starts_with(p.as_bytes()));
+        let Some(prefix) = prefix else { continue };
+        if start > 0
+            && (b[start - 1].is_ascii_alphanumeric()
+                || b[start - 1] == b'_'
+                || b[start - 1] == b':')
+        {
+            continue; // inside a longer path (`a::super::`) or a word (`myself::`)
+        }
+        // The module the path starts from.
+        let mut base: Vec<String> = if prefix == "crate::" {
+            Vec::new()
+        } else {
+            let mut v: Vec<String> = m.split("::").map(str::to_string).collect();
+            v.extend(inline[start].iter().cloned());
+            v
+        };
+        let mut rest = &code[start + prefix.len()..];
+        if prefix == "super::" {
+            base.pop();
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+        }
         let end = rest
             .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '{'))
             .unwrap_or(rest.len());
         let p = &rest[..end];
+        let base = base.join("::");
+        let join = |tail: &str| match (base.is_empty(), tail.is_empty()) {
+            (true, _) => tail.to_string(),
+            (false, true) => base.clone(),
+            (false, false) => format!("{base}::{tail}"),
+        };
         match p.find('{') {
             // `crate::a::{b, c::d}`: each item of the group.
-            Some(b) => {
-                let base = &p[..b];
+            Some(g) => {
+                let head = &p[..g];
                 let close = rest.find('}').unwrap_or(rest.len());
-                for item in rest[b + 1..close].split(',') {
+                for item in rest[g + 1..close].split(',') {
                     let item: String = item.chars().filter(|c| !c.is_whitespace()).collect();
-                    paths.push(format!("{base}{item}"));
+                    paths.push(join(&format!("{head}{item}")));
                 }
             }
-            None => paths.push(p.trim_end_matches(':').to_string()),
+            None => paths.push(join(p.trim_end_matches(':'))),
         }
     }
     for p in paths {
@@ -272,6 +368,25 @@ fn the_checks_themselves_catch_what_they_look_for() {
     let text = "use crate::resp::table::Spec;\n// crate::net::session in prose\nuse crate::{core::shared::Shared, resp::table};\nfn f() { crate::resp::x(); }";
     let got = imports("core::shared", text, &all);
     let want: BTreeSet<String> = ["resp::table", "resp"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(got, want);
+    // Relative paths: `super::` from a file's module and from an inline module, `self::`,
+    // groups, and braces inside literals that must not confuse the inline modules.
+    let mut all2 = all.clone();
+    for m in [
+        "core",
+        "core::ops",
+        "core::ops::item",
+        "core::ops::write",
+        "core::ops::vector",
+    ] {
+        all2.insert(m.to_string(), String::new());
+    }
+    let text = "use super::write::{Effect, Outcome};\nfn f() { let _ = '{'; let _ = \"}}\"; super::super::shared::x(); }\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use self::inner::y;\n}\nfn g() { super::vector::z(); }";
+    let got = imports("core::ops::item", text, &all2);
+    let want: BTreeSet<String> = ["core::ops::write", "core::shared", "core::ops::vector"]
         .iter()
         .map(|s| s.to_string())
         .collect();

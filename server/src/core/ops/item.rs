@@ -12,7 +12,8 @@
 //! key's leaf is rebuilt, which makes a compare fail spuriously, never store over a change
 //! it did not see.
 
-use super::write::{Effect, Failure, Outcome};
+pub use super::outcome::VersionedItem;
+use super::outcome::{Effect, Failure, Outcome};
 use std::borrow::Cow;
 
 /// When a store applies.
@@ -79,16 +80,6 @@ pub enum ItemWrite<'a> {
     /// `gets`, `gats`, `mg` asking for its CAS or TTL: the item as it is now (after `touch`,
     /// when given), ordered with the writes of its key.
     Read { touch: Option<ItemTtl> },
-}
-
-/// An item as a versioned read found it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VersionedItem {
-    pub value: Vec<u8>,
-    pub flags: u32,
-    /// ms since the Unix epoch; 0: none.
-    pub deadline: u64,
-    pub cas: u64,
 }
 
 /// The key's state a memcached write runs on.
