@@ -65,6 +65,9 @@ pub mod flag {
     /// engine, not through the transaction's own view): queueing it aborts the
     /// transaction.
     pub const NO_MULTI: u32 = 1 << 10;
+    /// Cluster mode: run on the node that received it (it names no key: connection state,
+    /// introspection). accelkv's own flag, not one COMMAND INFO reports.
+    pub const LOCAL: u32 = 1 << 11;
 
     /// Each flag with its COMMAND INFO name, in the order COMMAND INFO lists them.
     pub const NAMES: [(u32, &str); 11] = [

@@ -1,10 +1,11 @@
 #![cfg_attr(not(feature = "cluster"), allow(dead_code))]
 //! RESP commands in cluster mode (docs/CLUSTER.md): how a command is classified (run here,
-//! refused, or routed by its keys, from the command table), and how a routed write is
-//! encoded as a replicated command with every relative time made absolute (so each
-//! replica, and a replay after a restart, computes the same deadline).
+//! refused, or routed by its keys, from the command table: its `LOCAL` flag and its key
+//! positions), and how a routed write is encoded as a replicated command with every
+//! relative time made absolute (so each replica, and a replay after a restart, computes
+//! the same deadline).
 
-use crate::resp::call::flag::WRITE;
+use crate::resp::call::flag::{LOCAL, WRITE};
 
 /// How a command is served in cluster mode.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,32 +23,15 @@ pub enum Class<'a> {
     },
 }
 
-const LOCAL: &[&str] = &[
-    "AUTH",
-    "HELLO",
-    "QUIT",
-    "RESET",
-    "PING",
-    "ECHO",
-    "SELECT",
-    "READONLY",
-    "READWRITE",
-    "CLIENT",
-    "COMMAND",
-    "CONFIG",
-    "INFO",
-    "TIME",
-    "WAIT",
-    "CLUSTER",
-];
-
 /// Classifies `args` (a decoded command, name first).
 pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
-    let name = crate::resp::reply::upper(args[0]);
-    let name = std::str::from_utf8(&name).unwrap_or("");
-    if LOCAL.contains(&name) {
+    let Some(spec) = crate::resp::table::find(args[0]) else {
+        return Class::Local; // unknown: answered as unknown here
+    };
+    if spec.has(LOCAL) {
         return Class::Local;
     }
+    let name = spec.name;
     match name {
         "MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH" => {
             return Class::Refused("transactions are not served in cluster mode yet")
@@ -68,9 +52,6 @@ pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
         }
         _ => {}
     }
-    let Some(spec) = crate::resp::table::find(args[0]) else {
-        return Class::Local; // unknown: answered as unknown here
-    };
     if spec.keys.0 <= 0 {
         return Class::Refused("this command is not served in cluster mode");
     }

@@ -75,7 +75,7 @@ static BASE: &[Spec] = &[
     spec(
         "AUTH",
         -2,
-        CONN | NO_AUTH,
+        CONN | NO_AUTH | LOCAL,
         NONE,
         "connection",
         "Authenticates the connection.",
@@ -84,7 +84,7 @@ static BASE: &[Spec] = &[
     spec(
         "HELLO",
         -1,
-        CONN | NO_AUTH,
+        CONN | NO_AUTH | LOCAL,
         NONE,
         "connection",
         "Handshakes: protocol version, authentication, name.",
@@ -93,7 +93,7 @@ static BASE: &[Spec] = &[
     spec(
         "QUIT",
         -1,
-        CONN | NO_AUTH,
+        CONN | NO_AUTH | LOCAL,
         NONE,
         "connection",
         "Closes the connection.",
@@ -102,7 +102,7 @@ static BASE: &[Spec] = &[
     spec(
         "RESET",
         1,
-        CONN,
+        CONN | LOCAL,
         NONE,
         "connection",
         "Resets the connection's state.",
@@ -111,7 +111,7 @@ static BASE: &[Spec] = &[
     spec(
         "PING",
         -1,
-        FAST,
+        FAST | LOCAL,
         NONE,
         "connection",
         "Answers PONG, or the argument.",
@@ -120,7 +120,7 @@ static BASE: &[Spec] = &[
     spec(
         "ECHO",
         2,
-        FAST,
+        FAST | LOCAL,
         NONE,
         "connection",
         "Answers the argument.",
@@ -129,7 +129,7 @@ static BASE: &[Spec] = &[
     spec(
         "SELECT",
         2,
-        CONN,
+        CONN | LOCAL,
         NONE,
         "connection",
         "Selects a database (0 to --databases - 1).",
@@ -138,7 +138,7 @@ static BASE: &[Spec] = &[
     spec(
         "READONLY",
         1,
-        CONN,
+        CONN | LOCAL,
         NONE,
         "cluster",
         "Accepted for cluster-aware clients.",
@@ -147,7 +147,7 @@ static BASE: &[Spec] = &[
     spec(
         "READWRITE",
         1,
-        CONN,
+        CONN | LOCAL,
         NONE,
         "cluster",
         "Accepted for cluster-aware clients.",
@@ -156,7 +156,7 @@ static BASE: &[Spec] = &[
     spec(
         "CLIENT",
         -2,
-        CONN,
+        CONN | LOCAL,
         NONE,
         "connection",
         "SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, NO-EVICT, TRACKING off.",
@@ -165,7 +165,7 @@ static BASE: &[Spec] = &[
     spec(
         "COMMAND",
         -1,
-        ADMINISTRATIVE,
+        ADMINISTRATIVE | LOCAL,
         NONE,
         "server",
         "COUNT, INFO, DOCS, LIST of this table.",
@@ -174,7 +174,7 @@ static BASE: &[Spec] = &[
     spec(
         "CONFIG",
         -2,
-        ADMINISTRATIVE,
+        ADMINISTRATIVE | LOCAL,
         NONE,
         "server",
         "GET and SET of run-time settings.",
@@ -183,7 +183,7 @@ static BASE: &[Spec] = &[
     spec(
         "INFO",
         -1,
-        ADMINISTRATIVE,
+        ADMINISTRATIVE | LOCAL,
         NONE,
         "server",
         "Server information and statistics.",
@@ -219,7 +219,7 @@ static BASE: &[Spec] = &[
     spec(
         "TIME",
         1,
-        FAST,
+        FAST | LOCAL,
         NONE,
         "server",
         "The server's clock.",
@@ -228,7 +228,7 @@ static BASE: &[Spec] = &[
     spec(
         "CLUSTER",
         -2,
-        CONN,
+        CONN | LOCAL,
         NONE,
         "cluster",
         "Cluster mode: the range map (RANGES), its state (INFO), this node's id (MYID).",
@@ -237,7 +237,7 @@ static BASE: &[Spec] = &[
     spec(
         "WAIT",
         3,
-        FAST,
+        FAST | LOCAL,
         NONE,
         "generic",
         "Answers 0: there are no replicas.",
