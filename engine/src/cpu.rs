@@ -20,7 +20,7 @@ use crate::request::{Completion, ReadRef, Reply, Request, Sink};
 use crate::{EngineStats, ReadEngine};
 use accelkv_tree::{Raw, ReaderSlot, Store};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -163,11 +163,13 @@ impl CpuEngine {
         let samples = cache.as_ref().map(|c| {
             let (tx, rx) = channel();
             let spare = Arc::new(Mutex::new(Vec::new()));
+            let sparse = Arc::new(AtomicU32::new(0));
             let m = Manager {
                 store: store.clone(),
                 cache: c.clone(),
                 samples: rx,
                 spare: spare.clone(),
+                sparse: sparse.clone(),
                 stop: stop.clone(),
                 interval: cfg.manager_interval,
                 judge: Judge::new(counters.clone()),
@@ -178,7 +180,7 @@ impl CpuEngine {
                     .spawn(move || m.run())
                     .expect("spawn cache manager"),
             );
-            SampleChannel { tx, spare }
+            SampleChannel { tx, spare, sparse }
         });
         let shards: Vec<Arc<Shard>> = (0..cfg.threads)
             .map(|_| {

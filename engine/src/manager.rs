@@ -18,12 +18,13 @@
 //! every GET pays its lookup. So the engines' own hit counters judge too: once the cache
 //! has been on for [`JUDGED_ROUNDS`] with enough lookups, a measured share below
 //! [`MEASURED_OFF`] turns it off and keeps it off for a back-off that doubles with each such failure (up to
-//! [`MAX_BACKOFF`]) and resets when a measured share reaches [`ON`].
+//! [`MAX_BACKOFF`]) and resets when a measured share reaches [`ON`]; during a back-off the
+//! samplers keep 8 times fewer keys ([`SPARSE_SHIFT`]).
 
 use crate::hot::{HotCache, MAX_CACHED_KEY};
 use crate::sketch::{Hot, Sketch};
 use accelkv_tree::Store;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,6 +44,10 @@ pub(crate) type Samples = Vec<u8>;
 pub(crate) struct SampleChannel {
     pub(crate) tx: Sender<Samples>,
     pub(crate) spare: Arc<Mutex<Vec<Samples>>>,
+    /// How much more sparsely to sample, as a shift of the sampling interval: 0 normally,
+    /// [`SPARSE_SHIFT`] while a back-off keeps the cache off (its samples then only keep
+    /// the sketch current for the back-off's end).
+    pub(crate) sparse: Arc<AtomicU32>,
 }
 
 /// A reader's side of the control plane (an engine thread's or an inline reader's): one
@@ -67,10 +72,19 @@ impl Sampler {
         }
     }
 
-    /// Counts a GET of `key`, keeping it if it is the one in `every` (and cacheable).
+    /// Counts a GET of `key`, keeping it if it is the one in `every` (and cacheable;
+    /// one in `every << sparse` while the manager asks for fewer).
     pub(crate) fn see(&mut self, key: &[u8]) {
         self.gets = self.gets.wrapping_add(1);
-        if self.gets.is_multiple_of(self.every) && key.len() <= MAX_CACHED_KEY {
+        if !self.gets.is_multiple_of(self.every) {
+            return;
+        }
+        let shift = self
+            .channel
+            .as_ref()
+            .map_or(0, |ch| ch.sparse.load(Ordering::Relaxed));
+        let sampled = shift == 0 || (self.gets / self.every).is_multiple_of(1 << shift);
+        if sampled && key.len() <= MAX_CACHED_KEY {
             self.batch.push(key.len() as u8);
             self.batch.extend_from_slice(key);
             self.keys += 1;
@@ -98,6 +112,10 @@ fn sampled(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
         Some(key)
     })
 }
+
+/// During a back-off the samplers keep one GET in `sample_every << SPARSE_SHIFT` (one in
+/// 64 at the default 8).
+pub(crate) const SPARSE_SHIFT: u32 = 3;
 
 /// Most keys installed per interval.
 const PER_ROUND: usize = 16384;
@@ -202,6 +220,8 @@ pub(crate) struct Manager {
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) interval: Duration,
     pub(crate) judge: Judge,
+    /// The samplers' [`SampleChannel::sparse`].
+    pub(crate) sparse: Arc<AtomicU32>,
 }
 
 impl Manager {
@@ -233,6 +253,13 @@ impl Manager {
             if last.elapsed() >= self.interval {
                 last = Instant::now();
                 rounds += 1;
+                // While a back-off keeps the cache off, sample more sparsely: the samples
+                // only keep the sketch current, and on two cores the control plane's CPU
+                // is taken from the engine and its clients.
+                let backing_off =
+                    !self.cache.is_active() && !self.judge.may_activate(Instant::now());
+                let shift = if backing_off { SPARSE_SHIFT } else { 0 };
+                self.sparse.store(shift, Ordering::Relaxed);
                 // Nothing new sampled: the ranking has not changed.
                 if std::mem::take(&mut fresh) {
                     let top = sketch.top(buckets);
@@ -325,6 +352,33 @@ mod tests {
     fn judge() -> (Arc<Counters>, Judge) {
         let c = Arc::new(Counters::default());
         (c.clone(), Judge::new(c))
+    }
+
+    /// A sampler keeps one GET in `every`, and one in `every << SPARSE_SHIFT` while the
+    /// manager asks for fewer; a full batch goes to the manager.
+    #[test]
+    fn a_sampler_keeps_fewer_keys_while_asked_to() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sparse = Arc::new(AtomicU32::new(0));
+        let ch = SampleChannel {
+            tx,
+            spare: Arc::new(Mutex::new(Vec::new())),
+            sparse: sparse.clone(),
+        };
+        let mut s = Sampler::new(Some(ch), 8);
+        let kept = |s: &mut Sampler, gets: usize| {
+            for i in 0..gets {
+                s.see(format!("key{i}").as_bytes());
+            }
+            rx.try_iter().map(|b| sampled(&b).count()).sum::<usize>()
+        };
+        assert_eq!(kept(&mut s, 8 * SAMPLE_BATCH), SAMPLE_BATCH);
+        sparse.store(SPARSE_SHIFT, Ordering::Relaxed);
+        assert_eq!(kept(&mut s, 8 * SAMPLE_BATCH), 0);
+        assert_eq!(
+            kept(&mut s, (8 << SPARSE_SHIFT) * SAMPLE_BATCH),
+            SAMPLE_BATCH
+        );
     }
 
     /// Runs `rounds` rounds of `hits` and `misses` each; the last verdict.
