@@ -56,17 +56,18 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// The inline modules (`mod tests { … }`) open at each byte of `code`: for each byte, the
-/// names of the inline modules around it, outermost first. String and character literals
-/// are skipped, so a brace inside one does not count.
-fn inline_mods(code: &str) -> Vec<Vec<String>> {
+/// The inline modules (`mod tests { … }`) open across `code`: each byte offset where the
+/// set changes, with the names of the inline modules around the bytes from there on,
+/// outermost first (see [`inline_at`]). String and character literals are skipped, so a
+/// brace inside one does not count.
+fn inline_mods(code: &str) -> Vec<(usize, Vec<String>)> {
     let b = code.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
+    let mut out = vec![(0, Vec::new())];
     let mut open: Vec<(String, usize)> = Vec::new();
     let (mut depth, mut i) = (0usize, 0usize);
     let mut pending: Option<String> = None;
     while i < b.len() {
-        let here: Vec<String> = open.iter().map(|(n, _)| n.clone()).collect();
+        let here = open.len();
         let step = match b[i] {
             b'"' => {
                 // A string literal: to its closing quote, past escapes.
@@ -109,11 +110,18 @@ fn inline_mods(code: &str) -> Vec<Vec<String>> {
             }
             _ => 1,
         };
-        let step = step.min(b.len() - i);
-        out.extend(std::iter::repeat_n(here, step));
-        i += step;
+        i += step.min(b.len() - i);
+        if open.len() != here {
+            out.push((i, open.iter().map(|(n, _)| n.clone()).collect()));
+        }
     }
     out
+}
+
+/// The inline modules around byte `at`, from [`inline_mods`]'s change points.
+fn inline_at(mods: &[(usize, Vec<String>)], at: usize) -> &[String] {
+    let i = mods.partition_point(|(from, _)| *from <= at);
+    &mods[i - 1].1
 }
 
 /// The modules `m`'s source names by `crate::…`, `super::…` and `self::…` paths (also
@@ -142,7 +150,7 @@ fn imports(m: &str, text: &str, all: &BTreeMap<String, String>) -> BTreeSet<Stri
             Vec::new()
         } else {
             let mut v: Vec<String> = m.split("::").map(str::to_string).collect();
-            v.extend(inline[start].iter().cloned());
+            v.extend(inline_at(&inline, start).iter().cloned());
             v
         };
         let mut rest = &code[start + prefix.len()..];
