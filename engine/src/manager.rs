@@ -256,8 +256,7 @@ impl Manager {
                 // While a back-off keeps the cache off, sample more sparsely: the samples
                 // only keep the sketch current, and on two cores the control plane's CPU
                 // is taken from the engine and its clients.
-                let backing_off =
-                    !self.cache.is_active() && !self.judge.may_activate(Instant::now());
+                let backing_off = !self.cache.is_active() && !self.judge.may_activate(last);
                 let shift = if backing_off { SPARSE_SHIFT } else { 0 };
                 self.sparse.store(shift, Ordering::Relaxed);
                 // Nothing new sampled: the ranking has not changed.

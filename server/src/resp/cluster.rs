@@ -31,8 +31,7 @@ pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
     if spec.has(LOCAL) {
         return Class::Local;
     }
-    let name = spec.name;
-    match name {
+    match spec.name {
         "MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH" => {
             return Class::Refused("transactions are not served in cluster mode yet")
         }
