@@ -20,6 +20,7 @@ use crate::core::route::{decode, list, put_list};
 use crate::core::shared::Shared;
 use crate::resp::cluster::{classify, once, Class};
 use crate::resp::dispatch::command;
+use crate::resp::gate::From;
 use crate::resp::session::Session;
 use accelkv_cluster::{Machine, Open, RaftNode, RangeId};
 use accelkv_proto::resp;
@@ -366,7 +367,7 @@ impl Machine for StoreMachine {
                 }
             }
             s.proto = proto;
-            command(&sh, s, &args, reads, &mut out);
+            command(&sh, s, &args, From::Inner, reads, &mut out);
             let v = std::mem::take(&mut s.unreleased);
             if v > 0 {
                 // Applied in order: the next command (and the reply) sees this one.

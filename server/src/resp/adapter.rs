@@ -7,6 +7,7 @@ use crate::core::route::{Settled, Settlement};
 use crate::core::shared::Shared;
 use crate::net::session::{withhold, LoopCtx, NewConn, Protocol, Ran, Rests};
 use crate::resp::batch::{get_reply, Scratch};
+use crate::resp::gate;
 use crate::resp::session::{RespGlobal, Session};
 use crate::resp::streamed;
 use accelkv_engine::Found;
@@ -184,7 +185,15 @@ impl crate::net::session::Session for Session {
         room: usize,
         keys: &mut Vec<(usize, usize)>,
     ) -> usize {
-        if self.quit || self.unreleased > 0 || self.streamed.is_some() || !self.may_batch_reads(sh)
+        // A GET of one key, as the gate would judge it now (the connection's state is the
+        // same for every GET gathered from it). A connection with a write not yet released
+        // is left to its own run, which waits for it: the gather does not spin.
+        let get = crate::resp::table::find(b"GET");
+        if self.quit
+            || self.unreleased > 0
+            || self.streamed.is_some()
+            || !self.may_batch_reads()
+            || !gate::runs(sh, self, get, &[b"GET", b""])
         {
             return 0;
         }

@@ -2,23 +2,24 @@
 //! place (argument offsets into the input buffer, no copy), runs of GET and MGET go through
 //! the loop's read door as one interleaved batch, runs of plain SETs through the station as
 //! one batch, and everything else in order through the dispatcher (`dispatch.rs`, driven by
-//! the command table; writes through the reservation station). Every reply is encoded
+//! the command table; writes through the reservation station). Every command, those of a
+//! run included, passes the gate (`gate.rs`) first: the runs are their handlers' cheap
+//! case, not a second set of checks. Every reply is encoded
 //! straight into the connection's output buffer. Nothing is allocated per command once the
 //! loop's scratch buffers have grown.
 
 use crate::core::counters::OpClass;
 use crate::core::ops::typed::is_typed;
 use crate::core::reads::{NotYet, Reads};
-use crate::core::route::Route;
 use crate::core::shared::Shared;
 use crate::resp::call::flag::WRITE;
 use crate::resp::call::Spec;
 use crate::resp::dispatch;
+use crate::resp::gate::{self, From, Pass};
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::table::find;
 use crate::resp::types::access::WRONGTYPE;
-use crate::resp::types::encoding::user_key_ok;
 use crate::resp::types::keyspace;
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp::{self, RespError, Version};
@@ -50,19 +51,28 @@ pub struct Ran {
     pub bad: Option<RespError>,
 }
 
-/// `SET key value` with no options (what a run of SETs may batch).
-/// A `SET key value` the batch may run with others (a key in the reserved part goes
-/// through the dispatcher, which refuses it).
-fn is_plain_set(args: &[&[u8]]) -> bool {
-    args.len() == 3 && args[0].eq_ignore_ascii_case(b"SET") && user_key_ok(args[1])
+/// `SET key value` with no options: what a run of SETs may batch.
+fn is_plain_set(spec: &Spec, args: &[&[u8]]) -> bool {
+    args.len() == 3 && spec.name == "SET"
 }
 
-fn is_read(args: &[&[u8]]) -> bool {
-    match args.first() {
-        Some(n) if n.eq_ignore_ascii_case(b"GET") => args.len() == 2,
-        Some(n) if n.eq_ignore_ascii_case(b"MGET") => args.len() >= 2,
-        _ => false,
-    }
+/// GET or MGET (the gate checked their arity): what a read batch may run.
+fn is_read(spec: &Spec, _args: &[&[u8]]) -> bool {
+    matches!(spec.name, "GET" | "MGET")
+}
+
+/// Whether a command after the first of a run (`first`, which passed the gate) joins it:
+/// it is what the run batches (`kind`), and the gate lets it run now.
+#[inline]
+fn joins(
+    (sh, s): (&Shared, &Session),
+    first: &'static Spec,
+    args: &[&[u8]],
+    kind: fn(&Spec, &[&[u8]]) -> bool,
+) -> bool {
+    let spec = find(args[0]);
+    spec.is_some_and(|sp| kind(sp, args))
+        && (gate::again(first, spec, args) || gate::runs(sh, s, spec, args))
 }
 
 /// Runs the complete commands at the start of `buf`, appending replies to `out`, until the
@@ -151,7 +161,9 @@ pub fn run(
 
 /// Runs the commands in `sc.cmds`, in order; returns how many ran (fewer than all when a
 /// command that is not a write follows a write of this connection that is not visible yet,
-/// or waits: on an engine's workers, a leaf being read back, or its range's group).
+/// or waits: on an engine's workers, a leaf being read back, or its range's group). Each
+/// passes the gate (`gate.rs`) first; a run of GETs and MGETs, or of plain SETs, is then the
+/// cheap case of their handlers: one batch.
 fn run_decoded(
     sh: &Shared,
     s: &mut Session,
@@ -164,21 +176,16 @@ fn run_decoded(
     let mut i = 0;
     while i < n && !s.quit {
         let args = args_of(buf, &sc.spans, sc.cmds[i]);
-        // The command's table entry, looked up once (the runs below recognise GET, MGET
-        // and plain SET by name without it).
-        let mut spec = None;
-        let mut lookup = || *spec.get_or_insert_with(|| find(args[0]));
-        match gate(sh, s, &args, &mut lookup, out) {
-            Gate::Wait => return i,
-            Gate::Answered => {
+        let spec = match gate::check(sh, s, find(args[0]), &args, From::Client, out) {
+            Pass::Wait => return i,
+            Pass::Answered => {
                 i += 1;
                 continue;
             }
-            Gate::Go => {}
-        }
-        let authed = s.authed || !sh.needs_auth();
-        if is_read(&args) && s.may_batch_reads(sh) {
-            match get_run(sh, s, buf, reads, sc, i, out) {
+            Pass::Run(spec) => spec,
+        };
+        if is_read(spec, &args) && s.may_batch_reads() {
+            match get_run((sh, s), spec, buf, reads, sc, i, out) {
                 Some(end) => {
                     count_run(s, buf, sc, (i, end));
                     i = end;
@@ -187,9 +194,8 @@ fn run_decoded(
             }
             continue;
         }
-        let plain = authed && s.tx.queued.is_none();
-        if plain && s.db == 0 && sh.router().is_none() && is_plain_set(&args) {
-            match set_run(sh, s, buf, reads, sc, i, out) {
+        if is_plain_set(spec, &args) && s.db == 0 && sh.router().is_none() {
+            match set_run((sh, s), spec, buf, reads, sc, i, out) {
                 Ok(Some(end)) => {
                     count_run(s, buf, sc, (i, end));
                     i = end;
@@ -199,7 +205,7 @@ fn run_decoded(
                 Err(NotYet) => return i,
             }
         }
-        if !dispatch_one(sh, s, lookup(), &args, None, reads, out) {
+        if !dispatch_one(sh, s, spec, &args, None, reads, out) {
             return i;
         }
         i += 1;
@@ -207,70 +213,27 @@ fn run_decoded(
     i
 }
 
-/// Whether a command may run now.
-pub(crate) enum Gate {
-    /// It must wait (its connection's writes are not visible yet, or cluster mode routed
-    /// it to its range's group): run it again later.
-    Wait,
-    /// Cluster mode answered it (a settled reply or a refusal).
-    Answered,
-    /// Run it here.
-    Go,
-}
-
-/// What every command passes before it runs: a command that is not a write waits until
-/// the connection's earlier writes are visible, and (cluster mode) it goes where its range
-/// lives.
-pub(crate) fn gate(
-    sh: &Shared,
-    s: &mut Session,
-    args: &[&[u8]],
-    lookup: &mut impl FnMut() -> Option<&'static Spec>,
-    out: &mut Vec<u8>,
-) -> Gate {
-    if s.unreleased > 0 && !writes(lookup()) && !sh.visible_soon(s.unreleased) {
-        return Gate::Wait;
-    }
-    if s.authed || !sh.needs_auth() {
-        match route(sh, s, args, out) {
-            Some(true) => return Gate::Answered,
-            Some(false) => return Gate::Wait,
-            None => {}
-        }
-    }
-    Gate::Go
-}
-
-fn writes(sp: Option<&Spec>) -> bool {
-    sp.is_some_and(|sp| sp.has(WRITE))
-}
-
-/// Runs one command through the dispatcher (`value`: its value handed over whole, see
-/// [`dispatch::run_with`]); false when it did not run and must run again from the top
-/// (its write's leaf is being read back from the page file, it blocks, or a read was
-/// submitted to an engine's workers), its output dropped.
+/// Runs one command the gate let through (`value`: its value handed over whole, see
+/// [`dispatch::call`]); false when it did not run and must run again from the top (its
+/// write's leaf is being read back from the page file, it blocks, or a read was submitted
+/// to an engine's workers), its output dropped.
 pub(crate) fn dispatch_one(
     sh: &Shared,
     s: &mut Session,
-    spec: Option<&'static Spec>,
+    spec: &'static Spec,
     args: &[&[u8]],
     value: Option<Vec<u8>>,
     reads: &mut Reads,
     out: &mut Vec<u8>,
 ) -> bool {
-    let plain = (s.authed || !sh.needs_auth()) && s.tx.queued.is_none();
     // A write whose leaf lives only in the page file waits for it without blocking the
     // loop (reads.rs), then runs from here. (A caller handing a value over probed first:
     // once taken, the value cannot wait.)
-    if plain
-        && value.is_none()
-        && writes(spec)
-        && reads.probe_write(write_keys(spec, args)).is_err()
-    {
+    if value.is_none() && spec.has(WRITE) && reads.probe_write(spec.keys_of(args)).is_err() {
         return false;
     }
     let mark = out.len();
-    dispatch::run_with(sh, s, spec, args, value, reads, out);
+    dispatch::call(sh, s, spec, args, value, reads, out);
     if s.block.req.is_some() {
         // A blocking command found nothing to take: it parks (adapter.rs) and runs
         // again, from the top, when woken.
@@ -289,14 +252,17 @@ pub(crate) fn dispatch_one(
 /// Counts a run of GETs, MGETs or SETs the batch answered (INFO commandstats): each by its
 /// table entry, consecutive ones of one command together.
 fn count_run(s: &Session, buf: &[u8], sc: &Scratch, (from, to): (usize, usize)) {
+    let name = |j: usize| {
+        let (x, y) = sc.spans[sc.cmds[j].0];
+        &buf[x..y]
+    };
     let mut j = from;
     while j < to {
-        let name = args_of(buf, &sc.spans, sc.cmds[j])[0];
         let mut k = j + 1;
-        while k < to && args_of(buf, &sc.spans, sc.cmds[k])[0].eq_ignore_ascii_case(name) {
+        while k < to && name(k).eq_ignore_ascii_case(name(j)) {
             k += 1;
         }
-        if let Some(spec) = find(name) {
+        if let Some(spec) = find(name(j)) {
             let n = (k - j) as u64;
             s.global
                 .cmdstats
@@ -306,30 +272,12 @@ fn count_run(s: &Session, buf: &[u8], sc: &Scratch, (from, to): (usize, usize)) 
     }
 }
 
-/// Cluster mode: where the command goes. `None`: run it here; `Some(true)`: answered
-/// (its settled reply, or a refusal); `Some(false)`: it was routed, stop and wait.
-fn route(sh: &Shared, s: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) -> Option<bool> {
-    let cl = sh.router()?;
-    match cl.route(&mut s.cluster, args, s.proto) {
-        Route::Here => None,
-        Route::Answer(reply) => {
-            out.extend_from_slice(&reply);
-            Some(true)
-        }
-        Route::Refuse(e) => {
-            resp::error(out, &e);
-            Some(true)
-        }
-        Route::Wait => Some(false),
-    }
-}
-
 /// A run of GET/MGET from command `i`, up to BATCH keys (an MGET longer than that on its
 /// own; in cluster mode one command, each routed on its own): where it ended, or `None`
 /// when it was submitted to an engine's workers.
 fn get_run(
-    sh: &Shared,
-    s: &Session,
+    (sh, s): (&Shared, &Session),
+    first: &'static Spec,
     buf: &[u8],
     reads: &mut Reads,
     sc: &mut Scratch,
@@ -341,7 +289,10 @@ fn get_run(
     let mut keys = 0;
     while end < n && !(cluster && end > i) {
         let a = args_of(buf, &sc.spans, sc.cmds[end]);
-        if !is_read(&a) || (keys > 0 && keys + a.len() - 1 > BATCH) {
+        // The first passed the gate; each after it must too (it does, for a GET after a
+        // GET: the connection's state has not changed).
+        let joins = end == i || joins((sh, s), first, &a, is_read);
+        if !joins || (keys > 0 && keys + a.len() - 1 > BATCH) {
             break;
         }
         keys += a.len() - 1;
@@ -355,8 +306,8 @@ fn get_run(
 /// one interleaved descent for all their keys found them. `Ok(None)`: a run of one (run it
 /// as any command); `Err`: a leaf is being read back from the page file.
 fn set_run(
-    sh: &Shared,
-    s: &mut Session,
+    (sh, s): (&Shared, &mut Session),
+    first: &'static Spec,
     buf: &[u8],
     reads: &mut Reads,
     sc: &Scratch,
@@ -365,7 +316,15 @@ fn set_run(
 ) -> Result<Option<usize>, NotYet> {
     let n = sc.cmds.len();
     let mut end = i + 1;
-    while end < n && end - i < BATCH && is_plain_set(&args_of(buf, &sc.spans, sc.cmds[end])) {
+    while end < n
+        && end - i < BATCH
+        && joins(
+            (sh, s),
+            first,
+            &args_of(buf, &sc.spans, sc.cmds[end]),
+            |sp, a| is_plain_set(sp, a),
+        )
+    {
         end += 1;
     }
     if end - i == 1 {
@@ -378,15 +337,8 @@ fn set_run(
         })
         .collect();
     reads.probe_write(sets.iter().map(|kv| kv.0))?;
-    Ok(crate::resp::expire::set_run(sh, s, &sets, out).then_some(end))
-}
-
-/// The key arguments of a command, as its table entry places them (none when unknown).
-fn write_keys<'b, 'a: 'b>(
-    spec: Option<&'static Spec>,
-    args: &'b [&'a [u8]],
-) -> impl Iterator<Item = &'a [u8]> + 'b {
-    spec.into_iter().flat_map(move |sp| sp.keys_of(args))
+    crate::resp::expire::set_run(sh, s, &sets, out);
+    Ok(Some(end))
 }
 
 type Args<'a> = SmallVec<[&'a [u8]; 8]>;

@@ -1,7 +1,7 @@
 //! One RESP command being run, as its handler sees it ([`Call`]), and what the command table
 //! says about a command ([`Spec`]): name, arity, flags, key positions, summary and handler.
-//! The dispatcher (`dispatch.rs`) checks a command against its `Spec` once, then calls the
-//! handler; nothing after that checks arity or flags again.
+//! The gate (`gate.rs`) checks a command against its `Spec` once, then the dispatcher
+//! (`dispatch.rs`) calls the handler; nothing after that checks arity or flags again.
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
@@ -26,8 +26,17 @@ pub struct Call<'c, 'a> {
 pub type Handler = fn(&mut Call<'_, '_>);
 
 /// The dispatcher's entry: the server, the connection, the command's table entry (`None`:
-/// unknown), the command, the read door, the output.
-pub type Run = fn(&Shared, &mut Session, Option<&'static Spec>, &[&[u8]], &mut Reads, &mut Vec<u8>);
+/// unknown), the command, where it comes from (the gate checks it as such), the read
+/// door, the output.
+pub type Run = fn(
+    &Shared,
+    &mut Session,
+    Option<&'static Spec>,
+    &[&[u8]],
+    crate::resp::gate::From,
+    &mut Reads,
+    &mut Vec<u8>,
+);
 
 /// The dispatcher, for handlers that run other commands (EVAL's scripts): its table lookup
 /// and its entry, handed in so they need not import the table (which names them).
@@ -38,7 +47,12 @@ pub struct Dispatcher {
     pub table: fn() -> &'static [Spec],
 }
 
-/// Command flags, as Redis's command table has them (COMMAND INFO names them).
+/// Command flags, as Redis's command table has them (COMMAND INFO names them). The gate
+/// (`gate.rs`) checks WRITE, DENYOOM, NOSCRIPT, LOADING, NO_AUTH, NO_MULTI and LOCAL (cluster
+/// routing); READONLY, ADMIN, STALE, FAST and ALLOW_BUSY describe the command to clients
+/// (COMMAND INFO; go-redis sends `readonly` commands to replicas) and change nothing this
+/// server allows: it has no replica serving stale data and no ACL categories, and a script
+/// past its time limit is stopped rather than answered `-BUSY` around.
 pub mod flag {
     /// It changes the store: refused while the disk is failing; its reply waits for
     /// durability where the sync policy asks; commands after it wait until it is visible.

@@ -125,13 +125,9 @@ pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], owned: Option<Vec<u8>>, ou
 /// the pipeline's order (`Station::run_in_order`), so every ordering [`set`] has holds:
 /// write versions rise in the order sent (a reader, and recovery after a crash, sees a
 /// prefix of the pipeline), each answer once its write is in the tree, visibility parked
-/// by the caller as for any write. Returns false, running
-/// nothing, when a write would be refused (the store not writable, past `maxmemory`): the
-/// caller runs the commands one by one for their errors.
-pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut Vec<u8>) -> bool {
-    if sh.writable().is_err() || sh.over_maxmemory() {
-        return false;
-    }
+/// by the caller as for any write. Every SET of the run passed the gate (`gate.rs`: the
+/// disk writable, under `maxmemory`, no reserved key).
+pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
     let hot = sh.metrics().hot();
     let n = sets.len() as u64;
     hot.resp_commands.fetch_add(n, Relaxed);
@@ -160,7 +156,6 @@ pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut 
         s.unreleased = s.unreleased.max(d.version);
         reply(out, d, v, ok, nil(v));
     }
-    true
 }
 
 /// `SETEX key seconds value` and `PSETEX key milliseconds value`.

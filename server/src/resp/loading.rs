@@ -1,8 +1,11 @@
 //! RESP's answer while the data directory is recovered (net/loading.rs): `-LOADING` to
 //! every command, as Redis answers while it loads its dataset, except INFO (its persistence
-//! section with how far loading is) and QUIT.
+//! section with how far loading is) and QUIT: commands the gate's `loading` flag lets
+//! through (`gate.rs`) that this door can serve without the store.
 
 use crate::core::loading::Progress;
+use crate::resp::gate;
+use crate::resp::table::find;
 use accelkv_proto::resp;
 use accelkv_proto::Limits;
 
@@ -15,17 +18,20 @@ pub fn answer(input: &[u8], p: &Progress, out: &mut Vec<u8>) -> Option<usize> {
     let mut at = 0;
     while let Some((args, used)) = resp::parse_command(&input[at..], &limits).ok()? {
         at += used;
-        let name = args
-            .first()
-            .map(|a| a.to_ascii_uppercase())
-            .unwrap_or_default();
-        match name.as_slice() {
-            b"QUIT" => {
+        if args.is_empty() {
+            continue;
+        }
+        // The gate's `loading` flag says what may run; of those this door, which has no
+        // store yet, serves QUIT and INFO (the others, AUTH or CONFIG say, answer -LOADING
+        // too, until the store is open).
+        let spec = find(args[0]);
+        match spec.map(|sp| sp.name) {
+            _ if !gate::while_loading(spec) => resp::error(out, LOADING),
+            Some("QUIT") => {
                 resp::simple(out, "OK");
                 return None;
             }
-            b"INFO" => resp::bulk(out, Some(info(p).as_bytes())),
-            b"" => {}
+            Some("INFO") => resp::bulk(out, Some(info(p).as_bytes())),
             _ => resp::error(out, LOADING),
         }
     }

@@ -1,6 +1,7 @@
 //! The RESP adapter: Redis's protocol over TCP. `table.rs` is the command table (name,
 //! arity, flags, key positions, handler), the one source of truth for RESP commands;
-//! `dispatch.rs` looks a command up once and checks it before its handler runs; `batch.rs`
+//! `gate.rs` checks every command once, in Redis's order, before its handler runs;
+//! `dispatch.rs` runs a command past the gate; `batch.rs`
 //! decodes a connection's input and batches runs of GETs and SETs; the other files hold the
 //! handlers by family. The connection's state (`session.rs`: authentication, MULTI/WATCH,
 //! the reply protocol) and the server-wide RESP state (SCAN cursors) live here.
@@ -24,6 +25,7 @@ pub mod debug;
 pub mod dispatch;
 pub mod door;
 pub mod expire;
+pub mod gate;
 pub mod glob;
 pub mod introspect;
 pub mod keys;

@@ -9,7 +9,8 @@
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
-use crate::resp::batch::{dispatch_one, gate, Gate};
+use crate::resp::batch::dispatch_one;
+use crate::resp::gate::{self, From, Pass};
 use crate::resp::session::{Session, Streamed};
 use crate::resp::table::find;
 use accelkv_proto::resp::{self, RespError};
@@ -115,19 +116,18 @@ fn run(
     out: &mut Vec<u8>,
 ) -> bool {
     let spec = p.args().first().and_then(|name| find(name));
-    {
+    let spec = {
         let args: SmallVec<[&[u8]; 8]> = p.args().iter().map(Vec::as_slice).collect();
-        match gate(sh, s, &args, &mut || spec, out) {
-            Gate::Wait => return false,
-            Gate::Answered => return true,
-            Gate::Go => {}
+        match gate::check(sh, s, spec, &args, From::Client, out) {
+            Pass::Wait => return false,
+            Pass::Answered => return true,
+            Pass::Run(spec) => spec,
         }
-    }
-    let moves = spec.is_some_and(|sp| sp.name == "SET")
+    };
+    // Past the gate: authenticated, and not being queued in MULTI.
+    let moves = spec.name == "SET"
         && p.args().len() >= 3
         && p.args()[2].len() >= STREAM_MIN
-        && (s.authed || !sh.needs_auth())
-        && s.tx.queued.is_none()
         && sh.router().is_none();
     if moves {
         // Whether the write may start is decided before the value is taken (a write

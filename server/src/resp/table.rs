@@ -1,9 +1,8 @@
 //! The RESP command table: every command this server answers, with Redis's arity, flags,
 //! key positions, a one-line summary and its handler. The one source of truth for RESP
-//! commands: the dispatcher (`dispatch.rs`) looks a command up here once and checks its
+//! commands: every command is looked up here once and the gate (`gate.rs`) checks its
 //! arity and flags before the handler runs; COMMAND COUNT, INFO, DOCS and LIST answer from
-//! it; MULTI checks queued commands against it; cluster mode routes by its key positions
-//! and whether it writes.
+//! it; cluster mode routes by its key positions and flags.
 
 use crate::core::shared::Shared;
 use crate::resp::call::flag::*;
@@ -14,7 +13,6 @@ use crate::resp::types::{hash, set};
 use crate::resp::{
     atomics, bits, command, connection, expire, introspect, keys, rename, server, strings, tx,
 };
-use accelkv_proto::resp;
 use std::sync::OnceLock;
 
 use crate::resp::call::row::{spec, ALL, NONE, ONE, R, RF, W, WF};
@@ -277,7 +275,7 @@ static BASE: &[Spec] = &[
         NONE,
         "transactions",
         "Starts a transaction.",
-        |x| tx::multi(x.s, x.out),
+        tx::multi,
     ),
     spec(
         "EXEC",
@@ -286,7 +284,7 @@ static BASE: &[Spec] = &[
         NONE,
         "transactions",
         "Runs the queued commands atomically.",
-        |x| resp::error(x.out, "ERR EXEC without MULTI"),
+        tx::exec_cmd,
     ),
     spec(
         "DISCARD",
@@ -295,7 +293,7 @@ static BASE: &[Spec] = &[
         NONE,
         "transactions",
         "Drops the queued commands.",
-        |x| resp::error(x.out, "ERR DISCARD without MULTI"),
+        tx::discard,
     ),
     spec(
         "WATCH",
@@ -304,7 +302,7 @@ static BASE: &[Spec] = &[
         ALL,
         "transactions",
         "EXEC fails if one of these keys changes first.",
-        |x| tx::watch(x.sh, x.s, &x.args[1..], x.out),
+        tx::watch_cmd,
     ),
     spec(
         "UNWATCH",
@@ -1070,12 +1068,32 @@ fn index() -> &'static [u16; SLOTS] {
 }
 
 /// The command named `name` (any case): one hash and, almost always, one comparison.
+/// GET's and SET's entries, found once.
+fn common() -> &'static [&'static Spec; 2] {
+    static COMMON: OnceLock<[&'static Spec; 2]> = OnceLock::new();
+    COMMON.get_or_init(|| {
+        let by_name = |n: &str| table().iter().find(|s| s.name == n).expect("in the table");
+        [by_name("GET"), by_name("SET")]
+    })
+}
+
 /// A command's position in [`table()`] (INFO commandstats counts by it).
 pub fn position(spec: &'static Spec) -> usize {
     (spec as *const Spec as usize - table().as_ptr() as usize) / std::mem::size_of::<Spec>()
 }
 
 pub fn find(name: &[u8]) -> Option<&'static Spec> {
+    if let [a, b, c] = *name {
+        // GET and SET, what pipelines send most, without hashing: a byte ORed with 0x20
+        // equals a lower-case letter only when it is that letter in either case.
+        let w = u32::from_le_bytes([a, b, c, 0]) | 0x0020_2020;
+        if w == u32::from_le_bytes(*b"get\0") {
+            return Some(common()[0]);
+        }
+        if w == u32::from_le_bytes(*b"set\0") {
+            return Some(common()[1]);
+        }
+    }
     if name.len() > 16 {
         return None; // longer than any command's name
     }
@@ -1114,6 +1132,9 @@ mod tests {
             ));
         }
         assert!(find(b"NOPE").is_none());
+        assert!(find(b"GEt").is_some_and(|s| s.name == "GET"));
+        assert!(find(b"sET").is_some_and(|s| s.name == "SET"));
+        assert!(find(b"G\x05T").is_none() && find(b"SE\x14").is_none());
         assert!(find(b"").is_none());
         assert!(find(b"ACCELKV.SPLIT.TOO.LONG.NAME").is_none());
         assert!(table.len() * 4 <= SLOTS);

@@ -1,16 +1,17 @@
 //! Redis transactions and the multi-key commands that must be atomic: MULTI, EXEC,
 //! DISCARD, WATCH, UNWATCH, and MSET, MSETNX, RENAME, RENAMENX.
 //!
-//! MULTI queues commands (each checked against the command table, as Redis does: an
-//! unknown command or a wrong argument count is answered with its error and makes EXEC
-//! answer `-EXECABORT`). EXEC runs them as one station transaction (station_tx.rs): every
+//! MULTI starts queueing: the gate (`gate.rs`) checks each command sent after it as it
+//! checks any (an unknown command or a wrong argument count is answered with its error and
+//! makes EXEC answer `-EXECABORT`, as Redis does) and queues it. EXEC runs them as one station transaction (station_tx.rs): every
 //! key they touch is owned by the transaction from its first use to the commit, reads see
 //! the transaction's own earlier writes, and the writes are released to readers as one
 //! version, so no reader, scan or durable commit sees part of an EXEC. WATCH records each
 //! key's version (`Store::key_version`) and whether it is live; EXEC first owns the watched
 //! keys and answers a null array, running nothing, if any of them was touched since (written,
 //! expired, or removed by a FLUSHALL). A command refused while queueing (unknown, wrong
-//! arity, not allowed in MULTI, or past maxmemory) makes EXEC answer `-EXECABORT`.
+//! arity, not allowed in MULTI, past maxmemory, or the disk failing) makes EXEC answer
+//! `-EXECABORT`.
 //!
 //! Commands that walk the keyspace (SCAN, KEYS, RANDOMKEY, RANGE, FLOOR) and FLUSHALL are
 //! not run inside a transaction (flag `no_multi`): queueing one aborts it.
@@ -20,86 +21,51 @@ use crate::core::ops::{Outcome, Write};
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
-use crate::resp::call::flag::{DENYOOM, NO_MULTI};
-use crate::resp::call::{Call, Spec};
-use crate::resp::reply::{err_store, unknown_command};
+use crate::resp::call::Call;
+use crate::resp::gate::From;
+use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 use std::borrow::Cow;
 
-/// Most commands one transaction may queue (the station owns a slot per key; the tree's
-/// atomic batch holds at most `accelkv_tree::MAX_BATCH` writes).
-pub const MAX_QUEUED: usize = 16_384;
-
-/// Runs one command (the dispatcher's entry, handed in so EXEC can run what it queued).
-pub type Runner = fn(&Shared, &mut Session, &[&[u8]], &mut Reads, &mut Vec<u8>);
-
-/// Handles a command sent inside MULTI (`spec`: its table entry, `None` when unknown):
-/// queues it, or runs EXEC, DISCARD and the commands Redis
-/// runs at once there. `false`: run it normally (RESET).
-pub fn intercept(
-    sh: &Shared,
-    s: &mut Session,
-    spec: Option<&Spec>,
-    c: &[&[u8]],
-    reads: &mut Reads,
-    out: &mut Vec<u8>,
-    run: Runner,
-) -> bool {
-    let Some(queued) = s.tx.queued.as_mut() else {
-        return false;
-    };
-    let refusal = match spec.map(|spec| (spec, spec.name)) {
-        Some((_, "EXEC")) => {
-            exec(sh, s, reads, out, run);
-            return true;
-        }
-        Some((_, "DISCARD")) => {
-            s.tx = Default::default();
-            resp::simple(out, "OK");
-            return true;
-        }
-        Some((_, "MULTI")) => Some("ERR MULTI calls can not be nested".to_string()),
-        Some((_, "WATCH")) => Some("ERR WATCH inside MULTI is not allowed".to_string()),
-        Some((_, "RESET")) => return false,
-        None => Some(unknown_command(c)),
-        Some((spec, _)) if !spec.arity_ok(c.len()) => Some(format!(
-            "ERR wrong number of arguments for '{}' command",
-            spec.name.to_lowercase()
-        )),
-        Some((spec, _)) if spec.has(NO_MULTI) => {
-            Some("ERR Command not allowed inside a transaction".to_string())
-        }
-        // Past maxmemory a command that may grow memory is refused while queueing, and the
-        // transaction with it, as Redis does.
-        Some((spec, _)) if spec.has(DENYOOM) && sh.over_maxmemory() => {
-            Some(crate::core::shared::OOM.to_string())
-        }
-        Some(_) if queued.len() >= MAX_QUEUED => Some(format!(
-            "ERR a transaction holds at most {MAX_QUEUED} commands"
-        )),
-        Some(_) => None,
-    };
-    match refusal {
-        // Refusing MULTI and WATCH does not abort the transaction (as Redis).
-        Some(e) if matches!(spec.map(|s| s.name), Some("MULTI" | "WATCH")) => resp::error(out, &e),
-        Some(e) => {
-            s.tx.dirty = true;
-            resp::error(out, &e);
-        }
-        None => {
-            queued.push(c.iter().map(|a| a.to_vec()).collect());
-            resp::simple(out, "QUEUED");
-        }
+/// `MULTI`: starts queueing (the gate, `gate.rs`, queues what follows).
+pub fn multi(x: &mut Call<'_, '_>) {
+    if x.s.tx.queued.is_some() {
+        // As Redis: answered, and the transaction goes on.
+        return resp::error(x.out, "ERR MULTI calls can not be nested");
     }
-    true
+    x.s.tx.queued = Some(Vec::new());
+    x.s.tx.dirty = false;
+    resp::simple(x.out, "OK");
 }
 
-/// MULTI outside a transaction.
-pub fn multi(s: &mut Session, out: &mut Vec<u8>) {
-    s.tx.queued = Some(Vec::new());
-    s.tx.dirty = false;
-    resp::simple(out, "OK");
+/// `EXEC`: runs the queued commands as one transaction.
+pub fn exec_cmd(x: &mut Call<'_, '_>) {
+    if x.s.tx.queued.is_none() {
+        return resp::error(x.out, "ERR EXEC without MULTI");
+    }
+    let d = x.dispatch;
+    exec(x.sh, x.s, x.reads, x.out, |sh, s, c, reads, out| {
+        (d.run)(sh, s, (d.find)(c[0]), c, From::Inner, reads, out)
+    })
+}
+
+/// `DISCARD`: drops the queued commands and the watched keys.
+pub fn discard(x: &mut Call<'_, '_>) {
+    if x.s.tx.queued.is_none() {
+        return resp::error(x.out, "ERR DISCARD without MULTI");
+    }
+    x.s.tx = Default::default();
+    resp::simple(x.out, "OK");
+}
+
+/// `WATCH key [key ...]`.
+pub fn watch_cmd(x: &mut Call<'_, '_>) {
+    if x.s.tx.queued.is_some() {
+        // As Redis: answered, and the transaction goes on.
+        return resp::error(x.out, "ERR WATCH inside MULTI is not allowed");
+    }
+    watch(x.sh, x.s, &x.args[1..], x.out)
 }
 
 /// UNWATCH outside a transaction: forgets the watched keys.
@@ -108,8 +74,8 @@ pub fn unwatch(x: &mut Call<'_, '_>) {
     resp::simple(x.out, "OK")
 }
 
-/// WATCH outside a transaction: remembers each key's version and whether it is live.
-pub fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
+/// Remembers each key's version and whether it is live.
+fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
     for k in keys {
         match (sh.store().key_version(k), live(sh, k)) {
             (Ok(v), Ok(alive)) => s.tx.watched.push((k.to_vec(), v, alive)),
@@ -138,8 +104,14 @@ fn touched(sh: &Shared, (key, version, alive): &(Vec<u8>, u64, bool)) -> bool {
     }
 }
 
-/// EXEC: runs the queued commands as one transaction.
-fn exec(sh: &Shared, s: &mut Session, reads: &mut Reads, out: &mut Vec<u8>, run: Runner) {
+/// Runs the queued commands as one transaction, each through `run` (the dispatcher).
+fn exec(
+    sh: &Shared,
+    s: &mut Session,
+    reads: &mut Reads,
+    out: &mut Vec<u8>,
+    run: impl Fn(&Shared, &mut Session, &[&[u8]], &mut Reads, &mut Vec<u8>),
+) {
     let st = std::mem::take(&mut s.tx);
     let queued = st.queued.unwrap_or_default();
     if st.dirty {

@@ -4,8 +4,8 @@
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
-use crate::resp::call::flag::{NOSCRIPT, NO_MULTI, WRITE};
 use crate::resp::call::{Call, Dispatcher};
+use crate::resp::gate::From;
 use crate::resp::reply::err_store;
 use crate::resp::script::lua::{self, Ran, Stop};
 use crate::resp::script::{sha1_hex, Scripts};
@@ -148,22 +148,18 @@ fn one_command(
     ro: bool,
 ) -> Reply {
     let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-    let Some(spec) = (d.find)(args[0]) else {
-        return Reply::Error("ERR Unknown Redis command called from script".into());
-    };
-    if spec.has(NOSCRIPT) || spec.has(NO_MULTI) {
-        return Reply::Error("ERR This Redis command is not allowed from script".into());
-    }
-    if spec.name == "XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
-        return Reply::Error(
-            "ERR XREAD command is not allowed with BLOCK option from scripts".into(),
-        );
-    }
-    if ro && spec.has(WRITE) {
-        return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
-    }
     let mut out = Vec::new();
-    (d.run)(sh, s, Some(spec), &args, reads, &mut out);
+    // The gate refuses what scripts may not run (unknown, `noscript`, writes from a
+    // read-only script...) with Redis's errors, which the script sees as error replies.
+    (d.run)(
+        sh,
+        s,
+        (d.find)(args[0]),
+        &args,
+        From::Script { ro },
+        reads,
+        &mut out,
+    );
     let limits = Limits {
         max_value: usize::MAX / 4,
         max_array: usize::MAX / 4,

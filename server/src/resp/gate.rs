@@ -1,0 +1,387 @@
+//! The one gate every RESP command passes before its handler runs, as Redis's
+//! `processCommand`: the pipeline's batched GETs and SETs (`batch.rs`), the gather of GETs
+//! across connections (`adapter.rs`), a streamed command (`streamed.rs`), any other command
+//! (`dispatch.rs`), a command EXEC runs from its queue, one a script calls, and one a
+//! cluster range applies from its log. A check changed here changes for every one of them;
+//! nothing after the gate checks a command's flags again.
+//!
+//! In order, for a command looked up once in the table (`table.rs`):
+//! 1. **Visibility** (a client's command): a command that is not a write waits until the
+//!    connection's earlier writes are visible to readers (its replies are in order).
+//! 2. **Authentication**: without `no_auth`, refused until AUTH when a password is set.
+//! 3. **Cluster routing** (a client's command, cluster mode): it goes where its range lives
+//!    (`resp/cluster.rs` classifies it by the `local` flag and its key positions).
+//! 4. **Lookup and arity**: unknown, or the wrong number of arguments.
+//! 5. **Scripts**: inside a script, `noscript` and `no_multi` commands, XREAD BLOCK, and a
+//!    write from a read-only script are refused.
+//! 6. **Transactions**: inside MULTI, a `no_multi` command is refused.
+//! 7. **Writes**: refused while the disk is failing, past `maxmemory` when `denyoom`, and
+//!    when they name a key in the reserved part of the key space.
+//! 8. **Queueing**: inside MULTI every command but EXEC, DISCARD, MULTI, WATCH, RESET and the
+//!    `no_auth` ones is queued (`+QUEUED`).
+//!
+//! A refusal inside MULTI aborts the transaction (EXEC answers `-EXECABORT`), as in Redis.
+//! While the data directory loads there is no store to run commands against: the loading
+//! door (`loading.rs`) asks [`while_loading`] which commands the `loading` flag lets through.
+//! The flags not checked here (`readonly`, `fast`, `admin`, `stale`, `allow_busy`) describe a
+//! command to clients through COMMAND INFO, as Redis's do; `call.rs` says why none of them
+//! changes what this server allows.
+
+use crate::core::route::Route;
+use crate::core::shared::{Shared, OOM};
+use crate::resp::call::flag::{DENYOOM, LOADING, NOSCRIPT, NO_AUTH, NO_MULTI, WRITE};
+use crate::resp::call::Spec;
+use crate::resp::reply::unknown_command;
+use crate::resp::session::Session;
+use crate::resp::table::position;
+use crate::resp::types::encoding::user_key_ok;
+use accelkv_proto::resp;
+use std::sync::atomic::Ordering;
+
+/// Most commands one transaction may queue (the station owns a slot per key; the tree's
+/// atomic batch holds at most `accelkv_tree::MAX_BATCH` writes).
+pub const MAX_QUEUED: usize = 16_384;
+
+/// The error for a write naming a key in the reserved part of the key space.
+pub const RESERVED_KEY: &str =
+    "ERR keys beginning with the bytes FF FF or FF FE are reserved (accelkv keeps collection fields and the keys of databases other than 0 there)";
+
+/// Where a command comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum From {
+    /// A client's connection, pipelined or not: it waits behind the connection's own
+    /// writes, goes where cluster mode routes it, and is queued inside MULTI.
+    Client,
+    /// A command EXEC runs from its queue, or one a cluster range applies from its log:
+    /// checked again (memory and the disk may have changed since), never routed or queued.
+    Inner,
+    /// A script's `redis.call`; `ro`: the script was started read-only (EVAL_RO...).
+    Script { ro: bool },
+}
+
+/// What the gate decided.
+#[derive(Debug)]
+pub enum Pass {
+    /// Run it: its handler, or the batch's cheap case of it.
+    Run(&'static Spec),
+    /// Answered here: refused (its error written), queued inside MULTI, or answered by
+    /// cluster mode.
+    Answered,
+    /// Not now: its connection's writes are not visible yet, or cluster mode routed it to
+    /// its range's group. It runs again from the top later.
+    Wait,
+}
+
+/// Why a command is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    NoAuth,
+    Unknown,
+    Arity,
+    NotInScript,
+    ScriptUnknown,
+    ScriptBlock,
+    ScriptWrite,
+    NotInMulti,
+    Disk,
+    Oom,
+    Reserved,
+    TooManyQueued,
+}
+
+/// What [`decide`] found, before anything is written.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Run,
+    Wait,
+    Refuse(Refusal),
+    Queue,
+}
+
+/// Checks `args` (name first; `spec`: its table entry, `None` when unknown) coming from
+/// `from`, in the order the module docs give: refusals and `+QUEUED` are written to `out`.
+#[inline]
+pub fn check(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    args: &[&[u8]],
+    from: From,
+    out: &mut Vec<u8>,
+) -> Pass {
+    if let Some(v) = before_route(sh, s, spec, from) {
+        return act(sh, s, spec, args, v, out);
+    }
+    if from == From::Client && sh.router().is_some() {
+        match route(sh, s, args, out) {
+            Route::Here => {}
+            Route::Wait => return Pass::Wait,
+            _ => return Pass::Answered,
+        }
+    }
+    let v = after_route(sh, s, spec, args, from);
+    act(sh, s, spec, args, v, out)
+}
+
+/// Whether [`check`] would let a client's command run now, writing nothing: for the
+/// commands a batch takes after the first of its run (`batch.rs`) and for the gather. In
+/// cluster mode nothing runs without being routed, so nothing passes here.
+pub fn runs(sh: &Shared, s: &Session, spec: Option<&'static Spec>, args: &[&[u8]]) -> bool {
+    sh.router().is_none()
+        && before_route(sh, s, spec, From::Client).is_none()
+        && after_route(sh, s, spec, args, From::Client) == Verdict::Run
+}
+
+/// Whether a client's command passes as `first`, which passed [`check`] just before on
+/// this connection with nothing run since, did: it is the same command, its own argument
+/// count fits, and a write names no reserved key (what else the gate looks at, the
+/// connection's and the server's state, is what `first` passed in). For a run of one
+/// command the batch takes at once, checked in a few instructions; anything else is asked
+/// of [`runs`].
+#[inline(always)]
+pub fn again(first: &'static Spec, spec: Option<&'static Spec>, args: &[&[u8]]) -> bool {
+    spec.is_some_and(|sp| std::ptr::eq(sp, first))
+        && first.arity_ok(args.len())
+        && (first.flags & WRITE == 0 || args[1..].iter().all(|a| a.first() != Some(&0xFF)))
+}
+
+/// Which commands the `loading` flag lets through while the data directory loads.
+pub fn while_loading(spec: Option<&'static Spec>) -> bool {
+    spec.is_some_and(|sp| sp.has(LOADING))
+}
+
+/// Steps 1 and 2: visibility, authentication.
+#[inline(always)]
+fn before_route(
+    sh: &Shared,
+    s: &Session,
+    spec: Option<&'static Spec>,
+    from: From,
+) -> Option<Verdict> {
+    let flags = spec.map_or(0, |sp| sp.flags);
+    if from == From::Client
+        && s.unreleased > 0
+        && flags & WRITE == 0
+        && !sh.visible_soon(s.unreleased)
+    {
+        return Some(Verdict::Wait);
+    }
+    if flags & NO_AUTH == 0 && !s.authed && sh.needs_auth() {
+        return Some(Verdict::Refuse(Refusal::NoAuth));
+    }
+    None
+}
+
+/// Steps 4 to 8: lookup, arity, scripts, transactions, writes, queueing.
+#[inline(always)]
+fn after_route(
+    sh: &Shared,
+    s: &Session,
+    spec: Option<&'static Spec>,
+    args: &[&[u8]],
+    from: From,
+) -> Verdict {
+    let script = match from {
+        From::Script { ro } => Some(ro),
+        _ => None,
+    };
+    let Some(spec) = spec else {
+        return Verdict::Refuse(match script {
+            Some(_) => Refusal::ScriptUnknown,
+            None => Refusal::Unknown,
+        });
+    };
+    if let Some(ro) = script {
+        if let Some(r) = script_refusal(spec, args, ro) {
+            return Verdict::Refuse(r);
+        }
+    }
+    if !spec.arity_ok(args.len()) {
+        return Verdict::Refuse(Refusal::Arity);
+    }
+    let queued = match (from, &s.tx.queued) {
+        (From::Client, Some(q)) => Some(q.len()),
+        _ => None,
+    };
+    if queued.is_some() && spec.has(NO_MULTI) {
+        return Verdict::Refuse(Refusal::NotInMulti);
+    }
+    if spec.flags & WRITE != 0 {
+        if let Some(r) = write_refusal(sh, spec, args) {
+            return Verdict::Refuse(r);
+        }
+    }
+    match queued {
+        Some(_) if runs_in_multi(spec) => Verdict::Run,
+        Some(n) if n >= MAX_QUEUED => Verdict::Refuse(Refusal::TooManyQueued),
+        Some(_) => Verdict::Queue,
+        None => Verdict::Run,
+    }
+}
+
+/// Inside a script: what Redis refuses there.
+#[cold]
+fn script_refusal(spec: &Spec, args: &[&[u8]], ro: bool) -> Option<Refusal> {
+    if spec.has(NOSCRIPT) || spec.has(NO_MULTI) {
+        return Some(Refusal::NotInScript);
+    }
+    if spec.name == "XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
+        return Some(Refusal::ScriptBlock);
+    }
+    (ro && spec.has(WRITE)).then_some(Refusal::ScriptWrite)
+}
+
+/// A write may start: the disk is writable, past `maxmemory` (noeviction) only commands
+/// without `denyoom` (deletes, renames, expiry changes) go on, and no key it names is in
+/// the reserved part of the key space (`resp/types/encoding.rs`).
+#[inline(always)]
+fn write_refusal(sh: &Shared, spec: &Spec, args: &[&[u8]]) -> Option<Refusal> {
+    if sh.writable().is_err() {
+        return Some(Refusal::Disk);
+    }
+    if spec.has(DENYOOM) && sh.over_maxmemory() {
+        return Some(Refusal::Oom);
+    }
+    // Cheap first: only a command with an argument starting 0xFF can name a reserved key.
+    if args[1..].iter().any(|a| a.first() == Some(&0xFF))
+        && !crate::resp::db::key_positions(spec, args)
+            .iter()
+            .all(|&i| args.get(i).is_none_or(|k| user_key_ok(k)))
+    {
+        return Some(Refusal::Reserved);
+    }
+    None
+}
+
+/// The commands that run at once inside MULTI (Redis's list, and the `no_auth` ones:
+/// AUTH, HELLO, QUIT). MULTI and WATCH answer their own errors there, which do not abort
+/// the transaction.
+fn runs_in_multi(spec: &Spec) -> bool {
+    spec.has(NO_AUTH) || matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "RESET")
+}
+
+/// Writes what `v` says and notes it: a refusal's error (a transaction being queued is
+/// aborted by it), `+QUEUED`, or that the connection is about to write.
+#[inline(always)]
+fn act(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    args: &[&[u8]],
+    v: Verdict,
+    out: &mut Vec<u8>,
+) -> Pass {
+    match (v, spec) {
+        (Verdict::Run, Some(spec)) => {
+            if spec.flags & WRITE != 0 {
+                // Its replies wait for durability where the sync policy asks.
+                s.wrote = true;
+            }
+            Pass::Run(spec)
+        }
+        (Verdict::Wait, _) => Pass::Wait,
+        (v, spec) => answer(sh, s, spec, args, v, out),
+    }
+}
+
+/// A command the gate answers itself: refused, or queued inside MULTI.
+#[cold]
+fn answer(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    args: &[&[u8]],
+    v: Verdict,
+    out: &mut Vec<u8>,
+) -> Pass {
+    match v {
+        Verdict::Queue => {
+            if let Some(q) = s.tx.queued.as_mut() {
+                q.push(args.iter().map(|a| a.to_vec()).collect());
+            }
+            resp::simple(out, "QUEUED");
+        }
+        Verdict::Refuse(r) => refuse(sh, s, spec, args, r, out),
+        // Not reached: an unknown command is refused, and waiting is not an answer.
+        Verdict::Run | Verdict::Wait => return Pass::Wait,
+    }
+    // Counted in INFO's `total_commands_processed` as a command that ran is.
+    sh.metrics()
+        .hot()
+        .resp_commands
+        .fetch_add(1, Ordering::Relaxed);
+    Pass::Answered
+}
+
+/// Writes refusal `r`'s error; counts it in INFO commandstats (`rejected_calls`) and, inside
+/// MULTI, aborts the transaction.
+#[cold]
+fn refuse(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    args: &[&[u8]],
+    r: Refusal,
+    out: &mut Vec<u8>,
+) {
+    if let Some(spec) = spec {
+        s.global.cmdstats.rejected(position(spec));
+    }
+    if s.tx.queued.is_some() {
+        s.tx.dirty = true;
+    }
+    let name = || String::from_utf8_lossy(args[0]).to_lowercase();
+    match r {
+        Refusal::NoAuth => resp::error(out, "NOAUTH Authentication required."),
+        Refusal::Unknown => resp::error(out, &unknown_command(args)),
+        Refusal::Arity => resp::error(
+            out,
+            &format!("ERR wrong number of arguments for '{}' command", name()),
+        ),
+        Refusal::NotInScript => {
+            resp::error(out, "ERR This Redis command is not allowed from script")
+        }
+        Refusal::ScriptUnknown => resp::error(out, "ERR Unknown Redis command called from script"),
+        Refusal::ScriptBlock => resp::error(
+            out,
+            "ERR XREAD command is not allowed with BLOCK option from scripts",
+        ),
+        Refusal::ScriptWrite => resp::error(
+            out,
+            "ERR Write commands are not allowed from read-only scripts.",
+        ),
+        Refusal::NotInMulti => resp::error(out, "ERR Command not allowed inside a transaction"),
+        Refusal::Disk => {
+            let m = sh
+                .writable()
+                .err()
+                .unwrap_or_else(|| "the disk failed".into());
+            resp::error(out, &format!("ERR {m}"))
+        }
+        Refusal::Oom => resp::error(out, OOM),
+        Refusal::Reserved => resp::error(out, RESERVED_KEY),
+        Refusal::TooManyQueued => resp::error(
+            out,
+            &format!("ERR a transaction holds at most {MAX_QUEUED} commands"),
+        ),
+    }
+}
+
+/// Cluster mode: where the command goes (`Route::Answer` and `Route::Refuse` are written
+/// to `out`).
+fn route(sh: &Shared, s: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) -> Route {
+    let Some(cl) = sh.router() else {
+        return Route::Here;
+    };
+    let r = cl.route(&mut s.cluster, args, s.proto);
+    match &r {
+        Route::Answer(reply) => out.extend_from_slice(reply),
+        Route::Refuse(e) => resp::error(out, e),
+        Route::Here | Route::Wait => {}
+    }
+    r
+}
+
+#[cfg(test)]
+#[path = "gate_tests.rs"]
+mod tests;
