@@ -9,6 +9,7 @@ use crate::core::counters::OpClass;
 use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::Op;
+use crate::resp::call::Call;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use accelkv_proto::operand::{Elem, Overflow, VectorOp};
@@ -126,4 +127,25 @@ pub fn vector(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         Some(_) => resp::bulk_in(out, None, s.proto),
         None => {}
     }
+}
+
+/// `CAS key expected new`.
+pub fn cas_cmd(x: &mut Call<'_, '_>) {
+    cas(x.sh, x.s, x.args, x.out)
+}
+
+/// `FETCHADD key delta [...]`: at most five arguments.
+pub fn fetchadd(x: &mut Call<'_, '_>) {
+    if x.args.len() > 5 {
+        return crate::resp::reply::wrong_args(x.out, x.args[0]);
+    }
+    fetch_add(x.sh, x.s, x.args, x.out)
+}
+
+/// `VECTOR ...`: at most seven arguments.
+pub fn vector_cmd(x: &mut Call<'_, '_>) {
+    if x.args.len() > 7 {
+        return crate::resp::reply::wrong_args(x.out, x.args[0]);
+    }
+    vector(x.sh, x.s, x.args, x.out)
 }

@@ -190,6 +190,15 @@ pub mod row {
     pub const ONE: (i32, i32, i32) = (1, 1, 1);
     pub const ALL: (i32, i32, i32) = (1, -1, 1);
 
+    /// The command table, one command a line: name, arity, flags, key positions, group,
+    /// handler, summary (`table.rs`, `table_types.rs`).
+    macro_rules! rows {
+        ($($name:literal, $arity:literal, $flags:expr, $keys:expr, $group:literal, $run:path, $summary:literal;)*) => {
+            &[$($crate::resp::call::row::spec($name, $arity, $flags, $keys, $group, $summary, $run)),*]
+        };
+    }
+    pub(crate) use rows;
+
     /// One row.
     pub const fn spec(
         name: &'static str,

@@ -2,6 +2,7 @@
 //! (`table.rs`, handed in), in Redis 7's reply shapes: what client libraries and tools (redis-cli's
 //! hints, cluster-aware clients' key extraction) ask a server about its commands.
 
+use crate::resp::call::Call;
 use crate::resp::call::Spec;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
@@ -99,4 +100,9 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
             )
         }
     }
+}
+
+/// `COMMAND [COUNT|INFO|DOCS|LIST ...]`, from the dispatcher's table.
+pub fn command_cmd(x: &mut Call<'_, '_>) {
+    command(x.s, x.args, (x.dispatch.table)(), x.dispatch.find, x.out)
 }

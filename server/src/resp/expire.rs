@@ -298,3 +298,50 @@ pub fn ttl(sh: &Shared, s: &mut Session, key: &[u8], name: &[u8], out: &mut Vec<
     };
     resp::integer(out, n);
 }
+
+/// The handlers of the commands above, as the command table names them.
+pub mod cmd {
+    use crate::resp::call::Call;
+
+    /// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT n|KEEPTTL]` (its value moved in when
+    /// streamed).
+    pub fn set(x: &mut Call<'_, '_>) {
+        super::set(x.sh, x.s, x.args, x.value.take(), x.out)
+    }
+    pub fn setex(x: &mut Call<'_, '_>) {
+        super::setex(x.sh, x.s, x.args, false, x.out)
+    }
+    pub fn psetex(x: &mut Call<'_, '_>) {
+        super::setex(x.sh, x.s, x.args, true, x.out)
+    }
+    pub fn getex(x: &mut Call<'_, '_>) {
+        super::getex(x.sh, x.s, x.args, x.out)
+    }
+    pub fn expire(x: &mut Call<'_, '_>) {
+        super::expire(x.sh, x.s, x.args, b"EXPIRE", x.out)
+    }
+    pub fn pexpire(x: &mut Call<'_, '_>) {
+        super::expire(x.sh, x.s, x.args, b"PEXPIRE", x.out)
+    }
+    pub fn expireat(x: &mut Call<'_, '_>) {
+        super::expire(x.sh, x.s, x.args, b"EXPIREAT", x.out)
+    }
+    pub fn pexpireat(x: &mut Call<'_, '_>) {
+        super::expire(x.sh, x.s, x.args, b"PEXPIREAT", x.out)
+    }
+    pub fn persist(x: &mut Call<'_, '_>) {
+        super::persist(x.sh, x.s, x.args[1], x.out)
+    }
+    pub fn ttl(x: &mut Call<'_, '_>) {
+        super::ttl(x.sh, x.s, x.args[1], b"TTL", x.out)
+    }
+    pub fn pttl(x: &mut Call<'_, '_>) {
+        super::ttl(x.sh, x.s, x.args[1], b"PTTL", x.out)
+    }
+    pub fn expiretime(x: &mut Call<'_, '_>) {
+        super::ttl(x.sh, x.s, x.args[1], b"EXPIRETIME", x.out)
+    }
+    pub fn pexpiretime(x: &mut Call<'_, '_>) {
+        super::ttl(x.sh, x.s, x.args[1], b"PEXPIRETIME", x.out)
+    }
+}

@@ -4,6 +4,7 @@
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
+use crate::resp::call::Call;
 use crate::resp::door::Got;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
@@ -265,4 +266,14 @@ mod tests {
         assert_eq!(super::encoding(&[b'x'; 44]), "embstr");
         assert_eq!(super::encoding(&[b'x'; 45]), "raw");
     }
+}
+
+/// `MEMORY USAGE|STATS|DOCTOR ...`.
+pub fn memory_cmd(x: &mut Call<'_, '_>) {
+    memory(x.sh, x.s, x.args, x.reads, x.out)
+}
+
+/// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key`.
+pub fn object_cmd(x: &mut Call<'_, '_>) {
+    object(x.sh, x.s, x.args, x.reads, x.out)
 }

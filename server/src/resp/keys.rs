@@ -13,6 +13,7 @@
 use crate::core::counters::OpClass;
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
+use crate::resp::call::Call;
 use crate::resp::cursors::Cursors;
 use crate::resp::door::read_one;
 use crate::resp::glob;
@@ -264,4 +265,29 @@ pub fn random_key(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
         Err(e) => return crate::resp::reply::err_store(out, &e),
     };
     resp::bulk_in(out, key.as_deref().map(crate::resp::db::shown), s.proto);
+}
+
+/// `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`.
+pub fn scan_cmd(x: &mut Call<'_, '_>) {
+    scan(x.sh, (&x.s.global.cursors, x.s.db), x.args, x.reads, x.out)
+}
+
+/// `KEYS pattern`.
+pub fn keys_cmd(x: &mut Call<'_, '_>) {
+    keys(x.sh, x.s.db, x.args[1], x.out)
+}
+
+/// `RANDOMKEY`.
+pub fn randomkey(x: &mut Call<'_, '_>) {
+    random_key(x.sh, x.s, x.out)
+}
+
+/// `RANGE start end [LIMIT n]`.
+pub fn range_cmd(x: &mut Call<'_, '_>) {
+    range_in(x, false)
+}
+
+/// `FLOOR key end [LIMIT n]`.
+pub fn floor(x: &mut Call<'_, '_>) {
+    range_in(x, true)
 }

@@ -8,6 +8,7 @@ use crate::core::ops::typed::is_typed;
 use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::Op;
+use crate::resp::call::Call;
 use crate::resp::db::shown;
 use crate::resp::session::Session;
 use crate::resp::tx::{atomically, failed, run_in_tx};
@@ -204,4 +205,24 @@ fn copy_item(
         }
     }
     true
+}
+
+/// `RENAME key newkey`.
+pub fn rename_cmd(x: &mut Call<'_, '_>) {
+    rename(x.sh, x.s, x.args, false, x.out)
+}
+
+/// `RENAMENX key newkey`.
+pub fn renamenx(x: &mut Call<'_, '_>) {
+    rename(x.sh, x.s, x.args, true, x.out)
+}
+
+/// `COPY source destination [DB n] [REPLACE]`.
+pub fn copy_cmd(x: &mut Call<'_, '_>) {
+    copy(x.sh, x.s, x.args, x.out)
+}
+
+/// `MOVE key db`.
+pub fn move_cmd(x: &mut Call<'_, '_>) {
+    move_key(x.sh, x.s, x.args, x.out)
 }

@@ -1,9 +1,9 @@
 //! The command table's rows for lists and sorted sets (the base rows are in `table.rs`;
-//! `table::table()` joins them): name, Redis's arity, flags, key positions, group, summary
-//! and handler.
+//! `table::table()` joins them), one command a line: name, Redis's arity, flags, key
+//! positions, group, handler and summary.
 
 use crate::resp::call::flag::*;
-use crate::resp::call::row::{spec, ONE, R, RF, W, WF};
+use crate::resp::call::row::{rows, ONE, R, RF, W, WF};
 use crate::resp::call::Spec;
 
 /// ZUNIONSTORE and its kind: the destination, then keys after `numkeys`.
@@ -17,732 +17,110 @@ const NUMKEYS: (i32, i32, i32) = (0, 0, 0);
 const BUT_LAST: (i32, i32, i32) = (1, -2, 1);
 const TWO: (i32, i32, i32) = (1, 2, 1);
 
-pub(crate) static LISTS: &[Spec] = &[
-    spec(
-        "LPUSH",
-        -3,
-        WF,
-        ONE,
-        "list",
-        "Pushes elements at the head; the length.",
-        list::lpush,
-    ),
-    spec(
-        "RPUSH",
-        -3,
-        WF,
-        ONE,
-        "list",
-        "Pushes elements at the tail; the length.",
-        list::rpush,
-    ),
-    spec(
-        "LPUSHX",
-        -3,
-        WF,
-        ONE,
-        "list",
-        "Pushes at the head of an existing list.",
-        list::lpushx,
-    ),
-    spec(
-        "RPUSHX",
-        -3,
-        WF,
-        ONE,
-        "list",
-        "Pushes at the tail of an existing list.",
-        list::rpushx,
-    ),
-    spec(
-        "LPOP",
-        -2,
-        WRITE | FAST,
-        ONE,
-        "list",
-        "Removes and answers the first elements.",
-        list::lpop,
-    ),
-    spec(
-        "RPOP",
-        -2,
-        WRITE | FAST,
-        ONE,
-        "list",
-        "Removes and answers the last elements.",
-        list::rpop,
-    ),
-    spec(
-        "LLEN",
-        2,
-        RF,
-        ONE,
-        "list",
-        "The number of elements.",
-        list::llen,
-    ),
-    spec(
-        "LRANGE",
-        4,
-        R,
-        ONE,
-        "list",
-        "The elements in a range of indices.",
-        list::lrange,
-    ),
-    spec(
-        "LINDEX",
-        3,
-        R,
-        ONE,
-        "list",
-        "The element at an index.",
-        list::lindex,
-    ),
-    spec(
-        "LSET",
-        4,
-        W,
-        ONE,
-        "list",
-        "Replaces the element at an index.",
-        list::lset,
-    ),
-    spec(
-        "LINSERT",
-        5,
-        W,
-        ONE,
-        "list",
-        "Inserts before or after a pivot element.",
-        list::linsert,
-    ),
-    spec(
-        "LREM",
-        4,
-        WRITE,
-        ONE,
-        "list",
-        "Removes elements equal to one.",
-        list::lrem,
-    ),
-    spec(
-        "LTRIM",
-        4,
-        WRITE,
-        ONE,
-        "list",
-        "Keeps only a range of indices.",
-        list::ltrim,
-    ),
-    spec(
-        "LPOS",
-        -3,
-        R,
-        ONE,
-        "list",
-        "The indices of matching elements.",
-        list::lpos,
-    ),
-    spec(
-        "LMOVE",
-        5,
-        W,
-        TWO,
-        "list",
-        "Moves an element between lists.",
-        list_move::lmove,
-    ),
-    spec(
-        "RPOPLPUSH",
-        3,
-        W,
-        TWO,
-        "list",
-        "Moves the last element to another list's head.",
-        list_move::rpoplpush,
-    ),
-    spec(
-        "LMPOP",
-        -4,
-        WRITE,
-        NUMKEYS,
-        "list",
-        "Pops from the first non-empty list.",
-        list_move::lmpop,
-    ),
-    spec(
-        "BLPOP",
-        -3,
-        WRITE | NOSCRIPT,
-        BUT_LAST,
-        "list",
-        "LPOP of the first non-empty list, waiting for one.",
-        list_move::blpop,
-    ),
-    spec(
-        "BRPOP",
-        -3,
-        WRITE | NOSCRIPT,
-        BUT_LAST,
-        "list",
-        "RPOP of the first non-empty list, waiting for one.",
-        list_move::brpop,
-    ),
-    spec(
-        "BLMOVE",
-        6,
-        W | NOSCRIPT,
-        TWO,
-        "list",
-        "LMOVE, waiting for an element.",
-        list_move::blmove,
-    ),
-    spec(
-        "BRPOPLPUSH",
-        4,
-        W | NOSCRIPT,
-        TWO,
-        "list",
-        "RPOPLPUSH, waiting for an element.",
-        list_move::brpoplpush,
-    ),
-    spec(
-        "BLMPOP",
-        -5,
-        WRITE | NOSCRIPT,
-        NUMKEYS,
-        "list",
-        "LMPOP, waiting for an element.",
-        list_move::blmpop,
-    ),
-];
+pub(crate) static LISTS: &[Spec] = rows! {
+    "LPUSH",      -3, WF,               ONE,      "list", list::lpush,           "Pushes elements at the head; the length.";
+    "RPUSH",      -3, WF,               ONE,      "list", list::rpush,           "Pushes elements at the tail; the length.";
+    "LPUSHX",     -3, WF,               ONE,      "list", list::lpushx,          "Pushes at the head of an existing list.";
+    "RPUSHX",     -3, WF,               ONE,      "list", list::rpushx,          "Pushes at the tail of an existing list.";
+    "LPOP",       -2, WRITE | FAST,     ONE,      "list", list::lpop,            "Removes and answers the first elements.";
+    "RPOP",       -2, WRITE | FAST,     ONE,      "list", list::rpop,            "Removes and answers the last elements.";
+    "LLEN",       2,  RF,               ONE,      "list", list::llen,            "The number of elements.";
+    "LRANGE",     4,  R,                ONE,      "list", list::lrange,          "The elements in a range of indices.";
+    "LINDEX",     3,  R,                ONE,      "list", list::lindex,          "The element at an index.";
+    "LSET",       4,  W,                ONE,      "list", list::lset,            "Replaces the element at an index.";
+    "LINSERT",    5,  W,                ONE,      "list", list::linsert,         "Inserts before or after a pivot element.";
+    "LREM",       4,  WRITE,            ONE,      "list", list::lrem,            "Removes elements equal to one.";
+    "LTRIM",      4,  WRITE,            ONE,      "list", list::ltrim,           "Keeps only a range of indices.";
+    "LPOS",       -3, R,                ONE,      "list", list::lpos,            "The indices of matching elements.";
+    "LMOVE",      5,  W,                TWO,      "list", list_move::lmove,      "Moves an element between lists.";
+    "RPOPLPUSH",  3,  W,                TWO,      "list", list_move::rpoplpush,  "Moves the last element to another list's head.";
+    "LMPOP",      -4, WRITE,            NUMKEYS,  "list", list_move::lmpop,      "Pops from the first non-empty list.";
+    "BLPOP",      -3, WRITE | NOSCRIPT, BUT_LAST, "list", list_move::blpop,      "LPOP of the first non-empty list, waiting for one.";
+    "BRPOP",      -3, WRITE | NOSCRIPT, BUT_LAST, "list", list_move::brpop,      "RPOP of the first non-empty list, waiting for one.";
+    "BLMOVE",     6,  W | NOSCRIPT,     TWO,      "list", list_move::blmove,     "LMOVE, waiting for an element.";
+    "BRPOPLPUSH", 4,  W | NOSCRIPT,     TWO,      "list", list_move::brpoplpush, "RPOPLPUSH, waiting for an element.";
+    "BLMPOP",     -5, WRITE | NOSCRIPT, NUMKEYS,  "list", list_move::blmpop,     "LMPOP, waiting for an element.";
+};
 
-pub(crate) static ZSETS: &[Spec] = &[
-    spec(
-        "ZADD",
-        -4,
-        WF,
-        ONE,
-        "sorted_set",
-        "Adds members with scores, or updates their scores.",
-        zset::zadd,
-    ),
-    spec(
-        "ZINCRBY",
-        4,
-        WF,
-        ONE,
-        "sorted_set",
-        "Adds to a member's score; the new score.",
-        zset::zincrby,
-    ),
-    spec(
-        "ZREM",
-        -3,
-        WRITE | FAST,
-        ONE,
-        "sorted_set",
-        "Removes members; the number removed.",
-        zset::zrem,
-    ),
-    spec(
-        "ZSCORE",
-        3,
-        RF,
-        ONE,
-        "sorted_set",
-        "A member's score.",
-        zset::zscore,
-    ),
-    spec(
-        "ZMSCORE",
-        -3,
-        RF,
-        ONE,
-        "sorted_set",
-        "The scores of several members.",
-        zset::zmscore,
-    ),
-    spec(
-        "ZCARD",
-        2,
-        RF,
-        ONE,
-        "sorted_set",
-        "The number of members.",
-        zset::zcard,
-    ),
-    spec(
-        "ZRANK",
-        3,
-        RF,
-        ONE,
-        "sorted_set",
-        "A member's index by ascending score.",
-        zset::zrank,
-    ),
-    spec(
-        "ZREVRANK",
-        3,
-        RF,
-        ONE,
-        "sorted_set",
-        "A member's index by descending score.",
-        zset::zrevrank,
-    ),
-    spec(
-        "ZPOPMIN",
-        -2,
-        WRITE | FAST,
-        ONE,
-        "sorted_set",
-        "Removes and answers the lowest-scored members.",
-        zset::zpopmin,
-    ),
-    spec(
-        "ZPOPMAX",
-        -2,
-        WRITE | FAST,
-        ONE,
-        "sorted_set",
-        "Removes and answers the highest-scored members.",
-        zset::zpopmax,
-    ),
-    spec(
-        "ZMPOP",
-        -4,
-        WRITE,
-        NUMKEYS,
-        "sorted_set",
-        "Pops from the first non-empty sorted set.",
-        zset::zmpop,
-    ),
-    spec(
-        "BZPOPMIN",
-        -3,
-        WRITE | NOSCRIPT | FAST,
-        BUT_LAST,
-        "sorted_set",
-        "ZPOPMIN of the first non-empty sorted set, waiting for one.",
-        zset::bzpopmin,
-    ),
-    spec(
-        "BZPOPMAX",
-        -3,
-        WRITE | NOSCRIPT | FAST,
-        BUT_LAST,
-        "sorted_set",
-        "ZPOPMAX of the first non-empty sorted set, waiting for one.",
-        zset::bzpopmax,
-    ),
-    spec(
-        "BZMPOP",
-        -5,
-        WRITE | NOSCRIPT,
-        NUMKEYS,
-        "sorted_set",
-        "ZMPOP, waiting for a member.",
-        zset::bzmpop,
-    ),
-    spec(
-        "ZRANGE",
-        -4,
-        R,
-        ONE,
-        "sorted_set",
-        "Members in a range of ranks, scores or names.",
-        zset_range::zrange,
-    ),
-    spec(
-        "ZREVRANGE",
-        -4,
-        R,
-        ONE,
-        "sorted_set",
-        "Members in a range of ranks, highest first.",
-        zset_range::zrevrange,
-    ),
-    spec(
-        "ZRANGEBYSCORE",
-        -4,
-        R,
-        ONE,
-        "sorted_set",
-        "Members in a range of scores.",
-        zset_range::zrangebyscore,
-    ),
-    spec(
-        "ZREVRANGEBYSCORE",
-        -4,
-        R,
-        ONE,
-        "sorted_set",
-        "Members in a range of scores, highest first.",
-        zset_range::zrevrangebyscore,
-    ),
-    spec(
-        "ZRANGEBYLEX",
-        -4,
-        R,
-        ONE,
-        "sorted_set",
-        "Members in a range of names.",
-        zset_range::zrangebylex,
-    ),
-    spec(
-        "ZREVRANGEBYLEX",
-        -4,
-        R,
-        ONE,
-        "sorted_set",
-        "Members in a range of names, last first.",
-        zset_range::zrevrangebylex,
-    ),
-    spec(
-        "ZRANGESTORE",
-        -5,
-        W,
-        TWO,
-        "sorted_set",
-        "Stores a range of a sorted set.",
-        zset_range::zrangestore,
-    ),
-    spec(
-        "ZCOUNT",
-        4,
-        RF,
-        ONE,
-        "sorted_set",
-        "The number of members in a range of scores.",
-        zset_range::zcount,
-    ),
-    spec(
-        "ZLEXCOUNT",
-        4,
-        RF,
-        ONE,
-        "sorted_set",
-        "The number of members in a range of names.",
-        zset_range::zlexcount,
-    ),
-    spec(
-        "ZREMRANGEBYRANK",
-        4,
-        WRITE,
-        ONE,
-        "sorted_set",
-        "Removes a range of ranks.",
-        zset_range::zremrangebyrank,
-    ),
-    spec(
-        "ZREMRANGEBYSCORE",
-        4,
-        WRITE,
-        ONE,
-        "sorted_set",
-        "Removes a range of scores.",
-        zset_range::zremrangebyscore,
-    ),
-    spec(
-        "ZREMRANGEBYLEX",
-        4,
-        WRITE,
-        ONE,
-        "sorted_set",
-        "Removes a range of names.",
-        zset_range::zremrangebylex,
-    ),
-    spec(
-        "ZUNION",
-        -3,
-        R,
-        NUMKEYS,
-        "sorted_set",
-        "The union of sorted sets.",
-        zset_ops::zunion,
-    ),
-    spec(
-        "ZINTER",
-        -3,
-        R,
-        NUMKEYS,
-        "sorted_set",
-        "The intersection of sorted sets.",
-        zset_ops::zinter,
-    ),
-    spec(
-        "ZDIFF",
-        -3,
-        R,
-        NUMKEYS,
-        "sorted_set",
-        "The difference of sorted sets.",
-        zset_ops::zdiff,
-    ),
-    spec(
-        "ZUNIONSTORE",
-        -4,
-        W,
-        DST,
-        "sorted_set",
-        "Stores the union of sorted sets.",
-        zset_ops::zunionstore,
-    ),
-    spec(
-        "ZINTERSTORE",
-        -4,
-        W,
-        DST,
-        "sorted_set",
-        "Stores the intersection of sorted sets.",
-        zset_ops::zinterstore,
-    ),
-    spec(
-        "ZDIFFSTORE",
-        -4,
-        W,
-        DST,
-        "sorted_set",
-        "Stores the difference of sorted sets.",
-        zset_ops::zdiffstore,
-    ),
-    spec(
-        "ZINTERCARD",
-        -3,
-        R,
-        NUMKEYS,
-        "sorted_set",
-        "The size of the intersection of sorted sets.",
-        zset_ops::zintercard,
-    ),
-    spec(
-        "ZRANDMEMBER",
-        -2,
-        R,
-        ONE,
-        "sorted_set",
-        "Random members.",
-        zset_ops::zrandmember,
-    ),
-    spec(
-        "ZSCAN",
-        -3,
-        R,
-        ONE,
-        "sorted_set",
-        "Members after a cursor.",
-        zset_ops::zscan,
-    ),
-];
+pub(crate) static ZSETS: &[Spec] = rows! {
+    "ZADD",             -4, WF,                      ONE,      "sorted_set", zset::zadd,                   "Adds members with scores, or updates their scores.";
+    "ZINCRBY",          4,  WF,                      ONE,      "sorted_set", zset::zincrby,                "Adds to a member's score; the new score.";
+    "ZREM",             -3, WRITE | FAST,            ONE,      "sorted_set", zset::zrem,                   "Removes members; the number removed.";
+    "ZSCORE",           3,  RF,                      ONE,      "sorted_set", zset::zscore,                 "A member's score.";
+    "ZMSCORE",          -3, RF,                      ONE,      "sorted_set", zset::zmscore,                "The scores of several members.";
+    "ZCARD",            2,  RF,                      ONE,      "sorted_set", zset::zcard,                  "The number of members.";
+    "ZRANK",            3,  RF,                      ONE,      "sorted_set", zset::zrank,                  "A member's index by ascending score.";
+    "ZREVRANK",         3,  RF,                      ONE,      "sorted_set", zset::zrevrank,               "A member's index by descending score.";
+    "ZPOPMIN",          -2, WRITE | FAST,            ONE,      "sorted_set", zset::zpopmin,                "Removes and answers the lowest-scored members.";
+    "ZPOPMAX",          -2, WRITE | FAST,            ONE,      "sorted_set", zset::zpopmax,                "Removes and answers the highest-scored members.";
+    "ZMPOP",            -4, WRITE,                   NUMKEYS,  "sorted_set", zset::zmpop,                  "Pops from the first non-empty sorted set.";
+    "BZPOPMIN",         -3, WRITE | NOSCRIPT | FAST, BUT_LAST, "sorted_set", zset::bzpopmin,               "ZPOPMIN of the first non-empty sorted set, waiting for one.";
+    "BZPOPMAX",         -3, WRITE | NOSCRIPT | FAST, BUT_LAST, "sorted_set", zset::bzpopmax,               "ZPOPMAX of the first non-empty sorted set, waiting for one.";
+    "BZMPOP",           -5, WRITE | NOSCRIPT,        NUMKEYS,  "sorted_set", zset::bzmpop,                 "ZMPOP, waiting for a member.";
+    "ZRANGE",           -4, R,                       ONE,      "sorted_set", zset_range::zrange,           "Members in a range of ranks, scores or names.";
+    "ZREVRANGE",        -4, R,                       ONE,      "sorted_set", zset_range::zrevrange,        "Members in a range of ranks, highest first.";
+    "ZRANGEBYSCORE",    -4, R,                       ONE,      "sorted_set", zset_range::zrangebyscore,    "Members in a range of scores.";
+    "ZREVRANGEBYSCORE", -4, R,                       ONE,      "sorted_set", zset_range::zrevrangebyscore, "Members in a range of scores, highest first.";
+    "ZRANGEBYLEX",      -4, R,                       ONE,      "sorted_set", zset_range::zrangebylex,      "Members in a range of names.";
+    "ZREVRANGEBYLEX",   -4, R,                       ONE,      "sorted_set", zset_range::zrevrangebylex,   "Members in a range of names, last first.";
+    "ZRANGESTORE",      -5, W,                       TWO,      "sorted_set", zset_range::zrangestore,      "Stores a range of a sorted set.";
+    "ZCOUNT",           4,  RF,                      ONE,      "sorted_set", zset_range::zcount,           "The number of members in a range of scores.";
+    "ZLEXCOUNT",        4,  RF,                      ONE,      "sorted_set", zset_range::zlexcount,        "The number of members in a range of names.";
+    "ZREMRANGEBYRANK",  4,  WRITE,                   ONE,      "sorted_set", zset_range::zremrangebyrank,  "Removes a range of ranks.";
+    "ZREMRANGEBYSCORE", 4,  WRITE,                   ONE,      "sorted_set", zset_range::zremrangebyscore, "Removes a range of scores.";
+    "ZREMRANGEBYLEX",   4,  WRITE,                   ONE,      "sorted_set", zset_range::zremrangebylex,   "Removes a range of names.";
+    "ZUNION",           -3, R,                       NUMKEYS,  "sorted_set", zset_ops::zunion,             "The union of sorted sets.";
+    "ZINTER",           -3, R,                       NUMKEYS,  "sorted_set", zset_ops::zinter,             "The intersection of sorted sets.";
+    "ZDIFF",            -3, R,                       NUMKEYS,  "sorted_set", zset_ops::zdiff,              "The difference of sorted sets.";
+    "ZUNIONSTORE",      -4, W,                       DST,      "sorted_set", zset_ops::zunionstore,        "Stores the union of sorted sets.";
+    "ZINTERSTORE",      -4, W,                       DST,      "sorted_set", zset_ops::zinterstore,        "Stores the intersection of sorted sets.";
+    "ZDIFFSTORE",       -4, W,                       DST,      "sorted_set", zset_ops::zdiffstore,         "Stores the difference of sorted sets.";
+    "ZINTERCARD",       -3, R,                       NUMKEYS,  "sorted_set", zset_ops::zintercard,         "The size of the intersection of sorted sets.";
+    "ZRANDMEMBER",      -2, R,                       ONE,      "sorted_set", zset_ops::zrandmember,        "Random members.";
+    "ZSCAN",            -3, R,                       ONE,      "sorted_set", zset_ops::zscan,              "Members after a cursor.";
+};
 
 /// EVAL and its kind: the keys follow `numkeys` (movable).
-pub(crate) static SCRIPTING: &[Spec] = &[
-    spec(
-        "EVAL",
-        -3,
-        NOSCRIPT | STALE,
-        NUMKEYS,
-        "scripting",
-        "Runs a Lua script atomically.",
-        eval::eval,
-    ),
-    spec(
-        "EVALSHA",
-        -3,
-        NOSCRIPT | STALE,
-        NUMKEYS,
-        "scripting",
-        "Runs a loaded Lua script by its SHA-1.",
-        eval::evalsha,
-    ),
-    spec(
-        "EVAL_RO",
-        -3,
-        NOSCRIPT | STALE | READONLY,
-        NUMKEYS,
-        "scripting",
-        "Runs a read-only Lua script.",
-        eval::eval_ro,
-    ),
-    spec(
-        "EVALSHA_RO",
-        -3,
-        NOSCRIPT | STALE | READONLY,
-        NUMKEYS,
-        "scripting",
-        "Runs a loaded read-only Lua script.",
-        eval::evalsha_ro,
-    ),
-    spec(
-        "FUNCTION",
-        -2,
-        NOSCRIPT,
-        (0, 0, 0),
-        "scripting",
-        "FLUSH and LIST (no functions are kept); the rest refused.",
-        eval::function,
-    ),
-    spec(
-        "SCRIPT",
-        -2,
-        NOSCRIPT,
-        NUMKEYS,
-        "scripting",
-        "LOAD, EXISTS, FLUSH or KILL scripts.",
-        eval::script,
-    ),
-];
+pub(crate) static SCRIPTING: &[Spec] = rows! {
+    "EVAL",       -3, NOSCRIPT | STALE,            NUMKEYS,   "scripting", eval::eval,       "Runs a Lua script atomically.";
+    "EVALSHA",    -3, NOSCRIPT | STALE,            NUMKEYS,   "scripting", eval::evalsha,    "Runs a loaded Lua script by its SHA-1.";
+    "EVAL_RO",    -3, NOSCRIPT | STALE | READONLY, NUMKEYS,   "scripting", eval::eval_ro,    "Runs a read-only Lua script.";
+    "EVALSHA_RO", -3, NOSCRIPT | STALE | READONLY, NUMKEYS,   "scripting", eval::evalsha_ro, "Runs a loaded read-only Lua script.";
+    "FUNCTION",   -2, NOSCRIPT,                    (0, 0, 0), "scripting", eval::function,   "FLUSH and LIST (no functions are kept); the rest refused.";
+    "SCRIPT",     -2, NOSCRIPT,                    NUMKEYS,   "scripting", eval::script,     "LOAD, EXISTS, FLUSH or KILL scripts.";
+};
 
 /// Databases beyond SELECT (db.rs).
-pub(crate) static DATABASES: &[Spec] = &[
-    spec(
-        "MOVE",
-        3,
-        WRITE | FAST,
-        ONE,
-        "generic",
-        "Moves a key to another database.",
-        |x| crate::resp::rename::move_key(x.sh, x.s, x.args, x.out),
-    ),
-    spec(
-        "SWAPDB",
-        3,
-        WRITE | FAST,
-        (0, 0, 0),
-        "server",
-        "Swaps two databases' keys (O(1): a table of database numbers changes, no key moves).",
-        crate::resp::swapdb::swapdb,
-    ),
-];
+pub(crate) static DATABASES: &[Spec] = rows! {
+    "MOVE",   3, WRITE | FAST, ONE,       "generic", crate::resp::rename::move_cmd, "Moves a key to another database.";
+    "SWAPDB", 3, WRITE | FAST, (0, 0, 0), "server",  crate::resp::swapdb::swapdb,   "Swaps two databases' keys (O(1): a table of database numbers changes, no key moves).";
+};
 
 /// Testing hooks.
-pub(crate) static DEBUGGING: &[Spec] = &[spec(
-    "DEBUG",
-    -2,
-    ADMIN | NOSCRIPT | LOADING | STALE,
-    (0, 0, 0),
-    "server",
-    "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.",
-    crate::resp::debug::debug,
-)];
+pub(crate) static DEBUGGING: &[Spec] = rows! {
+    "DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::debug::debug, "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.";
+};
 
 /// SORT (keys: the source, and STORE's destination; db.rs).
-pub(crate) static SORTING: &[Spec] = &[
-    spec(
-        "SORT",
-        -2,
-        W,
-        ONE,
-        "generic",
-        "Sorts a list, set or sorted set.",
-        crate::resp::types::sort::sort,
-    ),
-    spec(
-        "SORT_RO",
-        -2,
-        R,
-        ONE,
-        "generic",
-        "SORT without STORE.",
-        crate::resp::types::sort::sort_ro,
-    ),
-];
+pub(crate) static SORTING: &[Spec] = rows! {
+    "SORT",    -2, W, ONE, "generic", crate::resp::types::sort::sort,    "Sorts a list, set or sorted set.";
+    "SORT_RO", -2, R, ONE, "generic", crate::resp::types::sort::sort_ro, "SORT without STORE.";
+};
 
 /// String commands added with the collection types.
-pub(crate) static STRINGS_MORE: &[Spec] = &[
-    spec(
-        "BITFIELD",
-        -2,
-        W,
-        ONE,
-        "bitmap",
-        "Reads, sets and increments integers at bit offsets.",
-        crate::resp::bitfield::bitfield,
-    ),
-    spec(
-        "BITFIELD_RO",
-        -2,
-        RF,
-        ONE,
-        "bitmap",
-        "BITFIELD with GET only.",
-        crate::resp::bitfield::bitfield_ro,
-    ),
-    spec(
-        "LCS",
-        -3,
-        R,
-        (1, 2, 1),
-        "string",
-        "The longest common subsequence of two strings.",
-        crate::resp::lcs::lcs_command,
-    ),
-];
+pub(crate) static STRINGS_MORE: &[Spec] = rows! {
+    "BITFIELD",    -2, W,  ONE,       "bitmap", crate::resp::bitfield::bitfield,    "Reads, sets and increments integers at bit offsets.";
+    "BITFIELD_RO", -2, RF, ONE,       "bitmap", crate::resp::bitfield::bitfield_ro, "BITFIELD with GET only.";
+    "LCS",         -3, R,  (1, 2, 1), "string", crate::resp::lcs::lcs_command,      "The longest common subsequence of two strings.";
+};
 
 /// Streams (`types/stream.rs`, `types/stream_read.rs`); XREAD's keys follow STREAMS (db.rs).
-pub(crate) static STREAMS: &[Spec] = &[
-    spec(
-        "XADD",
-        -5,
-        WF,
-        ONE,
-        "stream",
-        "Appends an entry; its id.",
-        crate::resp::types::stream::xadd,
-    ),
-    spec(
-        "XTRIM",
-        -4,
-        WRITE,
-        ONE,
-        "stream",
-        "Removes the oldest entries by length or id.",
-        crate::resp::types::stream::xtrim,
-    ),
-    spec(
-        "XDEL",
-        -3,
-        WRITE | FAST,
-        ONE,
-        "stream",
-        "Removes entries by id.",
-        crate::resp::types::stream::xdel,
-    ),
-    spec(
-        "XLEN",
-        2,
-        RF,
-        ONE,
-        "stream",
-        "The number of entries.",
-        crate::resp::types::stream::xlen,
-    ),
-    spec(
-        "XRANGE",
-        -4,
-        R,
-        ONE,
-        "stream",
-        "Entries with ids in a range.",
-        crate::resp::types::stream_read::xrange,
-    ),
-    spec(
-        "XREVRANGE",
-        -4,
-        R,
-        ONE,
-        "stream",
-        "Entries with ids in a range, newest first.",
-        crate::resp::types::stream_read::xrevrange,
-    ),
-    spec(
-        "XREAD",
-        -4,
-        READONLY,
-        NUMKEYS,
-        "stream",
-        "Entries after an id in each stream, waiting for one with BLOCK.",
-        crate::resp::types::stream_read::xread,
-    ),
-];
+pub(crate) static STREAMS: &[Spec] = rows! {
+    "XADD",      -5, WF,           ONE,     "stream", crate::resp::types::stream::xadd,           "Appends an entry; its id.";
+    "XTRIM",     -4, WRITE,        ONE,     "stream", crate::resp::types::stream::xtrim,          "Removes the oldest entries by length or id.";
+    "XDEL",      -3, WRITE | FAST, ONE,     "stream", crate::resp::types::stream::xdel,           "Removes entries by id.";
+    "XLEN",      2,  RF,           ONE,     "stream", crate::resp::types::stream::xlen,           "The number of entries.";
+    "XRANGE",    -4, R,            ONE,     "stream", crate::resp::types::stream_read::xrange,    "Entries with ids in a range.";
+    "XREVRANGE", -4, R,            ONE,     "stream", crate::resp::types::stream_read::xrevrange, "Entries with ids in a range, newest first.";
+    "XREAD",     -4, READONLY,     NUMKEYS, "stream", crate::resp::types::stream_read::xread,     "Entries after an id in each stream, waiting for one with BLOCK.";
+};

@@ -246,3 +246,19 @@ pub fn msetnx(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         resp::integer(out, 1);
     })
 }
+
+/// `MSET k v [k v ...]` (an even count of arguments is a wrong number of them).
+pub fn mset_cmd(x: &mut Call<'_, '_>) {
+    if x.args.len().is_multiple_of(2) {
+        return crate::resp::reply::wrong_args(x.out, x.args[0]);
+    }
+    mset(x.sh, x.s, x.args, x.out)
+}
+
+/// `MSETNX k v [k v ...]`.
+pub fn msetnx_cmd(x: &mut Call<'_, '_>) {
+    if x.args.len().is_multiple_of(2) {
+        return crate::resp::reply::wrong_args(x.out, x.args[0]);
+    }
+    msetnx(x.sh, x.s, x.args, x.out)
+}
