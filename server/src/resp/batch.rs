@@ -322,7 +322,7 @@ fn set_run(
             (sh, s),
             first,
             &args_of(buf, &sc.spans, sc.cmds[end]),
-            |sp, a| is_plain_set(sp, a),
+            is_plain_set,
         )
     {
         end += 1;

@@ -255,6 +255,16 @@ pub fn object(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out:
     }
 }
 
+/// `MEMORY USAGE|STATS|DOCTOR ...`.
+pub fn memory_cmd(x: &mut Call<'_, '_>) {
+    memory(x.sh, x.s, x.args, x.reads, x.out)
+}
+
+/// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key`.
+pub fn object_cmd(x: &mut Call<'_, '_>) {
+    object(x.sh, x.s, x.args, x.reads, x.out)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -266,14 +276,4 @@ mod tests {
         assert_eq!(super::encoding(&[b'x'; 44]), "embstr");
         assert_eq!(super::encoding(&[b'x'; 45]), "raw");
     }
-}
-
-/// `MEMORY USAGE|STATS|DOCTOR ...`.
-pub fn memory_cmd(x: &mut Call<'_, '_>) {
-    memory(x.sh, x.s, x.args, x.reads, x.out)
-}
-
-/// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key`.
-pub fn object_cmd(x: &mut Call<'_, '_>) {
-    object(x.sh, x.s, x.args, x.reads, x.out)
 }
