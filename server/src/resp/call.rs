@@ -25,18 +25,24 @@ pub struct Call<'c, 'a> {
 /// A command's handler.
 pub type Handler = fn(&mut Call<'_, '_>);
 
+/// Where a command comes from (the gate, `gate.rs`, checks it as such).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum From {
+    /// A client's connection, pipelined or not: it waits behind the connection's own
+    /// writes, goes where cluster mode routes it, and is queued inside MULTI.
+    Client,
+    /// A command EXEC runs from its queue, or one a cluster range applies from its log:
+    /// checked again (memory and the disk may have changed since), never routed or queued.
+    Inner,
+    /// A script's `redis.call`; `ro`: the script was started read-only (EVAL_RO...).
+    Script { ro: bool },
+}
+
 /// The dispatcher's entry: the server, the connection, the command's table entry (`None`:
 /// unknown), the command, where it comes from (the gate checks it as such), the read
 /// door, the output.
-pub type Run = fn(
-    &Shared,
-    &mut Session,
-    Option<&'static Spec>,
-    &[&[u8]],
-    crate::resp::gate::From,
-    &mut Reads,
-    &mut Vec<u8>,
-);
+pub type Run =
+    fn(&Shared, &mut Session, Option<&'static Spec>, &[&[u8]], From, &mut Reads, &mut Vec<u8>);
 
 /// The dispatcher, for handlers that run other commands (EVAL's scripts): its table lookup
 /// and its entry, handed in so they need not import the table (which names them).

@@ -46,18 +46,7 @@ pub const MAX_QUEUED: usize = 16_384;
 pub const RESERVED_KEY: &str =
     "ERR keys beginning with the bytes FF FF or FF FE are reserved (accelkv keeps collection fields and the keys of databases other than 0 there)";
 
-/// Where a command comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum From {
-    /// A client's connection, pipelined or not: it waits behind the connection's own
-    /// writes, goes where cluster mode routes it, and is queued inside MULTI.
-    Client,
-    /// A command EXEC runs from its queue, or one a cluster range applies from its log:
-    /// checked again (memory and the disk may have changed since), never routed or queued.
-    Inner,
-    /// A script's `redis.call`; `ro`: the script was started read-only (EVAL_RO...).
-    Script { ro: bool },
-}
+pub use crate::resp::call::From;
 
 /// What the gate decided.
 #[derive(Debug)]

@@ -22,7 +22,7 @@ use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
 use crate::resp::call::Call;
-use crate::resp::gate::From;
+use crate::resp::call::From;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use accelkv_proto::resp;

@@ -4,8 +4,8 @@
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
+use crate::resp::call::From;
 use crate::resp::call::{Call, Dispatcher};
-use crate::resp::gate::From;
 use crate::resp::reply::err_store;
 use crate::resp::script::lua::{self, Ran, Stop};
 use crate::resp::script::{sha1_hex, Scripts};
