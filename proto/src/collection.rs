@@ -1,7 +1,7 @@
 //! The byte format of Redis's collection types on the ordered store (docs/FORMAT.md,
 //! "Redis types"), Kvrocks-style: a metadata record under the user's key, marked as typed
 //! by its client flags, and one subkey per field or member in a reserved part of the key
-//! space. Pure code: the server's RESP adapter (`server/src/resp/types/`) gives it
+//! space. Pure code: the server's RESP adapter (`server/src/resp/commands/types/`) gives it
 //! meaning; the fuzz target `collection_meta` feeds the decoders arbitrary bytes.
 //!
 //! - The metadata record is an item whose client flags are `TYPED_BASE | tag` and whose

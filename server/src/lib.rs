@@ -192,7 +192,7 @@ fn start_helpers(
     mc: Arc<memcache::state::McGlobal>,
     resp_global: &resp::session::RespGlobal,
 ) -> Result<(), String> {
-    let mut reclaim = resp::types::gc::Reclaim::new(resp_global.reclaimed.clone());
+    let mut reclaim = resp::commands::types::gc::Reclaim::new(resp_global.reclaimed.clone());
     let (sh, stop) = (shared.clone(), stop.clone());
     std::thread::Builder::new()
         .name("accelkv-expire".into())

@@ -1,4 +1,4 @@
-//! Pipelined SETs written as one batch (resp/expire.rs `set_run`: one interleaved descent
+//! Pipelined SETs written as one batch (resp/commands/expire.rs `set_run`: one interleaved descent
 //! for all their keys, then one station batch): what a client sees must be exactly what
 //! SETs one at a time give. Two SETs of one key land in order (the later value wins, also
 //! when the same key repeats within a batch and across batches), a GET after them in the

@@ -60,7 +60,7 @@ pub struct Hot {
     pub memcached_commands: AtomicU64,
     pub udp_datagrams: AtomicU64,
     /// Runs of pipelined SETs written as one station batch after one interleaved descent
-    /// (resp/expire.rs `set_run`), and the SETs in them.
+    /// (resp/commands/expire.rs `set_run`), and the SETs in them.
     pub set_batches: AtomicU64,
     pub set_batched: AtomicU64,
 }

@@ -138,7 +138,7 @@ impl Station {
 
     /// Runs `ops` one after another in the order given, each taking effect (its write
     /// version) after the one before it, and appends their answers to `done` in that order.
-    /// A pipeline's writes on one connection go this way (resp/expire.rs `set_run`): a
+    /// A pipeline's writes on one connection go this way (resp/commands/expire.rs `set_run`): a
     /// reader never sees a later one without the earlier ones, and the durable state after
     /// a crash, a prefix of the writes by version, is a prefix of the pipeline too.
     /// [`Station::run`] may reorder operations on different keys (slot by slot) and write a

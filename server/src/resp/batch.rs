@@ -14,13 +14,13 @@ use crate::core::reads::{NotYet, Reads};
 use crate::core::shared::Shared;
 use crate::resp::call::flag::WRITE;
 use crate::resp::call::Spec;
+use crate::resp::commands::types::access::WRONGTYPE;
+use crate::resp::commands::types::keyspace;
 use crate::resp::dispatch;
 use crate::resp::gate::{self, From, Pass};
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::table::find;
-use crate::resp::types::access::WRONGTYPE;
-use crate::resp::types::keyspace;
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp::{self, RespError, Version};
 use smallvec::SmallVec;
@@ -337,7 +337,7 @@ fn set_run(
         })
         .collect();
     reads.probe_write(sets.iter().map(|kv| kv.0))?;
-    crate::resp::expire::set_run(sh, s, &sets, out);
+    crate::resp::commands::expire::set_run(sh, s, &sets, out);
     Ok(Some(end))
 }
 

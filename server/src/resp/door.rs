@@ -7,11 +7,11 @@ use crate::core::ops::{Outcome, Write};
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
+use crate::resp::commands::tx::run_in_tx;
+use crate::resp::commands::types::encoding::MAGIC;
+use crate::resp::commands::types::keyspace::item_now;
 use crate::resp::reply::reply;
 use crate::resp::session::Session;
-use crate::resp::tx::run_in_tx;
-use crate::resp::types::encoding::MAGIC;
-use crate::resp::types::keyspace::item_now;
 use accelkv_engine::{Found, ReadRef, Reply};
 use smallvec::SmallVec;
 
@@ -67,7 +67,7 @@ pub(crate) fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Repl
 pub(crate) enum Got {
     /// A string (`None`: the key is absent).
     Str(Option<Vec<u8>>),
-    /// A collection: its metadata record's value and client flags (`resp/types/`).
+    /// A collection: its metadata record's value and client flags (`resp/commands/types/`).
     Typed(Vec<u8>, u32),
     /// The read failed.
     Err(accelkv_tree::Error),

@@ -31,10 +31,10 @@ use crate::core::route::Route;
 use crate::core::shared::{Shared, OOM};
 use crate::resp::call::flag::{DENYOOM, LOADING, NOSCRIPT, NO_AUTH, NO_MULTI, WRITE};
 use crate::resp::call::Spec;
+use crate::resp::commands::types::encoding::user_key_ok;
 use crate::resp::reply::unknown_command;
 use crate::resp::session::Session;
 use crate::resp::table::position;
-use crate::resp::types::encoding::user_key_ok;
 use accelkv_proto::resp;
 use std::sync::atomic::Ordering;
 
@@ -222,7 +222,7 @@ fn script_refusal(spec: &Spec, args: &[&[u8]], ro: bool) -> Option<Refusal> {
 
 /// A write may start: the disk is writable, past `maxmemory` (noeviction) only commands
 /// without `denyoom` (deletes, renames, expiry changes) go on, and no key it names is in
-/// the reserved part of the key space (`resp/types/encoding.rs`).
+/// the reserved part of the key space (`resp/commands/types/encoding.rs`).
 #[inline(always)]
 fn write_refusal(sh: &Shared, spec: &Spec, args: &[&[u8]]) -> Option<Refusal> {
     if sh.writable().is_err() {

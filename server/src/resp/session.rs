@@ -17,7 +17,7 @@ pub struct RespGlobal {
     pub cursors: Cursors,
     pub reclaimed: Arc<std::sync::atomic::AtomicU64>,
     /// Loaded Lua scripts and the running ones' kill switch (script/).
-    pub scripts: Arc<crate::resp::script::Scripts>,
+    pub scripts: Arc<crate::resp::commands::script::Scripts>,
     /// Redis's encoding-tuning parameters (CONFIG SET hash-max-listpack-entries …).
     pub tuning: crate::resp::tuning::Tuning,
     /// INFO commandstats.

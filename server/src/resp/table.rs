@@ -8,8 +8,8 @@
 
 use crate::resp::call::flag::*;
 use crate::resp::call::Spec;
-use crate::resp::types::{hash, set};
-use crate::resp::{
+use crate::resp::commands::types::{hash, set};
+use crate::resp::commands::{
     atomics, bits, command, connection, expire, introspect, keys, rename, server, strings, tx,
 };
 use std::sync::OnceLock;

@@ -8,8 +8,8 @@ use crate::resp::call::Spec;
 
 /// ZUNIONSTORE and its kind: the destination, then keys after `numkeys`.
 const DST: (i32, i32, i32) = (1, 1, 1);
-use crate::resp::script::eval;
-use crate::resp::types::{list, list_move, zset, zset_ops, zset_range};
+use crate::resp::commands::script::eval;
+use crate::resp::commands::types::{list, list_move, zset, zset_ops, zset_range};
 
 /// Key positions of LMPOP and BLMPOP are after `numkeys` (COMMAND's movablekeys).
 const NUMKEYS: (i32, i32, i32) = (0, 0, 0);
@@ -92,35 +92,35 @@ pub(crate) static SCRIPTING: &[Spec] = rows! {
 
 /// Databases beyond SELECT (db.rs).
 pub(crate) static DATABASES: &[Spec] = rows! {
-    "MOVE",   3, WRITE | FAST, ONE,       "generic", crate::resp::rename::move_cmd, "Moves a key to another database.";
-    "SWAPDB", 3, WRITE | FAST, (0, 0, 0), "server",  crate::resp::swapdb::swapdb,   "Swaps two databases' keys (O(1): a table of database numbers changes, no key moves).";
+    "MOVE",   3, WRITE | FAST, ONE,       "generic", crate::resp::commands::rename::move_cmd, "Moves a key to another database.";
+    "SWAPDB", 3, WRITE | FAST, (0, 0, 0), "server",  crate::resp::commands::swapdb::swapdb,   "Swaps two databases' keys (O(1): a table of database numbers changes, no key moves).";
 };
 
 /// Testing hooks.
 pub(crate) static DEBUGGING: &[Spec] = rows! {
-    "DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::debug::debug, "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.";
+    "DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::debug::debug, "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.";
 };
 
 /// SORT (keys: the source, and STORE's destination; db.rs).
 pub(crate) static SORTING: &[Spec] = rows! {
-    "SORT",    -2, W, ONE, "generic", crate::resp::types::sort::sort,    "Sorts a list, set or sorted set.";
-    "SORT_RO", -2, R, ONE, "generic", crate::resp::types::sort::sort_ro, "SORT without STORE.";
+    "SORT",    -2, W, ONE, "generic", crate::resp::commands::types::sort::sort,    "Sorts a list, set or sorted set.";
+    "SORT_RO", -2, R, ONE, "generic", crate::resp::commands::types::sort::sort_ro, "SORT without STORE.";
 };
 
 /// String commands added with the collection types.
 pub(crate) static STRINGS_MORE: &[Spec] = rows! {
-    "BITFIELD",    -2, W,  ONE,       "bitmap", crate::resp::bitfield::bitfield,    "Reads, sets and increments integers at bit offsets.";
-    "BITFIELD_RO", -2, RF, ONE,       "bitmap", crate::resp::bitfield::bitfield_ro, "BITFIELD with GET only.";
-    "LCS",         -3, R,  (1, 2, 1), "string", crate::resp::lcs::lcs_command,      "The longest common subsequence of two strings.";
+    "BITFIELD",    -2, W,  ONE,       "bitmap", crate::resp::commands::bitfield::bitfield,    "Reads, sets and increments integers at bit offsets.";
+    "BITFIELD_RO", -2, RF, ONE,       "bitmap", crate::resp::commands::bitfield::bitfield_ro, "BITFIELD with GET only.";
+    "LCS",         -3, R,  (1, 2, 1), "string", crate::resp::commands::lcs::lcs_command,      "The longest common subsequence of two strings.";
 };
 
 /// Streams (`types/stream.rs`, `types/stream_read.rs`); XREAD's keys follow STREAMS (db.rs).
 pub(crate) static STREAMS: &[Spec] = rows! {
-    "XADD",      -5, WF,           ONE,     "stream", crate::resp::types::stream::xadd,           "Appends an entry; its id.";
-    "XTRIM",     -4, WRITE,        ONE,     "stream", crate::resp::types::stream::xtrim,          "Removes the oldest entries by length or id.";
-    "XDEL",      -3, WRITE | FAST, ONE,     "stream", crate::resp::types::stream::xdel,           "Removes entries by id.";
-    "XLEN",      2,  RF,           ONE,     "stream", crate::resp::types::stream::xlen,           "The number of entries.";
-    "XRANGE",    -4, R,            ONE,     "stream", crate::resp::types::stream_read::xrange,    "Entries with ids in a range.";
-    "XREVRANGE", -4, R,            ONE,     "stream", crate::resp::types::stream_read::xrevrange, "Entries with ids in a range, newest first.";
-    "XREAD",     -4, READONLY,     NUMKEYS, "stream", crate::resp::types::stream_read::xread,     "Entries after an id in each stream, waiting for one with BLOCK.";
+    "XADD",      -5, WF,           ONE,     "stream", crate::resp::commands::types::stream::xadd,           "Appends an entry; its id.";
+    "XTRIM",     -4, WRITE,        ONE,     "stream", crate::resp::commands::types::stream::xtrim,          "Removes the oldest entries by length or id.";
+    "XDEL",      -3, WRITE | FAST, ONE,     "stream", crate::resp::commands::types::stream::xdel,           "Removes entries by id.";
+    "XLEN",      2,  RF,           ONE,     "stream", crate::resp::commands::types::stream::xlen,           "The number of entries.";
+    "XRANGE",    -4, R,            ONE,     "stream", crate::resp::commands::types::stream_read::xrange,    "Entries with ids in a range.";
+    "XREVRANGE", -4, R,            ONE,     "stream", crate::resp::commands::types::stream_read::xrevrange, "Entries with ids in a range, newest first.";
+    "XREAD",     -4, READONLY,     NUMKEYS, "stream", crate::resp::commands::types::stream_read::xread,     "Entries after an id in each stream, waiting for one with BLOCK.";
 };

@@ -1,6 +1,6 @@
 //! Typed items: values a protocol adapter keeps in an encoding of its own, marked by client
 //! flags in a reserved range (`accelkv_proto::collection`). The RESP adapter keeps a
-//! hash's or set's metadata record under the user's key this way (`resp/types/`), with its
+//! hash's or set's metadata record under the user's key this way (`resp/commands/types/`), with its
 //! fields or members in subkeys in the reserved part of the key space.
 //!
 //! What the core does with them: byte-level writes (INCR and friends, APPEND, SETRANGE,

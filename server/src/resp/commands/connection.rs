@@ -1,0 +1,180 @@
+//! RESP connection commands: what Redis clients send before their first real command
+//! (AUTH, HELLO, CLIENT, SELECT, READONLY) and PING, ECHO, QUIT, RESET.
+
+use crate::resp::call::Call;
+use crate::resp::reply::{parse_i64, upper, wrong_args};
+use accelkv_proto::resp::{self, Version};
+
+/// `AUTH [username] password`: the password checked in constant time (the user name is
+/// ignored).
+pub fn auth(x: &mut Call<'_, '_>) {
+    let given = match x.args.len() {
+        2 => x.args[1],
+        3 => x.args[2],
+        _ => return wrong_args(x.out, x.args[0]),
+    };
+    if !x.sh.needs_auth() {
+        resp::error(x.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+    } else if x.sh.password_matches(given) {
+        x.s.authed = true;
+        resp::simple(x.out, "OK");
+    } else {
+        resp::error(
+            x.out,
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        );
+    }
+}
+
+pub fn quit(x: &mut Call<'_, '_>) {
+    x.s.quit = true;
+    resp::simple(x.out, "OK")
+}
+
+pub fn ping(x: &mut Call<'_, '_>) {
+    match x.args.len() {
+        1 => resp::simple(x.out, "PONG"),
+        2 => resp::bulk(x.out, Some(x.args[1])),
+        _ => wrong_args(x.out, x.args[0]),
+    }
+}
+
+pub fn echo(x: &mut Call<'_, '_>) {
+    resp::bulk(x.out, Some(x.args[1]))
+}
+
+pub fn select(x: &mut Call<'_, '_>) {
+    let n = match crate::resp::reply::parse_i64(x.args[1]) {
+        Some(n) => n,
+        None => return resp::error(x.out, "ERR value is not an integer or out of range"),
+    };
+    if n != 0 && x.sh.router().is_some() {
+        return resp::error(x.out, "ERR SELECT is not allowed in cluster mode");
+    }
+    if n < 0 || n >= x.sh.settings().databases as i64 {
+        return resp::error(x.out, "ERR DB index is out of range");
+    }
+    x.s.set_db(x.sh, n as u16);
+    resp::simple(x.out, "OK")
+}
+
+/// READONLY and READWRITE: accepted for cluster-aware clients.
+pub fn accept(x: &mut Call<'_, '_>) {
+    resp::simple(x.out, "OK")
+}
+
+/// RESET: the connection's transaction, protocol, name and authentication start over.
+pub fn reset(x: &mut Call<'_, '_>) {
+    let s = &mut *x.s;
+    s.tx = Default::default();
+    s.set_proto(Version::Resp2);
+    s.set_name(None);
+    s.authed = !x.sh.needs_auth();
+    s.set_db(x.sh, 0);
+    resp::simple(x.out, "RESET")
+}
+
+/// CLIENT and its subcommands.
+pub fn client(x: &mut Call<'_, '_>) {
+    let (sh, s, c, out) = (x.sh, &mut *x.s, x.args, &mut *x.out);
+    let argc = c.len();
+    match upper(c[1]).as_slice() {
+        b"SETNAME" if argc == 3 => {
+            if c[2].iter().any(|b| *b <= b' ' || *b > b'~') {
+                return resp::error(
+                    out,
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            s.set_name(Some(c[2]));
+            resp::simple(out, "OK")
+        }
+        b"LIST" => crate::resp::commands::introspect::client_list(sh, s, c, out),
+        b"KILL" if argc >= 3 => crate::resp::commands::introspect::client_kill(sh, s, c, out),
+        b"GETNAME" => resp::bulk_in(out, s.name.as_deref(), s.proto),
+        b"ID" => resp::integer(out, s.id as i64),
+        b"SETINFO" => resp::simple(out, "OK"),
+        b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(s, out),
+        b"NO-EVICT" | b"TRACKING" => crate::resp::commands::introspect::client_switch(c, out),
+        _ => resp::error(out, "ERR unknown CLIENT subcommand"),
+    }
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`: switches the reply
+/// protocol (2 or 3), authenticates and names the connection, as Redis 7 does, and answers
+/// the server's properties (a map in RESP3, a flat array in RESP2).
+pub fn hello(x: &mut Call<'_, '_>) {
+    let (sh, s, c, out) = (x.sh, &mut *x.s, x.args, &mut *x.out);
+    let mut version = s.proto;
+    if c.len() >= 2 {
+        version = match parse_i64(c[1]) {
+            Some(2) => Version::Resp2,
+            Some(3) => Version::Resp3,
+            Some(_) => {
+                return resp::error(out, "NOPROTO sorry, this protocol version is not supported")
+            }
+            None => {
+                return resp::error(
+                    out,
+                    "ERR Protocol version is not an integer or out of range",
+                )
+            }
+        };
+    }
+    let (mut auth, mut name) = (None, None);
+    let mut i = 2;
+    while i < c.len() {
+        match upper(c[i]).as_slice() {
+            b"AUTH" if i + 2 < c.len() => {
+                auth = Some(c[i + 2]);
+                i += 3;
+            }
+            b"SETNAME" if i + 1 < c.len() => {
+                name = Some(c[i + 1]);
+                i += 2;
+            }
+            _ => {
+                let opt = String::from_utf8_lossy(c[i]);
+                return resp::error(out, &format!("ERR Syntax error in HELLO option '{opt}'"));
+            }
+        }
+    }
+    match (auth, sh.needs_auth()) {
+        (Some(given), true) if !sh.password_matches(given) => {
+            return resp::error(
+                out,
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            )
+        }
+        (Some(_), _) => s.authed = true,
+        (None, true) if !s.authed => {
+            return resp::error(
+                out,
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            )
+        }
+        (None, _) => {}
+    }
+    if let Some(n) = name {
+        s.set_name(Some(n));
+    }
+    s.set_proto(version);
+    resp::map(out, 7, version);
+    for (k, v) in [
+        ("server", "accelkv"),
+        ("version", env!("CARGO_PKG_VERSION")),
+    ] {
+        resp::bulk(out, Some(k.as_bytes()));
+        resp::bulk(out, Some(v.as_bytes()));
+    }
+    resp::bulk(out, Some(b"proto"));
+    resp::integer(out, if version == Version::Resp3 { 3 } else { 2 });
+    resp::bulk(out, Some(b"id"));
+    resp::integer(out, s.id as i64);
+    for (k, v) in [("mode", "standalone"), ("role", "master")] {
+        resp::bulk(out, Some(k.as_bytes()));
+        resp::bulk(out, Some(v.as_bytes()));
+    }
+    resp::bulk(out, Some(b"modules"));
+    resp::array(out, 0);
+}

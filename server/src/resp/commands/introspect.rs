@@ -1,0 +1,279 @@
+//! Introspection commands tools send: CLIENT INFO (this connection, in CLIENT LIST's line
+//! format), CLIENT NO-EVICT and TRACKING (accepted where they change nothing here), CONFIG
+//! RESETSTAT, MEMORY USAGE and OBJECT ENCODING / REFCOUNT.
+
+use crate::core::reads::Reads;
+use crate::core::shared::Shared;
+use crate::resp::call::Call;
+use crate::resp::commands::types::keyspace::{encoding_name, memory_usage};
+use crate::resp::door::Got;
+use crate::resp::reply::err_store;
+use crate::resp::session::Session;
+use accelkv_proto::resp::{self, Version};
+
+/// `CLIENT INFO`: this connection as CLIENT LIST would describe it.
+pub fn client_info(s: &Session, out: &mut Vec<u8>) {
+    let name = s
+        .name
+        .as_deref()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
+    let (flags, multi) = match &s.tx.queued {
+        Some(q) => ("x", q.len() as i64),
+        None => ("N", -1),
+    };
+    let resp = if s.proto == Version::Resp3 { 3 } else { 2 };
+    let line = format!(
+        "id={} name={name} db={} flags={flags} multi={multi} watch={} resp={resp} user=default lib-name= lib-ver=\n",
+        s.id,
+        s.selected,
+        s.tx.watched.len(),
+    );
+    resp::verbatim(out, line.as_bytes(), s.proto);
+}
+
+/// `CLIENT LIST [TYPE normal] [ID id ...]`: every RESP connection, one line each, in
+/// Redis's `key=value` format (a subset of its fields).
+pub fn client_list(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < c.len() {
+        let opt = c[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"TYPE" if i + 1 < c.len() => {
+                let t = c[i + 1].to_ascii_lowercase();
+                match t.as_slice() {
+                    b"normal" => {}
+                    // No replicas, masters or pub/sub clients here.
+                    b"master" | b"replica" | b"pubsub" => ids = Some(Vec::new()),
+                    _ => {
+                        let t = String::from_utf8_lossy(c[i + 1]);
+                        return resp::error(out, &format!("ERR Unknown client type '{t}'"));
+                    }
+                }
+                i += 2;
+            }
+            b"ID" if i + 1 < c.len() => {
+                let mut v = ids.take().unwrap_or_default();
+                for a in &c[i + 1..] {
+                    match std::str::from_utf8(a)
+                        .ok()
+                        .and_then(|t| t.parse::<u64>().ok())
+                    {
+                        Some(n) if n > 0 => v.push(n),
+                        _ => return resp::error(out, "ERR Invalid client ID"),
+                    }
+                }
+                ids = Some(v);
+                i = c.len();
+            }
+            _ => return resp::error(out, "ERR syntax error"),
+        }
+    }
+    let text = sh.clients().list(ids.as_deref());
+    resp::verbatim(out, text.as_bytes(), s.proto);
+}
+
+/// `CLIENT KILL ip:port` (the old form: `+OK` or `-ERR No such client`) and `CLIENT KILL
+/// <filter> <value> ...` with ID, ADDR, LADDR, USER (only `default` exists), SKIPME and
+/// MAXAGE (the number of connections closed). The owning loops close them at their next
+/// turn; the caller's own connection, when chosen, closes after this reply.
+pub fn client_kill(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let text = |a: &[u8]| String::from_utf8_lossy(a).into_owned();
+    if c.len() == 3 {
+        let f = crate::core::clients::Filter {
+            addr: Some(text(c[2])),
+            ..Default::default()
+        };
+        let (n, me) = sh.clients().kill(&f, s.id);
+        if me {
+            s.quit = true;
+        }
+        return match n {
+            0 => resp::error(out, "ERR No such client"),
+            _ => resp::simple(out, "OK"),
+        };
+    }
+    let mut f = crate::core::clients::Filter {
+        skip: Some(s.id),
+        ..Default::default()
+    };
+    let mut nobody = false;
+    for pair in c[2..].chunks(2) {
+        let [k, v] = pair else {
+            return resp::error(out, "ERR syntax error");
+        };
+        let num = || {
+            std::str::from_utf8(v)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+        };
+        match k.to_ascii_uppercase().as_slice() {
+            b"ID" => match num() {
+                Some(n) if n > 0 => f.id = Some(n),
+                _ => return resp::error(out, "ERR client-id should be greater than 0"),
+            },
+            b"ADDR" => f.addr = Some(text(v)),
+            b"LADDR" => f.laddr = Some(text(v)),
+            b"USER" => nobody |= v != b"default",
+            b"TYPE" => match v.to_ascii_lowercase().as_slice() {
+                b"normal" => {}
+                b"master" | b"replica" | b"pubsub" => nobody = true,
+                _ => return resp::error(out, &format!("ERR Unknown client type '{}'", text(v))),
+            },
+            b"MAXAGE" => match num() {
+                Some(n) => f.max_age = Some(n),
+                None => return resp::error(out, "ERR syntax error"),
+            },
+            b"SKIPME" => match v.to_ascii_lowercase().as_slice() {
+                b"yes" => f.skip = Some(s.id),
+                b"no" => f.skip = None,
+                _ => return resp::error(out, "ERR syntax error"),
+            },
+            _ => return resp::error(out, "ERR syntax error"),
+        }
+    }
+    if nobody {
+        return resp::integer(out, 0);
+    }
+    let (n, me) = sh.clients().kill(&f, s.id);
+    if me {
+        s.quit = true;
+    }
+    resp::integer(out, n as i64);
+}
+
+/// `CLIENT NO-EVICT on|off` (no client eviction here: accepted) and `CLIENT TRACKING off`
+/// (tracking is never on); `TRACKING on` is refused.
+pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {
+    let sub = c[1].to_ascii_uppercase();
+    let arg = c.get(2).map(|a| a.to_ascii_uppercase());
+    match (sub.as_slice(), arg.as_deref(), c.len()) {
+        (b"NO-EVICT", Some(b"ON" | b"OFF"), 3) | (b"TRACKING", Some(b"OFF"), 3) => {
+            resp::simple(out, "OK")
+        }
+        (b"TRACKING", Some(b"ON"), _) => resp::error(
+            out,
+            "ERR client-side caching (CLIENT TRACKING on) is not supported by accelkv",
+        ),
+        _ => resp::error(out, "ERR syntax error"),
+    }
+}
+
+/// `CONFIG RESETSTAT`: zeroes the server's request, error, connection and reservation
+/// station counters and its latency histograms (INFO stats, /metrics). The store's
+/// structural counters and the read engine's cache counters are left alone.
+pub fn reset_stats(sh: &Shared, out: &mut Vec<u8>) {
+    sh.metrics().reset();
+    sh.station().stats.reset();
+    sh.reset_expired();
+    resp::simple(out, "OK");
+}
+
+/// A key's item: its value, and its flags when it is a collection's metadata.
+pub(crate) fn value(
+    sh: &Shared,
+    s: &mut Session,
+    reads: &mut Reads,
+    key: &[u8],
+) -> Result<Option<(Vec<u8>, u32)>, accelkv_tree::Error> {
+    match crate::resp::door::get_value(sh, s, reads, key) {
+        Got::Str(v) => Ok(v.map(|v| (v, 0))),
+        Got::Typed(v, f) => Ok(Some((v, f))),
+        Got::Err(e) => Err(e),
+    }
+}
+
+/// `MEMORY USAGE key [SAMPLES n]`: the bytes the item takes in the store (its leaf entry and
+/// any out-of-line value); nil for a missing key. `MEMORY STATS`-style subcommands are not
+/// offered.
+pub fn memory(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
+    let sub = c[1].to_ascii_uppercase();
+    let samples_ok = c.len() == 3
+        || (c.len() == 5
+            && c[3].eq_ignore_ascii_case(b"SAMPLES")
+            && std::str::from_utf8(c[4]).is_ok_and(|n| n.parse::<u64>().is_ok()));
+    match sub.as_slice() {
+        b"USAGE" if samples_ok => match value(sh, s, reads, c[2]) {
+            Ok(Some((v, f))) => resp::integer(out, memory_usage(sh, c[2], &v, f) as i64),
+            Ok(None) => resp::bulk_in(out, None, s.proto),
+            Err(e) => err_store(out, &e),
+        },
+        b"USAGE" => resp::error(out, "ERR syntax error"),
+        _ => resp::error(
+            out,
+            "ERR unknown subcommand (accelkv offers MEMORY USAGE only)",
+        ),
+    }
+}
+
+/// Redis's encoding of a string value: `int` for a decimal 64-bit integer of at most 20
+/// bytes, `embstr` up to 44 bytes, `raw` beyond.
+pub fn encoding(v: &[u8]) -> &'static str {
+    let int = v.len() <= 20
+        && std::str::from_utf8(v).is_ok_and(|t| t.parse::<i64>().is_ok_and(|n| n.to_string() == t));
+    if int {
+        "int"
+    } else if v.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
+    }
+}
+
+/// `OBJECT ENCODING key` and `OBJECT REFCOUNT key` (1); nil for a missing key.
+pub fn object(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
+    let sub = c[1].to_ascii_uppercase();
+    if c.len() == 3 && sub.as_slice() == b"FREQ" {
+        // As Redis answers under a policy other than LFU (accelkv's is noeviction).
+        return resp::error(
+            out,
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        );
+    }
+    if c.len() == 3 && sub.as_slice() == b"IDLETIME" {
+        return resp::error(
+            out,
+            "ERR accelkv does not track when a key was last read or written (OBJECT IDLETIME)",
+        );
+    }
+    if c.len() != 3 || !matches!(sub.as_slice(), b"ENCODING" | b"REFCOUNT") {
+        return resp::error(
+            out,
+            "ERR unknown subcommand or wrong number of arguments (accelkv offers OBJECT ENCODING, REFCOUNT and FREQ)",
+        );
+    }
+    match value(sh, s, reads, c[2]) {
+        Ok(Some((v, f))) if sub.as_slice() == b"ENCODING" => {
+            let name =
+                encoding_name((sh, &s.global.tuning), c[2], &v, f).unwrap_or_else(|| encoding(&v));
+            resp::bulk(out, Some(name.as_bytes()))
+        }
+        Ok(Some(_)) => resp::integer(out, 1),
+        Ok(None) => resp::bulk_in(out, None, s.proto),
+        Err(e) => err_store(out, &e),
+    }
+}
+
+/// `MEMORY USAGE|STATS|DOCTOR ...`.
+pub fn memory_cmd(x: &mut Call<'_, '_>) {
+    memory(x.sh, x.s, x.args, x.reads, x.out)
+}
+
+/// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key`.
+pub fn object_cmd(x: &mut Call<'_, '_>) {
+    object(x.sh, x.s, x.args, x.reads, x.out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn encodings_follow_redis() {
+        assert_eq!(super::encoding(b"12345"), "int");
+        assert_eq!(super::encoding(b"-9223372036854775808"), "int");
+        assert_eq!(super::encoding(b"007"), "embstr");
+        assert_eq!(super::encoding(b"hello"), "embstr");
+        assert_eq!(super::encoding(&[b'x'; 44]), "embstr");
+        assert_eq!(super::encoding(&[b'x'; 45]), "raw");
+    }
+}

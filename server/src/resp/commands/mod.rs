@@ -1,0 +1,25 @@
+//! The command families behind the RESP adapter: each file (or folder) one family's
+//! handlers, every one a `fn(&mut Call)` that the command table (`../table.rs`) names and
+//! the gate (`../gate.rs`) has checked. What a command does lives here; how a command
+//! reaches it (decoding, batching, the checks, the dispatcher, the connection) lives one
+//! folder up.
+
+pub mod atomics;
+pub mod bitfield;
+pub mod bits;
+pub mod command;
+pub mod config;
+pub mod connection;
+pub mod debug;
+pub mod expire;
+pub mod glob;
+pub mod introspect;
+pub mod keys;
+pub mod lcs;
+pub mod rename;
+pub mod script;
+pub mod server;
+pub mod strings;
+pub mod swapdb;
+pub mod tx;
+pub mod types;

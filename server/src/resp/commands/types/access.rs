@@ -1,0 +1,330 @@
+//! One command's access to a collection: its metadata and its subkeys, read at one
+//! snapshot (a read-only command outside MULTI) or through the connection's transaction
+//! (every write, and everything inside MULTI: the newest state, the transaction's own
+//! changes included), and written through the transaction, so a command's subkeys and
+//! metadata are released to readers as one version (`tx::atomically`).
+//!
+//! Isolation: every write of a collection's subkeys first reads its metadata key through
+//! the transaction, which owns that key's station slot until the commit; so while a
+//! command holds it, nobody else changes the collection.
+
+use crate::core::ops::{Outcome, Write};
+use crate::core::shared::Shared;
+use crate::core::station::{Done, Op};
+use crate::resp::commands::tx::run_in_tx;
+use crate::resp::commands::types::encoding::{self, Kind, Meta, NotMeta, SUBKEY_OVERHEAD};
+use crate::resp::reply::err_store;
+use crate::resp::session::Session;
+use accelkv_proto::resp;
+use accelkv_tree::{Error, Snapshot};
+use std::borrow::Cow;
+
+/// Why a command on a collection stops.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// The key holds another type.
+    WrongType,
+    /// The store failed.
+    Store(Error),
+    /// The command's own error (its whole RESP error text).
+    Reply(String),
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        Fail::Store(e)
+    }
+}
+
+impl From<NotMeta> for Fail {
+    fn from(n: NotMeta) -> Fail {
+        match n {
+            NotMeta::WrongType => Fail::WrongType,
+            NotMeta::Corrupt => Fail::Reply("ERR corrupt collection metadata".into()),
+        }
+    }
+}
+
+/// Redis's error for a command on a key of another type.
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Appends `f`'s RESP error.
+pub(crate) fn fail(out: &mut Vec<u8>, f: &Fail) {
+    match f {
+        Fail::WrongType => resp::error(out, WRONGTYPE),
+        Fail::Store(e) => err_store(out, e),
+        Fail::Reply(t) => resp::error(out, t),
+    }
+}
+
+/// A field (or member) without its subkey's prefix, and its value.
+pub(crate) type Field = (Vec<u8>, Vec<u8>);
+
+/// Where a command reads: a snapshot, or the running transaction.
+pub(crate) enum Src<'a> {
+    Snap(Snapshot<'a>),
+    Tx,
+}
+
+impl<'a> Src<'a> {
+    /// The connection's transaction when one runs, else a snapshot of now.
+    pub fn open(sh: &'a Shared, s: &Session) -> Src<'a> {
+        match s.tx.running {
+            Some(_) => Src::Tx,
+            None => Src::Snap(sh.store().snapshot()),
+        }
+    }
+
+    /// `key`'s value and client flags (`None`: absent or expired).
+    pub fn item(
+        &self,
+        sh: &Shared,
+        s: &mut Session,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, u32)>, Fail> {
+        match self {
+            Src::Snap(snap) => Ok(snap.get_item(key)?.map(|(v, _, f)| (v, f))),
+            Src::Tx => match run_in_tx(sh, s, Op::new(key, Write::ReadItem)).outcome? {
+                Outcome::Item(i) => Ok(Some((i.value, i.flags))),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// The collection at `key` if it is a `kind` (`None`: the key is absent).
+    pub fn meta(
+        &self,
+        sh: &Shared,
+        s: &mut Session,
+        key: &[u8],
+        kind: Kind,
+    ) -> Result<Option<Meta>, Fail> {
+        let m = match self {
+            Src::Snap(snap) => match snap.get_item(key)? {
+                Some((v, _, flags)) => Meta::decode(&v, flags)?,
+                None => return Ok(None),
+            },
+            // Decoded where the transaction holds the value, without copying it out.
+            Src::Tx => {
+                let tx = s.tx.running.as_deref_mut().ok_or_else(no_tx)?;
+                let peeked = sh.station().tx_peek(sh.store(), tx, key, |cur| {
+                    cur.map(|(v, flags)| Meta::decode(v, flags))
+                })?;
+                match peeked {
+                    Some(m) => m?,
+                    None => return Ok(None),
+                }
+            }
+        };
+        if m.kind != kind {
+            return Err(Fail::WrongType);
+        }
+        Ok(Some(m))
+    }
+
+    /// A subkey's value.
+    pub fn get(
+        &self,
+        sh: &Shared,
+        s: &mut Session,
+        subkey: &[u8],
+    ) -> Result<Option<Vec<u8>>, Fail> {
+        match self {
+            Src::Snap(snap) => Ok(snap.get(subkey)?),
+            Src::Tx => match run_in_tx(sh, s, Op::new(subkey, Write::Read)).outcome? {
+                Outcome::Old(v) => Ok(v),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// Calls `f` for the subkeys in `[lo, hi)`, ascending, at most `limit`.
+    pub fn scan(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        (lo, hi): (&[u8], &[u8]),
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Fail> {
+        match self {
+            Src::Snap(snap) => Ok(snap.scan_with(lo, Some(hi), limit, f)?),
+            Src::Tx => {
+                let tx = running(s)?;
+                Ok(sh.station().tx_scan(sh.store(), tx, (lo, hi), limit, f)?)
+            }
+        }
+    }
+
+    /// Calls `f` for the subkeys in `[lo, hi)`, descending, at most `limit`: one descent
+    /// per leaf, so the last few of a long range cost what the first few do (inside the
+    /// transaction, merged with its own writes).
+    pub fn scan_rev(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        (lo, hi): (&[u8], &[u8]),
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Fail> {
+        match self {
+            Src::Snap(snap) => Ok(snap.scan_rev_with(lo, hi, limit, f)?),
+            Src::Tx => {
+                let tx = running(s)?;
+                Ok(sh
+                    .station()
+                    .tx_scan_rev(sh.store(), tx, (lo, hi), limit, f)?)
+            }
+        }
+    }
+
+    /// Every field of a collection with its value, in field order (the field without the
+    /// subkey's prefix).
+    pub fn fields(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        key: &[u8],
+        m: &Meta,
+    ) -> Result<Vec<Field>, Fail> {
+        let mut all = Vec::with_capacity(m.len as usize);
+        self.each_field(sh, s, key, m, |f, v| all.push((f.to_vec(), v.to_vec())))?;
+        Ok(all)
+    }
+
+    /// Lends `f` every field of a collection (without the subkey's prefix) with its value,
+    /// in field order.
+    fn each_field(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        key: &[u8],
+        m: &Meta,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Fail> {
+        let (lo, hi) = encoding::fields_range(&m.prefix(key));
+        self.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| f(&k[lo.len()..], v))
+    }
+
+    /// A reply body of every field of a collection (absent: none), written as the scan
+    /// lends each field without copying it: `put` appends what the reply holds of a field
+    /// (without the subkey's prefix) and its value. How many fields, and the body.
+    pub fn fields_encoded(
+        &self,
+        sh: &Shared,
+        s: &Session,
+        key: &[u8],
+        m: Option<&Meta>,
+        mut put: impl FnMut(&mut Vec<u8>, &[u8], &[u8]),
+    ) -> Result<(usize, Vec<u8>), Fail> {
+        let (mut n, mut body) = (0, Vec::new());
+        if let Some(m) = m {
+            self.each_field(sh, s, key, m, |f, v| {
+                put(&mut body, f, v);
+                n += 1;
+            })?;
+        }
+        Ok((n, body))
+    }
+}
+
+/// The connection's running transaction (a `Src::Tx` read needs one).
+fn running(s: &Session) -> Result<&crate::core::station_tx::Tx, Fail> {
+    s.tx.running.as_deref().ok_or_else(no_tx)
+}
+
+fn no_tx() -> Fail {
+    Fail::Reply("ERR no transaction".into())
+}
+
+/// The outcome of a write inside the transaction, as a `Fail` when it failed.
+fn done(d: Done) -> Result<(), Fail> {
+    match d.outcome? {
+        Outcome::Failed(f) => Err(Fail::Reply(crate::resp::reply::failure_text(&f))),
+        _ => Ok(()),
+    }
+}
+
+/// Sets a subkey (inside the running transaction).
+/// A subkey is moved into the transaction when the caller built it (no second copy).
+pub(crate) fn put<'k>(
+    sh: &Shared,
+    s: &mut Session,
+    subkey: impl Into<Cow<'k, [u8]>>,
+    value: &'k [u8],
+) -> Result<(), Fail> {
+    done(run_in_tx(
+        sh,
+        s,
+        op(subkey, Write::Put(Cow::Borrowed(value))),
+    ))
+}
+
+/// An operation on a subkey, borrowed or built by the caller.
+fn op<'k>(subkey: impl Into<Cow<'k, [u8]>>, write: Write<'k>) -> Op<'k> {
+    Op {
+        key: subkey.into(),
+        write,
+        hint: None,
+    }
+}
+
+/// Sets a subkey (inside the running transaction), answering whether it was absent: one
+/// station operation for HSET's read and write of a field.
+pub(crate) fn put_new<'k>(
+    sh: &Shared,
+    s: &mut Session,
+    subkey: impl Into<Cow<'k, [u8]>>,
+    value: &'k [u8],
+) -> Result<bool, Fail> {
+    let w = Write::Set {
+        value: Cow::Borrowed(value),
+        cond: crate::core::ops::Cond::Always,
+        get: true,
+        ttl: crate::core::ops::Ttl::Set(0),
+    };
+    match run_in_tx(sh, s, op(subkey, w)).outcome? {
+        Outcome::Old(v) => Ok(v.is_none()),
+        Outcome::Failed(f) => Err(Fail::Reply(crate::resp::reply::failure_text(&f))),
+        _ => Ok(false),
+    }
+}
+
+/// Removes a subkey (inside the running transaction).
+pub(crate) fn remove<'k>(
+    sh: &Shared,
+    s: &mut Session,
+    subkey: impl Into<Cow<'k, [u8]>>,
+) -> Result<(), Fail> {
+    done(run_in_tx(sh, s, op(subkey, Write::Remove)))
+}
+
+/// Writes a collection's metadata, keeping the key's deadline; an empty collection removes
+/// the key, as Redis does, but for a stream, which stays (Redis keeps empty streams).
+pub(crate) fn set_meta(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail> {
+    let value = (m.len > 0 || m.kind == Kind::Stream).then(|| Cow::Owned(m.encode()));
+    done(run_in_tx(
+        sh,
+        s,
+        Op::new(
+            key,
+            Write::Typed {
+                value,
+                flags: m.kind.flags(),
+            },
+        ),
+    ))
+}
+
+/// Refuses a field (or member) whose subkey would be longer than the store's keys may be.
+pub(crate) fn check_field(sh: &Shared, key: &[u8], field: &[u8]) -> Result<(), Fail> {
+    let max = sh.store().config().max_key;
+    if SUBKEY_OVERHEAD + key.len() + field.len() > max {
+        return Err(Fail::Reply(format!(
+            "ERR key and field together longer than {} bytes (accelkv keeps each field in a key of the store)",
+            max - SUBKEY_OVERHEAD
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! How a blocking command runs (resp/block.rs has the connection's state): its timeout
+//! argument, and one attempt that takes what its keys hold, or parks, or times out.
+
+use crate::resp::block::BlockReq;
+use crate::resp::call::Call;
+use crate::resp::commands::types::access::Fail;
+use crate::resp::session::Session;
+use accelkv_proto::resp::Version;
+use std::time::{Duration, Instant};
+
+/// A blocking command's timeout argument in seconds (`None`: wait forever), Redis's errors.
+pub(crate) fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, Fail> {
+    let bad = || Fail::Reply("ERR timeout is not a float or out of range".into());
+    let t: f64 = std::str::from_utf8(a)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .filter(|t: &f64| t.is_finite())
+        .ok_or_else(bad)?;
+    if t < 0.0 {
+        return Err(Fail::Reply("ERR timeout is negative".into()));
+    }
+    if t == 0.0 {
+        return Ok(None);
+    }
+    Duration::try_from_secs_f64(t).map(Some).map_err(|_| bad())
+}
+
+/// Runs a blocking command: `attempt` takes what its keys hold (`None`: nothing there)
+/// inside one transaction and `ok` answers it; when nothing was there the command parks,
+/// or answers `none` inside MULTI or once its deadline has passed.
+pub(crate) fn blocking<R>(
+    x: &mut Call<'_, '_>,
+    keys: &[&[u8]],
+    timeout: Option<Duration>,
+    attempt: impl FnOnce(
+        &crate::core::shared::Shared,
+        &mut Session,
+        &crate::resp::commands::types::access::Src<'_>,
+    ) -> Result<Option<R>, Fail>,
+    ok: impl FnOnce(&mut Vec<u8>, R, Version),
+    none: impl FnOnce(&mut Vec<u8>, Version),
+) {
+    let seen = x.sh.blocked().epoch();
+    let mut empty = false;
+    crate::resp::commands::types::run::write(x, attempt, |out, r, v| match r {
+        Some(r) => ok(out, r, v),
+        None => empty = true,
+    });
+    if !empty {
+        (x.s.block.until, x.s.block.after) = (None, None);
+        return;
+    }
+    let now = Instant::now();
+    let until = *x.s.block.until.get_or_insert(timeout.map(|t| now + t));
+    if x.s.tx.running.is_some() || until.is_some_and(|d| now >= d) {
+        (x.s.block.until, x.s.block.after) = (None, None);
+        return none(x.out, x.s.proto);
+    }
+    x.s.block.req = Some(BlockReq {
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        deadline: until,
+        seen,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timeout_arg;
+    use std::time::Duration;
+
+    #[test]
+    fn timeouts_parse_as_redis_reads_them() {
+        assert_eq!(timeout_arg(b"0").unwrap(), None);
+        assert_eq!(
+            timeout_arg(b"0.25").unwrap(),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(timeout_arg(b"2").unwrap(), Some(Duration::from_secs(2)));
+        assert!(timeout_arg(b"-1").is_err());
+        assert!(timeout_arg(b"abc").is_err());
+        assert!(timeout_arg(b"inf").is_err());
+    }
+}

@@ -1,0 +1,170 @@
+//! What the key-level commands need to know about collections: their type's name (TYPE,
+//! OBJECT ENCODING, SCAN TYPE), where the user's keys end and the reserved subkeys begin
+//! (DBSIZE, INFO keyspace), copying a collection to another key (RENAME, COPY),
+//! and what one takes in memory (MEMORY USAGE).
+
+use crate::core::ops::typed::is_typed;
+use crate::core::shared::Shared;
+use crate::resp::commands::types::access::{put, set_meta, Fail, Src};
+use crate::resp::commands::types::encoding::{
+    all_range, fields_range, new_meta, Kind, Meta, RESERVED,
+};
+use crate::resp::db::DB_PREFIX;
+use crate::resp::session::Session;
+use crate::resp::tuning::Tuning;
+use accelkv_tree::Error;
+
+/// `key`'s value and client flags at the read version: the confirming re-read when an
+/// answer came without flags (a ring engine's GET, a scan's items) and its bytes start like
+/// a collection's metadata.
+pub(crate) fn item_now(sh: &Shared, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Error> {
+    Ok(sh.store().snapshot().get_item(key)?.map(|(v, _, f)| (v, f)))
+}
+
+/// Whether a value that came without flags (through a ring engine) is a collection's
+/// metadata: it starts like one and the key's flags say so (`check`: the server and the
+/// key; `None`: the answer had flags, so it is not).
+pub(crate) fn looks_typed(check: Option<(&Shared, &[u8])>, v: &[u8]) -> bool {
+    if !v.starts_with(&crate::resp::commands::types::encoding::MAGIC) {
+        return false;
+    }
+    check.is_some_and(|(sh, key)| matches!(item_now(sh, key), Ok(Some((_, f))) if is_typed(f)))
+}
+
+/// TYPE's answer for an item with these flags and value.
+pub(crate) fn type_name(value: &[u8], flags: u32) -> &'static str {
+    match Meta::decode(value, flags) {
+        Ok(m) => m.kind.name(),
+        Err(_) => "string",
+    }
+}
+
+/// OBJECT ENCODING's answer for an item with these flags and value: the encoding Redis 7.0
+/// would give the collection by its size and contents and the tuning parameters (small
+/// hashes and sorted sets are `listpack`, sets of integers `intset`; resp/tuning.rs), as
+/// tools and tests that check it expect; accelkv keeps every collection the same way
+/// (`encoding.rs`).
+pub(crate) fn encoding_name(
+    (sh, tuning): (&Shared, &Tuning),
+    key: &[u8],
+    value: &[u8],
+    flags: u32,
+) -> Option<&'static str> {
+    let m = Meta::decode(value, flags).ok()?;
+    let param = |name: &str| tuning.get(name).unwrap_or(0).max(0) as u64;
+    let (small, big, most, width) = match m.kind {
+        Kind::Hash => (
+            "listpack",
+            "hashtable",
+            param("hash-max-listpack-entries"),
+            param("hash-max-listpack-value"),
+        ),
+        Kind::Set => ("intset", "hashtable", param("set-max-intset-entries"), 0),
+        Kind::ZSet => (
+            "listpack",
+            "skiplist",
+            param("zset-max-listpack-entries"),
+            param("zset-max-listpack-value"),
+        ),
+        Kind::List => return Some("quicklist"),
+        Kind::Stream => return Some("stream"),
+    };
+    if m.len > most {
+        return Some(big);
+    }
+    let width = width as usize;
+    let (lo, hi) = fields_range(&m.prefix(key));
+    let mut fits = true;
+    let _ = sh.store().scan_with(&lo, Some(&hi), most as usize, |k, v| {
+        let field = &k[lo.len()..];
+        fits &= match m.kind {
+            Kind::Set => std::str::from_utf8(field)
+                .is_ok_and(|t| t.parse::<i64>().is_ok_and(|n| n.to_string() == t)),
+            Kind::ZSet => field.len() <= width,
+            _ => field.len() <= width && v.len() <= width,
+        };
+    });
+    Some(if fits { small } else { big })
+}
+
+/// The keys of each database (database 0 first, then those ≥ 1 that hold keys), by walking
+/// the reserved part of the key space: the other databases' keys and every collection's
+/// subkeys (so this costs a walk of them; DBSIZE, INFO keyspace). Database 0 holds the
+/// rest.
+pub(crate) fn keys_per_db(sh: &Shared) -> Vec<(u16, usize)> {
+    let mut counts: Vec<(u16, usize)> = Vec::new();
+    let mut reserved = 0usize;
+    let _ = sh.store().scan_with(&DB_PREFIX, None, usize::MAX, |k, _| {
+        reserved += 1;
+        if let Some(&[a, b]) = k.strip_prefix(&DB_PREFIX).and_then(|r| r.get(..2)) {
+            if k < RESERVED.as_slice() {
+                let db = u16::from_be_bytes([a, b]);
+                match counts.last_mut() {
+                    Some((d, n)) if *d == db => *n += 1,
+                    _ => counts.push((db, 1)),
+                }
+            }
+        }
+    });
+    let db0 = sh.store().len().saturating_sub(reserved);
+    let mut all = vec![(0, db0)];
+    all.extend(counts);
+    all
+}
+
+/// The number of keys in database `db` (DBSIZE).
+pub(crate) fn user_keys(sh: &Shared, db: u16) -> usize {
+    if db == 0 {
+        return keys_per_db(sh)[0].1;
+    }
+    let (lo, hi) = crate::resp::db::range(db);
+    let mut n = 0usize;
+    let _ = sh
+        .store()
+        .scan_with(&lo, Some(&hi), usize::MAX, |_, _| n += 1);
+    n
+}
+
+/// Copies the collection `m` at `src` to `dst` under a fresh id, inside the transaction
+/// (RENAME, COPY): what `dst` held before is replaced (its subkeys become garbage).
+pub(crate) fn copy_collection(
+    sh: &Shared,
+    s: &mut Session,
+    src: &[u8],
+    dst: &[u8],
+    m: &Meta,
+) -> Result<(), Fail> {
+    let old = m.prefix(src);
+    let (lo, hi) = all_range(&old);
+    let mut subs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(m.len as usize);
+    Src::Tx.scan(sh, s, (&lo, &hi), usize::MAX, |k, v| {
+        subs.push((k[old.len()..].to_vec(), v.to_vec()))
+    })?;
+    for (rest, _) in &subs {
+        crate::resp::commands::types::access::check_field(sh, dst, &rest[1..])?;
+    }
+    let mut new = new_meta(m.kind);
+    (new.len, new.head, new.tail) = (m.len, m.head, m.tail);
+    let p = new.prefix(dst);
+    // Every subkey (a sorted set's score index too), the part byte and what follows kept.
+    let mut k = p.clone();
+    for (rest, v) in &subs {
+        k.truncate(p.len());
+        k.extend_from_slice(rest);
+        put(sh, s, k.as_slice(), v)?;
+    }
+    set_meta(sh, s, dst, &new)
+}
+
+/// MEMORY USAGE of a collection: its metadata item and every subkey's (a sorted set's
+/// score index included).
+pub(crate) fn memory_usage(sh: &Shared, key: &[u8], value: &[u8], flags: u32) -> usize {
+    let mut bytes = sh.store().item_footprint(key.len(), value.len());
+    if let Ok(m) = Meta::decode(value, flags) {
+        let (lo, hi) = all_range(&m.prefix(key));
+        let _ = sh.store().scan_with(&lo, Some(&hi), usize::MAX, |k, v| {
+            bytes += sh.store().item_footprint(k.len(), v.len())
+        });
+    }
+    bytes
+}
