@@ -9,19 +9,16 @@
 //! loop's scratch buffers have grown.
 
 use crate::core::counters::OpClass;
-use crate::core::ops::typed::is_typed;
 use crate::core::reads::{NotYet, Reads};
 use crate::core::shared::Shared;
 use crate::resp::call::flag::WRITE;
 use crate::resp::call::Spec;
-use crate::resp::commands::types::access::WRONGTYPE;
-use crate::resp::commands::types::keyspace;
 use crate::resp::dispatch;
+use crate::resp::door::get_reply;
 use crate::resp::gate::{self, From, Pass};
-use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::table::find;
-use accelkv_engine::{Found, ReadRef, Reply};
+use accelkv_engine::ReadRef;
 use accelkv_proto::resp::{self, RespError, Version};
 use smallvec::SmallVec;
 
@@ -345,33 +342,6 @@ type Args<'a> = SmallVec<[&'a [u8]; 8]>;
 
 fn args_of<'a>(buf: &'a [u8], spans: &[(usize, usize)], (a, b): (usize, usize)) -> Args<'a> {
     spans[a..b].iter().map(|&(x, y)| &buf[x..y]).collect()
-}
-
-/// Appends the reply to one GET (or one key of an MGET, whose errors are nils, as Redis
-/// answers them) in protocol `ver`. A collection's key is Redis's WRONGTYPE (nil in an
-/// MGET); an answer that came without flags (through a ring) and looks like a
-/// collection's metadata is confirmed through `sh`.
-pub fn get_reply(
-    out: &mut Vec<u8>,
-    found: Found<'_>,
-    ver: Version,
-    mget: bool,
-    check: Option<(&Shared, &[u8])>,
-) {
-    let typed = match &found {
-        Found::Value(Some(_), f) => is_typed(*f),
-        Found::Reply(Reply::Value(Some(v))) => keyspace::looks_typed(check, v),
-        _ => false,
-    };
-    match found {
-        _ if typed && mget => resp::bulk_in(out, None, ver),
-        _ if typed => resp::error(out, WRONGTYPE),
-        Found::Value(v, _) => resp::bulk_in(out, v, ver),
-        Found::Reply(Reply::Value(v)) => resp::bulk_in(out, v.as_deref(), ver),
-        Found::Reply(Reply::Error(_)) if mget => resp::bulk_in(out, None, ver),
-        Found::Reply(Reply::Error(e)) => err_store(out, &e),
-        Found::Reply(Reply::Items(_)) => resp::bulk_in(out, None, ver),
-    }
 }
 
 /// GET and MGET commands `from..to` of `sc.cmds` as one read batch (inline, in chunks of

@@ -7,12 +7,14 @@ use crate::core::ops::{Outcome, Write};
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
-use crate::resp::commands::tx::run_in_tx;
 use crate::resp::commands::types::encoding::MAGIC;
+use crate::resp::commands::types::keyspace;
 use crate::resp::commands::types::keyspace::item_now;
-use crate::resp::reply::reply;
+use crate::resp::reply::{err_store, reply, WRONGTYPE};
 use crate::resp::session::Session;
+use crate::resp::write_door::run_op;
 use accelkv_engine::{Found, ReadRef, Reply};
+use accelkv_proto::resp::{self, Version};
 use smallvec::SmallVec;
 
 /// Runs `ops` through the reservation station (the one write door, so two loops writing one
@@ -27,7 +29,7 @@ pub(crate) fn through_station<'a>(
     let mut done: SmallVec<[Done; 8]> = SmallVec::new();
     if s.tx.running.is_some() {
         for op in ops {
-            done.push(run_in_tx(sh, s, op));
+            done.push(run_op(sh, s, op));
         }
         return done;
     }
@@ -47,7 +49,7 @@ pub(crate) fn write_one(
     ok: impl FnOnce(&mut Vec<u8>),
     skipped: impl FnOnce(&mut Vec<u8>),
 ) {
-    let d = run_in_tx(sh, s, op);
+    let d = run_op(sh, s, op);
     s.unreleased = s.unreleased.max(d.version);
     reply(out, &d, s.proto, ok, skipped);
 }
@@ -61,6 +63,60 @@ pub(crate) fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Repl
         reply = f.into_reply()
     });
     reply
+}
+
+/// Appends the reply to one GET (or one key of an MGET, whose errors are nils, as Redis
+/// answers them) in protocol `ver`. A collection's key is Redis's WRONGTYPE (nil in an
+/// MGET); an answer that came without flags (through a ring) and looks like a
+/// collection's metadata is confirmed through `sh`.
+pub fn get_reply(
+    out: &mut Vec<u8>,
+    found: Found<'_>,
+    ver: Version,
+    mget: bool,
+    check: Option<(&Shared, &[u8])>,
+) {
+    let typed = match &found {
+        Found::Value(Some(_), f) => is_typed(*f),
+        Found::Reply(Reply::Value(Some(v))) => keyspace::looks_typed(check, v),
+        _ => false,
+    };
+    match found {
+        _ if typed && mget => resp::bulk_in(out, None, ver),
+        _ if typed => resp::error(out, WRONGTYPE),
+        Found::Value(v, _) => resp::bulk_in(out, v, ver),
+        Found::Reply(Reply::Value(v)) => resp::bulk_in(out, v.as_deref(), ver),
+        Found::Reply(Reply::Error(_)) if mget => resp::bulk_in(out, None, ver),
+        Found::Reply(Reply::Error(e)) => err_store(out, &e),
+        Found::Reply(Reply::Items(_)) => resp::bulk_in(out, None, ver),
+    }
+}
+
+/// GET, or one key of an MGET (`mget`), for a handler: inside a transaction through it
+/// (seeing its own writes), otherwise through the loop's read door; answered by
+/// [`get_reply`], as the pipeline's read batches and the gather answer theirs.
+pub(crate) fn get(
+    (sh, s): (&Shared, &mut Session),
+    reads: &mut Reads,
+    key: &[u8],
+    mget: bool,
+    out: &mut Vec<u8>,
+) {
+    let ver = s.proto;
+    if s.tx.running.is_none() {
+        let _ = reads.run(sh.engine(), &[ReadRef::Get(key)], |_, f: Found<'_>| {
+            get_reply(out, f, ver, mget, Some((sh, key)))
+        });
+        return;
+    }
+    let found = match run_op(sh, s, Op::new(key, Write::ReadItem)).outcome {
+        Ok(Outcome::Item(i)) => {
+            return get_reply(out, Found::Value(Some(&i.value), i.flags), ver, mget, None)
+        }
+        Err(e) => Found::Reply(Reply::Error(e)),
+        Ok(_) => Found::Value(None, 0),
+    };
+    get_reply(out, found, ver, mget, None)
 }
 
 /// A key's item as a command sees it.
@@ -92,7 +148,7 @@ pub(crate) fn get_value(sh: &Shared, s: &mut Session, reads: &mut Reads, key: &[
         });
         return got;
     }
-    match run_in_tx(sh, s, Op::new(key, Write::ReadItem)).outcome {
+    match run_op(sh, s, Op::new(key, Write::ReadItem)).outcome {
         Ok(Outcome::Item(i)) if is_typed(i.flags) => Got::Typed(i.value, i.flags),
         Ok(Outcome::Item(i)) => Got::Str(Some(i.value)),
         Err(e) => Got::Err(e),

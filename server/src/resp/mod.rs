@@ -28,3 +28,4 @@ pub mod streamed;
 pub mod table;
 pub mod table_types;
 pub mod tuning;
+pub mod write_door;

@@ -92,3 +92,7 @@ pub(crate) fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
         ),
     );
 }
+
+/// Redis's error for a command on a key of another type.
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";

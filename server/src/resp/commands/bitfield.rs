@@ -7,9 +7,9 @@ use crate::core::counters::OpClass;
 use crate::core::ops::typed::is_typed;
 use crate::core::ops::{Cond, Ttl, Write};
 use crate::resp::call::Call;
-use crate::resp::commands::tx::run_in_tx;
 use crate::resp::commands::types::access::{fail, Fail};
 use crate::resp::commands::types::run::{read, write};
+use crate::resp::write_door::run_op;
 use accelkv_proto::resp;
 use std::borrow::Cow;
 
@@ -292,7 +292,7 @@ fn run(x: &mut Call<'_, '_>, ro: bool) {
                     get: false,
                     ttl: Ttl::Keep,
                 };
-                run_in_tx(sh, s, crate::core::station::Op::new(key, w)).outcome?;
+                run_op(sh, s, crate::core::station::Op::new(key, w)).outcome?;
             }
             Ok(answers)
         },

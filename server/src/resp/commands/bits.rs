@@ -7,10 +7,11 @@ use crate::core::counters::OpClass;
 use crate::core::ops::{Outcome, Write};
 use crate::core::station::Op;
 use crate::resp::call::Call;
-use crate::resp::commands::tx::{atomically, failed, run_in_tx};
+use crate::resp::commands::tx::{atomically, failed};
 use crate::resp::commands::types::access::WRONGTYPE;
 use crate::resp::door::{get_value, write_one, Got};
 use crate::resp::reply::{err_store, ok, parse_i64, upper};
+use crate::resp::write_door::run_op;
 use accelkv_proto::resp;
 use std::borrow::Cow;
 
@@ -191,7 +192,7 @@ pub fn bitop(x: &mut Call<'_, '_>) {
     atomically(x.sh, x.s, x.out, |sh, s, out| {
         let mut values = Vec::with_capacity(sources.len());
         for k in sources {
-            let d = run_in_tx(sh, s, Op::new(k, Write::Read));
+            let d = run_op(sh, s, Op::new(k, Write::Read));
             if failed(out, &d) {
                 return;
             }
@@ -210,7 +211,7 @@ pub fn bitop(x: &mut Call<'_, '_>) {
             true => Write::Remove,
             false => Write::Put(Cow::Owned(result)),
         };
-        if !failed(out, &run_in_tx(sh, s, Op::new(dest, w))) {
+        if !failed(out, &run_op(sh, s, Op::new(dest, w))) {
             resp::integer(out, len);
         }
     })

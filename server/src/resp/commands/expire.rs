@@ -272,8 +272,7 @@ pub fn ttl(sh: &Shared, s: &mut Session, key: &[u8], name: &[u8], out: &mut Vec<
     let now = now_ms();
     let found = if s.tx.running.is_some() {
         // Inside EXEC: through the transaction, which sees its own writes.
-        match crate::resp::commands::tx::run_in_tx(sh, s, Op::new(key, Write::ReadDeadline)).outcome
-        {
+        match crate::resp::write_door::run_op(sh, s, Op::new(key, Write::ReadDeadline)).outcome {
             Ok(Outcome::Deadline(d)) => d,
             Ok(_) => None,
             Err(e) => return err_store(out, &e),

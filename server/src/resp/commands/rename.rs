@@ -9,12 +9,13 @@ use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::Op;
 use crate::resp::call::Call;
-use crate::resp::commands::tx::{atomically, failed, run_in_tx};
+use crate::resp::commands::tx::{atomically, failed};
 use crate::resp::commands::types::access::fail;
 use crate::resp::commands::types::encoding::Meta;
 use crate::resp::commands::types::keyspace::copy_collection;
 use crate::resp::db::shown;
 use crate::resp::session::Session;
+use crate::resp::write_door::run_op;
 use accelkv_proto::resp;
 use std::borrow::Cow;
 
@@ -42,7 +43,7 @@ pub fn rename(sh: &Shared, s: &mut Session, c: &[&[u8]], nx: bool, out: &mut Vec
         }
         if src != dst {
             sh.count(OpClass::Delete);
-            if failed(out, &run_in_tx(sh, s, Op::new(src, Write::Remove))) {
+            if failed(out, &run_op(sh, s, Op::new(src, Write::Remove))) {
                 return;
             }
         }
@@ -139,7 +140,7 @@ pub fn move_key(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             return;
         }
         sh.count(OpClass::Delete);
-        if !failed(out, &run_in_tx(sh, s, Op::new(src, Write::Remove))) {
+        if !failed(out, &run_op(sh, s, Op::new(src, Write::Remove))) {
             resp::integer(out, 1)
         }
     })
@@ -153,7 +154,7 @@ fn read_item(
     key: &[u8],
     out: &mut Vec<u8>,
 ) -> Option<Option<VersionedItem>> {
-    let d = run_in_tx(sh, s, Op::new(key, Write::ReadItem));
+    let d = run_op(sh, s, Op::new(key, Write::ReadItem));
     if failed(out, &d) {
         return None;
     }
@@ -174,7 +175,7 @@ fn copy_item(
     out: &mut Vec<u8>,
 ) -> bool {
     sh.count(OpClass::Put);
-    if failed(out, &run_in_tx(sh, s, Op::new(dst, Write::Remove))) {
+    if failed(out, &run_op(sh, s, Op::new(dst, Write::Remove))) {
         return false;
     }
     if is_typed(item.flags) {
@@ -191,7 +192,7 @@ fn copy_item(
         }
     } else {
         let put = Write::Put(Cow::Owned(item.value.clone()));
-        if failed(out, &run_in_tx(sh, s, Op::new(dst, put))) {
+        if failed(out, &run_op(sh, s, Op::new(dst, put))) {
             return false;
         }
     }
@@ -200,7 +201,7 @@ fn copy_item(
             deadline: item.deadline,
             cond: Default::default(),
         };
-        if failed(out, &run_in_tx(sh, s, Op::new(dst, w))) {
+        if failed(out, &run_op(sh, s, Op::new(dst, w))) {
             return false;
         }
     }

@@ -17,23 +17,18 @@ use accelkv_proto::resp;
 use smallvec::SmallVec;
 use std::borrow::Cow;
 
+/// `GET key` (the pipeline's runs of GETs are its cheap case, `batch.rs`).
 pub fn get(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Get);
-    match get_value(x.sh, x.s, x.reads, x.args[1]) {
-        Got::Str(v) => resp::bulk_in(x.out, v.as_deref(), x.s.proto),
-        Got::Typed(..) => resp::error(x.out, WRONGTYPE),
-        Got::Err(e) => err_store(x.out, &e),
-    }
+    crate::resp::door::get((x.sh, x.s), x.reads, x.args[1], false, x.out)
 }
 
+/// `MGET key [key ...]`: a collection's key, or a failed read, is a nil.
 pub fn mget(x: &mut Call<'_, '_>) {
     resp::array(x.out, x.args.len() - 1);
     for k in &x.args[1..] {
         x.sh.count(OpClass::Get);
-        match get_value(x.sh, x.s, x.reads, k) {
-            Got::Str(v) => resp::bulk_in(x.out, v.as_deref(), x.s.proto),
-            _ => resp::bulk_in(x.out, None, x.s.proto),
-        }
+        crate::resp::door::get((x.sh, x.s), x.reads, k, true, x.out)
     }
 }
 

@@ -25,6 +25,7 @@ use crate::resp::call::Call;
 use crate::resp::call::From;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
+use crate::resp::write_door::run_op;
 use accelkv_proto::resp;
 use std::borrow::Cow;
 
@@ -188,14 +189,6 @@ pub(crate) fn atomically(
     }
 }
 
-/// One operation inside the running transaction.
-pub fn run_in_tx(sh: &Shared, s: &mut Session, op: Op<'_>) -> Done {
-    match s.tx.running.as_deref_mut() {
-        Some(tx) => sh.station().tx_run(sh.store(), tx, op),
-        None => sh.station().run_one(sh.store(), op),
-    }
-}
-
 pub(crate) fn failed(out: &mut Vec<u8>, d: &Done) -> bool {
     match &d.outcome {
         Err(e) => {
@@ -215,7 +208,7 @@ pub fn mset(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     atomically(sh, s, out, |sh, s, out| {
         for kv in c[1..].chunks(2) {
             sh.count(OpClass::Put);
-            let d = run_in_tx(sh, s, Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1]))));
+            let d = run_op(sh, s, Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1]))));
             if failed(out, &d) {
                 return;
             }
@@ -228,7 +221,7 @@ pub fn mset(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
 pub fn msetnx(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     atomically(sh, s, out, |sh, s, out| {
         for kv in c[1..].chunks(2) {
-            let d = run_in_tx(sh, s, Op::new(kv[0], Write::ReadDeadline));
+            let d = run_op(sh, s, Op::new(kv[0], Write::ReadDeadline));
             if failed(out, &d) {
                 return;
             }
@@ -238,7 +231,7 @@ pub fn msetnx(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         }
         for kv in c[1..].chunks(2) {
             sh.count(OpClass::Put);
-            let d = run_in_tx(sh, s, Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1]))));
+            let d = run_op(sh, s, Op::new(kv[0], Write::Put(Cow::Borrowed(kv[1]))));
             if failed(out, &d) {
                 return;
             }

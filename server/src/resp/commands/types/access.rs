@@ -11,10 +11,10 @@
 use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
-use crate::resp::commands::tx::run_in_tx;
 use crate::resp::commands::types::encoding::{self, Kind, Meta, NotMeta, SUBKEY_OVERHEAD};
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
+use crate::resp::write_door::run_op;
 use accelkv_proto::resp;
 use accelkv_tree::{Error, Snapshot};
 use std::borrow::Cow;
@@ -45,9 +45,7 @@ impl From<NotMeta> for Fail {
     }
 }
 
-/// Redis's error for a command on a key of another type.
-pub(crate) const WRONGTYPE: &str =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub(crate) use crate::resp::reply::WRONGTYPE;
 
 /// Appends `f`'s RESP error.
 pub(crate) fn fail(out: &mut Vec<u8>, f: &Fail) {
@@ -85,7 +83,7 @@ impl<'a> Src<'a> {
     ) -> Result<Option<(Vec<u8>, u32)>, Fail> {
         match self {
             Src::Snap(snap) => Ok(snap.get_item(key)?.map(|(v, _, f)| (v, f))),
-            Src::Tx => match run_in_tx(sh, s, Op::new(key, Write::ReadItem)).outcome? {
+            Src::Tx => match run_op(sh, s, Op::new(key, Write::ReadItem)).outcome? {
                 Outcome::Item(i) => Ok(Some((i.value, i.flags))),
                 _ => Ok(None),
             },
@@ -132,7 +130,7 @@ impl<'a> Src<'a> {
     ) -> Result<Option<Vec<u8>>, Fail> {
         match self {
             Src::Snap(snap) => Ok(snap.get(subkey)?),
-            Src::Tx => match run_in_tx(sh, s, Op::new(subkey, Write::Read)).outcome? {
+            Src::Tx => match run_op(sh, s, Op::new(subkey, Write::Read)).outcome? {
                 Outcome::Old(v) => Ok(v),
                 _ => Ok(None),
             },
@@ -254,11 +252,7 @@ pub(crate) fn put<'k>(
     subkey: impl Into<Cow<'k, [u8]>>,
     value: &'k [u8],
 ) -> Result<(), Fail> {
-    done(run_in_tx(
-        sh,
-        s,
-        op(subkey, Write::Put(Cow::Borrowed(value))),
-    ))
+    done(run_op(sh, s, op(subkey, Write::Put(Cow::Borrowed(value)))))
 }
 
 /// An operation on a subkey, borrowed or built by the caller.
@@ -284,7 +278,7 @@ pub(crate) fn put_new<'k>(
         get: true,
         ttl: crate::core::ops::Ttl::Set(0),
     };
-    match run_in_tx(sh, s, op(subkey, w)).outcome? {
+    match run_op(sh, s, op(subkey, w)).outcome? {
         Outcome::Old(v) => Ok(v.is_none()),
         Outcome::Failed(f) => Err(Fail::Reply(crate::resp::reply::failure_text(&f))),
         _ => Ok(false),
@@ -297,14 +291,14 @@ pub(crate) fn remove<'k>(
     s: &mut Session,
     subkey: impl Into<Cow<'k, [u8]>>,
 ) -> Result<(), Fail> {
-    done(run_in_tx(sh, s, op(subkey, Write::Remove)))
+    done(run_op(sh, s, op(subkey, Write::Remove)))
 }
 
 /// Writes a collection's metadata, keeping the key's deadline; an empty collection removes
 /// the key, as Redis does, but for a stream, which stays (Redis keeps empty streams).
 pub(crate) fn set_meta(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail> {
     let value = (m.len > 0 || m.kind == Kind::Stream).then(|| Cow::Owned(m.encode()));
-    done(run_in_tx(
+    done(run_op(
         sh,
         s,
         Op::new(
