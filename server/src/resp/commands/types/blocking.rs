@@ -1,9 +1,12 @@
 //! How a blocking command runs (resp/block.rs has the connection's state): its timeout
 //! argument, and one attempt that takes what its keys hold, or parks, or times out.
 
+use crate::core::counters::OpClass;
+use crate::core::shared::Shared;
 use crate::resp::block::BlockReq;
 use crate::resp::call::Call;
-use crate::resp::commands::types::access::Fail;
+use crate::resp::commands::types::access::{fail, Fail, Src};
+use crate::resp::commands::types::run::{mpop_args, none, write};
 use crate::resp::session::Session;
 use accelkv_proto::resp::Version;
 use std::time::{Duration, Instant};
@@ -32,11 +35,7 @@ pub(crate) fn blocking<R>(
     x: &mut Call<'_, '_>,
     keys: &[&[u8]],
     timeout: Option<Duration>,
-    attempt: impl FnOnce(
-        &crate::core::shared::Shared,
-        &mut Session,
-        &crate::resp::commands::types::access::Src<'_>,
-    ) -> Result<Option<R>, Fail>,
+    attempt: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<Option<R>, Fail>,
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
     none: impl FnOnce(&mut Vec<u8>, Version),
 ) {
@@ -61,6 +60,64 @@ pub(crate) fn blocking<R>(
         deadline: until,
         seen,
     });
+}
+
+/// BLPOP, BRPOP, BZPOPMIN and BZPOPMAX: `key [key ...] timeout`, one element from the first
+/// key that holds one, or the connection parks until one does.
+pub(crate) fn pop_any<R>(
+    x: &mut Call<'_, '_>,
+    pop: impl FnOnce(&Shared, &mut Session, &Src<'_>, &[&[u8]], u64) -> Result<Option<R>, Fail>,
+    ok: impl FnOnce(&mut Vec<u8>, R, Version),
+) {
+    let args = x.args;
+    let n = args.len();
+    let keys = &args[1..n - 1];
+    let t = match timeout_arg(args[n - 1]) {
+        Ok(t) => t,
+        Err(e) => return fail(x.out, &e),
+    };
+    x.sh.count(OpClass::Delete);
+    blocking(x, keys, t, |sh, s, src| pop(sh, s, src, keys, 1), ok, none)
+}
+
+/// LMPOP and ZMPOP (`blocks`: BLMPOP and BZMPOP, whose timeout comes first):
+/// `numkeys key [key ...] <side> [COUNT count]`, up to `count` from the first key that
+/// holds something, `side` read by `side`; answered by `ok` (`None`: nothing anywhere, for
+/// the forms that do not block).
+pub(crate) fn mpop<T, R>(
+    x: &mut Call<'_, '_>,
+    blocks: bool,
+    side: impl Fn(&[u8]) -> Result<T, Fail>,
+    pop: impl FnOnce(&Shared, &mut Session, &Src<'_>, &[&[u8]], u64, T) -> Result<Option<R>, Fail>,
+    ok: impl FnOnce(&mut Vec<u8>, Option<R>, Version),
+) {
+    let args = x.args;
+    let (timeout, rest) = match blocks {
+        true => match timeout_arg(args[1]) {
+            Ok(t) => (t, &args[2..]),
+            Err(e) => return fail(x.out, &e),
+        },
+        false => (None, &args[1..]),
+    };
+    let (keys, which, count) = match mpop_args(rest, side) {
+        Ok(a) => a,
+        Err(e) => return fail(x.out, &e),
+    };
+    x.sh.count(OpClass::Delete);
+    let attempt =
+        |sh: &Shared, s: &mut Session, src: &Src<'_>| pop(sh, s, src, &keys, count, which);
+    if blocks {
+        blocking(
+            x,
+            &keys,
+            timeout,
+            attempt,
+            |out, r, v| ok(out, Some(r), v),
+            none,
+        )
+    } else {
+        write(x, attempt, ok)
+    }
 }
 
 #[cfg(test)]

@@ -7,12 +7,12 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, Fail, Src};
-use crate::resp::commands::types::blocking::{blocking, timeout_arg};
+use crate::resp::commands::types::blocking::{blocking, mpop, pop_any, timeout_arg};
 use crate::resp::commands::types::list::{key_and, pop, push, L};
 use crate::resp::commands::types::run::none;
-use crate::resp::commands::types::run::{first_popped, mpop_args, write};
+use crate::resp::commands::types::run::{first_popped, write};
 use crate::resp::session::Session;
-use accelkv_proto::resp;
+use accelkv_proto::resp::{self, Version};
 use std::time::Duration;
 
 /// `LEFT` or `RIGHT`.
@@ -120,57 +120,26 @@ pub fn brpop(x: &mut Call<'_, '_>) {
 }
 
 fn bpop(x: &mut Call<'_, '_>, left: bool) {
-    let n = x.args.len();
-    let keys = &x.args[1..n - 1];
-    let t = match timeout_arg(x.args[n - 1]) {
-        Ok(t) => t,
-        Err(e) => return fail(x.out, &e),
-    };
-    x.sh.count(OpClass::Delete);
-    blocking(
+    pop_any(
         x,
-        keys,
-        t,
-        |sh, s, src| pop_first(sh, s, src, keys, 1, left),
+        |sh, s, src, keys, n| pop_first(sh, s, src, keys, n, left),
         |out, (k, items), _| key_and(out, &k, &items, false),
-        none,
     )
 }
 
 /// `LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]`.
 pub fn lmpop(x: &mut Call<'_, '_>) {
-    let (keys, left, count) = match mpop_args(&x.args[1..], side) {
-        Ok(a) => a,
-        Err(e) => return fail(x.out, &e),
-    };
-    x.sh.count(OpClass::Delete);
-    write(
-        x,
-        |sh, s, src| pop_first(sh, s, src, &keys, count, left),
-        |out, r, v| match r {
-            Some((k, items)) => key_and(out, &k, &items, true),
-            None => none(out, v),
-        },
-    )
+    mpop(x, false, side, pop_first, mpop_reply)
 }
 
 /// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`.
 pub fn blmpop(x: &mut Call<'_, '_>) {
-    let t = match timeout_arg(x.args[1]) {
-        Ok(t) => t,
-        Err(e) => return fail(x.out, &e),
-    };
-    let (keys, left, count) = match mpop_args(&x.args[2..], side) {
-        Ok(a) => a,
-        Err(e) => return fail(x.out, &e),
-    };
-    x.sh.count(OpClass::Delete);
-    blocking(
-        x,
-        &keys,
-        t,
-        |sh, s, src| pop_first(sh, s, src, &keys, count, left),
-        |out, (k, items), _| key_and(out, &k, &items, true),
-        none,
-    )
+    mpop(x, true, side, pop_first, mpop_reply)
+}
+
+fn mpop_reply(out: &mut Vec<u8>, r: Option<Popped>, v: Version) {
+    match r {
+        Some((k, items)) => key_and(out, &k, &items, true),
+        None => none(out, v),
+    }
 }

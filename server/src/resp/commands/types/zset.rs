@@ -11,12 +11,12 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Src};
-use crate::resp::commands::types::blocking::{blocking, timeout_arg};
+use crate::resp::commands::types::blocking::{mpop, pop_any};
 use crate::resp::commands::types::encoding::{
     decode_score, encode_score, field_key, new_meta, score_key, scores_range, Kind, Meta,
 };
 use crate::resp::commands::types::members;
-use crate::resp::commands::types::run::{check, first_popped, float_arg, mpop_args, read, write};
+use crate::resp::commands::types::run::{check, first_popped, float_arg, read, write};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
@@ -562,25 +562,15 @@ fn pop_first(
 }
 
 fn bpop(x: &mut Call<'_, '_>, max: bool) {
-    let n = x.args.len();
-    let keys = &x.args[1..n - 1];
-    let t = match timeout_arg(x.args[n - 1]) {
-        Ok(t) => t,
-        Err(e) => return fail(x.out, &e),
-    };
-    x.sh.count(OpClass::Delete);
-    blocking(
+    pop_any(
         x,
-        keys,
-        t,
-        |sh, s, src| pop_first(sh, s, src, keys, 1, max),
+        |sh, s, src, keys, n| pop_first(sh, s, src, keys, n, max),
         |out, (k, items), v| {
             resp::array(out, 3);
             resp::bulk(out, Some(crate::resp::db::shown(&k)));
             resp::bulk(out, Some(&items[0].0));
             score_reply(out, items[0].1, v);
         },
-        crate::resp::commands::types::run::none,
     )
 }
 
@@ -621,37 +611,12 @@ fn mpop_reply(out: &mut Vec<u8>, r: Option<Popped>, v: Version) {
 
 /// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`.
 pub fn zmpop(x: &mut Call<'_, '_>) {
-    let (keys, max, count) = match mpop_args(&x.args[1..], min_max) {
-        Ok(a) => a,
-        Err(e) => return fail(x.out, &e),
-    };
-    x.sh.count(OpClass::Delete);
-    write(
-        x,
-        |sh, s, src| pop_first(sh, s, src, &keys, count, max),
-        mpop_reply,
-    )
+    mpop(x, false, min_max, pop_first, mpop_reply)
 }
 
 /// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`.
 pub fn bzmpop(x: &mut Call<'_, '_>) {
-    let t = match timeout_arg(x.args[1]) {
-        Ok(t) => t,
-        Err(e) => return fail(x.out, &e),
-    };
-    let (keys, max, count) = match mpop_args(&x.args[2..], min_max) {
-        Ok(a) => a,
-        Err(e) => return fail(x.out, &e),
-    };
-    x.sh.count(OpClass::Delete);
-    blocking(
-        x,
-        &keys,
-        t,
-        |sh, s, src| pop_first(sh, s, src, &keys, count, max),
-        |out, r, v| mpop_reply(out, Some(r), v),
-        crate::resp::commands::types::run::none,
-    )
+    mpop(x, true, min_max, pop_first, mpop_reply)
 }
 
 #[cfg(test)]
