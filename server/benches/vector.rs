@@ -29,8 +29,8 @@ fn bench(c: &mut Criterion) {
         op: VectorOp::UpdateScalarToVector,
         elem: Elem::U32,
         overflow: Overflow::Wrap,
-        function: "add",
-        operand: &one,
+        function: "add".into(),
+        operand: one[..].into(),
     };
     for bytes in [64usize, 256, 1024] {
         let value: Vec<u8> = (0..bytes).map(|i| i as u8).collect();

@@ -5,7 +5,7 @@
 use crate::binary::answer::{answer_of, Answer};
 use crate::core::counters::OpClass;
 use crate::core::ops::typed::user_key_ok;
-use crate::core::ops::vector::{Elem, Overflow, VectorOp};
+use crate::core::ops::vector::{Elem, Overflow, VectorCall, VectorOp};
 use crate::core::ops::{Cond, ExpireCond, Ttl, Write};
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
@@ -176,13 +176,13 @@ fn atomic_of<'a>(op: &Request<'a>, transport: Transport) -> Writing<'a> {
             if udp && op.updates() {
                 return Err(twice("vector updates are"));
             }
-            let w = Write::Vector {
+            let w = Write::Vector(VectorCall {
                 op,
                 elem,
                 overflow,
                 function: String::from_utf8_lossy(function),
                 operand: Cow::Borrowed(operand),
-            };
+            });
             (OpClass::Vector, key, w)
         }
         _ => return Ok(None),

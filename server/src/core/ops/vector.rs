@@ -9,6 +9,7 @@
 
 use crate::core::ops::lanes::{self, Builtin, Operand};
 pub use accelkv_proto::operand::{Elem, OutOfRange, Overflow, Scalar, VectorOp};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -179,8 +180,8 @@ impl Registry {
     }
 }
 
-/// A decoded vector operation.
-#[derive(Clone, Debug)]
+/// A decoded vector operation (what `Write::Vector` carries).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VectorCall<'a> {
     /// Which operation.
     pub op: VectorOp,
@@ -188,10 +189,21 @@ pub struct VectorCall<'a> {
     pub elem: Elem,
     /// Overflow policy for integer results.
     pub overflow: Overflow,
-    /// Function name.
-    pub function: &'a str,
+    /// The function's name in the registry.
+    pub function: Cow<'a, str>,
     /// Δ (one element), the vector of Δ_i, the initial Σ or the filter parameter.
-    pub operand: &'a [u8],
+    pub operand: Cow<'a, [u8]>,
+}
+
+impl VectorCall<'_> {
+    /// The same call, owning its function name and operand.
+    pub fn into_owned(self) -> VectorCall<'static> {
+        VectorCall {
+            function: Cow::Owned(self.function.into_owned()),
+            operand: Cow::Owned(self.operand.into_owned()),
+            ..self
+        }
+    }
 }
 
 /// What a vector operation produced: the reply, and the new value if it changes the value.
@@ -256,18 +268,18 @@ fn update(
             value.len()
         )));
     }
-    let (f, builtin) = registry.update_entry(call.function)?;
+    let (f, builtin) = registry.update_entry(&call.function)?;
     let operand = if call.op == VectorOp::UpdateVectorToVector {
-        let m = elements(e, call.operand, "the operand vector")?;
+        let m = elements(e, &call.operand, "the operand vector")?;
         if m != n {
             return Err(VectorError::BadLength(format!(
                 "the operand vector has {m} elements and the value {n}"
             )));
         }
-        Operand::Vector(call.operand)
+        Operand::Vector(&call.operand)
     } else {
-        one(e, call.operand, "the scalar operand")?;
-        Operand::Scalar(call.operand)
+        one(e, &call.operand, "the scalar operand")?;
+        Operand::Scalar(&call.operand)
     };
     let mut out = Vec::with_capacity(value.len());
     let fast = builtin.and_then(|b| lanes::update(b, e, call.overflow, value, operand, &mut out));
@@ -308,8 +320,8 @@ pub fn run(
             new_value: Some(update(registry, call, value, n)?),
         }),
         VectorOp::Reduce => {
-            let f = registry.update(call.function)?;
-            let mut acc = one(e, call.operand, "the initial value")?;
+            let f = registry.update(&call.function)?;
+            let mut acc = one(e, &call.operand, "the initial value")?;
             for i in 0..n {
                 acc = f.apply(e, acc, each(i))?;
                 // Keep the accumulator in the element type as it goes.
@@ -325,8 +337,8 @@ pub fn run(
             })
         }
         VectorOp::Filter => {
-            let f = registry.filter(call.function)?;
-            let p = one(e, call.operand, "the filter parameter")?;
+            let f = registry.filter(&call.function)?;
+            let p = one(e, &call.operand, "the filter parameter")?;
             let mut reply = Vec::new();
             for i in 0..n {
                 if f.keep(e, each(i), p) {
@@ -351,8 +363,8 @@ mod tests {
             op,
             elem,
             overflow: Overflow::Wrap,
-            function: f,
-            operand,
+            function: Cow::Borrowed(f),
+            operand: Cow::Borrowed(operand),
         }
     }
 
@@ -519,7 +531,7 @@ mod tests {
             let scalar: Vec<u8> = (0..w).map(|_| byte()).collect();
             let (fast, slow) = (Registry::default(), general());
             for (op, operand) in [(VectorOp::UpdateScalarToVector, &scalar), (VectorOp::UpdateVectorToVector, &vector)] {
-                let c = VectorCall { op, elem: e, overflow: o, function: f, operand };
+                let c = VectorCall { op, elem: e, overflow: o, function: Cow::Borrowed(f), operand: Cow::Borrowed(operand) };
                 prop_assert_eq!(run(&fast, &c, &value), run(&slow, &c, &value));
             }
         }

@@ -15,7 +15,7 @@
 //! another loop's queue.
 
 pub use super::outcome::{Effect, Failure, Outcome, Ttl};
-use super::vector::{self, Elem, Overflow, Registry, Scalar, VectorCall, VectorError, VectorOp};
+use super::vector::{self, Elem, Overflow, Registry, Scalar, VectorCall, VectorError};
 use std::borrow::Cow;
 
 /// When a RESP SET applies.
@@ -158,18 +158,7 @@ pub enum Write<'a> {
         flags: u32,
     },
     /// A KV-Direct vector operation on a present key.
-    Vector {
-        /// Which operation.
-        op: VectorOp,
-        /// Element type.
-        elem: Elem,
-        /// Overflow policy.
-        overflow: Overflow,
-        /// The function's name in the registry.
-        function: Cow<'a, str>,
-        /// Δ, the vector of Δ_i, the initial Σ or the filter parameter.
-        operand: Cow<'a, [u8]>,
-    },
+    Vector(VectorCall<'a>),
 }
 
 fn parse_i64(a: &[u8]) -> Option<i64> {
@@ -247,19 +236,7 @@ impl<'a> Write<'a> {
                 value: value.map(own),
                 flags,
             },
-            Write::Vector {
-                op,
-                elem,
-                overflow,
-                function,
-                operand,
-            } => Write::Vector {
-                op,
-                elem,
-                overflow,
-                function: Cow::Owned(function.into_owned()),
-                operand: own(operand),
-            },
+            Write::Vector(call) => Write::Vector(call.into_owned()),
         }
     }
 
@@ -299,7 +276,7 @@ impl<'a> Write<'a> {
             | Write::Read
             | Write::FetchAdd { .. }
             | Write::Cas { .. }
-            | Write::Vector { .. } => true,
+            | Write::Vector(_) => true,
             Write::Put(_)
             | Write::Expire { .. }
             | Write::ReadDeadline
@@ -412,22 +389,7 @@ impl<'a> Write<'a> {
                     })
                 }
             }
-            Write::Vector {
-                op,
-                elem,
-                overflow,
-                function,
-                operand,
-            } => {
-                let call = VectorCall {
-                    op,
-                    elem,
-                    overflow,
-                    function: &function,
-                    operand: &operand,
-                };
-                vector_op(cur, registry, &call)
-            }
+            Write::Vector(call) => vector_op(cur, registry, &call),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! the reservation station, atomic with every other write.
 
 use crate::core::counters::OpClass;
+use crate::core::ops::vector::VectorCall;
 use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::Op;
@@ -115,13 +116,13 @@ pub fn vector(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         },
     };
     sh.count(OpClass::Vector);
-    let w = Write::Vector {
+    let w = Write::Vector(VectorCall {
         op,
         elem,
         overflow,
         function: String::from_utf8_lossy(c[4]),
         operand: Cow::Borrowed(c[5]),
-    };
+    });
     match run(sh, s, c[1], w, out) {
         Some(Outcome::Bytes(b)) => resp::bulk(out, Some(&b)),
         Some(_) => resp::bulk_in(out, None, s.proto),
