@@ -1,6 +1,7 @@
-//! Cluster mode (`--cluster`, docs/CLUSTER.md): the node (`node.rs`: etcd registration,
-//! the range map, one Raft group per range, and the [`Router`](crate::core::route::Router)
-//! the adapters call), its state machine (`machine.rs`), snapshots, splits, moves, and the
+//! Cluster mode (`--cluster`, docs/CLUSTER.md): the node (`node/`: joining through etcd in
+//! `join.rs`, the range map and one Raft group per range in `mod.rs`, the
+//! [`Router`](crate::core::route::Router) the adapters call in `router.rs`, and what routing
+//! reads from a command's arguments in `wire.rs`), its state machine (`machine.rs`), snapshots, splits, moves, and the
 //! proxy to other nodes. It sits above the adapters: a replicated RESP command or binary
 //! frame is applied through them.
 
