@@ -9,7 +9,9 @@
 //!    itself, never another adapter; the admin endpoint (`admin/`) only the core; the
 //!    cluster (`cluster/`) anything but the network layer; the root (`lib.rs`) wires them;
 //! 3. no function is longer than `MAX_FN_LINES` lines;
-//! 4. the shared state (`core/shared.rs`) has no public fields.
+//! 4. the shared state (`core/shared.rs`) has no public fields;
+//! 5. the protocol adapters reach the reservation station only through the write door
+//!    (`core/write_door.rs`).
 //!
 //! A path is read from the source text (`use` lines and paths in code alike; `crate::`,
 //! `super::` and `self::` paths, resolved from the file's module or the inline module they
@@ -350,6 +352,36 @@ fn no_function_is_longer_than_a_screen_or_two() {
     );
 }
 
+/// Where module `m`'s code (comments left out) calls `Shared::station`, by line.
+fn station_calls(text: &str) -> Vec<usize> {
+    code(text)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(".station()"))
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// The protocol adapters reach the reservation station only through the write door
+/// (`core/write_door.rs`, `Shared::writes`), which lends them neither the station nor its
+/// store.
+#[test]
+fn adapters_write_only_through_the_write_door() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for (m, text) in modules(&dir) {
+        if matches!(layer(&m), "resp" | "memcache" | "binary") {
+            for line in station_calls(&text) {
+                found.push(format!("{m}: line {line}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "adapters calling Shared::station: {found:?}"
+    );
+}
+
 #[test]
 fn the_shared_state_has_no_public_fields() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -369,6 +401,8 @@ fn the_shared_state_has_no_public_fields() {
 
 #[test]
 fn the_checks_themselves_catch_what_they_look_for() {
+    let door = "let d = sh.writes().run_one(op); // not sh.station() in prose\nlet s = sh\n    .station()\n    .run_one(sh.store(), op);";
+    assert_eq!(station_calls(door), vec![3]);
     let mut all = BTreeMap::new();
     for m in ["core::shared", "resp", "resp::table", "net::session"] {
         all.insert(m.to_string(), String::new());

@@ -232,7 +232,7 @@ fn engine_and_store(sh: &Shared, o: &mut Out) -> std::fmt::Result {
             e.queued as f64,
         ),
     ])?;
-    let st = &sh.station().stats;
+    let st = sh.writes().stats();
     o.counters(&[
         (
             "accelkv_station_ops_total",

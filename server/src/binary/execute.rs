@@ -215,8 +215,7 @@ fn other(sh: &Shared, op: &Request<'_>) -> Answer {
 pub(crate) fn run_writes(sh: &Shared, writes: Vec<(usize, Op<'_>)>) -> (Vec<(usize, Answer)>, u64) {
     let index: SmallVec<[usize; 16]> = writes.iter().map(|w| w.0).collect();
     let mut done: SmallVec<[Done; 16]> = SmallVec::new();
-    sh.station()
-        .run(sh.store(), writes.into_iter().map(|w| w.1), &mut done);
+    sh.writes().run(writes.into_iter().map(|w| w.1), &mut done);
     let version = done.iter().map(|d| d.version).max().unwrap_or(0);
     let answers = index
         .into_iter()

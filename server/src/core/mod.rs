@@ -22,3 +22,4 @@ pub mod station;
 pub mod station_tx;
 pub mod stats;
 pub mod sweep;
+pub mod write_door;

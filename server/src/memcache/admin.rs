@@ -24,7 +24,7 @@ pub fn flush_all(
         Expiry::Never | Expiry::Past => {
             s.global.flush_at.store(0, Ordering::Relaxed);
             s.wrote = true;
-            let v = sh.station().clear(sh.store())?;
+            let v = sh.writes().clear()?;
             s.unreleased = s.unreleased.max(v);
             Ok(())
         }

@@ -42,9 +42,7 @@ pub fn station<'a>(
         };
     }
     s.wrote |= changes;
-    let d = sh
-        .station()
-        .run_one(sh.store(), Op::new(key, Write::Item(w)));
+    let d = sh.writes().run_one(Op::new(key, Write::Item(w)));
     s.unreleased = s.unreleased.max(d.version);
     d
 }

@@ -26,7 +26,7 @@ impl McGlobal {
                 .compare_exchange(at, 0, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            if let Err(e) = sh.station().clear(sh.store()) {
+            if let Err(e) = sh.writes().clear() {
                 tracing::error!("memcached flush_all at {at} failed: {e}");
             }
         }

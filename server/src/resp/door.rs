@@ -33,7 +33,7 @@ pub(crate) fn through_station<'a>(
         }
         return done;
     }
-    sh.station().run(sh.store(), ops, &mut done);
+    sh.writes().run(ops, &mut done);
     for d in &done {
         s.unreleased = s.unreleased.max(d.version);
     }

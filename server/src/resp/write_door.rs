@@ -11,7 +11,7 @@ use crate::resp::session::Session;
 /// station on its own.
 pub(crate) fn run_op(sh: &Shared, s: &mut Session, op: Op<'_>) -> Done {
     match s.tx.running.as_deref_mut() {
-        Some(tx) => sh.station().tx_run(sh.store(), tx, op),
-        None => sh.station().run_one(sh.store(), op),
+        Some(tx) => sh.writes().tx_run(tx, op),
+        None => sh.writes().run_one(op),
     }
 }

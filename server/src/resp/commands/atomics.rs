@@ -24,7 +24,7 @@ fn run(
     w: Write<'_>,
     out: &mut Vec<u8>,
 ) -> Option<Outcome> {
-    let d = sh.station().run_one(sh.store(), Op::new(key, w));
+    let d = sh.writes().run_one(Op::new(key, w));
     s.unreleased = s.unreleased.max(d.version);
     match d.outcome {
         Ok(Outcome::Failed(f)) => {

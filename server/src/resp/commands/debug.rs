@@ -96,8 +96,8 @@ fn populate(x: &mut crate::resp::call::Call<'_, '_>) {
             ttl: crate::core::ops::Ttl::Keep,
         };
         let done =
-            x.sh.station()
-                .run_one(x.sh.store(), crate::core::station::Op::new(&key, w));
+            x.sh.writes()
+                .run_one(crate::core::station::Op::new(&key, w));
         if let Err(e) = done.outcome {
             return err_store(x.out, &e);
         }

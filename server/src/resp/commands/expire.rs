@@ -149,7 +149,7 @@ pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut 
             hint: *h,
         });
         // In order: the pipeline's order is the order of the write versions.
-        sh.station().run_in_order(sh.store(), ops, &mut done);
+        sh.writes().run_in_order(ops, &mut done);
     }
     let v = s.proto;
     for d in &done {

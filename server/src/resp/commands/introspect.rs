@@ -165,7 +165,7 @@ pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {
 /// structural counters and the read engine's cache counters are left alone.
 pub fn reset_stats(sh: &Shared, out: &mut Vec<u8>) {
     sh.metrics().reset();
-    sh.station().stats.reset();
+    sh.writes().stats().reset();
     sh.reset_expired();
     resp::simple(out, "OK");
 }

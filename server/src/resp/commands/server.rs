@@ -14,7 +14,7 @@ pub fn flushall(x: &mut Call<'_, '_>) {
         return resp::error(x.out, "ERR syntax error");
     }
     let (sh, dbs) = (x.sh, &x.s.global.dbs);
-    match dbs.cleared(|| sh.station().clear(sh.store())) {
+    match dbs.cleared(|| sh.writes().clear()) {
         Ok(v) => {
             x.s.refresh_db(sh);
             x.s.unreleased = x.s.unreleased.max(v);
@@ -82,7 +82,7 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
         };
         for (k, _) in &page {
             let op = crate::core::station::Op::new(k, crate::core::ops::Write::Remove);
-            let done = x.sh.station().run_one(x.sh.store(), op);
+            let done = x.sh.writes().run_one(op);
             if let Err(e) = done.outcome {
                 return err_store(x.out, &e);
             }

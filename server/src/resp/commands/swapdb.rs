@@ -31,7 +31,7 @@ pub fn swapdb(x: &mut Call<'_, '_>) {
     let (sh, global) = (x.sh, x.s.global.clone());
     let written = global.dbs.swap(sh, a, b, |table| {
         let op = Op::new(MAP_KEY, Write::Put(Cow::Owned(table.to_vec())));
-        let d = sh.station().run_one(sh.store(), op);
+        let d = sh.writes().run_one(op);
         d.outcome.map(|_| d.version)
     });
     match written {

@@ -100,7 +100,7 @@ fn touched(sh: &Shared, (key, version, alive): &(Vec<u8>, u64, bool)) -> bool {
     let now_alive = live(sh, key).unwrap_or(true);
     match sh.store().key_version(key) {
         Ok(v) if v == *version => *alive && !now_alive,
-        Ok(v) => *alive || now_alive || v != sh.station().last_clear(),
+        Ok(v) => *alive || now_alive || v != sh.writes().last_clear(),
         Err(_) => true,
     }
 }
@@ -124,11 +124,11 @@ fn exec(
     if st.stale {
         return resp::null_array(out, s.proto);
     }
-    let mut tx = sh.station().begin();
+    let mut tx = sh.writes().begin();
     for w in &st.watched {
-        sh.station().own(&mut tx, &w.0);
+        sh.writes().own(&mut tx, &w.0);
         if touched(sh, w) {
-            sh.station().abort(sh.store(), tx);
+            sh.writes().abort(tx);
             return resp::null_array(out, s.proto);
         }
     }
@@ -160,7 +160,7 @@ pub(crate) fn commit_running(
     sh: &Shared,
     s: &mut Session,
 ) -> Option<crate::core::station_tx::Committed> {
-    let done = sh.station().commit(sh.store(), *s.tx.running.take()?);
+    let done = sh.writes().commit(*s.tx.running.take()?);
     s.unreleased = s.unreleased.max(done.version.max(done.seen));
     Some(done)
 }
@@ -177,7 +177,7 @@ pub(crate) fn atomically(
     if s.tx.running.is_some() {
         return f(sh, s, out);
     }
-    s.tx.running = Some(Box::new(sh.station().begin()));
+    s.tx.running = Some(Box::new(sh.writes().begin()));
     let mark = out.len();
     f(sh, s, out);
     let Some(done) = commit_running(sh, s) else {

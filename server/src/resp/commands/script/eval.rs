@@ -94,7 +94,7 @@ fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
     let (sh, scripts) = (x.sh, x.s.global.scripts.clone());
     let own_tx = x.s.tx.running.is_none();
     if own_tx {
-        x.s.tx.running = Some(Box::new(sh.station().begin()));
+        x.s.tx.running = Some(Box::new(sh.writes().begin()));
     }
     let proto = std::mem::replace(&mut x.s.proto, Version::Resp2);
     scripts.running.fetch_add(1, Ordering::SeqCst);
@@ -125,7 +125,7 @@ fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
         Ran::Stopped(why) => {
             if own_tx {
                 if let Some(tx) = x.s.tx.running.take() {
-                    sh.station().abort(sh.store(), *tx);
+                    sh.writes().abort(*tx);
                 }
             }
             resp::error(

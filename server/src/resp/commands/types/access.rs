@@ -106,9 +106,9 @@ impl<'a> Src<'a> {
             // Decoded where the transaction holds the value, without copying it out.
             Src::Tx => {
                 let tx = s.tx.running.as_deref_mut().ok_or_else(no_tx)?;
-                let peeked = sh.station().tx_peek(sh.store(), tx, key, |cur| {
-                    cur.map(|(v, flags)| Meta::decode(v, flags))
-                })?;
+                let peeked = sh
+                    .writes()
+                    .tx_peek(tx, key, |cur| cur.map(|(v, flags)| Meta::decode(v, flags)))?;
                 match peeked {
                     Some(m) => m?,
                     None => return Ok(None),
@@ -150,7 +150,7 @@ impl<'a> Src<'a> {
             Src::Snap(snap) => Ok(snap.scan_with(lo, Some(hi), limit, f)?),
             Src::Tx => {
                 let tx = running(s)?;
-                Ok(sh.station().tx_scan(sh.store(), tx, (lo, hi), limit, f)?)
+                Ok(sh.writes().tx_scan(tx, (lo, hi), limit, f)?)
             }
         }
     }
@@ -170,9 +170,7 @@ impl<'a> Src<'a> {
             Src::Snap(snap) => Ok(snap.scan_rev_with(lo, hi, limit, f)?),
             Src::Tx => {
                 let tx = running(s)?;
-                Ok(sh
-                    .station()
-                    .tx_scan_rev(sh.store(), tx, (lo, hi), limit, f)?)
+                Ok(sh.writes().tx_scan_rev(tx, (lo, hi), limit, f)?)
             }
         }
     }

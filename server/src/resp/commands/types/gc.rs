@@ -54,7 +54,7 @@ impl Reclaim {
             return true;
         }
         let now = (
-            sh.station().stats.typed_dropped.load(Ordering::Relaxed),
+            sh.writes().stats().typed_dropped.load(Ordering::Relaxed),
             sh.expired_keys(),
         );
         if self.seen == Some(now) {
@@ -98,7 +98,7 @@ impl Reclaim {
                 }
             };
             if !live {
-                sh.station().run_one(sh.store(), Op::new(k, Write::Remove));
+                sh.writes().run_one(Op::new(k, Write::Remove));
                 self.removed.fetch_add(1, Ordering::Relaxed);
             }
         }
