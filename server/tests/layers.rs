@@ -10,8 +10,9 @@
 //!    cluster (`cluster/`) anything but the network layer; the root (`lib.rs`) wires them;
 //! 3. no function is longer than `MAX_FN_LINES` lines;
 //! 4. the shared state (`core/shared.rs`) has no public fields;
-//! 5. the protocol adapters reach the reservation station only through the write door
-//!    (`core/write_door.rs`).
+//! 5. the protocol adapters reach the core through its doors only (`core/write_door.rs`,
+//!    `core/read_door.rs`, a loop's `Reads`): no adapter takes the station, the store, the
+//!    engine or the durability layer from the shared state.
 //!
 //! A path is read from the source text (`use` lines and paths in code alike; `crate::`,
 //! `super::` and `self::` paths, resolved from the file's module or the inline module they
@@ -352,33 +353,43 @@ fn no_function_is_longer_than_a_screen_or_two() {
     );
 }
 
-/// Where module `m`'s code (comments left out) calls `Shared::station`, by line.
-fn station_calls(text: &str) -> Vec<usize> {
-    code(text)
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains(".station()"))
-        .map(|(i, _)| i + 1)
-        .collect()
+/// The core's internals `Shared` hands out, which the adapters may not take: the station,
+/// the store, the read engine, the durability layer.
+const INTERNALS: [&str; 4] = [".station()", ".store()", ".engine()", ".persist()"];
+
+/// Where `text`'s code (comments left out) takes one of [`INTERNALS`]: line and call.
+fn internal_calls(text: &str) -> Vec<(usize, &'static str)> {
+    let code = code(text);
+    let mut found = Vec::new();
+    for (i, l) in code.lines().enumerate() {
+        for c in INTERNALS {
+            if l.contains(c) {
+                found.push((i + 1, c));
+            }
+        }
+    }
+    found
 }
 
-/// The protocol adapters reach the reservation station only through the write door
-/// (`core/write_door.rs`, `Shared::writes`), which lends them neither the station nor its
-/// store.
+/// The protocol adapters reach the core through its doors only: writes through the write
+/// door (`core/write_door.rs`, `Shared::writes`), reads through the read door
+/// (`Shared::read` over a loop's `Reads`) and the read-only view of the store
+/// (`core/read_door.rs`, `Shared::view`). None is handed the station, the store, the engine
+/// or the durability layer.
 #[test]
-fn adapters_write_only_through_the_write_door() {
+fn adapters_reach_the_core_through_its_doors_only() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut found = Vec::new();
     for (m, text) in modules(&dir) {
         if matches!(layer(&m), "resp" | "memcache" | "binary") {
-            for line in station_calls(&text) {
-                found.push(format!("{m}: line {line}"));
+            for (line, call) in internal_calls(&text) {
+                found.push(format!("{m}: line {line}: {call}"));
             }
         }
     }
     assert!(
         found.is_empty(),
-        "adapters calling Shared::station: {found:?}"
+        "adapters taking the core's internals: {found:?}"
     );
 }
 
@@ -401,8 +412,11 @@ fn the_shared_state_has_no_public_fields() {
 
 #[test]
 fn the_checks_themselves_catch_what_they_look_for() {
-    let door = "let d = sh.writes().run_one(op); // not sh.station() in prose\nlet s = sh\n    .station()\n    .run_one(sh.store(), op);";
-    assert_eq!(station_calls(door), vec![3]);
+    let door = "let d = sh.writes().run_one(op); // not sh.station() in prose\nlet s = sh\n    .station()\n    .run_one(sh.store(), op);\nlet v = sh.view().get(k);";
+    assert_eq!(
+        internal_calls(door),
+        vec![(3, ".station()"), (4, ".store()")]
+    );
     let mut all = BTreeMap::new();
     for m in ["core::shared", "resp", "resp::table", "net::session"] {
         all.insert(m.to_string(), String::new());

@@ -246,7 +246,7 @@ pub(crate) fn run_replicated(sh: &Shared, op: &Request<'_>) -> Answer {
         return Answer::Fail(Status::Error, "a replicated operation must write".into());
     }
     let (mut done, version) = run_writes(sh, writes);
-    sh.store().wait_visible(version);
+    sh.view().wait_visible(version);
     done.pop()
         .map_or(Answer::Fail(Status::Error, "no answer".into()), |d| d.1)
 }

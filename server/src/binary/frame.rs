@@ -69,7 +69,7 @@ impl Ran {
 
     /// Whether what the answers rest on is visible to readers.
     pub fn visible(&self, sh: &Shared) -> bool {
-        sh.store().is_visible(self.version)
+        sh.view().is_visible(self.version)
     }
 
     /// Encodes the response into `out`; `durable` is the outcome of waiting for the frame's
@@ -326,10 +326,10 @@ fn run_frame_reads(
     if b.to_read.is_empty() {
         return None;
     }
-    sh.store().wait_visible(version);
+    sh.view().wait_visible(version);
     let reqs: Vec<ReadRef<'_>> = b.to_read.iter().map(|r| r.1).collect();
     let (answers, to_read) = (&mut b.answers, &b.to_read);
-    let ran = reads.run(sh.engine(), &reqs, |j, found| {
+    let ran = sh.read(reads, &reqs, |j, found| {
         answers[to_read[j].0] = Some(read_answer(found, max_items, max_bytes));
     });
     if ran.is_err() {

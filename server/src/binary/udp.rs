@@ -174,7 +174,7 @@ impl Port for UdpPort {
             return;
         };
         ran.complete_reads(a.replies);
-        cx.sh.store().wait_visible(ran.version);
+        cx.sh.view().wait_visible(ran.version);
         if ran.must_wait(cx.sh) {
             return durable_then_send(cx, ran, peer);
         }
@@ -228,7 +228,7 @@ fn answer(sh: &Arc<Shared>, reads: &mut Reads, frame: &[u8], out: &mut Vec<u8>) 
             }
             // A datagram's writes are few (PUT, DELETE); waiting here for an older writer
             // elsewhere to complete is rare and short, unlike parking a datagram.
-            sh.store().wait_visible(ran.version);
+            sh.view().wait_visible(ran.version);
             if ran.must_wait(sh) {
                 return Outcome::Held(ran);
             }

@@ -15,6 +15,7 @@ pub mod engines;
 pub mod loading;
 pub mod op;
 pub mod ops;
+pub mod read_door;
 pub mod reads;
 pub mod route;
 pub mod shared;

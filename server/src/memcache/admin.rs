@@ -37,8 +37,8 @@ pub fn stats(sh: &Shared, mut args: Tokens<'_>, out: &mut Vec<u8>) {
     let mut stat = |name: &str, v: &dyn std::fmt::Display| {
         let _ = write!(o, "STAT {name} {v}\r\n");
     };
-    let items = sh.store().len();
-    let bytes = sh.store().memory_used();
+    let items = sh.view().len();
+    let bytes = sh.view().memory_used();
     let ops = |c: OpClass| sh.metrics().sum(|h| &h.ops[c as usize]);
     match args.next() {
         None => {

@@ -372,7 +372,7 @@ fn get(
         let part = &keys[base..keys.len().min(base + BATCH)];
         let reqs: SmallVec<[ReadRef<'_>; BATCH]> = part.iter().map(|k| ReadRef::Get(k)).collect();
         let (replies, segs) = (&mut sc.replies, &mut sc.segs);
-        let ran = reads.run(sh.engine(), &reqs, |j, found| {
+        let ran = sh.read(reads, &reqs, |j, found| {
             let start = replies.len();
             match found {
                 Found::Value(Some(v), flags) if !is_typed(flags) => {
@@ -403,7 +403,7 @@ fn get(
 
 /// One key's `VALUE` block, read from the store on this thread.
 fn direct(sh: &Shared, key: &[u8], out: &mut Vec<u8>) {
-    let _ = sh.store().get_item_with(key, 0, |v, _, f| {
+    let _ = sh.view().get_item_with(key, 0, |v, _, f| {
         if !is_typed(f) {
             reply::value(out, key, f, v, None)
         }

@@ -388,7 +388,7 @@ fn read_run(
         let reqs: SmallVec<[ReadRef<'_>; BATCH]> = part.iter().map(|k| k.0).collect();
         let replies = if direct { &mut *out } else { &mut sc.replies };
         let segs = &mut sc.segs;
-        let ran = reads.run(sh.engine(), &reqs, |j, found| {
+        let ran = sh.read(reads, &reqs, |j, found| {
             let start = replies.len();
             let key = match part[j].0 {
                 ReadRef::Get(k) => k,

@@ -71,7 +71,7 @@ impl DbMap {
         if self.epoch() != 0 {
             return;
         }
-        if let Ok(Some(v)) = sh.store().get(MAP_KEY) {
+        if let Ok(Some(v)) = sh.view().get(MAP_KEY) {
             *self.map.write().unwrap_or_else(|e| e.into_inner()) = decode(&v);
         }
         self.epoch.store(1, Ordering::Release);

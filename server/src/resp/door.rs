@@ -59,9 +59,7 @@ pub(crate) fn write_one(
 /// sees `reads.submitted()`, drops the command's output and runs it again when answered.
 pub(crate) fn read_one(sh: &Shared, reads: &mut Reads, req: ReadRef<'_>) -> Reply {
     let mut reply = Reply::Value(None);
-    let _ = reads.run(sh.engine(), &[req], |_, f: Found<'_>| {
-        reply = f.into_reply()
-    });
+    let _ = sh.read(reads, &[req], |_, f: Found<'_>| reply = f.into_reply());
     reply
 }
 
@@ -104,7 +102,7 @@ pub(crate) fn get(
 ) {
     let ver = s.proto;
     if s.tx.running.is_none() {
-        let _ = reads.run(sh.engine(), &[ReadRef::Get(key)], |_, f: Found<'_>| {
+        let _ = sh.read(reads, &[ReadRef::Get(key)], |_, f: Found<'_>| {
             get_reply(out, f, ver, mget, Some((sh, key)))
         });
         return;
@@ -134,7 +132,7 @@ pub(crate) enum Got {
 pub(crate) fn get_value(sh: &Shared, s: &mut Session, reads: &mut Reads, key: &[u8]) -> Got {
     if s.tx.running.is_none() {
         let mut got = Got::Str(None);
-        let _ = reads.run(sh.engine(), &[ReadRef::Get(key)], |_, f: Found<'_>| {
+        let _ = sh.read(reads, &[ReadRef::Get(key)], |_, f: Found<'_>| {
             got = match f {
                 Found::Value(Some(v), flags) if is_typed(flags) => Got::Typed(v.to_vec(), flags),
                 Found::Value(v, _) => Got::Str(v.map(<[u8]>::to_vec)),

@@ -37,7 +37,7 @@ impl Conn {
         Conn {
             sh: sh.clone(),
             s,
-            reads: sh.engine().reads(|| {}),
+            reads: sh.loop_reads(|| {}),
         }
     }
 

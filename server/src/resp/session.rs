@@ -147,7 +147,7 @@ impl Session {
     /// Redis's SWAPDB decides (a key absent or stale on both sides is untouched).
     fn swap_touches_watched(&self, sh: &Shared, was: u16) -> bool {
         use crate::resp::prefix::{shown, to_store};
-        let live = |k: &[u8]| matches!(sh.store().get_with(k, |_| ()), Ok(Some(())));
+        let live = |k: &[u8]| matches!(sh.view().get_with(k, |_| ()), Ok(Some(())));
         self.tx.watched.iter().any(|(key, _, _)| {
             let name = shown(key);
             to_store(was, name).as_ref() == key.as_slice()

@@ -80,7 +80,7 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     }
     if wants("memory") {
         let mut t = String::new();
-        let used = sh.store().memory_used();
+        let used = sh.view().memory_used();
         let max = sh.maxmemory();
         t.push_str(&format!(
             "# Memory\r\nused_memory:{used}\r\nused_memory_human:{:.2}M\r\nmaxmemory:{max}\r\nmaxmemory_policy:noeviction\r\nmemory_limit:{}\r\n",
@@ -132,11 +132,7 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
         }
         for (db, n) in per_db {
             // Expiring keys are counted for the whole store (under db0).
-            let expires = if db == 0 {
-                sh.store().expiring_len()
-            } else {
-                0
-            };
+            let expires = if db == 0 { sh.view().expiring_len() } else { 0 };
             if n > 0 || db == 0 {
                 t.push_str(&format!("db{db}:keys={n},expires={expires},avg_ttl=0\r\n"));
             }
@@ -171,7 +167,7 @@ fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
         // The largest value a request may carry: --max-value, set at start.
         (
             "proto-max-bulk-len",
-            sh.store().config().max_value.to_string(),
+            sh.view().config().max_value.to_string(),
         ),
     ];
     all.extend(s.global.tuning.all());
@@ -235,13 +231,13 @@ pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
             &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - accelkv has no RDB snapshots or AOF: durability is --data-dir"),
         ),
         "proto-max-bulk-len"
-            if c[3] == sh.store().config().max_value.to_string().as_bytes() =>
+            if c[3] == sh.view().config().max_value.to_string().as_bytes() =>
         {
             resp::simple(out, "OK")
         }
         "proto-max-bulk-len" => resp::error(
             out,
-            &format!("ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - accelkv's largest value is set at start: --max-value (now {}, up to 536870912)", sh.store().config().max_value),
+            &format!("ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - accelkv's largest value is set at start: --max-value (now {}, up to 536870912)", sh.view().config().max_value),
         ),
         "maxmemory-policy" => resp::error(
             out,

@@ -139,10 +139,10 @@ pub fn set_run(sh: &Shared, s: &mut Session, sets: &[(&[u8], &[u8])], out: &mut 
     let mut done: SmallVec<[Done; 64]> = SmallVec::new();
     {
         // Hints stay valid while the pin lives: until every write is answered.
-        let pin = sh.store().pin();
+        let pin = sh.view().pin();
         let mut hints: SmallVec<[Option<accelkv_tree::WriteHint<'_>>; 64]> =
             SmallVec::from_elem(None, sets.len());
-        sh.store().locate_writes(&pin, &keys, &mut hints);
+        sh.view().locate_writes(&pin, &keys, &mut hints);
         let ops = sets.iter().zip(&hints).map(|(&(k, v), h)| Op {
             key: Cow::Borrowed(k),
             write: Write::Put(Cow::Borrowed(v)),
@@ -278,7 +278,7 @@ pub fn ttl(sh: &Shared, s: &mut Session, key: &[u8], name: &[u8], out: &mut Vec<
             Err(e) => return err_store(out, &e),
         }
     } else {
-        match sh.store().get_entry_with(key, now, |_, d| d) {
+        match sh.view().get_entry_with(key, now, |_, d| d) {
             Ok(d) => d,
             Err(e) => return err_store(out, &e),
         }

@@ -168,7 +168,7 @@ pub fn range(sh: &Shared, c: &[&[u8]], floor: bool, reads: &mut Reads, out: &mut
     let take = want.min(cap);
     let hi = (c[2] != b"+").then_some(c[2]);
     // FLOOR's upper key is inclusive: past every key, no key is longer than the limit.
-    let past_all = vec![0xff; sh.store().config().max_key];
+    let past_all = vec![0xff; sh.view().config().max_key];
     // One item more than sent says whether the range goes on.
     let req = if floor {
         sh.count(OpClass::Floor);
@@ -223,7 +223,7 @@ pub fn keys(sh: &Shared, db: u16, pattern: &[u8], out: &mut Vec<u8>) {
     let mut found: Vec<Vec<u8>> = Vec::new();
     let (mut from, hi) = crate::resp::db::range(db);
     loop {
-        let page = match sh.store().try_scan(&from, Some(&hi), 1024) {
+        let page = match sh.view().try_scan(&from, Some(&hi), 1024) {
             Ok(page) => page,
             Err(e) => return crate::resp::reply::err_store(out, &e),
         };
@@ -259,7 +259,7 @@ pub fn random_key(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
     let (lo, hi) = crate::resp::db::range(s.db);
     let mut start = lo.clone();
     start.extend_from_slice(&x.to_be_bytes());
-    let first = |from: &[u8]| sh.store().try_scan(from, Some(&hi), 1);
+    let first = |from: &[u8]| sh.view().try_scan(from, Some(&hi), 1);
     let key = match first(&start).and_then(|a| Ok(a.into_iter().chain(first(&lo)?).next())) {
         Ok(k) => k.map(|(k, _)| k),
         Err(e) => return crate::resp::reply::err_store(out, &e),

@@ -65,7 +65,7 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
     // Database 0 alone holds keys: one write, as FLUSHALL.
     if x.s.db == 0 {
         let others =
-            x.sh.store()
+            x.sh.view()
                 .try_scan(&crate::resp::db::DB_PREFIX, Some(&[0xFF, 0xFF]), 1);
         match others {
             Ok(o) if o.is_empty() => return flushall(x),
@@ -76,7 +76,7 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
     let (mut from, hi) = crate::resp::db::range(x.s.db);
     let mut version = 0;
     loop {
-        let page = match x.sh.store().try_scan(&from, Some(&hi), 1024) {
+        let page = match x.sh.view().try_scan(&from, Some(&hi), 1024) {
             Ok(p) => p,
             Err(e) => return err_store(x.out, &e),
         };

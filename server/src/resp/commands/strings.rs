@@ -160,7 +160,7 @@ pub fn exists(x: &mut Call<'_, '_>) {
         return resp::integer(x.out, n);
     }
     let keys: SmallVec<[ReadRef<'_>; 8]> = x.args[1..].iter().map(|k| ReadRef::Get(k)).collect();
-    let _ = x.reads.run(x.sh.engine(), &keys, |_, f| {
+    let _ = x.sh.read(x.reads, &keys, |_, f| {
         if matches!(
             f,
             Found::Value(Some(_), _) | Found::Reply(Reply::Value(Some(_)))

@@ -78,7 +78,7 @@ pub fn unwatch(x: &mut Call<'_, '_>) {
 /// Remembers each key's version and whether it is live.
 fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
     for k in keys {
-        match (sh.store().key_version(k), live(sh, k)) {
+        match (sh.view().key_version(k), live(sh, k)) {
             (Ok(v), Ok(alive)) => s.tx.watched.push((k.to_vec(), v, alive)),
             (Err(e), _) | (_, Err(e)) => return err_store(out, &e),
         }
@@ -88,7 +88,7 @@ fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
 
 /// Whether `key` holds a value that has not expired.
 fn live(sh: &Shared, key: &[u8]) -> Result<bool, accelkv_tree::Error> {
-    Ok(sh.store().snapshot().get_item(key)?.is_some())
+    Ok(sh.view().snapshot().get_item(key)?.is_some())
 }
 
 /// Whether a watched key was touched since WATCH, as Redis 7.0 counts it: its version
@@ -98,7 +98,7 @@ fn live(sh: &Shared, key: &[u8]) -> Result<bool, accelkv_tree::Error> {
 /// (a write to it before that FLUSHALL is not seen, where Redis would abort).
 fn touched(sh: &Shared, (key, version, alive): &(Vec<u8>, u64, bool)) -> bool {
     let now_alive = live(sh, key).unwrap_or(true);
-    match sh.store().key_version(key) {
+    match sh.view().key_version(key) {
         Ok(v) if v == *version => *alive && !now_alive,
         Ok(v) => *alive || now_alive || v != sh.writes().last_clear(),
         Err(_) => true,

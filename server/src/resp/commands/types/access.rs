@@ -70,7 +70,7 @@ impl<'a> Src<'a> {
     pub fn open(sh: &'a Shared, s: &Session) -> Src<'a> {
         match s.tx.running {
             Some(_) => Src::Tx,
-            None => Src::Snap(sh.store().snapshot()),
+            None => Src::Snap(sh.view().snapshot()),
         }
     }
 
@@ -311,7 +311,7 @@ pub(crate) fn set_meta(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Re
 
 /// Refuses a field (or member) whose subkey would be longer than the store's keys may be.
 pub(crate) fn check_field(sh: &Shared, key: &[u8], field: &[u8]) -> Result<(), Fail> {
-    let max = sh.store().config().max_key;
+    let max = sh.view().config().max_key;
     if SUBKEY_OVERHEAD + key.len() + field.len() > max {
         return Err(Fail::Reply(format!(
             "ERR key and field together longer than {} bytes (accelkv keeps each field in a key of the store)",

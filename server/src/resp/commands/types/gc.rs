@@ -77,7 +77,7 @@ impl Reclaim {
         };
         let mut keys: Vec<Vec<u8>> = Vec::new();
         if sh
-            .store()
+            .view()
             .scan_with(&from, None, STEP, |k, _| keys.push(k.to_vec()))
             .is_err()
         {
@@ -114,7 +114,7 @@ impl Reclaim {
 
 /// Whether `key`'s newest metadata names collection `id`.
 fn is_live(sh: &Shared, key: &[u8], id: u64) -> bool {
-    match sh.store().get_latest_item(key) {
+    match sh.view().get_latest_item(key) {
         Ok(Some((v, _, flags))) => Meta::decode(&v, flags).is_ok_and(|m| m.id == id),
         Ok(None) => false,
         // A key too long or a read that failed: leave it for another pass.

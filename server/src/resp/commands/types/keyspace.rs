@@ -18,7 +18,7 @@ use accelkv_tree::Error;
 /// answer came without flags (a ring engine's GET, a scan's items) and its bytes start like
 /// a collection's metadata.
 pub(crate) fn item_now(sh: &Shared, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Error> {
-    Ok(sh.store().snapshot().get_item(key)?.map(|(v, _, f)| (v, f)))
+    Ok(sh.view().snapshot().get_item(key)?.map(|(v, _, f)| (v, f)))
 }
 
 /// Whether a value that came without flags (through a ring engine) is a collection's
@@ -75,7 +75,7 @@ pub(crate) fn encoding_name(
     let width = width as usize;
     let (lo, hi) = fields_range(&m.prefix(key));
     let mut fits = true;
-    let _ = sh.store().scan_with(&lo, Some(&hi), most as usize, |k, v| {
+    let _ = sh.view().scan_with(&lo, Some(&hi), most as usize, |k, v| {
         let field = &k[lo.len()..];
         fits &= match m.kind {
             Kind::Set => std::str::from_utf8(field)
@@ -94,7 +94,7 @@ pub(crate) fn encoding_name(
 pub(crate) fn keys_per_db(sh: &Shared) -> Vec<(u16, usize)> {
     let mut counts: Vec<(u16, usize)> = Vec::new();
     let mut reserved = 0usize;
-    let _ = sh.store().scan_with(&DB_PREFIX, None, usize::MAX, |k, _| {
+    let _ = sh.view().scan_with(&DB_PREFIX, None, usize::MAX, |k, _| {
         reserved += 1;
         if let Some(&[a, b]) = k.strip_prefix(&DB_PREFIX).and_then(|r| r.get(..2)) {
             if k < RESERVED.as_slice() {
@@ -106,7 +106,7 @@ pub(crate) fn keys_per_db(sh: &Shared) -> Vec<(u16, usize)> {
             }
         }
     });
-    let db0 = sh.store().len().saturating_sub(reserved);
+    let db0 = sh.view().len().saturating_sub(reserved);
     let mut all = vec![(0, db0)];
     all.extend(counts);
     all
@@ -120,7 +120,7 @@ pub(crate) fn user_keys(sh: &Shared, db: u16) -> usize {
     let (lo, hi) = crate::resp::db::range(db);
     let mut n = 0usize;
     let _ = sh
-        .store()
+        .view()
         .scan_with(&lo, Some(&hi), usize::MAX, |_, _| n += 1);
     n
 }
@@ -159,11 +159,11 @@ pub(crate) fn copy_collection(
 /// MEMORY USAGE of a collection: its metadata item and every subkey's (a sorted set's
 /// score index included).
 pub(crate) fn memory_usage(sh: &Shared, key: &[u8], value: &[u8], flags: u32) -> usize {
-    let mut bytes = sh.store().item_footprint(key.len(), value.len());
+    let mut bytes = sh.view().item_footprint(key.len(), value.len());
     if let Ok(m) = Meta::decode(value, flags) {
         let (lo, hi) = all_range(&m.prefix(key));
-        let _ = sh.store().scan_with(&lo, Some(&hi), usize::MAX, |k, v| {
-            bytes += sh.store().item_footprint(k.len(), v.len())
+        let _ = sh.view().scan_with(&lo, Some(&hi), usize::MAX, |k, v| {
+            bytes += sh.view().item_footprint(k.len(), v.len())
         });
     }
     bytes

@@ -50,7 +50,7 @@ pub(crate) fn check(
     for f in fields {
         check_field(sh, key, f)?;
     }
-    let max = sh.store().config().max_value;
+    let max = sh.view().config().max_value;
     if values.iter().any(|v| v.len() > max) {
         return Err(Fail::Reply(
             "ERR string exceeds maximum allowed size".into(),

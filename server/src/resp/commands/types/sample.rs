@@ -89,7 +89,7 @@ fn first_at(
 /// itself is read through `src`).
 fn last_field(sh: &Shared, lo: &[u8], hi: &[u8]) -> Option<Vec<u8>> {
     // The backward scan's one descent: a floor search read about twice as much.
-    let items = sh.store().try_scan_rev(lo, hi, 1).ok()?;
+    let items = sh.view().try_scan_rev(lo, hi, 1).ok()?;
     let (k, _) = items.into_iter().next()?;
     Some(k[lo.len()..].to_vec())
 }
