@@ -8,6 +8,51 @@ pub type ExpiredStep = (Vec<Vec<u8>>, Option<Vec<u8>>);
 /// Why a panicking scan panics.
 const PAGE_READ: &str = "an evicted leaf could not be read back (use try_scan)";
 
+/// The copying scans of a reader ([`Store`], [`Snapshot`], [`VersionView`]), written once
+/// from its lending ones (`scan_with`, `scan_rev_with`): `scan` (panics where `try_scan`
+/// fails), `try_scan` and `try_scan_rev`.
+macro_rules! copying_scans {
+    () => {
+        /// The items with `lo <= key < hi` (`hi` `None`: to the end) in key order, at most
+        /// `limit`, copied.
+        ///
+        /// # Panics
+        /// Only in a store whose leaves may live in a page file (a memory budget over a
+        /// data directory, `Config::evict`), when one cannot be read back: use `try_scan`
+        /// there.
+        pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+            self.try_scan(lo, hi, limit).expect(PAGE_READ)
+        }
+
+        /// `scan`, failing with [`Error::PageRead`] when an evicted leaf cannot be read
+        /// back.
+        pub fn try_scan(
+            &self,
+            lo: &[u8],
+            hi: Option<&[u8]>,
+            limit: usize,
+        ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            let mut out = Vec::new();
+            self.scan_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
+            Ok(out)
+        }
+
+        /// The items with `lo <= key < hi` in descending key order, at most `limit`: the
+        /// last items of a range without reading the ones before them (one descent per
+        /// leaf).
+        pub fn try_scan_rev(
+            &self,
+            lo: &[u8],
+            hi: &[u8],
+            limit: usize,
+        ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            let mut out = Vec::new();
+            self.scan_rev_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
+            Ok(out)
+        }
+    };
+}
+
 use crate::config::Config;
 use crate::epoch::ReaderSlot;
 use crate::error::{Error, Result};
@@ -607,40 +652,7 @@ impl Store {
         let _ = self.tree.stall.set((key.to_vec(), stall));
     }
 
-    /// Items with keys in `[lo, hi)` (`hi = None`: no upper bound), ascending, at most
-    /// `limit`.
-    ///
-    /// # Panics
-    /// Only in a store whose leaves may live in a page file (a memory budget over a data
-    /// directory, `Config::evict`), when one cannot be read back: use [`Store::try_scan`]
-    /// there.
-    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.try_scan(lo, hi, limit).expect(PAGE_READ)
-    }
-
-    /// [`Store::scan`], failing with [`Error::PageRead`] when an evicted leaf cannot be
-    /// read back.
-    pub fn try_scan(
-        &self,
-        lo: &[u8],
-        hi: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        self.scan_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
-        Ok(out)
-    }
-
-    /// The items with `lo <= key < hi` in descending key order, at most `limit`: the last
-    /// items of a range without reading the ones before them (one descent per leaf).
-    pub fn try_scan_rev(
-        &self,
-        lo: &[u8],
-        hi: &[u8],
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_rev_at(lo, hi, limit, false)
-    }
+    copying_scans!();
 
     /// [`Store::try_scan_rev`] over the newest items, as [`Store::scan_latest_with`] reads
     /// them (only for the single write door that orders every write of the range itself).
@@ -650,27 +662,41 @@ impl Store {
         hi: &[u8],
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_rev_at(lo, hi, limit, true)
+        let mut out = Vec::new();
+        self.scan_rev_with_at(lo, hi, limit, true, |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        })?;
+        Ok(out)
     }
 
-    fn scan_rev_at(
+    /// As [`Store::try_scan_rev`], calling `f` for each item without copying.
+    pub fn scan_rev_with(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        self.scan_rev_with_at(lo, hi, limit, false, f)
+    }
+
+    /// A descending scan at the read version, or of the newest items (`latest`), the epoch
+    /// pinned first as in [`Store::scan_with`].
+    fn scan_rev_with_at(
         &self,
         lo: &[u8],
         hi: &[u8],
         limit: usize,
         latest: bool,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         let pin = self.tree.epochs.pin();
         let rv = match latest {
             true => u64::MAX,
             false => self.tree.versions.read_version(),
         };
-        let mut out = Vec::new();
         self.tree
-            .scan_rev_at(lo, hi, limit, rv, self.tree.read_clock(), &pin, |k, v| {
-                out.push((k.to_vec(), v.to_vec()))
-            })?;
-        Ok(out)
+            .scan_rev_at(lo, hi, limit, rv, self.tree.read_clock(), &pin, f)
     }
 
     /// As [`Store::try_scan`], calling `f` for each item without copying.
@@ -1061,34 +1087,11 @@ impl Snapshot<'_> {
         t.get_at(key, self.rv, self.now, &pin, |v, d, f| (v.to_vec(), d, f))
     }
 
-    /// [`Store::scan`] at this snapshot (panics as it does).
-    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.here().scan(lo, hi, limit)
-    }
-
-    /// [`Store::try_scan`] at this snapshot.
-    pub fn try_scan(
-        &self,
-        lo: &[u8],
-        hi: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.here().try_scan(lo, hi, limit)
-    }
+    copying_scans!();
 
     /// [`Store::scan_floor`] at this snapshot.
     pub fn scan_floor(&self, kl: &[u8], ku: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.here().scan_floor(kl, ku, limit)
-    }
-
-    /// [`Store::try_scan_rev`] at this snapshot.
-    pub fn try_scan_rev(
-        &self,
-        lo: &[u8],
-        hi: &[u8],
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.here().try_scan_rev(lo, hi, limit)
     }
 
     /// [`Snapshot::try_scan`] lending each item to `f` instead of copying it.
@@ -1149,22 +1152,7 @@ impl VersionView<'_> {
         t.get_at(key, self.rv, self.now, &pin, |v, _, _| v.to_vec())
     }
 
-    /// [`Store::scan`] at this version (panics as it does).
-    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.try_scan(lo, hi, limit).expect(PAGE_READ)
-    }
-
-    /// [`Store::try_scan`] at this version.
-    pub fn try_scan(
-        &self,
-        lo: &[u8],
-        hi: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        self.scan_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
-        Ok(out)
-    }
+    copying_scans!();
 
     /// [`VersionView::try_scan`] lending each item to `f` instead of copying it.
     pub fn scan_with(
@@ -1177,18 +1165,6 @@ impl VersionView<'_> {
         let t = &self.store.tree;
         let pin = t.epochs.pin();
         t.scan_at(lo, upper(hi), limit, self.rv, self.now, &pin, f)
-    }
-
-    /// [`Store::try_scan_rev`] at this version.
-    pub fn try_scan_rev(
-        &self,
-        lo: &[u8],
-        hi: &[u8],
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        self.scan_rev_with(lo, hi, limit, |k, v| out.push((k.to_vec(), v.to_vec())))?;
-        Ok(out)
     }
 
     /// [`VersionView::try_scan_rev`] lending each item to `f` instead of copying it.
