@@ -190,6 +190,10 @@ fn copy_item(
             fail(out, &e);
             return false;
         }
+        // A list, sorted set or stream arriving under `dst` wakes the connections blocked
+        // on it once the command commits (dispatch.rs), as Redis's RENAME, COPY and MOVE
+        // signal the key ready.
+        s.block.wake.push(dst);
     } else {
         let put = Write::Put(Cow::Owned(item.value.clone()));
         if failed(out, &run_op(sh, s, Op::new(dst, put))) {

@@ -1,0 +1,202 @@
+//! Every way a key can gain elements wakes the clients blocked on it (BLPOP, BZPOPMIN,
+//! XREAD BLOCK): a transaction once EXEC commits, a script once it returns, the targets of
+//! LMOVE, RPOPLPUSH and BLMOVE, SORT … STORE, ZUNIONSTORE and ZRANGESTORE, RENAME, COPY and
+//! MOVE onto the key, SWAPDB. One test per source; each blocks a client first (INFO shows
+//! it parked), then runs the source on another connection, and the blocked client must
+//! answer with what arrived.
+
+mod common;
+
+use accelkv_proto::resp::Value;
+use common::{RespConn, Server};
+use std::time::{Duration, Instant};
+
+/// Waits until INFO shows `n` blocked clients.
+fn wait_blocked(c: &mut RespConn, n: usize) {
+    let t0 = Instant::now();
+    let want = format!("blocked_clients:{n}\r\n");
+    loop {
+        let info = match c.str(&["INFO", "clients"]) {
+            Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        if info.contains(&want) {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{info}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn arr(items: &[&str]) -> Value {
+    Value::Array(Some(
+        items
+            .iter()
+            .map(|s| Value::Bulk(Some(s.as_bytes().to_vec())))
+            .collect(),
+    ))
+}
+
+/// Runs `setup` on a fresh server, parks a client on `block` (run in database `db`), runs
+/// `source` on another connection (in the database it selects itself), and returns the
+/// blocked client's answer (the read times out after 10 s: a client never woken fails).
+fn woken(setup: &[&[&str]], db: &str, block: &[&str], source: &[&[&str]]) -> Value {
+    let srv = Server::start(&[]);
+    let mut waiter = RespConn::new(&srv);
+    let mut other = RespConn::new(&srv);
+    for c in setup {
+        other.str(c);
+    }
+    waiter.str(&["SELECT", db]);
+    waiter.send(block);
+    wait_blocked(&mut other, 1);
+    for c in source {
+        other.str(c);
+    }
+    waiter.read()
+}
+
+#[test]
+fn exec_wakes_after_the_transaction() {
+    let source: &[&[&str]] = &[
+        &["MULTI"],
+        &["LPUSH", "q", "a"],
+        &["LPUSH", "q", "b"],
+        &["LPUSH", "q", "c"],
+        &["EXEC"],
+    ];
+    // As Redis: the pop sees the whole transaction (isolated from BLPOP's point of view).
+    assert_eq!(
+        woken(&[], "0", &["BLPOP", "q", "0"], source),
+        arr(&["q", "c"])
+    );
+}
+
+#[test]
+fn exec_wakes_a_sorted_set_pop() {
+    let source: &[&[&str]] = &[&["MULTI"], &["ZADD", "z", "1", "m"], &["EXEC"]];
+    let got = woken(&[], "0", &["BZPOPMIN", "z", "0"], source);
+    assert_eq!(got, arr(&["z", "m", "1"]));
+}
+
+#[test]
+fn a_script_wakes_once_it_returns() {
+    let source: &[&[&str]] = &[&[
+        "EVAL",
+        "redis.call('RPUSH', KEYS[1], 'x') return 1",
+        "1",
+        "q",
+    ]];
+    assert_eq!(
+        woken(&[], "0", &["BLPOP", "q", "0"], source),
+        arr(&["q", "x"])
+    );
+}
+
+#[test]
+fn lmove_and_rpoplpush_wake_their_target() {
+    let setup: &[&[&str]] = &[&["RPUSH", "src", "a", "b"]];
+    let lmove: &[&[&str]] = &[&["LMOVE", "src", "q", "LEFT", "RIGHT"]];
+    assert_eq!(
+        woken(setup, "0", &["BLPOP", "q", "0"], lmove),
+        arr(&["q", "a"])
+    );
+    let rpoplpush: &[&[&str]] = &[&["RPOPLPUSH", "src", "q"]];
+    assert_eq!(
+        woken(setup, "0", &["BLPOP", "q", "0"], rpoplpush),
+        arr(&["q", "b"])
+    );
+}
+
+#[test]
+fn blmove_wakes_its_target() {
+    let srv = Server::start(&[]);
+    let mut waiter = RespConn::new(&srv);
+    let mut mover = RespConn::new(&srv);
+    let mut other = RespConn::new(&srv);
+    waiter.send(&["BLPOP", "q", "0"]);
+    wait_blocked(&mut other, 1);
+    mover.send(&["BLMOVE", "src", "q", "LEFT", "LEFT", "0"]);
+    wait_blocked(&mut other, 2);
+    other.str(&["RPUSH", "src", "m"]);
+    assert_eq!(mover.read(), Value::Bulk(Some(b"m".to_vec())));
+    assert_eq!(waiter.read(), arr(&["q", "m"]));
+}
+
+#[test]
+fn sort_store_wakes_its_destination() {
+    let setup: &[&[&str]] = &[&["RPUSH", "src", "3", "1", "2"]];
+    let source: &[&[&str]] = &[&["SORT", "src", "STORE", "q"]];
+    assert_eq!(
+        woken(setup, "0", &["BLPOP", "q", "0"], source),
+        arr(&["q", "1"])
+    );
+}
+
+#[test]
+fn zunionstore_and_zrangestore_wake_their_destination() {
+    let setup: &[&[&str]] = &[&["ZADD", "src", "1", "m"]];
+    for source in [
+        &[&["ZUNIONSTORE", "z", "1", "src"][..]][..],
+        &[&["ZRANGESTORE", "z", "src", "0", "-1"][..]][..],
+    ] {
+        let got = woken(setup, "0", &["BZPOPMIN", "z", "0"], source);
+        assert_eq!(got, arr(&["z", "m", "1"]), "{source:?}");
+    }
+}
+
+#[test]
+fn rename_onto_a_key_wakes_it() {
+    let setup: &[&[&str]] = &[&["RPUSH", "src", "x"]];
+    let source: &[&[&str]] = &[&["RENAME", "src", "q"]];
+    assert_eq!(
+        woken(setup, "0", &["BLPOP", "q", "0"], source),
+        arr(&["q", "x"])
+    );
+}
+
+#[test]
+fn copy_onto_a_key_wakes_it() {
+    let setup: &[&[&str]] = &[&["RPUSH", "src", "x"]];
+    let source: &[&[&str]] = &[&["COPY", "src", "q"]];
+    assert_eq!(
+        woken(setup, "0", &["BLPOP", "q", "0"], source),
+        arr(&["q", "x"])
+    );
+}
+
+#[test]
+fn move_into_a_database_wakes_the_key_there() {
+    let setup: &[&[&str]] = &[&["SELECT", "1"], &["RPUSH", "q", "x"]];
+    // The waiter blocks in database 0; the other connection is in database 1.
+    let source: &[&[&str]] = &[&["MOVE", "q", "0"]];
+    assert_eq!(
+        woken(setup, "0", &["BLPOP", "q", "0"], source),
+        arr(&["q", "x"])
+    );
+}
+
+#[test]
+fn swapdb_wakes_a_key_that_now_holds_elements() {
+    let setup: &[&[&str]] = &[&["SELECT", "1"], &["RPUSH", "q", "x"]];
+    let source: &[&[&str]] = &[&["SWAPDB", "0", "1"]];
+    assert_eq!(
+        woken(setup, "0", &["BLPOP", "q", "0"], source),
+        arr(&["q", "x"])
+    );
+}
+
+#[test]
+fn xadd_in_a_transaction_wakes_xread_block() {
+    let source: &[&[&str]] = &[&["MULTI"], &["XADD", "s", "1-1", "f", "v"], &["EXEC"]];
+    let got = woken(
+        &[],
+        "0",
+        &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
+        source,
+    );
+    let Value::Array(Some(streams)) = got else {
+        panic!("{got:?}")
+    };
+    assert_eq!(streams.len(), 1, "{streams:?}");
+}
