@@ -295,9 +295,17 @@ impl Redis {
         }
         // Listening on the port is not enough: a server beside it may hold the port while
         // this one exits for it.
-        let info = RespConn::connect(([127, 0, 0, 1], port).into()).str(&["INFO", "server"]);
+        // (The connection may be refused or reset, too: a server that held the port a moment
+        // ago is exiting. Started again, as for any other server's port.)
+        let info = std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .and_then(|s| {
+                s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+                RespConn::from_stream(s).try_call(&[b"INFO", b"server"])
+            });
         let ours = format!("process_id:{}\r\n", r.child.id());
-        if !matches!(&info, Value::Bulk(Some(b)) if String::from_utf8_lossy(b).contains(&ours)) {
+        if !matches!(&info, Some(Value::Bulk(Some(b))) if String::from_utf8_lossy(b).contains(&ours))
+        {
             return Err(Some(format!(
                 "port {port} is another server's:\n{}",
                 read_log()
