@@ -8,7 +8,7 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{strings, RespConn, Server};
+use common::{bulk_array, strings, wait_blocked, RespConn, Server};
 use std::time::{Duration, Instant};
 
 const SCRIPT: &[&str] = &[
@@ -158,15 +158,6 @@ fn a_push_of_many_elements_is_seen_whole_or_not_at_all() {
     assert_eq!(c.str(&["LLEN", "l"]), Value::Integer(4000));
 }
 
-fn arr(items: &[&str]) -> Value {
-    Value::Array(Some(
-        items
-            .iter()
-            .map(|s| Value::Bulk(Some(s.as_bytes().to_vec())))
-            .collect(),
-    ))
-}
-
 /// Sends a command without reading its reply.
 fn send(c: &mut RespConn, args: &[&str]) {
     c.send(args);
@@ -182,8 +173,8 @@ fn a_blocked_pop_is_woken_by_a_push_from_another_connection() {
     wait_blocked(&mut pusher, 1);
     assert_eq!(pusher.str(&["PING"]), Value::Simple("PONG".into()));
     assert_eq!(pusher.str(&["RPUSH", "q2", "x", "y"]), Value::Integer(2));
-    assert_eq!(waiter.read(), arr(&["q2", "x"]));
-    assert_eq!(pusher.str(&["LRANGE", "q2", "0", "-1"]), arr(&["y"]));
+    assert_eq!(waiter.read(), bulk_array(&["q2", "x"]));
+    assert_eq!(pusher.str(&["LRANGE", "q2", "0", "-1"]), bulk_array(&["y"]));
     // The connection goes on normally.
     assert_eq!(
         waiter.str(&["LPOP", "q2"]),
@@ -194,32 +185,18 @@ fn a_blocked_pop_is_woken_by_a_push_from_another_connection() {
     wait_blocked(&mut pusher, 1);
     pusher.str(&["LPUSH", "src", "m"]);
     assert_eq!(waiter.read(), Value::Bulk(Some(b"m".to_vec())));
-    assert_eq!(pusher.str(&["LRANGE", "dst", "0", "-1"]), arr(&["m"]));
+    assert_eq!(
+        pusher.str(&["LRANGE", "dst", "0", "-1"]),
+        bulk_array(&["m"])
+    );
     // A push inside MULTI wakes once EXEC commits.
     send(&mut waiter, &["BRPOP", "t", "5"]);
     wait_blocked(&mut pusher, 1);
     pusher.str(&["MULTI"]);
     pusher.str(&["RPUSH", "t", "1"]);
     pusher.str(&["EXEC"]);
-    assert_eq!(waiter.read(), arr(&["t", "1"]));
+    assert_eq!(waiter.read(), bulk_array(&["t", "1"]));
     wait_blocked(&mut pusher, 0);
-}
-
-/// Waits until INFO says `n` connections are parked.
-fn wait_blocked(c: &mut RespConn, n: usize) {
-    let t0 = Instant::now();
-    let want = format!("blocked_clients:{n}\r\n");
-    loop {
-        let info = match c.str(&["INFO", "clients"]) {
-            Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
-            other => panic!("{other:?}"),
-        };
-        if info.contains(&want) {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "{info}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]
@@ -233,7 +210,7 @@ fn parked_connections_are_served_in_the_order_they_parked() {
     }
     pusher.str(&["RPUSH", "fifo", "a", "b", "c"]);
     for (w, e) in waiters.iter_mut().zip(["a", "b", "c"]) {
-        assert_eq!(w.read(), arr(&["fifo", e]));
+        assert_eq!(w.read(), bulk_array(&["fifo", e]));
     }
 }
 

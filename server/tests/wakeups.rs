@@ -8,34 +8,7 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{RespConn, Server};
-use std::time::{Duration, Instant};
-
-/// Waits until INFO shows `n` blocked clients.
-fn wait_blocked(c: &mut RespConn, n: usize) {
-    let t0 = Instant::now();
-    let want = format!("blocked_clients:{n}\r\n");
-    loop {
-        let info = match c.str(&["INFO", "clients"]) {
-            Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
-            other => panic!("{other:?}"),
-        };
-        if info.contains(&want) {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "{info}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn arr(items: &[&str]) -> Value {
-    Value::Array(Some(
-        items
-            .iter()
-            .map(|s| Value::Bulk(Some(s.as_bytes().to_vec())))
-            .collect(),
-    ))
-}
+use common::{bulk_array, wait_blocked, RespConn, Server};
 
 /// Runs `setup` on a fresh server, parks a client on `block` (run in database `db`), runs
 /// `source` on another connection (in the database it selects itself), and returns the
@@ -68,7 +41,7 @@ fn exec_wakes_after_the_transaction() {
     // As Redis: the pop sees the whole transaction (isolated from BLPOP's point of view).
     assert_eq!(
         woken(&[], "0", &["BLPOP", "q", "0"], source),
-        arr(&["q", "c"])
+        bulk_array(&["q", "c"])
     );
 }
 
@@ -76,7 +49,7 @@ fn exec_wakes_after_the_transaction() {
 fn exec_wakes_a_sorted_set_pop() {
     let source: &[&[&str]] = &[&["MULTI"], &["ZADD", "z", "1", "m"], &["EXEC"]];
     let got = woken(&[], "0", &["BZPOPMIN", "z", "0"], source);
-    assert_eq!(got, arr(&["z", "m", "1"]));
+    assert_eq!(got, bulk_array(&["z", "m", "1"]));
 }
 
 #[test]
@@ -89,7 +62,7 @@ fn a_script_wakes_once_it_returns() {
     ]];
     assert_eq!(
         woken(&[], "0", &["BLPOP", "q", "0"], source),
-        arr(&["q", "x"])
+        bulk_array(&["q", "x"])
     );
 }
 
@@ -99,12 +72,12 @@ fn lmove_and_rpoplpush_wake_their_target() {
     let lmove: &[&[&str]] = &[&["LMOVE", "src", "q", "LEFT", "RIGHT"]];
     assert_eq!(
         woken(setup, "0", &["BLPOP", "q", "0"], lmove),
-        arr(&["q", "a"])
+        bulk_array(&["q", "a"])
     );
     let rpoplpush: &[&[&str]] = &[&["RPOPLPUSH", "src", "q"]];
     assert_eq!(
         woken(setup, "0", &["BLPOP", "q", "0"], rpoplpush),
-        arr(&["q", "b"])
+        bulk_array(&["q", "b"])
     );
 }
 
@@ -120,7 +93,7 @@ fn blmove_wakes_its_target() {
     wait_blocked(&mut other, 2);
     other.str(&["RPUSH", "src", "m"]);
     assert_eq!(mover.read(), Value::Bulk(Some(b"m".to_vec())));
-    assert_eq!(waiter.read(), arr(&["q", "m"]));
+    assert_eq!(waiter.read(), bulk_array(&["q", "m"]));
 }
 
 #[test]
@@ -129,7 +102,7 @@ fn sort_store_wakes_its_destination() {
     let source: &[&[&str]] = &[&["SORT", "src", "STORE", "q"]];
     assert_eq!(
         woken(setup, "0", &["BLPOP", "q", "0"], source),
-        arr(&["q", "1"])
+        bulk_array(&["q", "1"])
     );
 }
 
@@ -141,7 +114,7 @@ fn zunionstore_and_zrangestore_wake_their_destination() {
         &[&["ZRANGESTORE", "z", "src", "0", "-1"][..]][..],
     ] {
         let got = woken(setup, "0", &["BZPOPMIN", "z", "0"], source);
-        assert_eq!(got, arr(&["z", "m", "1"]), "{source:?}");
+        assert_eq!(got, bulk_array(&["z", "m", "1"]), "{source:?}");
     }
 }
 
@@ -151,7 +124,7 @@ fn rename_onto_a_key_wakes_it() {
     let source: &[&[&str]] = &[&["RENAME", "src", "q"]];
     assert_eq!(
         woken(setup, "0", &["BLPOP", "q", "0"], source),
-        arr(&["q", "x"])
+        bulk_array(&["q", "x"])
     );
 }
 
@@ -161,7 +134,7 @@ fn copy_onto_a_key_wakes_it() {
     let source: &[&[&str]] = &[&["COPY", "src", "q"]];
     assert_eq!(
         woken(setup, "0", &["BLPOP", "q", "0"], source),
-        arr(&["q", "x"])
+        bulk_array(&["q", "x"])
     );
 }
 
@@ -172,7 +145,7 @@ fn move_into_a_database_wakes_the_key_there() {
     let source: &[&[&str]] = &[&["MOVE", "q", "0"]];
     assert_eq!(
         woken(setup, "0", &["BLPOP", "q", "0"], source),
-        arr(&["q", "x"])
+        bulk_array(&["q", "x"])
     );
 }
 
@@ -182,7 +155,7 @@ fn swapdb_wakes_a_key_that_now_holds_elements() {
     let source: &[&[&str]] = &[&["SWAPDB", "0", "1"]];
     assert_eq!(
         woken(setup, "0", &["BLPOP", "q", "0"], source),
-        arr(&["q", "x"])
+        bulk_array(&["q", "x"])
     );
 }
 

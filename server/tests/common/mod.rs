@@ -219,6 +219,27 @@ impl RespConn {
 pub fn bulk(s: &str) -> Value {
     Value::Bulk(Some(s.as_bytes().to_vec()))
 }
+/// An array of bulk strings, as a reply of several values is read.
+pub fn bulk_array(items: &[&str]) -> Value {
+    Value::Array(Some(items.iter().map(|s| bulk(s)).collect()))
+}
+
+/// Waits (up to 10 s) until INFO shows `n` clients blocked in a blocking command.
+pub fn wait_blocked(c: &mut RespConn, n: usize) {
+    let t0 = Instant::now();
+    let want = format!("blocked_clients:{n}\r\n");
+    loop {
+        let info = match c.str(&["INFO", "clients"]) {
+            Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        if info.contains(&want) {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{info}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
 
 /// The bulk strings of an array reply, as text (panics on anything else).
 pub fn strings(v: Value) -> Vec<String> {
