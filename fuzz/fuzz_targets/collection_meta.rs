@@ -3,7 +3,8 @@
 //! item's metadata and for a subkey's owner. Arbitrary bytes and flags go through the
 //! decoders; a record that decodes encodes to the same bytes, and a subkey's owner rebuilt
 //! into a prefix starts the subkey; a sorted set's score bytes that decode encode back;
-//! a stream entry's value that decodes encodes back to its bytes.
+//! a stream entry's value that decodes encodes back to its bytes; a packed collection's
+//! body that unpacks (`packed.rs`) packs back to the same item.
 //! Nothing may panic.
 //!
 //! `cargo +nightly fuzz run collection_meta -- -max_total_time=60`
@@ -14,6 +15,7 @@ use accelkv_proto::collection::{
     decode_entry, decode_score, encode_entry, encode_score, field_key, owner, prefix, Meta,
     StreamId,
 };
+use accelkv_proto::packed::{pack, unpack};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,8 +24,13 @@ fuzz_target!(|data: &[u8]| {
     };
     let flags = u32::from_le_bytes(*head);
     if let Ok(m) = Meta::decode(rest, flags) {
-        assert_eq!(m.encode(), rest, "a decoded record encodes back to its bytes");
+        assert_eq!(&rest[..m.record_len()], m.encode(), "a decoded record encodes back to its bytes");
+        assert!(m.packed || rest.len() == m.record_len());
         assert_eq!(m.kind.flags(), flags);
+        if let Some(entries) = unpack(&m, m.body(rest)) {
+            let again = pack(&m, entries.iter().map(|(k, v)| (&k[..], &v[..])));
+            assert_eq!(again.as_deref(), Some(rest), "an unpacked body packs back to its item");
+        }
     }
     if let Some((key, id)) = owner(rest) {
         let p = prefix(key, id);

@@ -51,8 +51,11 @@ pub fn user_key_ok(key: &[u8]) -> bool {
 
 /// The first bytes of every metadata record's value.
 pub const MAGIC: [u8; 2] = [0xFE, 0xC0];
-/// The metadata format this version writes.
+/// The metadata format of a collection kept as subkeys.
 const FORMAT: u8 = 1;
+/// The format of a small collection packed whole in its metadata item (`packed.rs`): the
+/// same record, its body after it.
+pub const PACKED: u8 = 2;
 /// A list's sequence numbers start here, so both ends have room to grow.
 pub const LIST_ORIGIN: u64 = 1 << 63;
 
@@ -124,6 +127,9 @@ pub struct Meta {
     pub head: u64,
     /// One past a list's last element's sequence number.
     pub tail: u64,
+    /// Whether the whole collection is packed in the item after the record (`packed.rs`),
+    /// not kept as subkeys.
+    pub packed: bool,
 }
 
 /// Why a key's item is not the collection a command wants.
@@ -144,6 +150,16 @@ impl Meta {
             len: 0,
             head: LIST_ORIGIN,
             tail: LIST_ORIGIN,
+            packed: false,
+        }
+    }
+
+    /// The record's length in bytes (a packed collection's body follows it).
+    pub fn record_len(&self) -> usize {
+        if self.kind.has_bounds() {
+            36
+        } else {
+            20
         }
     }
 
@@ -152,7 +168,7 @@ impl Meta {
         let mut v = Vec::with_capacity(36);
         v.extend_from_slice(&MAGIC);
         v.push(self.kind.tag());
-        v.push(FORMAT);
+        v.push(if self.packed { PACKED } else { FORMAT });
         v.extend_from_slice(&self.id.to_be_bytes());
         v.extend_from_slice(&self.len.to_be_bytes());
         if self.kind.has_bounds() {
@@ -162,7 +178,8 @@ impl Meta {
         v
     }
 
-    /// The record an item holds, given its value and client flags.
+    /// The record an item holds, given its value and client flags (a packed collection's
+    /// body, after the record, is [`Meta::body`]).
     pub fn decode(value: &[u8], flags: u32) -> Result<Meta, NotMeta> {
         let tag = tag_of(flags).ok_or(NotMeta::WrongType)?;
         let kind = Kind::from_tag(tag).ok_or(NotMeta::Corrupt)?;
@@ -170,7 +187,9 @@ impl Meta {
             Some(u64::from_be_bytes(value.get(at..at + 8)?.try_into().ok()?))
         };
         let want = if kind.has_bounds() { 36 } else { 20 };
-        if value.len() != want || value[..2] != MAGIC || value[2] != tag || value[3] != FORMAT {
+        let packed = value.get(3) == Some(&PACKED);
+        let size_ok = value.len() == want || packed && value.len() >= want;
+        if !size_ok || value[..2] != MAGIC || value[2] != tag || !(packed || value[3] == FORMAT) {
             return Err(NotMeta::Corrupt);
         }
         let (id, len) = (u64_at(4), u64_at(12));
@@ -185,9 +204,16 @@ impl Meta {
                 len,
                 head,
                 tail,
+                packed,
             }),
             _ => Err(NotMeta::Corrupt),
         }
+    }
+
+    /// What follows the record in a packed collection's item (empty for one kept as
+    /// subkeys).
+    pub fn body<'v>(&self, value: &'v [u8]) -> &'v [u8] {
+        value.get(self.record_len()..).unwrap_or_default()
     }
 
     /// A stream's last id (the greatest it ever held; a new stream's is 0-0).

@@ -20,6 +20,7 @@ pub mod frame;
 mod limits;
 pub mod memcache;
 pub mod operand;
+pub mod packed;
 pub mod resp;
 pub mod resp_stream;
 

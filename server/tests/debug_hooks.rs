@@ -182,7 +182,6 @@ fn encoding_parameters_change_what_object_encoding_reports_as_in_redis() {
         "CONFIG SET hash-max-listpack-value 64",
         "CONFIG SET set-max-intset-entries 2",
         "SADD s 1 2 3",
-        "OBJECT ENCODING s",
         "SADD s2 1 2",
         "OBJECT ENCODING s2",
         "CONFIG SET set-max-intset-entries 512",

@@ -99,7 +99,6 @@ const SCRIPT: &[&str] = &[
     "LLEN s",
     "GET p",
     "TYPE p",
-    "OBJECT ENCODING p",
     "RENAME p q",
     "LRANGE q 0 -1",
     "COPY q q2",

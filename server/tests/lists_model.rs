@@ -1,6 +1,7 @@
 //! Lists against a model: random sequences of list commands on a few keys run on the real
 //! server and on a `VecDeque` per key, every reply and every list's full contents (LRANGE
-//! 0 -1, LLEN) compared after each command.
+//! 0 -1, LLEN) compared after each command; under the default list-max-listpack-size (each
+//! list here packed in one item), or 1 or 3 elements (kept as subkeys past those).
 
 mod common;
 
@@ -237,9 +238,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn lists_behave_like_the_model(cmds in proptest::collection::vec(cmd(), 1..60)) {
+    fn lists_behave_like_the_model(cmds in proptest::collection::vec(cmd(), 1..60), size in prop_oneof![Just("-2"), Just("1"), Just("3")]) {
         let srv = Server::start(&[]);
         let mut c = RespConn::new(&srv);
+        c.str(&["CONFIG", "SET", "list-max-listpack-size", size]);
         let mut model = Model(BTreeMap::new());
         for cmd in &cmds {
             let (args, want) = model.run(cmd);

@@ -1,6 +1,9 @@
 //! Hashes and sets against a model: random sequences of commands on a few keys run on the
 //! real server and on a `BTreeMap` of `BTreeMap`s and `BTreeSet`s, every reply and every
 //! collection's full contents compared (HGETALL and SMEMBERS come back in byte order).
+//! Each case runs under one of three sets of encoding thresholds: Redis's defaults (every
+//! collection here stays packed in one item), zero (every one kept as subkeys from its
+//! first write), or three (converted in the middle of the sequence).
 
 mod common;
 
@@ -243,10 +246,14 @@ fn contents(c: &mut RespConn, key: &str) -> Option<Val> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
     #[test]
-    fn hashes_and_sets_match_a_model(cmds in proptest::collection::vec(cmd(), 1..60), case in any::<u64>()) {
+    fn hashes_and_sets_match_a_model(cmds in proptest::collection::vec(cmd(), 1..60), case in any::<u64>(), limits in 0usize..3) {
         thread_local!(static SERVER: Server = Server::start(&[]));
         SERVER.with(|srv| {
             let mut c = RespConn::new(srv);
+            let limit = |default: &'static str| ["3", "0", default][limits];
+            for (name, default) in [("hash-max-listpack-entries", "512"), ("set-max-intset-entries", "512"), ("set-max-listpack-entries", "128")] {
+                c.str(&["CONFIG", "SET", name, limit(default)]);
+            }
             let key = |k: u8| format!("m{case}-{k}");
             let mut model = Model(BTreeMap::new());
             for cmd in &cmds {

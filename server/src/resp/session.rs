@@ -83,6 +83,8 @@ pub struct Session {
     pub db_epoch: u64,
     /// A command whose big arguments are being read into their own memory (streamed.rs).
     pub streamed: Option<Box<Streamed>>,
+    /// The packed collections the running command has open (types/packed.rs).
+    pub packs: crate::resp::commands::types::packed::Packs,
 }
 
 impl Session {
@@ -106,6 +108,7 @@ impl Session {
             selected: 0,
             db_epoch: 0,
             streamed: None,
+            packs: Default::default(),
         }
     }
 

@@ -1,9 +1,8 @@
 //! Redis's encoding-tuning parameters (`hash-max-listpack-entries` and its kin): CONFIG GET
-//! and SET read and change them, under their Redis 7.0 names and the older `ziplist`
-//! aliases, and OBJECT ENCODING answers by them (`types/keyspace.rs`), as tools and
-//! Redis's own tests that set them expect. accelkv keeps every collection the same way
-//! whatever they say (docs/FORMAT.md, "Redis types"): they change what OBJECT ENCODING
-//! reports, not memory or speed.
+//! and SET read and change them, under their Redis 7 names (7.2's for sets' listpacks)
+//! and the older `ziplist` aliases. As in Redis they decide how long a collection stays
+//! packed in one item (`types/packed.rs`, docs/FORMAT.md "Packed collections"), and so
+//! what OBJECT ENCODING answers.
 
 use crate::config::size::Size;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -32,7 +31,7 @@ const fn p(
 
 const BIG: i64 = i64::MAX;
 
-/// Every parameter, Redis 7.0's defaults.
+/// Every parameter, Redis 7's defaults.
 pub static PARAMS: &[Param] = &[
     p(
         "hash-max-listpack-entries",
@@ -47,6 +46,8 @@ pub static PARAMS: &[Param] = &[
         (0, BIG),
     ),
     p("set-max-intset-entries", None, 512, (0, BIG)),
+    p("set-max-listpack-entries", None, 128, (0, BIG)),
+    p("set-max-listpack-value", None, 64, (0, BIG)),
     p(
         "zset-max-listpack-entries",
         Some("zset-max-ziplist-entries"),

@@ -245,8 +245,7 @@ pub fn object(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out:
     }
     match value(sh, s, reads, c[2]) {
         Ok(Some((v, f))) if sub.as_slice() == b"ENCODING" => {
-            let name =
-                encoding_name((sh, &s.global.tuning), c[2], &v, f).unwrap_or_else(|| encoding(&v));
+            let name = encoding_name(&s.global.tuning, &v, f).unwrap_or_else(|| encoding(&v));
             resp::bulk(out, Some(name.as_bytes()))
         }
         Ok(Some(_)) => resp::integer(out, 1),

@@ -12,6 +12,7 @@ use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
 use crate::resp::commands::types::encoding::{self, Kind, Meta, NotMeta, SUBKEY_OVERHEAD};
+use crate::resp::commands::types::packed::{self, Pack, Packs};
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::write_door::run_op;
@@ -90,7 +91,8 @@ impl<'a> Src<'a> {
         }
     }
 
-    /// The collection at `key` if it is a `kind` (`None`: the key is absent).
+    /// The collection at `key` if it is a `kind` (`None`: the key is absent), open for the
+    /// command's reads and writes of its subkeys when it is packed (`packed.rs`).
     pub fn meta(
         &self,
         sh: &Shared,
@@ -98,27 +100,21 @@ impl<'a> Src<'a> {
         key: &[u8],
         kind: Kind,
     ) -> Result<Option<Meta>, Fail> {
-        let m = match self {
+        match self {
             Src::Snap(snap) => match snap.get_item(key)? {
-                Some((v, _, flags)) => Meta::decode(&v, flags)?,
-                None => return Ok(None),
+                Some((v, _, flags)) => Ok(Some(decoded(&mut s.packs, key, Some(kind), &v, flags)?)),
+                None => Ok(None),
             },
             // Decoded where the transaction holds the value, without copying it out.
             Src::Tx => {
                 let tx = s.tx.running.as_deref_mut().ok_or_else(no_tx)?;
-                let peeked = sh
-                    .writes()
-                    .tx_peek(tx, key, |cur| cur.map(|(v, flags)| Meta::decode(v, flags)))?;
-                match peeked {
-                    Some(m) => m?,
-                    None => return Ok(None),
-                }
+                let packs = &mut s.packs;
+                let peeked = sh.writes().tx_peek(tx, key, |cur| {
+                    cur.map(|(v, flags)| decoded(packs, key, Some(kind), v, flags))
+                })?;
+                peeked.transpose()
             }
-        };
-        if m.kind != kind {
-            return Err(Fail::WrongType);
         }
-        Ok(Some(m))
     }
 
     /// A subkey's value.
@@ -128,6 +124,9 @@ impl<'a> Src<'a> {
         s: &mut Session,
         subkey: &[u8],
     ) -> Result<Option<Vec<u8>>, Fail> {
+        if let Some(v) = s.packs.get(subkey) {
+            return Ok(v);
+        }
         match self {
             Src::Snap(snap) => Ok(snap.get(subkey)?),
             Src::Tx => match run_op(sh, s, Op::new(subkey, Write::Read)).outcome? {
@@ -144,8 +143,11 @@ impl<'a> Src<'a> {
         s: &Session,
         (lo, hi): (&[u8], &[u8]),
         limit: usize,
-        f: impl FnMut(&[u8], &[u8]),
+        mut f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Fail> {
+        if s.packs.scan((lo, hi), limit, false, &mut f) {
+            return Ok(());
+        }
         match self {
             Src::Snap(snap) => Ok(snap.scan_with(lo, Some(hi), limit, f)?),
             Src::Tx => {
@@ -164,8 +166,11 @@ impl<'a> Src<'a> {
         s: &Session,
         (lo, hi): (&[u8], &[u8]),
         limit: usize,
-        f: impl FnMut(&[u8], &[u8]),
+        mut f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Fail> {
+        if s.packs.scan((lo, hi), limit, true, &mut f) {
+            return Ok(());
+        }
         match self {
             Src::Snap(snap) => Ok(snap.scan_rev_with(lo, hi, limit, f)?),
             Src::Tx => {
@@ -225,6 +230,33 @@ impl<'a> Src<'a> {
     }
 }
 
+/// The collection an item holds (of `kind` when given: else WRONGTYPE), opened in `packs`
+/// when packed; any stale copy of an unpacked one closed.
+fn decoded(
+    packs: &mut Packs,
+    key: &[u8],
+    kind: Option<Kind>,
+    v: &[u8],
+    flags: u32,
+) -> Result<Meta, Fail> {
+    let m = Meta::decode(v, flags)?;
+    if kind.is_some_and(|k| k != m.kind) {
+        return Err(Fail::WrongType);
+    }
+    if m.packed {
+        packed::open(packs, key, &m, m.body(v)).map_err(|_| Fail::from(NotMeta::Corrupt))?;
+    } else if !packs.is_empty() {
+        packs.take(&m.prefix(key));
+    }
+    Ok(m)
+}
+
+/// The collection an item at `key` holds, whatever its kind, open for the command's reads
+/// of its subkeys when packed (SORT, the STORE forms, which read items of several kinds).
+pub(crate) fn opened(s: &mut Session, key: &[u8], v: &[u8], flags: u32) -> Result<Meta, Fail> {
+    decoded(&mut s.packs, key, None, v, flags)
+}
+
 /// The connection's running transaction (a `Src::Tx` read needs one).
 fn running(s: &Session) -> Result<&crate::core::station_tx::Tx, Fail> {
     s.tx.running.as_deref().ok_or_else(no_tx)
@@ -250,6 +282,10 @@ pub(crate) fn put<'k>(
     subkey: impl Into<Cow<'k, [u8]>>,
     value: &'k [u8],
 ) -> Result<(), Fail> {
+    let subkey = subkey.into();
+    if s.packs.put(&subkey, value).is_some() {
+        return Ok(());
+    }
     done(run_op(sh, s, op(subkey, Write::Put(Cow::Borrowed(value)))))
 }
 
@@ -270,6 +306,10 @@ pub(crate) fn put_new<'k>(
     subkey: impl Into<Cow<'k, [u8]>>,
     value: &'k [u8],
 ) -> Result<bool, Fail> {
+    let subkey = subkey.into();
+    if let Some(absent) = s.packs.put(&subkey, value) {
+        return Ok(absent);
+    }
     let w = Write::Set {
         value: Cow::Borrowed(value),
         cond: crate::core::ops::Cond::Always,
@@ -289,24 +329,79 @@ pub(crate) fn remove<'k>(
     s: &mut Session,
     subkey: impl Into<Cow<'k, [u8]>>,
 ) -> Result<(), Fail> {
+    let subkey = subkey.into();
+    if s.packs.remove(&subkey).is_some() {
+        return Ok(());
+    }
     done(run_op(sh, s, op(subkey, Write::Remove)))
 }
 
 /// Writes a collection's metadata, keeping the key's deadline; an empty collection removes
-/// the key, as Redis does, but for a stream, which stays (Redis keeps empty streams).
+/// the key, as Redis does, but for a stream, which stays (Redis keeps empty streams). A
+/// packed collection is written whole, or, past its thresholds, as subkeys (`packed.rs`).
 pub(crate) fn set_meta(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail> {
-    let value = (m.len > 0 || m.kind == Kind::Stream).then(|| Cow::Owned(m.encode()));
-    done(run_op(
-        sh,
-        s,
-        Op::new(
-            key,
-            Write::Typed {
-                value,
-                flags: m.kind.flags(),
-            },
-        ),
-    ))
+    let value = match m.packed {
+        true => return set_packed(sh, s, key, m),
+        false => (m.len > 0 || m.kind == Kind::Stream).then(|| Cow::Owned(m.encode())),
+    };
+    set_item(sh, s, key, m.kind, value)
+}
+
+/// Writes the metadata item of a collection of `kind` (`None`: removes the key).
+fn set_item(
+    sh: &Shared,
+    s: &mut Session,
+    key: &[u8],
+    kind: Kind,
+    value: Option<Cow<'_, [u8]>>,
+) -> Result<(), Fail> {
+    let flags = kind.flags();
+    done(run_op(sh, s, Op::new(key, Write::Typed { value, flags })))
+}
+
+/// Writes the open packed collection `m` back: one item while its thresholds allow, else
+/// every subkey and its metadata record (from now on unpacked).
+fn set_packed(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail> {
+    let pack = s
+        .packs
+        .take(&m.prefix(key))
+        .ok_or_else(|| Fail::Reply("ERR packed collection written while not open".into()))?;
+    write_pack(sh, s, key, m, pack)
+}
+
+/// Writes back every open packed collection whose subkeys the command changed without
+/// writing its record (LSET), as it was opened.
+pub(crate) fn close_packs(sh: &Shared, s: &mut Session) -> Result<(), Fail> {
+    while let Some(pack) = s.packs.take_dirty() {
+        let (key, m) = (pack.key.clone(), pack.meta);
+        write_pack(sh, s, &key, &m, pack)?;
+    }
+    Ok(())
+}
+
+fn write_pack(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta, pack: Pack) -> Result<(), Fail> {
+    let p = pack.prefix.as_slice();
+    if m.len == 0 {
+        return set_item(sh, s, key, m.kind, None);
+    }
+    if let Some(item) = packed::packed_item(&s.global.tuning, m, &pack) {
+        return set_item(sh, s, key, m.kind, Some(Cow::Owned(item)));
+    }
+    let mut k = p.to_vec();
+    for (suffix, v) in &pack.entries {
+        k.truncate(p.len());
+        k.extend_from_slice(suffix);
+        done(run_op(
+            sh,
+            s,
+            op(k.as_slice(), Write::Put(Cow::Borrowed(v))),
+        ))?;
+    }
+    let unpacked = Meta {
+        packed: false,
+        ..*m
+    };
+    set_item(sh, s, key, m.kind, Some(Cow::Owned(unpacked.encode())))
 }
 
 /// Refuses a field (or member) whose subkey would be longer than the store's keys may be.

@@ -6,8 +6,9 @@ use crate::core::counters::OpClass;
 use crate::core::ops::write::format_float;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, put, put_new, set_meta, Fail};
-use crate::resp::commands::types::encoding::{field_key, new_meta, Kind};
+use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::members;
+use crate::resp::commands::types::packed::create;
 use crate::resp::commands::types::run::{check, float_arg, int_arg, read, scan_opts, write};
 use crate::resp::reply::wrong_args;
 use accelkv_proto::resp::{self, Version};
@@ -41,7 +42,9 @@ fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
     write(
         x,
         |sh, s, src| {
-            let mut m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
+            let mut m = src
+                .meta(sh, s, key, H)?
+                .unwrap_or_else(|| create(&mut s.packs, key, H));
             let p = m.prefix(key);
             let mut added = 0;
             for kv in pairs.chunks(2) {
@@ -70,7 +73,9 @@ pub fn hsetnx(x: &mut Call<'_, '_>) {
     write(
         x,
         |sh, s, src| {
-            let mut m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
+            let mut m = src
+                .meta(sh, s, key, H)?
+                .unwrap_or_else(|| create(&mut s.packs, key, H));
             let sk = field_key(&m.prefix(key), field);
             if src.get(sh, s, &sk)?.is_some() {
                 return Ok(0);
@@ -232,7 +237,9 @@ fn update_field<R>(
     write(
         x,
         |sh, s, src| {
-            let mut m = src.meta(sh, s, key, H)?.unwrap_or_else(|| new_meta(H));
+            let mut m = src
+                .meta(sh, s, key, H)?
+                .unwrap_or_else(|| create(&mut s.packs, key, H));
             let sk = field_key(&m.prefix(key), field);
             let old = src.get(sh, s, &sk)?;
             let (new, reply) = f(old.as_deref())?;

@@ -6,9 +6,8 @@
 use crate::core::ops::typed::is_typed;
 use crate::core::shared::Shared;
 use crate::resp::commands::types::access::{put, set_meta, Fail, Src};
-use crate::resp::commands::types::encoding::{
-    all_range, fields_range, new_meta, Kind, Meta, RESERVED,
-};
+use crate::resp::commands::types::encoding::{all_range, new_meta, Meta, RESERVED};
+use crate::resp::commands::types::packed;
 use crate::resp::db::DB_PREFIX;
 use crate::resp::session::Session;
 use crate::resp::tuning::Tuning;
@@ -39,52 +38,11 @@ pub(crate) fn type_name(value: &[u8], flags: u32) -> &'static str {
     }
 }
 
-/// OBJECT ENCODING's answer for an item with these flags and value: the encoding Redis 7.0
-/// would give the collection by its size and contents and the tuning parameters (small
-/// hashes and sorted sets are `listpack`, sets of integers `intset`; resp/tuning.rs), as
-/// tools and tests that check it expect; accelkv keeps every collection the same way
-/// (`encoding.rs`).
-pub(crate) fn encoding_name(
-    (sh, tuning): (&Shared, &Tuning),
-    key: &[u8],
-    value: &[u8],
-    flags: u32,
-) -> Option<&'static str> {
+/// OBJECT ENCODING's answer for an item with these flags and value, if it is a
+/// collection: Redis 7.2's name for how accelkv keeps it (`packed.rs`).
+pub(crate) fn encoding_name(t: &Tuning, value: &[u8], flags: u32) -> Option<&'static str> {
     let m = Meta::decode(value, flags).ok()?;
-    let param = |name: &str| tuning.get(name).unwrap_or(0).max(0) as u64;
-    let (small, big, most, width) = match m.kind {
-        Kind::Hash => (
-            "listpack",
-            "hashtable",
-            param("hash-max-listpack-entries"),
-            param("hash-max-listpack-value"),
-        ),
-        Kind::Set => ("intset", "hashtable", param("set-max-intset-entries"), 0),
-        Kind::ZSet => (
-            "listpack",
-            "skiplist",
-            param("zset-max-listpack-entries"),
-            param("zset-max-listpack-value"),
-        ),
-        Kind::List => return Some("quicklist"),
-        Kind::Stream => return Some("stream"),
-    };
-    if m.len > most {
-        return Some(big);
-    }
-    let width = width as usize;
-    let (lo, hi) = fields_range(&m.prefix(key));
-    let mut fits = true;
-    let _ = sh.view().scan_with(&lo, Some(&hi), most as usize, |k, v| {
-        let field = &k[lo.len()..];
-        fits &= match m.kind {
-            Kind::Set => std::str::from_utf8(field)
-                .is_ok_and(|t| t.parse::<i64>().is_ok_and(|n| n.to_string() == t)),
-            Kind::ZSet => field.len() <= width,
-            _ => field.len() <= width && v.len() <= width,
-        };
-    });
-    Some(if fits { small } else { big })
+    Some(packed::encoding_name(t, &m, value))
 }
 
 /// The keys of each database (database 0 first, then those ≥ 1 that hold keys), by walking
@@ -134,6 +92,10 @@ pub(crate) fn copy_collection(
     dst: &[u8],
     m: &Meta,
 ) -> Result<(), Fail> {
+    // Opened through the transaction: a packed one's subkeys are then read from its item.
+    let m = &Src::Tx
+        .meta(sh, s, src, m.kind)?
+        .ok_or_else(|| Fail::Reply("ERR no such key".into()))?;
     let old = m.prefix(src);
     let (lo, hi) = all_range(&old);
     let mut subs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(m.len as usize);
@@ -143,7 +105,10 @@ pub(crate) fn copy_collection(
     for (rest, _) in &subs {
         crate::resp::commands::types::access::check_field(sh, dst, &rest[1..])?;
     }
-    let mut new = new_meta(m.kind);
+    let mut new = match m.packed {
+        true => packed::create(&mut s.packs, dst, m.kind),
+        false => new_meta(m.kind),
+    };
     (new.len, new.head, new.tail) = (m.len, m.head, m.tail);
     let p = new.prefix(dst);
     // Every subkey (a sorted set's score index too), the part byte and what follows kept.

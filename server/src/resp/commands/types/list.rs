@@ -11,8 +11,9 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Src};
-use crate::resp::commands::types::encoding::{field_key, new_meta, Kind, Meta};
+use crate::resp::commands::types::encoding::{field_key, Kind, Meta};
 use crate::resp::commands::types::members;
+use crate::resp::commands::types::packed::create;
 use crate::resp::commands::types::run::{bulks, check, count_arg, int_arg, rank_span, read, write};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
@@ -83,7 +84,7 @@ pub(crate) fn push(
     if m.is_none() && existing {
         return Ok(0);
     }
-    let mut m = m.unwrap_or_else(|| new_meta(L));
+    let mut m = m.unwrap_or_else(|| create(&mut s.packs, key, L));
     let p = m.prefix(key);
     for e in elems {
         if left {
@@ -139,7 +140,7 @@ pub(crate) fn store(
     key: &[u8],
     elems: &[Vec<u8>],
 ) -> Result<u64, Fail> {
-    let mut m = new_meta(L);
+    let mut m = create(&mut s.packs, key, L);
     write_from(sh, s, &m.prefix(key), m.head, elems)?;
     m.len = elems.len() as u64;
     m.tail = m.head + m.len;

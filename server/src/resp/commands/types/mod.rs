@@ -2,7 +2,8 @@
 //! encoding (`encoding.rs`: a metadata record under the user's key, one subkey per field
 //! or member in a reserved part of the key space), one command's access to a collection
 //! (`access.rs`, `run.rs`), the command families (`hash.rs`, `set.rs`, and what they share
-//! in `members.rs`; lists, sorted sets, streams), what the key-level commands need to know about types (`keyspace.rs`:
+//! in `members.rs`; lists, sorted sets, streams), small collections packed in one item
+//! (`packed.rs`), what the key-level commands need to know about types (`keyspace.rs`:
 //! TYPE, OBJECT ENCODING, copying for RENAME and COPY), and the background reclaim of the
 //! subkeys of collections that are gone (`gc.rs`).
 
@@ -15,6 +16,7 @@ pub mod keyspace;
 pub mod list;
 pub mod list_move;
 pub mod members;
+pub mod packed;
 pub mod run;
 pub mod sample;
 pub mod set;

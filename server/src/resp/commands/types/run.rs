@@ -6,7 +6,7 @@
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::tx::atomically;
-use crate::resp::commands::types::access::{check_field, fail, Fail, Src};
+use crate::resp::commands::types::access::{check_field, close_packs, fail, Fail, Src};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
@@ -16,11 +16,16 @@ pub(crate) fn write<R>(
     f: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<R, Fail>,
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
 ) {
+    x.s.packs.clear();
     atomically(x.sh, x.s, x.out, |sh, s, out| {
         let proto = s.proto;
-        match f(sh, s, &Src::Tx) {
+        match f(sh, s, &Src::Tx).and_then(|r| close_packs(sh, s).map(|()| r)) {
             Ok(r) => ok(out, r, proto),
-            Err(e) => fail(out, &e),
+            Err(e) => {
+                // What a failed command opened is not written back.
+                s.packs.clear();
+                fail(out, &e)
+            }
         }
     })
 }
@@ -31,6 +36,7 @@ pub(crate) fn read<R>(
     f: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<R, Fail>,
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
 ) {
+    x.s.packs.clear();
     let src = Src::open(x.sh, x.s);
     let proto = x.s.proto;
     match f(x.sh, x.s, &src) {

@@ -4,7 +4,7 @@
 //! first. O(log n) a pick; the distribution follows how the fields spread over that byte
 //! range (fields of one shape, `user:1234`, come out close to uniform; a field far from
 //! the others is picked more often), as Redis's own picks are uniform only
-//! approximately. A collection of at most 128 fields (Redis's small encodings' size), a
+//! approximately. A packed collection (`packed.rs`), a collection of at most 128 fields (Redis's small encodings' size), a
 //! count of at least half the collection, or a count with repeats of at least its size
 //! reads it all and picks uniformly.
 
@@ -35,7 +35,7 @@ pub(crate) fn sample(
     }
     let mut rng = rand::thread_rng();
     let n = count as u64;
-    if m.len <= UNIFORM_UP_TO || (!repeat && n * 2 >= m.len) || (repeat && n >= m.len) {
+    if m.packed || m.len <= UNIFORM_UP_TO || (!repeat && n * 2 >= m.len) || (repeat && n >= m.len) {
         let mut all = src.fields(sh, s, key, m)?;
         if repeat && !all.is_empty() {
             return Ok((0..count)

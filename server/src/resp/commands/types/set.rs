@@ -5,8 +5,9 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Src};
-use crate::resp::commands::types::encoding::{field_key, new_meta, Kind};
+use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::members;
+use crate::resp::commands::types::packed::create;
 use crate::resp::commands::types::run::{check, int_arg, intercard_args, read, scan_opts, write};
 use crate::resp::commands::types::sample::sample;
 use crate::resp::session::Session;
@@ -48,7 +49,9 @@ fn add(
     key: &[u8],
     members: &[&[u8]],
 ) -> Result<u64, Fail> {
-    let mut m = src.meta(sh, s, key, S)?.unwrap_or_else(|| new_meta(S));
+    let mut m = src
+        .meta(sh, s, key, S)?
+        .unwrap_or_else(|| create(&mut s.packs, key, S));
     let p = m.prefix(key);
     let mut added = 0;
     for member in members {
@@ -83,7 +86,7 @@ fn store(
     key: &[u8],
     members: &BTreeSet<Vec<u8>>,
 ) -> Result<u64, Fail> {
-    let mut m = new_meta(S);
+    let mut m = create(&mut s.packs, key, S);
     let p = m.prefix(key);
     for member in members {
         put(sh, s, field_key(&p, member), b"")?;

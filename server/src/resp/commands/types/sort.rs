@@ -9,7 +9,7 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, Fail, Src};
-use crate::resp::commands::types::encoding::{field_key, Kind, Meta};
+use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::run::{int_arg, read, write};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
@@ -68,7 +68,7 @@ fn elements(sh: &Shared, s: &mut Session, src: &Src<'_>, key: &[u8]) -> Result<V
     let Some((v, flags)) = src.item(sh, s, key)? else {
         return Ok(Vec::new());
     };
-    let m = Meta::decode(&v, flags)?;
+    let m = crate::resp::commands::types::access::opened(s, key, &v, flags)?;
     match m.kind {
         Kind::List | Kind::Set => Ok(src
             .fields(sh, s, key, &m)?
@@ -112,7 +112,10 @@ fn lookup(
     let Some((v, flags)) = src.item(sh, s, &key)? else {
         return Ok(None);
     };
-    match (Meta::decode(&v, flags), field) {
+    match (
+        crate::resp::commands::types::access::opened(s, &key, &v, flags),
+        field,
+    ) {
         (Err(_), None) => Ok(Some(v)),
         (Ok(m), Some(f)) if m.kind == Kind::Hash => src.get(sh, s, &field_key(&m.prefix(&key), f)),
         _ => Ok(None),

@@ -13,9 +13,10 @@ use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Src};
 use crate::resp::commands::types::blocking::{mpop, pop_any};
 use crate::resp::commands::types::encoding::{
-    decode_score, encode_score, field_key, new_meta, score_key, scores_range, Kind, Meta,
+    decode_score, encode_score, field_key, score_key, scores_range, Kind, Meta,
 };
 use crate::resp::commands::types::members;
+use crate::resp::commands::types::packed::create;
 use crate::resp::commands::types::run::{check, first_popped, float_arg, read, write};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
@@ -185,7 +186,7 @@ pub(crate) fn store(
     key: &[u8],
     items: &[Entry],
 ) -> Result<u64, Fail> {
-    let mut m = new_meta(Z);
+    let mut m = create(&mut s.packs, key, Z);
     let p = m.prefix(key);
     for (member, score) in items {
         crate::resp::commands::types::access::check_field(sh, key, member)?;
@@ -262,7 +263,9 @@ fn zadd_in(
     pairs: &[(f64, &[u8])],
     o: AddOpts,
 ) -> Result<Added, Fail> {
-    let mut m = src.meta(sh, s, key, Z)?.unwrap_or_else(|| new_meta(Z));
+    let mut m = src
+        .meta(sh, s, key, Z)?
+        .unwrap_or_else(|| create(&mut s.packs, key, Z));
     let p = m.prefix(key);
     let mut r = Added {
         added: 0,

@@ -6,7 +6,7 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, Fail, Src};
-use crate::resp::commands::types::encoding::{decode_score, Kind, Meta};
+use crate::resp::commands::types::encoding::{decode_score, Kind};
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::run::{
     float_arg, int_arg, intercard_args, read, scan_opts, write,
@@ -26,7 +26,7 @@ fn weighted(
     let Some((v, flags)) = src.item(sh, s, key)? else {
         return Ok(BTreeMap::new());
     };
-    let m = Meta::decode(&v, flags)?;
+    let m = crate::resp::commands::types::access::opened(s, key, &v, flags)?;
     let fields = match m.kind {
         Kind::Set | Kind::ZSet => src.fields(sh, s, key, &m)?,
         _ => return Err(Fail::WrongType),
