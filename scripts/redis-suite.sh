@@ -7,7 +7,8 @@
 # redis-server you compare with (e.g. `git archive 7.0.15 tests runtest` from its
 # repository). Needs tclsh.
 #
-# Usage: REDIS_TESTS=/path/to/redis [ACCELKV_BIN=path] scripts/redis-suite.sh [unit ...]
+# Usage: REDIS_TESTS=/path/to/redis [ACCELKV_BIN=path] [SUITE_LOGS=dir] scripts/redis-suite.sh [unit ...]
+# (SUITE_LOGS: keep each run's log there, named after the unit and the server.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${REDIS_TESTS:?set REDIS_TESTS to a directory holding the runtest script and tests of Redis}"
@@ -40,6 +41,10 @@ for u in "${units[@]}"; do
     err=$(grep -c '^\[.*err.\[0m\]' "$log" || true)
     row+=" $ok / $err |"
     stop=$( (grep -m1 -A1 'exception' "$log" || true) | tail -n 1 | cut -c1-80)
+    if [ -n "${SUITE_LOGS:-}" ]; then
+      mkdir -p "$SUITE_LOGS"
+      cp "$log" "$SUITE_LOGS/$(echo "$u" | tr / _)-$port.log"
+    fi
     rm -f "$log"
   done
   echo "$row ${stop:-} |"

@@ -286,7 +286,10 @@ mod tests {
         let bodies: [(Kind, Vec<u8>); 4] = [
             (Kind::Hash, b"\x01a\x011\x01b\x00".to_vec()),
             (Kind::Set, b"\x01a\x02bb".to_vec()),
-            (Kind::ZSet, [&b"\x01a"[..], &score, b"\x01b", &score].concat()),
+            (
+                Kind::ZSet,
+                [&b"\x01a"[..], &score, b"\x01b", &score].concat(),
+            ),
             (Kind::List, b"\x01x\x00".to_vec()),
         ];
         for _ in 0..20_000 {

@@ -206,7 +206,9 @@ pub struct Args {
     /// Largest binary frame (a size). Default 4MiB.
     #[arg(long, env = "ACCELKV_MAX_FRAME", help_heading = "Limits")]
     pub max_frame: Option<Size>,
-    /// Largest value (a size). Default 1MiB.
+    /// Largest value (a size, up to 512MiB). Default 512MiB in memory (Redis's
+    /// proto-max-bulk-len), 1MiB with --data-dir (its page file's slabs are twice the
+    /// largest value).
     #[arg(long, env = "ACCELKV_MAX_VALUE", help_heading = "Limits")]
     pub max_value: Option<Size>,
     /// Most items in one scan reply. Default 1000.
@@ -399,6 +401,9 @@ pub struct Settings {
     pub max_inflight: usize,
     pub udp_busy_poll: bool,
     pub limits: accelkv_proto::Limits,
+    /// memcached's largest item: `--max-value` when given, else memcached's 1 MiB
+    /// (`item_size_max`), whatever RESP's default.
+    pub memcached_item_max: usize,
     /// Where the page file lives; `None` = in memory only.
     pub data_dir: Option<PathBuf>,
     pub sync: accelkv_durable::SyncPolicy,
@@ -423,7 +428,7 @@ impl Settings {
             return Err(format!("--bind {bind} with --cluster: give the address the other nodes and clients reach this one at (it is advertised in etcd)"));
         }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let limits = limits(&flags, &file)?;
+        let limits = limits(&flags, &file, data_dir.is_some())?;
         // `--password` or ACCELKV_PASSWORD (clap reads both into `flags`); empty is none.
         let password = flags
             .password
@@ -500,6 +505,10 @@ impl Settings {
             ),
             max_inflight: pick!(flags.max_inflight, file.max_inflight, 65536),
             udp_busy_poll: pick!(flags.udp_busy_poll, file.udp_busy_poll, false),
+            memcached_item_max: flags
+                .max_value
+                .or(file.max_value)
+                .map_or(1 << 20, Size::bytes),
             limits,
             data_dir,
             sync,
@@ -613,8 +622,17 @@ fn size_or_mib(
     one(flag).or(one(file)).unwrap_or(default)
 }
 
-fn limits(flags: &Args, file: &Args) -> Result<accelkv_proto::Limits, String> {
+/// The largest value by default: Redis's `proto-max-bulk-len` in memory; with a data
+/// directory the old 1 MiB, since its page file's slabs are twice the largest value (a new
+/// one with 512 MiB values would read 1 GiB slabs at every open, and one made with 1 MiB
+/// values would refuse to open).
+pub const DEFAULT_MAX_VALUE: usize = 512 << 20;
+
+fn limits(flags: &Args, file: &Args, durable: bool) -> Result<accelkv_proto::Limits, String> {
     let mut limits = accelkv_proto::Limits::default();
+    if !durable {
+        limits.max_value = DEFAULT_MAX_VALUE;
+    }
     limits.max_ops = pick!(
         flags.max_ops_per_frame,
         file.max_ops_per_frame,

@@ -1,7 +1,7 @@
-//! Values past the 1 MiB default: `--max-value` alone lets RESP commands carry them (the
-//! input limit follows it), so Redis's "Very big payload in GET/SET" passes; a value over
-//! the limit gets Redis's `invalid bulk length` with the limit named, and the connection
-//! closes.
+//! Big values: with the defaults a RESP command carries values up to Redis's 512 MiB, so
+//! Redis's "Very big payload in GET/SET" passes; `--max-value` sets the limit (the input
+//! limit follows it); a value over the limit gets Redis's `invalid bulk length` with the
+//! limit named, and the connection closes.
 
 mod common;
 
@@ -24,20 +24,41 @@ fn a_big_payload_round_trips_when_the_limit_allows_it() {
     );
 }
 
+/// Redis's "Very big payload in GET/SET" with the server's defaults (4 MB, where the old
+/// 1 MiB default reset the connection).
+#[test]
+fn the_defaults_take_redis_sized_values() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let big = pattern(4 << 20, 3);
+    assert_eq!(c.call(&[b"SET", b"big", &big]), Value::Simple("OK".into()));
+    assert_eq!(c.call(&[b"GET", b"big"]), Value::Bulk(Some(big)));
+    assert_eq!(
+        c.call(&[b"CONFIG", b"GET", b"proto-max-bulk-len"]),
+        Value::Array(Some(vec![
+            Value::Bulk(Some(b"proto-max-bulk-len".to_vec())),
+            Value::Bulk(Some(b"536870912".to_vec()))
+        ]))
+    );
+}
+
 #[test]
 fn a_value_over_the_limit_is_refused_with_the_limit_named() {
-    let srv = Server::start(&[]);
-    let mut s = std::net::TcpStream::connect(srv.resp).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4000000\r\n")
-        .unwrap();
-    let mut got = String::new();
-    let _ = s.read_to_string(&mut got);
-    assert!(
-        got.starts_with("-ERR Protocol error: invalid bulk length (4000000 bytes exceed"),
-        "{got}"
-    );
+    for (args, len) in [
+        (&[][..], 600_000_000u64),
+        (&["--max-value", "1MiB"][..], 4_000_000),
+    ] {
+        let srv = Server::start(args);
+        let mut s = std::net::TcpStream::connect(srv.resp).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        s.write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").as_bytes())
+            .unwrap();
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        let want = format!("-ERR Protocol error: invalid bulk length ({len} bytes exceed");
+        assert!(got.starts_with(&want), "{got}");
+    }
 }
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
@@ -178,7 +199,7 @@ fn streamed_arguments_work_in_every_command() {
 /// the command limit, get a protocol error and close the connection.
 #[test]
 fn bad_input_in_a_streamed_command_is_refused() {
-    let srv = Server::start(&[]);
+    let srv = Server::start(&["--max-value", "1MiB"]);
     let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$70000\r\n";
     let mut s = std::net::TcpStream::connect(srv.resp).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
@@ -193,7 +214,7 @@ fn bad_input_in_a_streamed_command_is_refused() {
         "-ERR Protocol error: bulk string not followed by CRLF\r\n"
     );
 
-    // Five values of 1 MiB: past the 4 MiB command limit of the defaults.
+    // Five values of 1 MiB: past the 4 MiB command limit that 1 MiB values give.
     let mut s = std::net::TcpStream::connect(srv.resp).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();

@@ -77,7 +77,7 @@ pub fn stats(sh: &Shared, mut args: Tokens<'_>, out: &mut Vec<u8>) {
                     0
                 },
             );
-            stat("item_size_max", &sh.settings().limits.max_value);
+            stat("item_size_max", &sh.settings().memcached_item_max);
             stat("num_threads", &sh.settings().threads);
             stat("cas_enabled", &"yes");
             stat("evictions", &"off");

@@ -56,10 +56,10 @@ pub struct McRan {
     pub close: bool,
 }
 
-/// The decoder's limits on this server: memcached's, with the server's largest value.
+/// The decoder's limits on this server: memcached's, with the server's largest item.
 pub fn limits(sh: &Shared) -> McLimits {
     McLimits {
-        max_value: sh.settings().limits.max_value,
+        max_value: sh.settings().memcached_item_max,
         ..McLimits::default()
     }
 }

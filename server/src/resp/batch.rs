@@ -91,7 +91,8 @@ pub fn run(
         // output overshoots its limit by about one reply, not by a batch of them).
         let room = max_out + 1 - out.len();
         let per_reply = match s.reply_hint {
-            0 => limits.max_value, // nothing seen yet: assume the largest
+            // Nothing seen yet: assume a large reply (the largest value, up to 1 MiB).
+            0 => limits.max_value.min(1 << 20),
             n => n,
         };
         let want = (room / per_reply.max(1)).clamp(1, BATCH);
