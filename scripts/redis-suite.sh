@@ -7,7 +7,8 @@
 # redis-server you compare with (e.g. `git archive 7.0.15 tests runtest` from its
 # repository). Needs tclsh.
 #
-# Usage: REDIS_TESTS=/path/to/redis [ACCELKV_BIN=path] [SUITE_LOGS=dir] scripts/redis-suite.sh [unit ...]
+# Usage: REDIS_TESTS=/path/to/redis [ACCELKV_BIN=path] [REDIS_SERVER=path] [SUITE_LOGS=dir] scripts/redis-suite.sh [unit ...]
+# (REDIS_SERVER: the redis-server to compare with, default the one on PATH.)
 # (SUITE_LOGS: keep each run's log there, named after the unit and the server.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ pids=()
 rdir=$(mktemp -d)
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$rdir"; }
 trap cleanup EXIT
-redis-server --port 16398 --save '' --appendonly no --bind 127.0.0.1 --enable-debug-command yes --dir "$rdir" >/dev/null &
+"${REDIS_SERVER:-redis-server}" --port 16398 --save '' --appendonly no --bind 127.0.0.1 --enable-debug-command yes --dir "$rdir" >/dev/null &
 pids+=($!)
 "$bin" --port 0 --resp-port 17398 --admin-port 0 --memcached-port off --max-value $((600 << 20)) >/dev/null 2>&1 &
 pids+=($!)

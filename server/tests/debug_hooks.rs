@@ -104,7 +104,69 @@ fn sleep_blocks_and_object_freq_and_idletime_say_why_not() {
         c.str(&["OBJECT", "IDLETIME", "k"]),
         Value::Error(_)
     ));
-    assert!(matches!(c.str(&["DEBUG", "RELOAD"]), Value::Error(_)));
+    // Nothing to reload: the data are what they were.
+    assert_eq!(c.str(&["DEBUG", "RELOAD"]), Value::Simple("OK".into()));
+    assert_eq!(c.str(&["GET", "k"]), Value::Bulk(Some(b"v".to_vec())));
+}
+
+/// DEBUG DIGEST and DIGEST-VALUE: all zeros for nothing, equal for equal data however it
+/// is kept (a packed hash and its copy converted to subkeys), different once one changes.
+#[test]
+fn digests_follow_the_data_not_its_encoding() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let zeros = Value::Simple("0".repeat(40));
+    assert_eq!(c.str(&["DEBUG", "DIGEST"]), zeros);
+    c.str(&["HSET", "h", "a", "1", "b", "2"]);
+    c.str(&["RPUSH", "l", "x", "y"]);
+    let before = c.str(&["DEBUG", "DIGEST"]);
+    assert_ne!(before, zeros);
+    c.str(&["CONFIG", "SET", "hash-max-listpack-entries", "1"]);
+    c.str(&["COPY", "h", "h2"]);
+    assert_eq!(
+        c.str(&["OBJECT", "ENCODING", "h2"]),
+        Value::Bulk(Some(b"hashtable".to_vec()))
+    );
+    let Value::Array(Some(d)) = c.str(&["DEBUG", "DIGEST-VALUE", "h", "h2", "nope"]) else {
+        panic!("DIGEST-VALUE")
+    };
+    assert_eq!(d[0], d[1]);
+    assert_eq!(d[2], zeros);
+    c.str(&["DEL", "h2"]);
+    assert_eq!(c.str(&["DEBUG", "DIGEST"]), before);
+    c.str(&["LPUSH", "l", "z"]);
+    assert_ne!(c.str(&["DEBUG", "DIGEST"]), before);
+    assert_eq!(
+        c.str(&["DEBUG", "LISTPACK", "l"]),
+        Value::Simple("Listpack structure printed on stdout".into())
+    );
+    assert!(matches!(
+        c.str(&["DEBUG", "LISTPACK", "nope"]),
+        Value::Error(_)
+    ));
+}
+
+/// DEBUG PROTOCOL answers each type as Redis does (RESP2 forms), and the list internals'
+/// knob checks its argument as Redis does.
+#[test]
+fn debug_protocol_and_knobs_answer_as_redis_does() {
+    let mut script: Vec<String> = [
+        "string", "integer", "double", "bignum", "null", "array", "set", "map", "attrib", "push",
+        "true", "false", "verbatim", "nope",
+    ]
+    .iter()
+    .map(|t| format!("DEBUG PROTOCOL {t}"))
+    .collect();
+    script.extend(
+        [
+            "DEBUG QUICKLIST-PACKED-THRESHOLD 1b",
+            "DEBUG QUICKLIST-PACKED-THRESHOLD 0",
+            "DEBUG QUICKLIST-PACKED-THRESHOLD 5gb",
+        ]
+        .map(String::from),
+    );
+    let script: Vec<&str> = script.iter().map(String::as_str).collect();
+    common::answers_as_redis_does(&script);
 }
 
 /// What test runners send before each test: `CONFIG SET save ""` (accelkv has no

@@ -365,3 +365,28 @@ fn bzpopmin_is_woken_by_a_zadd_from_another_connection() {
     assert_eq!(got, ["jobs", "a", "1"]);
     assert_eq!(strings(other.str(&["ZRANGE", "jobs", "0", "-1"])), ["b"]);
 }
+
+/// Redis 7.2's `ZRANK key member WITHSCORE` (the local Redis 7.0 has no such form, so
+/// this is checked here): the rank and the score, a null array for a missing member.
+#[test]
+fn zrank_withscore_answers_the_rank_and_the_score() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    c.str(&["ZADD", "z", "1.5", "a", "2", "b", "3", "c"]);
+    let pair =
+        |r: i64, s: &str| Value::Array(Some(vec![Value::Integer(r), Value::Bulk(Some(s.into()))]));
+    assert_eq!(c.str(&["ZRANK", "z", "b", "WITHSCORE"]), pair(1, "2"));
+    assert_eq!(c.str(&["ZREVRANK", "z", "a", "withscore"]), pair(2, "1.5"));
+    assert_eq!(c.str(&["ZRANK", "z", "x", "WITHSCORE"]), Value::Array(None));
+    assert_eq!(
+        c.str(&["ZRANK", "nope", "x", "WITHSCORE"]),
+        Value::Array(None)
+    );
+    assert_eq!(c.str(&["ZRANK", "z", "a"]), Value::Integer(0));
+    assert!(
+        matches!(c.str(&["ZRANK", "z", "a", "WITHSCORES"]), Value::Error(e) if e.contains("syntax"))
+    );
+    assert!(
+        matches!(c.str(&["ZRANK", "z", "a", "WITHSCORE", "x"]), Value::Error(e) if e.contains("wrong number"))
+    );
+}

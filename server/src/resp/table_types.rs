@@ -49,8 +49,8 @@ pub(crate) static ZSETS: &[Spec] = rows! {
     "ZSCORE",           3,  RF,                      ONE,      "sorted_set", zset::zscore,                 "A member's score.";
     "ZMSCORE",          -3, RF,                      ONE,      "sorted_set", zset::zmscore,                "The scores of several members.";
     "ZCARD",            2,  RF,                      ONE,      "sorted_set", zset::zcard,                  "The number of members.";
-    "ZRANK",            3,  RF,                      ONE,      "sorted_set", zset::zrank,                  "A member's index by ascending score.";
-    "ZREVRANK",         3,  RF,                      ONE,      "sorted_set", zset::zrevrank,               "A member's index by descending score.";
+    "ZRANK",            -3, RF,                      ONE,      "sorted_set", zset::zrank,                  "A member's index by ascending score.";
+    "ZREVRANK",         -3, RF,                      ONE,      "sorted_set", zset::zrevrank,               "A member's index by descending score.";
     "ZPOPMIN",          -2, WRITE | FAST,            ONE,      "sorted_set", zset::zpopmin,                "Removes and answers the lowest-scored members.";
     "ZPOPMAX",          -2, WRITE | FAST,            ONE,      "sorted_set", zset::zpopmax,                "Removes and answers the highest-scored members.";
     "ZMPOP",            -4, WRITE,                   NUMKEYS,  "sorted_set", zset::zmpop,                  "Pops from the first non-empty sorted set.";

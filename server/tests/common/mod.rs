@@ -292,7 +292,14 @@ impl Redis {
         let out = std::fs::File::create(&log).map_err(|e| Some(format!("{log:?}: {e}")))?;
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+            ])
             .arg("--dir")
             .arg(std::env::temp_dir())
             .stdout(out)

@@ -1,8 +1,9 @@
 //! DEBUG: the testing hooks tools rely on (SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT,
-//! HELP).
+//! HELP), and those Redis's own test suite calls (`debug_suite.rs`).
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
+use crate::resp::commands::debug_suite;
 use crate::resp::commands::introspect::{encoding, value};
 use crate::resp::commands::types::keyspace::encoding_name;
 use crate::resp::reply::err_store;
@@ -12,13 +13,16 @@ use accelkv_proto::resp;
 /// `DEBUG subcommand ...`: the testing hooks tools rely on. SLEEP blocks the connection's
 /// loop as Redis blocks its server; SET-ACTIVE-EXPIRE stops or restarts the expiry sweep;
 /// POPULATE writes `count` keys `prefix:N` holding `value:N` (or `size` bytes) where absent;
-/// OBJECT describes a key; RELOAD is refused (the data directory is always the durable
-/// copy: restart the server, kill -9 included, to reload it).
+/// OBJECT describes a key; RELOAD answers OK and changes nothing (the data directory is
+/// always the durable copy: a restart, kill -9 included, reloads it).
 pub fn debug(x: &mut crate::resp::call::Call<'_, '_>) {
     let c = x.args;
     let sub = c[1].to_ascii_uppercase();
     match (sub.as_slice(), c.len()) {
-        (b"SLEEP", 3) => match std::str::from_utf8(c[2]).ok().and_then(|t| t.parse::<f64>().ok()) {
+        (b"SLEEP", 3) => match std::str::from_utf8(c[2])
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+        {
             Some(secs) if secs.is_finite() && secs >= 0.0 => {
                 std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
                 resp::simple(x.out, "OK")
@@ -34,14 +38,24 @@ pub fn debug(x: &mut crate::resp::call::Call<'_, '_>) {
         },
         (b"POPULATE", 3..=5) => populate(x),
         (b"OBJECT", 3) => debug_object(x.sh, x.s, c[2], x.reads, x.out),
-        (b"RELOAD", _) => resp::error(
-            x.out,
-            "ERR DEBUG RELOAD is not supported: accelkv's data directory is always its durable copy; restart the server (kill -9 is safe) to load it again",
-        ),
+        // A reload would load what the store holds now: its data directory (when it has
+        // one) is always the durable copy, so there is nothing to save or load.
+        (b"RELOAD", _) => resp::simple(x.out, "OK"),
+        (b"DIGEST", 2) => debug_suite::digest(x),
+        (b"DIGEST-VALUE", _) => debug_suite::digest_value(x),
+        (b"PROTOCOL", 3) => debug_suite::protocol(x),
+        (b"LISTPACK", 3) => debug_suite::listpack(x),
+        (b"QUICKLIST-PACKED-THRESHOLD", 3) => debug_suite::quicklist_packed_threshold(x),
         (b"HELP", 2) => {
             let lines = [
                 "DEBUG <subcommand> [<arg> ...]. Subcommands are:",
+                "DIGEST",
+                "DIGEST-VALUE <key> [<key> ...]",
+                "LISTPACK <key>",
                 "OBJECT <key>",
+                "PROTOCOL <type>",
+                "QUICKLIST-PACKED-THRESHOLD <size>",
+                "RELOAD [<option> ...]",
                 "POPULATE <count> [<prefix>] [<size>]",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "SLEEP <seconds>",

@@ -11,6 +11,7 @@ pub mod command;
 pub mod config;
 pub mod connection;
 pub mod debug;
+pub mod debug_suite;
 pub mod expire;
 pub mod glob;
 pub mod introspect;

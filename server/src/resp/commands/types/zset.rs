@@ -447,6 +447,13 @@ pub fn zcard(x: &mut Call<'_, '_>) {
 
 fn rank(x: &mut Call<'_, '_>, rev: bool) {
     let (key, member) = (x.args[1], x.args[2]);
+    // Redis 7.2's WITHSCORE: the rank and the score, a null array when absent.
+    let with_score = match x.args.get(3) {
+        None => false,
+        Some(a) if x.args.len() == 4 && a.eq_ignore_ascii_case(b"WITHSCORE") => true,
+        Some(_) if x.args.len() > 4 => return crate::resp::reply::wrong_args(x.out, x.args[0]),
+        Some(_) => return resp::error(x.out, "ERR syntax error"),
+    };
     x.sh.count(OpClass::Get);
     read(
         x,
@@ -466,11 +473,17 @@ fn rank(x: &mut Call<'_, '_>, rev: bool) {
                 usize::MAX,
                 |_, _| below += 1,
             )?;
-            Ok(Some(if rev { m.len - 1 - below } else { below }))
+            Ok(Some((if rev { m.len - 1 - below } else { below }, sc)))
         },
-        |out, r, v| match r {
-            Some(r) => resp::integer(out, r as i64),
-            None => resp::bulk_in(out, None, v),
+        move |out, r, v| match (r, with_score) {
+            (Some((r, _)), false) => resp::integer(out, r as i64),
+            (Some((r, sc)), true) => {
+                resp::array(out, 2);
+                resp::integer(out, r as i64);
+                score_reply(out, sc, v);
+            }
+            (None, false) => resp::bulk_in(out, None, v),
+            (None, true) => resp::null_array(out, v),
         },
     )
 }
