@@ -56,6 +56,10 @@ const FORMAT: u8 = 1;
 /// The format of a small collection packed whole in its metadata item (`packed.rs`): the
 /// same record, its body after it.
 pub const PACKED: u8 = 2;
+/// [`PACKED`] for a set that is an intset (Redis's encoding of a set of integers: it
+/// stays one while its members are integers, and a set that held another member never
+/// becomes one again, as in Redis).
+pub const PACKED_INTSET: u8 = 3;
 /// A list's sequence numbers start here, so both ends have room to grow.
 pub const LIST_ORIGIN: u64 = 1 << 63;
 
@@ -130,6 +134,8 @@ pub struct Meta {
     /// Whether the whole collection is packed in the item after the record (`packed.rs`),
     /// not kept as subkeys.
     pub packed: bool,
+    /// A packed set that is an intset ([`PACKED_INTSET`]).
+    pub intset: bool,
 }
 
 /// Why a key's item is not the collection a command wants.
@@ -151,6 +157,7 @@ impl Meta {
             head: LIST_ORIGIN,
             tail: LIST_ORIGIN,
             packed: false,
+            intset: false,
         }
     }
 
@@ -168,7 +175,11 @@ impl Meta {
         let mut v = Vec::with_capacity(36);
         v.extend_from_slice(&MAGIC);
         v.push(self.kind.tag());
-        v.push(if self.packed { PACKED } else { FORMAT });
+        v.push(match (self.packed, self.intset) {
+            (false, _) => FORMAT,
+            (true, false) => PACKED,
+            (true, true) => PACKED_INTSET,
+        });
         v.extend_from_slice(&self.id.to_be_bytes());
         v.extend_from_slice(&self.len.to_be_bytes());
         if self.kind.has_bounds() {
@@ -187,9 +198,12 @@ impl Meta {
             Some(u64::from_be_bytes(value.get(at..at + 8)?.try_into().ok()?))
         };
         let want = if kind.has_bounds() { 36 } else { 20 };
-        let packed = value.get(3) == Some(&PACKED);
+        let format = value.get(3).copied();
+        let intset = format == Some(PACKED_INTSET) && kind == Kind::Set;
+        let packed = format == Some(PACKED) || intset;
         let size_ok = value.len() == want || packed && value.len() >= want;
-        if !size_ok || value[..2] != MAGIC || value[2] != tag || !(packed || value[3] == FORMAT) {
+        if !size_ok || value[..2] != MAGIC || value[2] != tag || !(packed || format == Some(FORMAT))
+        {
             return Err(NotMeta::Corrupt);
         }
         let (id, len) = (u64_at(4), u64_at(12));
@@ -205,6 +219,7 @@ impl Meta {
                 head,
                 tail,
                 packed,
+                intset,
             }),
             _ => Err(NotMeta::Corrupt),
         }

@@ -391,3 +391,31 @@ fn swapdb_touches_only_watched_keys_live_on_a_side() {
     }
     c.str(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
 }
+
+/// INFO keyspace lists only the databases holding keys, as Redis does, and an expired key
+/// of another database (not yet swept) is counted nowhere, not under db0 (Redis's suite
+/// reads the first `keys=` it finds).
+#[test]
+fn info_keyspace_lists_databases_with_keys_and_no_expired_one_of_another() {
+    let srv = Server::start(&[]);
+    let mut c = RespConn::new(&srv);
+    let info = |c: &mut RespConn| -> String {
+        let Value::Bulk(Some(b)) = c.str(&["INFO", "keyspace"]) else {
+            panic!("INFO")
+        };
+        String::from_utf8(b).unwrap()
+    };
+    assert!(!info(&mut c).contains("db0:"), "{}", info(&mut c));
+    c.str(&["SELECT", "9"]);
+    c.str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    c.str(&["DEBUG", "POPULATE", "100"]);
+    c.str(&["HSET", "h", "f", "v"]);
+    c.str(&["PEXPIRE", "h", "1"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let text = info(&mut c);
+    assert!(!text.contains("db0:"), "{text}");
+    assert!(text.contains("db9:keys=100,"), "{text}");
+    assert_eq!(c.str(&["DBSIZE"]), Value::Integer(100));
+    c.str(&["SELECT", "0"]);
+    assert_eq!(c.str(&["DBSIZE"]), Value::Integer(0));
+}

@@ -474,3 +474,35 @@ fn watch_counts_expiry_and_flushall_as_redis_does() {
     assert!(err_starts(&c.str(&["EXEC"]), "EXECABORT"));
     assert_eq!(c.str(&["EXISTS", "a", "b"]), Value::Integer(0));
 }
+
+/// Redis's "EXEC with at least one use-memory command should fail": past `maxmemory`,
+/// EXEC of a transaction holding a `denyoom` command is refused whole (EXECABORT naming
+/// the OOM) and the connection leaves MULTI; one of reads and deletes only runs.
+#[test]
+fn exec_past_maxmemory_refuses_a_transaction_that_uses_memory() {
+    let srv = Server::start(&[]);
+    let (mut c, mut admin) = (Conn::new(&srv), Conn::new(&srv));
+    c.str(&["SET", "y", "1"]);
+    assert_eq!(c.str(&["MULTI"]), ok());
+    assert_eq!(c.str(&["SET", "x", "1"]), queued());
+    assert_eq!(c.str(&["GET", "x"]), queued());
+    assert_eq!(admin.str(&["CONFIG", "SET", "maxmemory", "1"]), ok());
+    let r = c.str(&["EXEC"]);
+    assert!(
+        err_starts(&r, "EXECABORT Transaction discarded because of: OOM"),
+        "{r:?}"
+    );
+    assert_eq!(
+        c.str(&["GET", "x"]),
+        Value::Bulk(None),
+        "out of MULTI, nothing ran"
+    );
+    assert_eq!(c.str(&["MULTI"]), ok());
+    assert_eq!(c.str(&["GET", "y"]), queued());
+    assert_eq!(c.str(&["DEL", "y"]), queued());
+    assert_eq!(
+        c.str(&["EXEC"]),
+        Value::Array(Some(vec![bulk("1"), Value::Integer(1)]))
+    );
+    assert_eq!(admin.str(&["CONFIG", "SET", "maxmemory", "0"]), ok());
+}

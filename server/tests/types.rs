@@ -91,6 +91,8 @@ const SCRIPT: &[&str] = &[
     "SINTERSTORE d s nothing",
     "EXISTS d",
     "SINTERCARD 2 s t",
+    "SINTERCARD x s",
+    "SINTERCARD 0 s",
     "SINTERCARD 2 s t LIMIT 1",
     "SINTERCARD 0 s",
     "SINTERCARD 3 s t",

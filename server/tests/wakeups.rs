@@ -173,3 +173,29 @@ fn xadd_in_a_transaction_wakes_xread_block() {
     };
     assert_eq!(streams.len(), 1, "{streams:?}");
 }
+
+/// Redis's "BLPOP, LPUSH + DEL + SET should not awake blocked client": a key that holds
+/// another type when the blocked client runs again leaves it blocked (no WRONGTYPE), and
+/// the next push to the list wakes it.
+#[test]
+fn a_key_turned_into_a_string_leaves_the_client_blocked() {
+    let srv = Server::start(&[]);
+    let (mut waiter, mut other) = (RespConn::new(&srv), RespConn::new(&srv));
+    waiter.send(&["BLPOP", "list", "0"]);
+    wait_blocked(&mut other, 1);
+    for c in [
+        &["MULTI"][..],
+        &["LPUSH", "list", "a"],
+        &["DEL", "list"],
+        &["SET", "list", "foo"],
+        &["EXEC"],
+    ] {
+        other.str(c);
+    }
+    // The woken client has run again on the string (and must be parked again).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_blocked(&mut other, 1);
+    other.str(&["DEL", "list"]);
+    other.str(&["LPUSH", "list", "b"]);
+    assert_eq!(waiter.read(), bulk_array(&["list", "b"]));
+}

@@ -136,6 +136,21 @@ impl<'s> StoreView<'s> {
         self.store.is_empty()
     }
 
+    /// The items from `lo` on that have expired and are not yet swept away (counted in
+    /// [`StoreView::len`], invisible to reads): a walk of every item from `lo`.
+    pub fn expired_from(&self, lo: &[u8]) -> Result<usize> {
+        let now = accelkv_tree::now_ms();
+        let (mut from, mut n) = (lo.to_vec(), 0);
+        loop {
+            let (found, next) = self.store.expired_keys(&from, 4096, now)?;
+            n += found.len();
+            match next {
+                Some(k) => from = k,
+                None => return Ok(n),
+            }
+        }
+    }
+
     /// The number of items with a deadline.
     pub fn expiring_len(&self) -> usize {
         self.store.expiring_len()

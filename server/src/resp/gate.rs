@@ -74,6 +74,8 @@ pub enum Refusal {
     NotInMulti,
     Disk,
     Oom,
+    /// EXEC of a transaction holding a `denyoom` command, past `maxmemory`.
+    ExecOom,
     Reserved,
     TooManyQueued,
 }
@@ -201,6 +203,9 @@ fn after_route(
         }
     }
     match queued {
+        Some(_) if spec.name == "EXEC" && s.tx.denyoom && sh.over_maxmemory() => {
+            Verdict::Refuse(Refusal::ExecOom)
+        }
         Some(_) if runs_in_multi(spec) => Verdict::Run,
         Some(n) if n >= MAX_QUEUED => Verdict::Refuse(Refusal::TooManyQueued),
         Some(_) => Verdict::Queue,
@@ -288,6 +293,7 @@ fn answer(
             if let Some(q) = s.tx.queued.as_mut() {
                 q.push(args.iter().map(|a| a.to_vec()).collect());
             }
+            s.tx.denyoom |= spec.is_some_and(|sp| sp.has(DENYOOM));
             resp::simple(out, "QUEUED");
         }
         Verdict::Refuse(r) => refuse(sh, s, spec, args, r, out),
@@ -348,6 +354,14 @@ fn refuse(
             resp::error(out, &format!("ERR {m}"))
         }
         Refusal::Oom => resp::error(out, OOM),
+        Refusal::ExecOom => {
+            // As Redis: the transaction is discarded, its watches with it.
+            s.tx = Default::default();
+            resp::error(
+                out,
+                &format!("EXECABORT Transaction discarded because of: {OOM}"),
+            )
+        }
         Refusal::Reserved => resp::error(out, RESERVED_KEY),
         Refusal::TooManyQueued => resp::error(
             out,

@@ -182,6 +182,9 @@ pub struct TxState {
     pub queued: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was refused: EXEC aborts.
     pub dirty: bool,
+    /// A queued command may use memory (`denyoom`): past `maxmemory`, EXEC is refused
+    /// whole, as Redis refuses it.
+    pub denyoom: bool,
     /// The database table changed since keys were watched (SWAPDB): EXEC fails.
     pub stale: bool,
     /// Watched keys: each key, its version and whether it held a live value when watched.

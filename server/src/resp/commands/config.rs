@@ -12,6 +12,7 @@ use crate::core::shared::Shared;
 use crate::resp::commands::glob;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
+use std::sync::atomic::Ordering;
 
 /// A size as Redis's `memtoll` reads it (`k`/`m`/`g` powers of 1000, `kb`/`mb`/`gb` of 1024):
 /// the server's one size syntax (core/size.rs), which also takes `KiB`/`MiB`/`GiB`.
@@ -127,15 +128,12 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
             .filter_map(|(p, n)| Some((s.global.dbs.logical(p, databases)?, n)))
             .collect();
         per_db.sort_unstable();
-        if per_db.first().is_none_or(|d| d.0 != 0) {
-            per_db.insert(0, (0, 0));
-        }
-        for (db, n) in per_db {
-            // Expiring keys are counted for the whole store (under db0).
-            let expires = if db == 0 { sh.view().expiring_len() } else { 0 };
-            if n > 0 || db == 0 {
-                t.push_str(&format!("db{db}:keys={n},expires={expires},avg_ttl=0\r\n"));
-            }
+        // As Redis, only the databases holding keys; the expiring keys are counted for the
+        // whole store, on the first line.
+        let mut expires = sh.view().expiring_len();
+        for (db, n) in per_db.into_iter().filter(|d| d.1 > 0) {
+            t.push_str(&format!("db{db}:keys={n},expires={expires},avg_ttl=0\r\n"));
+            expires = 0;
         }
         parts.push(t);
     }
@@ -170,6 +168,14 @@ fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
             sh.view().config().max_value.to_string(),
         ),
     ];
+    let limit = s
+        .global
+        .scripts
+        .limit_ms
+        .load(Ordering::Relaxed)
+        .to_string();
+    all.push(("lua-time-limit", limit.clone()));
+    all.push(("busy-reply-threshold", limit));
     all.extend(s.global.tuning.all());
     all
 }
@@ -218,6 +224,20 @@ pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
             None => resp::error(
                 out,
                 "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value",
+            ),
+        },
+        // A script's time limit: past it accelkv stops the script (Redis answers BUSY).
+        "lua-time-limit" | "busy-reply-threshold" => match std::str::from_utf8(c[3])
+            .ok()
+            .and_then(|t| t.parse::<u64>().ok())
+        {
+            Some(ms) => {
+                s.global.scripts.limit_ms.store(ms, Ordering::Relaxed);
+                resp::simple(out, "OK")
+            }
+            None => resp::error(
+                out,
+                &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"),
             ),
         },
         "maxmemory-policy" if c[3].eq_ignore_ascii_case(b"noeviction") => {

@@ -125,7 +125,7 @@ fn populate(x: &mut crate::resp::call::Call<'_, '_>) {
 fn debug_object(sh: &Shared, s: &mut Session, key: &[u8], reads: &mut Reads, out: &mut Vec<u8>) {
     match value(sh, s, reads, key) {
         Ok(Some((v, f))) => {
-            let name = encoding_name(&s.global.tuning, &v, f).unwrap_or_else(|| encoding(&v));
+            let name = encoding_name(&v, f).unwrap_or_else(|| encoding(&v));
             let line = format!(
                 "Value at:- refcount:1 encoding:{name} serializedlength:{} (accelkv keeps no LRU clock)",
                 v.len()

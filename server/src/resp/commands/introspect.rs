@@ -221,7 +221,7 @@ pub fn encoding(v: &[u8]) -> &'static str {
     }
 }
 
-/// `OBJECT ENCODING key` and `OBJECT REFCOUNT key` (1); nil for a missing key.
+/// `OBJECT ENCODING key` and `OBJECT REFCOUNT key`; nil for a missing key.
 pub fn object(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
     let sub = c[1].to_ascii_uppercase();
     if c.len() == 3 && sub.as_slice() == b"FREQ" {
@@ -245,12 +245,25 @@ pub fn object(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out:
     }
     match value(sh, s, reads, c[2]) {
         Ok(Some((v, f))) if sub.as_slice() == b"ENCODING" => {
-            let name = encoding_name(&s.global.tuning, &v, f).unwrap_or_else(|| encoding(&v));
+            let name = encoding_name(&v, f).unwrap_or_else(|| encoding(&v));
             resp::bulk(out, Some(name.as_bytes()))
         }
-        Ok(Some(_)) => resp::integer(out, 1),
+        Ok(Some((v, f))) => resp::integer(out, refcount(&v, f)),
         Ok(None) => resp::bulk_in(out, None, s.proto),
         Err(e) => err_store(out, &e),
+    }
+}
+
+/// OBJECT REFCOUNT: Redis shares one object for each integer from 0 to 9,999 and reports
+/// it with `INT_MAX` references; every other value has one.
+fn refcount(v: &[u8], flags: u32) -> i64 {
+    let shared = encoding_name(v, flags).is_none()
+        && encoding(v) == "int"
+        && std::str::from_utf8(v).is_ok_and(|t| t.parse::<u16>().is_ok_and(|n| n < 10_000));
+    if shared {
+        i64::from(i32::MAX)
+    } else {
+        1
     }
 }
 

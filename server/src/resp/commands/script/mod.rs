@@ -6,7 +6,7 @@
 //! `redis.pcall` runs through the dispatcher as a command inside EXEC does, sees the
 //! script's own earlier writes, and all of its writes are released to readers as one
 //! version when it returns. A script that fails after writing keeps its writes, as Redis
-//! does; one stopped by its time limit (`--lua-time-limit-ms`) or by SCRIPT KILL has its
+//! does; one stopped by its time limit (`lua-time-limit`, 5 s) or by SCRIPT KILL has its
 //! writes discarded (the transaction is aborted), which Redis cannot do. Values cross
 //! between Lua and RESP by Redis's rules (`convert.rs`).
 //!
@@ -23,17 +23,30 @@ pub mod msgpack;
 pub mod structlib;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
-/// The server's scripts: loaded bodies by SHA-1 (hex), and the running ones' kill switch.
-#[derive(Default)]
+/// The server's scripts: loaded bodies by SHA-1 (hex), the running ones' kill switch, and
+/// their time limit.
 pub struct Scripts {
     pub bodies: Mutex<HashMap<String, Arc<Vec<u8>>>>,
     /// Scripts running now, on any loop.
     pub running: AtomicUsize,
     /// SCRIPT KILL asked: every running script stops at its next check.
     pub kill: AtomicBool,
+    /// How long a script may run, in milliseconds (0: no limit; CONFIG SET lua-time-limit).
+    pub limit_ms: AtomicU64,
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        Scripts {
+            bodies: Default::default(),
+            running: Default::default(),
+            kill: Default::default(),
+            limit_ms: AtomicU64::new(eval::TIME_LIMIT.as_millis() as u64),
+        }
+    }
 }
 
 /// The SHA-1 of a script body, in lower-case hex (EVALSHA's name for it).

@@ -41,6 +41,13 @@ pub(crate) fn blocking<R>(
 ) {
     let seen = x.sh.blocked().epoch();
     let mut empty = false;
+    // Run again after a wake, a key that now holds another type is one with nothing to
+    // take: the client stays blocked, as in Redis (only its first run answers WRONGTYPE).
+    let rerun = x.s.block.until.is_some();
+    let attempt = move |sh: &Shared, s: &mut Session, src: &Src<'_>| match attempt(sh, s, src) {
+        Err(Fail::WrongType) if rerun => Ok(None),
+        r => r,
+    };
     crate::resp::commands::types::run::write(x, attempt, |out, r, v| match r {
         Some(r) => ok(out, r, v),
         None => empty = true,

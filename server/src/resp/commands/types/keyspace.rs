@@ -10,7 +10,6 @@ use crate::resp::commands::types::encoding::{all_range, new_meta, Meta, RESERVED
 use crate::resp::commands::types::packed;
 use crate::resp::db::DB_PREFIX;
 use crate::resp::session::Session;
-use crate::resp::tuning::Tuning;
 use accelkv_tree::Error;
 
 /// `key`'s value and client flags at the read version: the confirming re-read when an
@@ -40,9 +39,9 @@ pub(crate) fn type_name(value: &[u8], flags: u32) -> &'static str {
 
 /// OBJECT ENCODING's answer for an item with these flags and value, if it is a
 /// collection: Redis 7.2's name for how accelkv keeps it (`packed.rs`).
-pub(crate) fn encoding_name(t: &Tuning, value: &[u8], flags: u32) -> Option<&'static str> {
+pub(crate) fn encoding_name(value: &[u8], flags: u32) -> Option<&'static str> {
     let m = Meta::decode(value, flags).ok()?;
-    Some(packed::encoding_name(t, &m, value))
+    Some(packed::encoding_name(&m))
 }
 
 /// The keys of each database (database 0 first, then those ≥ 1 that hold keys), by walking
@@ -64,7 +63,11 @@ pub(crate) fn keys_per_db(sh: &Shared) -> Vec<(u16, usize)> {
             }
         }
     });
-    let db0 = sh.view().len().saturating_sub(reserved);
+    // The store's count holds expired items not yet swept: those of the reserved part
+    // are taken off with it, so database 0's count is its own (with its expired ones, as
+    // Redis's DBSIZE counts keys not yet expired lazily).
+    let expired = sh.view().expired_from(&DB_PREFIX).unwrap_or(0);
+    let db0 = sh.view().len().saturating_sub(reserved + expired);
     let mut all = vec![(0, db0)];
     all.extend(counts);
     all
@@ -109,7 +112,7 @@ pub(crate) fn copy_collection(
         true => packed::create(&mut s.packs, dst, m.kind),
         false => new_meta(m.kind),
     };
-    (new.len, new.head, new.tail) = (m.len, m.head, m.tail);
+    (new.len, new.head, new.tail, new.intset) = (m.len, m.head, m.tail, m.intset);
     let p = new.prefix(dst);
     // Every subkey (a sorted set's score index too), the part byte and what follows kept.
     let mut k = p.clone();

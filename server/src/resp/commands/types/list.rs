@@ -490,7 +490,13 @@ fn pos_opts(args: &[&[u8]]) -> Result<PosOpts, Fail> {
         };
         let n = int_arg(v)?;
         match name.to_ascii_uppercase().as_slice() {
-            b"RANK" if n == 0 || n == i64::MIN => return Err(Fail::Reply(
+            // Redis 7.2: a rank that cannot be negated is out of range.
+            b"RANK" if n == i64::MIN => {
+                return Err(Fail::Reply(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
+                ))
+            }
+            b"RANK" if n == 0 => return Err(Fail::Reply(
                 "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list".into(),
             )),
             b"RANK" => o.rank = n,

@@ -149,6 +149,7 @@ pub(crate) fn create(packs: &mut Packs, key: &[u8], kind: Kind) -> Meta {
     let mut m = encoding::new_meta(kind);
     if kind != Kind::Stream {
         m.packed = true;
+        m.intset = kind == Kind::Set; // an empty intset until a member is not an integer
         packs.open((key, &m), Vec::new(), true);
     }
     m
@@ -167,7 +168,8 @@ pub(crate) fn open(packs: &mut Packs, key: &[u8], m: &Meta, body: &[u8]) -> Resu
 }
 
 /// What `m` should be written as, holding `pack`: its packed item (its tuning thresholds
-/// not passed), or `None`: subkeys.
+/// not passed), or `None`: subkeys. A set stays an intset while it is one and its members
+/// are integers, within `set-max-intset-entries`; else it is a listpack, as in Redis 7.2.
 pub(crate) fn packed_item(t: &Tuning, m: &Meta, pack: &Pack) -> Option<Vec<u8>> {
     let param = |name: &str| t.get(name).unwrap_or(0).max(0) as u64;
     let fields = || pack.entries.iter().filter(|(k, _)| k[0] == b'f');
@@ -177,17 +179,20 @@ pub(crate) fn packed_item(t: &Tuning, m: &Meta, pack: &Pack) -> Option<Vec<u8>> 
             .max()
             .unwrap_or(0) as u64
     };
+    let mut rec = *m;
+    rec.intset = m.kind == Kind::Set
+        && m.intset
+        && m.len <= param("set-max-intset-entries")
+        && all_integers(fields().map(|(k, _)| &k[1..]));
     let fits = match m.kind {
         Kind::Hash => {
             m.len <= param("hash-max-listpack-entries")
                 && widest(true) <= param("hash-max-listpack-value")
         }
-        Kind::Set if all_integers(fields().map(|(k, _)| &k[1..])) => {
-            m.len <= param("set-max-intset-entries") || m.len <= param("set-max-listpack-entries")
-        }
         Kind::Set => {
-            m.len <= param("set-max-listpack-entries")
-                && widest(false) <= param("set-max-listpack-value")
+            rec.intset
+                || m.len <= param("set-max-listpack-entries")
+                    && widest(false) <= param("set-max-listpack-value")
         }
         Kind::ZSet => {
             m.len <= param("zset-max-listpack-entries")
@@ -199,7 +204,7 @@ pub(crate) fn packed_item(t: &Tuning, m: &Meta, pack: &Pack) -> Option<Vec<u8>> 
     if !fits {
         return None;
     }
-    let item = format::pack(m, pack.entries.iter().map(|(k, v)| (&k[..], &v[..])))?;
+    let item = format::pack(&rec, pack.entries.iter().map(|(k, v)| (&k[..], &v[..])))?;
     if m.kind == Kind::List && !list_fits(t.get("list-max-listpack-size").unwrap_or(-2), m, &item) {
         return None;
     }
@@ -226,21 +231,13 @@ fn all_integers<'a>(mut members: impl Iterator<Item = &'a [u8]>) -> bool {
     })
 }
 
-/// OBJECT ENCODING's answer for collection `m` whose item is `value`: Redis 7.2's names for
-/// what accelkv keeps (packed: `listpack`, or `intset` for a set of integers within
-/// `set-max-intset-entries`; as subkeys: `hashtable`, `skiplist`, `quicklist`).
-pub(crate) fn encoding_name(t: &Tuning, m: &Meta, value: &[u8]) -> &'static str {
+/// OBJECT ENCODING's answer for collection `m`: Redis 7.2's names for what accelkv keeps
+/// (packed: `listpack`, or `intset` for a set of integers that has been one; as subkeys:
+/// `hashtable`, `skiplist`, `quicklist`).
+pub(crate) fn encoding_name(m: &Meta) -> &'static str {
     match (m.kind, m.packed) {
         (Kind::Stream, _) => "stream",
-        (Kind::Set, true) => {
-            let members = format::unpack(m, m.body(value)).unwrap_or_default();
-            let most = t.get("set-max-intset-entries").unwrap_or(0);
-            match all_integers(members.iter().map(|(k, _)| &k[1..])) && m.len <= most.max(0) as u64
-            {
-                true => "intset",
-                false => "listpack",
-            }
-        }
+        (Kind::Set, true) if m.intset => "intset",
         (_, true) => "listpack",
         (Kind::Hash | Kind::Set, false) => "hashtable",
         (Kind::ZSet, false) => "skiplist",
@@ -276,10 +273,13 @@ mod tests {
         t.set("hash-max-listpack-entries", b"0");
         assert!(packed_item(&t, &m, &pack_of(&[(b"fa", b"1")])).is_none());
         let mut s = encoding::new_meta(Kind::Set);
-        s.len = 1;
+        (s.len, s.packed, s.intset) = (1, true, true);
         t.set("set-max-listpack-entries", b"0");
         assert!(packed_item(&t, &s, &pack_of(&[(b"f12", b"")])).is_some());
         assert!(packed_item(&t, &s, &pack_of(&[(b"fab", b"")])).is_none());
+        // A set that is no longer an intset stays a listpack with integers only.
+        s.intset = false;
+        assert!(packed_item(&t, &s, &pack_of(&[(b"f12", b"")])).is_none());
         assert!(!all_integers([&b"012"[..]].into_iter()));
     }
 

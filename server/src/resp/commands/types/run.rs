@@ -184,8 +184,8 @@ pub(crate) fn mpop_args<'a, T>(
 /// SINTERCARD and ZINTERCARD: `numkeys key ... [LIMIT limit]` read as the keys and the
 /// limit (0: none).
 pub(crate) fn intercard_args<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), Fail> {
-    let n = match int_arg(args[0])? {
-        n if n > 0 => n as usize,
+    let n = match int_arg(args[0]) {
+        Ok(n) if n > 0 => n as usize,
         _ => return Err(Fail::Reply("ERR numkeys should be greater than 0".into())),
     };
     if args.len() < 1 + n {

@@ -232,6 +232,20 @@ pub fn zdiffstore(x: &mut Call<'_, '_>) {
 
 /// `ZINTERCARD numkeys key [key ...] [LIMIT limit]`.
 pub fn zintercard(x: &mut Call<'_, '_>) {
+    // As Redis 7.2's ZINTERCARD (SINTERCARD words its errors otherwise).
+    match int_arg(x.args[1]) {
+        Err(e) => return fail(x.out, &e),
+        Ok(n) if n < 1 => {
+            return resp::error(
+                x.out,
+                "ERR at least 1 input key is needed for 'zintercard' command",
+            )
+        }
+        Ok(n) if n as u64 > x.args.len() as u64 - 2 => {
+            return resp::error(x.out, "ERR syntax error")
+        }
+        Ok(_) => {}
+    }
     let (keys, limit) = match intercard_args(&x.args[1..]) {
         Ok(v) => v,
         Err(e) => return fail(x.out, &e),
