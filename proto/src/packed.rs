@@ -70,6 +70,63 @@ fn get_str<'b>(body: &'b [u8], at: &mut usize) -> Option<&'b [u8]> {
     Some(s)
 }
 
+/// The fields of the packed collection `m` whose body is `body`, lent in order without a
+/// copy: a hash's field and value, a set's member and an empty value, a sorted set's
+/// member and its score's 8 bytes, a list's element (as the value, the field empty). How
+/// many (`None`: not a body [`pack`] writes for `m`).
+pub fn for_each_field<'b>(
+    m: &Meta,
+    body: &'b [u8],
+    mut f: impl FnMut(&'b [u8], &'b [u8]),
+) -> Option<u64> {
+    let (mut at, mut n) = (0, 0u64);
+    let mut last: Option<&[u8]> = None;
+    while at < body.len() {
+        let s = get_str(body, &mut at)?;
+        let (field, value): (&[u8], &[u8]) = match m.kind {
+            Kind::Hash => (s, get_str(body, &mut at)?),
+            Kind::Set => (s, &[]),
+            Kind::ZSet => {
+                let score = body.get(at..at.checked_add(8)?)?;
+                decode_score(score)?;
+                at += 8;
+                (s, score)
+            }
+            Kind::List => (&[], s),
+            Kind::Stream => return None,
+        };
+        if m.kind != Kind::List {
+            if last.is_some_and(|l| l >= field) {
+                return None; // out of order, or twice
+            }
+            last = Some(field);
+        }
+        f(field, value);
+        n += 1;
+    }
+    let list_ok = m.kind != Kind::List || m.tail.checked_sub(m.head) == Some(n);
+    (n == m.len && list_ok).then_some(n)
+}
+
+/// Appends one field to a body [`for_each_field`] reads (`m`'s kind decides what is
+/// written: a set's value and a list's field are not; a sorted set's score must be its 8
+/// bytes). Fields must come in order.
+pub fn put_field(out: &mut Vec<u8>, kind: Kind, field: &[u8], value: &[u8]) {
+    match kind {
+        Kind::Hash => {
+            put_str(out, field);
+            put_str(out, value);
+        }
+        Kind::Set => put_str(out, field),
+        Kind::ZSet => {
+            put_str(out, field);
+            out.extend_from_slice(value);
+        }
+        Kind::List => put_str(out, value),
+        Kind::Stream => {}
+    }
+}
+
 /// The item of collection `m` (its record, format `PACKED`) holding `entries`, its subkeys'
 /// suffixes and values in key order; `None` when they are not what a packed `m` can hold
 /// (a stream, a part byte the kind has no use for, a list's sequence numbers not
@@ -245,6 +302,39 @@ mod tests {
             None
         );
         assert_eq!(pack(&meta(Kind::Stream, 0), std::iter::empty()), None);
+    }
+
+    #[test]
+    fn fields_are_lent_as_they_are_packed() {
+        let m = meta(Kind::Hash, 2);
+        let mut body = Vec::new();
+        put_field(&mut body, Kind::Hash, b"a", b"1");
+        put_field(&mut body, Kind::Hash, b"b", &[7; 200]);
+        let mut seen = Vec::new();
+        assert_eq!(
+            for_each_field(&m, &body, |f, v| seen.push((f.to_vec(), v.len()))),
+            Some(2)
+        );
+        assert_eq!(seen, vec![(b"a".to_vec(), 1), (b"b".to_vec(), 200)]);
+        let item = pack(
+            &m,
+            unpack(&m, &body)
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (&k[..], &v[..])),
+        );
+        assert_eq!(item.as_deref().map(|i| m.body(i)), Some(&body[..]));
+        let l = meta(Kind::List, 1);
+        let mut lb = Vec::new();
+        put_field(&mut lb, Kind::List, b"", b"x");
+        assert_eq!(
+            for_each_field(&l, &lb, |f, v| assert!(f.is_empty() && v == b"x")),
+            Some(1)
+        );
+        assert_eq!(
+            for_each_field(&meta(Kind::Set, 1), b"\x01b\x01a", |_, _| ()),
+            None
+        );
     }
 
     #[test]

@@ -188,7 +188,8 @@ fn a_script_past_its_time_limit_is_stopped_and_its_writes_discarded() {
     assert!(e.contains("time limit"), "{e}");
     assert!(t0.elapsed() >= Duration::from_secs(5));
     assert_eq!(c.str(&["GET", "w"]), Value::Bulk(None));
-    // CONFIG SET lua-time-limit (or busy-reply-threshold) changes the limit.
+    // CONFIG SET lua-time-limit (or busy-reply-threshold), Redis's threshold for answering
+    // BUSY, is kept and reported; the limit stays.
     let ok = Value::Simple("OK".into());
     assert_eq!(c.str(&["CONFIG", "SET", "busy-reply-threshold", "200"]), ok);
     let limit = c.str(&["CONFIG", "GET", "lua-time-limit"]);
@@ -199,12 +200,8 @@ fn a_script_past_its_time_limit_is_stopped_and_its_writes_discarded() {
             Value::Bulk(Some(b"200".to_vec()))
         ]))
     );
-    let t0 = Instant::now();
-    assert!(matches!(
-        c.str(&["EVAL", "while true do end", "0"]),
-        Value::Error(_)
-    ));
-    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    let busy = "local i = 0 while i < 3e5 do i = i + 1 end return 1";
+    assert_eq!(c.str(&["EVAL", busy, "0"]), Value::Integer(1));
     assert!(matches!(
         c.str(&["CONFIG", "SET", "lua-time-limit", "x"]),
         Value::Error(_)

@@ -199,3 +199,20 @@ fn a_key_turned_into_a_string_leaves_the_client_blocked() {
     other.str(&["LPUSH", "list", "b"]);
     assert_eq!(waiter.read(), bulk_array(&["list", "b"]));
 }
+
+/// Redis's "BRPOPLPUSH with wrong destination type": woken with an element to take but a
+/// destination of another type, the client answers WRONGTYPE and the element stays.
+#[test]
+fn a_wrong_destination_answers_wrongtype_when_woken() {
+    let srv = Server::start(&[]);
+    let (mut waiter, mut other) = (RespConn::new(&srv), RespConn::new(&srv));
+    other.str(&["SET", "target", "nolist"]);
+    waiter.send(&["BRPOPLPUSH", "blist", "target", "0"]);
+    wait_blocked(&mut other, 1);
+    other.str(&["RPUSH", "blist", "foo"]);
+    assert!(matches!(waiter.read(), Value::Error(e) if e.starts_with("WRONGTYPE")));
+    assert_eq!(
+        other.str(&["LRANGE", "blist", "0", "-1"]),
+        bulk_array(&["foo"])
+    );
+}

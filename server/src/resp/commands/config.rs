@@ -226,7 +226,8 @@ pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
                 "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value",
             ),
         },
-        // A script's time limit: past it accelkv stops the script (Redis answers BUSY).
+        // When Redis starts answering BUSY around a long script: accelkv serves the other
+        // loops' clients meanwhile, so it is kept and reported only (script/eval.rs).
         "lua-time-limit" | "busy-reply-threshold" => match std::str::from_utf8(c[3])
             .ok()
             .and_then(|t| t.parse::<u64>().ok())

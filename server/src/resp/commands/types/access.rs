@@ -388,15 +388,19 @@ fn write_pack(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta, pack: Pack) ->
         return set_item(sh, s, key, m.kind, Some(Cow::Owned(item)));
     }
     let mut k = p.to_vec();
-    for (suffix, v) in &pack.entries {
-        k.truncate(p.len());
-        k.extend_from_slice(suffix);
-        done(run_op(
-            sh,
-            s,
-            op(k.as_slice(), Write::Put(Cow::Borrowed(v))),
-        ))?;
-    }
+    let mut wrote = Ok(());
+    pack.each(|suffix, v| {
+        if wrote.is_ok() {
+            k.truncate(p.len());
+            k.extend_from_slice(suffix);
+            wrote = done(run_op(
+                sh,
+                s,
+                op(k.as_slice(), Write::Put(Cow::Borrowed(v))),
+            ));
+        }
+    });
+    wrote?;
     let unpacked = Meta {
         packed: false,
         ..*m

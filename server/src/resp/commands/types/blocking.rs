@@ -6,6 +6,7 @@ use crate::core::shared::Shared;
 use crate::resp::block::BlockReq;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, Fail, Src};
+use crate::resp::commands::types::encoding::{Kind, Meta};
 use crate::resp::commands::types::run::{mpop_args, none, write};
 use crate::resp::session::Session;
 use accelkv_proto::resp::Version;
@@ -41,11 +42,12 @@ pub(crate) fn blocking<R>(
 ) {
     let seen = x.sh.blocked().epoch();
     let mut empty = false;
-    // Run again after a wake, a key that now holds another type is one with nothing to
-    // take: the client stays blocked, as in Redis (only its first run answers WRONGTYPE).
+    // Run again after a wake, a key it waits on that now holds a string, hash or set has
+    // nothing to take: the client stays blocked, as in Redis (only its first run answers
+    // WRONGTYPE; a wrong destination, BRPOPLPUSH's, still does).
     let rerun = x.s.block.until.is_some();
     let attempt = move |sh: &Shared, s: &mut Session, src: &Src<'_>| match attempt(sh, s, src) {
-        Err(Fail::WrongType) if rerun => Ok(None),
+        Err(Fail::WrongType) if rerun && holds_no_source(sh, s, src, keys)? => Ok(None),
         r => r,
     };
     crate::resp::commands::types::run::write(x, attempt, |out, r, v| match r {
@@ -67,6 +69,25 @@ pub(crate) fn blocking<R>(
         deadline: until,
         seen,
     });
+}
+
+/// Whether one of the keys a blocking command waits on holds what no blocking command
+/// takes from: a string, a hash or a set.
+fn holds_no_source(
+    sh: &Shared,
+    s: &mut Session,
+    src: &Src<'_>,
+    keys: &[&[u8]],
+) -> Result<bool, Fail> {
+    for k in keys {
+        if let Some((v, flags)) = src.item(sh, s, k)? {
+            match Meta::decode(&v, flags) {
+                Ok(m) if matches!(m.kind, Kind::List | Kind::ZSet | Kind::Stream) => {}
+                _ => return Ok(true),
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// BLPOP, BRPOP, BZPOPMIN and BZPOPMAX: `key [key ...] timeout`, one element from the first

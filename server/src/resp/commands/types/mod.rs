@@ -16,6 +16,7 @@ pub mod keyspace;
 pub mod list;
 pub mod list_move;
 pub mod members;
+pub mod pack;
 pub mod packed;
 pub mod run;
 pub mod sample;

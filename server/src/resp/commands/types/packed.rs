@@ -11,23 +11,8 @@
 //! or converts it. So one command reads one item and writes one item.
 
 use crate::resp::commands::types::encoding::{self, prefix, Kind, Meta};
+pub(crate) use crate::resp::commands::types::pack::Pack;
 use crate::resp::tuning::Tuning;
-use accelkv_proto::packed::{self as format, Entry};
-use std::collections::BTreeMap;
-use std::ops::Bound;
-
-/// One open packed collection: its subkeys by suffix (the part byte and what follows).
-pub(crate) struct Pack {
-    /// `FF FF | key length | key | id`: what its subkeys would start with.
-    pub prefix: Vec<u8>,
-    /// Its key, and its record as opened (what a command that changes only its subkeys,
-    /// LSET, writes back).
-    pub key: Vec<u8>,
-    pub meta: Meta,
-    pub entries: BTreeMap<Vec<u8>, Vec<u8>>,
-    /// Changed by the running command and not yet written back.
-    pub dirty: bool,
-}
 
 /// A connection's open packed collections: those its running command reads or writes
 /// (usually one; LMOVE, SMOVE and the STORE forms two or more).
@@ -56,17 +41,10 @@ impl Packs {
         self.open.iter().any(|p| p.dirty && p.prefix == prefix)
     }
 
-    /// Opens collection `m` at `key` with these subkeys (replacing a copy opened before).
-    pub(crate) fn open(&mut self, (key, m): (&[u8], &Meta), entries: Vec<Entry>, dirty: bool) {
-        let prefix = prefix(key, m.id);
-        self.open.retain(|p| p.prefix != prefix);
-        self.open.push(Pack {
-            prefix,
-            key: key.to_vec(),
-            meta: *m,
-            entries: entries.into_iter().collect(),
-            dirty,
-        });
+    /// Opens `pack` (replacing a copy opened before).
+    pub(crate) fn open(&mut self, pack: Pack) {
+        self.open.retain(|p| p.prefix != pack.prefix);
+        self.open.push(pack);
     }
 
     /// Closes an open collection with changes not yet written, handing it over.
@@ -85,24 +63,23 @@ impl Packs {
     /// `Some(None)`: one does, without it).
     pub(crate) fn get(&self, subkey: &[u8]) -> Option<Option<Vec<u8>>> {
         let p = &self.open[self.find(subkey)?];
-        Some(p.entries.get(&subkey[p.prefix.len()..]).cloned())
+        Some(p.get(&subkey[p.prefix.len()..]))
     }
 
     /// Sets a subkey, answering whether it was absent (`None`: not an open collection's).
     pub(crate) fn put(&mut self, subkey: &[u8], value: &[u8]) -> Option<bool> {
         let i = self.find(subkey)?;
         let p = &mut self.open[i];
-        p.dirty = true;
-        let suffix = subkey[p.prefix.len()..].to_vec();
-        Some(p.entries.insert(suffix, value.to_vec()).is_none())
+        let n = p.prefix.len();
+        Some(p.put(&subkey[n..], value))
     }
 
     /// Removes a subkey (`None`: not an open collection's).
     pub(crate) fn remove(&mut self, subkey: &[u8]) -> Option<()> {
         let i = self.find(subkey)?;
         let p = &mut self.open[i];
-        p.dirty = true;
-        p.entries.remove(&subkey[p.prefix.len()..]);
+        let n = p.prefix.len();
+        p.remove(&subkey[n..]);
         Some(())
     }
 
@@ -113,32 +90,19 @@ impl Packs {
         (lo, hi): (&[u8], &[u8]),
         limit: usize,
         rev: bool,
-        mut f: impl FnMut(&[u8], &[u8]),
+        f: impl FnMut(&[u8], &[u8]),
     ) -> bool {
         let Some(i) = self.find(lo) else {
             return false;
         };
         let p = &self.open[i];
-        let n = p.prefix.len();
         let upper = match hi.strip_prefix(p.prefix.as_slice()) {
-            Some(h) => Bound::Excluded(h),
+            Some(h) => Some(h),
             // An upper bound past every subkey of the collection.
-            None if hi > p.prefix.as_slice() => Bound::Unbounded,
+            None if hi > p.prefix.as_slice() => None,
             None => return true,
         };
-        let range = p
-            .entries
-            .range::<[u8], _>((Bound::Included(&lo[n..]), upper));
-        let mut key = p.prefix.clone();
-        let mut lend = |(k, v): (&Vec<u8>, &Vec<u8>)| {
-            key.truncate(n);
-            key.extend_from_slice(k);
-            f(&key, v);
-        };
-        match rev {
-            false => range.take(limit).for_each(&mut lend),
-            true => range.rev().take(limit).for_each(&mut lend),
-        }
+        p.scan((&lo[p.prefix.len()..], upper), limit, rev, f);
         true
     }
 }
@@ -150,7 +114,10 @@ pub(crate) fn create(packs: &mut Packs, key: &[u8], kind: Kind) -> Meta {
     if kind != Kind::Stream {
         m.packed = true;
         m.intset = kind == Kind::Set; // an empty intset until a member is not an integer
-        packs.open((key, &m), Vec::new(), true);
+        if let Some(mut p) = Pack::open(key, &m, b"") {
+            p.dirty = true;
+            packs.open(p);
+        }
     }
     m
 }
@@ -158,12 +125,10 @@ pub(crate) fn create(packs: &mut Packs, key: &[u8], kind: Kind) -> Meta {
 /// Opens the packed collection `m` whose item's body is `body`, unless the running command
 /// has it open with changes.
 pub(crate) fn open(packs: &mut Packs, key: &[u8], m: &Meta, body: &[u8]) -> Result<(), ()> {
-    let p = prefix(key, m.id);
-    if packs.dirty(&p) {
+    if packs.dirty(&prefix(key, m.id)) {
         return Ok(());
     }
-    let entries = format::unpack(m, body).ok_or(())?;
-    packs.open((key, m), entries, false);
+    packs.open(Pack::open(key, m, body).ok_or(())?);
     Ok(())
 }
 
@@ -172,18 +137,18 @@ pub(crate) fn open(packs: &mut Packs, key: &[u8], m: &Meta, body: &[u8]) -> Resu
 /// are integers, within `set-max-intset-entries`; else it is a listpack, as in Redis 7.2.
 pub(crate) fn packed_item(t: &Tuning, m: &Meta, pack: &Pack) -> Option<Vec<u8>> {
     let param = |name: &str| t.get(name).unwrap_or(0).max(0) as u64;
-    let fields = || pack.entries.iter().filter(|(k, _)| k[0] == b'f');
     let widest = |values: bool| {
-        fields()
-            .map(|(k, v)| (k.len() - 1).max(if values { v.len() } else { 0 }))
+        pack.fields()
+            .map(|(k, v)| k.len().max(if values { v.len() } else { 0 }))
             .max()
             .unwrap_or(0) as u64
     };
     let mut rec = *m;
+    rec.packed = true;
     rec.intset = m.kind == Kind::Set
         && m.intset
         && m.len <= param("set-max-intset-entries")
-        && all_integers(fields().map(|(k, _)| &k[1..]));
+        && all_integers(pack.fields().map(|(k, _)| k));
     let fits = match m.kind {
         Kind::Hash => {
             m.len <= param("hash-max-listpack-entries")
@@ -204,7 +169,7 @@ pub(crate) fn packed_item(t: &Tuning, m: &Meta, pack: &Pack) -> Option<Vec<u8>> 
     if !fits {
         return None;
     }
-    let item = format::pack(&rec, pack.entries.iter().map(|(k, v)| (&k[..], &v[..])))?;
+    let item = pack.item(&rec)?;
     if m.kind == Kind::List && !list_fits(t.get("list-max-listpack-size").unwrap_or(-2), m, &item) {
         return None;
     }
@@ -250,16 +215,13 @@ mod tests {
     use super::*;
 
     fn pack_of(entries: &[(&[u8], &[u8])]) -> Pack {
-        Pack {
-            prefix: prefix(b"k", 1),
-            key: b"k".to_vec(),
-            meta: encoding::new_meta(Kind::Hash),
-            entries: entries
-                .iter()
-                .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                .collect(),
-            dirty: true,
+        let mut m = encoding::new_meta(Kind::Hash);
+        m.packed = true;
+        let mut p = Pack::open(b"k", &m, b"").unwrap();
+        for (k, v) in entries {
+            p.put(k, v);
         }
+        p
     }
 
     #[test]
@@ -300,15 +262,12 @@ mod tests {
         let p = prefix(b"k", 1);
         let sub = |s: &[u8]| [p.as_slice(), s].concat();
         let mut m = encoding::new_meta(Kind::Hash);
-        m.id = 1;
-        packs.open(
-            (b"k", &m),
-            vec![
-                (b"fa".to_vec(), b"1".to_vec()),
-                (b"fb".to_vec(), b"2".to_vec()),
-            ],
-            false,
-        );
+        (m.id, m.packed) = (1, true);
+        let mut pack = Pack::open(b"k", &m, b"").unwrap();
+        pack.put(b"fa", b"1");
+        pack.put(b"fb", b"2");
+        pack.dirty = false;
+        packs.open(pack);
         assert_eq!(packs.put(&sub(b"fc"), b"3"), Some(true));
         assert_eq!(packs.put(&sub(b"fa"), b"0"), Some(false));
         assert_eq!(packs.get(&sub(b"fa")), Some(Some(b"0".to_vec())));
@@ -324,7 +283,7 @@ mod tests {
         );
         packs.remove(&sub(b"fb"));
         assert!(packs.dirty(&p));
-        assert_eq!(packs.take(&p).map(|p| p.entries.len()), Some(2));
+        assert_eq!(packs.take(&p).map(|p| p.fields().count()), Some(2));
         assert!(!packs.scan((&lo, &hi), 9, false, |_, _| ()));
     }
 }
