@@ -10,9 +10,13 @@
 # Redis.
 #
 # Usage: scripts/bench-types.sh [rounds]      (default 3)
+#        KEYSPACE=none scripts/bench-types.sh  (the issue's form, no -r: HSET, SADD and ZADD
+#        write one field of a small, packed collection; LPUSH grows one list)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
+keyspace=(-r "${KEYSPACE:-100000}")
+[ "${KEYSPACE:-}" = none ] && keyspace=()
 n=${N:-1000000}
 for tool in redis-server redis-benchmark redis-cli; do
   command -v "$tool" >/dev/null || { echo "install $tool: apt-get install -y redis-server redis-tools" >&2; exit 1; }
@@ -46,7 +50,7 @@ for r in $(seq "$rounds"); do
     name=${s%:*} port=${s#*:}
     redis-cli -p "$port" DEL myhash myset mylist myzset >/dev/null
     for t in ${TESTS:-hset sadd spop lpush lpop zadd zpopmin lrange_100}; do
-      v=$(redis-benchmark -p "$port" -t "$t" -n "$n" -r 100000 -P 16 -c 50 --threads 1 --csv | rps)
+      v=$(redis-benchmark -p "$port" -t "$t" -n "$n" "${keyspace[@]}" -P 16 -c 50 --threads 1 --csv | rps)
       results[$name,$t]+="$v "
     done
     v=$(redis-benchmark -p "$port" -n 20000 -c 50 --threads 1 --csv HGETALL big | rps)

@@ -14,12 +14,17 @@
 #
 # Usage: scripts/instr-per-request.sh [requests]      (default 200000)
 #        PEERS=no scripts/instr-per-request.sh          (accelkv only)
+#        KEYSPACE=none TESTS="hset sadd zadd" scripts/instr-per-request.sh  (no -r: small collections)
 #        TESTS="hset sadd spop" scripts/instr-per-request.sh   (other redis-benchmark tests;
 #        default "get set incr")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
 read -r -a tests <<<"${TESTS:-get set incr}"
+# KEYSPACE=none: the measured tests without -r (HSET, SADD and ZADD then write one field
+# of a one-field collection again and again: a small, packed one).
+keyspace=(-r "${KEYSPACE:-100000}")
+[ "${KEYSPACE:-}" = none ] && keyspace=()
 for tool in valgrind callgrind_control callgrind_annotate redis-server redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "install $tool: apt-get install -y valgrind redis-server redis-tools" >&2; exit 1; }
 done
@@ -49,7 +54,7 @@ measure() { # name port cmd...
   local row="| $name |"
   for t in "${tests[@]}"; do
     callgrind_control -z "$pid" >/dev/null 2>&1
-    redis-benchmark -p "$port" -t "$t" -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
+    redis-benchmark -p "$port" -t "$t" -n "$n" "${keyspace[@]}" -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
     callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 1
     row+=" $(( $(dumped "$base") / n )) |"

@@ -28,7 +28,16 @@ fi
 pids=()
 # Redis's tests turn on snapshots and the AOF: Redis writes them here, not in the checkout.
 rdir=$(mktemp -d)
-stop_servers() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
+# Kills both servers and waits until they are gone and their ports closed, so the next
+# unit's servers can bind them.
+stop_servers() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null; do sleep 0.05; done; done
+  for port in 16398 17398; do
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break; sleep 0.1; done
+  done
+  pids=()
+}
 cleanup() { stop_servers; rm -rf "$rdir"; }
 trap cleanup EXIT
 # Each unit file gets fresh servers: one a unit leaves stuck (a test that timed out in a

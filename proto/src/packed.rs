@@ -44,7 +44,16 @@ fn put_str(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// Reads one length-prefixed string at `*at`, moving past it (`None`: malformed).
+#[inline]
 fn get_str<'b>(body: &'b [u8], at: &mut usize) -> Option<&'b [u8]> {
+    // The common case first: a length below 128 is its one byte.
+    if let Some(&b) = body.get(*at) {
+        if b < 0x80 {
+            let s = body.get(*at + 1..*at + 1 + usize::from(b))?;
+            *at += 1 + usize::from(b);
+            return Some(s);
+        }
+    }
     let (mut n, mut shift) = (0usize, 0);
     loop {
         let b = *body.get(*at)?;

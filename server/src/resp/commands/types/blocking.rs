@@ -26,6 +26,10 @@ pub(crate) fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, Fail> {
     if t == 0.0 {
         return Ok(None);
     }
+    // As Redis: the deadline in milliseconds must fit a 64-bit integer.
+    if t * 1000.0 > i64::MAX as f64 {
+        return Err(Fail::Reply("ERR timeout is out of range".into()));
+    }
     Duration::try_from_secs_f64(t).map(Some).map_err(|_| bad())
 }
 

@@ -19,6 +19,13 @@ struct Span {
     len: u32,
 }
 
+/// Where an unchanged field's encoding lies in the body as opened: `[start, end)`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    start: u32,
+    end: u32,
+}
+
 /// One open packed collection.
 pub(crate) struct Pack {
     /// `FF FF | key length | key | id`: what its subkeys would start with.
@@ -31,8 +38,9 @@ pub(crate) struct Pack {
     pub dirty: bool,
     body: Vec<u8>,
     added: Vec<u8>,
-    /// A hash's, set's or sorted set's fields and values, in field order.
-    fields: Vec<(Span, Span)>,
+    /// A hash's, set's or sorted set's fields and values, in field order, each with where
+    /// its encoding lies in `body` while it is unchanged (copied as it is when written).
+    fields: Vec<(Span, Span, Option<Run>)>,
     /// A list's elements by sequence number from `base` (`None`: removed).
     elems: VecDeque<Option<Span>>,
     base: u64,
@@ -58,7 +66,8 @@ impl Pack {
             elems: VecDeque::new(),
             base: m.head,
         };
-        // Every non-empty piece lent is a slice of `body`: its place is its offset there.
+        // Every piece lent is a slice of `body` (but a set's empty value): its place is its
+        // offset there.
         let base = body.as_ptr() as usize;
         let span = |s: &[u8]| match s.is_empty() {
             true => Span::default(),
@@ -70,9 +79,19 @@ impl Pack {
         };
         let (fields, elems) = (&mut p.fields, &mut p.elems);
         fields.reserve(m.len.min(1 << 16) as usize);
-        format::for_each_field(m, body, |f, v| match m.kind {
-            Kind::List => elems.push_back(Some(span(v))),
-            _ => fields.push((span(f), span(v))),
+        // A field's encoding runs from the end of the one before it to the end of its
+        // value (a set's: of its member).
+        let mut start = 0u32;
+        format::for_each_field(m, body, |f, v| {
+            // Every piece lent is in `body`, empty ones too (at their place), but a set's
+            // value, which is not stored.
+            let last = if m.kind == Kind::Set { f } else { v };
+            let end = (last.as_ptr() as usize - base + last.len()) as u32;
+            match m.kind {
+                Kind::List => elems.push_back(Some(span(v))),
+                _ => fields.push((span(f), span(v), Some(Run { start, end }))),
+            }
+            start = end;
         })?;
         Some(p)
     }
@@ -94,7 +113,7 @@ impl Pack {
 
     fn find(&self, field: &[u8]) -> Result<usize, usize> {
         self.fields
-            .binary_search_by(|(f, _)| self.bytes(*f).cmp(field))
+            .binary_search_by(|(f, _, _)| self.bytes(*f).cmp(field))
     }
 
     /// A list element's place in `elems` (`None`: before `base`).
@@ -154,12 +173,12 @@ impl Pack {
                 let v = self.store(value);
                 match self.find(rest) {
                     Ok(i) => {
-                        self.fields[i].1 = v;
+                        (self.fields[i].1, self.fields[i].2) = (v, None);
                         false
                     }
                     Err(i) => {
                         let f = self.store(rest);
-                        self.fields.insert(i, (f, v));
+                        self.fields.insert(i, (f, v, None));
                         true
                     }
                 }
@@ -194,7 +213,7 @@ impl Pack {
         let mut idx: Vec<(&[u8], &[u8])> = self
             .fields
             .iter()
-            .map(|&(f, v)| (self.bytes(v), self.bytes(f)))
+            .map(|&(f, v, _)| (self.bytes(v), self.bytes(f)))
             .collect();
         idx.sort_unstable();
         idx
@@ -223,7 +242,7 @@ impl Pack {
         let fields = self
             .fields
             .iter()
-            .map(|&(k, v)| (b'f', self.bytes(k), &[][..], self.bytes(v)));
+            .map(|&(k, v, _)| (b'f', self.bytes(k), &[][..], self.bytes(v)));
         let scores = index.iter().map(|&(sc, m)| (b's', sc, m, &[][..]));
         let mut each = |(p, a, b, v): (u8, &[u8], &[u8], &[u8])| f(p, a, b, v);
         match rev {
@@ -294,7 +313,7 @@ impl Pack {
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.fields
             .iter()
-            .map(|&(f, v)| (self.bytes(f), self.bytes(v)))
+            .map(|&(f, v, _)| (self.bytes(f), self.bytes(v)))
     }
 
     /// The item of `rec` (its record, then this body), or `None` when a list's elements
@@ -314,9 +333,28 @@ impl Pack {
                 }
             }
         } else {
-            for (f, v) in self.fields() {
-                format::put_field(&mut out, rec.kind, f, v);
+            out.reserve(self.body.len() + self.added.len() + 8);
+            // Unchanged fields that follow each other in the body are copied as one run.
+            let mut run: Option<Run> = None;
+            for &(f, v, orig) in &self.fields {
+                match (run, orig) {
+                    (Some(r), Some(o)) if r.end == o.start => run = Some(Run { end: o.end, ..r }),
+                    _ => {
+                        if let Some(r) = run.take() {
+                            out.extend_from_slice(&self.body[r.start as usize..r.end as usize]);
+                        }
+                        match orig {
+                            Some(o) => run = Some(o),
+                            None => {
+                                format::put_field(&mut out, rec.kind, self.bytes(f), self.bytes(v))
+                            }
+                        }
+                    }
+                }
                 n += 1;
+            }
+            if let Some(r) = run {
+                out.extend_from_slice(&self.body[r.start as usize..r.end as usize]);
             }
         }
         let list_ok = !self.is_list() || rec.tail.checked_sub(rec.head) == Some(n);
@@ -352,6 +390,39 @@ mod tests {
             q.fields().collect::<Vec<_>>(),
             vec![(&b"a"[..], &b"one"[..])]
         );
+    }
+
+    /// Unchanged fields are copied as they were, changed ones written anew, empty values
+    /// and members included, and the item reads back the same.
+    #[test]
+    fn unchanged_fields_are_copied_and_changed_ones_rewritten() {
+        for kind in [Kind::Hash, Kind::Set] {
+            let mut m = new_meta(kind);
+            m.packed = true;
+            let mut p = Pack::open(b"k", &m, b"").unwrap();
+            for f in [&b""[..], b"a", b"b", b"c", b"d"] {
+                p.put(&suffix(b'f', f), if kind == Kind::Hash { f } else { b"" });
+            }
+            m.len = 5;
+            let item = p.item(&m).unwrap();
+            let back = Meta::decode(&item, kind.flags()).unwrap();
+            let mut q = Pack::open(b"k", &back, back.body(&item)).unwrap();
+            assert_eq!(
+                q.item(&back).unwrap(),
+                item,
+                "nothing changed: the same bytes"
+            );
+            q.put(&suffix(b'f', b"b"), b"");
+            q.remove(&suffix(b'f', b"c"));
+            q.put(&suffix(b'f', b"e"), b"");
+            let again = q.item(&back).unwrap();
+            let r = Pack::open(b"k", &back, back.body(&again)).unwrap();
+            let fields: Vec<_> = r.fields().map(|(f, _)| f.to_vec()).collect();
+            assert_eq!(
+                fields,
+                [&b""[..], b"a", b"b", b"d", b"e"].map(<[u8]>::to_vec)
+            );
+        }
     }
 
     #[test]
