@@ -115,7 +115,6 @@ const SCRIPT: &[&str] = &[
     "BLMOVE nothing dst LEFT LEFT 0.01",
     "BLMPOP 0.01 1 nothing LEFT",
     "BLPOP b -1",
-    "BLPOP b 36028797018963967",
     "BLPOP b abc",
     "SCAN 0 COUNT 1000 TYPE list",
 ];
