@@ -1,8 +1,9 @@
 //! Small collections packed in one item (docs/FORMAT.md, "Packed collections"): OBJECT
 //! ENCODING answers Redis 7.2's names at each threshold of each type (the local Redis 7.0
 //! differs for sets of strings and small lists, so these are checked here, not against
-//! it), a collection past a threshold is converted to subkeys and stays so, its contents
-//! unchanged, and readers running while one is converted never see it half converted.
+//! it), a collection past a threshold is converted to subkeys and stays so (a list that
+//! shrinks to half a node is packed again, as in Redis 7.2), its contents unchanged, and
+//! readers running while one is converted never see it half converted.
 
 mod common;
 
@@ -115,6 +116,22 @@ fn lists_are_listpacks_up_to_one_node_then_quicklists() {
     assert_eq!(encoding(&mut c, "l"), "quicklist");
     assert_eq!(int(c.str(&["LLEN", "l"])), 160);
     assert_eq!(c.str(&["LINDEX", "l", "80"]), bulk(&elems[0]));
+    // As Redis 7.2, a list that shrinks to half a node is packed again.
+    c.str(&["LTRIM", "l", "0", "49"]);
+    assert_eq!(
+        encoding(&mut c, "l"),
+        "quicklist",
+        "5 KB: more than half of 8 KB"
+    );
+    assert_eq!(
+        c.str(&["RPOP", "l", "20"]),
+        Value::Array(Some((30..50).rev().map(|i| bulk(&elems[i])).collect()))
+    );
+    assert_eq!(encoding(&mut c, "l"), "listpack");
+    assert_eq!(
+        strings(c.str(&["LRANGE", "l", "0", "-1"])),
+        elems[..30].to_vec()
+    );
     c.str(&["CONFIG", "SET", "list-max-listpack-size", "2"]);
     c.str(&["RPUSH", "n", "a", "b"]);
     assert_eq!(encoding(&mut c, "n"), "listpack");

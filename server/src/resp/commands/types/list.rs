@@ -129,7 +129,37 @@ pub(crate) fn pop(
     }
     m.len -= n;
     set_meta(sh, s, key, &m)?;
+    shrunk(sh, s, key, &m)?;
     Ok(Some(items))
+}
+
+/// After a list kept as subkeys shrank: packed again once it is within half of
+/// `list-max-listpack-size` (half its count when positive, half its bytes when
+/// negative), as Redis 7.2 turns a one-node quicklist back into a listpack. The new list
+/// takes a fresh id; the old subkeys are reclaimed with the other dead ones (`gc.rs`).
+fn shrunk(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail> {
+    if m.packed || m.len == 0 || m.len > 4096 {
+        return Ok(());
+    }
+    let (most, bytes) = match s.global.tuning.get("list-max-listpack-size").unwrap_or(-2) {
+        n if n > 0 => (n as u64 / 2, u64::MAX),
+        n => (
+            u64::MAX,
+            (4096u64 << (n.clamp(-5, -1).unsigned_abs() - 1)) / 2,
+        ),
+    };
+    if m.len > most {
+        return Ok(());
+    }
+    let elems = slice(sh, s, &Src::Tx, (key, m), 0, m.len)?;
+    let packed: u64 = elems
+        .iter()
+        .map(|e| e.len() as u64 + 1 + (e.len() >= 128) as u64 * 4)
+        .sum();
+    if packed > bytes {
+        return Ok(());
+    }
+    store(sh, s, key, &elems).map(|_| ())
 }
 
 /// Replaces whatever `key` holds with a new list of `elems` (none: removes the key; SORT …
@@ -389,7 +419,8 @@ fn compact(
     }
     m.len = new_len;
     m.tail = m.head + new_len;
-    set_meta(sh, s, key, &m)
+    set_meta(sh, s, key, &m)?;
+    shrunk(sh, s, key, &m)
 }
 
 /// `LREM key count element`: removes the first `count` (from the tail when negative; all
@@ -464,7 +495,8 @@ pub fn ltrim(x: &mut Call<'_, '_>) {
                 m.len = 0;
             }
             m.tail = m.head + m.len;
-            set_meta(sh, s, key, &m)
+            set_meta(sh, s, key, &m)?;
+            shrunk(sh, s, key, &m)
         },
         |out, (), _| resp::simple(out, "OK"),
     )

@@ -2,7 +2,8 @@
 //! collections"), as Redis keeps a small hash, set, sorted set or list in one listpack or
 //! intset: while a collection is under Redis's thresholds (`hash-max-listpack-entries` and
 //! its kin, CONFIG SET changes them), its item holds it whole; past one, it is written out
-//! as subkeys (`encoding.rs`) and stays so, as Redis never converts back.
+//! as subkeys (`encoding.rs`) and stays so, as Redis never converts back (but a list that
+//! shrinks to half its limit, `list.rs`, as Redis 7.2).
 //!
 //! The command families do not know which: a command opens the collection (`Src::meta`,
 //! [`create`]), which unpacks a packed one here into its connection's [`Packs`]; every
