@@ -108,21 +108,25 @@ fn parse(kind: &[u8], (lo, hi): (&[u8], &[u8]), rev: bool, opts: &[&[u8]]) -> Re
     } else {
         (lo, hi)
     };
+    // The options are checked before the bounds are read, as Redis does.
+    match (kind.as_slice(), r.limit.is_some(), r.scores) {
+        (b"BYSCORE" | b"BYLEX", _, _) | (_, false, _) => {}
+        _ => return Err(Fail::Reply(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+                .into(),
+        )),
+    }
+    if kind == b"BYLEX" && r.scores {
+        return Err(Fail::Reply(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX".into(),
+        ));
+    }
     r.by = match kind.as_slice() {
         b"BYSCORE" => By::Score(score_bound(lo)?, score_bound(hi)?),
         b"BYLEX" => By::Lex(lex_bound(lo)?, lex_bound(hi)?),
         _ => By::Rank(int_arg(lo)?, int_arg(hi)?),
     };
-    match (&r.by, r.limit.is_some(), r.scores) {
-        (By::Rank(..), true, _) => Err(Fail::Reply(
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
-                .into(),
-        )),
-        (By::Lex(..), _, true) => Err(Fail::Reply(
-            "ERR syntax error, WITHSCORES not supported in combination with BYLEX".into(),
-        )),
-        _ => Ok(r),
-    }
+    Ok(r)
 }
 
 /// The index subkey range `[lo, hi)` of scores between two bounds.
