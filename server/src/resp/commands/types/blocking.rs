@@ -15,9 +15,14 @@ use std::time::{Duration, Instant};
 /// A blocking command's timeout argument in seconds (`None`: wait forever), Redis's errors.
 pub(crate) fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, Fail> {
     let bad = || Fail::Reply("ERR timeout is not a float or out of range".into());
+    // Redis reads it with strtold, which takes hexadecimal too (`0x7FFF…`).
+    let hex = |t: &str| {
+        let digits = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X"))?;
+        u64::from_str_radix(digits, 16).ok().map(|n| n as f64)
+    };
     let t: f64 = std::str::from_utf8(a)
         .ok()
-        .and_then(|t| t.parse().ok())
+        .and_then(|t| t.parse().ok().or_else(|| hex(t)))
         .filter(|t: &f64| t.is_finite())
         .ok_or_else(bad)?;
     if t < 0.0 {
@@ -165,6 +170,12 @@ mod tests {
             Some(Duration::from_millis(250))
         );
         assert_eq!(timeout_arg(b"2").unwrap(), Some(Duration::from_secs(2)));
+        // Hexadecimal, as strtold reads it; past a 64-bit deadline in ms: out of range.
+        assert_eq!(timeout_arg(b"0x10").unwrap(), Some(Duration::from_secs(16)));
+        assert!(matches!(
+            timeout_arg(b"0x7FFFFFFFFFFFFF"),
+            Err(super::Fail::Reply(t)) if t == "ERR timeout is out of range"
+        ));
         assert!(timeout_arg(b"-1").is_err());
         assert!(timeout_arg(b"abc").is_err());
         assert!(timeout_arg(b"inf").is_err());
