@@ -110,22 +110,10 @@ pub fn quicklist_packed_threshold(x: &mut Call<'_, '_>) {
     }
 }
 
-/// A memory value as Redis reads one (`memtoull`): digits and an optional unit, `b`, `k`
-/// (1000), `kb` (1024), `m`, `mb`, `g`, `gb`, in any case.
+/// A memory value as Redis reads one (`memtoull`: digits and an optional unit), with the
+/// parser CONFIG SET uses.
 fn memory_value(a: &[u8]) -> Option<u64> {
-    let t = std::str::from_utf8(a).ok()?.to_ascii_lowercase();
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    let unit: u64 = match &t[digits..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1 << 20,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1 << 30,
-        _ => return None,
-    };
-    t[..digits].parse::<u64>().ok()?.checked_mul(unit)
+    crate::config::size::Size::parse_bytes(a).map(|s| s.0)
 }
 
 /// `DEBUG PROTOCOL type`: one reply of a RESP type, as Redis answers it (RESP3 types
