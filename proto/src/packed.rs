@@ -176,8 +176,11 @@ pub fn pack<'e>(
 }
 
 /// The subkeys (suffix and value, in key order) of the packed collection `m` whose body is
-/// `body` (`None`: not a body [`pack`] writes for `m`).
+/// `body` (`None`: not a body [`pack`] writes for `m`, or `m` is not a packed record).
 pub fn unpack(m: &Meta, body: &[u8]) -> Option<Vec<Entry>> {
+    if !m.packed {
+        return None; // its subkeys are items of their own
+    }
     let cap = usize::try_from(m.len).ok()?.min(body.len());
     let mut fields: Vec<Entry> = Vec::with_capacity(cap);
     let mut index: Vec<Entry> = Vec::new();
@@ -327,6 +330,19 @@ mod tests {
             "short score"
         );
         assert!(unpack(&meta(Kind::Set, 2), b"\x01a\x01b").is_some());
+    }
+
+    /// A record of format 1 (subkeys) has no body to unpack: an empty one must not read as
+    /// an empty packed collection, which would pack back as format 2 (found by the fuzz
+    /// target `collection_meta`).
+    #[test]
+    fn a_subkey_record_is_not_unpacked() {
+        let mut m = meta(Kind::Hash, 0);
+        m.packed = false;
+        let item = m.encode();
+        let back = Meta::decode(&item, Kind::Hash.flags()).expect("record");
+        assert!(!back.packed);
+        assert_eq!(unpack(&back, back.body(&item)), None);
     }
 
     /// The fuzz target's property on stable: bodies made by mutating valid ones either
