@@ -139,7 +139,7 @@ fn exec(
         let c: smallvec::SmallVec<[&[u8]; 8]> = args.iter().map(Vec::as_slice).collect();
         let from = s.tx.running.as_ref().map_or(0, |t| t.ops());
         let mut reply = Vec::new();
-        run(sh, s, &c, reads, &mut reply);
+        guarded(sh, s, |s| run(sh, s, &c, reads, &mut reply));
         let to = s.tx.running.as_ref().map_or(0, |t| t.ops());
         replies.push((reply, from..to));
     }
@@ -165,6 +165,21 @@ pub(crate) fn commit_running(
     Some(done)
 }
 
+/// Runs `f`, which works in the connection's running transaction; should it panic, the
+/// transaction is dropped (its slots and the station's one-transaction flag let go, so
+/// every other connection's writes go on) before the panic goes on.
+pub(crate) fn guarded<R>(sh: &Shared, s: &mut Session, f: impl FnOnce(&mut Session) -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *s))) {
+        Ok(r) => r,
+        Err(panic) => {
+            if let Some(tx) = s.tx.running.take() {
+                sh.writes().abort(*tx);
+            }
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
 /// Runs `f` inside a transaction: the one EXEC runs, or a new one committed at the end (a
 /// multi-key command outside MULTI). When a key's write fails at commit, the reply `f`
 /// wrote is replaced by the error.
@@ -179,7 +194,7 @@ pub(crate) fn atomically(
     }
     s.tx.running = Some(Box::new(sh.writes().begin()));
     let mark = out.len();
-    f(sh, s, out);
+    guarded(sh, s, |s| f(sh, s, out));
     let Some(done) = commit_running(sh, s) else {
         return;
     };
@@ -254,4 +269,52 @@ pub fn msetnx_cmd(x: &mut Call<'_, '_>) {
         return crate::resp::reply::wrong_args(x.out, x.args[0]);
     }
     msetnx(x.sh, x.s, x.args, x.out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Args, Settings};
+    use crate::resp::session::RespGlobal;
+    use clap::Parser;
+    use std::sync::Arc;
+
+    fn server() -> Arc<Shared> {
+        let args = Args::parse_from(["accelkv-server"]);
+        let settings = Settings::resolve(args).unwrap();
+        Shared::with_registry(settings, Default::default(), Arc::default()).unwrap()
+    }
+
+    /// A command that panics inside a transaction (a bug) lets the transaction go: the
+    /// next one, on another connection, starts at once and writes the key the first one
+    /// held. Before, it waited forever on the station's one-transaction flag.
+    #[test]
+    fn a_panic_inside_a_transaction_lets_it_go() {
+        let sh = server();
+        let mut s = Session::new(1, None, Arc::new(RespGlobal::default()));
+        let mut out = Vec::new();
+        let hit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            atomically(&sh, &mut s, &mut out, |sh, s, _| {
+                run_op(sh, s, Op::new(b"k", Write::Put(Cow::Borrowed(b"old"))));
+                panic!("a bug in a command");
+            })
+        }));
+        assert!(hit.is_err());
+        assert!(s.tx.running.is_none(), "the transaction was dropped");
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let sh2 = sh.clone();
+        std::thread::spawn(move || {
+            let mut s = Session::new(2, None, Arc::new(RespGlobal::default()));
+            let mut out = Vec::new();
+            atomically(&sh2, &mut s, &mut out, |sh, s, _| {
+                run_op(sh, s, Op::new(b"k", Write::Put(Cow::Borrowed(b"new"))));
+            });
+            done_tx.send(s.unreleased).unwrap();
+        });
+        let v = done_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the next transaction ran");
+        sh.view().wait_visible(v);
+        assert_eq!(sh.view().get(b"k").unwrap(), Some(b"new".to_vec()));
+    }
 }

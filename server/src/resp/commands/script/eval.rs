@@ -101,14 +101,16 @@ fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
     let proto = std::mem::replace(&mut x.s.proto, Version::Resp2);
     scripts.running.fetch_add(1, Ordering::SeqCst);
     let (s, reads, d) = (&mut *x.s, &mut *x.reads, x.dispatch);
-    let mut exec = |cmd: &[Vec<u8>]| one_command((sh, d), s, reads, cmd, ro);
-    let ran = lua::run(
-        (body, sha),
-        (&keys, &argv),
-        Instant::now() + TIME_LIMIT,
-        &scripts,
-        &mut exec,
-    );
+    let ran = crate::resp::commands::tx::guarded(sh, s, |s| {
+        let mut exec = |cmd: &[Vec<u8>]| one_command((sh, d), s, reads, cmd, ro);
+        lua::run(
+            (body, sha),
+            (&keys, &argv),
+            Instant::now() + TIME_LIMIT,
+            &scripts,
+            &mut exec,
+        )
+    });
     if scripts.running.fetch_sub(1, Ordering::SeqCst) == 1 {
         scripts.kill.store(false, Ordering::SeqCst);
     }
