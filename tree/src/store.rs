@@ -637,11 +637,20 @@ impl Store {
 
     /// [`Store::get_latest`] with the value's deadline and client flags.
     pub fn get_latest_item(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64, u32)>> {
+        self.get_latest_item_with(key, |v, d, f| (v.to_vec(), d, f))
+    }
+
+    /// [`Store::get_latest_item`] lending the value, its deadline and client flags to `f`
+    /// instead of copying the value out.
+    pub fn get_latest_item_with<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&[u8], u64, u32) -> R,
+    ) -> Result<Option<R>> {
         self.check_key(key)?;
         let pin = self.tree.epochs.pin();
         let now = self.tree.read_clock();
-        self.tree
-            .get_at(key, u64::MAX, now, &pin, |v, d, f| (v.to_vec(), d, f))
+        self.tree.get_at(key, u64::MAX, now, &pin, f)
     }
 
     /// Test hook: every later write of `key` sleeps `stall` between taking its version and

@@ -20,6 +20,7 @@ pub mod reads;
 pub mod route;
 pub mod shared;
 pub mod station;
+pub mod station_one;
 pub mod station_tx;
 pub mod stats;
 pub mod sweep;

@@ -247,7 +247,7 @@ impl Station {
 /// `pending` writes in the same order (`first(p, t)`: pending key `p` comes no later than
 /// tree key `t`): a pending value replaces the tree's item of its key, a pending removal
 /// hides it.
-fn merge<'p>(
+pub(crate) fn merge<'p>(
     tree: &[(Vec<u8>, Vec<u8>)],
     pending: impl Iterator<Item = &'p (&'p [u8], Option<&'p [u8]>)>,
     first: impl Fn(&[u8], &[u8]) -> bool,

@@ -5,6 +5,7 @@
 
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op, Station, StationStats};
+use crate::core::station_one::{One, OneCommitted, OneSlot};
 use crate::core::station_tx::{Committed, Tx};
 use accelkv_tree::{Error, Store};
 use smallvec::SmallVec;
@@ -115,6 +116,60 @@ impl<'s> WriteDoor<'s> {
     /// Ends `tx` writing nothing.
     pub fn abort(&self, tx: Tx) {
         self.station.abort(self.store, tx)
+    }
+
+    /// Owns `key`'s slot for one command on its collection (`station_one.rs`) until the
+    /// guard drops.
+    pub fn own_one(&self, key: &[u8]) -> OneSlot<'s> {
+        self.station.own_one(self.store, key)
+    }
+
+    /// `key`'s newest item as the command `one` sees it, lent to `f` (the command's key's
+    /// deadline remembered for its metadata writes).
+    pub fn one_peek<R>(
+        &self,
+        one: &mut One,
+        key: &[u8],
+        f: impl FnOnce(Option<(&[u8], u32)>) -> R,
+    ) -> Result<R, Error> {
+        one.peek(self.store, key, f)
+    }
+
+    /// `key`'s newest value, deadline and flags as the command `one` sees it, lent to `f`.
+    pub fn one_read<R>(
+        &self,
+        one: &mut One,
+        key: &[u8],
+        f: impl FnOnce(Option<(&[u8], u64, u32)>) -> R,
+    ) -> Result<R, Error> {
+        one.read(self.store, key, f)
+    }
+
+    /// The items in `lo..hi` as the command `one` sees them, lent to `f`.
+    pub fn one_scan(
+        &self,
+        one: &One,
+        range: (&[u8], &[u8]),
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Error> {
+        one.scan(self.store, range, limit, f)
+    }
+
+    /// The items in `lo..hi` as the command `one` sees them, from the highest down.
+    pub fn one_scan_rev(
+        &self,
+        one: &One,
+        range: (&[u8], &[u8]),
+        limit: usize,
+        f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), Error> {
+        one.scan_rev(self.store, range, limit, f)
+    }
+
+    /// Ends the command `one`: its writes as one batch (`keep`), or none.
+    pub fn one_finish(&self, one: &mut One, keep: bool) -> OneCommitted {
+        one.finish(self.station, self.store, keep)
     }
 
     /// The station's counters (INFO, /metrics, CONFIG RESETSTAT).

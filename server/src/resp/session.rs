@@ -85,6 +85,9 @@ pub struct Session {
     pub streamed: Option<Box<Streamed>>,
     /// The packed collections the running command has open (types/packed.rs).
     pub packs: crate::resp::commands::types::packed::Packs,
+    /// A collection command run as one station operation: its key and pending writes,
+    /// kept between commands for their buffers (core/station_one.rs).
+    pub one: crate::core::station_one::One,
 }
 
 impl Session {
@@ -109,6 +112,7 @@ impl Session {
             db_epoch: 0,
             streamed: None,
             packs: Default::default(),
+            one: Default::default(),
         }
     }
 

@@ -1,12 +1,13 @@
 //! One command's access to a collection: its metadata and its subkeys, read at one
-//! snapshot (a read-only command outside MULTI) or through the connection's transaction
-//! (every write, and everything inside MULTI: the newest state, the transaction's own
-//! changes included), and written through the transaction, so a command's subkeys and
-//! metadata are released to readers as one version (`tx::atomically`).
+//! snapshot (a read-only command outside MULTI), through the command's one station
+//! operation (a write on one collection outside MULTI: `core/station_one.rs`), or through
+//! the connection's transaction (a write on several keys, and everything inside MULTI or a
+//! script); a read there sees the newest state with the command's own changes. What a
+//! command writes is released to readers as one version.
 //!
 //! Isolation: every write of a collection's subkeys first reads its metadata key through
-//! the transaction, which owns that key's station slot until the commit; so while a
-//! command holds it, nobody else changes the collection.
+//! the station operation or the transaction, which owns that key's station slot until the
+//! end; so while a command holds it, nobody else changes the collection.
 
 use crate::core::ops::{Outcome, Write};
 use crate::core::shared::Shared;
@@ -60,9 +61,11 @@ pub(crate) fn fail(out: &mut Vec<u8>, f: &Fail) {
 /// A field (or member) without its subkey's prefix, and its value.
 pub(crate) type Field = (Vec<u8>, Vec<u8>);
 
-/// Where a command reads: a snapshot, or the running transaction.
+/// Where a command reads: a snapshot, the command's one station operation, or the running
+/// transaction.
 pub(crate) enum Src<'a> {
     Snap(Snapshot<'a>),
+    One,
     Tx,
 }
 
@@ -84,6 +87,11 @@ impl<'a> Src<'a> {
     ) -> Result<Option<(Vec<u8>, u32)>, Fail> {
         match self {
             Src::Snap(snap) => Ok(snap.get_item(key)?.map(|(v, _, f)| (v, f))),
+            Src::One => {
+                covered(s, key)?;
+                let cur = |c: Option<(&[u8], u64, u32)>| c.map(|(v, _, f)| (v.to_vec(), f));
+                Ok(sh.writes().one_read(&mut s.one, key, cur)?)
+            }
             Src::Tx => match run_op(sh, s, Op::new(key, Write::ReadItem)).outcome? {
                 Outcome::Item(i) => Ok(Some((i.value, i.flags))),
                 _ => Ok(None),
@@ -105,6 +113,14 @@ impl<'a> Src<'a> {
                 Some((v, _, flags)) => Ok(Some(decoded(&mut s.packs, key, Some(kind), &v, flags)?)),
                 None => Ok(None),
             },
+            Src::One => {
+                covered(s, key)?;
+                let (one, packs) = (&mut s.one, &mut s.packs);
+                let peeked = sh.writes().one_peek(one, key, |cur| {
+                    cur.map(|(v, flags)| decoded(packs, key, Some(kind), v, flags))
+                })?;
+                peeked.transpose()
+            }
             // Decoded where the transaction holds the value, without copying it out.
             Src::Tx => {
                 let tx = s.tx.running.as_deref_mut().ok_or_else(no_tx)?;
@@ -129,6 +145,11 @@ impl<'a> Src<'a> {
         }
         match self {
             Src::Snap(snap) => Ok(snap.get(subkey)?),
+            Src::One => {
+                covered(s, subkey)?;
+                let cur = |c: Option<(&[u8], u64, u32)>| c.map(|(v, _, _)| v.to_vec());
+                Ok(sh.writes().one_read(&mut s.one, subkey, cur)?)
+            }
             Src::Tx => match run_op(sh, s, Op::new(subkey, Write::Read)).outcome? {
                 Outcome::Old(v) => Ok(v),
                 _ => Ok(None),
@@ -150,6 +171,10 @@ impl<'a> Src<'a> {
         }
         match self {
             Src::Snap(snap) => Ok(snap.scan_with(lo, Some(hi), limit, f)?),
+            Src::One => {
+                covered(s, lo)?;
+                Ok(sh.writes().one_scan(&s.one, (lo, hi), limit, f)?)
+            }
             Src::Tx => {
                 let tx = running(s)?;
                 Ok(sh.writes().tx_scan(tx, (lo, hi), limit, f)?)
@@ -173,6 +198,10 @@ impl<'a> Src<'a> {
         }
         match self {
             Src::Snap(snap) => Ok(snap.scan_rev_with(lo, hi, limit, f)?),
+            Src::One => {
+                covered(s, lo)?;
+                Ok(sh.writes().one_scan_rev(&s.one, (lo, hi), limit, f)?)
+            }
             Src::Tx => {
                 let tx = running(s)?;
                 Ok(sh.writes().tx_scan_rev(tx, (lo, hi), limit, f)?)
@@ -266,6 +295,33 @@ fn no_tx() -> Fail {
     Fail::Reply("ERR no transaction".into())
 }
 
+/// Refuses a key outside the collection the command's one station operation owns (a
+/// handler run through `run::write_key` that touches another key is a bug: its write
+/// would escape the operation's isolation).
+fn covered(s: &Session, key: &[u8]) -> Result<(), Fail> {
+    if s.one.covers(key) {
+        return Ok(());
+    }
+    debug_assert!(false, "a one-key command touched another key");
+    Err(Fail::Reply(
+        "ERR internal error: a command on one key touched another".into(),
+    ))
+}
+
+/// A write in the command's one station operation when it runs one (`None`: it does
+/// not; the write goes through the write door).
+fn one_write(
+    s: &mut Session,
+    key: &[u8],
+    value: Option<&[u8]>,
+    flags: u32,
+) -> Option<Result<(), Fail>> {
+    if !s.one.active() {
+        return None;
+    }
+    Some(covered(s, key).map(|()| s.one.write(key, value, flags)))
+}
+
 /// The outcome of a write inside the transaction, as a `Fail` when it failed.
 fn done(d: Done) -> Result<(), Fail> {
     match d.outcome? {
@@ -285,6 +341,9 @@ pub(crate) fn put<'k>(
     let subkey = subkey.into();
     if s.packs.put(&subkey, value).is_some() {
         return Ok(());
+    }
+    if let Some(r) = one_write(s, &subkey, Some(value), 0) {
+        return r;
     }
     done(run_op(sh, s, op(subkey, Write::Put(Cow::Borrowed(value)))))
 }
@@ -310,6 +369,12 @@ pub(crate) fn put_new<'k>(
     if let Some(absent) = s.packs.put(&subkey, value) {
         return Ok(absent);
     }
+    if s.one.active() {
+        covered(s, &subkey)?;
+        let absent = sh.writes().one_read(&mut s.one, &subkey, |c| c.is_none())?;
+        s.one.write(&subkey, Some(value), 0);
+        return Ok(absent);
+    }
     let w = Write::Set {
         value: Cow::Borrowed(value),
         cond: crate::core::ops::Cond::Always,
@@ -332,6 +397,9 @@ pub(crate) fn remove<'k>(
     let subkey = subkey.into();
     if s.packs.remove(&subkey).is_some() {
         return Ok(());
+    }
+    if let Some(r) = one_write(s, &subkey, None, 0) {
+        return r;
     }
     done(run_op(sh, s, op(subkey, Write::Remove)))
 }
@@ -356,6 +424,9 @@ fn set_item(
     value: Option<Cow<'_, [u8]>>,
 ) -> Result<(), Fail> {
     let flags = kind.flags();
+    if let Some(r) = one_write(s, key, value.as_deref(), flags) {
+        return r;
+    }
     done(run_op(sh, s, Op::new(key, Write::Typed { value, flags })))
 }
 
@@ -393,11 +464,14 @@ fn write_pack(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta, pack: Pack) ->
         if wrote.is_ok() {
             k.truncate(p.len());
             k.extend_from_slice(suffix);
-            wrote = done(run_op(
-                sh,
-                s,
-                op(k.as_slice(), Write::Put(Cow::Borrowed(v))),
-            ));
+            wrote = match one_write(s, &k, Some(v), 0) {
+                Some(r) => r,
+                None => done(run_op(
+                    sh,
+                    s,
+                    op(k.as_slice(), Write::Put(Cow::Borrowed(v))),
+                )),
+            };
         }
     });
     wrote?;

@@ -9,7 +9,7 @@ use crate::resp::commands::types::access::{fail, put, put_new, set_meta, Fail};
 use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::packed::create;
-use crate::resp::commands::types::run::{check, float_arg, int_arg, read, scan_opts, write};
+use crate::resp::commands::types::run::{check, float_arg, int_arg, read, scan_opts, write_key};
 use crate::resp::reply::wrong_args;
 use accelkv_proto::resp::{self, Version};
 
@@ -39,8 +39,9 @@ fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let mut m = src
                 .meta(sh, s, key, H)?
@@ -70,8 +71,9 @@ pub fn hsetnx(x: &mut Call<'_, '_>) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let mut m = src
                 .meta(sh, s, key, H)?
@@ -132,8 +134,9 @@ pub fn hmget(x: &mut Call<'_, '_>) {
 pub fn hdel(x: &mut Call<'_, '_>) {
     let (key, fields) = (x.args[1], &x.args[2..]);
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| members::remove_fields(sh, s, src, (key, H), fields),
         |out, n, _| resp::integer(out, n as i64),
     )
@@ -234,8 +237,9 @@ fn update_field<R>(
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let mut m = src
                 .meta(sh, s, key, H)?

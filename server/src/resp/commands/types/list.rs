@@ -14,7 +14,9 @@ use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Sr
 use crate::resp::commands::types::encoding::{field_key, Kind, Meta};
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::packed::create;
-use crate::resp::commands::types::run::{bulks, check, count_arg, int_arg, rank_span, read, write};
+use crate::resp::commands::types::run::{
+    bulks, check, count_arg, int_arg, rank_span, read, write_key,
+};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
@@ -129,7 +131,7 @@ pub(crate) fn pop(
     }
     m.len -= n;
     set_meta(sh, s, key, &m)?;
-    shrunk(sh, s, key, &m)?;
+    shrunk(sh, s, src, key, &m)?;
     Ok(Some(items))
 }
 
@@ -137,8 +139,8 @@ pub(crate) fn pop(
 /// `list-max-listpack-size` (half its count when positive, half its bytes when
 /// negative), as Redis 7.2 turns a one-node quicklist back into a listpack. The new list
 /// takes a fresh id; the old subkeys are reclaimed with the other dead ones (`gc.rs`).
-fn shrunk(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail> {
-    if m.packed || m.len == 0 || m.len > 4096 {
+fn shrunk(sh: &Shared, s: &mut Session, src: &Src<'_>, key: &[u8], m: &Meta) -> Result<(), Fail> {
+    if m.packed || m.len == 0 {
         return Ok(());
     }
     let (most, bytes) = match s.global.tuning.get("list-max-listpack-size").unwrap_or(-2) {
@@ -148,17 +150,25 @@ fn shrunk(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta) -> Result<(), Fail
             (4096u64 << (n.clamp(-5, -1).unsigned_abs() - 1)) / 2,
         ),
     };
-    if m.len > most {
+    // Every element packs into one byte at least.
+    if m.len > most || m.len > bytes {
         return Ok(());
     }
-    let elems = slice(sh, s, &Src::Tx, (key, m), 0, m.len)?;
-    let packed: u64 = elems
-        .iter()
-        .map(|e| e.len() as u64 + 1 + (e.len() >= 128) as u64 * 4)
-        .sum();
+    // Sized a chunk at a time, stopping once past the limit: a list far over it costs a
+    // chunk, not a read of every element.
+    const CHUNK: u64 = 64;
+    let (mut packed, mut at) = (0u64, 0u64);
+    while at < m.len && packed <= bytes {
+        let to = (at + CHUNK).min(m.len);
+        each_elem(sh, s, src, (key, m), (at, to), |e| {
+            packed += e.len() as u64 + 1 + (e.len() >= 128) as u64 * 4
+        })?;
+        at = to;
+    }
     if packed > bytes {
         return Ok(());
     }
+    let elems = slice(sh, s, src, (key, m), 0, m.len)?;
     store(sh, s, key, &elems).map(|_| ())
 }
 
@@ -187,8 +197,9 @@ fn pushes(x: &mut Call<'_, '_>, left: bool, existing: bool) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| push(sh, s, src, key, elems, (left, existing)),
         |out, n, _| resp::integer(out, n as i64),
     )
@@ -224,8 +235,9 @@ fn pops(x: &mut Call<'_, '_>, left: bool) {
         Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| match count {
             Some(0) => Ok(src.meta(sh, s, key, L)?.map(|_| Vec::new())),
             c => pop(sh, s, src, key, c.unwrap_or(1), left),
@@ -344,8 +356,9 @@ pub fn lset(x: &mut Call<'_, '_>) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let m = src
                 .meta(sh, s, key, L)?
@@ -370,8 +383,9 @@ pub fn linsert(x: &mut Call<'_, '_>) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(mut m) = src.meta(sh, s, key, L)? else {
                 return Ok(0);
@@ -407,6 +421,7 @@ pub fn linsert(x: &mut Call<'_, '_>) {
 fn compact(
     sh: &Shared,
     s: &mut Session,
+    src: &Src<'_>,
     (key, mut m): (&[u8], Meta),
     first: u64,
     keep: &[Vec<u8>],
@@ -420,7 +435,7 @@ fn compact(
     m.len = new_len;
     m.tail = m.head + new_len;
     set_meta(sh, s, key, &m)?;
-    shrunk(sh, s, key, &m)
+    shrunk(sh, s, src, key, &m)
 }
 
 /// `LREM key count element`: removes the first `count` (from the tail when negative; all
@@ -432,8 +447,9 @@ pub fn lrem(x: &mut Call<'_, '_>) {
         Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(m) = src.meta(sh, s, key, L)? else {
                 return Ok(0);
@@ -462,7 +478,7 @@ pub fn lrem(x: &mut Call<'_, '_>) {
                 .filter(|&i| !gone[i])
                 .map(|i| all[i].clone())
                 .collect();
-            compact(sh, s, (key, m), first as u64, &keep)?;
+            compact(sh, s, src, (key, m), first as u64, &keep)?;
             Ok(n)
         },
         |out, n, _| resp::integer(out, n as i64),
@@ -477,8 +493,9 @@ pub fn ltrim(x: &mut Call<'_, '_>) {
         Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(mut m) = src.meta(sh, s, key, L)? else {
                 return Ok(());
@@ -496,7 +513,7 @@ pub fn ltrim(x: &mut Call<'_, '_>) {
             }
             m.tail = m.head + m.len;
             set_meta(sh, s, key, &m)?;
-            shrunk(sh, s, key, &m)
+            shrunk(sh, s, src, key, &m)
         },
         |out, (), _| resp::simple(out, "OK"),
     )

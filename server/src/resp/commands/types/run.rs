@@ -30,6 +30,36 @@ pub(crate) fn write<R>(
     })
 }
 
+/// Runs a writing command on the one collection at `key`, which is all `f` touches:
+/// outside MULTI and scripts as one station operation (`core/station_one.rs`: the key's
+/// slot owned, the changes written as one batch), inside them as [`write`] does.
+pub(crate) fn write_key<R>(
+    x: &mut Call<'_, '_>,
+    key: &[u8],
+    f: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<R, Fail>,
+    ok: impl FnOnce(&mut Vec<u8>, R, Version),
+) {
+    if x.s.tx.running.is_some() {
+        return write(x, f, ok);
+    }
+    let (sh, s) = (x.sh, &mut *x.s);
+    s.packs.clear();
+    let slot = sh.writes().own_one(key);
+    s.one.start(key);
+    let r = f(sh, s, &Src::One).and_then(|r| close_packs(sh, s).map(|()| r));
+    if r.is_err() {
+        s.packs.clear(); // what a failed command opened is not written back
+    }
+    let done = sh.writes().one_finish(&mut s.one, r.is_ok());
+    drop(slot);
+    s.unreleased = s.unreleased.max(done.version.max(done.seen));
+    match (r, done.failed) {
+        (_, Some(e)) => crate::resp::reply::err_store(x.out, &e),
+        (Ok(r), None) => ok(x.out, r, s.proto),
+        (Err(e), None) => fail(x.out, &e),
+    }
+}
+
 /// Runs a reading command: `f` at a snapshot (or in the running transaction), then `ok`.
 pub(crate) fn read<R>(
     x: &mut Call<'_, '_>,

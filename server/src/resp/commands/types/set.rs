@@ -8,7 +8,9 @@ use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Sr
 use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::packed::create;
-use crate::resp::commands::types::run::{check, int_arg, intercard_args, read, scan_opts, write};
+use crate::resp::commands::types::run::{
+    check, int_arg, intercard_args, read, scan_opts, write, write_key,
+};
 use crate::resp::commands::types::sample::sample;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
@@ -103,8 +105,9 @@ pub fn sadd(x: &mut Call<'_, '_>) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| add(sh, s, src, key, members),
         |out, n, _| resp::integer(out, n as i64),
     )
@@ -114,8 +117,9 @@ pub fn sadd(x: &mut Call<'_, '_>) {
 pub fn srem(x: &mut Call<'_, '_>) {
     let (key, members) = (x.args[1], &x.args[2..]);
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| rem(sh, s, src, key, members),
         |out, n, _| resp::integer(out, n as i64),
     )
@@ -210,8 +214,9 @@ pub fn spop(x: &mut Call<'_, '_>) {
         return resp::error(x.out, "ERR syntax error");
     }
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(mut m) = src.meta(sh, s, key, S)? else {
                 return Ok(Vec::new());

@@ -16,7 +16,7 @@ use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Sr
 use crate::resp::commands::types::encoding::{
     encode_entry, field_key, new_meta, Kind, Meta, StreamId,
 };
-use crate::resp::commands::types::run::{check, write};
+use crate::resp::commands::types::run::{check, write_key};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
@@ -256,8 +256,9 @@ pub fn xadd(x: &mut Call<'_, '_>) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let m = src.meta(sh, s, key, X)?;
             if m.is_none() && nomk {
@@ -294,8 +295,9 @@ pub fn xtrim(x: &mut Call<'_, '_>) {
     };
     let key = x.args[1];
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(mut m) = src.meta(sh, s, key, X)? else {
                 return Ok(0);
@@ -319,8 +321,9 @@ pub fn xdel(x: &mut Call<'_, '_>) {
         Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(mut m) = src.meta(sh, s, key, X)? else {
                 return Ok(0);

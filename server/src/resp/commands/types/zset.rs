@@ -17,7 +17,7 @@ use crate::resp::commands::types::encoding::{
 };
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::packed::create;
-use crate::resp::commands::types::run::{check, first_popped, float_arg, read, write};
+use crate::resp::commands::types::run::{check, first_popped, float_arg, read, write_key};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
@@ -326,8 +326,9 @@ pub fn zadd(x: &mut Call<'_, '_>) {
         return fail(x.out, &e);
     }
     x.sh.count(OpClass::Put);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| zadd_in(sh, s, src, key, &pairs, o),
         move |out, r, v| match (o.incr, r.score) {
             (true, Some(sc)) => score_reply(out, sc, v),
@@ -352,8 +353,9 @@ pub fn zincrby(x: &mut Call<'_, '_>) {
         incr: true,
         ..AddOpts::default()
     };
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| zadd_in(sh, s, src, key, &[(by, member)], o),
         |out, r, v| match r.score {
             Some(sc) => score_reply(out, sc, v),
@@ -366,8 +368,9 @@ pub fn zincrby(x: &mut Call<'_, '_>) {
 pub fn zrem(x: &mut Call<'_, '_>) {
     let (key, members) = (x.args[1], &x.args[2..]);
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(mut m) = src.meta(sh, s, key, Z)? else {
                 return Ok(0);
@@ -537,8 +540,9 @@ fn pops(x: &mut Call<'_, '_>, max: bool) {
         Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| Ok(pop(sh, s, src, key, count.unwrap_or(1), max)?.unwrap_or_default()),
         move |out, items, v| match (count, items.first()) {
             // Without a count: one flat pair (an empty array when nothing was there).

@@ -10,7 +10,7 @@ use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, set_meta, Fail, Src};
 use crate::resp::commands::types::encoding::{encode_score, scores_range, Meta};
-use crate::resp::commands::types::run::{int_arg, rank_span, read, write};
+use crate::resp::commands::types::run::{int_arg, rank_span, read, write, write_key};
 use crate::resp::commands::types::zset::{
     by_rank, by_rank_rev, entries_reply, index_entry, remove_member, store, Entry, Z,
 };
@@ -324,8 +324,9 @@ fn remrange(x: &mut Call<'_, '_>, kind: &'static [u8]) {
         Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Delete);
-    write(
+    write_key(
         x,
+        key,
         |sh, s, src| {
             let Some(mut m) = src.meta(sh, s, key, Z)? else {
                 return Ok(0);
