@@ -565,6 +565,15 @@ pub fn array(out: &mut Vec<u8>, n: usize) {
     header(out, b'*', n)
 }
 
+/// Appends the header of an out-of-band message of `n` elements: RESP3's push type
+/// (`>n\r\n`), an array in RESP2 (pub/sub messages and subscription replies).
+pub fn push(out: &mut Vec<u8>, n: usize, v: Version) {
+    match v {
+        Version::Resp3 => header(out, b'>', n),
+        Version::Resp2 => header(out, b'*', n),
+    }
+}
+
 /// Appends an aggregate's header: its type byte, the count, CRLF.
 fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
     out.push(kind);

@@ -422,6 +422,7 @@ impl Loop {
                 break;
             }
             c.throttled = false;
+            c.session.pushed(&mut c.out);
             if c.has_input() {
                 let before = c.inb.len();
                 self.reads.serve(Who::Conn { slot, id: c.id });
@@ -506,6 +507,16 @@ impl Loop {
                     self.service(slot);
                 }
                 Release::Adopt(h) => self.adopt(h),
+                Release::Push { slot, id } => {
+                    if self
+                        .conns
+                        .get(slot)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|c| c.id == id)
+                    {
+                        self.service(slot);
+                    }
+                }
                 Release::Kill { slot, id } => {
                     if self
                         .conns

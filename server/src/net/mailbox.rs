@@ -25,6 +25,8 @@ pub enum Release {
     Adopt(crate::net::loading::Held),
     /// CLIENT KILL: close connection `id` at `slot`.
     Kill { slot: usize, id: u64 },
+    /// Connection `id` at `slot` has messages queued to send (pub/sub).
+    Push { slot: usize, id: u64 },
     /// Cluster mode: what connection `id` at `slot` waited for has settled.
     Settled {
         slot: usize,

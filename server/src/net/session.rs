@@ -44,6 +44,18 @@ impl ReplyTo<'_> {
         let (mb, slot, id) = (self.mailbox.clone(), self.slot, self.id);
         move |settled| mb.post(Release::Settled { slot, id, settled })
     }
+
+    /// Two callbacks (for any thread): one asks the loop to send what the connection has
+    /// queued ([`Session::pushed`]), the other to close it.
+    #[allow(clippy::type_complexity)]
+    pub fn pusher(&self) -> (Box<dyn Fn() + Send + Sync>, Box<dyn Fn() + Send + Sync>) {
+        let (mb, slot, id) = (self.mailbox.clone(), self.slot, self.id);
+        let kill = mb.clone();
+        (
+            Box::new(move || mb.post(Release::Push { slot, id })),
+            Box::new(move || kill.post(Release::Kill { slot, id })),
+        )
+    }
 }
 
 /// What the replies a run appended rest on.
@@ -156,6 +168,11 @@ pub trait Session: Send {
 
     /// A message posted through [`ReplyTo`] (cluster mode, or a blocking command's wake).
     fn deliver(&mut self, _s: Settlement) {}
+
+    /// Appends what other threads queued for the connection to send without a request of
+    /// its own (pub/sub messages, posted through [`ReplyTo::pusher`]); the loop asks while
+    /// the output is under its limit.
+    fn pushed(&mut self, _out: &mut Vec<u8>) {}
 
     /// The client hung up while a request waits ([`Ran::waits`]): whether the wait may be
     /// dropped (a blocking command, whose wake may never come), dropping it if so. A wait

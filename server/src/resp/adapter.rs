@@ -119,6 +119,11 @@ impl crate::net::session::Session for Session {
     fn run(&mut self, input: &[u8], cx: &mut LoopCtx<'_>) -> Ran {
         let start = Instant::now();
         let sh = cx.sh;
+        if self.push_to.is_none() && self.sub.is_none() {
+            // Once per connection: how pub/sub messages reach it (commands/pubsub.rs).
+            let (notify, kill) = cx.reply_to.pusher();
+            self.push_to = Some(crate::resp::pubsub::PushTo { notify, kill });
+        }
         let ran = self.run_input(input, cx);
         if ran.used > 0 {
             let elapsed = start.elapsed();
@@ -153,6 +158,12 @@ impl crate::net::session::Session for Session {
             waits,
             awaiting: None,
             stream: ran.stream,
+        }
+    }
+
+    fn pushed(&mut self, out: &mut Vec<u8>) {
+        if let Some(sub) = &self.sub {
+            sub.take_into(out);
         }
     }
 

@@ -78,6 +78,8 @@ pub enum Refusal {
     ExecOom,
     Reserved,
     TooManyQueued,
+    /// RESP2 with a subscription: only the pub/sub commands, PING, QUIT and RESET.
+    PubSubContext,
 }
 
 /// What [`decide`] found, before anything is written.
@@ -202,6 +204,9 @@ fn after_route(
             return Verdict::Refuse(r);
         }
     }
+    if from == From::Client && s.in_pubsub_resp2() && !in_pubsub_context(spec) {
+        return Verdict::Refuse(Refusal::PubSubContext);
+    }
     match queued {
         Some(_) if spec.name == "EXEC" && s.tx.denyoom && sh.over_maxmemory() => {
             Verdict::Refuse(Refusal::ExecOom)
@@ -250,6 +255,38 @@ fn write_refusal(sh: &Shared, spec: &Spec, args: &[&[u8]]) -> Option<Refusal> {
 /// The commands that run at once inside MULTI (Redis's list, and the `no_auth` ones:
 /// AUTH, HELLO, QUIT). MULTI and WATCH answer their own errors there, which do not abort
 /// the transaction.
+/// A command's name as Redis's errors give it: lower case, with its subcommand after a `|`
+/// for the commands that have subcommands (`client|info`, `pubsub|numpat`).
+fn full_name(args: &[&[u8]]) -> String {
+    const CONTAINERS: &[&str] = &[
+        "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
+        "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
+    ];
+    let name = String::from_utf8_lossy(args[0]).to_lowercase();
+    match args.get(1) {
+        Some(sub) if CONTAINERS.contains(&name.as_str()) => {
+            format!("{name}|{}", String::from_utf8_lossy(sub).to_lowercase())
+        }
+        _ => name,
+    }
+}
+
+/// What a RESP2 connection with a subscription may run.
+fn in_pubsub_context(spec: &Spec) -> bool {
+    matches!(
+        spec.name,
+        "SUBSCRIBE"
+            | "PSUBSCRIBE"
+            | "SSUBSCRIBE"
+            | "UNSUBSCRIBE"
+            | "PUNSUBSCRIBE"
+            | "SUNSUBSCRIBE"
+            | "PING"
+            | "QUIT"
+            | "RESET"
+    )
+}
+
 fn runs_in_multi(spec: &Spec) -> bool {
     spec.has(NO_AUTH) || matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "RESET")
 }
@@ -363,6 +400,13 @@ fn refuse(
             )
         }
         Refusal::Reserved => resp::error(out, RESERVED_KEY),
+        Refusal::PubSubContext => resp::error(
+            out,
+            &format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                full_name(args)
+            ),
+        ),
         Refusal::TooManyQueued => resp::error(
             out,
             &format!("ERR a transaction holds at most {MAX_QUEUED} commands"),

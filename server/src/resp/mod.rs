@@ -22,6 +22,7 @@ pub mod door;
 pub mod gate;
 pub mod loading;
 pub mod prefix;
+pub mod pubsub;
 pub mod reply;
 pub mod session;
 pub mod streamed;

@@ -24,6 +24,8 @@ pub struct RespGlobal {
     pub cmdstats: crate::resp::cmdstats::CmdStats,
     /// The databases' logical → physical table (SWAPDB).
     pub dbs: crate::resp::dbmap::DbMap,
+    /// Pub/sub's subscriptions (pubsub.rs).
+    pub pubsub: Arc<crate::resp::pubsub::PubSub>,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory
@@ -88,6 +90,11 @@ pub struct Session {
     /// A collection command run as one station operation: its key and pending writes,
     /// kept between commands for their buffers (core/station_one.rs).
     pub one: crate::core::station_one::One,
+    /// Its pub/sub subscriptions, made at its first SUBSCRIBE (pubsub.rs).
+    pub sub: Option<Box<crate::resp::pubsub::Subscriptions>>,
+    /// How its event loop is reached for pub/sub messages, until its first SUBSCRIBE takes
+    /// it (`None` without a loop: a cluster range's applied commands).
+    pub push_to: Option<crate::resp::pubsub::PushTo>,
 }
 
 impl Session {
@@ -113,6 +120,8 @@ impl Session {
             streamed: None,
             packs: Default::default(),
             one: Default::default(),
+            sub: None,
+            push_to: None,
         }
     }
 
@@ -168,6 +177,15 @@ impl Session {
             r.entry.set_resp(if v == Version::Resp3 { 3 } else { 2 });
         }
         self.proto = v;
+        if let Some(sub) = &self.sub {
+            sub.set_resp3(v == Version::Resp3);
+        }
+    }
+
+    /// Whether it holds a subscription while speaking RESP2: Redis's pub/sub context, where
+    /// only the pub/sub commands, PING, QUIT and RESET run.
+    pub fn in_pubsub_resp2(&self) -> bool {
+        self.proto == Version::Resp2 && self.sub.as_ref().is_some_and(|s| s.any())
     }
 
     /// Whether this connection's GETs that passed the gate may run as a batch (the

@@ -29,7 +29,7 @@ pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
     ALL_ROWS.get_or_init(|| {
         use crate::resp::table_types::{
-            DATABASES, DEBUGGING, LISTS, SCRIPTING, SORTING, STREAMS, STRINGS_MORE, ZSETS,
+            DATABASES, DEBUGGING, LISTS, PUBSUB, SCRIPTING, SORTING, STREAMS, STRINGS_MORE, ZSETS,
         };
         [
             BASE,
@@ -41,6 +41,7 @@ pub fn table() -> &'static [Spec] {
             SORTING,
             STRINGS_MORE,
             STREAMS,
+            PUBSUB,
         ]
         .concat()
     })

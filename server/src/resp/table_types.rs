@@ -124,3 +124,17 @@ pub(crate) static STREAMS: &[Spec] = rows! {
     "XREVRANGE", -4, R,            ONE,     "stream", crate::resp::commands::types::stream_read::xrevrange, "Entries with ids in a range, newest first.";
     "XREAD",     -4, READONLY,     NUMKEYS, "stream", crate::resp::commands::types::stream_read::xread,     "Entries after an id in each stream, waiting for one with BLOCK.";
 };
+
+/// Pub/sub (`commands/pubsub.rs`): node-local in cluster mode (a message reaches the
+/// subscribers of the node it was published on).
+pub(crate) static PUBSUB: &[Spec] = rows! {
+    "SUBSCRIBE",    -2, NOSCRIPT | LOADING | STALE | LOCAL,        (0, 0, 0), "pubsub", crate::resp::commands::pubsub::subscribe,    "Listens for messages on channels.";
+    "PSUBSCRIBE",   -2, NOSCRIPT | LOADING | STALE | LOCAL,        (0, 0, 0), "pubsub", crate::resp::commands::pubsub::psubscribe,   "Listens for messages on channels matching patterns.";
+    "SSUBSCRIBE",   -2, NOSCRIPT | LOADING | STALE | LOCAL,        (0, 0, 0), "pubsub", crate::resp::commands::pubsub::ssubscribe,   "Listens for messages on shard channels.";
+    "UNSUBSCRIBE",  -1, NOSCRIPT | LOADING | STALE | LOCAL,        (0, 0, 0), "pubsub", crate::resp::commands::pubsub::unsubscribe,  "Stops listening on channels (none named: all).";
+    "PUNSUBSCRIBE", -1, NOSCRIPT | LOADING | STALE | LOCAL,        (0, 0, 0), "pubsub", crate::resp::commands::pubsub::punsubscribe, "Stops listening on patterns (none named: all).";
+    "SUNSUBSCRIBE", -1, NOSCRIPT | LOADING | STALE | LOCAL,        (0, 0, 0), "pubsub", crate::resp::commands::pubsub::sunsubscribe, "Stops listening on shard channels (none named: all).";
+    "PUBLISH",       3, LOADING | STALE | FAST | LOCAL,            (0, 0, 0), "pubsub", crate::resp::commands::pubsub::publish,      "Sends a message to a channel's subscribers: how many got it.";
+    "SPUBLISH",      3, LOADING | STALE | FAST | LOCAL,            (0, 0, 0), "pubsub", crate::resp::commands::pubsub::spublish,     "Sends a message to a shard channel's subscribers.";
+    "PUBSUB",       -2, LOADING | STALE | LOCAL,                   (0, 0, 0), "pubsub", crate::resp::commands::pubsub::pubsub,       "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB.";
+};

@@ -138,11 +138,44 @@ def session(port, password, protocol, parser):
         assert str(e).startswith("WRONGTYPE"), e
     r.delete("h", "s", "ph", "ps", "th", "ts")
     lists_and_sorted_sets(r, lambda: client(port, protocol, parser, password))
+    pubsub(r, client(port, protocol, parser, password))
     # The ordered RANGE through the generic command call.
     got = r.execute_command("RANGE", "p:0010", "p:0013")
     assert got == [b"p:0010", b"10", b"p:0011", b"11", b"p:0012", b"12"], got
     r.flushall()
     assert r.dbsize() == 0
+
+
+def pubsub(r, other):
+    """Pub/sub with redis-py's PubSub object: a channel and a pattern, messages in publish
+    order, PUBSUB's counts, and the subscriptions gone when it closes."""
+    ps = other.pubsub()
+    ps.subscribe("news")
+    ps.psubscribe("n*")
+    confirm = [ps.get_message(timeout=5) for _ in range(2)]
+    assert [c["type"] for c in confirm] == ["subscribe", "psubscribe"], confirm
+    assert r.pubsub_numsub("news") == [(b"news", 1)]
+    assert r.pubsub_numpat() == 1
+    assert r.pubsub_channels() == [b"news"]
+    for i in range(50):
+        assert r.publish("news", f"m{i}") == 2
+    got = []
+    while len(got) < 100:
+        m = ps.get_message(timeout=5)
+        assert m is not None, f"only {len(got)} messages arrived"
+        got.append((m["type"], m["data"]))
+    want = []
+    for i in range(50):
+        want += [("message", f"m{i}".encode()), ("pmessage", f"m{i}".encode())]
+    assert got == want, got[:6]
+    ps.unsubscribe("news")
+    ps.punsubscribe()
+    ps.close()
+    deadline = time.time() + 10
+    while r.pubsub_numsub("news") != [(b"news", 0)] or r.pubsub_numpat() != 0:
+        assert time.time() < deadline, "the subscriptions outlived the connection"
+        time.sleep(0.01)
+    assert r.publish("news", "nobody") == 0
 
 
 def lists_and_sorted_sets(r, connect):

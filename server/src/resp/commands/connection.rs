@@ -32,6 +32,12 @@ pub fn quit(x: &mut Call<'_, '_>) {
 }
 
 pub fn ping(x: &mut Call<'_, '_>) {
+    if x.s.in_pubsub_resp2() && x.args.len() <= 2 {
+        // Redis's answer in the pub/sub context: a message-shaped pair.
+        resp::array(x.out, 2);
+        resp::bulk(x.out, Some(b"pong"));
+        return resp::bulk(x.out, Some(x.args.get(1).copied().unwrap_or_default()));
+    }
     match x.args.len() {
         1 => resp::simple(x.out, "PONG"),
         2 => resp::bulk(x.out, Some(x.args[1])),
@@ -67,6 +73,7 @@ pub fn accept(x: &mut Call<'_, '_>) {
 pub fn reset(x: &mut Call<'_, '_>) {
     let s = &mut *x.s;
     s.tx = Default::default();
+    crate::resp::commands::pubsub::end_all(s);
     s.set_proto(Version::Resp2);
     s.set_name(None);
     s.authed = !x.sh.needs_auth();

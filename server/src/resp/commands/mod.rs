@@ -17,6 +17,7 @@ pub mod glob;
 pub mod introspect;
 pub mod keys;
 pub mod lcs;
+pub mod pubsub;
 pub mod rename;
 pub mod script;
 pub mod server;
