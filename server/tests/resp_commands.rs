@@ -806,3 +806,88 @@ fn arity_errors_come_from_the_table() {
         assert!(err_starts(&c.str(cmd), &want), "{cmd:?}");
     }
 }
+
+/// CLIENT INFO answers this connection's CLIENT LIST line: the same fields in the same
+/// order as Redis's (those accelkv keeps: not the buffer and memory ones), `addr` among
+/// them (a popular Python job queue's worker reads it at start); CLIENT SETINFO, WATCH and
+/// a subscription show in them, and TYPE pubsub lists the subscribed connections.
+#[test]
+fn client_info_and_list_give_redis_fields() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    c.str(&["CLIENT", "SETNAME", "me"]);
+    c.str(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]);
+    c.str(&["CLIENT", "SETINFO", "LIB-VER", "5.0.1"]);
+    assert!(err_starts(
+        &c.str(&["CLIENT", "SETINFO", "LIB-NAME", "a b"]),
+        "ERR lib-name cannot contain spaces"
+    ));
+    c.str(&["WATCH", "a", "b"]);
+    let info = text(c.str(&["CLIENT", "INFO"]));
+    let fields = |line: &str| -> Vec<(String, String)> {
+        line.trim_end()
+            .split(' ')
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').expect("key=value");
+                (k.to_string(), v.to_string())
+            })
+            .collect()
+    };
+    let ours = fields(&info);
+    let get = |k: &str| ours.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+    assert!(info.ends_with('\n'), "{info}");
+    assert!(
+        get("addr").is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "{info}"
+    );
+    assert_eq!(get("name"), Some("me"));
+    assert_eq!(get("watch"), Some("2"));
+    assert_eq!(get("multi"), Some("-1"));
+    assert_eq!(get("flags"), Some("N"));
+    assert_eq!(get("cmd"), Some("client|info"));
+    assert_eq!(get("lib-name"), Some("redis-py"));
+    assert_eq!(get("lib-ver"), Some("5.0.1"));
+    let id = get("id").unwrap().to_string();
+    let list = text(c.str(&["CLIENT", "LIST", "ID", &id]));
+    let listed = fields(&list);
+    let keys = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        keys(&listed),
+        keys(&ours),
+        "CLIENT LIST and CLIENT INFO differ"
+    );
+    // Redis 7.2's fields, in its order, of which ours are a subsequence.
+    const REDIS_72: &str =
+        "id addr laddr fd name age idle flags db sub psub ssub multi watch qbuf \
+        qbuf-free argv-mem multi-mem rbs rbp obl oll omem tot-mem events cmd user redir resp \
+        lib-name lib-ver";
+    let redis72: Vec<&str> = REDIS_72.split_whitespace().collect();
+    let mut at = redis72.iter();
+    assert!(keys(&ours).iter().all(|k| at.any(|t| t == k)), "{ours:?}");
+    // And the local redis-server's (7.0 has no watch and lib-*): the fields both have, in
+    // the same order.
+    if let Some(redis) = common::Redis::start() {
+        let mut r = Conn::connect(([127, 0, 0, 1], redis.port).into());
+        let theirs = keys(&fields(&text(r.str(&["CLIENT", "INFO"]))));
+        let both: Vec<String> = keys(&ours)
+            .into_iter()
+            .filter(|k| theirs.contains(k))
+            .collect();
+        let order: Vec<String> = theirs.into_iter().filter(|k| both.contains(k)).collect();
+        assert_eq!(both, order);
+    }
+    // A subscribed connection: flags P, sub=1, and the only one TYPE pubsub lists.
+    let mut s = Conn::new(&srv);
+    s.str(&["SUBSCRIBE", "ch"]);
+    let pubsub = text(c.str(&["CLIENT", "LIST", "TYPE", "pubsub"]));
+    assert_eq!(pubsub.lines().count(), 1, "{pubsub}");
+    assert!(
+        pubsub.contains(" flags=P ") && pubsub.contains(" sub=1 "),
+        "{pubsub}"
+    );
+    let normal = text(c.str(&["CLIENT", "LIST", "TYPE", "normal"]));
+    assert!(
+        normal.contains(&format!("id={id} ")) && !normal.contains(" flags=P "),
+        "{normal}"
+    );
+}

@@ -36,6 +36,27 @@ pub struct Entry {
     resp: AtomicU8,
     /// The selected database (RESP's SELECT).
     db: std::sync::atomic::AtomicU16,
+    /// What its session last noted about itself (CLIENT LIST's other fields).
+    noted: Mutex<Noted>,
+}
+
+/// What a connection's session notes about itself for CLIENT LIST and CLIENT INFO: once
+/// per input it ran, and when one of those commands asks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Noted {
+    /// Pub/sub subscriptions: channels, patterns, shard channels.
+    pub subs: [usize; 3],
+    /// Commands queued in MULTI (-1: not in MULTI).
+    pub multi: i64,
+    /// Keys WATCHed.
+    pub watch: usize,
+    /// Parked in a blocking command.
+    pub blocked: bool,
+    /// The last command, as Redis names it (`get`, `client|info`).
+    pub cmd: &'static str,
+    /// CLIENT SETINFO's LIB-NAME and LIB-VER.
+    pub lib_name: Vec<u8>,
+    pub lib_ver: Vec<u8>,
 }
 
 impl Entry {
@@ -59,6 +80,17 @@ impl Entry {
         self.db.store(db, Ordering::Relaxed);
     }
 
+    /// Whether it noted a pub/sub subscription.
+    fn subscribed(&self) -> bool {
+        let n = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        n.subs.iter().any(|&s| s > 0)
+    }
+
+    /// Notes the session's state (`f` changes what was noted).
+    pub fn note(&self, f: impl FnOnce(&mut Noted)) {
+        f(&mut self.noted.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// The CLIENT LIST line (without the newline).
     pub fn line(&self) -> String {
         let age = self.created.elapsed();
@@ -67,15 +99,36 @@ impl Entry {
             .saturating_sub(u128::from(self.last_active.load(Ordering::Relaxed)))
             / 1000;
         let name = self.name.lock().unwrap_or_else(|e| e.into_inner());
+        let n = self.noted.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // Redis's flag letters, in its order: P pub/sub, x MULTI, b blocked; N none.
+        let mut flags = String::new();
+        for (on, c) in [
+            (n.subs.iter().any(|&s| s > 0), 'P'),
+            (n.multi >= 0, 'x'),
+            (n.blocked, 'b'),
+        ] {
+            if on {
+                flags.push(c);
+            }
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let [sub, psub, ssub] = n.subs;
         format!(
-            "id={} addr={} laddr={} name={} age={} idle={idle} flags=N db={} user=default resp={}",
+            "id={} addr={} laddr={} name={} age={} idle={idle} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={} watch={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
             String::from_utf8_lossy(&name),
             age.as_secs(),
             self.db.load(Ordering::Relaxed),
+            n.multi,
+            n.watch,
+            if n.cmd.is_empty() { "NULL".to_string() } else { n.cmd.to_lowercase() },
             self.resp.load(Ordering::Relaxed),
+            String::from_utf8_lossy(&n.lib_name),
+            String::from_utf8_lossy(&n.lib_ver),
         )
     }
 }
@@ -143,6 +196,10 @@ impl Clients {
             name: Mutex::new(Vec::new()),
             resp: AtomicU8::new(2),
             db: Default::default(),
+            noted: Mutex::new(Noted {
+                multi: -1,
+                ..Noted::default()
+            }),
         });
         self.map
             .lock()
@@ -154,12 +211,16 @@ impl Clients {
         }
     }
 
-    /// CLIENT LIST's lines, in id order (only `ids` when given).
-    pub fn list(&self, ids: Option<&[u64]>) -> String {
+    /// CLIENT LIST's lines, in id order (only `ids` when given; only the connections with a
+    /// pub/sub subscription, or only those without, when `pubsub` says which).
+    pub fn list(&self, ids: Option<&[u64]>, pubsub: Option<bool>) -> String {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
         for e in map.values() {
             if ids.is_some_and(|ids| !ids.contains(&e.id)) {
+                continue;
+            }
+            if pubsub.is_some_and(|p| p != e.subscribed()) {
                 continue;
             }
             out.push_str(&e.line());

@@ -147,6 +147,7 @@ impl crate::net::session::Session for Session {
                 Box::new(move || send(Settlement::Wake)),
             ));
         }
+        self.note_client(None);
         Ran {
             used: ran.used,
             close: ran.bad.is_some() || self.quit,
@@ -242,6 +243,7 @@ impl crate::net::session::Session for Session {
     fn gathered(&mut self, sh: &Shared, k: usize, bytes: usize) {
         self.reply_hint = bytes / k.max(1);
         if let Some(get) = crate::resp::table::find(b"GET") {
+            self.last_cmd.set(get.name);
             let at = crate::resp::table::position(get);
             self.global.cmdstats.counted(at, k as u64);
         }

@@ -261,6 +261,7 @@ fn count_run(s: &Session, buf: &[u8], sc: &Scratch, (from, to): (usize, usize)) 
             k += 1;
         }
         if let Some(spec) = find(name(j)) {
+            s.last_cmd.set(spec.name);
             let n = (k - j) as u64;
             s.global
                 .cmdstats

@@ -73,6 +73,7 @@ pub fn call(
         .resp_commands
         .fetch_add(1, Ordering::Relaxed);
     let mark = out.len();
+    s.last_cmd.set(spec.name);
     // In a database other than 0, the handler sees its keys under the database's prefix.
     let moved = crate::resp::db::rewrite(s.db, spec, c);
     let moved_args: Option<smallvec::SmallVec<[&[u8]; 8]>> = moved

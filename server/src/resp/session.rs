@@ -49,6 +49,11 @@ impl Streamed {
     }
 }
 
+/// What a session last noted in the client registry (`Session::note_client`):
+/// subscriptions per space, queued commands (-1: not in MULTI), watched keys, blocked, the
+/// last command.
+pub type Noted = (Option<[usize; 3]>, i64, usize, bool, &'static str);
+
 /// Per-connection RESP state.
 pub struct Session {
     pub id: u64,
@@ -95,6 +100,10 @@ pub struct Session {
     /// How its event loop is reached for pub/sub messages, until its first SUBSCRIBE takes
     /// it (`None` without a loop: a cluster range's applied commands).
     pub push_to: Option<crate::resp::pubsub::PushTo>,
+    /// The last command's name (CLIENT LIST's `cmd`), and what was last noted in the
+    /// client registry, so an unchanged state is not noted again.
+    pub last_cmd: std::cell::Cell<&'static str>,
+    pub noted: Noted,
 }
 
 impl Session {
@@ -122,6 +131,8 @@ impl Session {
             one: Default::default(),
             sub: None,
             push_to: None,
+            last_cmd: std::cell::Cell::new(""),
+            noted: (None, -1, 0, false, ""),
         }
     }
 
@@ -180,6 +191,30 @@ impl Session {
         if let Some(sub) = &self.sub {
             sub.set_resp3(v == Version::Resp3);
         }
+    }
+
+    /// Notes its state in the client registry for CLIENT LIST (subscriptions, MULTI, WATCH,
+    /// blocked, the last command), when it changed since the last note; `cmd` names the
+    /// last command instead of `last_cmd` (CLIENT INFO names itself).
+    pub fn note_client(&mut self, cmd: Option<&'static str>) {
+        let Some(r) = &self.client else {
+            return;
+        };
+        let now = (
+            self.sub.as_ref().map(|s| s.per_space()),
+            self.tx.queued.as_ref().map_or(-1, |q| q.len() as i64),
+            self.tx.watched.len(),
+            self.block.ticket.is_some(),
+            cmd.unwrap_or(self.last_cmd.get()),
+        );
+        if now == self.noted {
+            return;
+        }
+        r.entry.note(|n| {
+            n.subs = now.0.unwrap_or_default();
+            (n.multi, n.watch, n.blocked, n.cmd) = (now.1, now.2, now.3, now.4);
+        });
+        self.noted = now;
     }
 
     /// Whether it holds a subscription while speaking RESP2: Redis's pub/sub context, where

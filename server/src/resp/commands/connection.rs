@@ -100,11 +100,33 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"KILL" if argc >= 3 => crate::resp::commands::introspect::client_kill(sh, s, c, out),
         b"GETNAME" => resp::bulk_in(out, s.name.as_deref(), s.proto),
         b"ID" => resp::integer(out, s.id as i64),
-        b"SETINFO" => resp::simple(out, "OK"),
-        b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(s, out),
+        b"SETINFO" if argc == 4 => set_info(s, c[2], c[3], out),
+        b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, out),
         b"NO-EVICT" | b"TRACKING" => crate::resp::commands::introspect::client_switch(c, out),
         _ => resp::error(out, "ERR unknown CLIENT subcommand"),
     }
+}
+
+/// `CLIENT SETINFO LIB-NAME|LIB-VER value`: what CLIENT LIST shows as `lib-name` and
+/// `lib-ver` (client libraries send it on connecting).
+fn set_info(s: &crate::resp::session::Session, attr: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    let attr = String::from_utf8_lossy(attr).to_lowercase();
+    if attr != "lib-name" && attr != "lib-ver" {
+        return resp::error(out, &format!("ERR Unrecognized option '{attr}'"));
+    }
+    if value.iter().any(|b| *b < b'!' || *b > b'~') {
+        return resp::error(
+            out,
+            &format!("ERR {attr} cannot contain spaces, newlines or special characters."),
+        );
+    }
+    if let Some(r) = &s.client {
+        r.entry.note(|n| match attr.as_str() {
+            "lib-name" => n.lib_name = value.to_vec(),
+            _ => n.lib_ver = value.to_vec(),
+        });
+    }
+    resp::simple(out, "OK")
 }
 
 /// `HELLO [protover [AUTH username password] [SETNAME clientname]]`: switches the reply

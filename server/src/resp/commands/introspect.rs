@@ -11,8 +11,14 @@ use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
-/// `CLIENT INFO`: this connection as CLIENT LIST would describe it.
-pub fn client_info(s: &Session, out: &mut Vec<u8>) {
+/// `CLIENT INFO`: this connection's CLIENT LIST line (the same fields, the same format).
+pub fn client_info(sh: &Shared, s: &mut Session, out: &mut Vec<u8>) {
+    if s.client.is_some() {
+        s.note_client(Some("client|info"));
+        let text = sh.clients().list(Some(&[s.id]), None);
+        return resp::verbatim(out, text.as_bytes(), s.proto);
+    }
+    // No entry in the registry (a connection made inside the server, in tests).
     let name = s
         .name
         .as_deref()
@@ -32,10 +38,13 @@ pub fn client_info(s: &Session, out: &mut Vec<u8>) {
     resp::verbatim(out, line.as_bytes(), s.proto);
 }
 
-/// `CLIENT LIST [TYPE normal] [ID id ...]`: every RESP connection, one line each, in
-/// Redis's `key=value` format (a subset of its fields).
-pub fn client_list(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
+/// `CLIENT LIST [TYPE normal|pubsub|master|replica] [ID id ...]`: every RESP connection,
+/// one line each, in Redis's `key=value` format (its fields but the buffer and memory ones,
+/// which accelkv does not keep per connection).
+pub fn client_list(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    s.note_client(Some("client|list"));
     let mut ids: Option<Vec<u64>> = None;
+    let mut pubsub = None;
     let mut i = 2;
     while i < c.len() {
         let opt = c[i].to_ascii_uppercase();
@@ -43,9 +52,10 @@ pub fn client_list(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
             b"TYPE" if i + 1 < c.len() => {
                 let t = c[i + 1].to_ascii_lowercase();
                 match t.as_slice() {
-                    b"normal" => {}
-                    // No replicas, masters or pub/sub clients here.
-                    b"master" | b"replica" | b"pubsub" => ids = Some(Vec::new()),
+                    b"normal" => pubsub = Some(false),
+                    b"pubsub" => pubsub = Some(true),
+                    // No replicas or masters here.
+                    b"master" | b"replica" => ids = Some(Vec::new()),
                     _ => {
                         let t = String::from_utf8_lossy(c[i + 1]);
                         return resp::error(out, &format!("ERR Unknown client type '{t}'"));
@@ -70,7 +80,7 @@ pub fn client_list(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
             _ => return resp::error(out, "ERR syntax error"),
         }
     }
-    let text = sh.clients().list(ids.as_deref());
+    let text = sh.clients().list(ids.as_deref(), pubsub);
     resp::verbatim(out, text.as_bytes(), s.proto);
 }
 
