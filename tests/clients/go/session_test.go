@@ -172,6 +172,7 @@ func session(t *testing.T, addr, password string, protocol int) {
 	}
 	collections(t, ctx, r)
 	listsAndSortedSets(t, ctx, r, addr, password, protocol)
+	pubsub(t, ctx, r, addr, password, protocol)
 	// The ordered RANGE through the generic command call.
 	got, err := r.Do(ctx, "RANGE", "p:0010", "p:0013").StringSlice()
 	want := []string{"p:0010", "10", "p:0011", "11", "p:0012", "12"}
@@ -302,6 +303,42 @@ func listsAndSortedSets(t *testing.T, ctx context.Context, r *redis.Client, addr
 		t.Fatalf("BLPOP: %v", got)
 	}
 	r.Del(ctx, "l", "z", "pl", "pz", "tl", "tz")
+}
+
+// pubsub: a channel and a pattern on a second connection (go-redis's PubSub), every
+// message once per subscription, in publish order.
+func pubsub(t *testing.T, ctx context.Context, r *redis.Client, addr, password string, protocol int) {
+	sub := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: protocol})
+	defer sub.Close()
+	ps := sub.Subscribe(ctx, "news")
+	defer ps.Close()
+	if err := ps.PSubscribe(ctx, "n*"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+			t.Fatalf("subscription confirmation: %v", err)
+		}
+	}
+	const n = 20
+	for i := 0; i < n; i++ {
+		if got := r.Publish(ctx, "news", fmt.Sprintf("m%d", i)).Val(); got != 2 {
+			t.Fatalf("PUBLISH reached %d, want 2", got)
+		}
+	}
+	for i := 0; i < n; i++ {
+		for _, pattern := range []string{"", "n*"} {
+			m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, ok := m.(*redis.Message)
+			want := fmt.Sprintf("m%d", i)
+			if !ok || msg.Channel != "news" || msg.Pattern != pattern || msg.Payload != want {
+				t.Fatalf("message %d: %#v", i, m)
+			}
+		}
+	}
 }
 
 func TestSession(t *testing.T) {

@@ -93,6 +93,7 @@ async function session(name, c) {
   await assert.rejects(c.call(["GET", "h"]), /^(Error|ReplyError|ErrorReply)?:? ?WRONGTYPE/);
   await c.call(["DEL", "h", "s", "ph", "ps", "th", "ts"]);
   await listsAndSortedSets(c);
+  await pubsub(c);
   await assert.rejects(c.call(["GET", "a", "b"]), /wrong number of arguments for 'get' command/);
   assert.deepEqual(await c.call(["RANGE", "p:0010", "p:0013"]), [
     "p:0010", "10", "p:0011", "11", "p:0012", "12",
@@ -103,6 +104,15 @@ async function session(name, c) {
 
 // Lists and sorted sets: pushes and pops, ranges, scores, a pipeline, a transaction, and a
 // blocking pop on the other connection woken by a push from this one.
+// Pub/sub: a channel and a pattern on a second connection, messages in publish order.
+async function pubsub(c) {
+  const n = 20;
+  const got = await c.pubsubRun(n);
+  const want = [];
+  for (let i = 0; i < n; i++) want.push(["message", "news", `m${i}`], ["pmessage", "news", `m${i}`]);
+  assert.deepEqual(got, want);
+}
+
 async function listsAndSortedSets(c) {
   assert.equal(await c.call(["RPUSH", "l", "a", "b", "c"]), 3);
   assert.deepEqual(await c.call(["LRANGE", "l", "0", "-1"]), ["a", "b", "c"]);
@@ -153,6 +163,24 @@ async function ioredis() {
     watch: (k) => r.watch(k),
     other: (args) => o.call(...args),
     anonGet: (k) => anon.get(k),
+    pubsubRun: async (n) => {
+      const sub = new Redis({ host, port: Number(port), password });
+      const got = [];
+      let resolve;
+      const done = new Promise((res) => (resolve = res));
+      const push = (x) => {
+        got.push(x);
+        if (got.length === 2 * n) resolve();
+      };
+      sub.on("message", (ch, m) => push(["message", ch, m]));
+      sub.on("pmessage", (_p, ch, m) => push(["pmessage", ch, m]));
+      await sub.subscribe("news");
+      await sub.psubscribe("n*");
+      for (let i = 0; i < n; i++) assert.equal(await r.publish("news", `m${i}`), 2);
+      await done;
+      sub.disconnect();
+      return got;
+    },
     call: (args) => r.call(...args),
     callBuffer: (args) => r.callBuffer(...args),
     pipeline: async (cmds) => {
@@ -197,6 +225,23 @@ async function nodeRedis() {
     watch: (k) => r.watch(k),
     other: (args) => o.sendCommand(str(args)),
     anonGet: (k) => anon.get(k),
+    pubsubRun: async (n) => {
+      const sub = r.duplicate();
+      await sub.connect();
+      const got = [];
+      let resolve;
+      const done = new Promise((res) => (resolve = res));
+      const push = (x) => {
+        got.push(x);
+        if (got.length === 2 * n) resolve();
+      };
+      await sub.subscribe("news", (m, ch) => push(["message", ch, m]));
+      await sub.pSubscribe("n*", (m, ch) => push(["pmessage", ch, m]));
+      for (let i = 0; i < n; i++) assert.equal(await r.publish("news", `m${i}`), 2);
+      await done;
+      await sub.disconnect();
+      return got;
+    },
     call: (args) => r.sendCommand(str(args)),
     callBuffer: (args) => r.sendCommand(str(args), { returnBuffers: true }),
     pipeline: (cmds) => {
