@@ -891,3 +891,27 @@ fn client_info_and_list_give_redis_fields() {
         "{normal}"
     );
 }
+
+/// TOUCH counts the keys that exist (as EXISTS; accelkv keeps no access time), in every
+/// database, collections included; ROLE answers as a primary without replicas. Compared
+/// with a real redis-server.
+#[test]
+fn touch_and_role_answer_as_redis_does() {
+    common::answers_as_redis_does(&[
+        "SET a 1",
+        "HSET h f v",
+        "TOUCH a h nosuch a",
+        "TOUCH nosuch",
+        "SELECT 3",
+        "TOUCH a",
+        "SET a 2",
+        "TOUCH a",
+        "SELECT 0",
+        "MULTI",
+        "TOUCH a h",
+        "EXEC",
+        "TOUCH",
+        "ROLE",
+        "ROLE x",
+    ]);
+}

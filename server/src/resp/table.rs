@@ -69,6 +69,7 @@ static BASE: &[Spec] = rows! {
     "TIME",         1,  FAST | LOCAL,                                  NONE,       "server",       server::time,             "The server's clock.";
     "CLUSTER",      -2, CONN | LOCAL,                                  NONE,       "cluster",      server::cluster,          "Cluster mode: the range map (RANGES), its state (INFO), this node's id (MYID).";
     "WAIT",         3,  FAST | LOCAL,                                  NONE,       "generic",      server::wait,             "Answers 0: there are no replicas.";
+    "ROLE",         1,  NOSCRIPT | LOADING | STALE | FAST | LOCAL,     NONE,       "server",       server::role,             "A primary without replicas: master, offset 0, none.";
     "SHUTDOWN",     -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI, NONE,       "server",       server::shutdown,         "Stops the server (NOSAVE: without the final flush).";
     "FLUSHALL",     -1, WRITE | NO_MULTI,                              NONE,       "server",       server::flushall,         "Removes every key.";
     "FLUSHDB",      -1, WRITE | NO_MULTI,                              NONE,       "server",       server::flushdb,          "Removes every key of the selected database.";
@@ -115,6 +116,7 @@ static BASE: &[Spec] = rows! {
     "BITPOS",       -3, R,                                             ONE,        "bitmap",       bits::bitpos,             "First bit set or clear in a value, in a byte or bit range.";
     "BITOP",        -4, W,                                             (2, -1, 1), "bitmap",       bits::bitop,              "AND, OR, XOR or NOT of values into a key, atomically.";
     "EXISTS",       -2, RF,                                            ALL,        "generic",      strings::exists,          "How many of the keys exist.";
+    "TOUCH",        -2, RF,                                            ALL,        "generic",      strings::exists,          "How many of the keys exist (no access time is kept to update).";
     "TYPE",         2,  RF,                                            ONE,        "generic",      strings::type_of,         "The type of a key's value (string or none).";
     "RENAME",       3,  WRITE,                                         (1, 2, 1),  "generic",      rename::rename_cmd,       "Renames a key atomically.";
     "RENAMENX",     3,  WRITE | FAST,                                  (1, 2, 1),  "generic",      rename::renamenx,         "Renames a key if the new name is free.";
