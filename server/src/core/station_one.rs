@@ -243,36 +243,24 @@ impl One {
     pub fn scan(
         &self,
         store: &Store,
-        (lo, hi): (&[u8], &[u8]),
+        range: (&[u8], &[u8]),
         limit: usize,
         f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Error> {
-        let pending = self.pending_in(lo, hi);
-        if pending.is_empty() {
-            return store.scan_latest_with(lo, Some(hi), limit, f);
-        }
-        let mut tree: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let want = limit.saturating_add(pending.len());
-        store.scan_latest_with(lo, Some(hi), want, |k, v| {
-            tree.push((k.to_vec(), v.to_vec()))
-        })?;
-        crate::core::station_tx::merge(&tree, pending.iter(), |p, t| p <= t, limit, f);
-        Ok(())
+        let pending = self.pending_in(range.0, range.1);
+        crate::core::station_tx::scan_with_pending(store, &pending, range, limit, f)
     }
 
     /// [`One::scan`] from the highest key down.
     pub fn scan_rev(
         &self,
         store: &Store,
-        (lo, hi): (&[u8], &[u8]),
+        range: (&[u8], &[u8]),
         limit: usize,
         f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Error> {
-        let pending = self.pending_in(lo, hi);
-        let want = limit.saturating_add(pending.len());
-        let tree = store.scan_rev_latest(lo, hi, want)?;
-        crate::core::station_tx::merge(&tree, pending.iter().rev(), |p, t| p >= t, limit, f);
-        Ok(())
+        let pending = self.pending_in(range.0, range.1);
+        crate::core::station_tx::scan_rev_with_pending(store, &pending, range, limit, f)
     }
 
     /// Ends the command: writes its changes as one atomic batch (the caller still owns the

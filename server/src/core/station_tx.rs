@@ -178,19 +178,7 @@ impl Station {
         f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Error> {
         let pending = tx.burst.pending_in(lo, hi);
-        if pending.is_empty() {
-            // Nothing of the transaction's own in the range: the tree's items as they are,
-            // lent to `f` without copies.
-            return store.scan_latest_with(lo, Some(hi), limit, f);
-        }
-        let mut tree: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        // Pending removals may hide tree items: read that many more.
-        let want = limit.saturating_add(pending.len());
-        store.scan_latest_with(lo, Some(hi), want, |k, v| {
-            tree.push((k.to_vec(), v.to_vec()))
-        })?;
-        merge(&tree, pending.iter(), |p, t| p <= t, limit, f);
-        Ok(())
+        scan_with_pending(store, &pending, (lo, hi), limit, f)
     }
 
     /// [`Station::tx_scan`] backwards: the subkeys in `[lo, hi)` as `tx` sees them,
@@ -205,11 +193,7 @@ impl Station {
         f: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), Error> {
         let pending = tx.burst.pending_in(lo, hi);
-        // Pending removals may hide tree items: read that many more.
-        let want = limit.saturating_add(pending.len());
-        let tree = store.scan_rev_latest(lo, hi, want)?;
-        merge(&tree, pending.iter().rev(), |p, t| p >= t, limit, f);
-        Ok(())
+        scan_rev_with_pending(store, &pending, (lo, hi), limit, f)
     }
 
     /// Writes `tx`'s changes as one atomic batch, then runs what others queued on its slots
@@ -243,11 +227,55 @@ impl Station {
     }
 }
 
+/// A writer's own changes in a range, not written yet: each key (in key order) with its new
+/// value (`None`: removed).
+pub(crate) type Pending<'a> = [(&'a [u8], Option<&'a [u8]>)];
+
+/// Lends `f` at most `limit` of the items in `[lo, hi)`, ascending: the tree's newest
+/// (visible or not) with `pending` in their place (a transaction's, or one station
+/// operation's, own changes).
+pub(crate) fn scan_with_pending(
+    store: &Store,
+    pending: &Pending<'_>,
+    (lo, hi): (&[u8], &[u8]),
+    limit: usize,
+    f: impl FnMut(&[u8], &[u8]),
+) -> Result<(), Error> {
+    if pending.is_empty() {
+        // Nothing of the writer's own in the range: the tree's items as they are, lent to
+        // `f` without copies.
+        return store.scan_latest_with(lo, Some(hi), limit, f);
+    }
+    let mut tree: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    // Pending removals may hide tree items: read that many more.
+    let want = limit.saturating_add(pending.len());
+    store.scan_latest_with(lo, Some(hi), want, |k, v| {
+        tree.push((k.to_vec(), v.to_vec()))
+    })?;
+    merge(&tree, pending.iter(), |p, t| p <= t, limit, f);
+    Ok(())
+}
+
+/// [`scan_with_pending`] from the highest key down.
+pub(crate) fn scan_rev_with_pending(
+    store: &Store,
+    pending: &Pending<'_>,
+    (lo, hi): (&[u8], &[u8]),
+    limit: usize,
+    f: impl FnMut(&[u8], &[u8]),
+) -> Result<(), Error> {
+    // Pending removals may hide tree items: read that many more.
+    let want = limit.saturating_add(pending.len());
+    let tree = store.scan_rev_latest(lo, hi, want)?;
+    merge(&tree, pending.iter().rev(), |p, t| p >= t, limit, f);
+    Ok(())
+}
+
 /// Hands `f` at most `limit` items of `tree` (in scan order) merged with a transaction's
 /// `pending` writes in the same order (`first(p, t)`: pending key `p` comes no later than
 /// tree key `t`): a pending value replaces the tree's item of its key, a pending removal
 /// hides it.
-pub(crate) fn merge<'p>(
+fn merge<'p>(
     tree: &[(Vec<u8>, Vec<u8>)],
     pending: impl Iterator<Item = &'p (&'p [u8], Option<&'p [u8]>)>,
     first: impl Fn(&[u8], &[u8]) -> bool,

@@ -469,6 +469,14 @@ impl Loop {
         }
     }
 
+    /// Whether connection `id` is still the one at `slot`.
+    fn holds(&self, slot: usize, id: u64) -> bool {
+        self.conns
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.id == id)
+    }
+
     /// Connection `id` at `slot`, if it still waits for a message (cluster mode); it waits
     /// no more.
     fn waiter(&mut self, slot: usize, id: u64) -> Option<&mut Conn> {
@@ -508,22 +516,12 @@ impl Loop {
                 }
                 Release::Adopt(h) => self.adopt(h),
                 Release::Push { slot, id } => {
-                    if self
-                        .conns
-                        .get(slot)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|c| c.id == id)
-                    {
+                    if self.holds(slot, id) {
                         self.service(slot);
                     }
                 }
                 Release::Kill { slot, id } => {
-                    if self
-                        .conns
-                        .get(slot)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|c| c.id == id)
-                    {
+                    if self.holds(slot, id) {
                         self.close(slot);
                     }
                 }
