@@ -49,21 +49,7 @@ impl Station {
     /// Owns `key`'s slot for one command (waiting until nobody else drains it).
     pub fn own_one<'a>(&'a self, store: &'a Store, key: &[u8]) -> OneSlot<'a> {
         let slot = self.slot_of(key);
-        let mut round = 0u32;
-        loop {
-            let mut s = self.lock(slot);
-            if !s.busy {
-                s.busy = true;
-                break;
-            }
-            drop(s);
-            round += 1;
-            if round < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        self.take_slot(slot);
         OneSlot {
             station: self,
             store,

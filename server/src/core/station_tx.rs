@@ -113,17 +113,23 @@ impl Station {
         if tx.owned.contains(&i) {
             return;
         }
+        self.take_slot(i);
+        tx.owned.push(i);
+    }
+
+    /// Makes the caller the one draining slot `i`, waiting (spinning, then yielding) while
+    /// another thread does.
+    pub(crate) fn take_slot(&self, i: usize) {
         let mut round = 0;
         loop {
             let mut s = self.lock(i);
             if !s.busy {
                 s.busy = true;
-                break;
+                return;
             }
             drop(s);
             pause(&mut round);
         }
-        tx.owned.push(i);
     }
 
     /// Runs `op` inside `tx`: its outcome at once (its version is known only at commit).
