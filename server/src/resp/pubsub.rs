@@ -18,7 +18,7 @@
 use crate::resp::commands::glob;
 use accelkv_proto::resp::{self, Version};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A subscriber's queue limit: `client-output-buffer-limit pubsub` hard limit, Redis's
@@ -66,8 +66,6 @@ pub struct Subscriber {
     id: u64,
     resp3: AtomicBool,
     queue: Mutex<Vec<u8>>,
-    /// Bytes waiting in the queue (read without its lock).
-    queued: AtomicUsize,
     /// The loop was asked to take the queue and has not yet.
     posted: AtomicBool,
     /// Past its limit: disconnected, nothing more queued.
@@ -94,11 +92,9 @@ impl Subscriber {
         if q.len() > limit {
             self.dead.store(true, Ordering::Relaxed);
             *q = Vec::new();
-            self.queued.store(0, Ordering::Relaxed);
             drop(q);
             return (self.to.kill)();
         }
-        self.queued.store(q.len(), Ordering::Relaxed);
         drop(q);
         if !self.posted.swap(true, Ordering::AcqRel) {
             (self.to.notify)();
@@ -116,13 +112,12 @@ impl Subscriber {
         if q.capacity() > 64 << 10 {
             *q = Vec::new(); // a burst's memory is given back
         }
-        self.queued.store(0, Ordering::Relaxed);
     }
 
     /// Bytes waiting for the connection's loop.
     #[cfg(test)]
     fn waiting(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
+        self.lock().len()
     }
 }
 
@@ -236,7 +231,6 @@ impl Subscriptions {
             id,
             resp3: AtomicBool::new(resp3),
             queue: Mutex::new(Vec::new()),
-            queued: AtomicUsize::new(0),
             posted: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             to,
