@@ -105,6 +105,23 @@ async function session(name, c) {
 // Lists and sorted sets: pushes and pops, ranges, scores, a pipeline, a transaction, and a
 // blocking pop on the other connection woken by a push from this one.
 // Pub/sub: a channel and a pattern on a second connection, messages in publish order.
+// collect(want): the messages a subscriber's handlers push, and a promise kept once `want`
+// have come; publishAll(n, publish): m0…m(n-1), each reaching both subscriptions.
+function collect(want) {
+  const items = [];
+  let resolve;
+  const done = new Promise((res) => (resolve = res));
+  const push = (x) => {
+    items.push(x);
+    if (items.length === want) resolve();
+  };
+  return { items, done, push };
+}
+
+async function publishAll(n, publish) {
+  for (let i = 0; i < n; i++) assert.equal(await publish(`m${i}`), 2);
+}
+
 async function pubsub(c) {
   const n = 20;
   const got = await c.pubsubRun(n);
@@ -165,21 +182,15 @@ async function ioredis() {
     anonGet: (k) => anon.get(k),
     pubsubRun: async (n) => {
       const sub = new Redis({ host, port: Number(port), password });
-      const got = [];
-      let resolve;
-      const done = new Promise((res) => (resolve = res));
-      const push = (x) => {
-        got.push(x);
-        if (got.length === 2 * n) resolve();
-      };
-      sub.on("message", (ch, m) => push(["message", ch, m]));
-      sub.on("pmessage", (_p, ch, m) => push(["pmessage", ch, m]));
+      const got = collect(2 * n);
+      sub.on("message", (ch, m) => got.push(["message", ch, m]));
+      sub.on("pmessage", (_p, ch, m) => got.push(["pmessage", ch, m]));
       await sub.subscribe("news");
       await sub.psubscribe("n*");
-      for (let i = 0; i < n; i++) assert.equal(await r.publish("news", `m${i}`), 2);
-      await done;
+      await publishAll(n, (m) => r.publish("news", m));
+      await got.done;
       sub.disconnect();
-      return got;
+      return got.items;
     },
     call: (args) => r.call(...args),
     callBuffer: (args) => r.callBuffer(...args),
@@ -228,19 +239,13 @@ async function nodeRedis() {
     pubsubRun: async (n) => {
       const sub = r.duplicate();
       await sub.connect();
-      const got = [];
-      let resolve;
-      const done = new Promise((res) => (resolve = res));
-      const push = (x) => {
-        got.push(x);
-        if (got.length === 2 * n) resolve();
-      };
-      await sub.subscribe("news", (m, ch) => push(["message", ch, m]));
-      await sub.pSubscribe("n*", (m, ch) => push(["pmessage", ch, m]));
-      for (let i = 0; i < n; i++) assert.equal(await r.publish("news", `m${i}`), 2);
-      await done;
+      const got = collect(2 * n);
+      await sub.subscribe("news", (m, ch) => got.push(["message", ch, m]));
+      await sub.pSubscribe("n*", (m, ch) => got.push(["pmessage", ch, m]));
+      await publishAll(n, (m) => r.publish("news", m));
+      await got.done;
       await sub.disconnect();
-      return got;
+      return got.items;
     },
     call: (args) => r.sendCommand(str(args)),
     callBuffer: (args) => r.sendCommand(str(args), { returnBuffers: true }),
