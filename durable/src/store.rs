@@ -43,7 +43,7 @@ pub struct Options {
 /// Versions leased by one clock page unless [`Options::version_lease`] says otherwise.
 pub const DEFAULT_LEASE: u64 = 1 << 24;
 /// The smallest lease: twice what an atomic batch may need to fit below the limit.
-pub const MIN_LEASE: u64 = 1 << 18;
+pub const MIN_LEASE: u64 = 1 << 19;
 
 impl Default for Options {
     fn default() -> Options {

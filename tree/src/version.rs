@@ -40,7 +40,7 @@ use crate::backoff::Backoff;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Completion slots: versions taken and not yet visible at any time.
-pub(crate) const RING: u64 = 1 << 16;
+pub(crate) const RING: u64 = 1 << 18;
 
 /// Global write and read versions.
 pub struct Versions {
