@@ -6,6 +6,7 @@
 //! * [`resp`]: the RESP2 subset that lets Redis clients and tools talk to accelkv, and
 //!   [`resp_stream`]: a RESP command whose big arguments are read into their own memory;
 //! * [`memcache`]: memcached's text and meta commands, so memcached clients and tools work;
+//! * [`hll`]: Redis's HyperLogLog string format, so PFADD's values read the same in Redis;
 //! * [`operand`]: the typed operands of atomics and vector operations;
 //! * [`Limits`]: the sizes every decoder enforces.
 //!
@@ -17,6 +18,7 @@
 
 pub mod collection;
 pub mod frame;
+pub mod hll;
 mod limits;
 pub mod memcache;
 pub mod operand;

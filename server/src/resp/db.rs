@@ -40,6 +40,20 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             );
             v
         }
+        "GEORADIUS" | "GEORADIUSBYMEMBER" => {
+            // The source, and the key after STORE or STOREDIST among the options.
+            let base = if spec.name == "GEORADIUS" { 6 } else { 5 };
+            let mut v = vec![1];
+            v.extend(
+                (base..args.len().saturating_sub(1))
+                    .filter(|&i| {
+                        args[i].eq_ignore_ascii_case(b"STORE")
+                            || args[i].eq_ignore_ascii_case(b"STOREDIST")
+                    })
+                    .map(|i| i + 1),
+            );
+            v
+        }
         "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => {
             let mut v = vec![1];
             v.extend(after_count(2));

@@ -29,7 +29,8 @@ pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
     ALL_ROWS.get_or_init(|| {
         use crate::resp::table_types::{
-            DATABASES, DEBUGGING, LISTS, PUBSUB, SCRIPTING, SORTING, STREAMS, STRINGS_MORE, ZSETS,
+            DATABASES, DEBUGGING, GEO, HYPERLOGLOG, LISTS, PUBSUB, SCRIPTING, SORTING, STREAMS,
+            STRINGS_MORE, ZSETS,
         };
         [
             BASE,
@@ -42,6 +43,8 @@ pub fn table() -> &'static [Spec] {
             STRINGS_MORE,
             STREAMS,
             PUBSUB,
+            HYPERLOGLOG,
+            GEO,
         ]
         .concat()
     })
@@ -166,6 +169,8 @@ static BASE: &[Spec] = rows! {
 
 /// Slots of the name index: a power of two, at least four times the table.
 const SLOTS: usize = 1024;
+/// The longest command name (GEORADIUSBYMEMBER_RO).
+const MAX_NAME: usize = 20;
 
 /// FNV-1a of a name, upper-cased on the way (so any case finds it).
 fn hash_upper(name: &[u8]) -> usize {
@@ -220,7 +225,7 @@ pub fn find(name: &[u8]) -> Option<&'static Spec> {
             return Some(common()[1]);
         }
     }
-    if name.len() > 16 {
+    if name.len() > MAX_NAME {
         return None; // longer than any command's name
     }
     let slots = index();
@@ -264,7 +269,8 @@ mod tests {
         assert!(find(b"").is_none());
         assert!(find(b"ACCELKV.SPLIT.TOO.LONG.NAME").is_none());
         assert!(table.len() * 4 <= SLOTS);
-        assert!(table.iter().all(|s| s.name.len() <= 16));
+        assert!(table.iter().all(|s| s.name.len() <= MAX_NAME));
+        assert!(find(b"georadiusbymember_ro").is_some());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! positions, group, handler and summary.
 
 use crate::resp::call::flag::*;
-use crate::resp::call::row::{rows, ONE, R, RF, W, WF};
+use crate::resp::call::row::{rows, ALL, ONE, R, RF, W, WF};
 use crate::resp::call::Spec;
 
 /// ZUNIONSTORE and its kind: the destination, then keys after `numkeys`.
@@ -137,4 +137,28 @@ pub(crate) static PUBSUB: &[Spec] = rows! {
     "PUBLISH",       3, LOADING | STALE | FAST | LOCAL,            (0, 0, 0), "pubsub", crate::resp::commands::pubsub::publish,      "Sends a message to a channel's subscribers: how many got it.";
     "SPUBLISH",      3, LOADING | STALE | FAST | LOCAL,            (0, 0, 0), "pubsub", crate::resp::commands::pubsub::spublish,     "Sends a message to a shard channel's subscribers.";
     "PUBSUB",       -2, LOADING | STALE | LOCAL,                   (0, 0, 0), "pubsub", crate::resp::commands::pubsub::pubsub,       "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB.";
+};
+
+/// HyperLogLog (`commands/hll.rs`): string values in Redis's HLL format.
+pub(crate) static HYPERLOGLOG: &[Spec] = rows! {
+    "PFADD",      -2, WF,              ONE,       "hyperloglog", crate::resp::commands::hll::pfadd,      "Adds elements to a HyperLogLog: 1 if it changed.";
+    "PFCOUNT",    -2, READONLY,        ALL,       "hyperloglog", crate::resp::commands::hll::pfcount,    "The approximate number of distinct elements (of the union).";
+    "PFMERGE",    -2, W,               ALL,       "hyperloglog", crate::resp::commands::hll::pfmerge,    "Merges HyperLogLogs into the first key.";
+    "PFDEBUG",     3, W | ADMIN,       (2, 2, 1), "hyperloglog", crate::resp::commands::hll::pfdebug,    "GETREG, DECODE, ENCODING or TODENSE of a HyperLogLog.";
+    "PFSELFTEST",  1, ADMIN,           (0, 0, 0), "hyperloglog", crate::resp::commands::hll::pfselftest, "Runs the HyperLogLog self test.";
+};
+
+/// Geo (`commands/geo/`): sorted sets whose scores are geohashes; GEORADIUS's STORE keys
+/// are found by db.rs.
+pub(crate) static GEO: &[Spec] = rows! {
+    "GEOADD",               -5, W,  ONE,       "geo", crate::resp::commands::geo::geoadd,                      "Adds members at longitudes and latitudes.";
+    "GEOPOS",               -2, R,  ONE,       "geo", crate::resp::commands::geo::geopos,                      "Members' longitudes and latitudes.";
+    "GEODIST",              -4, R,  ONE,       "geo", crate::resp::commands::geo::geodist,                     "The distance between two members.";
+    "GEOHASH",              -2, R,  ONE,       "geo", crate::resp::commands::geo::geohash,                     "Members' geohash strings.";
+    "GEOSEARCH",            -7, R,  ONE,       "geo", crate::resp::commands::geo::search::geosearch,           "Members inside a circle or a box.";
+    "GEOSEARCHSTORE",       -8, W,  (1, 2, 1), "geo", crate::resp::commands::geo::search::geosearchstore,      "GEOSEARCH's members stored as a sorted set.";
+    "GEORADIUS",            -6, W,  ONE,       "geo", crate::resp::commands::geo::search::georadius,           "Members within a radius of a position (STORE: stored).";
+    "GEORADIUS_RO",         -6, R,  ONE,       "geo", crate::resp::commands::geo::search::georadius_ro,        "GEORADIUS without STORE.";
+    "GEORADIUSBYMEMBER",    -5, W,  ONE,       "geo", crate::resp::commands::geo::search::georadiusbymember,   "Members within a radius of a member (STORE: stored).";
+    "GEORADIUSBYMEMBER_RO", -5, R,  ONE,       "geo", crate::resp::commands::geo::search::georadiusbymember_ro, "GEORADIUSBYMEMBER without STORE.";
 };

@@ -69,6 +69,7 @@ pub static PARAMS: &[Param] = &[
     p("list-compress-depth", None, 0, (0, BIG)),
     p("stream-node-max-bytes", None, 4096, (0, BIG)),
     p("stream-node-max-entries", None, 100, (0, BIG)),
+    p("hll-sparse-max-bytes", None, 3000, (0, BIG)),
 ];
 
 /// The parameters' values now, shared by every connection.

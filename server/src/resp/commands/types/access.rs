@@ -157,6 +157,29 @@ impl<'a> Src<'a> {
         }
     }
 
+    /// The string value at `key` (`None`: absent; a collection: WRONGTYPE), read for a
+    /// command that rewrites it in place (PFADD): through the one station operation, the
+    /// key's deadline is remembered, so [`put_string`] keeps it.
+    pub fn string(
+        &self,
+        sh: &Shared,
+        s: &mut Session,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, Fail> {
+        let item = match self {
+            Src::One => {
+                covered(s, key)?;
+                let cur = |c: Option<(&[u8], u32)>| c.map(|(v, f)| (v.to_vec(), f));
+                sh.writes().one_peek(&mut s.one, key, cur)?
+            }
+            _ => self.item(sh, s, key)?,
+        };
+        match item {
+            Some((_, flags)) if crate::core::ops::typed::is_typed(flags) => Err(Fail::WrongType),
+            other => Ok(other.map(|(v, _)| v)),
+        }
+    }
+
     /// Calls `f` for the subkeys in `[lo, hi)`, ascending, at most `limit`.
     pub fn scan(
         &self,
@@ -402,6 +425,25 @@ pub(crate) fn remove<'k>(
         return r;
     }
     done(run_op(sh, s, op(subkey, Write::Remove)))
+}
+
+/// Sets the string value at `key`, keeping its deadline (an in-place change: PFADD).
+pub(crate) fn put_string(
+    sh: &Shared,
+    s: &mut Session,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(), Fail> {
+    if let Some(r) = one_write(s, key, Some(value), 0) {
+        return r;
+    }
+    let w = Write::Set {
+        value: Cow::Borrowed(value),
+        cond: crate::core::ops::Cond::Always,
+        get: false,
+        ttl: crate::core::ops::Ttl::Keep,
+    };
+    done(run_op(sh, s, Op::new(key, w)))
 }
 
 /// Writes a collection's metadata, keeping the key's deadline; an empty collection removes

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Single commands against Redis (docs/BENCHMARKS.md, "HyperLogLog and geo"): Redis from its
+# Debian package and accelkv-server (default loops, and --threads 1), on loopback on this
+# machine, each driven by the same redis-benchmark (-c 50, one client thread, -P 16 for the
+# writes and the cheap reads), interleaved for ROUNDS rounds; the median of each and its
+# ratio to Redis. Each test is a name, its pipeline depth and its command:
+#   pfadd       PFADD of a random element (-r 1,000,000) to one HLL (dense after a few
+#               thousand elements, as in Redis)
+#   pfcount     PFCOUNT of that HLL (its cached cardinality)
+#   pfcount_3   PFCOUNT of three HLLs (their union, computed each time)
+#   pfmerge     PFMERGE of two HLLs into a third
+# (Valkey is not packaged for this machine's Debian 12, so it is not in the run.)
+#
+# Usage: scripts/bench-commands.sh [rounds]     (default 3; TESTS="pfadd pfcount" picks)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+n=${N:-500000}
+for tool in redis-server redis-benchmark redis-cli; do
+  command -v "$tool" >/dev/null || { echo "install $tool: apt-get install -y redis-server redis-tools" >&2; exit 1; }
+done
+cargo build --release -q -p accelkv-server
+bin="${CARGO_TARGET_DIR:-target}"/release/accelkv-server
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+redis-server --port 16399 --save '' --appendonly no --bind 127.0.0.1 >/dev/null &
+pids+=($!)
+"$bin" --port 17707 --resp-port 17379 --admin-port 17708 --memcached-port off >/dev/null 2>&1 &
+pids+=($!)
+"$bin" --threads 1 --port 17717 --resp-port 17389 --admin-port 17718 --memcached-port off >/dev/null 2>&1 &
+pids+=($!)
+sleep 1
+servers=(redis:16399 accelkv:17379 accelkv-threads-1:17389)
+
+# Name, pipeline depth, command (redis-benchmark's __rand_int__ with -r).
+declare -A depth cmd
+depth[pfadd]=16; cmd[pfadd]="PFADD hll __rand_int__"
+depth[pfcount]=16; cmd[pfcount]="PFCOUNT hll"
+depth[pfcount_3]=1; cmd[pfcount_3]="PFCOUNT hll hll2 hll3"
+depth[pfmerge]=1; cmd[pfmerge]="PFMERGE hllm hll2 hll3"
+tests=${TESTS:-pfadd pfcount pfcount_3 pfmerge}
+
+# What the reads read: three HLLs of 100,000 elements each (dense), on every server.
+for s in "${servers[@]}"; do
+  port=${s#*:}
+  redis-cli -p "$port" DEL hll hll2 hll3 hllm >/dev/null
+  for k in hll hll2 hll3; do
+    awk -v k="$k" 'BEGIN { for (i = 0; i < 1000; i++) { printf "PFADD %s", k; for (j = 0; j < 100; j++) printf " %s-%d", k, i * 100 + j; print "" } }' \
+      | redis-cli -p "$port" >/dev/null
+  done
+done
+
+declare -A results
+rps() { awk -F'"' 'NR > 1 && /^"/ {v = $4} END {print v}'; }
+for r in $(seq "$rounds"); do
+  for s in "${servers[@]}"; do
+    name=${s%:*} port=${s#*:}
+    for t in $tests; do
+      # shellcheck disable=SC2086
+      # Unpipelined tests run a tenth of the requests.
+      reqs=$n; [ "${depth[$t]}" = 1 ] && reqs=$((n / 10))
+      v=$(redis-benchmark -p "$port" -n "$reqs" -r 1000000 -P "${depth[$t]}" -c 50 --threads 1 --csv ${cmd[$t]} | rps)
+      results[$name,$t]+="$v "
+    done
+  done
+  echo "round $r done" >&2
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "| test | redis | accelkv | ratio | accelkv --threads 1 | ratio |"
+echo "|---|---|---|---|---|---|"
+for t in $tests; do
+  red=$(echo "${results[redis,$t]}" | median)
+  akv=$(echo "${results[accelkv,$t]}" | median)
+  one=$(echo "${results[accelkv-threads-1,$t]}" | median)
+  printf '| %s | %.0f | %.0f | %.2f | %.0f | %.2f |\n' "$t" "$red" "$akv" "$(echo "$akv / $red" | bc -l)" \
+    "$one" "$(echo "$one / $red" | bc -l)"
+done
