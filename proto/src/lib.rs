@@ -7,6 +7,7 @@
 //!   [`resp_stream`]: a RESP command whose big arguments are read into their own memory;
 //! * [`memcache`]: memcached's text and meta commands, so memcached clients and tools work;
 //! * [`hll`]: Redis's HyperLogLog string format, so PFADD's values read the same in Redis;
+//! * [`rdb`]: Redis's DUMP serialization, so values move between Redis and accelkv;
 //! * [`operand`]: the typed operands of atomics and vector operations;
 //! * [`Limits`]: the sizes every decoder enforces.
 //!
@@ -23,6 +24,7 @@ mod limits;
 pub mod memcache;
 pub mod operand;
 pub mod packed;
+pub mod rdb;
 pub mod resp;
 pub mod resp_stream;
 

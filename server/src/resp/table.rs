@@ -29,8 +29,8 @@ pub fn table() -> &'static [Spec] {
     static ALL_ROWS: OnceLock<Vec<Spec>> = OnceLock::new();
     ALL_ROWS.get_or_init(|| {
         use crate::resp::table_types::{
-            DATABASES, DEBUGGING, GEO, HYPERLOGLOG, LISTS, PUBSUB, SCRIPTING, SORTING, STREAMS,
-            STRINGS_MORE, ZSETS,
+            DATABASES, DEBUGGING, GEO, HYPERLOGLOG, LISTS, PUBSUB, SCRIPTING, SERIALIZING, SORTING,
+            STREAMS, STRINGS_MORE, ZSETS,
         };
         [
             BASE,
@@ -45,6 +45,7 @@ pub fn table() -> &'static [Spec] {
             PUBSUB,
             HYPERLOGLOG,
             GEO,
+            SERIALIZING,
         ]
         .concat()
     })

@@ -162,3 +162,9 @@ pub(crate) static GEO: &[Spec] = rows! {
     "GEORADIUSBYMEMBER",    -5, W,  ONE,       "geo", crate::resp::commands::geo::search::georadiusbymember,   "Members within a radius of a member (STORE: stored).";
     "GEORADIUSBYMEMBER_RO", -5, R,  ONE,       "geo", crate::resp::commands::geo::search::georadiusbymember_ro, "GEORADIUSBYMEMBER without STORE.";
 };
+
+/// DUMP and RESTORE (`commands/dump.rs`): Redis's serialization.
+pub(crate) static SERIALIZING: &[Spec] = rows! {
+    "DUMP",    2,  R, ONE, "generic", crate::resp::commands::dump::dump,    "A value in Redis's DUMP serialization.";
+    "RESTORE", -4, W, ONE, "generic", crate::resp::commands::dump::restore, "Makes a key from a DUMP serialization.";
+};

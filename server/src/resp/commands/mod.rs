@@ -12,6 +12,7 @@ pub mod config;
 pub mod connection;
 pub mod debug;
 pub mod debug_suite;
+pub mod dump;
 pub mod expire;
 pub mod geo;
 pub mod glob;

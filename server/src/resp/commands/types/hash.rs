@@ -286,7 +286,7 @@ pub fn hincrbyfloat(x: &mut Call<'_, '_>) {
     let by = match float_arg(x.args[3]) {
         Ok(n) if n.is_finite() => n,
         Ok(_) => {
-            return resp::error(x.out, "ERR value is not a valid float");
+            return resp::error(x.out, "ERR value is NaN or Infinity");
         }
         Err(e) => return fail(x.out, &e),
     };

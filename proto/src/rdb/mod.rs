@@ -1,0 +1,128 @@
+//! Redis's DUMP payload (docs/FORMAT.md "DUMP payloads"): one value in RDB encoding, then
+//! the RDB version (2 bytes, little-endian) and a CRC-64 (Jones, as Redis's `crc64`) of
+//! everything before it, little-endian. [`dump`] writes the plain encodings every Redis
+//! since 5.0 loads (string, list, set, hash, sorted set with binary scores; version 9);
+//! [`restore`] reads what Redis 7.0 to 7.2 write too: integer and LZF-compressed strings,
+//! intsets, listpacks (small hashes, sets and sorted sets) and quicklists. Streams, modules
+//! and Redis 6's ziplists are refused as unsupported. Decoding never panics on any input
+//! (fuzz target `rdb_restore`).
+
+mod listpack;
+mod read;
+
+pub use read::restore;
+
+/// A value as DUMP and RESTORE carry it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    String(Vec<u8>),
+    /// Elements head to tail.
+    List(Vec<Vec<u8>>),
+    Set(Vec<Vec<u8>>),
+    /// Members and scores.
+    ZSet(Vec<(Vec<u8>, f64)>),
+    /// Fields and values.
+    Hash(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// Why a payload cannot be restored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RdbError {
+    /// The version is newer than this reader knows, or the checksum is wrong.
+    VersionOrChecksum,
+    /// The bytes are not a valid encoding.
+    BadFormat,
+    /// A valid value of a type not restored here (its RDB type).
+    Unsupported(u8),
+}
+
+/// The RDB version DUMP writes: Redis 5.0's, so every Redis since loads it.
+pub const DUMP_VERSION: u16 = 9;
+/// The newest RDB version RESTORE reads (Redis 7.2's).
+pub const MAX_VERSION: u16 = 11;
+
+pub(crate) const T_STRING: u8 = 0;
+pub(crate) const T_LIST: u8 = 1;
+pub(crate) const T_SET: u8 = 2;
+pub(crate) const T_ZSET: u8 = 3;
+pub(crate) const T_HASH: u8 = 4;
+pub(crate) const T_ZSET_2: u8 = 5;
+pub(crate) const T_SET_INTSET: u8 = 11;
+pub(crate) const T_HASH_LISTPACK: u8 = 16;
+pub(crate) const T_ZSET_LISTPACK: u8 = 17;
+pub(crate) const T_LIST_QUICKLIST_2: u8 = 18;
+pub(crate) const T_SET_LISTPACK: u8 = 20;
+
+/// Redis's CRC-64 (Jones polynomial, reflected).
+pub fn crc64(data: &[u8]) -> u64 {
+    const CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    CRC.checksum(data)
+}
+
+/// Appends an RDB length.
+fn put_len(out: &mut Vec<u8>, n: u64) {
+    if n < 1 << 6 {
+        out.push(n as u8);
+    } else if n < 1 << 14 {
+        out.push(0x40 | (n >> 8) as u8);
+        out.push(n as u8);
+    } else if n <= u64::from(u32::MAX) {
+        out.push(0x80);
+        out.extend_from_slice(&(n as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+/// Appends a string: its length and bytes.
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    put_len(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+/// The DUMP payload of a value.
+pub fn dump(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    match v {
+        Value::String(s) => {
+            out.push(T_STRING);
+            put_str(&mut out, s);
+        }
+        Value::List(items) | Value::Set(items) => {
+            out.push(if matches!(v, Value::List(_)) {
+                T_LIST
+            } else {
+                T_SET
+            });
+            put_len(&mut out, items.len() as u64);
+            for i in items {
+                put_str(&mut out, i);
+            }
+        }
+        Value::ZSet(items) => {
+            out.push(T_ZSET_2);
+            put_len(&mut out, items.len() as u64);
+            // Redis writes its skiplist from the highest score; either order loads.
+            for (m, score) in items.iter().rev() {
+                put_str(&mut out, m);
+                out.extend_from_slice(&score.to_le_bytes());
+            }
+        }
+        Value::Hash(pairs) => {
+            out.push(T_HASH);
+            put_len(&mut out, pairs.len() as u64);
+            for (f, val) in pairs {
+                put_str(&mut out, f);
+                put_str(&mut out, val);
+            }
+        }
+    }
+    out.extend_from_slice(&DUMP_VERSION.to_le_bytes());
+    let crc = crc64(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,240 @@
+//! DUMP and RESTORE in Redis's serialization (`accelkv_proto::rdb`, docs/FORMAT.md "DUMP
+//! payloads"): a value dumped by Redis restores here and one dumped here restores in
+//! Redis, for strings, lists, sets, sorted sets and hashes (streams are refused). DUMP
+//! reads the value at one snapshot; RESTORE checks the payload, then removes, writes and
+//! sets the deadline in one transaction, a collection through its own command's handler
+//! (HSET, SADD, RPUSH, ZADD), so it is packed or not as that command would make it.
+
+use crate::core::counters::OpClass;
+use crate::core::ops::typed::is_typed;
+use crate::core::ops::{Cond, ExpireCond, Outcome, Ttl, Write};
+use crate::core::shared::Shared;
+use crate::core::station::Op;
+use crate::resp::call::Call;
+use crate::resp::commands::tx::{atomically, failed};
+use crate::resp::commands::types::access::{opened, Fail, Src};
+use crate::resp::commands::types::encoding::{decode_score, Kind};
+use crate::resp::commands::types::run::read;
+use crate::resp::commands::types::zset::fmt_score;
+use crate::resp::commands::types::{hash, list, set, zset};
+use crate::resp::reply::{parse_i64, upper};
+use crate::resp::session::Session;
+use crate::resp::write_door::run_op;
+use accelkv_proto::rdb::{self, RdbError, Value};
+use accelkv_proto::resp;
+use std::borrow::Cow;
+
+/// The value at `key` as DUMP carries it (`None`: absent).
+fn value_at(
+    sh: &Shared,
+    s: &mut Session,
+    src: &Src<'_>,
+    key: &[u8],
+) -> Result<Option<Value>, Fail> {
+    let Some((v, flags)) = src.item(sh, s, key)? else {
+        return Ok(None);
+    };
+    if !is_typed(flags) {
+        return Ok(Some(Value::String(v)));
+    }
+    let m = opened(s, key, &v, flags)?;
+    let fields = src.fields(sh, s, key, &m)?;
+    Ok(Some(match m.kind {
+        Kind::Hash => Value::Hash(fields),
+        Kind::Set => Value::Set(fields.into_iter().map(|(f, _)| f).collect()),
+        Kind::List => Value::List(fields.into_iter().map(|(_, v)| v).collect()),
+        Kind::ZSet => Value::ZSet(
+            fields
+                .into_iter()
+                .filter_map(|(f, v)| decode_score(&v).map(|sc| (f, sc)))
+                .collect(),
+        ),
+        Kind::Stream => {
+            return Err(Fail::Reply(
+                "ERR DUMP of a stream is not supported yet".into(),
+            ))
+        }
+    }))
+}
+
+/// `DUMP key`: the value's serialization (nil if absent).
+pub fn dump(x: &mut Call<'_, '_>) {
+    let key = x.args[1];
+    x.sh.count(OpClass::Get);
+    read(
+        x,
+        |sh, s, src| value_at(sh, s, src, key),
+        |out, v, proto| match v {
+            Some(v) => resp::bulk(out, Some(&rdb::dump(&v))),
+            None => resp::bulk_in(out, None, proto),
+        },
+    )
+}
+
+/// RESTORE's options.
+struct Opts {
+    replace: bool,
+    absttl: bool,
+}
+
+fn options(args: &[&[u8]]) -> Result<Opts, &'static str> {
+    let mut o = Opts {
+        replace: false,
+        absttl: false,
+    };
+    let (mut idle, mut freq) = (false, false);
+    let mut i = 0;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        match upper(args[i]).as_slice() {
+            b"REPLACE" => o.replace = true,
+            b"ABSTTL" => o.absttl = true,
+            // Kept for compatibility: accelkv keeps no access clock, so they set nothing.
+            b"IDLETIME" if more && !freq => {
+                let n =
+                    parse_i64(args[i + 1]).ok_or("ERR value is not an integer or out of range")?;
+                if n < 0 {
+                    return Err("ERR Invalid IDLETIME value, must be >= 0");
+                }
+                (idle, i) = (true, i + 1);
+            }
+            b"FREQ" if more && !idle => {
+                let n =
+                    parse_i64(args[i + 1]).ok_or("ERR value is not an integer or out of range")?;
+                if !(0..=255).contains(&n) {
+                    return Err("ERR Invalid FREQ value, must be >= 0 and <= 255");
+                }
+                (freq, i) = (true, i + 1);
+            }
+            _ => return Err("ERR syntax error"),
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+/// The command that writes a restored collection, and its arguments after the key
+/// (`None`: a string, written directly).
+type Writer<'v> = (fn(&mut Call<'_, '_>), Vec<Cow<'v, [u8]>>);
+
+fn writer(v: &Value) -> Option<Writer<'_>> {
+    fn b(x: &[u8]) -> Cow<'_, [u8]> {
+        Cow::Borrowed(x)
+    }
+    Some(match v {
+        Value::String(_) => return None,
+        Value::List(items) => (list::rpush, items.iter().map(|i| b(i)).collect()),
+        Value::Set(items) => (set::sadd, items.iter().map(|i| b(i)).collect()),
+        Value::Hash(pairs) => (
+            hash::hset,
+            pairs.iter().flat_map(|(f, v)| [b(f), b(v)]).collect(),
+        ),
+        Value::ZSet(items) => (
+            zset::zadd,
+            items
+                .iter()
+                .flat_map(|(m, sc)| [Cow::Owned(fmt_score(*sc).into_bytes()), b(m)])
+                .collect(),
+        ),
+    })
+}
+
+/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
+pub fn restore(x: &mut Call<'_, '_>) {
+    let key = x.args[1];
+    let o = match options(&x.args[4..]) {
+        Ok(o) => o,
+        Err(e) => return resp::error(x.out, e),
+    };
+    let Some(ttl) = parse_i64(x.args[2]) else {
+        return resp::error(x.out, "ERR value is not an integer or out of range");
+    };
+    if ttl < 0 {
+        return resp::error(x.out, "ERR Invalid TTL value, must be >= 0");
+    }
+    let value = match rdb::restore(x.args[3]) {
+        Ok(v) => v,
+        Err(RdbError::VersionOrChecksum) => {
+            return resp::error(x.out, "ERR DUMP payload version or checksum are wrong")
+        }
+        Err(RdbError::BadFormat) => return resp::error(x.out, "ERR Bad data format"),
+        Err(RdbError::Unsupported(t)) => {
+            let e = format!("ERR Bad data format (RDB type {t} is not restored by accelkv yet)");
+            return resp::error(x.out, &e);
+        }
+    };
+    let empty = match &value {
+        Value::String(_) => false,
+        Value::List(v) | Value::Set(v) => v.is_empty(),
+        Value::Hash(v) => v.is_empty(),
+        Value::ZSet(v) => v.is_empty(),
+    };
+    if empty {
+        return resp::error(x.out, "ERR Bad data format");
+    }
+    let deadline = match (ttl, o.absttl) {
+        (0, _) => 0,
+        (t, true) => t as u64,
+        (t, false) => accelkv_tree::now_ms().saturating_add(t as u64),
+    };
+    x.sh.count(OpClass::Put);
+    let (reads, dispatch) = (&mut *x.reads, x.dispatch);
+    atomically(x.sh, x.s, x.out, |sh, s, out| {
+        if !o.replace {
+            let d = run_op(sh, s, Op::new(key, Write::ReadItem));
+            if failed(out, &d) {
+                return;
+            }
+            if matches!(d.outcome, Ok(Outcome::Item(_))) {
+                return resp::error(out, "BUSYKEY Target key name already exists.");
+            }
+        }
+        if failed(out, &run_op(sh, s, Op::new(key, Write::Remove))) {
+            return;
+        }
+        if deadline != 0 && deadline <= accelkv_tree::now_ms() {
+            return resp::simple(out, "OK"); // already expired: nothing is made
+        }
+        let Some((handler, rest)) = writer(&value) else {
+            let Value::String(v) = &value else {
+                return;
+            };
+            let w = Write::Set {
+                value: Cow::Borrowed(v),
+                cond: Cond::Always,
+                get: false,
+                ttl: Ttl::Set(deadline),
+            };
+            if !failed(out, &run_op(sh, s, Op::new(key, w))) {
+                resp::simple(out, "OK");
+            }
+            return;
+        };
+        let mut args: Vec<&[u8]> = vec![b"RESTORE", key];
+        args.extend(rest.iter().map(|c| c.as_ref()));
+        let mut reply = Vec::new();
+        let mut c = Call {
+            sh,
+            s: &mut *s,
+            args: &args,
+            reads,
+            out: &mut reply,
+            dispatch,
+            value: None,
+        };
+        handler(&mut c);
+        if reply.first() == Some(&b'-') {
+            return out.extend_from_slice(&reply);
+        }
+        if deadline != 0 {
+            let w = Write::Expire {
+                deadline,
+                cond: ExpireCond::default(),
+            };
+            if failed(out, &run_op(sh, s, Op::new(key, w))) {
+                return;
+            }
+        }
+        resp::simple(out, "OK");
+    })
+}

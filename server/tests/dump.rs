@@ -1,0 +1,185 @@
+//! DUMP and RESTORE against a real redis-server: every type Redis dumps (small values in
+//! its compact encodings, intsets and listpacks, big ones in plain ones, integer and
+//! LZF-compressed strings) restores into accelkv with the same contents, and accelkv's
+//! dumps restore into Redis; TTLs travel; RESTORE's errors are Redis's.
+
+mod common;
+
+use accelkv_proto::resp::Value;
+use common::{Redis, RespConn, Server};
+
+/// A sorted, comparable form of a reply (sets and hashes come back in any order).
+fn sorted(v: Value) -> Vec<Vec<u8>> {
+    let Value::Array(Some(items)) = v else {
+        panic!("not an array: {v:?}");
+    };
+    let mut out: Vec<Vec<u8>> = items
+        .into_iter()
+        .map(|i| match i {
+            Value::Bulk(Some(b)) => b,
+            other => format!("{other:?}").into_bytes(),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Fills `c` with one key of each type and encoding; the keys.
+fn fill(c: &mut RespConn) -> Vec<&'static str> {
+    let many: Vec<String> = (0..300).map(|i| format!("member-{i}")).collect();
+    let mut cmd = |args: Vec<String>| {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        c.call(&a);
+    };
+    let s = |x: &str| x.to_string();
+    cmd(vec![s("SET"), s("str"), s("hello")]);
+    cmd(vec![s("SET"), s("int"), s("-12345")]);
+    cmd(vec![s("SET"), s("long"), "abc".repeat(400)]);
+    cmd(vec![
+        s("RPUSH"),
+        s("list"),
+        s("a"),
+        s("b"),
+        s("7"),
+        s("-300"),
+    ]);
+    let mut big = vec![s("RPUSH"), s("biglist")];
+    big.extend(many.iter().cloned());
+    cmd(big);
+    cmd(vec![s("SADD"), s("intset"), s("1"), s("-2"), s("70000")]);
+    cmd(vec![s("SADD"), s("set"), s("x"), s("y")]);
+    let mut big = vec![s("SADD"), s("bigset")];
+    big.extend(many.iter().cloned());
+    cmd(big);
+    cmd(vec![
+        s("ZADD"),
+        s("zset"),
+        s("1.5"),
+        s("a"),
+        s("-2"),
+        s("b"),
+        s("inf"),
+        s("c"),
+    ]);
+    let mut big = vec![s("ZADD"), s("bigzset")];
+    for (i, m) in many.iter().enumerate() {
+        big.push(format!("{}", i as f64 / 3.0));
+        big.push(m.clone());
+    }
+    cmd(big);
+    cmd(vec![s("HSET"), s("hash"), s("f"), s("v"), s("n"), s("42")]);
+    let mut big = vec![s("HSET"), s("bighash")];
+    for m in &many {
+        big.push(m.clone());
+        big.push(format!("value of {m}"));
+    }
+    cmd(big);
+    cmd(vec![s("PEXPIRE"), s("hash"), s("100000")]);
+    vec![
+        "str", "int", "long", "list", "biglist", "intset", "set", "bigset", "zset", "bigzset",
+        "hash", "bighash",
+    ]
+}
+
+/// The contents of `key` on `c`, read by type.
+fn contents(c: &mut RespConn, key: &str) -> Vec<Vec<u8>> {
+    let Value::Simple(t) = c.str(&["TYPE", key]) else {
+        panic!("TYPE");
+    };
+    let read = match t.as_str() {
+        "string" => {
+            return vec![
+                t.into_bytes(),
+                format!("{:?}", c.str(&["GET", key])).into_bytes(),
+            ]
+        }
+        "list" => c.str(&["LRANGE", key, "0", "-1"]),
+        "set" => return sorted(c.str(&["SMEMBERS", key])),
+        "zset" => c.str(&["ZRANGE", key, "0", "-1", "WITHSCORES"]),
+        "hash" => return sorted(c.str(&["HGETALL", key])),
+        other => panic!("type {other}"),
+    };
+    vec![t.into_bytes(), format!("{read:?}").into_bytes()]
+}
+
+/// Dumps every key from `from` and restores it into `to` (with the PTTL it had).
+fn copy(from: &mut RespConn, to: &mut RespConn, keys: &[&str]) {
+    for k in keys {
+        let Value::Bulk(Some(payload)) = from.str(&["DUMP", k]) else {
+            panic!("DUMP {k}");
+        };
+        let Value::Integer(pttl) = from.str(&["PTTL", k]) else {
+            panic!("PTTL");
+        };
+        let ttl = pttl.max(0).to_string();
+        let r = to.call(&[
+            b"RESTORE",
+            k.as_bytes(),
+            ttl.as_bytes(),
+            &payload,
+            b"REPLACE",
+        ]);
+        assert_eq!(r, Value::Simple("OK".into()), "RESTORE {k}");
+        assert_eq!(contents(from, k), contents(to, k), "{k}");
+    }
+    let Value::Integer(t) = to.str(&["TTL", "hash"]) else {
+        panic!("TTL");
+    };
+    assert!((90..=100).contains(&t), "the TTL travels: {t}");
+}
+
+#[test]
+fn dumps_move_between_redis_and_accelkv_both_ways() {
+    let Some(redis) = Redis::start() else {
+        accelkv_testkit::skip("redis-server is not installed (.ci/run installs it)");
+        return;
+    };
+    let srv = Server::start(&[]);
+    let mut ours = RespConn::new(&srv);
+    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
+    let keys = fill(&mut theirs);
+    copy(&mut theirs, &mut ours, &keys);
+    theirs.str(&["FLUSHALL"]);
+    copy(&mut ours, &mut theirs, &keys);
+}
+
+#[test]
+fn restore_answers_as_redis_does() {
+    let Some(redis) = Redis::start() else {
+        accelkv_testkit::skip("redis-server is not installed (.ci/run installs it)");
+        return;
+    };
+    let srv = Server::start(&[]);
+    let mut ours = RespConn::new(&srv);
+    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
+    theirs.str(&["SET", "k", "v"]);
+    let Value::Bulk(Some(p)) = theirs.str(&["DUMP", "k"]) else {
+        panic!("DUMP");
+    };
+    let mut broken = p.clone();
+    let n = broken.len();
+    broken[n - 1] ^= 0xff;
+    let cases: Vec<Vec<&[u8]>> = vec![
+        vec![b"RESTORE", b"k", b"0", &p],
+        vec![b"RESTORE", b"new", b"0", &broken],
+        vec![b"RESTORE", b"new", b"-1", &p],
+        vec![b"RESTORE", b"new", b"x", &p],
+        vec![b"RESTORE", b"new", b"0", &p, b"BOGUS"],
+        vec![b"RESTORE", b"new", b"0", &p, b"FREQ", b"300"],
+        vec![b"RESTORE", b"new", b"0", &p, b"IDLETIME", b"-1"],
+        vec![b"RESTORE", b"past", b"1000", &p, b"ABSTTL"],
+        vec![b"EXISTS", b"past"],
+        vec![b"RESTORE", b"new", b"0", &p, b"IDLETIME", b"10"],
+        vec![b"GET", b"new"],
+        vec![b"DUMP", b"missing"],
+    ];
+    ours.str(&["SET", "k", "v"]);
+    for c in cases {
+        assert_eq!(
+            ours.call(&c),
+            theirs.call(&c),
+            "{:?}",
+            String::from_utf8_lossy(c[0])
+        );
+    }
+}
