@@ -74,6 +74,9 @@ pub fn call(
         .fetch_add(1, Ordering::Relaxed);
     let mark = out.len();
     s.last_cmd.set(spec.name);
+    // Timed for the slow log while it is on (slowlog.rs).
+    let slower_than = s.global.tuning.at(crate::resp::tuning::SLOWER_THAN);
+    let started = (slower_than >= 0).then(std::time::Instant::now);
     // In a database other than 0, the handler sees its keys under the database's prefix.
     let moved = crate::resp::db::rewrite(s.db, spec, c);
     let moved_args: Option<smallvec::SmallVec<[&[u8]; 8]>> = moved
@@ -94,10 +97,31 @@ pub fn call(
     if s.block.req.is_none() && !reads.submitted() {
         let failed = out.get(mark) == Some(&b'-');
         s.global.cmdstats.ran(position(spec), failed);
+        if let Some(t) = started {
+            slow(s, spec, c, t.elapsed(), slower_than);
+        }
     }
     if !s.block.wake.is_empty() && s.tx.running.is_none() {
         // Committed: the connections parked on these keys may take what was pushed.
         sh.blocked().wake(s.block.wake.iter());
         s.block.wake.clear();
     }
+}
+
+/// Logs a command in the slow log if it took at least `slower_than` microseconds.
+fn slow(s: &Session, spec: &Spec, c: &[&[u8]], took: std::time::Duration, slower_than: i64) {
+    if (took.as_micros() as i64) < slower_than || crate::resp::slowlog::skipped(spec.name) {
+        return;
+    }
+    let addr = s
+        .client
+        .as_ref()
+        .map_or(String::new(), |r| r.entry.addr.to_string());
+    let name = s.name.clone().unwrap_or_default();
+    let max = s
+        .global
+        .tuning
+        .at(crate::resp::tuning::SLOWLOG_MAX_LEN)
+        .max(0) as usize;
+    s.global.slowlog.record(c, took, (addr, name), max);
 }

@@ -25,6 +25,7 @@ pub mod prefix;
 pub mod pubsub;
 pub mod reply;
 pub mod session;
+pub mod slowlog;
 pub mod streamed;
 pub mod table;
 pub mod table_types;

@@ -26,6 +26,8 @@ pub struct RespGlobal {
     pub dbs: crate::resp::dbmap::DbMap,
     /// Pub/sub's subscriptions (pubsub.rs).
     pub pubsub: Arc<crate::resp::pubsub::PubSub>,
+    /// SLOWLOG's entries (slowlog.rs).
+    pub slowlog: crate::resp::slowlog::SlowLog,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory

@@ -70,7 +70,15 @@ pub static PARAMS: &[Param] = &[
     p("stream-node-max-bytes", None, 4096, (0, BIG)),
     p("stream-node-max-entries", None, 100, (0, BIG)),
     p("hll-sparse-max-bytes", None, 3000, (0, BIG)),
+    // The slow log's (slowlog.rs): read by position on every command ([`SLOWER_THAN`]).
+    p("slowlog-log-slower-than", None, 10_000, (-1, BIG)),
+    p("slowlog-max-len", None, 128, (0, BIG)),
 ];
+
+/// Where `slowlog-log-slower-than` is in [`PARAMS`] (the dispatcher reads it by position).
+pub const SLOWER_THAN: usize = 12;
+/// Where `slowlog-max-len` is.
+pub const SLOWLOG_MAX_LEN: usize = 13;
 
 /// The parameters' values now, shared by every connection.
 pub struct Tuning {
@@ -95,6 +103,11 @@ impl Tuning {
     /// A parameter's value by its name or alias (`None`: not one of them).
     pub fn get(&self, name: &str) -> Option<i64> {
         index(name).map(|i| self.values[i].load(Ordering::Relaxed))
+    }
+
+    /// The parameter at position `i` of [`PARAMS`].
+    pub fn at(&self, i: usize) -> i64 {
+        self.values[i].load(Ordering::Relaxed)
     }
 
     /// Sets a parameter (`None`: not one of them; `Some(Err)`: Redis's error text).
@@ -140,6 +153,18 @@ impl Tuning {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_slow_log_parameters_are_where_the_dispatcher_reads_them() {
+        assert_eq!(
+            super::PARAMS[super::SLOWER_THAN].name,
+            "slowlog-log-slower-than"
+        );
+        assert_eq!(
+            super::PARAMS[super::SLOWLOG_MAX_LEN].name,
+            "slowlog-max-len"
+        );
+    }
+
     use super::*;
 
     /// As in Redis, `*-value` and `*-bytes` take memory values; entry counts do not.

@@ -24,6 +24,7 @@ pub mod pubsub;
 pub mod rename;
 pub mod script;
 pub mod server;
+pub mod slowlog;
 pub mod strings;
 pub mod swapdb;
 pub mod tx;
