@@ -192,6 +192,16 @@ pub fn set_register(
     Ok(changed)
 }
 
+/// Whether adding `ele` would change the HLL `v` (a register below the element's count),
+/// read without changing it; a corrupt sparse body answers true (the add reports it).
+pub fn would_change(v: &[u8], ele: &[u8]) -> Result<bool, Invalid> {
+    let (index, count) = pattern(ele);
+    Ok(match check(v)? {
+        Encoding::Dense => dense_get(&v[HDR..], index) < count,
+        Encoding::Sparse => sparse::get(&v[HDR..], index).is_none_or(|r| r < count),
+    })
+}
+
 /// Adds an element (`hllAdd`): whether a register changed.
 pub fn add(v: &mut Vec<u8>, ele: &[u8], sparse_max: usize) -> Result<bool, Invalid> {
     let (index, count) = pattern(ele);

@@ -108,6 +108,20 @@ pub fn histogram(body: &[u8], histo: &mut [u32; 64]) -> Result<(), Invalid> {
     }
 }
 
+/// Register `index` of a sparse body (`None`: the runs end before it).
+pub fn get(body: &[u8], index: usize) -> Option<u8> {
+    let (mut p, mut first) = (0, 0);
+    while p < body.len() {
+        let op = op_at(&body[p..]);
+        if index < first + op.len {
+            return Some(op.val);
+        }
+        first += op.len;
+        p += op.size;
+    }
+    None
+}
+
 /// Raises register `index` of the sparse HLL `v` to `count` (`hllSparseSet`): whether it
 /// changed. Splits the run holding it, merges equal VAL runs around it, and promotes the
 /// HLL to dense when `count` passes 32 or the string would pass `sparse_max` bytes.

@@ -130,6 +130,9 @@ proptest! {
         let mut v = new();
         let mut model = [0u8; REGISTERS];
         for (i, c) in sets {
+            if check(&v).unwrap() == Encoding::Sparse {
+                prop_assert_eq!(sparse::get(&v[HDR..], i), Some(model[i]));
+            }
             let changed = set_register(&mut v, i, c, max).unwrap();
             prop_assert_eq!(changed, model[i] < c);
             model[i] = model[i].max(c);
@@ -139,6 +142,16 @@ proptest! {
         }
         prop_assert_eq!(&registers(&v).unwrap()[..], &model[..]);
         prop_assert_eq!(count(&v).unwrap(), count_registers(&model));
+    }
+
+    #[test]
+    fn would_change_predicts_add(elements in prop::collection::vec(any::<u32>(), 0..300)) {
+        let mut v = new();
+        for e in elements {
+            let e = e.to_le_bytes();
+            let predicted = would_change(&v, &e).unwrap();
+            prop_assert_eq!(add(&mut v, &e, SPARSE_MAX_BYTES).unwrap(), predicted);
+        }
     }
 
     #[test]

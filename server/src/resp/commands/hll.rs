@@ -39,6 +39,21 @@ pub fn pfadd(x: &mut Call<'_, '_>) {
     let max = sparse_max(x.s);
     x.sh.count(OpClass::Update);
     let f = |sh: &Shared, s: &mut Session, src: &Src<'_>| {
+        // Most adds to a big HLL change nothing: looked at in place, without a copy.
+        let needed = src.peek_string(sh, s, key, |cur| match cur {
+            None => Ok(true),
+            Some(v) => {
+                hll::check(v)?;
+                let mut any = false;
+                for e in elements {
+                    any |= hll::would_change(v, e)?;
+                }
+                Ok(any)
+            }
+        })?;
+        if !needed.map_err(invalid)? {
+            return Ok(false);
+        }
         let (mut v, mut changed) = match load(sh, s, src, key)? {
             Some(v) => (v, false),
             None => (hll::new(), true),
@@ -80,13 +95,30 @@ pub fn pfcount(x: &mut Call<'_, '_>) {
         None => Ok(Some(0)),
         Some(v) => Ok(hll::cached(&v)),
     };
-    let src = Src::open(x.sh, x.s);
-    match fresh(x.sh, x.s, &src) {
-        Ok(Some(n)) => return resp::integer(x.out, n as i64),
-        Ok(None) => {}
-        Err(e) => return fail(x.out, &e),
+    if x.s.tx.running.is_none() {
+        // Outside a transaction: the header read in place, without copying the value.
+        let peeked = x.sh.view().get_item_with(key, 0, |v, _, flags| {
+            if crate::core::ops::typed::is_typed(flags) {
+                return Err(Fail::WrongType);
+            }
+            hll::check(v).map_err(invalid)?;
+            Ok(hll::cached(v))
+        });
+        match peeked {
+            Ok(None) => return resp::integer(x.out, 0),
+            Ok(Some(Ok(Some(n)))) => return resp::integer(x.out, n as i64),
+            Ok(Some(Ok(None))) => {}
+            Ok(Some(Err(e))) => return fail(x.out, &e),
+            Err(e) => return crate::resp::reply::err_store(x.out, &e),
+        }
+    } else {
+        let src = Src::open(x.sh, x.s);
+        match fresh(x.sh, x.s, &src) {
+            Ok(Some(n)) => return resp::integer(x.out, n as i64),
+            Ok(None) => {}
+            Err(e) => return fail(x.out, &e),
+        }
     }
-    drop(src);
     let f = |sh: &Shared, s: &mut Session, src: &Src<'_>| {
         let Some(mut v) = load(sh, s, src, key)? else {
             return Ok(0);

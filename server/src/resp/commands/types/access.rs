@@ -180,6 +180,27 @@ impl<'a> Src<'a> {
         }
     }
 
+    /// Lends `f` the string value at `key` (`None`: absent; a collection: WRONGTYPE)
+    /// without copying it where the source allows (the one station operation).
+    pub fn peek_string<R>(
+        &self,
+        sh: &Shared,
+        s: &mut Session,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R, Fail> {
+        if let Src::One = self {
+            covered(s, key)?;
+            let typed = |flags| crate::core::ops::typed::is_typed(flags);
+            return sh.writes().one_peek(&mut s.one, key, |cur| match cur {
+                Some((_, flags)) if typed(flags) => Err(Fail::WrongType),
+                other => Ok(f(other.map(|(v, _)| v))),
+            })?;
+        }
+        let v = self.string(sh, s, key)?;
+        Ok(f(v.as_deref()))
+    }
+
     /// Calls `f` for the subkeys in `[lo, hi)`, ascending, at most `limit`.
     pub fn scan(
         &self,
