@@ -11,10 +11,9 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{Fail, Src};
-use crate::resp::commands::types::encoding::Meta;
+use crate::resp::commands::types::encoding::{decode_score, encode_score, scores_range, Meta};
 use crate::resp::commands::types::run::{float_arg, int_arg, read, write};
 use crate::resp::commands::types::zset::{score_of, store, Z};
-use crate::resp::commands::types::zset_range::{select, By, Range, ScoreBound};
 use crate::resp::reply::upper;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
@@ -233,40 +232,47 @@ fn find(
     let shape = q.in_meters();
     let limit = if q.any { q.count } else { 0 };
     let mut found = Vec::new();
+    let p = m.prefix(key);
+    let base = scores_range(&p).0;
+    let bound = |score: u64| {
+        let mut k = base.clone();
+        k.extend_from_slice(&encode_score(score as f64));
+        k
+    };
     for b in hash::search_boxes(shape, q.center) {
         if limit > 0 && found.len() >= limit {
             break;
         }
+        // The score index's entries with scores in [lo, hi), read in place: only a match
+        // is copied out.
         let (lo, hi) = b.score_range();
-        let r = Range {
-            by: By::Score(
-                ScoreBound {
-                    value: lo as f64,
-                    open: false,
-                },
-                ScoreBound {
-                    value: hi as f64,
-                    open: true,
-                },
-            ),
-            rev: false,
-            limit: None,
-            scores: true,
+        let (klo, khi) = (bound(lo), bound(hi));
+        let room = if limit > 0 {
+            limit - found.len()
+        } else {
+            usize::MAX
         };
-        for (member, score) in select(sh, s, src, (key, m), &r)? {
+        let mut taken = 0;
+        src.scan(sh, s, (&klo, &khi), usize::MAX, |k, _| {
+            if taken >= room {
+                return;
+            }
+            let rest = &k[base.len()..];
+            let Some(score) = rest.get(..8).and_then(decode_score) else {
+                return;
+            };
             let pos = hash::position(score);
             if let Some(dist) = hash::within(shape, q.center, pos) {
+                let member = rest[8..].to_vec();
                 found.push(Point {
                     member,
                     score,
                     dist,
                     pos,
                 });
-                if limit > 0 && found.len() >= limit {
-                    break;
-                }
+                taken += 1;
             }
-        }
+        })?;
     }
     match q.sort {
         Sort::Asc => found.sort_by(|a, b| a.dist.total_cmp(&b.dist)),
