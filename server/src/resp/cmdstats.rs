@@ -39,12 +39,24 @@ fn note(idx: usize, n: u32) {
 /// Most commands noted between two charges (a thread that is not a loop never charges).
 const MAX_NOTED: usize = 1 << 16;
 
+/// Latency histogram buckets (LATENCY HISTOGRAM): bucket `b` counts runs of at most
+/// 1,024 · 2^b ns (the last, every longer one), Redis's power-of-two microsecond steps.
+const BUCKETS: usize = 24;
+
 #[derive(Default)]
 struct Cell {
     calls: AtomicU64,
     nanos: AtomicU64,
     failed: AtomicU64,
     rejected: AtomicU64,
+    hist: [AtomicU64; BUCKETS],
+}
+
+/// The histogram bucket of a run of `nanos`.
+fn bucket(nanos: u64) -> usize {
+    let units = nanos.div_ceil(1024).max(1);
+    let b = (64 - (units - 1).leading_zeros()) as usize; // ceil(log2(units))
+    b.min(BUCKETS - 1)
 }
 
 /// The counters, indexed by the command's position in the table.
@@ -115,10 +127,12 @@ impl CmdStats {
             return;
         }
         let each = elapsed.as_nanos() as u64 / total;
+        let b = bucket(each);
         let cells = self.cells();
         for &(i, n) in ran {
             if let Some(c) = cells.get(usize::from(i)) {
                 c.nanos.fetch_add(each * u64::from(n), Ordering::Relaxed);
+                c.hist[b].fetch_add(u64::from(n), Ordering::Relaxed);
             }
         }
     }
@@ -127,16 +141,41 @@ impl CmdStats {
     pub fn reset(&self) {
         for cells in self.shards.iter().filter_map(OnceLock::get) {
             for c in cells.iter() {
-                for a in [&c.calls, &c.nanos, &c.failed, &c.rejected] {
+                for a in [&c.calls, &c.nanos, &c.failed, &c.rejected]
+                    .into_iter()
+                    .chain(c.hist.iter())
+                {
                     a.store(0, Ordering::Relaxed);
                 }
             }
         }
     }
 
+    /// Command `idx`'s latency histogram (LATENCY HISTOGRAM): how many timed runs, and for
+    /// each bucket where the count grows, its bound in microseconds and the runs up to it.
+    pub fn histogram(&self, idx: usize) -> (u64, Vec<(u64, u64)>) {
+        let mut counts = [0u64; BUCKETS];
+        for cells in self.shards.iter().filter_map(OnceLock::get) {
+            if let Some(c) = cells.get(idx) {
+                for (n, h) in counts.iter_mut().zip(&c.hist) {
+                    *n += h.load(Ordering::Relaxed);
+                }
+            }
+        }
+        let mut total = 0;
+        let mut steps = Vec::new();
+        for (b, n) in counts.iter().enumerate() {
+            if *n > 0 {
+                total += n;
+                steps.push(((1024u64 << b) / 1000, total));
+            }
+        }
+        (total, steps)
+    }
+
     /// The section, `names[i]` naming command `i`: a line per command that ran or was
     /// refused, in Redis's form.
-    pub fn section(&self, names: impl Iterator<Item = &'static str>) -> String {
+    pub fn section<S: AsRef<str>>(&self, names: impl Iterator<Item = S>) -> String {
         let mut t = String::from("# Commandstats\r\n");
         for (i, name) in names.enumerate() {
             let sum = |f: fn(&Cell) -> &AtomicU64| -> u64 {
@@ -159,7 +198,7 @@ impl CmdStats {
             };
             t.push_str(&format!(
                 "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per:.2},rejected_calls={rejected},failed_calls={}\r\n",
-                name.to_ascii_lowercase(),
+                name.as_ref().to_ascii_lowercase(),
                 sum(|c| &c.failed)
             ));
         }
@@ -170,6 +209,29 @@ impl CmdStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histograms_step_by_powers_of_two_microseconds() {
+        assert_eq!(
+            (
+                bucket(0),
+                bucket(1024),
+                bucket(1025),
+                bucket(2048),
+                bucket(5000)
+            ),
+            (0, 0, 1, 1, 3)
+        );
+        assert_eq!(bucket(u64::MAX / 2), BUCKETS - 1);
+        let s = CmdStats::default();
+        note(3, 2);
+        s.charge_noted(Duration::from_micros(6)); // 3 µs each: the 4 µs bucket
+        note(3, 1);
+        s.charge_noted(Duration::from_nanos(900));
+        assert_eq!(s.histogram(3), (3, vec![(1, 1), (4, 3)]));
+        s.reset();
+        assert_eq!(s.histogram(3), (0, vec![]));
+    }
 
     #[test]
     fn counts_sum_over_loops_and_reset() {

@@ -11,7 +11,7 @@ use crate::core::shared::Shared;
 use crate::resp::call::{Call, Spec};
 use crate::resp::gate::{self, From, Pass};
 use crate::resp::session::Session;
-use crate::resp::table::{find, position};
+use crate::resp::table::{find, position, table};
 use std::sync::atomic::Ordering;
 
 /// Runs one command (`c`: name first) from `from` through the gate, its reply appended to
@@ -74,9 +74,11 @@ pub fn call(
         .fetch_add(1, Ordering::Relaxed);
     let mark = out.len();
     s.last_cmd.set(spec.name);
-    // Timed for the slow log while it is on (slowlog.rs).
+    // Timed for the slow log and the latency monitor while one is on (slowlog.rs,
+    // latency.rs).
     let slower_than = s.global.tuning.at(crate::resp::tuning::SLOWER_THAN);
-    let started = (slower_than >= 0).then(std::time::Instant::now);
+    let latency_ms = s.global.tuning.at(crate::resp::tuning::LATENCY_THRESHOLD);
+    let started = (slower_than >= 0 || latency_ms > 0).then(std::time::Instant::now);
     // In a database other than 0, the handler sees its keys under the database's prefix.
     let moved = crate::resp::db::rewrite(s.db, spec, c);
     let moved_args: Option<smallvec::SmallVec<[&[u8]; 8]>> = moved
@@ -96,9 +98,20 @@ pub fn call(
     // then.
     if s.block.req.is_none() && !reads.submitted() {
         let failed = out.get(mark) == Some(&b'-');
-        s.global.cmdstats.ran(position(spec), failed);
+        let idx = crate::resp::subcommands::stats_index(table(), position(spec), c);
+        s.global.cmdstats.ran(idx, failed);
         if let Some(t) = started {
-            slow(s, spec, c, t.elapsed(), slower_than);
+            let took = t.elapsed();
+            if slower_than >= 0 {
+                slow(s, spec, c, took, slower_than);
+            }
+            if latency_ms > 0 && took.as_millis() as i64 >= latency_ms {
+                let event = match spec.flags & crate::resp::call::flag::FAST {
+                    0 => "command",
+                    _ => "fast-command",
+                };
+                s.global.latency.add(event, took.as_millis() as u64);
+            }
         }
     }
     if !s.block.wake.is_empty() && s.tx.running.is_none() {

@@ -28,6 +28,8 @@ pub struct RespGlobal {
     pub pubsub: Arc<crate::resp::pubsub::PubSub>,
     /// SLOWLOG's entries (slowlog.rs).
     pub slowlog: crate::resp::slowlog::SlowLog,
+    /// LATENCY's events (latency.rs).
+    pub latency: crate::resp::latency::Latency,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory

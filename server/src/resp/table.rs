@@ -246,7 +246,9 @@ mod tests {
 
     #[test]
     fn positions_fit_commandstats() {
-        assert!(table().len() <= crate::resp::cmdstats::MAX_COMMANDS);
+        assert!(
+            crate::resp::subcommands::names(table()).len() <= crate::resp::cmdstats::MAX_COMMANDS
+        );
         for (i, s) in table().iter().enumerate() {
             assert_eq!(position(find(s.name.as_bytes()).unwrap()), i);
         }

@@ -98,6 +98,7 @@ pub(crate) static DATABASES: &[Spec] = rows! {
 
 /// Testing hooks.
 pub(crate) static DEBUGGING: &[Spec] = rows! {
+    "LATENCY", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::latency::latency, "LATEST, HISTORY, RESET, GRAPH, DOCTOR, HISTOGRAM: latency events and per-command histograms.";
     "SLOWLOG", -2, ADMIN | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::slowlog::slowlog, "GET, LEN, RESET: the commands slower than slowlog-log-slower-than.";
     "DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::debug::debug, "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.";
 };

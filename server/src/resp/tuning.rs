@@ -73,12 +73,16 @@ pub static PARAMS: &[Param] = &[
     // The slow log's (slowlog.rs): read by position on every command ([`SLOWER_THAN`]).
     p("slowlog-log-slower-than", None, 10_000, (-1, BIG)),
     p("slowlog-max-len", None, 128, (0, BIG)),
+    // The latency monitor's (latency.rs), in milliseconds: read by position too.
+    p("latency-monitor-threshold", None, 0, (0, BIG)),
 ];
 
 /// Where `slowlog-log-slower-than` is in [`PARAMS`] (the dispatcher reads it by position).
 pub const SLOWER_THAN: usize = 12;
 /// Where `slowlog-max-len` is.
 pub const SLOWLOG_MAX_LEN: usize = 13;
+/// Where `latency-monitor-threshold` is.
+pub const LATENCY_THRESHOLD: usize = 14;
 
 /// The parameters' values now, shared by every connection.
 pub struct Tuning {

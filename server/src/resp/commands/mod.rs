@@ -19,6 +19,7 @@ pub mod glob;
 pub mod hll;
 pub mod introspect;
 pub mod keys;
+pub mod latency;
 pub mod lcs;
 pub mod pubsub;
 pub mod rename;

@@ -142,8 +142,8 @@ pub fn info(x: &mut Call<'_, '_>) {
         matches!(a.as_slice(), b"commandstats" | b"all" | b"everything")
     });
     if asked {
-        let names = (x.dispatch.table)().iter().map(|s| s.name);
-        let section = x.s.global.cmdstats.section(names);
+        let names = crate::resp::subcommands::names((x.dispatch.table)());
+        let section = x.s.global.cmdstats.section(names.iter());
         if !text.is_empty() {
             text.push_str("\r\n");
         }
