@@ -9,6 +9,9 @@
 #   pfcount     PFCOUNT of that HLL (its cached cardinality)
 #   pfcount_3   PFCOUNT of three HLLs (their union, computed each time)
 #   pfmerge     PFMERGE of two HLLs into a third
+#   geosearch   GEOSEARCH of a 10,000-member grid (0.01° apart) within 5.6 km, ASC: 100
+#               members with their distances
+#   geoadd      GEOADD of a random member at a fixed position (-r 1,000,000)
 # (Valkey is not packaged for this machine's Debian 12, so it is not in the run.)
 #
 # Usage: scripts/bench-commands.sh [rounds]     (default 3; TESTS="pfadd pfcount" picks)
@@ -39,7 +42,9 @@ depth[pfadd]=16; cmd[pfadd]="PFADD hll __rand_int__"
 depth[pfcount]=16; cmd[pfcount]="PFCOUNT hll"
 depth[pfcount_3]=1; cmd[pfcount_3]="PFCOUNT hll hll2 hll3"
 depth[pfmerge]=1; cmd[pfmerge]="PFMERGE hllm hll2 hll3"
-tests=${TESTS:-pfadd pfcount pfcount_3 pfmerge}
+depth[geosearch]=1; cmd[geosearch]="GEOSEARCH grid FROMLONLAT 13.5 38.5 BYRADIUS 5.6 km ASC WITHDIST"
+depth[geoadd]=16; cmd[geoadd]="GEOADD places 13.361389 38.115556 __rand_int__"
+tests=${TESTS:-pfadd pfcount pfcount_3 pfmerge geoadd geosearch}
 
 # What the reads read: three HLLs of 100,000 elements each (dense), on every server.
 for s in "${servers[@]}"; do
@@ -49,6 +54,16 @@ for s in "${servers[@]}"; do
     awk -v k="$k" 'BEGIN { for (i = 0; i < 1000; i++) { printf "PFADD %s", k; for (j = 0; j < 100; j++) printf " %s-%d", k, i * 100 + j; print "" } }' \
       | redis-cli -p "$port" >/dev/null
   done
+done
+
+# And a 10,000-member geo grid; the search must find 100 on every server.
+for s in "${servers[@]}"; do
+  port=${s#*:}
+  redis-cli -p "$port" DEL grid places >/dev/null
+  awk 'BEGIN { for (i = 0; i < 100; i++) { printf "GEOADD grid"; for (j = 0; j < 100; j++) printf " %.2f %.2f g%d-%d", 13 + j / 100, 38 + i / 100, i, j; print "" } }' \
+    | redis-cli -p "$port" >/dev/null
+  found=$(redis-cli -p "$port" GEOSEARCH grid FROMLONLAT 13.5 38.5 BYRADIUS 5.6 km ASC | wc -l)
+  echo "${s%:*}: GEOSEARCH finds $found members" >&2
 done
 
 declare -A results

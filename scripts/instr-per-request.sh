@@ -17,6 +17,9 @@
 #        KEYSPACE=none TESTS="hset sadd zadd" scripts/instr-per-request.sh  (no -r: small collections)
 #        TESTS="hset sadd spop" scripts/instr-per-request.sh   (other redis-benchmark tests;
 #        default "get set incr")
+#        TESTS="pfadd pfcount geoadd geosearch" scripts/instr-per-request.sh  (commands of
+#        their own, below: PFADD of a random element to one HLL, PFCOUNT of it, GEOADD of a
+#        random member, GEOSEARCH of 99 members of a 10,000-member grid)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -43,6 +46,13 @@ dumped() {
   callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}'
 }
 
+# Tests that are commands of their own rather than redis-benchmark's -t tests.
+declare -A custom
+custom[pfadd]="PFADD hll __rand_int__"
+custom[pfcount]="PFCOUNT hll"
+custom[geoadd]="GEOADD places 13.361389 38.115556 __rand_int__"
+custom[geosearch]="GEOSEARCH grid FROMLONLAT 13.5 38.5 BYRADIUS 5.6 km ASC WITHDIST"
+
 measure() { # name port cmd...
   local name=$1 port=$2
   shift 2
@@ -51,10 +61,21 @@ measure() { # name port cmd...
   pid=$!
   wait_port "$port"
   redis-benchmark -p "$port" -t set -n "$n" -r 100000 -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
+  # GEOSEARCH's grid, only when measured (its subkeys give the background reclaim walk
+  # work that the counters would include): 100 x 100 members 0.01 degrees apart.
+  if [[ " ${tests[*]} " == *" geosearch "* ]]; then
+    awk 'BEGIN { for (i = 0; i < 100; i++) { printf "GEOADD grid"; for (j = 0; j < 100; j++) printf " %.2f %.2f g%d-%d", 13 + j / 100, 38 + i / 100, i, j; print "" } }' \
+      | redis-cli -p "$port" >/dev/null
+  fi
   local row="| $name |"
   for t in "${tests[@]}"; do
     callgrind_control -z "$pid" >/dev/null 2>&1
-    redis-benchmark -p "$port" -t "$t" -n "$n" "${keyspace[@]}" -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
+    if [ -n "${custom[$t]:-}" ]; then
+      # shellcheck disable=SC2086
+      redis-benchmark -p "$port" -n "$n" -r 1000000 -P 16 -c 50 --threads 1 -q ${custom[$t]} >/dev/null
+    else
+      redis-benchmark -p "$port" -t "$t" -n "$n" "${keyspace[@]}" -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
+    fi
     callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 1
     row+=" $(( $(dumped "$base") / n )) |"

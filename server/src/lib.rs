@@ -80,6 +80,8 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     let ports = bound.describe()?;
     let mc = Arc::new(memcache::state::McGlobal::default());
     let resp_global = Arc::new(resp::session::RespGlobal::default());
+    // The slow log's clock calibrates here, not in the first command it times.
+    let _ = quanta::Instant::now();
     let sockets = bound.wire(&shared, &mc, &resp_global);
     let stop = Arc::new(AtomicBool::new(false));
     let (mailboxes, done) = start_loops(&shared, &sockets, &stop)?;

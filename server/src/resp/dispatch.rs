@@ -78,7 +78,7 @@ pub fn call(
     // latency.rs).
     let slower_than = s.global.tuning.at(crate::resp::tuning::SLOWER_THAN);
     let latency_ms = s.global.tuning.at(crate::resp::tuning::LATENCY_THRESHOLD);
-    let started = (slower_than >= 0 || latency_ms > 0).then(std::time::Instant::now);
+    let started = (slower_than >= 0 || latency_ms > 0).then(quanta::Instant::now);
     // In a database other than 0, the handler sees its keys under the database's prefix.
     let moved = crate::resp::db::rewrite(s.db, spec, c);
     let moved_args: Option<smallvec::SmallVec<[&[u8]; 8]>> = moved
