@@ -111,7 +111,20 @@ fn parse<'a>(
         store: None,
         store_dist: false,
     };
-    let base = match cmd {
+    let base = positional(cmd, args, &mut member, &mut q)?;
+    let given = options(cmd, &args[base..], &mut member, &mut q)?;
+    checked(cmd, args[0], q, given)
+}
+
+/// The arguments before the options (the center and radius of GEORADIUS and
+/// GEORADIUSBYMEMBER, GEOSEARCHSTORE's destination): where the options start.
+fn positional<'a>(
+    cmd: Cmd,
+    args: &[&'a [u8]],
+    member: &mut Option<&mut MemberPos<'_>>,
+    q: &mut Query<'a>,
+) -> Result<usize, Fail> {
+    Ok(match cmd {
         Cmd::Radius { .. } => {
             q.center = lon_lat(args[2], args[3])?;
             let (r, u) = radius_arg(args[4], args[5])?;
@@ -131,11 +144,28 @@ fn parse<'a>(
             q.store = Some(args[1]);
             3
         }
-    };
+    })
+}
+
+/// Which of FROMMEMBER, FROMLONLAT, BYRADIUS and BYBOX the options gave.
+#[derive(Default)]
+struct Given {
+    from_member: bool,
+    from_loc: bool,
+    by_radius: bool,
+    by_box: bool,
+}
+
+/// Reads the options into `q`.
+fn options<'a>(
+    cmd: Cmd,
+    rest: &[&'a [u8]],
+    member: &mut Option<&mut MemberPos<'_>>,
+    q: &mut Query<'a>,
+) -> Result<Given, Fail> {
     let search = matches!(cmd, Cmd::Search | Cmd::SearchStore);
     let can_store = matches!(cmd, Cmd::Radius { ro: false } | Cmd::ByMember { ro: false });
-    let (mut from_member, mut from_loc, mut by_radius, mut by_box) = (false, false, false, false);
-    let rest = &args[base..];
+    let mut g = Given::default();
     let mut i = 0;
     while i < rest.len() {
         let left = rest.len() - i - 1; // arguments after this one
@@ -163,34 +193,40 @@ fn parse<'a>(
                 i += 1;
             }
             b"STOREDIST" if cmd == Cmd::SearchStore => q.store_dist = true,
-            b"FROMMEMBER" if left >= 1 && search && !from_loc => {
+            b"FROMMEMBER" if left >= 1 && search && !g.from_loc => {
                 if let Some(f) = member.as_mut() {
                     q.center = f(rest[i + 1])?;
                 }
-                from_member = true;
+                g.from_member = true;
                 i += 1;
             }
-            b"FROMLONLAT" if left >= 2 && search && !from_member => {
+            b"FROMLONLAT" if left >= 2 && search && !g.from_member => {
                 q.center = lon_lat(rest[i + 1], rest[i + 2])?;
-                from_loc = true;
+                g.from_loc = true;
                 i += 2;
             }
-            b"BYRADIUS" if left >= 2 && search && !by_box => {
+            b"BYRADIUS" if left >= 2 && search && !g.by_box => {
                 let (r, u) = radius_arg(rest[i + 1], rest[i + 2])?;
                 (q.shape, q.to_meters) = (Shape::Radius(r), u);
-                by_radius = true;
+                g.by_radius = true;
                 i += 2;
             }
-            b"BYBOX" if left >= 3 && search && !by_radius => {
+            b"BYBOX" if left >= 3 && search && !g.by_radius => {
                 let (w, h, u) = box_arg(rest[i + 1], rest[i + 2], rest[i + 3])?;
                 (q.shape, q.to_meters) = (Shape::Box(w, h), u);
-                by_box = true;
+                g.by_box = true;
                 i += 3;
             }
             _ => return Err(reply("ERR syntax error")),
         }
         i += 1;
     }
+    Ok(g)
+}
+
+/// The checks Redis makes once the options are read, and COUNT's default order.
+fn checked<'a>(cmd: Cmd, name: &[u8], mut q: Query<'a>, g: Given) -> Result<Query<'a>, Fail> {
+    let search = matches!(cmd, Cmd::Search | Cmd::SearchStore);
     if q.store.is_some() && (q.with_dist || q.with_hash || q.with_coord) {
         let who = match cmd {
             Cmd::SearchStore => "GEOSEARCHSTORE",
@@ -200,13 +236,13 @@ fn parse<'a>(
             "ERR {who} is not compatible with WITHDIST, WITHHASH and WITHCOORD options"
         )));
     }
-    let name = String::from_utf8_lossy(args[0]);
-    if search && !(from_member || from_loc) {
+    let name = String::from_utf8_lossy(name);
+    if search && !(g.from_member || g.from_loc) {
         return Err(Fail::Reply(format!(
             "ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for {name}"
         )));
     }
-    if search && !(by_radius || by_box) {
+    if search && !(g.by_radius || g.by_box) {
         return Err(Fail::Reply(format!(
             "ERR exactly one of BYRADIUS and BYBOX can be specified for {name}"
         )));
