@@ -236,31 +236,23 @@ fn bounds(shape: Shape, (lon, lat): (f64, f64)) -> (f64, f64, f64, f64) {
     (lon - d, lat - lat_delta, lon + d, lat + lat_delta)
 }
 
-fn move_x(h: &mut Hash, d: i8) {
+/// Moves a geohash one box along the coordinate whose bits are `mask`'s (the odd bits:
+/// longitude, east for `d > 0`; the even bits: latitude, north), wrapping around
+/// (`geohash_move_x` and `geohash_move_y`).
+fn step(h: &mut Hash, d: i8, mask: u64) {
     let shift = 64 - u32::from(h.step) * 2;
-    let x = h.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = h.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> shift;
-    let x = if d > 0 {
-        x.wrapping_add(zz + 1)
+    let (mine, other) = (h.bits & mask, h.bits & !mask);
+    let zz = !mask >> shift;
+    let moved = if d > 0 {
+        mine.wrapping_add(zz + 1)
     } else {
-        (x | zz).wrapping_sub(zz + 1)
+        (mine | zz).wrapping_sub(zz + 1)
     };
-    h.bits = (x & (0xaaaa_aaaa_aaaa_aaaau64 >> shift)) | y;
+    h.bits = (moved & (mask >> shift)) | other;
 }
 
-fn move_y(h: &mut Hash, d: i8) {
-    let shift = 64 - u32::from(h.step) * 2;
-    let x = h.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = h.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
-    let y = if d > 0 {
-        y.wrapping_add(zz + 1)
-    } else {
-        (y | zz).wrapping_sub(zz + 1)
-    };
-    h.bits = x | (y & (0x5555_5555_5555_5555u64 >> shift));
-}
+const ODD: u64 = 0xaaaa_aaaa_aaaa_aaaa;
+const EVEN: u64 = 0x5555_5555_5555_5555;
 
 /// The eight neighbors, in Redis's search order after the center: north, south, east,
 /// west, north-east, north-west, south-east, south-west.
@@ -268,10 +260,10 @@ fn neighbors(h: Hash) -> [Hash; 8] {
     let at = |dx: i8, dy: i8| {
         let mut n = h;
         if dx != 0 {
-            move_x(&mut n, dx);
+            step(&mut n, dx, ODD);
         }
         if dy != 0 {
-            move_y(&mut n, dy);
+            step(&mut n, dy, EVEN);
         }
         n
     };

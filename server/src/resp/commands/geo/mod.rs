@@ -30,15 +30,7 @@ pub(crate) fn human(d: f64) -> String {
 
 /// Appends a coordinate: a bulk string in RESP2, a double in RESP3.
 pub(crate) fn coord_reply(out: &mut Vec<u8>, d: f64, v: Version) {
-    let t = human(d);
-    match v {
-        Version::Resp2 => resp::bulk(out, Some(t.as_bytes())),
-        Version::Resp3 => {
-            out.push(b',');
-            out.extend_from_slice(t.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-    }
+    crate::resp::commands::types::zset::double_reply(out, &human(d), v)
 }
 
 /// Appends a distance: a bulk string of four decimals, in both protocols (as Redis).

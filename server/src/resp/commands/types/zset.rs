@@ -33,7 +33,12 @@ pub(crate) fn fmt_score(d: f64) -> String {
 
 /// Appends a score: a bulk string in RESP2, a double in RESP3.
 pub(crate) fn score_reply(out: &mut Vec<u8>, d: f64, v: Version) {
-    let t = fmt_score(d);
+    double_reply(out, &fmt_score(d), v)
+}
+
+/// Appends a number already written as text: a bulk string in RESP2, a double in RESP3
+/// (scores, and GEOPOS's coordinates).
+pub(crate) fn double_reply(out: &mut Vec<u8>, t: &str, v: Version) {
     match v {
         Version::Resp2 => resp::bulk(out, Some(t.as_bytes())),
         Version::Resp3 => {
