@@ -220,6 +220,8 @@ pub struct Counters {
     pub stall_us: AtomicU64,
     /// Microseconds the last commit took, snapshot to durable.
     pub last_commit_us: AtomicU64,
+    /// When the last commit became durable, in ms since the Unix epoch (0: none yet).
+    pub last_commit_at_ms: AtomicU64,
     /// The longest commit so far, in microseconds.
     pub max_commit_us: AtomicU64,
     /// Clock pages written (version leases taken).
@@ -625,6 +627,12 @@ impl Core {
                 drop(d);
                 let took = self.now_ns().saturating_sub(at) / 1000;
                 self.counters.last_commit_us.store(took, Ordering::Relaxed);
+                let at_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                self.counters
+                    .last_commit_at_ms
+                    .store(at_ms, Ordering::Relaxed);
                 self.counters
                     .max_commit_us
                     .fetch_max(took, Ordering::Relaxed);

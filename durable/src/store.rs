@@ -111,6 +111,9 @@ pub struct DurableStats {
     pub stall_us: u64,
     /// The last commit's duration (snapshot to durable), in microseconds.
     pub last_commit_us: u64,
+    /// When the last commit became durable, in ms since the Unix epoch (0: none since the
+    /// store opened).
+    pub last_commit_at_ms: u64,
     /// The longest commit so far, in microseconds.
     pub max_commit_us: u64,
     /// The version lease on the device: no version above it has been issued.
@@ -210,6 +213,7 @@ impl Durability {
             stalls: c.stalls.load(Ordering::Relaxed),
             stall_us: c.stall_us.load(Ordering::Relaxed),
             last_commit_us: c.last_commit_us.load(Ordering::Relaxed),
+            last_commit_at_ms: c.last_commit_at_ms.load(Ordering::Relaxed),
             max_commit_us: c.max_commit_us.load(Ordering::Relaxed),
             version_lease: d.lease,
             leases: c.leases.load(Ordering::Relaxed),

@@ -436,3 +436,43 @@ fn cas_uniques_seen_before_a_kill_9_are_never_issued_again() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn lastsave_is_the_start_then_the_last_durable_commit() {
+    use common::RespConn;
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    };
+    let last = |c: &mut RespConn| match c.str(&["LASTSAVE"]) {
+        accelkv_proto::resp::Value::Integer(t) => t,
+        other => panic!("LASTSAVE: {other:?}"),
+    };
+    // In memory: when the server started.
+    let before = now();
+    let mem = Server::start(&[]);
+    let mut c = RespConn::new(&mem);
+    let t = last(&mut c);
+    assert!((before - 2..=now()).contains(&t), "{t} vs {before}");
+    // With a data directory: after a write under `sync`, its commit's time.
+    let d = data_dir("lastsave");
+    let srv = Server::start(&["--data-dir", d.to_str().unwrap()]);
+    let mut c = RespConn::new(&srv);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let written = now();
+    c.str(&["SET", "k", "v"]);
+    let t = last(&mut c);
+    assert!((written..=now()).contains(&t), "{t} vs {written}");
+    let accelkv_proto::resp::Value::Bulk(Some(info)) = c.str(&["INFO", "persistence"]) else {
+        panic!("INFO");
+    };
+    let info = String::from_utf8_lossy(&info);
+    assert!(
+        info.contains(&format!("rdb_last_save_time:{t}\r\n")),
+        "{info}"
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -16,6 +16,21 @@ fn info_line(out: &mut String, k: &str, v: &str) {
 }
 
 impl Shared {
+    /// LASTSAVE's answer, Unix seconds: when the last commit of the data directory became
+    /// durable, or, before the first (and without a data directory), when the server
+    /// started.
+    pub fn last_save(&self) -> u64 {
+        let unix = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        };
+        let started = unix(std::time::SystemTime::now()) - self.started().elapsed().as_secs();
+        match self.persist().map(|p| p.stats().last_commit_at_ms) {
+            Some(ms) if ms > 0 => ms / 1000,
+            _ => started,
+        }
+    }
+
     /// `name:value` lines of INFO's persistence section: the sync policy, how far the page
     /// writer is behind (what a crash now could lose), backpressure, commits, recovery.
     pub fn persistence_text(&self) -> String {
@@ -23,6 +38,7 @@ impl Shared {
         let mut line = |k: &str, v: String| info_line(&mut out, k, &v);
         line("loading", "0".into());
         line("aof_enabled", "0".into());
+        line("rdb_last_save_time", self.last_save().to_string());
         let Some(p) = self.persist() else {
             line("durability", "none (in memory)".into());
             line("rdb_changes_since_last_save", "0".into());

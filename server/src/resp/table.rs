@@ -71,6 +71,7 @@ static BASE: &[Spec] = rows! {
     "OBJECT",       -2, R,                                             (2, 2, 1),  "generic",      introspect::object_cmd,   "OBJECT ENCODING and REFCOUNT of a key.";
     "DBSIZE",       1,  RF,                                            NONE,       "server",       server::dbsize,           "Number of keys.";
     "TIME",         1,  FAST | LOCAL,                                  NONE,       "server",       server::time,             "The server's clock.";
+    "LASTSAVE",     1,  FAST | LOADING | STALE | LOCAL,                NONE,       "server",       server::lastsave,         "When the data last became durable (the data directory's last commit; else the start).";
     "CLUSTER",      -2, CONN | LOCAL,                                  NONE,       "cluster",      server::cluster,          "Cluster mode: the range map (RANGES), its state (INFO), this node's id (MYID).";
     "WAIT",         3,  FAST | LOCAL,                                  NONE,       "generic",      server::wait,             "Answers 0: there are no replicas.";
     "ROLE",         1,  NOSCRIPT | LOADING | STALE | FAST | LOCAL,     NONE,       "server",       server::role,             "A primary without replicas: master, offset 0, none.";

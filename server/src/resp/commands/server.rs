@@ -113,6 +113,11 @@ pub fn time(x: &mut Call<'_, '_>) {
     resp::bulk(x.out, Some(now.subsec_micros().to_string().as_bytes()));
 }
 
+/// LASTSAVE: when the data last became durable (Unix seconds; `Shared::last_save`).
+pub fn lastsave(x: &mut Call<'_, '_>) {
+    resp::integer(x.out, x.sh.last_save() as i64)
+}
+
 /// WAIT: no replicas, nothing to wait for.
 pub fn wait(x: &mut Call<'_, '_>) {
     resp::integer(x.out, 0)
