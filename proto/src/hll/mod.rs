@@ -167,6 +167,16 @@ pub fn dense_set(regs: &mut [u8], i: usize, val: u8) {
     }
 }
 
+/// Raises register `index` of a dense body to `count` if it is lower (`hllDenseSet`):
+/// whether it changed.
+pub(crate) fn dense_raise(regs: &mut [u8], index: usize, count: u8) -> bool {
+    let changed = dense_get(regs, index) < count;
+    if changed {
+        dense_set(regs, index, count);
+    }
+    changed
+}
+
 /// Raises register `index` to `count` if it is lower: whether it changed. A sparse HLL
 /// stays sparse while it can (`sparse_max`: `hll-sparse-max-bytes`), else becomes dense.
 pub fn set_register(
@@ -176,14 +186,7 @@ pub fn set_register(
     sparse_max: usize,
 ) -> Result<bool, Invalid> {
     let changed = match check(v)? {
-        Encoding::Dense => {
-            let regs = &mut v[HDR..];
-            let old = dense_get(regs, index);
-            if old < count {
-                dense_set(regs, index, count);
-            }
-            old < count
-        }
+        Encoding::Dense => dense_raise(&mut v[HDR..], index, count),
         Encoding::Sparse => sparse::set(v, index, count, sparse_max)?,
     };
     if changed {

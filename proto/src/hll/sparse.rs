@@ -7,7 +7,7 @@
 //!
 //! A valid body's runs cover exactly [`REGISTERS`]; anything else is [`Invalid::Corrupt`].
 
-use super::{dense_set, to_dense, Invalid, DENSE_SIZE, HDR, REGISTERS};
+use super::{to_dense, Invalid, DENSE_SIZE, HDR, REGISTERS};
 
 const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
@@ -214,12 +214,7 @@ fn merge_around(v: &mut Vec<u8>, mut p: usize) {
 fn promote(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Invalid> {
     to_dense(v)?;
     debug_assert_eq!(v.len(), DENSE_SIZE);
-    let regs = &mut v[HDR..];
-    let changed = super::dense_get(regs, index) < count;
-    if changed {
-        dense_set(regs, index, count);
-    }
-    Ok(changed)
+    Ok(super::dense_raise(&mut v[HDR..], index, count))
 }
 
 /// PFDEBUG DECODE's text of a body: `z:len`, `Z:len` and `v:value,len`, space-separated.

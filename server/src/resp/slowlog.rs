@@ -127,15 +127,6 @@ impl SlowLog {
             .entries
             .clear();
     }
-
-    /// Drops entries past `max_len` (CONFIG SET slowlog-max-len).
-    pub fn trim(&self, max_len: usize) {
-        self.log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entries
-            .truncate(max_len);
-    }
 }
 
 #[cfg(test)]

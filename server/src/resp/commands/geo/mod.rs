@@ -11,7 +11,7 @@ use crate::core::counters::OpClass;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::Fail;
 use crate::resp::commands::types::run::{float_arg, read};
-use crate::resp::commands::types::zset::{score_of, zadd, Z};
+use crate::resp::commands::types::zset::{scores, zadd};
 use crate::resp::reply::upper;
 use accelkv_proto::resp::{self, Version};
 
@@ -103,8 +103,8 @@ pub fn geoadd(x: &mut Call<'_, '_>) {
     zadd(&mut z);
 }
 
-/// The scores of `members` of the sorted set at `key` (`None` each: absent; the key
-/// absent: all `None`).
+/// Reads the scores of `members` of the sorted set at `key` (ZMSCORE's read) and hands
+/// them to `ok`.
 fn member_scores(
     x: &mut Call<'_, '_>,
     key: &[u8],
@@ -112,19 +112,7 @@ fn member_scores(
     ok: impl FnOnce(&mut Vec<u8>, Vec<Option<f64>>, Version),
 ) {
     x.sh.count(OpClass::Get);
-    read(
-        x,
-        |sh, s, src| {
-            let Some(m) = src.meta(sh, s, key, Z)? else {
-                return Ok(vec![None; members.len()]);
-            };
-            members
-                .iter()
-                .map(|mb| score_of(sh, s, src, (key, &m), mb))
-                .collect()
-        },
-        ok,
-    )
+    read(x, |sh, s, src| scores(sh, s, src, key, members), ok)
 }
 
 /// `GEOPOS key [member ...]`: each member's longitude and latitude (null if absent).

@@ -11,9 +11,10 @@ use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{Fail, Src};
-use crate::resp::commands::types::encoding::{decode_score, encode_score, scores_range, Meta};
+use crate::resp::commands::types::encoding::{decode_score, scores_range, Meta};
 use crate::resp::commands::types::run::{float_arg, int_arg, read, write};
 use crate::resp::commands::types::zset::{score_of, store, Z};
+use crate::resp::commands::types::zset_range::{score_keys, ScoreBound};
 use crate::resp::reply::upper;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
@@ -270,10 +271,12 @@ fn find(
     let mut found = Vec::new();
     let p = m.prefix(key);
     let base = scores_range(&p).0;
-    let bound = |score: u64| {
-        let mut k = base.clone();
-        k.extend_from_slice(&encode_score(score as f64));
-        k
+    let box_keys = |(lo, hi): (u64, u64)| {
+        let at = |value: u64, open| ScoreBound {
+            value: value as f64,
+            open,
+        };
+        score_keys(&p, at(lo, false), at(hi, true))
     };
     for b in hash::search_boxes(shape, q.center) {
         if limit > 0 && found.len() >= limit {
@@ -281,8 +284,7 @@ fn find(
         }
         // The score index's entries with scores in [lo, hi), read in place: only a match
         // is copied out.
-        let (lo, hi) = b.score_range();
-        let (klo, khi) = (bound(lo), bound(hi));
+        let (klo, khi) = box_keys(b.score_range());
         let room = if limit > 0 {
             limit - found.len()
         } else {

@@ -398,8 +398,9 @@ pub fn zrem(x: &mut Call<'_, '_>) {
     )
 }
 
-/// The scores of `members` in the sorted set at `key`.
-fn scores(
+/// The scores of `members` in the sorted set at `key` (`None` each: absent; the key
+/// absent: all `None`).
+pub(crate) fn scores(
     sh: &Shared,
     s: &mut Session,
     src: &Src<'_>,

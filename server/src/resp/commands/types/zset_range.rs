@@ -130,7 +130,7 @@ fn parse(kind: &[u8], (lo, hi): (&[u8], &[u8]), rev: bool, opts: &[&[u8]]) -> Re
 }
 
 /// The index subkey range `[lo, hi)` of scores between two bounds.
-fn score_keys(p: &[u8], lo: ScoreBound, hi: ScoreBound) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn score_keys(p: &[u8], lo: ScoreBound, hi: ScoreBound) -> (Vec<u8>, Vec<u8>) {
     let (base, _) = scores_range(p);
     let at = |b: ScoreBound, past: bool| {
         let e = u64::from_be_bytes(encode_score(b.value));
