@@ -6,7 +6,7 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{Redis, RespConn, Server};
+use common::{beside_redis, RespConn};
 
 /// A sorted, comparable form of a reply (sets and hashes come back in any order).
 fn sorted(v: Value) -> Vec<Vec<u8>> {
@@ -130,28 +130,24 @@ fn copy(from: &mut RespConn, to: &mut RespConn, keys: &[&str]) {
 
 #[test]
 fn dumps_move_between_redis_and_accelkv_both_ways() {
-    let Some(redis) = Redis::start() else {
-        accelkv_testkit::skip("redis-server is not installed (.ci/run installs it)");
+    // Bound whole: its servers live as long as it does.
+    let Some(mut both) = beside_redis() else {
         return;
     };
-    let srv = Server::start(&[]);
-    let mut ours = RespConn::new(&srv);
-    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
-    let keys = fill(&mut theirs);
-    copy(&mut theirs, &mut ours, &keys);
+    let (ours, theirs) = (&mut both.ours, &mut both.theirs);
+    let keys = fill(theirs);
+    copy(theirs, ours, &keys);
     theirs.str(&["FLUSHALL"]);
-    copy(&mut ours, &mut theirs, &keys);
+    copy(ours, theirs, &keys);
 }
 
 #[test]
 fn restore_answers_as_redis_does() {
-    let Some(redis) = Redis::start() else {
-        accelkv_testkit::skip("redis-server is not installed (.ci/run installs it)");
+    // Bound whole: its servers live as long as it does.
+    let Some(mut both) = beside_redis() else {
         return;
     };
-    let srv = Server::start(&[]);
-    let mut ours = RespConn::new(&srv);
-    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
+    let (ours, theirs) = (&mut both.ours, &mut both.theirs);
     theirs.str(&["SET", "k", "v"]);
     let Value::Bulk(Some(p)) = theirs.str(&["DUMP", "k"]) else {
         panic!("DUMP");

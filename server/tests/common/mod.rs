@@ -359,15 +359,38 @@ pub fn answers_as_redis_does(script: &[&str]) {
     commands_answer_as_redis_does(&cmds);
 }
 
-/// [`answers_as_redis_does`] for commands given as their arguments (which may hold spaces).
-pub fn commands_answer_as_redis_does(script: &[Vec<&str>]) {
+/// accelkv (with default flags) beside a real `redis-server`, with a connection to each;
+/// the servers stop when it is dropped.
+pub struct BesideRedis {
+    pub ours: RespConn,
+    pub theirs: RespConn,
+    _srv: Server,
+    _redis: Redis,
+}
+
+/// Both servers started, or `None` without a `redis-server`: the test is then skipped and
+/// listed (a failure with `ACCELKV_REQUIRE_TOOLS`).
+pub fn beside_redis() -> Option<BesideRedis> {
     let Some(redis) = Redis::start() else {
         accelkv_testkit::skip("redis-server is not installed (.ci/run installs it)");
-        return;
+        return None;
     };
     let srv = Server::start(&[]);
-    let mut ours = RespConn::new(&srv);
-    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
+    Some(BesideRedis {
+        ours: RespConn::new(&srv),
+        theirs: RespConn::connect(([127, 0, 0, 1], redis.port).into()),
+        _srv: srv,
+        _redis: redis,
+    })
+}
+
+/// [`answers_as_redis_does`] for commands given as their arguments (which may hold spaces).
+pub fn commands_answer_as_redis_does(script: &[Vec<&str>]) {
+    // Bound whole: its servers live as long as it does.
+    let Some(mut both) = beside_redis() else {
+        return;
+    };
+    let (ours, theirs) = (&mut both.ours, &mut both.theirs);
     let mut differ = Vec::new();
     for args in script {
         let (a, b) = (ours.str(args), theirs.str(args));
