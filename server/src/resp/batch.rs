@@ -337,6 +337,10 @@ fn set_run(
         .collect();
     reads.probe_write(sets.iter().map(|kv| kv.0))?;
     crate::resp::commands::expire::set_run(sh, s, &sets, out);
+    if sh.blocked().waiting() > 0 {
+        // As any write (dispatch.rs): a parked XREADGROUP on a key SET replaced answers.
+        sh.blocked().wake(sets.iter().map(|kv| kv.0));
+    }
     Ok(Some(end))
 }
 

@@ -25,7 +25,7 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             after_count(1)
         }
         "BLMPOP" | "BZMPOP" => after_count(2),
-        "XREAD" => {
+        "XREAD" | "XREADGROUP" => {
             // The first half of what follows STREAMS.
             let at = (1..args.len()).find(|&i| args[i].eq_ignore_ascii_case(b"STREAMS"));
             let rest = at.map_or(0, |i| args.len() - i - 1);

@@ -114,6 +114,16 @@ pub fn call(
             }
         }
     }
+    let wrote = spec.flags & crate::resp::call::flag::WRITE != 0 && s.block.req.is_none();
+    if wrote && sh.blocked().waiting() > 0 {
+        // A write may have removed or replaced what a parked command waits on: XREADGROUP
+        // answers NOGROUP or WRONGTYPE then, the others look again and stay parked (a
+        // command that parked itself wakes nobody, so two parked commands never ping-pong).
+        let args = moved_args.as_deref().unwrap_or(c);
+        for at in crate::resp::db::key_positions(spec, args) {
+            s.block.wake.push(args[at]);
+        }
+    }
     if !s.block.wake.is_empty() && s.tx.running.is_none() {
         // Committed: the connections parked on these keys may take what was pushed.
         sh.blocked().wake(s.block.wake.iter());

@@ -224,7 +224,8 @@ fn script_refusal(spec: &Spec, args: &[&[u8]], ro: bool) -> Option<Refusal> {
     if spec.has(NOSCRIPT) || spec.has(NO_MULTI) {
         return Some(Refusal::NotInScript);
     }
-    if spec.name == "XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
+    let reads = spec.name == "XREAD" || spec.name == "XREADGROUP";
+    if reads && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
         return Some(Refusal::ScriptBlock);
     }
     (ro && spec.has(WRITE)).then_some(Refusal::ScriptWrite)
@@ -376,7 +377,10 @@ fn refuse(
         Refusal::ScriptUnknown => resp::error(out, "ERR Unknown Redis command called from script"),
         Refusal::ScriptBlock => resp::error(
             out,
-            "ERR XREAD command is not allowed with BLOCK option from scripts",
+            &format!(
+                "ERR {} command is not allowed with BLOCK option from scripts",
+                name().to_uppercase()
+            ),
         ),
         Refusal::ScriptWrite => resp::error(
             out,

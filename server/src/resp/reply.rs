@@ -96,3 +96,49 @@ pub(crate) fn wrong_args(out: &mut Vec<u8>, name: &[u8]) {
 /// Redis's error for a command on a key of another type.
 pub(crate) const WRONGTYPE: &str =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Redis's HELP reply of a container command: its header, `lines`, and HELP's own two.
+pub(crate) fn help(out: &mut Vec<u8>, cmd: &str, lines: &[&str]) {
+    resp::array(out, lines.len() + 3);
+    resp::simple(
+        out,
+        &format!("{cmd} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+    );
+    for l in lines {
+        resp::simple(out, l);
+    }
+    resp::simple(out, "HELP");
+    resp::simple(out, "    Print this help.");
+}
+
+/// Redis 7's checks of a container command's subcommand before it runs, given each
+/// subcommand's arity (negative: at least): `false` after writing the error when `args[1]`
+/// names none of them or the wrong number of arguments.
+pub(crate) fn subcommand_ok(
+    out: &mut Vec<u8>,
+    cmd: &str,
+    subs: &[(&str, i32)],
+    args: &[&[u8]],
+) -> bool {
+    let sub = String::from_utf8_lossy(args[1]);
+    let Some((name, arity)) = subs.iter().find(|(n, _)| n.eq_ignore_ascii_case(&sub)) else {
+        resp::error(
+            out,
+            &format!("ERR unknown subcommand '{sub}'. Try {cmd} HELP."),
+        );
+        return false;
+    };
+    let n = args.len() as i32;
+    if (*arity >= 0 && n != *arity) || n < -*arity {
+        resp::error(
+            out,
+            &format!(
+                "ERR wrong number of arguments for '{}|{}' command",
+                cmd.to_lowercase(),
+                name.to_lowercase()
+            ),
+        );
+        return false;
+    }
+    true
+}

@@ -86,6 +86,18 @@ const SUBS: &[(&str, &[&str])] = &[
         &["DEBUG", "EXISTS", "FLUSH", "HELP", "KILL", "LOAD"],
     ),
     ("SLOWLOG", &["GET", "HELP", "LEN", "RESET"]),
+    (
+        "XGROUP",
+        &[
+            "CREATE",
+            "CREATECONSUMER",
+            "DELCONSUMER",
+            "DESTROY",
+            "HELP",
+            "SETID",
+        ],
+    ),
+    ("XINFO", &["CONSUMERS", "GROUPS", "HELP", "STREAM"]),
 ];
 
 /// Per table row: the first statistics index of its subcommands and their names, for a

@@ -125,6 +125,14 @@ pub(crate) static STREAMS: &[Spec] = rows! {
     "XRANGE",    -4, R,            ONE,     "stream", crate::resp::commands::types::stream_read::xrange,    "Entries with ids in a range.";
     "XREVRANGE", -4, R,            ONE,     "stream", crate::resp::commands::types::stream_read::xrevrange, "Entries with ids in a range, newest first.";
     "XREAD",     -4, READONLY,     NUMKEYS, "stream", crate::resp::commands::types::stream_read::xread,     "Entries after an id in each stream, waiting for one with BLOCK.";
+    "XREADGROUP", -7, WRITE,       NUMKEYS, "stream", crate::resp::commands::types::stream_pel::xreadgroup, "Entries through a consumer group: new ones, or the consumer's pending history.";
+    "XACK",       -4, WRITE | FAST, ONE,    "stream", crate::resp::commands::types::stream_pel::xack,       "Acknowledges pending entries: how many were pending.";
+    "XPENDING",   -3, READONLY,    ONE,     "stream", crate::resp::commands::types::stream_pel::xpending,   "A group's pending entries: a summary, or a range with owners, idle times and counts.";
+    "XCLAIM",     -6, WRITE | FAST, ONE,    "stream", crate::resp::commands::types::stream_claim::xclaim,   "Takes pending entries idle long enough for another consumer.";
+    "XAUTOCLAIM", -6, WRITE | FAST, ONE,    "stream", crate::resp::commands::types::stream_claim::xautoclaim, "XCLAIM over the pending list from a cursor.";
+    "XGROUP",     -2, WRITE,       (2, 2, 1), "stream", crate::resp::commands::types::stream_xgroup::xgroup, "CREATE, SETID, DESTROY, CREATECONSUMER, DELCONSUMER: manages consumer groups.";
+    "XSETID",     -3, WRITE | DENYOOM | FAST, ONE, "stream", crate::resp::commands::types::stream_xgroup::xsetid, "Sets a stream's last id and counters.";
+    "XINFO",      -2, READONLY,    (2, 2, 1), "stream", crate::resp::commands::types::stream_xgroup::xinfo,  "STREAM [FULL], GROUPS, CONSUMERS: what a stream and its groups hold.";
 };
 
 /// Pub/sub (`commands/pubsub.rs`): node-local in cluster mode (a message reaches the

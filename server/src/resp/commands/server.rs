@@ -18,6 +18,10 @@ pub fn flushall(x: &mut Call<'_, '_>) {
         Ok(v) => {
             x.s.refresh_db(sh);
             x.s.unreleased = x.s.unreleased.max(v);
+            // Parked XREADGROUPs answer NOGROUP, the other blocked commands park again.
+            if sh.blocked().waiting() > 0 {
+                sh.blocked().wake_all();
+            }
             resp::simple(x.out, "OK")
         }
         Err(e) => err_store(x.out, &e),
@@ -97,6 +101,9 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
         }
     }
     x.s.unreleased = x.s.unreleased.max(version);
+    if x.sh.blocked().waiting() > 0 {
+        x.sh.blocked().wake_all();
+    }
     resp::simple(x.out, "OK")
 }
 

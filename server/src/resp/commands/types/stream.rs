@@ -4,7 +4,8 @@
 //! given out, so ids only grow even after the newest entries are deleted. An empty stream
 //! stays a key (XDEL or XTRIM to nothing), as in Redis. This file holds the writes (XADD,
 //! XTRIM, XDEL) and XLEN, and the id syntax; the reads (XRANGE, XREVRANGE, XREAD) are in
-//! `stream_read.rs`. Consumer groups are not served (the commands are unknown).
+//! `stream_read.rs`; consumer groups in `stream_groups.rs` and the files it names. XDEL and
+//! trimming count what they remove (so XINFO's entries-added is the length plus that).
 //!
 //! Trimming with `~` trims exactly (to the threshold, up to LIMIT entries, 10,000 when not
 //! given): Redis may keep more, and exact is one of the answers it allows.
@@ -17,6 +18,7 @@ use crate::resp::commands::types::encoding::{
     encode_entry, field_key, new_meta, Kind, Meta, StreamId,
 };
 use crate::resp::commands::types::run::{check, write_key};
+use crate::resp::commands::types::stream_groups::Info;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
@@ -231,6 +233,11 @@ pub(crate) fn trim(
     for k in &gone {
         remove(sh, s, k)?;
     }
+    if !gone.is_empty() {
+        let mut info = Info::load(sh, s, src, &p)?;
+        info.removed += gone.len() as u64;
+        info.save(sh, s, &p)?;
+    }
     m.len -= gone.len() as u64;
     Ok(gone.len() as u64)
 }
@@ -329,16 +336,19 @@ pub fn xdel(x: &mut Call<'_, '_>) {
                 return Ok(0);
             };
             let p = m.prefix(key);
-            let mut n = 0;
+            let (mut n, mut info) = (0, Info::load(sh, s, src, &p)?);
             for id in &ids {
                 let k = entry_key(&p, *id);
                 if src.get(sh, s, &k)?.is_some() {
                     remove(sh, s, k.as_slice())?;
                     n += 1;
+                    info.max_deleted = info.max_deleted.max(*id);
                 }
             }
             if n > 0 {
                 m.len -= n;
+                info.removed += n;
+                info.save(sh, s, &p)?;
                 set_meta(sh, s, key, &m)?;
             }
             Ok(n)

@@ -54,16 +54,21 @@ pub(crate) fn entries(
 /// Appends entries as Redis answers them: `[id, [field, value, …]]` each.
 pub(crate) fn reply_entries(out: &mut Vec<u8>, es: &[Entry]) {
     resp::array(out, es.len());
-    for (id, items) in es {
-        resp::array(out, 2);
-        resp::bulk(out, Some(id.to_string().as_bytes()));
-        crate::resp::commands::types::run::bulks(out, items);
+    for e in es {
+        reply_entry(out, e);
     }
+}
+
+/// Appends one entry as Redis answers it: `[id, [field, value, …]]`.
+pub(crate) fn reply_entry(out: &mut Vec<u8>, (id, items): &Entry) {
+    resp::array(out, 2);
+    resp::bulk(out, Some(id.to_string().as_bytes()));
+    crate::resp::commands::types::run::bulks(out, items);
 }
 
 /// A range bound: `-`, `+`, an id (`ms` alone: its first or last sequence number) or,
 /// exclusive, `(` and an id.
-fn bound(a: &[u8], start: bool) -> Result<StreamId, Fail> {
+pub(crate) fn bound(a: &[u8], start: bool) -> Result<StreamId, Fail> {
     match a {
         b"-" => return Ok(StreamId::MIN),
         b"+" => return Ok(StreamId::MAX),
@@ -167,7 +172,7 @@ fn read_args<'a>(args: &[&'a [u8]]) -> Result<ReadArgs<'a>, Fail> {
     }
     let rest = &args[i + 1..];
     if rest.is_empty() || rest.len() % 2 == 1 {
-        return Err(Fail::Reply("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.".into()));
+        return Err(Fail::Reply("ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.".into()));
     }
     let (keys, ids) = rest.split_at(rest.len() / 2);
     let after = ids
@@ -187,7 +192,7 @@ fn read_args<'a>(args: &[&'a [u8]]) -> Result<ReadArgs<'a>, Fail> {
 }
 
 /// BLOCK's milliseconds (`None`: 0, forever).
-fn block_ms(a: &[u8]) -> Result<Option<std::time::Duration>, Fail> {
+pub(crate) fn block_ms(a: &[u8]) -> Result<Option<std::time::Duration>, Fail> {
     let ms = crate::resp::reply::parse_i64(a)
         .ok_or_else(|| Fail::Reply("ERR timeout is not an integer or out of range".into()))?;
     if ms < 0 {
