@@ -139,6 +139,7 @@ def session(port, password, protocol, parser):
     r.delete("h", "s", "ph", "ps", "th", "ts")
     lists_and_sorted_sets(r, lambda: client(port, protocol, parser, password))
     pubsub(r, client(port, protocol, parser, password))
+    consumer_group(r, client(port, protocol, parser, password))
     # The ordered RANGE through the generic command call.
     got = r.execute_command("RANGE", "p:0010", "p:0013")
     assert got == [b"p:0010", b"10", b"p:0011", b"11", b"p:0012", b"12"], got
@@ -176,6 +177,43 @@ def pubsub(r, other):
         assert time.time() < deadline, "the subscriptions outlived the connection"
         time.sleep(0.01)
     assert r.publish("news", "nobody") == 0
+
+
+def consumer_group(r, dead):
+    """A stream consumer group as a job queue: a worker reads with XREADGROUP and dies
+    (its connection closed) with two jobs pending; another acknowledges one of its own and,
+    once the dead worker's jobs have been idle long enough, takes them over with XAUTOCLAIM;
+    XPENDING and XINFO follow every step."""
+    r.delete("jobs:s")
+    assert r.xgroup_create("jobs:s", "workers", id="0", mkstream=True)
+    ids = [r.xadd("jobs:s", {"n": str(i)}) for i in range(3)]
+    got = dead.xreadgroup("workers", "w1", {"jobs:s": ">"}, count=2)
+    # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
+    entries = got[b"jobs:s"][0] if isinstance(got, dict) else got[0][1]
+    assert [e[0] for e in entries] == ids[:2], got
+    dead.close()
+    got = r.xreadgroup("workers", "w2", {"jobs:s": ">"}, block=100)
+    entries = got[b"jobs:s"][0] if isinstance(got, dict) else got[0][1]
+    assert [e[0] for e in entries] == ids[2:], got
+    assert r.xack("jobs:s", "workers", ids[2]) == 1
+    summary = r.xpending("jobs:s", "workers")
+    assert summary["pending"] == 2 and summary["min"] == ids[0], summary
+    assert [c["name"] for c in summary["consumers"]] == [b"w1"], summary
+    time.sleep(0.05)
+    claimed = r.xautoclaim("jobs:s", "workers", "w2", min_idle_time=40, start_id="0-0")
+    assert [e[0] for e in claimed[1]] == ids[:2], claimed
+    rows = r.xpending_range("jobs:s", "workers", "-", "+", 10)
+    assert [(row["message_id"], row["consumer"], row["times_delivered"]) for row in rows] == [
+        (ids[0], b"w2", 2),
+        (ids[1], b"w2", 2),
+    ], rows
+    groups = r.xinfo_groups("jobs:s")
+    assert groups[0]["name"] == b"workers" and groups[0]["pending"] == 2, groups
+    assert groups[0]["last-delivered-id"] == ids[2] and groups[0]["lag"] == 0, groups
+    assert {c["name"] for c in r.xinfo_consumers("jobs:s", "workers")} == {b"w1", b"w2"}
+    assert r.xack("jobs:s", "workers", *ids[:2]) == 2
+    assert r.xinfo_stream("jobs:s")["groups"] == 1
+    r.delete("jobs:s")
 
 
 def lists_and_sorted_sets(r, connect):
