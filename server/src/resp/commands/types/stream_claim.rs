@@ -9,42 +9,18 @@ use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, Fail, Src};
 use crate::resp::commands::types::encoding::StreamId;
 use crate::resp::commands::types::run::write_key;
-use crate::resp::commands::types::stream::{entry_key, parse_id, X};
+use crate::resp::commands::types::stream::{entry_key, parse_id};
 use crate::resp::commands::types::stream_groups::{now_ms, walk, Nack, Open};
+use crate::resp::commands::types::stream_pel::{entry_at, no_key_or_group, open_group};
 use crate::resp::commands::types::stream_read::{bound, reply_entry};
-use crate::resp::db::shown;
 use crate::resp::session::Session;
-use accelkv_proto::collection::decode_entry;
 use accelkv_proto::resp;
 
 /// A claimed entry: its id, and its fields unless JUSTID.
 type Claimed = (StreamId, Option<Vec<Vec<u8>>>);
 
-fn no_key_or_group(key: &[u8], group: &[u8]) -> Fail {
-    Fail::Reply(format!(
-        "NOGROUP No such key '{}' or consumer group '{}'",
-        String::from_utf8_lossy(shown(key)),
-        String::from_utf8_lossy(group)
-    ))
-}
-
 fn long_arg(a: &[u8], err: &str) -> Result<i64, Fail> {
     crate::resp::reply::parse_i64(a).ok_or_else(|| Fail::Reply(format!("ERR {err}")))
-}
-
-/// The fields of entry `id` of the stream whose prefix is `p` (`None`: deleted).
-fn fields(
-    sh: &Shared,
-    s: &mut Session,
-    src: &Src<'_>,
-    p: &[u8],
-    id: StreamId,
-) -> Result<Option<Vec<Vec<u8>>>, Fail> {
-    let Some(v) = src.get(sh, s, &entry_key(p, id))? else {
-        return Ok(None);
-    };
-    let items = decode_entry(&v).ok_or_else(|| Fail::Reply("ERR corrupt stream entry".into()))?;
-    Ok(Some(items.iter().map(|i| i.to_vec()).collect()))
 }
 
 fn reply_claimed(out: &mut Vec<u8>, c: &[Claimed]) {
@@ -123,13 +99,8 @@ pub fn xclaim(x: &mut Call<'_, '_>) {
         x,
         key,
         |sh, s, src| {
-            let m = src.meta(sh, s, key, X)?;
-            let o = match &m {
-                Some(m) => Open::load(sh, s, src, (key, m), group)?,
-                None => None,
-            };
-            let Some(mut o) = o else {
-                return Err(no_key_or_group(key, group));
+            let Some((_, mut o)) = open_group(sh, s, src, key, group)? else {
+                return Err(no_key_or_group(key, group, ""));
             };
             let min_idle = long_arg(args[4], "Invalid min-idle-time argument for XCLAIM")?.max(0);
             let n_ids = args[5..]
@@ -166,7 +137,7 @@ fn claim(
     let mut claimed = Vec::new();
     for &id in ids {
         let nack = o.nack(sh, s, src, id)?;
-        let Some(f) = fields(sh, s, src, &o.p, id)? else {
+        let Some(f) = entry_at(sh, s, src, &o.p, id)? else {
             if let Some(n) = nack {
                 o.ack((sh, s, src), id, &n)?;
             }
@@ -228,13 +199,8 @@ pub fn xautoclaim(x: &mut Call<'_, '_>) {
         x,
         key,
         |sh, s, src| {
-            let m = src.meta(sh, s, key, X)?;
-            let o = match &m {
-                Some(m) => Open::load(sh, s, src, (key, m), group)?,
-                None => None,
-            };
-            let Some(mut o) = o else {
-                return Err(no_key_or_group(key, group));
+            let Some((_, mut o)) = open_group(sh, s, src, key, group)? else {
+                return Err(no_key_or_group(key, group, ""));
             };
             let r = autoclaim((sh, s, src), &mut o, me, (min_idle, start, count), justid)?;
             o.save(sh, s)?;
@@ -289,7 +255,7 @@ fn autoclaim(
     )?;
     for (id, n, there) in seen {
         let f = match there {
-            true => fields(sh, s, src, &o.p, id)?,
+            true => entry_at(sh, s, src, &o.p, id)?,
             false => None,
         };
         let Some(f) = f else {

@@ -25,7 +25,7 @@ type Got = (StreamId, Option<Vec<Vec<u8>>>);
 /// XREADGROUP's answer: each stream served, and what it gave.
 type Served = Vec<(Vec<u8>, Vec<Got>)>;
 
-fn no_key_or_group(key: &[u8], group: &[u8], tail: &str) -> Fail {
+pub(crate) fn no_key_or_group(key: &[u8], group: &[u8], tail: &str) -> Fail {
     Fail::Reply(format!(
         "NOGROUP No such key '{}' or consumer group '{}'{tail}",
         String::from_utf8_lossy(shown(key)),
@@ -34,7 +34,7 @@ fn no_key_or_group(key: &[u8], group: &[u8], tail: &str) -> Fail {
 }
 
 /// The stream at `key` and its group `name` (`None`: either is missing).
-fn open_group(
+pub(crate) fn open_group(
     sh: &Shared,
     s: &mut Session,
     src: &Src<'_>,
@@ -48,7 +48,7 @@ fn open_group(
 }
 
 /// The fields of entry `id`, if it is there.
-fn entry_at(
+pub(crate) fn entry_at(
     sh: &Shared,
     s: &mut Session,
     src: &Src<'_>,
