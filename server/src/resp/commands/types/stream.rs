@@ -336,17 +336,19 @@ pub fn xdel(x: &mut Call<'_, '_>) {
                 return Ok(0);
             };
             let p = m.prefix(key);
-            let (mut n, mut info) = (0, Info::load(sh, s, src, &p)?);
+            let (mut n, mut top) = (0, StreamId::MIN);
             for id in &ids {
                 let k = entry_key(&p, *id);
                 if src.get(sh, s, &k)?.is_some() {
                     remove(sh, s, k.as_slice())?;
                     n += 1;
-                    info.max_deleted = info.max_deleted.max(*id);
+                    top = top.max(*id);
                 }
             }
             if n > 0 {
                 m.len -= n;
+                let mut info = Info::load(sh, s, src, &p)?;
+                info.max_deleted = info.max_deleted.max(top);
                 info.removed += n;
                 info.save(sh, s, &p)?;
                 set_meta(sh, s, key, &m)?;

@@ -338,6 +338,17 @@ fn maybe_int(out: &mut Vec<u8>, n: Option<i64>, v: Version) {
     }
 }
 
+/// A group's last delivered id, entries read and lag (XINFO GROUPS and STREAM FULL).
+fn progress(out: &mut Vec<u8>, g: &Group, shape: &Shape, v: Version) {
+    field(out, "last-delivered-id");
+    id_reply(out, g.last);
+    field(out, "entries-read");
+    let read = (g.entries_read != INVALID_READ).then_some(g.entries_read);
+    maybe_int(out, read, v);
+    field(out, "lag");
+    maybe_int(out, shape.lag(g), v);
+}
+
 fn info_consumers(
     sh: &Shared,
     s: &mut Session,
@@ -387,16 +398,7 @@ fn info_groups(
         resp::integer(out, g.consumers as i64);
         field(out, "pending");
         resp::integer(out, g.pending as i64);
-        field(out, "last-delivered-id");
-        id_reply(out, g.last);
-        field(out, "entries-read");
-        maybe_int(
-            out,
-            (g.entries_read != INVALID_READ).then_some(g.entries_read),
-            v,
-        );
-        field(out, "lag");
-        maybe_int(out, shape.lag(&g), v);
+        progress(out, &g, &shape, v);
     }
     Ok(())
 }
@@ -495,16 +497,7 @@ fn full_group(
     resp::map(out, 7, v);
     field(out, "name");
     resp::bulk(out, Some(name));
-    field(out, "last-delivered-id");
-    id_reply(out, g.last);
-    field(out, "entries-read");
-    maybe_int(
-        out,
-        (g.entries_read != INVALID_READ).then_some(g.entries_read),
-        v,
-    );
-    field(out, "lag");
-    maybe_int(out, shape.lag(g), v);
+    progress(out, g, shape, v);
     field(out, "pel-count");
     resp::integer(out, g.pending as i64);
     field(out, "pending");
