@@ -282,7 +282,7 @@ pub fn fields_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// A stream entry's id: milliseconds and a sequence number, ordered as that pair.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamId {
     pub ms: u64,
     pub seq: u64,

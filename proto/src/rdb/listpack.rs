@@ -1,7 +1,8 @@
-//! Redis's listpack (`listpack.c`) and intset (`intset.c`), read-only: the compact
-//! encodings Redis 7 dumps small hashes, sets, sorted sets and list nodes in. Each entry is
-//! a string or an integer (given back as its decimal text); any malformed byte is an
-//! error, never a panic.
+//! Redis's listpack (`listpack.c`) and intset (`intset.c`): the compact encodings Redis 7
+//! dumps small hashes, sets, sorted sets, list nodes and stream nodes in. Reading gives each
+//! entry as a string (an integer as its decimal text); any malformed byte is an error,
+//! never a panic. [`Writer`] builds a listpack as `lpAppend` does, for the stream nodes
+//! DUMP writes.
 
 use super::RdbError;
 
@@ -114,4 +115,105 @@ pub fn intset(is: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
             v.to_string().into_bytes()
         })
         .collect())
+}
+
+/// A listpack being built: entries appended in order, then [`Writer::finish`].
+pub struct Writer {
+    buf: Vec<u8>,
+    n: usize,
+}
+
+impl Default for Writer {
+    fn default() -> Writer {
+        Writer {
+            buf: vec![0; 6],
+            n: 0,
+        }
+    }
+}
+
+impl Writer {
+    /// Appends an integer in the smallest of listpack's integer encodings.
+    pub fn int(&mut self, v: i64) {
+        let at = self.buf.len();
+        match v {
+            0..=127 => self.buf.push(v as u8),
+            -4096..=4095 => {
+                let u = (v & 0x1fff) as u16;
+                self.buf
+                    .extend_from_slice(&[0xc0 | (u >> 8) as u8, u as u8]);
+            }
+            -32_768..=32_767 => {
+                self.buf.push(0xf1);
+                self.buf.extend_from_slice(&(v as i16).to_le_bytes());
+            }
+            -8_388_608..=8_388_607 => {
+                self.buf.push(0xf2);
+                self.buf.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
+            }
+            _ if i32::try_from(v).is_ok() => {
+                self.buf.push(0xf3);
+                self.buf.extend_from_slice(&(v as i32).to_le_bytes());
+            }
+            _ => {
+                self.buf.push(0xf4);
+                self.buf.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        self.back(at);
+    }
+
+    /// Appends a string; one that is an integer's canonical text goes as that integer, as
+    /// `lpAppend` stores it (it reads back as the same text).
+    pub fn str(&mut self, s: &[u8]) {
+        if s.len() <= 20 {
+            let n = std::str::from_utf8(s)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok());
+            if let Some(n) = n.filter(|n| n.to_string().as_bytes() == s) {
+                return self.int(n);
+            }
+        }
+        let at = self.buf.len();
+        match s.len() {
+            0..=63 => self.buf.push(0x80 | s.len() as u8),
+            64..=4095 => self
+                .buf
+                .extend_from_slice(&[0xe0 | (s.len() >> 8) as u8, s.len() as u8]),
+            _ => {
+                self.buf.push(0xf0);
+                self.buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            }
+        }
+        self.buf.extend_from_slice(s);
+        self.back(at);
+    }
+
+    /// Appends the back-length of the entry that starts at `at` (`lpEncodeBacklen`).
+    fn back(&mut self, at: usize) {
+        let l = (self.buf.len() - at) as u64;
+        let width = match l {
+            0..=127 => 1,
+            128..=16_382 => 2,
+            16_383..=2_097_150 => 3,
+            2_097_151..=268_435_454 => 4,
+            _ => 5,
+        };
+        for i in (0..width).rev() {
+            let b = ((l >> (7 * i)) & 127) as u8;
+            // Every byte but the first has its high bit set.
+            self.buf.push(if i + 1 < width { b | 128 } else { b });
+        }
+        self.n += 1;
+    }
+
+    /// The listpack: its header (total bytes, entry count or 65,535 past that) and end byte.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.buf.push(0xff);
+        let total = self.buf.len() as u32;
+        self.buf[..4].copy_from_slice(&total.to_le_bytes());
+        let n = u16::try_from(self.n).unwrap_or(u16::MAX);
+        self.buf[4..6].copy_from_slice(&n.to_le_bytes());
+        self.buf
+    }
 }

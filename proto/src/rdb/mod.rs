@@ -1,16 +1,19 @@
 //! Redis's DUMP payload (docs/FORMAT.md "DUMP payloads"): one value in RDB encoding, then
 //! the RDB version (2 bytes, little-endian) and a CRC-64 (Jones, as Redis's `crc64`) of
 //! everything before it, little-endian. [`dump`] writes the plain encodings every Redis
-//! since 5.0 loads (string, list, set, hash, sorted set with binary scores; version 9);
-//! [`restore`] reads what Redis 7.0 to 7.2 write too: integer and LZF-compressed strings,
-//! intsets, listpacks (small hashes, sets and sorted sets) and quicklists. Streams, modules
-//! and Redis 6's ziplists are refused as unsupported. Decoding never panics on any input
-//! (fuzz target `rdb_restore`).
+//! since 5.0 loads (string, list, set, hash, sorted set with binary scores; version 9), and
+//! a stream as Redis 7.2 does (version 11: its consumers' active times need it);
+//! [`restore`] reads what Redis 5.0 to 7.2 write too: integer and LZF-compressed strings,
+//! intsets, listpacks (small hashes, sets and sorted sets), quicklists and the three stream
+//! forms. Modules and Redis 6's ziplists are refused as unsupported. Decoding never panics
+//! on any input (fuzz target `rdb_restore`).
 
 mod listpack;
 mod read;
+mod stream;
 
 pub use read::restore;
+pub use stream::{Consumer, Group, Pending, Stream};
 
 /// A value as DUMP and RESTORE carry it.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +26,7 @@ pub enum Value {
     ZSet(Vec<(Vec<u8>, f64)>),
     /// Fields and values.
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
+    Stream(Stream),
 }
 
 /// Why a payload cannot be restored.
@@ -38,6 +42,9 @@ pub enum RdbError {
 
 /// The RDB version DUMP writes: Redis 5.0's, so every Redis since loads it.
 pub const DUMP_VERSION: u16 = 9;
+/// The RDB version of a stream's DUMP: Redis 7.2's, the first that keeps consumers'
+/// active times (Redis 7.0 refuses it, as it refuses every DUMP of Redis 7.2).
+pub const STREAM_DUMP_VERSION: u16 = 11;
 /// The newest RDB version RESTORE reads (Redis 7.2's).
 pub const MAX_VERSION: u16 = 11;
 
@@ -60,7 +67,7 @@ pub fn crc64(data: &[u8]) -> u64 {
 }
 
 /// Appends an RDB length.
-fn put_len(out: &mut Vec<u8>, n: u64) {
+pub(crate) fn put_len(out: &mut Vec<u8>, n: u64) {
     if n < 1 << 6 {
         out.push(n as u8);
     } else if n < 1 << 14 {
@@ -76,7 +83,7 @@ fn put_len(out: &mut Vec<u8>, n: u64) {
 }
 
 /// Appends a string: its length and bytes.
-fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     put_len(out, s.len() as u64);
     out.extend_from_slice(s);
 }
@@ -117,12 +124,22 @@ pub fn dump(v: &Value) -> Vec<u8> {
                 put_str(&mut out, val);
             }
         }
+        Value::Stream(s) => {
+            out.push(stream::T_STREAM_3);
+            stream::write(&mut out, s);
+        }
     }
-    out.extend_from_slice(&DUMP_VERSION.to_le_bytes());
+    let version = match v {
+        Value::Stream(_) => STREAM_DUMP_VERSION,
+        _ => DUMP_VERSION,
+    };
+    out.extend_from_slice(&version.to_le_bytes());
     let crc = crc64(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

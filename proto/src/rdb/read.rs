@@ -3,6 +3,7 @@
 //! nothing), every string in any of RDB's encodings.
 
 use super::listpack::{entries, intset};
+use super::stream::{T_STREAM, T_STREAM_2, T_STREAM_3};
 use super::*;
 
 /// The value of a DUMP payload.
@@ -28,7 +29,7 @@ pub fn restore(payload: &[u8]) -> Result<Value, RdbError> {
     }
 }
 
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     b: &'a [u8],
     p: usize,
 }
@@ -54,7 +55,7 @@ impl Reader<'_> {
         Ok(b)
     }
 
-    fn take(&mut self, n: usize) -> Result<&[u8], RdbError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&[u8], RdbError> {
         if n > self.left() {
             return bad();
         }
@@ -81,14 +82,19 @@ impl Reader<'_> {
     }
 
     fn len(&mut self) -> Result<usize, RdbError> {
+        usize::try_from(self.len64()?).map_err(|_| RdbError::BadFormat)
+    }
+
+    /// A plain length as a number (a stream's counters and ids are written as lengths).
+    pub(crate) fn len64(&mut self) -> Result<u64, RdbError> {
         match self.len_or_enc()? {
-            Len::Plain(n) => usize::try_from(n).map_err(|_| RdbError::BadFormat),
+            Len::Plain(n) => Ok(n),
             Len::Encoded(_) => bad(),
         }
     }
 
     /// A count of items, each at least `min` bytes: bounded by the bytes left.
-    fn count(&mut self, min: usize) -> Result<usize, RdbError> {
+    pub(crate) fn count(&mut self, min: usize) -> Result<usize, RdbError> {
         let n = self.len()?;
         match n.checked_mul(min) {
             Some(need) if need <= self.left() => Ok(n),
@@ -96,7 +102,7 @@ impl Reader<'_> {
         }
     }
 
-    fn string(&mut self) -> Result<Vec<u8>, RdbError> {
+    pub(crate) fn string(&mut self) -> Result<Vec<u8>, RdbError> {
         match self.len_or_enc()? {
             Len::Plain(n) => {
                 let n = usize::try_from(n).map_err(|_| RdbError::BadFormat)?;
@@ -208,6 +214,7 @@ impl Reader<'_> {
                 }
                 Value::List(items)
             }
+            T_STREAM | T_STREAM_2 | T_STREAM_3 => Value::Stream(self.stream(t)?),
             other => return Err(RdbError::Unsupported(other)),
         })
     }

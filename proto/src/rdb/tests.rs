@@ -28,9 +28,9 @@ fn damaged_payloads_are_refused() {
     let crc = crc64(&body);
     body.extend_from_slice(&crc.to_le_bytes());
     assert_eq!(restore(&body), Err(RdbError::VersionOrChecksum));
-    // A stream (type 21) is refused as unsupported; a forged count as malformed.
+    // A module (type 7) is refused as unsupported; a forged count as malformed.
     for (body, want) in [
-        (vec![21u8, 0], RdbError::Unsupported(21)),
+        (vec![7u8, 0], RdbError::Unsupported(7)),
         (
             vec![T_LIST, 0x80, 0xff, 0xff, 0xff, 0xff],
             RdbError::BadFormat,

@@ -1,9 +1,10 @@
 //! DUMP and RESTORE in Redis's serialization (`accelkv_proto::rdb`, docs/FORMAT.md "DUMP
 //! payloads"): a value dumped by Redis restores here and one dumped here restores in
-//! Redis, for strings, lists, sets, sorted sets and hashes (streams are refused). DUMP
-//! reads the value at one snapshot; RESTORE checks the payload, then removes, writes and
-//! sets the deadline in one transaction, a collection through its own command's handler
-//! (HSET, SADD, RPUSH, ZADD), so it is packed or not as that command would make it.
+//! Redis, for strings, lists, sets, sorted sets, hashes and streams with their consumer
+//! groups (`stream_dump.rs`). DUMP reads the value at one snapshot; RESTORE checks the
+//! payload, then removes, writes and sets the deadline in one transaction, a collection
+//! through its own command's handler (HSET, SADD, RPUSH, ZADD), so it is packed or not as
+//! that command would make it, a stream as its records.
 
 use crate::core::counters::OpClass;
 use crate::core::ops::typed::is_typed;
@@ -12,11 +13,11 @@ use crate::core::shared::Shared;
 use crate::core::station::Op;
 use crate::resp::call::Call;
 use crate::resp::commands::tx::{atomically, failed};
-use crate::resp::commands::types::access::{opened, Fail, Src};
+use crate::resp::commands::types::access::{fail, opened, Fail, Src};
 use crate::resp::commands::types::encoding::{decode_score, Kind};
 use crate::resp::commands::types::run::read;
 use crate::resp::commands::types::zset::fmt_score;
-use crate::resp::commands::types::{hash, list, set, zset};
+use crate::resp::commands::types::{hash, list, set, stream_dump, zset};
 use crate::resp::reply::{parse_i64, upper};
 use crate::resp::session::Session;
 use crate::resp::write_door::run_op;
@@ -38,22 +39,26 @@ fn value_at(
         return Ok(Some(Value::String(v)));
     }
     let m = opened(s, key, &v, flags)?;
+    if m.kind == Kind::Stream {
+        return Ok(Some(Value::Stream(stream_dump::read(
+            sh,
+            s,
+            src,
+            (key, &m),
+        )?)));
+    }
     let fields = src.fields(sh, s, key, &m)?;
     Ok(Some(match m.kind {
         Kind::Hash => Value::Hash(fields),
         Kind::Set => Value::Set(fields.into_iter().map(|(f, _)| f).collect()),
         Kind::List => Value::List(fields.into_iter().map(|(_, v)| v).collect()),
-        Kind::ZSet => Value::ZSet(
+        // (A stream was read whole above.)
+        Kind::ZSet | Kind::Stream => Value::ZSet(
             fields
                 .into_iter()
                 .filter_map(|(f, v)| decode_score(&v).map(|sc| (f, sc)))
                 .collect(),
         ),
-        Kind::Stream => {
-            return Err(Fail::Reply(
-                "ERR DUMP of a stream is not supported yet".into(),
-            ))
-        }
     }))
 }
 
@@ -122,7 +127,7 @@ fn writer(v: &Value) -> Option<Writer<'_>> {
         Cow::Borrowed(x)
     }
     Some(match v {
-        Value::String(_) => return None,
+        Value::String(_) | Value::Stream(_) => return None,
         Value::List(items) => (list::rpush, items.iter().map(|i| b(i)).collect()),
         Value::Set(items) => (set::sadd, items.iter().map(|i| b(i)).collect()),
         Value::Hash(pairs) => (
@@ -139,6 +144,38 @@ fn writer(v: &Value) -> Option<Writer<'_>> {
     })
 }
 
+/// The value a payload holds, refused with Redis's errors when it is damaged, malformed or
+/// empty, or more than the store's limits hold.
+fn checked(sh: &Shared, key: &[u8], payload: &[u8]) -> Result<Value, Fail> {
+    let value = match rdb::restore(payload) {
+        Ok(v) => v,
+        Err(RdbError::VersionOrChecksum) => {
+            return Err(Fail::Reply(
+                "ERR DUMP payload version or checksum are wrong".into(),
+            ))
+        }
+        Err(RdbError::BadFormat) => return Err(Fail::Reply("ERR Bad data format".into())),
+        Err(RdbError::Unsupported(t)) => {
+            return Err(Fail::Reply(format!(
+                "ERR Bad data format (RDB type {t} is not restored by accelkv yet)"
+            )))
+        }
+    };
+    let empty = match &value {
+        Value::String(_) | Value::Stream(_) => false,
+        Value::List(v) | Value::Set(v) => v.is_empty(),
+        Value::Hash(v) => v.is_empty(),
+        Value::ZSet(v) => v.is_empty(),
+    };
+    if empty {
+        return Err(Fail::Reply("ERR Bad data format".into()));
+    }
+    if let Value::Stream(v) = &value {
+        stream_dump::check(sh, key, v)?;
+    }
+    Ok(value)
+}
+
 /// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
 pub fn restore(x: &mut Call<'_, '_>) {
     let key = x.args[1];
@@ -152,26 +189,10 @@ pub fn restore(x: &mut Call<'_, '_>) {
     if ttl < 0 {
         return resp::error(x.out, "ERR Invalid TTL value, must be >= 0");
     }
-    let value = match rdb::restore(x.args[3]) {
+    let value = match checked(x.sh, key, x.args[3]) {
         Ok(v) => v,
-        Err(RdbError::VersionOrChecksum) => {
-            return resp::error(x.out, "ERR DUMP payload version or checksum are wrong")
-        }
-        Err(RdbError::BadFormat) => return resp::error(x.out, "ERR Bad data format"),
-        Err(RdbError::Unsupported(t)) => {
-            let e = format!("ERR Bad data format (RDB type {t} is not restored by accelkv yet)");
-            return resp::error(x.out, &e);
-        }
+        Err(e) => return fail(x.out, &e),
     };
-    let empty = match &value {
-        Value::String(_) => false,
-        Value::List(v) | Value::Set(v) => v.is_empty(),
-        Value::Hash(v) => v.is_empty(),
-        Value::ZSet(v) => v.is_empty(),
-    };
-    if empty {
-        return resp::error(x.out, "ERR Bad data format");
-    }
     let deadline = match (ttl, o.absttl) {
         (0, _) => 0,
         (t, true) => t as u64,
@@ -195,36 +216,43 @@ pub fn restore(x: &mut Call<'_, '_>) {
         if deadline != 0 && deadline <= accelkv_tree::now_ms() {
             return resp::simple(out, "OK"); // already expired: nothing is made
         }
-        let Some((handler, rest)) = writer(&value) else {
-            let Value::String(v) = &value else {
+        match (&value, writer(&value)) {
+            (Value::String(v), _) => {
+                let w = Write::Set {
+                    value: Cow::Borrowed(v),
+                    cond: Cond::Always,
+                    get: false,
+                    ttl: Ttl::Set(deadline),
+                };
+                if !failed(out, &run_op(sh, s, Op::new(key, w))) {
+                    resp::simple(out, "OK");
+                }
                 return;
-            };
-            let w = Write::Set {
-                value: Cow::Borrowed(v),
-                cond: Cond::Always,
-                get: false,
-                ttl: Ttl::Set(deadline),
-            };
-            if !failed(out, &run_op(sh, s, Op::new(key, w))) {
-                resp::simple(out, "OK");
             }
-            return;
-        };
-        let mut args: Vec<&[u8]> = vec![b"RESTORE", key];
-        args.extend(rest.iter().map(|c| c.as_ref()));
-        let mut reply = Vec::new();
-        let mut c = Call {
-            sh,
-            s: &mut *s,
-            args: &args,
-            reads,
-            out: &mut reply,
-            dispatch,
-            value: None,
-        };
-        handler(&mut c);
-        if reply.first() == Some(&b'-') {
-            return out.extend_from_slice(&reply);
+            (Value::Stream(v), _) => {
+                if let Err(e) = stream_dump::write(sh, s, key, v) {
+                    return fail(out, &e);
+                }
+            }
+            (_, Some((handler, rest))) => {
+                let mut args: Vec<&[u8]> = vec![b"RESTORE", key];
+                args.extend(rest.iter().map(|c| c.as_ref()));
+                let mut reply = Vec::new();
+                let mut c = Call {
+                    sh,
+                    s: &mut *s,
+                    args: &args,
+                    reads,
+                    out: &mut reply,
+                    dispatch,
+                    value: None,
+                };
+                handler(&mut c);
+                if reply.first() == Some(&b'-') {
+                    return out.extend_from_slice(&reply);
+                }
+            }
+            (_, None) => return,
         }
         if deadline != 0 {
             let w = Write::Expire {

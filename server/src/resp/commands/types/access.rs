@@ -547,8 +547,13 @@ fn write_pack(sh: &Shared, s: &mut Session, key: &[u8], m: &Meta, pack: Pack) ->
 
 /// Refuses a field (or member) whose subkey would be longer than the store's keys may be.
 pub(crate) fn check_field(sh: &Shared, key: &[u8], field: &[u8]) -> Result<(), Fail> {
+    check_field_len(sh, key, field.len())
+}
+
+/// Refuses a field of `len` bytes whose subkey would be longer than the store's keys may be.
+pub(crate) fn check_field_len(sh: &Shared, key: &[u8], len: usize) -> Result<(), Fail> {
     let max = sh.view().config().max_key;
-    if SUBKEY_OVERHEAD + key.len() + field.len() > max {
+    if SUBKEY_OVERHEAD + key.len() + len > max {
         return Err(Fail::Reply(format!(
             "ERR key and field together longer than {} bytes (accelkv keeps each field in a key of the store)",
             max - SUBKEY_OVERHEAD

@@ -24,6 +24,7 @@ pub mod set;
 pub mod sort;
 pub mod stream;
 pub mod stream_claim;
+pub mod stream_dump;
 pub mod stream_groups;
 pub mod stream_pel;
 pub mod stream_read;

@@ -29,7 +29,7 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-fn corrupt() -> Fail {
+pub(crate) fn corrupt() -> Fail {
     Fail::Reply("ERR corrupt stream consumer group record".into())
 }
 
@@ -80,13 +80,13 @@ pub(crate) fn consumers_range(p: &[u8], group: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (lo, hi)
 }
 
-fn consumer_key(p: &[u8], group: &[u8], name: &[u8]) -> Vec<u8> {
+pub(crate) fn consumer_key(p: &[u8], group: &[u8], name: &[u8]) -> Vec<u8> {
     let mut k = scoped(p, b'c', group);
     k.extend_from_slice(name);
     k
 }
 
-fn pel_key(p: &[u8], group: &[u8], id: StreamId) -> Vec<u8> {
+pub(crate) fn pel_key(p: &[u8], group: &[u8], id: StreamId) -> Vec<u8> {
     let mut k = scoped(p, b'p', group);
     k.extend_from_slice(&id.to_bytes());
     k
@@ -285,7 +285,7 @@ pub(crate) struct Consumer {
 }
 
 impl Consumer {
-    fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut v = self.seen.to_be_bytes().to_vec();
         v.extend_from_slice(&self.active.to_be_bytes());
         v.extend_from_slice(&self.pending.to_be_bytes());
@@ -313,7 +313,7 @@ pub(crate) struct Nack {
 }
 
 impl Nack {
-    fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut v = self.time.to_be_bytes().to_vec();
         v.extend_from_slice(&self.count.to_be_bytes());
         v.extend_from_slice(&self.consumer);
