@@ -422,6 +422,78 @@ fn xreadgroup_block_waits_for_an_xadd_and_records_the_delivery() {
     );
 }
 
+/// INFO's field of `name` in `section`.
+fn info_field(c: &mut RespConn, section: &str, name: &str) -> Option<String> {
+    let Value::Bulk(Some(text)) = c.str(&["INFO", section]) else {
+        panic!("INFO {section}");
+    };
+    let text = String::from_utf8(text).expect("utf-8");
+    let line = text.lines().find(|l| l.starts_with(&format!("{name}:")))?;
+    Some(line[name.len() + 1..].to_string())
+}
+
+/// INFO counts the keys connections are parked on, those a deletion answers (XREADGROUP's),
+/// and every error reply under its prefix, as Redis 7.2 does.
+#[test]
+fn info_counts_blocking_keys_and_errors() {
+    let srv = Server::start(&[]);
+    let (mut c, mut list, mut group) = (
+        RespConn::new(&srv),
+        RespConn::new(&srv),
+        RespConn::new(&srv),
+    );
+    let keys = |c: &mut RespConn| {
+        let f = |c: &mut RespConn, n| info_field(c, "clients", n).expect(n);
+        (
+            f(c, "total_blocking_keys"),
+            f(c, "total_blocking_keys_on_nokey"),
+        )
+    };
+    list.send(&["BLPOP", "s", "0"]);
+    wait_blocked(&mut c, 1);
+    assert_eq!(keys(&mut c), ("1".into(), "0".into()));
+    // The key becomes a stream: the list's waiter stays parked on it.
+    c.str(&["XADD", "s", "666", "k", "v"]);
+    c.str(&["XGROUP", "CREATE", "s", "g", "$"]);
+    group.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    wait_blocked(&mut c, 2);
+    assert_eq!(keys(&mut c), ("1".into(), "1".into()));
+    c.str(&["CONFIG", "RESETSTAT"]);
+    c.str(&["DEL", "s"]);
+    assert!(common::err_starts(&group.read(), "NOGROUP"));
+    assert_eq!(keys(&mut c), ("1".into(), "0".into()));
+    drop(list);
+    wait_blocked(&mut c, 0);
+    assert_eq!(keys(&mut c), ("0".into(), "0".into()));
+    assert_eq!(
+        info_field(&mut c, "errorstats", "errorstat_NOGROUP").as_deref(),
+        Some("count=1")
+    );
+    c.str(&["NOSUCHCOMMAND"]);
+    c.str(&["GET"]);
+    c.str(&["XACK", "s"]);
+    assert_eq!(
+        info_field(&mut c, "errorstats", "errorstat_ERR").as_deref(),
+        Some("count=3")
+    );
+    assert_eq!(
+        info_field(&mut c, "stats", "total_error_replies").as_deref(),
+        Some("4")
+    );
+    c.str(&["CONFIG", "RESETSTAT"]);
+    assert_eq!(info_field(&mut c, "errorstats", "errorstat_ERR"), None);
+}
+
 /// Idle times grow with the clock, and XAUTOCLAIM with a minimum idle time takes over what a
 /// dead consumer left only once it has been idle that long.
 #[test]

@@ -23,6 +23,8 @@ pub type Waker = Box<dyn FnOnce() + Send>;
 struct Parked {
     keys: Vec<Vec<u8>>,
     deadline: Option<Instant>,
+    /// Woken when a key is deleted too (XREADGROUP: Redis's `unblock_on_nokey`).
+    on_nokey: bool,
     wake: Waker,
 }
 
@@ -95,12 +97,27 @@ impl Blocked {
         self.waiting.load(Ordering::SeqCst)
     }
 
+    /// Keys connections are parked on, and those of them with a connection that a deletion
+    /// of the key wakes (INFO's `total_blocking_keys` and `total_blocking_keys_on_nokey`).
+    pub fn keys(&self) -> (usize, usize) {
+        let g = lock(&self.inner);
+        let on_nokey = g
+            .by_key
+            .values()
+            .filter(|ts| {
+                ts.iter()
+                    .any(|t| g.parked.get(t).is_some_and(|p| p.on_nokey))
+            })
+            .count();
+        (g.by_key.len(), on_nokey)
+    }
+
     /// Parks a connection on `keys` until a wake of one of them or `deadline` (`None`:
     /// forever); `seen`: the epoch read before the keys were found empty (a wake since then
-    /// wakes it at once).
+    /// wakes it at once); `on_nokey`: a deletion of a key wakes it too (counted for INFO).
     pub fn park(
         self: &Arc<Self>,
-        keys: Vec<Vec<u8>>,
+        (keys, on_nokey): (Vec<Vec<u8>>, bool),
         deadline: Option<Instant>,
         seen: u64,
         wake: Waker,
@@ -128,6 +145,7 @@ impl Blocked {
             Parked {
                 keys,
                 deadline,
+                on_nokey,
                 wake,
             },
         );
@@ -231,9 +249,14 @@ mod tests {
         let b = Arc::new(Blocked::default());
         let (tx, rx) = mpsc::channel();
         let e = b.epoch();
-        let _t1 = b.park(vec![b"a".to_vec()], None, e, waker(&tx, 1));
-        let _t2 = b.park(vec![b"b".to_vec(), b"a".to_vec()], None, e, waker(&tx, 2));
-        let _t3 = b.park(vec![b"c".to_vec()], None, e, waker(&tx, 3));
+        let _t1 = b.park((vec![b"a".to_vec()], false), None, e, waker(&tx, 1));
+        let _t2 = b.park(
+            (vec![b"b".to_vec(), b"a".to_vec()], true),
+            None,
+            e,
+            waker(&tx, 2),
+        );
+        let _t3 = b.park((vec![b"c".to_vec()], false), None, e, waker(&tx, 3));
         assert_eq!(b.waiting(), 3);
         b.wake([&b"a"[..]]);
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![1, 2]);
@@ -248,7 +271,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let seen = b.epoch();
         b.wake([&b"k"[..]]); // a push committed after the command found the key empty
-        let _t = b.park(vec![b"k".to_vec()], None, seen, waker(&tx, 7));
+        let _t = b.park((vec![b"k".to_vec()], false), None, seen, waker(&tx, 7));
         assert_eq!(rx.try_recv(), Ok(7));
         assert_eq!(b.waiting(), 0);
     }
@@ -259,8 +282,8 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let e = b.epoch();
         let soon = Instant::now() + Duration::from_millis(30);
-        let _t = b.park(vec![b"k".to_vec()], Some(soon), e, waker(&tx, 1));
-        let gone = b.park(vec![b"k".to_vec()], None, e, waker(&tx, 2));
+        let _t = b.park((vec![b"k".to_vec()], false), Some(soon), e, waker(&tx, 1));
+        let gone = b.park((vec![b"k".to_vec()], false), None, e, waker(&tx, 2));
         drop(gone);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));
         assert!(Instant::now() >= soon);

@@ -141,7 +141,7 @@ impl crate::net::session::Session for Session {
             waits = true;
             let send = cx.reply_to.sender();
             self.block.ticket = Some(sh.blocked().park(
-                req.keys,
+                (req.keys, req.on_nokey),
                 req.deadline,
                 req.seen,
                 Box::new(move || send(Settlement::Wake)),

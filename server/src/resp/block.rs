@@ -19,6 +19,8 @@ pub struct BlockReq {
     pub deadline: Option<Instant>,
     /// The registry's epoch read before the command looked at its keys.
     pub seen: u64,
+    /// A deletion of a key answers it (XREADGROUP's NOGROUP).
+    pub on_nokey: bool,
 }
 
 /// What a connection knows about blocking.

@@ -100,6 +100,9 @@ pub fn call(
         let failed = out.get(mark) == Some(&b'-');
         let idx = crate::resp::subcommands::stats_index(table(), position(spec), c);
         s.global.cmdstats.ran(idx, failed);
+        if failed {
+            s.global.errors.count(&out[mark..]);
+        }
         if let Some(t) = started {
             let took = t.elapsed();
             if slower_than >= 0 {

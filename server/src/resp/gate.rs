@@ -364,6 +364,22 @@ fn refuse(
         s.tx.dirty = true;
     }
     let name = || String::from_utf8_lossy(args[0]).to_lowercase();
+    let mark = out.len();
+    refusal_text(sh, s, args, r, out, name);
+    if let Some(reply) = out.get(mark..) {
+        s.global.errors.count(reply);
+    }
+}
+
+/// Writes refusal `r`'s error.
+fn refusal_text(
+    sh: &Shared,
+    s: &mut Session,
+    args: &[&[u8]],
+    r: Refusal,
+    out: &mut Vec<u8>,
+    name: impl Fn() -> String,
+) {
     match r {
         Refusal::NoAuth => resp::error(out, "NOAUTH Authentication required."),
         Refusal::Unknown => resp::error(out, &unknown_command(args)),

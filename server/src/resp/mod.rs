@@ -19,6 +19,7 @@ pub mod db;
 pub mod dbmap;
 pub mod dispatch;
 pub mod door;
+pub mod errorstats;
 pub mod gate;
 pub mod latency;
 pub mod loading;

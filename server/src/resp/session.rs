@@ -22,6 +22,8 @@ pub struct RespGlobal {
     pub tuning: crate::resp::tuning::Tuning,
     /// INFO commandstats.
     pub cmdstats: crate::resp::cmdstats::CmdStats,
+    /// INFO errorstats.
+    pub errors: crate::resp::errorstats::ErrorStats,
     /// The databases' logical → physical table (SWAPDB).
     pub dbs: crate::resp::dbmap::DbMap,
     /// Pub/sub's subscriptions (pubsub.rs).

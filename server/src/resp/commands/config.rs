@@ -42,6 +42,18 @@ fn cpu_section() -> String {
     )
 }
 
+/// INFO's `# Clients` section.
+fn clients_section(sh: &Shared, s: &Session) -> String {
+    let (keys, on_nokey) = sh.blocked().keys();
+    format!(
+        "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntotal_blocking_keys:{keys}\r\ntotal_blocking_keys_on_nokey:{on_nokey}\r\nresp:{}\r\n",
+        sh.connected(),
+        sh.settings().max_connections,
+        sh.blocked().waiting(),
+        if s.proto == resp::Version::Resp3 { 3 } else { 2 }
+    )
+}
+
 /// `INFO [section …]`: the sections asked for (`all`, `everything`, `default` or none: every
 /// one), in Redis's `# Section` / `name:value` text, sections separated by an empty line as
 /// Redis separates them. O(1) in the store's size, but for the
@@ -69,15 +81,7 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
         parts.push(t);
     }
     if wants("clients") {
-        let mut t = String::new();
-        t.push_str(&format!(
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\nresp:{}\r\n",
-            sh.connected(),
-            sh.settings().max_connections,
-            sh.blocked().waiting(),
-            if s.proto == resp::Version::Resp3 { 3 } else { 2 }
-        ));
-        parts.push(t);
+        parts.push(clients_section(sh, s));
     }
     if wants("memory") {
         let mut t = String::new();
@@ -105,6 +109,10 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
             .reclaimed
             .load(std::sync::atomic::Ordering::Relaxed);
         t.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
+        t.push_str(&format!(
+            "total_error_replies:{}\r\n",
+            s.global.errors.total()
+        ));
         parts.push(t);
     }
     if wants("replication") {
@@ -117,6 +125,9 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     }
     if wants("cpu") {
         parts.push(cpu_section());
+    }
+    if wants("errorstats") {
+        parts.push(s.global.errors.section());
     }
     if wants("keyspace") {
         let mut t = String::new();

@@ -171,6 +171,7 @@ pub fn config(x: &mut Call<'_, '_>) {
         (b"GET", n) if n >= 3 => crate::resp::commands::config::get(sh, x.s, &c[2..], x.out),
         (b"RESETSTAT", 2) => {
             x.s.global.cmdstats.reset();
+            x.s.global.errors.reset();
             crate::resp::commands::introspect::reset_stats(sh, x.out)
         }
         (b"SET", _) => crate::resp::commands::config::set(sh, x.s, c, x.out),

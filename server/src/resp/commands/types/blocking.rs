@@ -43,7 +43,7 @@ pub(crate) fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, Fail> {
 /// or answers `none` inside MULTI or once its deadline has passed.
 pub(crate) fn blocking<R>(
     x: &mut Call<'_, '_>,
-    keys: &[&[u8]],
+    (keys, kind): (&[&[u8]], Kind),
     timeout: Option<Duration>,
     attempt: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<Option<R>, Fail>,
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
@@ -51,12 +51,12 @@ pub(crate) fn blocking<R>(
 ) {
     let seen = x.sh.blocked().epoch();
     let mut empty = false;
-    // Run again after a wake, a key it waits on that now holds a string, hash or set has
-    // nothing to take: the client stays blocked, as in Redis (only its first run answers
-    // WRONGTYPE; a wrong destination, BRPOPLPUSH's, still does).
+    // Run again after a wake, a key it waits on that now holds another type than the
+    // command takes from has nothing to take: the client stays blocked, as in Redis (only
+    // its first run answers WRONGTYPE; a wrong destination, BRPOPLPUSH's, still does).
     let rerun = x.s.block.until.is_some();
     let attempt = move |sh: &Shared, s: &mut Session, src: &Src<'_>| match attempt(sh, s, src) {
-        Err(Fail::WrongType) if rerun && holds_no_source(sh, s, src, keys)? => Ok(None),
+        Err(Fail::WrongType) if rerun && holds_other(sh, s, src, keys, kind)? => Ok(None),
         r => r,
     };
     crate::resp::commands::types::run::write(x, attempt, |out, r, v| match r {
@@ -77,21 +77,23 @@ pub(crate) fn blocking<R>(
         keys: keys.iter().map(|k| k.to_vec()).collect(),
         deadline: until,
         seen,
+        on_nokey: false,
     });
 }
 
-/// Whether one of the keys a blocking command waits on holds what no blocking command
-/// takes from: a string, a hash or a set.
-fn holds_no_source(
+/// Whether one of the keys a blocking command waits on holds another type than `kind`,
+/// the one the command takes from.
+fn holds_other(
     sh: &Shared,
     s: &mut Session,
     src: &Src<'_>,
     keys: &[&[u8]],
+    kind: Kind,
 ) -> Result<bool, Fail> {
     for k in keys {
         if let Some((v, flags)) = src.item(sh, s, k)? {
             match Meta::decode(&v, flags) {
-                Ok(m) if matches!(m.kind, Kind::List | Kind::ZSet | Kind::Stream) => {}
+                Ok(m) if m.kind == kind => {}
                 _ => return Ok(true),
             }
         }
@@ -103,6 +105,7 @@ fn holds_no_source(
 /// key that holds one, or the connection parks until one does.
 pub(crate) fn pop_any<R>(
     x: &mut Call<'_, '_>,
+    kind: Kind,
     pop: impl FnOnce(&Shared, &mut Session, &Src<'_>, &[&[u8]], u64) -> Result<Option<R>, Fail>,
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
 ) {
@@ -114,7 +117,8 @@ pub(crate) fn pop_any<R>(
         Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Delete);
-    blocking(x, keys, t, |sh, s, src| pop(sh, s, src, keys, 1), ok, none)
+    let attempt = |sh: &Shared, s: &mut Session, src: &Src<'_>| pop(sh, s, src, keys, 1);
+    blocking(x, (keys, kind), t, attempt, ok, none)
 }
 
 /// LMPOP and ZMPOP (`blocks`: BLMPOP and BZMPOP, whose timeout comes first):
@@ -123,7 +127,7 @@ pub(crate) fn pop_any<R>(
 /// the forms that do not block).
 pub(crate) fn mpop<T, R>(
     x: &mut Call<'_, '_>,
-    blocks: bool,
+    (blocks, kind): (bool, Kind),
     side: impl Fn(&[u8]) -> Result<T, Fail>,
     pop: impl FnOnce(&Shared, &mut Session, &Src<'_>, &[&[u8]], u64, T) -> Result<Option<R>, Fail>,
     ok: impl FnOnce(&mut Vec<u8>, Option<R>, Version),
@@ -146,7 +150,7 @@ pub(crate) fn mpop<T, R>(
     if blocks {
         blocking(
             x,
-            &keys,
+            (&keys, kind),
             timeout,
             attempt,
             |out, r, v| ok(out, Some(r), v),

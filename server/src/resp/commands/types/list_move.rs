@@ -56,7 +56,7 @@ fn moves(x: &mut Call<'_, '_>, sides: (bool, bool), timeout: Option<Option<Durat
         None => write(x, attempt, |out, e, v| resp::bulk_in(out, e.as_deref(), v)),
         Some(t) => blocking(
             x,
-            &[from],
+            (&[from], L),
             t,
             attempt,
             |out, e, v| resp::bulk_in(out, Some(&e), v),
@@ -122,6 +122,7 @@ pub fn brpop(x: &mut Call<'_, '_>) {
 fn bpop(x: &mut Call<'_, '_>, left: bool) {
     pop_any(
         x,
+        L,
         |sh, s, src, keys, n| pop_first(sh, s, src, keys, n, left),
         |out, (k, items), _| key_and(out, &k, &items, false),
     )
@@ -129,12 +130,12 @@ fn bpop(x: &mut Call<'_, '_>, left: bool) {
 
 /// `LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]`.
 pub fn lmpop(x: &mut Call<'_, '_>) {
-    mpop(x, false, side, pop_first, mpop_reply)
+    mpop(x, (false, L), side, pop_first, mpop_reply)
 }
 
 /// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`.
 pub fn blmpop(x: &mut Call<'_, '_>) {
-    mpop(x, true, side, pop_first, mpop_reply)
+    mpop(x, (true, L), side, pop_first, mpop_reply)
 }
 
 fn mpop_reply(out: &mut Vec<u8>, r: Option<Popped>, v: Version) {

@@ -278,12 +278,15 @@ pub fn xreadgroup(x: &mut Call<'_, '_>) {
     };
     crate::resp::commands::types::blocking::blocking(
         x,
-        &keys,
+        (&keys, X),
         timeout,
         |sh, s, src| read_group(sh, s, src, &a).map_err(wrong),
         reply_served,
         resp::null_array,
-    )
+    );
+    if let Some(r) = &mut x.s.block.req {
+        r.on_nokey = true;
+    }
 }
 
 /// `XACK key group id [id …]`: how many were pending.

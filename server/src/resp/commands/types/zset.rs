@@ -590,6 +590,7 @@ fn pop_first(
 fn bpop(x: &mut Call<'_, '_>, max: bool) {
     pop_any(
         x,
+        Z,
         |sh, s, src, keys, n| pop_first(sh, s, src, keys, n, max),
         |out, (k, items), v| {
             resp::array(out, 3);
@@ -637,12 +638,12 @@ fn mpop_reply(out: &mut Vec<u8>, r: Option<Popped>, v: Version) {
 
 /// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`.
 pub fn zmpop(x: &mut Call<'_, '_>) {
-    mpop(x, false, min_max, pop_first, mpop_reply)
+    mpop(x, (false, Z), min_max, pop_first, mpop_reply)
 }
 
 /// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`.
 pub fn bzmpop(x: &mut Call<'_, '_>) {
-    mpop(x, true, min_max, pop_first, mpop_reply)
+    mpop(x, (true, Z), min_max, pop_first, mpop_reply)
 }
 
 #[cfg(test)]
