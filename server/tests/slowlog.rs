@@ -47,7 +47,9 @@ fn slow_commands_are_logged_as_redis_logs_them() {
     let Value::Integer(micros) = e[0][2] else {
         panic!()
     };
-    assert!(micros >= 200_000, "{micros}");
+    // Timed with the calibrated TSC clock (quanta), whose rate can be off by a fraction of
+    // a percent: a 200 ms sleep once measured just under 200,000 µs.
+    assert!(micros >= 198_000, "{micros}");
     assert_eq!(e[0][5], Value::Bulk(Some(b"sleeper".to_vec())));
     let Value::Bulk(Some(addr)) = &e[0][4] else {
         panic!()
