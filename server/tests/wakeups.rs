@@ -216,3 +216,65 @@ fn a_wrong_destination_answers_wrongtype_when_woken() {
         bulk_array(&["foo"])
     );
 }
+
+/// CLIENT UNBLOCK answers a parked client as a timeout (its command's nil), or with
+/// `-UNBLOCKED`, and says 1; a client that is not parked, 0; the same replies as Redis.
+#[test]
+fn client_unblock_answers_a_parked_client_as_redis_does() {
+    let srv = Server::start(&[]);
+    let redis = common::Redis::start();
+    let mut replies = Vec::new();
+    for addr in
+        std::iter::once(srv.resp).chain(redis.as_ref().map(|r| ([127, 0, 0, 1], r.port).into()))
+    {
+        let (mut c, mut waiter) = (RespConn::connect(addr), RespConn::connect(addr));
+        let Value::Integer(id) = waiter.str(&["CLIENT", "ID"]) else {
+            panic!("CLIENT ID");
+        };
+        let id = id.to_string();
+        let mut got = vec![c.str(&["CLIENT", "UNBLOCK", &id])];
+        c.str(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        for (block, how) in [
+            (&["BLPOP", "l", "0"][..], "TIMEOUT"),
+            (&["BZPOPMIN", "z", "0"], "ERROR"),
+            (
+                &[
+                    "XREADGROUP",
+                    "GROUP",
+                    "g",
+                    "c",
+                    "BLOCK",
+                    "0",
+                    "STREAMS",
+                    "s",
+                    ">",
+                ],
+                "ERROR",
+            ),
+            (&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"], "TIMEOUT"),
+        ] {
+            waiter.send(block);
+            wait_blocked(&mut c, 1);
+            got.push(c.str(&["CLIENT", "UNBLOCK", &id, how]));
+            got.push(waiter.read());
+            wait_blocked(&mut c, 0);
+        }
+        // The waiter blocks again afterwards as usual, and a push serves it.
+        waiter.send(&["BLPOP", "l", "0"]);
+        wait_blocked(&mut c, 1);
+        c.str(&["RPUSH", "l", "x"]);
+        got.push(waiter.read());
+        got.push(c.str(&["CLIENT", "UNBLOCK", &id, "BOGUS"]));
+        got.push(c.str(&["CLIENT", "UNBLOCK", "x"]));
+        replies.push(got);
+    }
+    assert_eq!(replies[0][1], Value::Integer(1));
+    assert_eq!(replies[0][2], Value::Array(None));
+    assert_eq!(
+        replies[0][4],
+        Value::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into())
+    );
+    if let [ours, theirs] = &replies[..] {
+        assert_eq!(ours, theirs);
+    }
+}

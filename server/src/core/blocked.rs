@@ -6,6 +6,9 @@
 //! answers its timeout, or parks again), so nothing is handed from one thread to another
 //! but the wake itself.
 //!
+//! CLIENT UNBLOCK wakes one connection by its client id, after setting the flag it reads
+//! when it runs again ([`Who::unblocked`]: answer as a timeout, or with an error).
+//!
 //! No wake is lost between a command finding its keys empty and parking: the command reads
 //! [`Blocked::epoch`] before it looks, every wake bumps the epoch before it looks for
 //! parked connections, and parking compares the epoch after registering (both sides
@@ -13,7 +16,7 @@
 //! re-run, never a missed one.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -23,10 +26,24 @@ pub type Waker = Box<dyn FnOnce() + Send>;
 struct Parked {
     keys: Vec<Vec<u8>>,
     deadline: Option<Instant>,
-    /// Woken when a key is deleted too (XREADGROUP: Redis's `unblock_on_nokey`).
-    on_nokey: bool,
+    who: Who,
     wake: Waker,
 }
+
+/// Who parks: the connection's client id and its flag for CLIENT UNBLOCK, and whether a
+/// deletion of a key wakes it too (XREADGROUP: Redis's `unblock_on_nokey`).
+#[derive(Clone, Default)]
+pub struct Who {
+    pub client: u64,
+    pub on_nokey: bool,
+    /// Set by CLIENT UNBLOCK before the wake: [`UNBLOCK_TIMEOUT`] or [`UNBLOCK_ERROR`].
+    pub unblocked: Arc<AtomicU8>,
+}
+
+/// CLIENT UNBLOCK's `TIMEOUT` (the default): the command answers as if it timed out.
+pub const UNBLOCK_TIMEOUT: u8 = 1;
+/// CLIENT UNBLOCK's `ERROR`: the command answers `-UNBLOCKED`.
+pub const UNBLOCK_ERROR: u8 = 2;
 
 #[derive(Default)]
 struct Inner {
@@ -106,7 +123,7 @@ impl Blocked {
             .values()
             .filter(|ts| {
                 ts.iter()
-                    .any(|t| g.parked.get(t).is_some_and(|p| p.on_nokey))
+                    .any(|t| g.parked.get(t).is_some_and(|p| p.who.on_nokey))
             })
             .count();
         (g.by_key.len(), on_nokey)
@@ -114,10 +131,10 @@ impl Blocked {
 
     /// Parks a connection on `keys` until a wake of one of them or `deadline` (`None`:
     /// forever); `seen`: the epoch read before the keys were found empty (a wake since then
-    /// wakes it at once); `on_nokey`: a deletion of a key wakes it too (counted for INFO).
+    /// wakes it at once).
     pub fn park(
         self: &Arc<Self>,
-        (keys, on_nokey): (Vec<Vec<u8>>, bool),
+        (keys, who): (Vec<Vec<u8>>, Who),
         deadline: Option<Instant>,
         seen: u64,
         wake: Waker,
@@ -145,7 +162,7 @@ impl Blocked {
             Parked {
                 keys,
                 deadline,
-                on_nokey,
+                who,
                 wake,
             },
         );
@@ -185,6 +202,30 @@ impl Blocked {
         for w in wakers {
             w();
         }
+    }
+
+    /// CLIENT UNBLOCK: wakes the connection of client `client` if it is parked, flagged
+    /// `how` ([`UNBLOCK_TIMEOUT`] or [`UNBLOCK_ERROR`]); whether it was.
+    pub fn unblock(&self, client: u64, how: u8) -> bool {
+        let mut g = lock(&self.inner);
+        let Some(t) = g
+            .parked
+            .iter()
+            .find(|p| p.1.who.client == client)
+            .map(|p| *p.0)
+        else {
+            return false;
+        };
+        if let Some(p) = g.parked.get(&t) {
+            p.who.unblocked.store(how, Ordering::SeqCst);
+        }
+        let w = g.take(t);
+        drop(g);
+        if let Some(w) = w {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            w();
+        }
+        true
     }
 
     /// Wakes every parked connection (FLUSHALL, SWAPDB-like changes, shutdown).
@@ -249,15 +290,33 @@ mod tests {
         let b = Arc::new(Blocked::default());
         let (tx, rx) = mpsc::channel();
         let e = b.epoch();
-        let _t1 = b.park((vec![b"a".to_vec()], false), None, e, waker(&tx, 1));
+        let _t1 = b.park(
+            (vec![b"a".to_vec()], Who::default()),
+            None,
+            e,
+            waker(&tx, 1),
+        );
         let _t2 = b.park(
-            (vec![b"b".to_vec(), b"a".to_vec()], true),
+            (
+                vec![b"b".to_vec(), b"a".to_vec()],
+                Who {
+                    client: 9,
+                    on_nokey: true,
+                    ..Who::default()
+                },
+            ),
             None,
             e,
             waker(&tx, 2),
         );
-        let _t3 = b.park((vec![b"c".to_vec()], false), None, e, waker(&tx, 3));
+        let _t3 = b.park(
+            (vec![b"c".to_vec()], Who::default()),
+            None,
+            e,
+            waker(&tx, 3),
+        );
         assert_eq!(b.waiting(), 3);
+        assert_eq!(b.keys(), (3, 2));
         b.wake([&b"a"[..]]);
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![1, 2]);
         b.wake([&b"a"[..], b"b"]);
@@ -266,12 +325,38 @@ mod tests {
     }
 
     #[test]
+    fn unblock_wakes_one_client_by_id_with_its_flag_set() {
+        let b = Arc::new(Blocked::default());
+        let (tx, rx) = mpsc::channel();
+        let who = Who {
+            client: 42,
+            ..Who::default()
+        };
+        let flag = who.unblocked.clone();
+        let _t = b.park((vec![b"k".to_vec()], who), None, b.epoch(), waker(&tx, 1));
+        assert!(!b.unblock(41, UNBLOCK_ERROR));
+        assert_eq!(flag.load(Ordering::SeqCst), 0);
+        assert!(b.unblock(42, UNBLOCK_ERROR));
+        assert_eq!(
+            (rx.try_recv(), flag.load(Ordering::SeqCst)),
+            (Ok(1), UNBLOCK_ERROR)
+        );
+        assert_eq!((b.waiting(), b.keys()), (0, (0, 0)));
+        assert!(!b.unblock(42, UNBLOCK_TIMEOUT), "parked no more");
+    }
+
+    #[test]
     fn a_wake_between_looking_and_parking_is_not_lost() {
         let b = Arc::new(Blocked::default());
         let (tx, rx) = mpsc::channel();
         let seen = b.epoch();
         b.wake([&b"k"[..]]); // a push committed after the command found the key empty
-        let _t = b.park((vec![b"k".to_vec()], false), None, seen, waker(&tx, 7));
+        let _t = b.park(
+            (vec![b"k".to_vec()], Who::default()),
+            None,
+            seen,
+            waker(&tx, 7),
+        );
         assert_eq!(rx.try_recv(), Ok(7));
         assert_eq!(b.waiting(), 0);
     }
@@ -282,8 +367,18 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let e = b.epoch();
         let soon = Instant::now() + Duration::from_millis(30);
-        let _t = b.park((vec![b"k".to_vec()], false), Some(soon), e, waker(&tx, 1));
-        let gone = b.park((vec![b"k".to_vec()], false), None, e, waker(&tx, 2));
+        let _t = b.park(
+            (vec![b"k".to_vec()], Who::default()),
+            Some(soon),
+            e,
+            waker(&tx, 1),
+        );
+        let gone = b.park(
+            (vec![b"k".to_vec()], Who::default()),
+            None,
+            e,
+            waker(&tx, 2),
+        );
         drop(gone);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));
         assert!(Instant::now() >= soon);

@@ -141,7 +141,14 @@ impl crate::net::session::Session for Session {
             waits = true;
             let send = cx.reply_to.sender();
             self.block.ticket = Some(sh.blocked().park(
-                (req.keys, req.on_nokey),
+                (
+                    req.keys,
+                    crate::core::blocked::Who {
+                        client: self.id,
+                        on_nokey: req.on_nokey,
+                        unblocked: self.block.unblocked.clone(),
+                    },
+                ),
                 req.deadline,
                 req.seen,
                 Box::new(move || send(Settlement::Wake)),

@@ -37,6 +37,9 @@ pub struct BlockState {
     pub ticket: Option<Ticket>,
     /// XREAD's ids to read after, `$` resolved when it first ran, kept while parked.
     pub after: Option<Vec<accelkv_proto::collection::StreamId>>,
+    /// Set by CLIENT UNBLOCK on another connection before it wakes this one
+    /// (core/blocked.rs `UNBLOCK_TIMEOUT` or `UNBLOCK_ERROR`; 0: not unblocked).
+    pub unblocked: std::sync::Arc<std::sync::atomic::AtomicU8>,
 }
 
 /// The keys a connection's writes gave something to take, in one buffer kept from command

@@ -63,7 +63,7 @@ static BASE: &[Spec] = rows! {
     "SELECT",       2,  CONN | LOCAL,                                  NONE,       "connection",   connection::select,       "Selects a database (0 to --databases - 1).";
     "READONLY",     1,  CONN | LOCAL,                                  NONE,       "cluster",      connection::accept,       "Accepted for cluster-aware clients.";
     "READWRITE",    1,  CONN | LOCAL,                                  NONE,       "cluster",      connection::accept,       "Accepted for cluster-aware clients.";
-    "CLIENT",       -2, CONN | LOCAL,                                  NONE,       "connection",   connection::client,       "SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, NO-EVICT, TRACKING off.";
+    "CLIENT",       -2, CONN | LOCAL,                                  NONE,       "connection",   connection::client,       "SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, UNBLOCK, NO-EVICT, TRACKING off.";
     "COMMAND",      -1, ADMINISTRATIVE | LOCAL,                        NONE,       "server",       command::command_cmd,     "COUNT, INFO, DOCS, LIST of this table.";
     "CONFIG",       -2, ADMINISTRATIVE | LOCAL,                        NONE,       "server",       server::config,           "GET and SET of run-time settings.";
     "INFO",         -1, ADMINISTRATIVE | LOCAL,                        NONE,       "server",       server::info,             "Server information and statistics.";

@@ -103,6 +103,9 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"SETINFO" if argc == 4 => set_info(s, c[2], c[3], out),
         b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, out),
         b"NO-EVICT" | b"TRACKING" => crate::resp::commands::introspect::client_switch(c, out),
+        b"UNBLOCK" if argc == 3 || argc == 4 => {
+            crate::resp::commands::introspect::client_unblock(sh, c, out)
+        }
         _ => resp::error(out, "ERR unknown CLIENT subcommand"),
     }
 }

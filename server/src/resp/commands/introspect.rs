@@ -153,6 +153,21 @@ pub fn client_kill(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>)
     resp::integer(out, n as i64);
 }
 
+/// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]`: a client parked in a blocking command answers
+/// as if it timed out, or with `-UNBLOCKED`; 1 if it was parked, else 0.
+pub fn client_unblock(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
+    let Some(id) = crate::resp::reply::parse_i64(c[2]) else {
+        return resp::error(out, "ERR value is not an integer or out of range");
+    };
+    let how = match c.get(3).map(|a| a.to_ascii_uppercase()).as_deref() {
+        None | Some(b"TIMEOUT") => crate::core::blocked::UNBLOCK_TIMEOUT,
+        Some(b"ERROR") => crate::core::blocked::UNBLOCK_ERROR,
+        Some(_) => return resp::error(out, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let done = u64::try_from(id).is_ok_and(|id| sh.blocked().unblock(id, how));
+    resp::integer(out, i64::from(done));
+}
+
 /// `CLIENT NO-EVICT on|off` (no client eviction here: accepted) and `CLIENT TRACKING off`
 /// (tracking is never on); `TRACKING on` is refused.
 pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {

@@ -50,6 +50,19 @@ pub(crate) fn blocking<R>(
     none: impl FnOnce(&mut Vec<u8>, Version),
 ) {
     let seen = x.sh.blocked().epoch();
+    let unblocked =
+        x.s.block
+            .unblocked
+            .swap(0, std::sync::atomic::Ordering::SeqCst);
+    if unblocked != 0 && x.s.block.until.is_some() {
+        (x.s.block.until, x.s.block.after) = (None, None);
+        return match unblocked {
+            crate::core::blocked::UNBLOCK_ERROR => {
+                accelkv_proto::resp::error(x.out, "UNBLOCKED client unblocked via CLIENT UNBLOCK")
+            }
+            _ => none(x.out, x.s.proto),
+        };
+    }
     let mut empty = false;
     // Run again after a wake, a key it waits on that now holds another type than the
     // command takes from has nothing to take: the client stays blocked, as in Redis (only
