@@ -266,7 +266,11 @@ impl Conn {
     /// on another thread keeps its input for later).
     pub fn peer_closed(&mut self) -> bool {
         let mut b = [0u8; 1];
-        matches!(self.sock.socket().peek(&mut b), Ok(0))
+        // A client that closed with our replies unread reset the connection: gone too.
+        match self.sock.socket().peek(&mut b) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
+        }
     }
 
     /// Writes what may be written (everything before a parked RESP mark) in as few calls as
