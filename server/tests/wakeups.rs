@@ -278,3 +278,65 @@ fn client_unblock_answers_a_parked_client_as_redis_does() {
         assert_eq!(ours, theirs);
     }
 }
+
+/// Clients blocked on a key are served in the order they blocked, as Redis serves them:
+/// one that pipelines a push and a pop does not take what an earlier client waits for, and
+/// clients waiting on several keys take in turn. The same replies as Redis.
+#[test]
+fn blocked_clients_are_served_in_the_order_they_blocked() {
+    let srv = Server::start(&[]);
+    let redis = common::Redis::start();
+    let mut runs = Vec::new();
+    for addr in
+        std::iter::once(srv.resp).chain(redis.as_ref().map(|r| ([127, 0, 0, 1], r.port).into()))
+    {
+        let mut c = RespConn::connect(addr);
+        let mut got = Vec::new();
+        // A push and a pop pipelined behind an earlier waiter.
+        let (mut rd1, mut rd2) = (RespConn::connect(addr), RespConn::connect(addr));
+        rd1.send(&["BLPOP", "l", "0"]);
+        wait_blocked(&mut c, 1);
+        rd2.send(&["LPUSH", "l", "1"]);
+        rd2.send(&["BLPOP", "l", "0"]);
+        got.extend([rd1.read(), rd2.read()]);
+        wait_blocked(&mut c, 1);
+        c.str(&["LPUSH", "l", "2"]);
+        got.push(rd2.read());
+        // Four clients on two keys, woken by one transaction.
+        let mut rds: Vec<RespConn> = (0..4).map(|_| RespConn::connect(addr)).collect();
+        for (i, (rd, (side, count))) in rds
+            .iter_mut()
+            .zip([
+                ("LEFT", "1"),
+                ("RIGHT", "10"),
+                ("LEFT", "10"),
+                ("RIGHT", "1"),
+            ])
+            .enumerate()
+        {
+            rd.send(&["BLMPOP", "0", "2", "a", "b", side, "COUNT", count]);
+            wait_blocked(&mut c, i + 1);
+        }
+        c.str(&["MULTI"]);
+        c.str(&["LPUSH", "a", "a", "b", "c", "d", "e"]);
+        c.str(&["LPUSH", "b", "1", "2", "3", "4", "5"]);
+        c.str(&["EXEC"]);
+        got.extend(rds[..3].iter_mut().map(|rd| rd.read()));
+        c.str(&["LPUSH", "b", "1", "2", "3"]);
+        got.push(rds[3].read());
+        // A parked client that hangs up with replies unread leaves.
+        let mut gone = RespConn::connect(addr);
+        gone.send(&["PING"]);
+        gone.send(&["BLPOP", "nothing", "0"]);
+        wait_blocked(&mut c, 1);
+        drop(gone);
+        wait_blocked(&mut c, 0);
+        runs.push(got);
+    }
+    assert_eq!(runs[0][0], bulk_array(&["l", "1"]));
+    let first = Value::Array(Some(vec![common::bulk("a"), bulk_array(&["e"])]));
+    assert_eq!(runs[0][3], first);
+    if let [ours, theirs] = &runs[..] {
+        assert_eq!(ours, theirs);
+    }
+}

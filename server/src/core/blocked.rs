@@ -6,6 +6,15 @@
 //! answers its timeout, or parks again), so nothing is handed from one thread to another
 //! but the wake itself.
 //!
+//! Commands that take what they find (every blocking command but XREAD) are served in the
+//! order they parked, as Redis serves them: a write wakes the oldest of them on its key and
+//! gives it the key's turn; when it has run (taken something, or parked again, or closed)
+//! the turn passes to the next one parked on the key before the write's wake (or that
+//! arrived while the turn was held, see [`Blocked::busy`]), until none is left. A new
+//! command on a key whose turn is held parks behind the holder without looking, so a
+//! client that pipelines a push and a pop does not take what an earlier client waits for.
+//! XREAD takes nothing: all its parked readers are woken together.
+//!
 //! CLIENT UNBLOCK wakes one connection by its client id, after setting the flag it reads
 //! when it runs again ([`Who::unblocked`]: answer as a timeout, or with an error).
 //!
@@ -30,12 +39,15 @@ struct Parked {
     wake: Waker,
 }
 
-/// Who parks: the connection's client id and its flag for CLIENT UNBLOCK, and whether a
-/// deletion of a key wakes it too (XREADGROUP: Redis's `unblock_on_nokey`).
+/// Who parks: the connection's client id and its flag for CLIENT UNBLOCK, whether a
+/// deletion of a key wakes it too (XREADGROUP: Redis's `unblock_on_nokey`), whether it takes
+/// what it finds (served in order) and whether it parked behind a turn without looking.
 #[derive(Clone, Default)]
 pub struct Who {
     pub client: u64,
     pub on_nokey: bool,
+    pub takes: bool,
+    pub behind: bool,
     /// Set by CLIENT UNBLOCK before the wake: [`UNBLOCK_TIMEOUT`] or [`UNBLOCK_ERROR`].
     pub unblocked: Arc<AtomicU8>,
 }
@@ -45,6 +57,13 @@ pub const UNBLOCK_TIMEOUT: u8 = 1;
 /// CLIENT UNBLOCK's `ERROR`: the command answers `-UNBLOCKED`.
 pub const UNBLOCK_ERROR: u8 = 2;
 
+/// A key's turn: held by one woken connection at a time; `bound`: the first ticket parked
+/// after the latest wake of the key (those before it, and those parked behind, are served).
+struct Turn {
+    holder: u64,
+    bound: u64,
+}
+
 #[derive(Default)]
 struct Inner {
     by_key: HashMap<Vec<u8>, Vec<u64>>,
@@ -52,6 +71,9 @@ struct Inner {
     deadlines: BTreeSet<(Instant, u64)>,
     next: u64,
     timer: bool,
+    turns: HashMap<Vec<u8>, Turn>,
+    /// Woken connections holding a turn: the keys they hold it for.
+    holding: HashMap<u64, Vec<Vec<u8>>>,
 }
 
 /// The server's parked connections.
@@ -61,6 +83,8 @@ pub struct Blocked {
     due: Condvar,
     epoch: AtomicU64,
     waiting: AtomicUsize,
+    /// Woken connections holding a turn (so [`Blocked::busy`] locks only when there are).
+    holders: AtomicUsize,
 }
 
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -68,6 +92,58 @@ fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 }
 
 impl Inner {
+    /// The oldest connection on `k` that takes what it finds and may have the turn up to
+    /// `bound`.
+    fn next_taker(&self, k: &[u8], bound: u64) -> Option<u64> {
+        let ts = self.by_key.get(k)?;
+        ts.iter().copied().find(|t| {
+            self.parked
+                .get(t)
+                .is_some_and(|p| p.who.takes && (*t < bound || p.who.behind))
+        })
+    }
+
+    /// Gives `k`'s turn to the oldest taker parked on it (if any): its waker.
+    fn pass(&mut self, k: &[u8], bound: u64) -> Option<Waker> {
+        let t = self.next_taker(k, bound)?;
+        self.grant(t, bound)
+    }
+
+    /// Wakes taker `t` with the turn of each of its keys that nobody holds (it may take
+    /// from any of them, so no later taker runs on them beside it): its waker.
+    fn grant(&mut self, t: u64, bound: u64) -> Option<Waker> {
+        let keys = self.parked.get(&t)?.keys.clone();
+        for k in keys {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.turns.entry(k) {
+                self.holding.entry(t).or_default().push(e.key().clone());
+                e.insert(Turn { holder: t, bound });
+            }
+        }
+        self.take(t)
+    }
+
+    /// Ticket `t` ran after its wake: the turns it held pass on, each key's to its next
+    /// taker (one given several keys' turns at once runs alone on them).
+    fn settle(&mut self, t: u64) -> Vec<Waker> {
+        let Some(keys) = self.holding.remove(&t) else {
+            return Vec::new();
+        };
+        let mut freed = Vec::new();
+        for k in keys {
+            if self.turns.get(&k).is_some_and(|turn| turn.holder == t) {
+                let bound = self.turns.remove(&k).map_or(0, |turn| turn.bound);
+                freed.push((k, bound));
+            }
+        }
+        let mut wakers = Vec::new();
+        for (k, bound) in freed {
+            if !self.turns.contains_key(&k) {
+                wakers.extend(self.pass(&k, bound));
+            }
+        }
+        wakers
+    }
+
     /// Takes ticket `t` out of every index; its waker.
     fn take(&mut self, t: u64) -> Option<Waker> {
         let p = self.parked.remove(&t)?;
@@ -94,10 +170,18 @@ pub struct Ticket {
 }
 
 impl Drop for Ticket {
+    /// Leaves the registry, or (woken and run) passes on the turns it held.
     fn drop(&mut self) {
         if let Some(b) = self.of.upgrade() {
-            if lock(&b.inner).take(self.id).is_some() {
-                b.waiting.fetch_sub(1, Ordering::SeqCst);
+            let mut g = lock(&b.inner);
+            let left = g.take(self.id).is_some();
+            let wakers = g.settle(self.id);
+            b.holders.store(g.holding.len(), Ordering::SeqCst);
+            drop(g);
+            b.waiting
+                .fetch_sub(usize::from(left) + wakers.len(), Ordering::SeqCst);
+            for w in wakers {
+                w();
             }
         }
     }
@@ -180,23 +264,41 @@ impl Blocked {
         }
     }
 
+    /// Whether a woken connection holds the turn of one of `keys`: a command that takes
+    /// what it finds parks behind it without looking.
+    pub fn busy(&self, keys: &[&[u8]]) -> bool {
+        if self.waiting.load(Ordering::SeqCst) == 0 && self.holders.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let g = lock(&self.inner);
+        keys.iter().any(|k| g.turns.contains_key(*k))
+    }
+
     /// `keys` may have something to take now (their writes are committed): wakes every
-    /// connection parked on one of them, in the order they parked.
+    /// reader parked on one of them, and gives each key's turn to its oldest taker (one
+    /// holds it already: the turn reaches every taker parked until now).
     pub fn wake<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) == 0 {
             return;
         }
         let mut g = lock(&self.inner);
-        let mut ids: Vec<u64> = keys
-            .into_iter()
-            .filter_map(|k| g.by_key.get(k))
-            .flatten()
-            .copied()
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let wakers: Vec<Waker> = ids.into_iter().filter_map(|t| g.take(t)).collect();
+        let bound = g.next;
+        let mut wakers = Vec::new();
+        let mut readers = Vec::new();
+        for k in keys {
+            if let Some(turn) = g.turns.get_mut(k) {
+                turn.bound = bound;
+            } else {
+                wakers.extend(g.pass(k, bound));
+            }
+            let ts = g.by_key.get(k).into_iter().flatten().copied();
+            readers.extend(ts.filter(|t| g.parked.get(t).is_some_and(|p| !p.who.takes)));
+        }
+        readers.sort_unstable();
+        readers.dedup();
+        wakers.extend(readers.into_iter().filter_map(|t| g.take(t)));
+        self.holders.store(g.holding.len(), Ordering::SeqCst);
         drop(g);
         self.waiting.fetch_sub(wakers.len(), Ordering::SeqCst);
         for w in wakers {
@@ -322,6 +424,70 @@ mod tests {
         b.wake([&b"a"[..], b"b"]);
         assert_eq!(rx.try_iter().count(), 0, "woken once");
         assert_eq!(b.waiting(), 1);
+    }
+
+    fn taker() -> Who {
+        Who {
+            takes: true,
+            ..Who::default()
+        }
+    }
+
+    /// Takers are woken one at a time in the order they parked; the turn reaches each one
+    /// parked before the wake (or behind the turn) once, never one that parked again.
+    #[test]
+    fn takers_get_the_turn_in_order_one_at_a_time() {
+        let b = Arc::new(Blocked::default());
+        let (tx, rx) = mpsc::channel();
+        let e = b.epoch();
+        let k = || vec![b"k".to_vec()];
+        let t1 = b.park((k(), taker()), None, e, waker(&tx, 1));
+        let t2 = b.park(
+            (vec![b"j".to_vec(), b"k".to_vec()], taker()),
+            None,
+            e,
+            waker(&tx, 2),
+        );
+        let reader = b.park((k(), Who::default()), None, e, waker(&tx, 9));
+        b.wake([&b"k"[..]]);
+        assert_eq!(
+            rx.try_iter().collect::<Vec<_>>(),
+            vec![1, 9],
+            "the oldest taker and every reader"
+        );
+        assert!(b.busy(&[b"k"]) && !b.busy(&[b"x"]));
+        // Another write while the turn is held wakes nobody more.
+        b.wake([&b"k"[..]]);
+        assert_eq!(rx.try_iter().count(), 0);
+        // A taker arriving now parks behind; the holder ran and parked again.
+        let t3 = b.park(
+            (
+                k(),
+                Who {
+                    behind: true,
+                    ..taker()
+                },
+            ),
+            None,
+            b.epoch(),
+            waker(&tx, 3),
+        );
+        let t1 = {
+            let again = b.park((k(), taker()), None, b.epoch(), waker(&tx, 11));
+            drop(t1);
+            again
+        };
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![2]);
+        // t2 also waits on j: it holds j's turn too.
+        assert!(b.busy(&[b"j"]));
+        drop(t2);
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![3], "the one behind");
+        drop(t3);
+        assert_eq!(rx.try_iter().count(), 0, "not the one that parked again");
+        assert!(!b.busy(&[b"k", b"j"]));
+        assert_eq!(b.waiting(), 1);
+        drop((t1, reader));
+        assert_eq!(b.waiting(), 0);
     }
 
     #[test]

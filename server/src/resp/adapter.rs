@@ -146,6 +146,8 @@ impl crate::net::session::Session for Session {
                     crate::core::blocked::Who {
                         client: self.id,
                         on_nokey: req.on_nokey,
+                        takes: req.takes,
+                        behind: req.behind,
                         unblocked: self.block.unblocked.clone(),
                     },
                 ),
@@ -153,6 +155,9 @@ impl crate::net::session::Session for Session {
                 req.seen,
                 Box::new(move || send(Settlement::Wake)),
             ));
+        } else if self.block.until.is_none() {
+            // A woken command answered: its place goes, passing on the turns it held.
+            self.block.ticket = None;
         }
         self.note_client(None);
         Ran {

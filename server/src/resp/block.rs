@@ -21,6 +21,10 @@ pub struct BlockReq {
     pub seen: u64,
     /// A deletion of a key answers it (XREADGROUP's NOGROUP).
     pub on_nokey: bool,
+    /// It takes what it finds (all but XREAD): served in the order such commands parked.
+    pub takes: bool,
+    /// It parked behind a woken command holding a key's turn, without looking.
+    pub behind: bool,
 }
 
 /// What a connection knows about blocking.

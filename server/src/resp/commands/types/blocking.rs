@@ -43,7 +43,7 @@ pub(crate) fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, Fail> {
 /// or answers `none` inside MULTI or once its deadline has passed.
 pub(crate) fn blocking<R>(
     x: &mut Call<'_, '_>,
-    (keys, kind): (&[&[u8]], Kind),
+    (keys, kind, takes): (&[&[u8]], Kind, bool),
     timeout: Option<Duration>,
     attempt: impl FnOnce(&Shared, &mut Session, &Src<'_>) -> Result<Option<R>, Fail>,
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
@@ -68,6 +68,21 @@ pub(crate) fn blocking<R>(
     // command takes from has nothing to take: the client stays blocked, as in Redis (only
     // its first run answers WRONGTYPE; a wrong destination, BRPOPLPUSH's, still does).
     let rerun = x.s.block.until.is_some();
+    if takes && !rerun && x.s.tx.running.is_none() && x.sh.blocked().busy(keys) {
+        // An earlier client was woken for one of these keys and has not run yet: wait
+        // behind it, as Redis serves it first.
+        let until = timeout.map(|t| Instant::now() + t);
+        x.s.block.until = Some(until);
+        x.s.block.req = Some(BlockReq {
+            keys: keys.iter().map(|k| k.to_vec()).collect(),
+            deadline: until,
+            seen,
+            on_nokey: false,
+            takes,
+            behind: true,
+        });
+        return;
+    }
     let attempt = move |sh: &Shared, s: &mut Session, src: &Src<'_>| match attempt(sh, s, src) {
         Err(Fail::WrongType) if rerun && holds_other(sh, s, src, keys, kind)? => Ok(None),
         r => r,
@@ -91,6 +106,8 @@ pub(crate) fn blocking<R>(
         deadline: until,
         seen,
         on_nokey: false,
+        takes,
+        behind: false,
     });
 }
 
@@ -131,7 +148,7 @@ pub(crate) fn pop_any<R>(
     };
     x.sh.count(OpClass::Delete);
     let attempt = |sh: &Shared, s: &mut Session, src: &Src<'_>| pop(sh, s, src, keys, 1);
-    blocking(x, (keys, kind), t, attempt, ok, none)
+    blocking(x, (keys, kind, true), t, attempt, ok, none)
 }
 
 /// LMPOP and ZMPOP (`blocks`: BLMPOP and BZMPOP, whose timeout comes first):
@@ -163,7 +180,7 @@ pub(crate) fn mpop<T, R>(
     if blocks {
         blocking(
             x,
-            (&keys, kind),
+            (&keys, kind, true),
             timeout,
             attempt,
             |out, r, v| ok(out, Some(r), v),

@@ -56,7 +56,7 @@ fn moves(x: &mut Call<'_, '_>, sides: (bool, bool), timeout: Option<Option<Durat
         None => write(x, attempt, |out, e, v| resp::bulk_in(out, e.as_deref(), v)),
         Some(t) => blocking(
             x,
-            (&[from], L),
+            (&[from], L, true),
             t,
             attempt,
             |out, e, v| resp::bulk_in(out, Some(&e), v),

@@ -278,7 +278,7 @@ pub fn xreadgroup(x: &mut Call<'_, '_>) {
     };
     crate::resp::commands::types::blocking::blocking(
         x,
-        (&keys, X),
+        (&keys, X, true),
         timeout,
         |sh, s, src| read_group(sh, s, src, &a).map_err(wrong),
         reply_served,

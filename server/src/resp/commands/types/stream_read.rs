@@ -281,7 +281,7 @@ pub fn xread(x: &mut Call<'_, '_>) {
     let keys = a.keys.clone();
     crate::resp::commands::types::blocking::blocking(
         x,
-        (&keys, X),
+        (&keys, X, false),
         timeout,
         |sh, s, src| {
             // `$` is the last id when the command first ran, kept while it is parked.
