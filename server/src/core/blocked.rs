@@ -169,6 +169,15 @@ pub struct Ticket {
     id: u64,
 }
 
+impl Ticket {
+    /// Whether it is still parked (not woken, timed out or unblocked).
+    pub fn parked(&self) -> bool {
+        self.of
+            .upgrade()
+            .is_some_and(|b| lock(&b.inner).parked.contains_key(&self.id))
+    }
+}
+
 impl Drop for Ticket {
     /// Leaves the registry, or (woken and run) passes on the turns it held.
     fn drop(&mut self) {

@@ -155,9 +155,11 @@ impl crate::net::session::Session for Session {
                 req.seen,
                 Box::new(move || send(Settlement::Wake)),
             ));
-        } else if self.block.until.is_none() {
-            // A woken command answered: its place goes, passing on the turns it held.
+        } else if self.block.ticket.as_ref().is_some_and(|t| !t.parked()) {
+            // A woken command ran and did not park again (it answered, or was refused): its
+            // place goes, passing on the turns it held, and it is parked no more.
             self.block.ticket = None;
+            (self.block.until, self.block.after) = (None, None);
         }
         self.note_client(None);
         Ran {
