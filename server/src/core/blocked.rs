@@ -183,12 +183,13 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         if let Some(b) = self.of.upgrade() {
             let mut g = lock(&b.inner);
-            let left = g.take(self.id).is_some();
+            g.take(self.id);
             let wakers = g.settle(self.id);
             b.holders.store(g.holding.len(), Ordering::SeqCst);
             drop(g);
-            b.waiting
-                .fetch_sub(usize::from(left) + wakers.len(), Ordering::SeqCst);
+            // Counted from parking until now, woken or not (Redis counts a client blocked
+            // until its command has run).
+            b.waiting.fetch_sub(1, Ordering::SeqCst);
             for w in wakers {
                 w();
             }
@@ -202,7 +203,7 @@ impl Blocked {
         self.epoch.load(Ordering::SeqCst)
     }
 
-    /// Connections parked now (INFO's `blocked_clients`).
+    /// Connections parked now, or woken and not yet run again (INFO's `blocked_clients`).
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::SeqCst)
     }
@@ -264,7 +265,6 @@ impl Blocked {
         let now = if raced { g.take(id) } else { None };
         drop(g);
         if let Some(w) = now {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
             w();
         }
         Ticket {
@@ -309,7 +309,6 @@ impl Blocked {
         wakers.extend(readers.into_iter().filter_map(|t| g.take(t)));
         self.holders.store(g.holding.len(), Ordering::SeqCst);
         drop(g);
-        self.waiting.fetch_sub(wakers.len(), Ordering::SeqCst);
         for w in wakers {
             w();
         }
@@ -333,7 +332,6 @@ impl Blocked {
         let w = g.take(t);
         drop(g);
         if let Some(w) = w {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
             w();
         }
         true
@@ -346,7 +344,6 @@ impl Blocked {
         let ids: Vec<u64> = g.parked.keys().copied().collect();
         let wakers: Vec<Waker> = ids.into_iter().filter_map(|t| g.take(t)).collect();
         drop(g);
-        self.waiting.fetch_sub(wakers.len(), Ordering::SeqCst);
         for w in wakers {
             w();
         }
@@ -377,7 +374,6 @@ fn run_timer(weak: Weak<Blocked>) {
             continue;
         }
         drop(g);
-        b.waiting.fetch_sub(due.len(), Ordering::SeqCst);
         for w in due {
             w();
         }
@@ -432,6 +428,9 @@ mod tests {
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![1, 2]);
         b.wake([&b"a"[..], b"b"]);
         assert_eq!(rx.try_iter().count(), 0, "woken once");
+        // A woken connection counts until it has run again (its ticket goes).
+        assert_eq!(b.waiting(), 3);
+        drop((_t1, _t2));
         assert_eq!(b.waiting(), 1);
     }
 
@@ -494,7 +493,11 @@ mod tests {
         drop(t3);
         assert_eq!(rx.try_iter().count(), 0, "not the one that parked again");
         assert!(!b.busy(&[b"k", b"j"]));
-        assert_eq!(b.waiting(), 1);
+        assert_eq!(
+            b.waiting(),
+            2,
+            "t1 parked again, the reader woken but not run"
+        );
         drop((t1, reader));
         assert_eq!(b.waiting(), 0);
     }
@@ -508,7 +511,7 @@ mod tests {
             ..Who::default()
         };
         let flag = who.unblocked.clone();
-        let _t = b.park((vec![b"k".to_vec()], who), None, b.epoch(), waker(&tx, 1));
+        let t = b.park((vec![b"k".to_vec()], who), None, b.epoch(), waker(&tx, 1));
         assert!(!b.unblock(41, UNBLOCK_ERROR));
         assert_eq!(flag.load(Ordering::SeqCst), 0);
         assert!(b.unblock(42, UNBLOCK_ERROR));
@@ -516,8 +519,10 @@ mod tests {
             (rx.try_recv(), flag.load(Ordering::SeqCst)),
             (Ok(1), UNBLOCK_ERROR)
         );
-        assert_eq!((b.waiting(), b.keys()), (0, (0, 0)));
+        assert_eq!((b.waiting(), b.keys()), (1, (0, 0)));
         assert!(!b.unblock(42, UNBLOCK_TIMEOUT), "parked no more");
+        drop(t);
+        assert_eq!(b.waiting(), 0);
     }
 
     #[test]
@@ -526,13 +531,15 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let seen = b.epoch();
         b.wake([&b"k"[..]]); // a push committed after the command found the key empty
-        let _t = b.park(
+        let t = b.park(
             (vec![b"k".to_vec()], Who::default()),
             None,
             seen,
             waker(&tx, 7),
         );
         assert_eq!(rx.try_recv(), Ok(7));
+        assert_eq!(b.keys(), (0, 0));
+        drop(t);
         assert_eq!(b.waiting(), 0);
     }
 
@@ -542,7 +549,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let e = b.epoch();
         let soon = Instant::now() + Duration::from_millis(30);
-        let _t = b.park(
+        let t = b.park(
             (vec![b"k".to_vec()], Who::default()),
             Some(soon),
             e,
@@ -557,6 +564,8 @@ mod tests {
         drop(gone);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));
         assert!(Instant::now() >= soon);
+        assert_eq!((b.waiting(), b.keys()), (1, (0, 0)));
+        drop(t);
         assert_eq!(b.waiting(), 0);
         b.wake([&b"k"[..]]);
         assert!(rx.try_recv().is_err(), "a dropped ticket is never woken");
