@@ -84,7 +84,7 @@ pub(crate) fn write(out: &mut Vec<u8>, s: &Stream) {
     put_len(out, nodes.len() as u64);
     for (master, lp) in &nodes {
         put_str(out, &master.to_bytes());
-        put_str(out, lp);
+        put_compressed(out, lp);
     }
     put_len(out, s.entries.len() as u64);
     put_id(out, s.last_id);
@@ -114,6 +114,23 @@ pub(crate) fn write(out: &mut Vec<u8>, s: &Stream) {
             }
         }
     }
+}
+
+/// Appends a string LZF-compressed when that saves bytes, as Redis writes strings of more
+/// than 20 bytes with `rdbcompression` on (its default).
+fn put_compressed(out: &mut Vec<u8>, s: &[u8]) {
+    if s.len() > 20 {
+        if let Ok(c) = lzf::compress(s) {
+            if c.len() + 4 < s.len() {
+                out.push(0xC3);
+                put_len(out, c.len() as u64);
+                put_len(out, s.len() as u64);
+                out.extend_from_slice(&c);
+                return;
+            }
+        }
+    }
+    put_str(out, s)
 }
 
 /// The entries cut into nodes as Redis fills them, each node's master id and listpack.
