@@ -73,14 +73,7 @@ pub(crate) fn blocking<R>(
         // behind it, as Redis serves it first.
         let until = timeout.map(|t| Instant::now() + t);
         x.s.block.until = Some(until);
-        x.s.block.req = Some(BlockReq {
-            keys: keys.iter().map(|k| k.to_vec()).collect(),
-            deadline: until,
-            seen,
-            on_nokey: false,
-            takes,
-            behind: true,
-        });
+        x.s.block.req = Some(park_on(keys, until, seen, (takes, true)));
         return;
     }
     let attempt = move |sh: &Shared, s: &mut Session, src: &Src<'_>| match attempt(sh, s, src) {
@@ -101,14 +94,26 @@ pub(crate) fn blocking<R>(
         (x.s.block.until, x.s.block.after) = (None, None);
         return none(x.out, x.s.proto);
     }
-    x.s.block.req = Some(BlockReq {
+    x.s.block.req = Some(park_on(keys, until, seen, (takes, false)));
+}
+
+/// The request to park on `keys` until `deadline`; `seen`: the registry's epoch before the
+/// command looked; `takes`: it takes what it finds; `behind`: it parks behind a turn
+/// without having looked.
+fn park_on(
+    keys: &[&[u8]],
+    deadline: Option<Instant>,
+    seen: u64,
+    (takes, behind): (bool, bool),
+) -> BlockReq {
+    BlockReq {
         keys: keys.iter().map(|k| k.to_vec()).collect(),
-        deadline: until,
+        deadline,
         seen,
         on_nokey: false,
         takes,
-        behind: false,
-    });
+        behind,
+    }
 }
 
 /// Whether one of the keys a blocking command waits on holds another type than `kind`,
