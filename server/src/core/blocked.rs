@@ -82,9 +82,8 @@ pub struct Blocked {
     inner: Mutex<Inner>,
     due: Condvar,
     epoch: AtomicU64,
+    /// Tickets alive: parked, or woken and not yet run again (a turn's holder is one).
     waiting: AtomicUsize,
-    /// Woken connections holding a turn (so [`Blocked::busy`] locks only when there are).
-    holders: AtomicUsize,
 }
 
 fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -185,7 +184,6 @@ impl Drop for Ticket {
             let mut g = lock(&b.inner);
             g.take(self.id);
             let wakers = g.settle(self.id);
-            b.holders.store(g.holding.len(), Ordering::SeqCst);
             drop(g);
             // Counted from parking until now, woken or not (Redis counts a client blocked
             // until its command has run).
@@ -276,7 +274,8 @@ impl Blocked {
     /// Whether a woken connection holds the turn of one of `keys`: a command that takes
     /// what it finds parks behind it without looking.
     pub fn busy(&self, keys: &[&[u8]]) -> bool {
-        if self.waiting.load(Ordering::SeqCst) == 0 && self.holders.load(Ordering::SeqCst) == 0 {
+        // A turn's holder is a ticket not yet dropped, so counted in `waiting`.
+        if self.waiting.load(Ordering::SeqCst) == 0 {
             return false;
         }
         let g = lock(&self.inner);
@@ -307,7 +306,6 @@ impl Blocked {
         readers.sort_unstable();
         readers.dedup();
         wakers.extend(readers.into_iter().filter_map(|t| g.take(t)));
-        self.holders.store(g.holding.len(), Ordering::SeqCst);
         drop(g);
         for w in wakers {
             w();
