@@ -39,22 +39,14 @@ fn value_at(
         return Ok(Some(Value::String(v)));
     }
     let m = opened(s, key, &v, flags)?;
-    if m.kind == Kind::Stream {
-        return Ok(Some(Value::Stream(stream_dump::read(
-            sh,
-            s,
-            src,
-            (key, &m),
-        )?)));
-    }
-    let fields = src.fields(sh, s, key, &m)?;
+    let fields = |s: &mut Session| src.fields(sh, s, key, &m);
     Ok(Some(match m.kind {
-        Kind::Hash => Value::Hash(fields),
-        Kind::Set => Value::Set(fields.into_iter().map(|(f, _)| f).collect()),
-        Kind::List => Value::List(fields.into_iter().map(|(_, v)| v).collect()),
-        // (A stream was read whole above.)
-        Kind::ZSet | Kind::Stream => Value::ZSet(
-            fields
+        Kind::Stream => Value::Stream(stream_dump::read(sh, s, src, (key, &m))?),
+        Kind::Hash => Value::Hash(fields(s)?),
+        Kind::Set => Value::Set(fields(s)?.into_iter().map(|(f, _)| f).collect()),
+        Kind::List => Value::List(fields(s)?.into_iter().map(|(_, v)| v).collect()),
+        Kind::ZSet => Value::ZSet(
+            fields(s)?
                 .into_iter()
                 .filter_map(|(f, v)| decode_score(&v).map(|sc| (f, sc)))
                 .collect(),
