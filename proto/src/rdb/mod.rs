@@ -8,10 +8,12 @@
 //! forms. Modules and Redis 6's ziplists are refused as unsupported. Decoding never panics
 //! on any input (fuzz target `rdb_restore`).
 
+mod functions;
 mod listpack;
 mod read;
 mod stream;
 
+pub use functions::{dump_functions, restore_functions};
 pub use read::restore;
 pub use stream::{Consumer, Group, Pending, Stream};
 

@@ -44,7 +44,17 @@ enum Len {
     Encoded(u8),
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A reader of `b` from its start.
+    pub(crate) fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader { b, p: 0 }
+    }
+
+    /// Whether every byte has been read.
+    pub(crate) fn done(&self) -> bool {
+        self.p == self.b.len()
+    }
+
     fn left(&self) -> usize {
         self.b.len() - self.p
     }
