@@ -68,9 +68,13 @@ for u in "${units[@]}"; do
   row="| $u |"
   tags=-needs:repl
   case "$u" in unit/type/stream | unit/type/stream-cgroups) tags="$tags -needs:debug" ;; esac
+  # accelkv evicts nothing (maxmemory-policy noeviction only): the evicted-events test
+  # would stop the file at its CONFIG SET, so it is skipped on both (docs/PROTOCOL.md).
+  more=()
+  case "$u" in unit/pubsub) more=(--skiptest "Keyspace notifications: evicted events") ;; esac
   for port in 16398 17398; do
     log=$(mktemp)
-    (cd "$REDIS_TESTS" && timeout 300 ./runtest --host 127.0.0.1 --port "$port" --single "$u" --clients 1 --timeout 60 --tags "$tags" "${skip[@]}") >"$log" 2>&1 || true
+    (cd "$REDIS_TESTS" && timeout 300 ./runtest --host 127.0.0.1 --port "$port" --single "$u" --clients 1 --timeout 60 --tags "$tags" "${skip[@]}" "${more[@]}") >"$log" 2>&1 || true
     ok=$(grep -c 'ok.\[0m\]' "$log" || true)
     err=$(grep -c '^\[.*err.\[0m\]' "$log" || true)
     row+=" $ok / $err |"

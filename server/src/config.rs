@@ -179,6 +179,14 @@ pub struct Args {
     /// one store). Default 16, at most 65536.
     #[arg(long, env = "ACCELKV_DATABASES", help_heading = "Limits")]
     pub databases: Option<usize>,
+    /// Keyspace notifications at start, Redis's `notify-keyspace-events` classes
+    /// (`KEA`: every event on both channels; default none). CONFIG SET changes it.
+    #[arg(
+        long,
+        env = "ACCELKV_NOTIFY_KEYSPACE_EVENTS",
+        help_heading = "Protocols"
+    )]
+    pub notify_keyspace_events: Option<String>,
     /// Close a connection idle for this many seconds; 0 never (the default, as Redis's
     /// `timeout 0`). `--timeout` is the same flag.
     #[arg(
@@ -396,6 +404,8 @@ pub struct Settings {
     pub max_connections: usize,
     /// RESP databases (SELECT's range).
     pub databases: usize,
+    /// Keyspace notifications' classes at start (resp/notify.rs checks them at start).
+    pub notify_keyspace_events: String,
     pub idle_timeout: Option<Duration>,
     pub max_output: usize,
     pub max_inflight: usize,
@@ -445,16 +455,7 @@ impl Settings {
         }
         let sync = sync_text.as_deref().unwrap_or("sync").parse()?;
         let mc_text = flags.memcached_port.clone().or(file.memcached_port.clone());
-        let memcached_port =
-            match mc_text.as_deref() {
-                None if cluster.is_some() => None,
-                None => Some(11211),
-                Some("0" | "off") => None,
-                Some("auto") => Some(0),
-                Some(p) => Some(p.parse::<u16>().map_err(|_| {
-                    format!("--memcached-port {p}: expected a port, `auto` or `off`")
-                })?),
-            };
+        let memcached_port = memcached_port(mc_text.as_deref(), cluster.is_some())?;
         Ok(Settings {
             memcached_port,
             memcached_explicit: mc_text.is_some(),
@@ -497,6 +498,9 @@ impl Settings {
             load_threads: pick!(flags.load_threads, file.load_threads, 2).max(1),
             max_connections: pick!(flags.max_connections, file.max_connections, 1024),
             databases: pick!(flags.databases, file.databases, 16).clamp(1, 1 << 16),
+            notify_keyspace_events: (flags.notify_keyspace_events)
+                .or(file.notify_keyspace_events.clone())
+                .unwrap_or_default(),
             idle_timeout: (idle > 0).then(|| Duration::from_secs(idle)),
             max_output: size_or_mib(
                 (flags.max_output, flags.max_output_mib),
@@ -541,6 +545,21 @@ fn cluster_settings(
             }
             Some(ClusterSettings::resolve(spec, flags, file, data_dir)?)
         }
+    })
+}
+
+/// `--memcached-port`: a port, `auto` (0: any free one) or `off`; by default 11211, and
+/// off in cluster mode.
+fn memcached_port(text: Option<&str>, cluster: bool) -> Result<Option<u16>, String> {
+    Ok(match text {
+        None if cluster => None,
+        None => Some(11211),
+        Some("0" | "off") => None,
+        Some("auto") => Some(0),
+        Some(p) => Some(
+            p.parse::<u16>()
+                .map_err(|_| format!("--memcached-port {p}: expected a port, `auto` or `off`"))?,
+        ),
     })
 }
 

@@ -45,6 +45,10 @@ pub fn serve(settings: config::Settings) -> Result<(), String> {
 /// [`serve`] with the vector functions of `registry` (the built-ins plus what the embedding
 /// program registered; docs/VECTOR_FUNCTIONS.md).
 pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), String> {
+    let resp_global = Arc::new(resp::session::RespGlobal::default());
+    let classes = &settings.notify_keyspace_events;
+    (resp_global.notify.set(classes.as_bytes()))
+        .map_err(|e| format!("--notify-keyspace-events {classes}: {e}"))?;
     // Before any thread starts, so a signal that arrives from now on is seen.
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
@@ -79,7 +83,6 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     };
     let ports = bound.describe()?;
     let mc = Arc::new(memcache::state::McGlobal::default());
-    let resp_global = Arc::new(resp::session::RespGlobal::default());
     // The slow log's clock calibrates here, not in the first command it times.
     let _ = quanta::Instant::now();
     let sockets = bound.wire(&shared, &mc, &resp_global);
@@ -192,16 +195,19 @@ fn start_helpers(
     shared: &Arc<core::shared::Shared>,
     stop: &Arc<AtomicBool>,
     mc: Arc<memcache::state::McGlobal>,
-    resp_global: &resp::session::RespGlobal,
+    resp_global: &Arc<resp::session::RespGlobal>,
 ) -> Result<(), String> {
     let mut reclaim = resp::commands::types::gc::Reclaim::new(resp_global.reclaimed.clone());
+    let g = resp_global.clone();
     let (sh, stop) = (shared.clone(), stop.clone());
     std::thread::Builder::new()
         .name("accelkv-expire".into())
         .spawn(move || {
             let flush: core::sweep::Tick = Box::new(move |sh| mc.run_due_flush(sh));
             let reclaim: core::sweep::Tick = Box::new(move |sh| reclaim.tick(sh));
-            core::sweep::run(sh, stop, vec![flush, reclaim])
+            let expired: core::sweep::Expired =
+                Box::new(move |sh, key| resp::notify::expired(sh, &g, key));
+            core::sweep::run(sh, stop, vec![flush, reclaim], expired)
         })
         .map_err(|e| e.to_string())?;
     Ok(())

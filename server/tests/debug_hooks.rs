@@ -170,8 +170,8 @@ fn debug_protocol_and_knobs_answer_as_redis_does() {
 }
 
 /// What test runners send before each test: `CONFIG SET save ""` (accelkv has no
-/// snapshots: accepted, anything else refused) and `FUNCTION FLUSH` (no functions are ever
-/// kept: nothing to flush).
+/// snapshots: accepted, anything else refused) and `FUNCTION FLUSH` (a fresh server has no
+/// libraries: nothing to flush; a library without functions is refused).
 #[test]
 fn config_set_save_and_function_flush_say_what_accelkv_is() {
     let srv = Server::start(&[]);

@@ -2,7 +2,7 @@
 //! a real `redis-server`, messages from several publishers arriving whole and in publish
 //! order per channel, RESP3 pushes between replies, a subscriber that stops reading
 //! disconnected at the queue limit instead of growing without bound, and subscriptions that
-//! end with their connection.
+//! end with their connection; CLIENT REPLY OFF, SKIP and ON as Redis answers them.
 
 mod common;
 
@@ -188,4 +188,52 @@ fn subscriptions_end_with_their_connection() {
     assert_eq!(sub.str(&["RESET"]), Value::Simple("RESET".into()));
     assert_eq!(sub.str(&["GET", "nothing"]), Value::Bulk(None));
     assert_eq!(p.str(&["PUBLISH", "r", "x"]), Value::Integer(0));
+}
+
+/// CLIENT REPLY OFF, SKIP and ON, pipelined, with errors and a subscription between: the
+/// replies that arrive are Redis's, one for one (pub/sub's confirmations and messages are
+/// sent whatever CLIENT REPLY says).
+#[test]
+fn client_reply_holds_back_what_redis_holds_back() {
+    let Some(mut both) = common::beside_redis() else {
+        return;
+    };
+    let script: &[&[&str]] = &[
+        &["CLIENT", "REPLY", "OFF"],
+        &["SET", "a", "1"],
+        &["GET", "a"],
+        &["NOSUCHCOMMAND"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["CLIENT", "REPLY", "ON"],
+        &["GET", "a"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["GET", "a"],
+        &["INCR", "a"],
+        &["CLIENT", "REPLY", "BAD"],
+        &["CLIENT", "REPLY", "OFF"],
+        &["SUBSCRIBE", "ch"],
+        &["PUBLISH", "ch", "x"],
+        &["UNSUBSCRIBE", "ch"],
+        &["CLIENT", "REPLY", "ON"],
+        &["PING"],
+    ];
+    let mut runs = Vec::new();
+    for c in [&mut both.ours, &mut both.theirs] {
+        for args in script {
+            c.send(args);
+        }
+        // The marker: everything before it has been answered once its reply is read.
+        c.send(&["ECHO", "end"]);
+        let mut got = Vec::new();
+        loop {
+            let v = c.read();
+            if v == bulk("end") {
+                break;
+            }
+            got.push(v);
+        }
+        runs.push(got);
+    }
+    assert_eq!(runs[0], runs[1], "accelkv, then redis");
+    assert!(runs[0].len() >= 6, "{:?}", runs[0]);
 }

@@ -4,7 +4,7 @@
 //! by FUNCTION RESTORE, footer checked first; Redis 7.0's older opcode (246, with the
 //! library's metadata apart) is refused as Redis 7.2 refuses it.
 
-use super::read::Reader;
+use super::read::{checked_body, Reader};
 use super::*;
 
 /// Redis's opcode for one library's code.
@@ -25,16 +25,7 @@ pub fn dump_functions(codes: &[&[u8]]) -> Vec<u8> {
 
 /// The libraries' code in a FUNCTION DUMP payload.
 pub fn restore_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
-    if payload.len() < 10 {
-        return Err(RdbError::VersionOrChecksum);
-    }
-    let (body, crc) = payload.split_at(payload.len() - 8);
-    let version = u16::from_le_bytes([body[body.len() - 2], body[body.len() - 1]]);
-    let crc = u64::from_le_bytes(crc.try_into().map_err(|_| RdbError::BadFormat)?);
-    if version > MAX_VERSION || crc64(body) != crc {
-        return Err(RdbError::VersionOrChecksum);
-    }
-    let mut r = Reader::new(&body[..body.len() - 2]);
+    let mut r = Reader::new(checked_body(payload)?);
     let mut codes = Vec::new();
     while !r.done() {
         if r.take(1)?[0] != FUNCTION2 {

@@ -6,8 +6,8 @@ use super::listpack::{entries, intset};
 use super::stream::{T_STREAM, T_STREAM_2, T_STREAM_3};
 use super::*;
 
-/// The value of a DUMP payload.
-pub fn restore(payload: &[u8]) -> Result<Value, RdbError> {
+/// A DUMP payload's body, its footer (RDB version, CRC-64) checked and taken off.
+pub(crate) fn checked_body(payload: &[u8]) -> Result<&[u8], RdbError> {
     if payload.len() < 10 {
         return Err(RdbError::VersionOrChecksum);
     }
@@ -17,8 +17,13 @@ pub fn restore(payload: &[u8]) -> Result<Value, RdbError> {
     if version > MAX_VERSION || crc64(body) != crc {
         return Err(RdbError::VersionOrChecksum);
     }
+    Ok(&body[..body.len() - 2])
+}
+
+/// The value of a DUMP payload.
+pub fn restore(payload: &[u8]) -> Result<Value, RdbError> {
     let mut r = Reader {
-        b: &body[..body.len() - 2],
+        b: checked_body(payload)?,
         p: 0,
     };
     let t = r.byte()?;

@@ -26,8 +26,13 @@ const BUDGET: Duration = Duration::from_millis(25);
 /// Work an adapter asks to run on every tick (memcached's delayed `flush_all`).
 pub type Tick = Box<dyn FnMut(&Shared) + Send>;
 
-/// Runs the sweep, and `ticks` before each of its steps, until `stop`.
-pub fn run(sh: Arc<Shared>, stop: Arc<AtomicBool>, mut ticks: Vec<Tick>) {
+/// What an adapter asks to hear of each key the sweep removed (RESP's `expired`
+/// keyspace event), the key as the store keeps it.
+pub type Expired = Box<dyn FnMut(&Shared, &[u8]) + Send>;
+
+/// Runs the sweep, and `ticks` before each of its steps, until `stop`; `heard` hears of
+/// every key it removes.
+pub fn run(sh: Arc<Shared>, stop: Arc<AtomicBool>, mut ticks: Vec<Tick>, mut heard: Expired) {
     let mut cursor: Vec<u8> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(TICK);
@@ -48,6 +53,7 @@ pub fn run(sh: Arc<Shared>, stop: Arc<AtomicBool>, mut ticks: Vec<Tick>) {
             for k in &expired {
                 if sh.store().purge_expired(k, now).unwrap_or(false) {
                     sh.count_expired(1);
+                    heard(&sh, k);
                 }
             }
             cursor = next.unwrap_or_default();

@@ -112,7 +112,7 @@ impl Session for McSession {
         out.extend_from_slice(b"END\r\n");
     }
 
-    fn gathered(&mut self, sh: &Shared, k: usize, _bytes: usize) {
+    fn gathered(&mut self, sh: &Shared, k: usize, _bytes: usize, _took: std::time::Duration) {
         sh.metrics()
             .hot()
             .memcached_commands

@@ -77,6 +77,8 @@ pub fn run(
     let start = Instant::now();
     read_all(conns, reads, g);
     sh.release(n);
+    // Each GET's share of the batch's read (LATENCY HISTOGRAM, INFO commandstats).
+    let each = start.elapsed() / n as u32;
     let (mut next, mut answered) = (0, 0);
     for &(slot, used, k) in &g.conns {
         let span = next..next + k;
@@ -102,7 +104,7 @@ pub fn run(
         }
         c.inb.consume(used);
         let bytes = c.out.len() - before;
-        c.session.gathered(sh, k, bytes);
+        c.session.gathered(sh, k, bytes, each * k as u32);
         sh.record_latency(c.session.protocol(), start.elapsed());
     }
     sh.count_n(OpClass::Get, answered);

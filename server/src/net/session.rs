@@ -147,8 +147,9 @@ pub trait Session: Send {
     /// Appends the reply to one gathered GET of `key`.
     fn gathered_reply(&self, _key: &[u8], _found: Found<'_>, _out: &mut Vec<u8>) {}
 
-    /// `k` gathered GETs were answered with `bytes` of replies (counters, reply sizes).
-    fn gathered(&mut self, _sh: &Shared, _k: usize, _bytes: usize) {}
+    /// `k` gathered GETs were answered with `bytes` of replies in `took` (counters, reply
+    /// sizes, their time).
+    fn gathered(&mut self, _sh: &Shared, _k: usize, _bytes: usize, _took: std::time::Duration) {}
 
     /// Reads submitted for this connection (wait `wait`) were answered.
     fn answered(&mut self, _wait: u64, a: Answered) -> Resumed {

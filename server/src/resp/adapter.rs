@@ -254,12 +254,12 @@ impl crate::net::session::Session for Session {
         get_reply(out, found, self.proto, false, None);
     }
 
-    fn gathered(&mut self, sh: &Shared, k: usize, bytes: usize) {
+    fn gathered(&mut self, sh: &Shared, k: usize, bytes: usize, took: std::time::Duration) {
         self.reply_hint = bytes / k.max(1);
         if let Some(get) = crate::resp::table::find(b"GET") {
             self.last_cmd.set(get.name);
             let at = crate::resp::table::position(get);
-            self.global.cmdstats.counted(at, k as u64);
+            self.global.cmdstats.counted(at, k as u64, took);
         }
         sh.metrics()
             .hot()

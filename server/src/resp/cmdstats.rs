@@ -93,12 +93,18 @@ impl CmdStats {
     /// `n` runs of command `idx` that all answered (a batch of GETs or SETs).
     pub fn ran_many(&self, idx: usize, n: u64) {
         note(idx, n as u32);
-        self.counted(idx, n);
+        self.count(idx, n);
     }
 
     /// `n` runs of command `idx` answered outside a pipeline's run (GETs the event loop
-    /// gathered from several connections): counted, their time not charged.
-    pub fn counted(&self, idx: usize, n: u64) {
+    /// gathered from several connections), which took `took` together: counted and
+    /// charged at once.
+    pub fn counted(&self, idx: usize, n: u64, took: Duration) {
+        self.count(idx, n);
+        self.charge(&[(idx as u16, n as u32)], took);
+    }
+
+    fn count(&self, idx: usize, n: u64) {
         if let Some(c) = self.cells().get(idx) {
             c.calls.fetch_add(n, Ordering::Relaxed);
         }

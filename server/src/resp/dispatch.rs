@@ -84,19 +84,33 @@ pub fn call(
     let moved_args: Option<smallvec::SmallVec<[&[u8]; 8]>> = moved
         .as_ref()
         .map(|m| m.iter().map(Vec::as_slice).collect());
+    let args = moved_args.as_deref().unwrap_or(c);
+    let probe = crate::resp::notify::before(sh, s, spec, args);
+    // A parked command woken to run again was shown when it first ran.
+    let rerun = s.block.until.is_some();
+    let shown_before = crate::resp::monitor::shown_before(spec);
+    if shown_before && !rerun {
+        crate::resp::monitor::feed(s, spec, c);
+    }
     let mut call = Call {
         sh,
         s,
-        args: moved_args.as_deref().unwrap_or(c),
+        args,
         reads,
         out,
         dispatch: &DISPATCHER,
         value,
     };
     (spec.run)(&mut call);
+    if !shown_before && !rerun && !reads.submitted() {
+        crate::resp::monitor::feed(s, spec, c);
+    }
     // A command that parks or waits for an engine's read runs again from the top: counted
     // then.
     if s.block.req.is_none() && !reads.submitted() {
+        if let Some(p) = probe {
+            crate::resp::notify::after(sh, s, spec, args, p);
+        }
         let failed = out.get(mark) == Some(&b'-');
         let idx = crate::resp::subcommands::stats_index(table(), position(spec), c);
         s.global.cmdstats.ran(idx, failed);
@@ -122,7 +136,6 @@ pub fn call(
         // A write may have removed or replaced what a parked command waits on: XREADGROUP
         // answers NOGROUP or WRONGTYPE then, the others look again and stay parked (a
         // command that parked itself wakes nobody, so two parked commands never ping-pong).
-        let args = moved_args.as_deref().unwrap_or(c);
         for at in crate::resp::db::key_positions(spec, args) {
             s.block.wake.push(args[at]);
         }
@@ -131,6 +144,10 @@ pub fn call(
         // Committed: the connections parked on these keys may take what was pushed.
         sh.blocked().wake(s.block.wake.iter());
         s.block.wake.clear();
+    }
+    if !s.events.is_empty() && s.tx.running.is_none() {
+        // Committed: its keyspace events are published (notify.rs).
+        crate::resp::notify::flush(sh, s);
     }
 }
 

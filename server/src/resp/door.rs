@@ -40,7 +40,20 @@ pub(crate) fn through_station<'a>(
     done
 }
 
-/// One write through the station, its reply appended to `out`.
+/// What one write did, as its keyspace event depends on it (`notify.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// Done, or answered a number or bytes.
+    Done,
+    /// Its condition did not hold (or the key was absent): nothing changed.
+    Skipped,
+    /// It answered the old value (`true`: there was one).
+    Old(bool),
+    /// Refused or failed: nothing changed.
+    Failed,
+}
+
+/// One write through the station, its reply appended to `out`; what it did.
 pub(crate) fn write_one(
     sh: &Shared,
     s: &mut Session,
@@ -48,10 +61,16 @@ pub(crate) fn write_one(
     out: &mut Vec<u8>,
     ok: impl FnOnce(&mut Vec<u8>),
     skipped: impl FnOnce(&mut Vec<u8>),
-) {
+) -> Ran {
     let d = run_op(sh, s, op);
     s.unreleased = s.unreleased.max(d.version);
     reply(out, &d, s.proto, ok, skipped);
+    match &d.outcome {
+        Ok(Outcome::Skipped) => Ran::Skipped,
+        Ok(Outcome::Old(v)) => Ran::Old(v.is_some()),
+        Ok(Outcome::Failed(_)) | Err(_) => Ran::Failed,
+        Ok(_) => Ran::Done,
+    }
 }
 
 /// A read through the loop's read door: the owned reply. Through an engine's workers the

@@ -200,8 +200,11 @@ fn after_route(
         return Verdict::Refuse(Refusal::NotInMulti);
     }
     if spec.flags & WRITE != 0 {
-        if let Some(r) = write_refusal(sh, spec, args) {
-            return Verdict::Refuse(r);
+        match write_refusal(sh, spec, args) {
+            // A function flagged `allow-oom` writes past maxmemory, as in Redis.
+            Some(Refusal::Oom) if matches!(from, From::Script { .. }) && s.allow_oom => {}
+            Some(r) => return Verdict::Refuse(r),
+            None => {}
         }
     }
     if from == From::Client && s.in_pubsub_resp2() && !in_pubsub_context(spec) {

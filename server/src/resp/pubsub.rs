@@ -124,10 +124,14 @@ impl Subscriber {
 /// Per space (`Space::index`), each name's subscribers.
 type Spaces = [HashMap<Vec<u8>, Vec<Arc<Subscriber>>>; 3];
 
-/// The server's subscriptions: per space, each name's subscribers.
+/// The server's subscriptions: per space, each name's subscribers; and the connections
+/// in MONITOR mode (`monitor.rs`), which get every command through the same queues.
 #[derive(Default)]
 pub struct PubSub {
     spaces: Mutex<Spaces>,
+    monitors: Mutex<Vec<Arc<Subscriber>>>,
+    /// How many connections monitor: the dispatcher's one check while none does.
+    monitoring: std::sync::atomic::AtomicUsize,
 }
 
 impl PubSub {
@@ -210,6 +214,37 @@ impl PubSub {
         self.lock()[space.index()].get(name).map_or(0, Vec::len)
     }
 
+    /// Whether any connection monitors (one relaxed load).
+    pub fn monitoring(&self) -> bool {
+        self.monitoring.load(Ordering::Relaxed) > 0
+    }
+
+    /// Sends one MONITOR line (a simple string, in either protocol) to every monitor.
+    pub fn feed_monitors(&self, line: &[u8]) {
+        let m = self.monitors.lock().unwrap_or_else(|e| e.into_inner());
+        for sub in m.iter() {
+            sub.deliver(QUEUE_LIMIT, |out, _| {
+                out.push(b'+');
+                out.extend_from_slice(line);
+                out.extend_from_slice(b"\r\n");
+            });
+        }
+    }
+
+    fn add_monitor(&self, sub: &Arc<Subscriber>) {
+        let mut m = self.monitors.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.iter().any(|x| x.id == sub.id) {
+            m.push(sub.clone());
+            self.monitoring.store(m.len(), Ordering::Relaxed);
+        }
+    }
+
+    fn remove_monitor(&self, id: u64) {
+        let mut m = self.monitors.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|x| x.id != id);
+        self.monitoring.store(m.len(), Ordering::Relaxed);
+    }
+
     /// How many names `space` has subscribers for (PUBSUB NUMPAT, INFO).
     pub fn len(&self, space: Space) -> usize {
         self.lock()[space.index()].len()
@@ -222,6 +257,8 @@ pub struct Subscriptions {
     me: Arc<Subscriber>,
     registry: Arc<PubSub>,
     names: [BTreeSet<Vec<u8>>; 3],
+    /// In MONITOR mode.
+    monitor: bool,
 }
 
 impl Subscriptions {
@@ -239,6 +276,25 @@ impl Subscriptions {
             me,
             registry,
             names: Default::default(),
+            monitor: false,
+        }
+    }
+
+    /// Puts the connection in MONITOR mode (again: nothing changes).
+    pub fn monitor(&mut self) {
+        self.monitor = true;
+        self.registry.add_monitor(&self.me);
+    }
+
+    /// Whether the connection monitors.
+    pub fn monitors(&self) -> bool {
+        self.monitor
+    }
+
+    /// Ends MONITOR mode (RESET).
+    pub fn end_monitor(&mut self) {
+        if std::mem::take(&mut self.monitor) {
+            self.registry.remove_monitor(self.me.id);
         }
     }
 
@@ -291,6 +347,7 @@ impl Subscriptions {
 
 impl Drop for Subscriptions {
     fn drop(&mut self) {
+        self.end_monitor();
         for space in [Space::Channel, Space::Pattern, Space::Shard] {
             for name in std::mem::take(&mut self.names[space.index()]) {
                 self.registry.remove(space, &name, self.me.id);

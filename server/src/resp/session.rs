@@ -32,6 +32,8 @@ pub struct RespGlobal {
     pub slowlog: crate::resp::slowlog::SlowLog,
     /// LATENCY's events (latency.rs).
     pub latency: crate::resp::latency::Latency,
+    /// Keyspace notifications' classes (notify.rs).
+    pub notify: crate::resp::notify_class::Notify,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory
@@ -59,6 +61,48 @@ impl Streamed {
 /// subscriptions per space, queued commands (-1: not in MULTI), watched keys, blocked, the
 /// last command.
 pub type Noted = (Option<[usize; 3]>, i64, usize, bool, &'static str);
+
+/// Which replies a connection is sent (CLIENT REPLY): pub/sub messages are sent whatever
+/// this says, as Redis sends them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Replies {
+    #[default]
+    On,
+    /// None until CLIENT REPLY ON.
+    Off,
+    /// Not this command's (CLIENT REPLY SKIP) nor the next one's.
+    Skip,
+    /// Not this command's; then every one again.
+    SkipThis,
+}
+
+impl Replies {
+    /// After a client's command (`name`, if it passed the gate) ran: its reply (from
+    /// `mark` in `out`) dropped if it is not sent. Pub/sub's confirmations are sent
+    /// whatever this says, as Redis sends them (pushes, in either protocol).
+    pub fn after(&mut self, out: &mut Vec<u8>, mark: usize, name: Option<&str>) {
+        match *self {
+            Replies::On => return,
+            Replies::Off => {}
+            Replies::Skip => *self = Replies::SkipThis,
+            Replies::SkipThis => *self = Replies::On,
+        }
+        let pushes = matches!(
+            name,
+            Some(
+                "SUBSCRIBE"
+                    | "PSUBSCRIBE"
+                    | "SSUBSCRIBE"
+                    | "UNSUBSCRIBE"
+                    | "PUNSUBSCRIBE"
+                    | "SUNSUBSCRIBE"
+            )
+        );
+        if !pushes {
+            out.truncate(mark);
+        }
+    }
+}
 
 /// Per-connection RESP state.
 pub struct Session {
@@ -110,6 +154,14 @@ pub struct Session {
     /// client registry, so an unchanged state is not noted again.
     pub last_cmd: std::cell::Cell<&'static str>,
     pub noted: Noted,
+    /// Keyspace events waiting for their command to commit (notify.rs).
+    pub events: Vec<crate::resp::notify_class::Event>,
+    /// CLIENT REPLY's choice.
+    pub replies: Replies,
+    /// A script's command is running (MONITOR shows `lua` as its client).
+    pub scripting: bool,
+    /// The running function is flagged `allow-oom`: its writes pass maxmemory.
+    pub allow_oom: bool,
 }
 
 impl Session {
@@ -139,6 +191,10 @@ impl Session {
             push_to: None,
             last_cmd: std::cell::Cell::new(""),
             noted: (None, -1, 0, false, ""),
+            events: Vec::new(),
+            replies: Replies::On,
+            scripting: false,
+            allow_oom: false,
         }
     }
 
@@ -232,9 +288,16 @@ impl Session {
     /// Whether this connection's GETs that passed the gate may run as a batch (the
     /// gathered batch across connections, or a run of GET/MGET in its own pipeline): it
     /// reads database 0, and its view of the database table is current. The one rule both
-    /// GET doors follow past the gate.
+    /// GET doors follow past the gate. Not while reads of missing keys are announced
+    /// (`notify.rs`), replies are held back (CLIENT REPLY) or a connection monitors
+    /// (`monitor.rs`): each GET runs on its own then.
     pub fn may_batch_reads(&self) -> bool {
-        self.db == 0 && self.db_epoch != 0 && self.db_epoch == self.global.dbs.epoch()
+        self.db == 0
+            && self.db_epoch != 0
+            && self.db_epoch == self.global.dbs.epoch()
+            && self.replies == Replies::On
+            && self.global.notify.flags() & crate::resp::notify_class::KEY_MISS == 0
+            && !self.global.pubsub.monitoring()
     }
 }
 

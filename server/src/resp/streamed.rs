@@ -107,8 +107,24 @@ fn step(used: usize, stream: Option<usize>, done: bool) -> Step {
 }
 
 /// Runs a whole streamed command as `batch.rs` runs any other: false when it must wait
-/// and run again. A plain SET's value is moved into the store.
+/// and run again. A plain SET's value is moved into the store. Its reply is kept as
+/// CLIENT REPLY says.
 fn run(
+    sh: &Shared,
+    s: &mut Session,
+    p: &mut Partial,
+    reads: &mut Reads,
+    out: &mut Vec<u8>,
+) -> bool {
+    let mark = out.len();
+    let ran = run_whole(sh, s, p, reads, out);
+    if ran {
+        s.replies.after(out, mark, None);
+    }
+    ran
+}
+
+fn run_whole(
     sh: &Shared,
     s: &mut Session,
     p: &mut Partial,

@@ -8,7 +8,7 @@ use crate::resp::call::Spec;
 
 /// ZUNIONSTORE and its kind: the destination, then keys after `numkeys`.
 const DST: (i32, i32, i32) = (1, 1, 1);
-use crate::resp::commands::script::eval;
+use crate::resp::commands::script::{eval, functions};
 use crate::resp::commands::types::{list, list_move, zset, zset_ops, zset_range};
 
 /// Key positions of LMPOP and BLMPOP are after `numkeys` (COMMAND's movablekeys).
@@ -86,7 +86,9 @@ pub(crate) static SCRIPTING: &[Spec] = rows! {
     "EVALSHA",    -3, NOSCRIPT | STALE,            NUMKEYS,   "scripting", eval::evalsha,    "Runs a loaded Lua script by its SHA-1.";
     "EVAL_RO",    -3, NOSCRIPT | STALE | READONLY, NUMKEYS,   "scripting", eval::eval_ro,    "Runs a read-only Lua script.";
     "EVALSHA_RO", -3, NOSCRIPT | STALE | READONLY, NUMKEYS,   "scripting", eval::evalsha_ro, "Runs a loaded read-only Lua script.";
-    "FUNCTION",   -2, NOSCRIPT,                    (0, 0, 0), "scripting", eval::function,   "FLUSH and LIST (no functions are kept); the rest refused.";
+    "FUNCTION",   -2, NOSCRIPT,                    (0, 0, 0), "scripting", functions::function, "LOAD, LIST, DELETE, FLUSH, DUMP, RESTORE, STATS, KILL of function libraries.";
+    "FCALL",      -3, NOSCRIPT | STALE,            NUMKEYS,   "scripting", functions::fcall,    "Runs a function of a loaded library.";
+    "FCALL_RO",   -3, NOSCRIPT | STALE | READONLY, NUMKEYS,   "scripting", functions::fcall_ro, "Runs a read-only function.";
     "SCRIPT",     -2, NOSCRIPT,                    NUMKEYS,   "scripting", eval::script,     "LOAD, EXISTS, FLUSH or KILL scripts.";
 };
 
@@ -100,6 +102,7 @@ pub(crate) static DATABASES: &[Spec] = rows! {
 pub(crate) static DEBUGGING: &[Spec] = rows! {
     "LATENCY", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::latency::latency, "LATEST, HISTORY, RESET, GRAPH, DOCTOR, HISTOGRAM: latency events and per-command histograms.";
     "SLOWLOG", -2, ADMIN | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::slowlog::slowlog, "GET, LEN, RESET: the commands slower than slowlog-log-slower-than.";
+    "MONITOR", 1, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::monitor::monitor, "Streams every command the server runs.";
     "DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::debug::debug, "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.";
 };
 

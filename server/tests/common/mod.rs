@@ -158,6 +158,12 @@ impl RespConn {
         RespConn::from_stream(s)
     }
 
+    /// The port of the server it is connected to.
+    #[allow(dead_code)]
+    pub fn peer_port(&self) -> u16 {
+        self.s.peer_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
     /// A connection over a stream the caller opened (with its own timeouts).
     pub fn from_stream(s: TcpStream) -> RespConn {
         RespConn { s, buf: Vec::new() }

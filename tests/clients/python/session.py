@@ -139,6 +139,8 @@ def session(port, password, protocol, parser):
     r.delete("h", "s", "ph", "ps", "th", "ts")
     lists_and_sorted_sets(r, lambda: client(port, protocol, parser, password))
     pubsub(r, client(port, protocol, parser, password))
+    keyspace_events(r, client(port, protocol, parser, password))
+    monitor(r, client(port, protocol, parser, password))
     consumer_group(r, client(port, protocol, parser, password))
     # The ordered RANGE through the generic command call.
     got = r.execute_command("RANGE", "p:0010", "p:0013")
@@ -177,6 +179,57 @@ def pubsub(r, other):
         assert time.time() < deadline, "the subscriptions outlived the connection"
         time.sleep(0.01)
     assert r.publish("news", "nobody") == 0
+
+
+def keyspace_events(r, other):
+    """Client-side cache invalidation on keyspace notifications: a pattern subscription to
+    the cached keys' channels, then the writes that must invalidate them (a SET, an
+    HSET, an EXPIRE, a DEL, a SET with PX and its expiry), each arriving as its event."""
+    r.config_set("notify-keyspace-events", "Kgx$h")
+    assert r.config_get("notify-keyspace-events") == {"notify-keyspace-events": "g$hxK"}
+    ps = other.pubsub()
+    ps.psubscribe("__keyspace@0__:cache:*")
+    assert ps.get_message(timeout=5)["type"] == "psubscribe"
+    r.set("cache:a", "1")
+    r.hset("cache:h", mapping={"f": "v"})
+    r.expire("cache:a", 100)
+    r.delete("cache:a", "cache:h")
+    r.set("uncached", "1")
+    r.set("cache:gone", "1", px=50)
+    got = []
+    while len(got) < 7:
+        m = ps.get_message(timeout=5)
+        assert m is not None, f"only {got} arrived"
+        got.append((m["channel"], m["data"]))
+    want = [
+        (b"__keyspace@0__:cache:a", b"set"),
+        (b"__keyspace@0__:cache:h", b"hset"),
+        (b"__keyspace@0__:cache:a", b"expire"),
+        (b"__keyspace@0__:cache:a", b"del"),
+        (b"__keyspace@0__:cache:h", b"del"),
+        (b"__keyspace@0__:cache:gone", b"set"),
+        (b"__keyspace@0__:cache:gone", b"expire"),
+    ]
+    assert got == want, got
+    # The sweep removes the expired key within a few of its 100 ms ticks.
+    m = ps.get_message(timeout=5)
+    while m is not None and m["type"] != "pmessage":
+        m = ps.get_message(timeout=5)
+    assert m is not None and (m["channel"], m["data"]) == (b"__keyspace@0__:cache:gone", b"expired"), m
+    ps.close()
+    r.config_set("notify-keyspace-events", "")
+
+
+def monitor(r, other):
+    """redis-py's Monitor reads the lines MONITOR sends: the command, its arguments (with
+    spaces and quotes) and the client's address."""
+    with other.monitor() as m:
+        r.set("mon key", 'say "hi"')
+        r.get("mon key")
+        seen = [m.next_command() for _ in range(2)]
+    assert [c["command"] for c in seen] == ['SET mon key say "hi"', "GET mon key"], seen
+    assert all(c["client_type"] == "tcp" and c["db"] == 0 for c in seen), seen
+    r.delete("mon key")
 
 
 def consumer_group(r, dead):

@@ -293,6 +293,7 @@ fn run(x: &mut Call<'_, '_>, ro: bool) {
                     ttl: Ttl::Keep,
                 };
                 run_op(sh, s, crate::core::station::Op::new(key, w)).outcome?;
+                crate::resp::notify::event(s, crate::resp::notify::STRING, "setbit", key);
             }
             Ok(answers)
         },

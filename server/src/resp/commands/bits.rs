@@ -9,7 +9,8 @@ use crate::core::station::Op;
 use crate::resp::call::Call;
 use crate::resp::commands::tx::{atomically, failed};
 use crate::resp::commands::types::access::WRONGTYPE;
-use crate::resp::door::{get_value, write_one, Got};
+use crate::resp::door::{get_value, write_one, Got, Ran};
+use crate::resp::notify::event;
 use crate::resp::reply::{err_store, ok, parse_i64, upper};
 use crate::resp::write_door::run_op;
 use accelkv_proto::resp;
@@ -58,7 +59,9 @@ pub fn setbit(x: &mut Call<'_, '_>) {
     };
     x.sh.count(OpClass::Update);
     let op = Op::new(x.args[1], Write::SetBit { offset, bit });
-    write_one(x.sh, x.s, op, x.out, ok, ok);
+    if write_one(x.sh, x.s, op, x.out, ok, ok) == Ran::Done {
+        event(x.s, crate::resp::notify::STRING, "setbit", x.args[1]);
+    }
 }
 
 /// `GETBIT key offset`.
@@ -208,10 +211,16 @@ pub fn bitop(x: &mut Call<'_, '_>) {
         sh.count(OpClass::Put);
         let len = result.len() as i64;
         let w = match result.is_empty() {
-            true => Write::Remove,
+            true => Write::Delete,
             false => Write::Put(Cow::Owned(result)),
         };
-        if !failed(out, &run_op(sh, s, Op::new(dest, w))) {
+        let d = run_op(sh, s, Op::new(dest, w));
+        if !failed(out, &d) {
+            match (len, &d.outcome) {
+                (0, Ok(Outcome::Skipped)) => {}
+                (0, _) => event(s, crate::resp::notify::GENERIC, "del", dest),
+                _ => event(s, crate::resp::notify::STRING, "set", dest),
+            }
             resp::integer(out, len);
         }
     })

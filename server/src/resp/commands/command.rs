@@ -85,6 +85,7 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
                 }
             }
         }
+        Some(b"GETKEYS") if c.len() >= 3 => getkeys(find, &c[2..], out),
         Some(b"DOCS") => {
             let found: Vec<_> = pick(table, find, &c[2..]).flatten().collect();
             resp::map(out, found.len(), v);
@@ -102,7 +103,27 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
     }
 }
 
-/// `COMMAND [COUNT|INFO|DOCS|LIST ...]`, from the dispatcher's table.
+/// `COMMAND GETKEYS command [arg ...]`: the keys the command names, as the gate finds
+/// them (after `numkeys` for EVAL, FCALL, ZUNION…), with Redis's errors.
+fn getkeys(find: Find, cmd: &[&[u8]], out: &mut Vec<u8>) {
+    let Some(spec) = find(cmd[0]) else {
+        return resp::error(out, "ERR Invalid command specified");
+    };
+    let n = cmd.len() as i32;
+    if (spec.arity >= 0 && n != spec.arity) || n < -spec.arity {
+        return resp::error(out, "ERR Invalid number of arguments specified for command");
+    }
+    let at = crate::resp::db::key_positions(spec, cmd);
+    if at.is_empty() {
+        return resp::error(out, "ERR The command has no key arguments");
+    }
+    resp::array(out, at.len());
+    for i in at {
+        resp::bulk(out, cmd.get(i).copied());
+    }
+}
+
+/// `COMMAND [COUNT|INFO|DOCS|LIST|GETKEYS ...]`, from the dispatcher's table.
 pub fn command_cmd(x: &mut Call<'_, '_>) {
     command(x.s, x.args, (x.dispatch.table)(), x.dispatch.find, x.out)
 }

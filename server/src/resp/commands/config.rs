@@ -187,6 +187,7 @@ fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
         .to_string();
     all.push(("lua-time-limit", limit.clone()));
     all.push(("busy-reply-threshold", limit));
+    all.push(("notify-keyspace-events", s.global.notify.text()));
     all.extend(s.global.tuning.all());
     all
 }
@@ -250,6 +251,13 @@ pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
             None => resp::error(
                 out,
                 &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"),
+            ),
+        },
+        "notify-keyspace-events" => match s.global.notify.set(c[3]) {
+            Ok(()) => resp::simple(out, "OK"),
+            Err(e) => resp::error(
+                out,
+                &format!("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - {e}"),
             ),
         },
         "maxmemory-policy" if c[3].eq_ignore_ascii_case(b"noeviction") => {

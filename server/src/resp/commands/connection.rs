@@ -3,6 +3,7 @@
 
 use crate::resp::call::Call;
 use crate::resp::reply::{parse_i64, upper, wrong_args};
+use crate::resp::session::Replies;
 use accelkv_proto::resp::{self, Version};
 
 /// `AUTH [username] password`: the password checked in constant time (the user name is
@@ -78,6 +79,7 @@ pub fn reset(x: &mut Call<'_, '_>) {
     s.set_name(None);
     s.authed = !x.sh.needs_auth();
     s.set_db(x.sh, 0);
+    s.replies = Replies::On;
     resp::simple(x.out, "RESET")
 }
 
@@ -98,11 +100,24 @@ pub fn client(x: &mut Call<'_, '_>) {
         }
         b"LIST" => crate::resp::commands::introspect::client_list(sh, s, c, out),
         b"KILL" if argc >= 3 => crate::resp::commands::introspect::client_kill(sh, s, c, out),
+        b"KILL" => resp::error(
+            out,
+            "ERR wrong number of arguments for 'client|kill' command",
+        ),
         b"GETNAME" => resp::bulk_in(out, s.name.as_deref(), s.proto),
         b"ID" => resp::integer(out, s.id as i64),
         b"SETINFO" if argc == 4 => set_info(s, c[2], c[3], out),
         b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, out),
         b"NO-EVICT" | b"TRACKING" => crate::resp::commands::introspect::client_switch(c, out),
+        b"REPLY" if argc == 3 => match upper(c[2]).as_slice() {
+            b"ON" => {
+                s.replies = Replies::On;
+                resp::simple(out, "OK")
+            }
+            b"OFF" => s.replies = Replies::Off,
+            b"SKIP" => s.replies = Replies::Skip,
+            _ => resp::error(out, "ERR syntax error"),
+        },
         b"UNBLOCK" if argc == 3 || argc == 4 => {
             crate::resp::commands::introspect::client_unblock(sh, c, out)
         }

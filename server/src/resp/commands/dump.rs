@@ -18,6 +18,7 @@ use crate::resp::commands::types::encoding::{decode_score, Kind};
 use crate::resp::commands::types::run::read;
 use crate::resp::commands::types::zset::fmt_score;
 use crate::resp::commands::types::{hash, list, set, stream_dump, zset};
+use crate::resp::notify;
 use crate::resp::reply::{parse_i64, upper};
 use crate::resp::session::Session;
 use crate::resp::write_door::run_op;
@@ -202,12 +203,19 @@ pub fn restore(x: &mut Call<'_, '_>) {
                 return resp::error(out, "BUSYKEY Target key name already exists.");
             }
         }
-        if failed(out, &run_op(sh, s, Op::new(key, Write::Remove))) {
+        let d = run_op(sh, s, Op::new(key, Write::Delete));
+        if failed(out, &d) {
             return;
         }
         if deadline != 0 && deadline <= accelkv_tree::now_ms() {
+            if matches!(d.outcome, Ok(Outcome::Done)) {
+                notify::event(s, notify::GENERIC, "del", key);
+            }
             return resp::simple(out, "OK"); // already expired: nothing is made
         }
+        // The commands that rebuild a collection announce nothing of their own: RESTORE
+        // is one `restore` event.
+        let events = notify::mark(s);
         match (&value, writer(&value)) {
             (Value::String(v), _) => {
                 let w = Write::Set {
@@ -217,6 +225,7 @@ pub fn restore(x: &mut Call<'_, '_>) {
                     ttl: Ttl::Set(deadline),
                 };
                 if !failed(out, &run_op(sh, s, Op::new(key, w))) {
+                    notify::event(s, notify::GENERIC, "restore", key);
                     resp::simple(out, "OK");
                 }
                 return;
@@ -255,6 +264,8 @@ pub fn restore(x: &mut Call<'_, '_>) {
                 return;
             }
         }
+        notify::drop_since(s, events);
+        notify::event(s, notify::GENERIC, "restore", key);
         resp::simple(out, "OK");
     })
 }

@@ -12,7 +12,8 @@ use crate::core::counters::OpClass;
 use crate::core::ops::{Cond, ExpireCond, Outcome, Ttl, Write};
 use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
-use crate::resp::door::write_one;
+use crate::resp::door::{write_one, Ran};
+use crate::resp::notify::{event, GENERIC, STRING};
 use crate::resp::reply::{err_store, nil, ok, parse_i64, reply, upper};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
@@ -115,7 +116,20 @@ pub fn set(sh: &Shared, s: &mut Session, c: &[&[u8]], owned: Option<Vec<u8>>, ou
         },
     };
     let v = s.proto;
-    write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
+    let ran = write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
+    let applied = match (ran, nx, xx) {
+        (Ran::Done, ..) => true,
+        (Ran::Old(had), true, _) => !had,
+        (Ran::Old(had), _, true) => had,
+        (Ran::Old(_), false, false) => true,
+        _ => false,
+    };
+    if applied {
+        event(s, STRING, "set", c[1]);
+        if matches!(ttl, Some(Ttl::Set(_))) {
+            event(s, GENERIC, "expire", c[1]);
+        }
+    }
 }
 
 /// A run of plain `SET key value` commands of one connection (a pipeline's), as
@@ -176,7 +190,10 @@ pub fn setex(sh: &Shared, s: &mut Session, c: &[&[u8]], millis: bool, out: &mut 
         ttl: Ttl::Set(d),
     };
     let v = s.proto;
-    write_one(sh, s, Op::new(c[1], w), out, ok, nil(v));
+    if write_one(sh, s, Op::new(c[1], w), out, ok, nil(v)) == Ran::Done {
+        event(s, STRING, "set", c[1]);
+        event(s, GENERIC, "expire", c[1]);
+    }
 }
 
 /// `GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]`.
@@ -199,7 +216,18 @@ pub fn getex(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         OpClass::Get
     });
     let v = s.proto;
-    write_one(sh, s, Op::new(c[1], Write::GetEx(change)), out, ok, nil(v));
+    let ran = write_one(sh, s, Op::new(c[1], Write::GetEx(change)), out, ok, nil(v));
+    match change {
+        Some(d) if ran == Ran::Old(true) => {
+            let name = match d {
+                0 => "persist",
+                d if d <= accelkv_tree::now_ms() => "del",
+                _ => "expire",
+            };
+            event(s, GENERIC, name, c[1]);
+        }
+        _ => {}
+    }
 }
 
 /// `EXPIRE key seconds [NX|XX|GT|LT]` and PEXPIRE, EXPIREAT, PEXPIREAT: the name says the
@@ -245,7 +273,14 @@ pub fn expire(sh: &Shared, s: &mut Session, c: &[&[u8]], name: &[u8], out: &mut 
     let cond = ExpireCond { nx, xx, gt, lt };
     sh.count(OpClass::Update);
     let w = Write::Expire { deadline: d, cond };
-    write_one(sh, s, Op::new(c[1], w), out, one, zero);
+    if write_one(sh, s, Op::new(c[1], w), out, one, zero) == Ran::Done {
+        // A time already past removes the key (Redis's `del`).
+        let name = match d <= accelkv_tree::now_ms() {
+            true => "del",
+            false => "expire",
+        };
+        event(s, GENERIC, name, c[1]);
+    }
 }
 
 /// `PERSIST key`: removes the deadline; 1 if there was one.
@@ -255,7 +290,9 @@ pub fn persist(sh: &Shared, s: &mut Session, key: &[u8], out: &mut Vec<u8>) {
         deadline: 0,
         cond: ExpireCond::IF_SOME,
     };
-    write_one(sh, s, Op::new(key, w), out, one, zero);
+    if write_one(sh, s, Op::new(key, w), out, one, zero) == Ran::Done {
+        event(s, GENERIC, "persist", key);
+    }
 }
 
 fn one(out: &mut Vec<u8>) {

@@ -9,6 +9,7 @@ use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, put_string, Fail, Src};
 use crate::resp::commands::types::run::{read, write, write_key};
+use crate::resp::notify;
 use crate::resp::reply::upper;
 use crate::resp::session::Session;
 use accelkv_proto::hll::{self, Encoding, Invalid, Registers};
@@ -64,6 +65,7 @@ pub fn pfadd(x: &mut Call<'_, '_>) {
         if changed {
             hll::invalidate(&mut v);
             put_string(sh, s, key, &v)?;
+            notify::event(s, notify::STRING, "pfadd", key);
         }
         Ok(changed)
     };
@@ -155,7 +157,9 @@ pub fn pfmerge(x: &mut Call<'_, '_>) {
         }
         let mut v = dest_v.unwrap_or_else(hll::new);
         hll::write_registers(&mut v, &max, dense, max_bytes).map_err(invalid)?;
-        put_string(sh, s, dest, &v)
+        put_string(sh, s, dest, &v)?;
+        notify::event(s, notify::STRING, "pfadd", dest);
+        Ok(())
     };
     write(x, f, |out, (), _| resp::simple(out, "OK"));
 }

@@ -125,7 +125,11 @@ pub fn client_kill(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>)
             },
             b"ADDR" => f.addr = Some(text(v)),
             b"LADDR" => f.laddr = Some(text(v)),
-            b"USER" => nobody |= v != b"default",
+            // The one user there is (no ACL users yet).
+            b"USER" if v != b"default" => {
+                return resp::error(out, &format!("ERR No such user '{}'", text(v)))
+            }
+            b"USER" => {}
             b"TYPE" => match v.to_ascii_lowercase().as_slice() {
                 b"normal" => {}
                 b"master" | b"replica" | b"pubsub" => nobody = true,

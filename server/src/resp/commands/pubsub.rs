@@ -72,7 +72,7 @@ fn count(subs: Option<&Subscriptions>, space: Space) -> usize {
 
 /// The connection's subscriptions, made at its first subscription (`None`: it has no
 /// event loop to push to, as a cluster range's applied commands have not).
-fn subscriptions(s: &mut Session) -> Option<&mut Subscriptions> {
+pub(crate) fn subscriptions(s: &mut Session) -> Option<&mut Subscriptions> {
     if s.sub.is_none() {
         let to: PushTo = s.push_to.take()?;
         let resp3 = s.proto == Version::Resp3;
@@ -117,9 +117,10 @@ fn unsubscribe_in(x: &mut Call<'_, '_>, space: Space) {
     }
 }
 
-/// Ends every subscription of the connection (RESET).
+/// Ends every subscription of the connection, and MONITOR mode (RESET).
 pub fn end_all(s: &mut Session) {
     if let Some(subs) = s.sub.as_deref_mut() {
+        subs.end_monitor();
         for space in [Space::Channel, Space::Pattern, Space::Shard] {
             for name in subs.names(space) {
                 subs.remove(space, &name);

@@ -14,6 +14,7 @@ use crate::resp::commands::types::access::fail;
 use crate::resp::commands::types::encoding::Meta;
 use crate::resp::commands::types::keyspace::copy_collection;
 use crate::resp::db::shown;
+use crate::resp::notify::{event, GENERIC};
 use crate::resp::session::Session;
 use crate::resp::write_door::run_op;
 use accelkv_proto::resp;
@@ -46,6 +47,8 @@ pub fn rename(sh: &Shared, s: &mut Session, c: &[&[u8]], nx: bool, out: &mut Vec
             if failed(out, &run_op(sh, s, Op::new(src, Write::Remove))) {
                 return;
             }
+            event(s, GENERIC, "rename_from", src);
+            event(s, GENERIC, "rename_to", dst);
         }
         if nx {
             resp::integer(out, 1)
@@ -96,6 +99,7 @@ pub fn copy(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             }
         }
         if copy_item(sh, s, src, dst, &item, out) {
+            event(s, GENERIC, "copy_to", dst);
             resp::integer(out, 1)
         }
     })
@@ -141,6 +145,8 @@ pub fn move_key(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
         }
         sh.count(OpClass::Delete);
         if !failed(out, &run_op(sh, s, Op::new(src, Write::Remove))) {
+            event(s, GENERIC, "move_from", src);
+            event(s, GENERIC, "move_to", &dst);
             resp::integer(out, 1)
         }
     })

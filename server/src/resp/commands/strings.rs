@@ -10,7 +10,8 @@ use crate::core::station::Op;
 use crate::resp::call::Call;
 use crate::resp::commands::types::access::WRONGTYPE;
 use crate::resp::commands::types::keyspace::type_name;
-use crate::resp::door::{get_value, through_station, write_one, Got};
+use crate::resp::door::{get_value, through_station, write_one, Got, Ran};
+use crate::resp::notify::{event, GENERIC, STRING};
 use crate::resp::reply::{err_store, nil, ok, parse_i64, reply};
 use accelkv_engine::{Found, ReadRef, Reply};
 use accelkv_proto::resp;
@@ -42,7 +43,9 @@ pub fn setnx(x: &mut Call<'_, '_>) {
     };
     let one = |out: &mut Vec<u8>| resp::integer(out, 1);
     let zero = |out: &mut Vec<u8>| resp::integer(out, 0);
-    write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, one, zero);
+    if write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, one, zero) == Ran::Done {
+        event(x.s, STRING, "set", x.args[1]);
+    }
 }
 
 pub fn getset(x: &mut Call<'_, '_>) {
@@ -54,7 +57,12 @@ pub fn getset(x: &mut Call<'_, '_>) {
         ttl: Ttl::Set(0),
     };
     let v = x.s.proto;
-    write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, ok, nil(v));
+    if !matches!(
+        write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, ok, nil(v)),
+        Ran::Failed
+    ) {
+        event(x.s, STRING, "set", x.args[1]);
+    }
 }
 
 /// DEL and UNLINK: how many of the keys existed.
@@ -65,9 +73,12 @@ pub fn del(x: &mut Call<'_, '_>) {
         Op::new(k, Write::Delete)
     });
     let mut n = 0;
-    for d in through_station(sh, x.s, dels) {
+    for (d, k) in through_station(sh, x.s, dels).into_iter().zip(&x.args[1..]) {
         match d.outcome {
-            Ok(Outcome::Done) => n += 1,
+            Ok(Outcome::Done) => {
+                n += 1;
+                event(x.s, GENERIC, "del", k);
+            }
             Ok(Outcome::Skipped) => {}
             _ => return reply(x.out, &d, x.s.proto, ok, ok),
         }
@@ -78,20 +89,18 @@ pub fn del(x: &mut Call<'_, '_>) {
 pub fn getdel(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Delete);
     let v = x.s.proto;
-    write_one(
-        x.sh,
-        x.s,
-        Op::new(x.args[1], Write::GetDel),
-        x.out,
-        ok,
-        nil(v),
-    );
+    let op = Op::new(x.args[1], Write::GetDel);
+    if write_one(x.sh, x.s, op, x.out, ok, nil(v)) == Ran::Old(true) {
+        event(x.s, GENERIC, "del", x.args[1]);
+    }
 }
 
 pub fn append(x: &mut Call<'_, '_>) {
     x.sh.count(OpClass::Update);
     let w = Write::Append(Cow::Borrowed(x.args[2]));
-    write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, ok, ok);
+    if write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, ok, ok) == Ran::Done {
+        event(x.s, STRING, "append", x.args[1]);
+    }
 }
 
 pub fn setrange(x: &mut Call<'_, '_>) {
@@ -103,7 +112,10 @@ pub fn setrange(x: &mut Call<'_, '_>) {
         offset: offset as usize,
         patch: Cow::Borrowed(x.args[3]),
     };
-    write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, ok, ok);
+    let ran = write_one(x.sh, x.s, Op::new(x.args[1], w), x.out, ok, ok);
+    if ran == Ran::Done && !x.args[3].is_empty() {
+        event(x.s, STRING, "setrange", x.args[1]);
+    }
 }
 
 pub fn incrbyfloat(x: &mut Call<'_, '_>) {
@@ -117,7 +129,9 @@ pub fn incrbyfloat(x: &mut Call<'_, '_>) {
     };
     x.sh.count(OpClass::Atomic);
     let op = Op::new(x.args[1], Write::IncrByFloat(by));
-    write_one(x.sh, x.s, op, x.out, ok, ok);
+    if write_one(x.sh, x.s, op, x.out, ok, ok) == Ran::Done {
+        event(x.s, STRING, "incrbyfloat", x.args[1]);
+    }
 }
 
 /// GETRANGE and SUBSTR.
@@ -208,7 +222,9 @@ fn incr_by(x: &mut Call<'_, '_>, by: i64) {
     x.sh.count(OpClass::Atomic);
     let v = x.s.proto;
     let op = Op::new(x.args[1], Write::IncrBy(by));
-    write_one(x.sh, x.s, op, x.out, ok, nil(v));
+    if write_one(x.sh, x.s, op, x.out, ok, nil(v)) == Ran::Done {
+        event(x.s, STRING, "incrby", x.args[1]);
+    }
 }
 
 /// Redis's GETRANGE: `start..=end` with negative offsets from the end, clamped.

@@ -194,6 +194,7 @@ pub(crate) fn atomically(
     }
     s.tx.running = Some(Box::new(sh.writes().begin()));
     let mark = out.len();
+    let events = crate::resp::notify::mark(s);
     guarded(sh, s, |s| f(sh, s, out));
     let Some(done) = commit_running(sh, s) else {
         return;
@@ -201,6 +202,7 @@ pub(crate) fn atomically(
     if let Some(e) = done.failed.iter().flatten().next() {
         out.truncate(mark);
         err_store(out, e);
+        crate::resp::notify::drop_since(s, events);
     }
 }
 
@@ -227,6 +229,7 @@ pub fn mset(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             if failed(out, &d) {
                 return;
             }
+            crate::resp::notify::event(s, crate::resp::notify::STRING, "set", kv[0]);
         }
         resp::simple(out, "OK");
     })
@@ -250,6 +253,7 @@ pub fn msetnx(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
             if failed(out, &d) {
                 return;
             }
+            crate::resp::notify::event(s, crate::resp::notify::STRING, "set", kv[0]);
         }
         resp::integer(out, 1);
     })

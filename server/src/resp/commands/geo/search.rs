@@ -15,6 +15,7 @@ use crate::resp::commands::types::encoding::{decode_score, scores_range, Meta};
 use crate::resp::commands::types::run::{float_arg, int_arg, read, write};
 use crate::resp::commands::types::zset::{score_of, store, Z};
 use crate::resp::commands::types::zset_range::{score_keys, ScoreBound};
+use crate::resp::notify;
 use crate::resp::reply::upper;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
@@ -367,7 +368,13 @@ fn search(
         .into_iter()
         .map(|p| (p.member, if q.store_dist { p.dist } else { p.score }))
         .collect();
-    store(sh, s, dest, &items)?;
+    let existed = notify::wants_store(s, notify::ZSET) && src.item(sh, s, dest)?.is_some();
+    let n = store(sh, s, dest, &items)?;
+    let name = match cmd {
+        Cmd::SearchStore => "geosearchstore",
+        _ => "georadiusstore",
+    };
+    notify::stored(s, notify::ZSET, name, dest, n, existed);
     Ok(Found::Stored(items.len()))
 }
 

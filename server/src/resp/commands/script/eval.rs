@@ -89,6 +89,24 @@ fn keys_and_args<'a>(args: &[&'a [u8]]) -> Result<KeysArgs<'a>, &'static str> {
 }
 
 fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
+    run_with(x, ro, |keys, argv, deadline, scripts, exec| {
+        lua::run((body, sha), (keys, argv), deadline, scripts, exec)
+    })
+}
+
+/// Runs a script or function (`go`, given its keys and arguments from `x`'s `numkeys`
+/// on) inside the running transaction or one of its own, read-only when `ro`.
+pub(crate) fn run_with(
+    x: &mut Call<'_, '_>,
+    ro: bool,
+    go: impl FnOnce(
+        &[&[u8]],
+        &[&[u8]],
+        Instant,
+        &Arc<Scripts>,
+        &mut dyn FnMut(&[Vec<u8>]) -> Reply,
+    ) -> Ran,
+) {
     let (keys, argv) = match keys_and_args(&x.args[2..]) {
         Ok(v) => v,
         Err(e) => return resp::error(x.out, e),
@@ -103,9 +121,9 @@ fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
     let (s, reads, d) = (&mut *x.s, &mut *x.reads, x.dispatch);
     let ran = crate::resp::commands::tx::guarded(sh, s, |s| {
         let mut exec = |cmd: &[Vec<u8>]| one_command((sh, d), s, reads, cmd, ro);
-        lua::run(
-            (body, sha),
-            (&keys, &argv),
+        go(
+            &keys,
+            &argv,
             Instant::now() + TIME_LIMIT,
             &scripts,
             &mut exec,
@@ -155,6 +173,7 @@ fn one_command(
     let mut out = Vec::new();
     // The gate refuses what scripts may not run (unknown, `noscript`, writes from a
     // read-only script...) with Redis's errors, which the script sees as error replies.
+    s.scripting = true;
     (d.run)(
         sh,
         s,
@@ -164,6 +183,7 @@ fn one_command(
         reads,
         &mut out,
     );
+    s.scripting = false;
     let limits = Limits {
         max_value: usize::MAX / 4,
         max_array: usize::MAX / 4,
@@ -218,19 +238,6 @@ pub fn script(x: &mut Call<'_, '_>) {
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
                 String::from_utf8_lossy(x.args[1])
             ),
-        ),
-    }
-}
-
-/// `FUNCTION FLUSH|LIST|...`: accelkv has no Redis Functions (FUNCTION LOAD is refused),
-/// so there is never a library: FLUSH has nothing to remove and LIST nothing to list.
-pub fn function(x: &mut Call<'_, '_>) {
-    match x.args[1].to_ascii_uppercase().as_slice() {
-        b"FLUSH" if x.args.len() <= 3 => resp::simple(x.out, "OK"),
-        b"LIST" => resp::array(x.out, 0),
-        _ => resp::error(
-            x.out,
-            "ERR Redis Functions are not supported by accelkv (use EVAL and EVALSHA)",
         ),
     }
 }

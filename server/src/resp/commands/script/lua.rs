@@ -37,11 +37,28 @@ struct Watch {
     scripts: RefCell<Option<Arc<Scripts>>>,
 }
 
-struct State {
-    lua: Lua,
+pub(crate) struct State {
+    pub(crate) lua: Lua,
     watch: Rc<Watch>,
     /// `pcall`s a compiled script and turns a raised error into an `{err = …}` table.
     wrapper: Function,
+    /// The same for a function and its arguments.
+    pub(crate) fn_wrapper: Function,
+}
+
+impl State {
+    /// Watches what runs next until `deadline` (and SCRIPT KILL, FUNCTION KILL).
+    pub(crate) fn watch_until(&self, deadline: Instant, scripts: &Arc<Scripts>) {
+        self.watch.deadline.set(Some(deadline));
+        self.watch.stopped.set(None);
+        *self.watch.scripts.borrow_mut() = Some(scripts.clone());
+    }
+
+    /// Ends the watch: why the run was stopped, if it was.
+    pub(crate) fn unwatch(&self) -> Option<Stop> {
+        *self.watch.scripts.borrow_mut() = None;
+        self.watch.stopped.take()
+    }
 }
 
 thread_local! {
@@ -64,6 +81,8 @@ end
 redis.replicate_commands = function() return true end
 redis.set_repl = function() end
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+-- The Redis version INFO reports (redis_version), as Redis 7 gives scripts its own.
+redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = '7.0.0', 0x070000
 dofile, loadfile = nil, nil
 -- A Rust function's error as its text: without mlua's "runtime error: " and traceback.
 local function err_text(e)
@@ -79,7 +98,7 @@ __accelkv_where = function(e)
       for level = 2, 6 do
         local at = getinfo(level, 'Sl')
         if not at then break end
-        if at.source == '@user_script' and at.currentline > 0 then
+        if (at.source == '@user_script' or at.source == '@user_function') and at.currentline > 0 then
           e.source, e.line = at.source, at.currentline
           break
         end
@@ -115,6 +134,16 @@ local f = ...
 return xpcall(f, __accelkv_where)
 "#;
 
+/// Runs a function (FCALL) with its keys and arguments under `xpcall`, as [`WRAPPER`].
+const FN_WRAPPER: &str = r#"
+local f, keys, args = ...
+return xpcall(function() return f(keys, args) end, __accelkv_where)
+"#;
+
+/// Where each thread's state keeps the functions of the libraries it loaded: per library,
+/// its generation and its functions by name.
+pub(crate) const FN_TABLE: &str = "__accelkv_functions";
+
 fn state() -> mlua::Result<State> {
     let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
     // SAFETY: mlua calls the debug library unsafe because a script holding it can break
@@ -138,6 +167,11 @@ fn state() -> mlua::Result<State> {
         .load(WRAPPER)
         .set_name("@script_wrapper")
         .into_function()?;
+    let fn_wrapper = lua
+        .load(FN_WRAPPER)
+        .set_name("@script_wrapper")
+        .into_function()?;
+    lua.globals().raw_set(FN_TABLE, lua.create_table()?)?;
     let watch = Rc::new(Watch::default());
     let w = watch.clone();
     lua.set_hook(
@@ -166,6 +200,7 @@ fn state() -> mlua::Result<State> {
         lua,
         watch,
         wrapper,
+        fn_wrapper,
     })
 }
 
@@ -191,27 +226,39 @@ pub fn run(
     scripts: &Arc<Scripts>,
     exec: &mut dyn FnMut(&[Vec<u8>]) -> Reply,
 ) -> Ran {
-    STATE.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            match state() {
-                Ok(s) => *slot = Some(s),
-                Err(e) => return error(format!("ERR Lua could not start: {e}")),
-            }
-        }
-        let Some(st) = slot.as_ref() else {
-            return error("ERR Lua could not start".into());
-        };
-        st.watch.deadline.set(Some(deadline));
-        st.watch.stopped.set(None);
-        *st.watch.scripts.borrow_mut() = Some(scripts.clone());
-        let r = run_in(st, (body, sha), (keys, argv), exec);
-        let stopped = st.watch.stopped.take();
-        *st.watch.scripts.borrow_mut() = None;
-        match (stopped, r) {
+    in_state(deadline, scripts, |st| {
+        run_in(st, (body, sha), (keys, argv), exec)
+    })
+}
+
+/// Runs `f` in this thread's state, watched by the hook until `deadline`.
+pub(crate) fn in_state(
+    deadline: Instant,
+    scripts: &Arc<Scripts>,
+    f: impl FnOnce(&State) -> mlua::Result<Vec<u8>>,
+) -> Ran {
+    let ran = with_state(|st| {
+        st.watch_until(deadline, scripts);
+        let r = f(st);
+        match (st.unwatch(), r) {
             (Some(why), _) => Ran::Stopped(why),
             (None, Ok(reply)) => Ran::Reply(reply),
             (None, Err(e)) => error(format!("ERR {e}")),
+        }
+    });
+    ran.unwrap_or_else(|e| error(format!("ERR {e}")))
+}
+
+/// Runs `f` in this thread's state, made at its first use (`Err`: Lua could not start).
+pub(crate) fn with_state<T>(f: impl FnOnce(&State) -> T) -> Result<T, String> {
+    STATE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(state().map_err(|e| format!("Lua could not start: {e}"))?);
+        }
+        match slot.as_ref() {
+            Some(st) => Ok(f(st)),
+            None => Err("Lua could not start".into()),
         }
     })
 }
@@ -262,15 +309,30 @@ fn run_in(
             return Ok(out);
         }
     };
-    let list = |items: &[&[u8]]| -> mlua::Result<mlua::Table> {
-        let t = lua.create_table_with_capacity(items.len(), 0)?;
-        for (i, a) in items.iter().enumerate() {
-            t.raw_set(i + 1, lua.create_string(a)?)?;
-        }
-        Ok(t)
-    };
-    lua.globals().raw_set("KEYS", list(keys)?)?;
-    lua.globals().raw_set("ARGV", list(argv)?)?;
+    lua.globals().raw_set("KEYS", list(lua, keys)?)?;
+    lua.globals().raw_set("ARGV", list(lua, argv)?)?;
+    with_calls(st, exec, (sha, "@user_script"), || st.wrapper.call(f))
+}
+
+/// A script's or function's items as a Lua list.
+pub(crate) fn list(lua: &Lua, items: &[&[u8]]) -> mlua::Result<mlua::Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, a) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(a)?)?;
+    }
+    Ok(t)
+}
+
+/// Runs `go` (a wrapper's call) with `redis.call` and `redis.pcall` bound to `exec`: the
+/// reply of what it returned, or the error reply of what it raised (`name` and `source`
+/// naming the script or function in it).
+pub(crate) fn with_calls(
+    st: &State,
+    exec: &mut dyn FnMut(&[Vec<u8>]) -> Reply,
+    (name, source): (&str, &str),
+    go: impl FnOnce() -> mlua::Result<(bool, Value)>,
+) -> mlua::Result<Vec<u8>> {
+    let lua = &st.lua;
     let redis: mlua::Table = lua.globals().raw_get("redis")?;
     // A command error `redis.call` raised: its text and the script's line.
     let raised: RefCell<Option<(String, i32)>> = RefCell::new(None);
@@ -307,12 +369,12 @@ fn run_in(
         redis.raw_set("call", call)?;
         redis.raw_set("pcall", pcall)?;
         redis.raw_set("__raised", raised_text)?;
-        let (ok, v): (bool, Value) = st.wrapper.call(f)?;
+        let (ok, v): (bool, Value) = go()?;
         let mut out = Vec::new();
         if ok {
             to_resp(&v, &mut out);
         } else {
-            failure(&v, sha, raised.take(), &mut out);
+            failure(&v, (name, source), raised.take(), &mut out);
         }
         Ok(out)
     })
@@ -320,10 +382,15 @@ fn run_in(
 
 /// The error reply of a script that raised `v`, with Redis 7.0's " script: <sha1>, on
 /// @user_script:<line>." after the message.
-fn failure(v: &Value, sha: &str, raised: Option<(String, i32)>, out: &mut Vec<u8>) {
+fn failure(
+    v: &Value,
+    (sha, source): (&str, &str),
+    raised: Option<(String, i32)>,
+    out: &mut Vec<u8>,
+) {
     let suffix = |line: Option<i64>| match line {
-        Some(l) if l > 0 => format!(" script: {sha}, on @user_script:{l}."),
-        _ => format!(" script: {sha}, on @user_script:?."),
+        Some(l) if l > 0 => format!(" script: {sha}, on {source}:{l}."),
+        _ => format!(" script: {sha}, on {source}:?."),
     };
     let text = match v {
         Value::String(s) => s.to_string_lossy(),
@@ -339,7 +406,8 @@ fn failure(v: &Value, sha: &str, raised: Option<(String, i32)>, out: &mut Vec<u8
         Some((err, line)) if text.contains(&err) => err + &suffix(Some(i64::from(line))),
         _ => {
             let line = text
-                .strip_prefix("user_script:")
+                .strip_prefix(&source[1..])
+                .and_then(|r| r.strip_prefix(':'))
                 .and_then(|r| r.split(':').next())
                 .and_then(|n| n.parse().ok());
             format!("ERR {text}{}", suffix(line))

@@ -17,6 +17,8 @@
 
 pub mod convert;
 pub mod eval;
+pub mod fn_lua;
+pub mod functions;
 pub mod libs;
 pub mod lua;
 pub mod msgpack;
@@ -37,6 +39,8 @@ pub struct Scripts {
     /// Redis's `lua-time-limit` (`busy-reply-threshold`) as CONFIG SET gave it, in
     /// milliseconds: reported, and changing nothing (`eval.rs`, `TIME_LIMIT`).
     pub limit_ms: AtomicU64,
+    /// The function libraries (FUNCTION LOAD, `functions.rs`).
+    pub functions: functions::Functions,
 }
 
 impl Default for Scripts {
@@ -46,6 +50,7 @@ impl Default for Scripts {
             running: Default::default(),
             kill: Default::default(),
             limit_ms: AtomicU64::new(5000),
+            functions: Default::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::packed::create;
 use crate::resp::commands::types::run::{check, float_arg, int_arg, read, scan_opts, write_key};
+use crate::resp::notify::{event, HASH};
 use crate::resp::reply::wrong_args;
 use accelkv_proto::resp::{self, Version};
 
@@ -55,6 +56,7 @@ fn set_fields(x: &mut Call<'_, '_>, ok: bool) {
             }
             m.len += added;
             set_meta(sh, s, key, &m)?;
+            event(s, HASH, "hset", key);
             Ok(added)
         },
         move |out, n, _| match ok {
@@ -85,6 +87,7 @@ pub fn hsetnx(x: &mut Call<'_, '_>) {
             put(sh, s, sk.as_slice(), value)?;
             m.len += 1;
             set_meta(sh, s, key, &m)?;
+            event(s, HASH, "hset", key);
             Ok(1)
         },
         |out, n, _| resp::integer(out, n),
@@ -229,6 +232,7 @@ pub fn hvals(x: &mut Call<'_, '_>) {
 /// counts toward the hash's length.
 fn update_field<R>(
     x: &mut Call<'_, '_>,
+    name: &'static str,
     f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), Fail>,
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
 ) {
@@ -252,6 +256,7 @@ fn update_field<R>(
                 m.len += 1;
                 set_meta(sh, s, key, &m)?;
             }
+            event(s, HASH, name, key);
             Ok(reply)
         },
         ok,
@@ -266,6 +271,7 @@ pub fn hincrby(x: &mut Call<'_, '_>) {
     };
     update_field(
         x,
+        "hincrby",
         |v| {
             let old = match v {
                 None => 0,
@@ -292,6 +298,7 @@ pub fn hincrbyfloat(x: &mut Call<'_, '_>) {
     };
     update_field(
         x,
+        "hincrbyfloat",
         |v| {
             let not_float = || Fail::Reply("ERR hash value is not a float".into());
             let old = match v {

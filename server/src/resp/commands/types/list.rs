@@ -17,6 +17,7 @@ use crate::resp::commands::types::packed::create;
 use crate::resp::commands::types::run::{
     bulks, check, count_arg, int_arg, rank_span, read, write_key,
 };
+use crate::resp::notify::{changed, event, LIST};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
@@ -100,6 +101,7 @@ pub(crate) fn push(
     m.len += elems.len() as u64;
     set_meta(sh, s, key, &m)?;
     s.block.wake.push(key);
+    event(s, LIST, if left { "lpush" } else { "rpush" }, key);
     Ok(m.len)
 }
 
@@ -132,6 +134,9 @@ pub(crate) fn pop(
     m.len -= n;
     set_meta(sh, s, key, &m)?;
     shrunk(sh, s, src, key, &m)?;
+    if n > 0 {
+        changed(s, LIST, if left { "lpop" } else { "rpop" }, key, m.len == 0);
+    }
     Ok(Some(items))
 }
 
@@ -364,7 +369,9 @@ pub fn lset(x: &mut Call<'_, '_>) {
                 .meta(sh, s, key, L)?
                 .ok_or_else(|| Fail::Reply("ERR no such key".into()))?;
             let i = index(i, m.len).ok_or_else(|| Fail::Reply("ERR index out of range".into()))?;
-            put(sh, s, elem_key(&m.prefix(key), m.head + i), elem)
+            put(sh, s, elem_key(&m.prefix(key), m.head + i), elem)?;
+            event(s, LIST, "lset", key);
+            Ok(())
         },
         |out, (), _| resp::simple(out, "OK"),
     )
@@ -409,6 +416,7 @@ pub fn linsert(x: &mut Call<'_, '_>) {
             m.len += 1;
             set_meta(sh, s, key, &m)?;
             s.block.wake.push(key);
+            event(s, LIST, "linsert", key);
             Ok(m.len as i64)
         },
         |out, n, _| resp::integer(out, n),
@@ -435,6 +443,7 @@ fn compact(
     m.len = new_len;
     m.tail = m.head + new_len;
     set_meta(sh, s, key, &m)?;
+    changed(s, LIST, "lrem", key, m.len == 0);
     shrunk(sh, s, src, key, &m)
 }
 
@@ -513,6 +522,7 @@ pub fn ltrim(x: &mut Call<'_, '_>) {
             }
             m.tail = m.head + m.len;
             set_meta(sh, s, key, &m)?;
+            changed(s, LIST, "ltrim", key, m.len == 0);
             shrunk(sh, s, src, key, &m)
         },
         |out, (), _| resp::simple(out, "OK"),

@@ -11,6 +11,7 @@ use crate::resp::commands::types::blocking::{blocking, mpop, pop_any, timeout_ar
 use crate::resp::commands::types::list::{key_and, pop, push, L};
 use crate::resp::commands::types::run::none;
 use crate::resp::commands::types::run::{first_popped, write};
+use crate::resp::notify;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 use std::time::Duration;
@@ -37,13 +38,17 @@ fn move_one(
         return Ok(None);
     }
     src.meta(sh, s, to, L)?;
+    let popped = notify::mark(s);
     let Some(mut items) = pop(sh, s, src, from, 1, from_left)? else {
         return Ok(None);
     };
     let Some(e) = items.pop() else {
         return Ok(None);
     };
+    let pushed = notify::mark(s);
     push(sh, s, src, to, &[&e], (to_left, false))?;
+    // Redis announces the push before the pop.
+    notify::push_first(s, popped, pushed);
     Ok(Some(e))
 }
 

@@ -10,6 +10,7 @@ use crate::resp::commands::types::access::{fail, remove, set_meta, Fail, Src};
 use crate::resp::commands::types::encoding::{field_key, fields_range, Kind};
 use crate::resp::commands::types::run::{int_arg, read, ScanOpts};
 use crate::resp::commands::types::sample::sample;
+use crate::resp::notify;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
@@ -48,6 +49,11 @@ pub(crate) fn remove_fields(
     if gone > 0 {
         m.len -= gone;
         set_meta(sh, s, key, &m)?;
+        let (class, name) = match kind {
+            Kind::Hash => (notify::HASH, "hdel"),
+            _ => (notify::SET, "srem"),
+        };
+        notify::changed(s, class, name, key, m.len == 0);
     }
     Ok(gone)
 }

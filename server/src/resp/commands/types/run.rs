@@ -7,6 +7,7 @@ use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::tx::atomically;
 use crate::resp::commands::types::access::{check_field, close_packs, fail, Fail, Src};
+use crate::resp::notify;
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
@@ -17,13 +18,15 @@ pub(crate) fn write<R>(
     ok: impl FnOnce(&mut Vec<u8>, R, Version),
 ) {
     x.s.packs.clear();
+    let events = notify::mark(x.s);
     atomically(x.sh, x.s, x.out, |sh, s, out| {
         let proto = s.proto;
         match f(sh, s, &Src::Tx).and_then(|r| close_packs(sh, s).map(|()| r)) {
             Ok(r) => ok(out, r, proto),
             Err(e) => {
-                // What a failed command opened is not written back.
+                // What a failed command opened is not written back, nor announced.
                 s.packs.clear();
+                notify::drop_since(s, events);
                 fail(out, &e)
             }
         }
@@ -44,6 +47,7 @@ pub(crate) fn write_key<R>(
     }
     let (sh, s) = (x.sh, &mut *x.s);
     s.packs.clear();
+    let events = notify::mark(s);
     let slot = sh.writes().own_one(key);
     s.one.start(key);
     let r = f(sh, s, &Src::One).and_then(|r| close_packs(sh, s).map(|()| r));
@@ -51,6 +55,9 @@ pub(crate) fn write_key<R>(
         s.packs.clear(); // what a failed command opened is not written back
     }
     let done = sh.writes().one_finish(&mut s.one, r.is_ok());
+    if r.is_err() || done.failed.is_some() {
+        notify::drop_since(s, events);
+    }
     drop(slot);
     s.unreleased = s.unreleased.max(done.version.max(done.seen));
     match (r, done.failed) {

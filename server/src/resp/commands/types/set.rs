@@ -12,6 +12,7 @@ use crate::resp::commands::types::run::{
     check, int_arg, intercard_args, read, scan_opts, write, write_key,
 };
 use crate::resp::commands::types::sample::sample;
+use crate::resp::notify::{changed, event, stored, wants_store, SET};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 use std::collections::BTreeSet;
@@ -66,6 +67,7 @@ fn add(
     if added > 0 {
         m.len += added;
         set_meta(sh, s, key, &m)?;
+        event(s, SET, "sadd", key);
     }
     Ok(added)
 }
@@ -232,6 +234,9 @@ pub fn spop(x: &mut Call<'_, '_>) {
             }
             m.len -= picked.len() as u64;
             set_meta(sh, s, key, &m)?;
+            if !picked.is_empty() {
+                changed(s, SET, "spop", key, m.len == 0);
+            }
             Ok(picked)
         },
         move |out, picked, v| match count {
@@ -313,7 +318,15 @@ fn combined_store(x: &mut Call<'_, '_>, op: Op) {
             for m in &all {
                 crate::resp::commands::types::access::check_field(sh, dst, m)?;
             }
-            store(sh, s, dst, &all)
+            let existed = wants_store(s, SET) && src.item(sh, s, dst)?.is_some();
+            let n = store(sh, s, dst, &all)?;
+            let name = match op {
+                Op::Inter => "sinterstore",
+                Op::Union => "sunionstore",
+                Op::Diff => "sdiffstore",
+            };
+            stored(s, SET, name, dst, n, existed);
+            Ok(n)
         },
         |out, n, _| resp::integer(out, n as i64),
     )

@@ -11,6 +11,7 @@ use crate::resp::call::Call;
 use crate::resp::commands::types::access::{fail, Fail, Src};
 use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::run::{int_arg, read, write};
+use crate::resp::notify;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 use std::cmp::Ordering;
@@ -234,7 +235,11 @@ fn run(x: &mut Call<'_, '_>, ro: bool) {
                     .into_iter()
                     .map(Option::unwrap_or_default)
                     .collect();
-                crate::resp::commands::types::list::store(sh, s, dst, &items)
+                let existed =
+                    notify::wants_store(s, notify::LIST) && src.item(sh, s, dst)?.is_some();
+                let n = crate::resp::commands::types::list::store(sh, s, dst, &items)?;
+                notify::stored(s, notify::LIST, "sortstore", dst, n, existed);
+                Ok(n)
             },
             |out, n, _| resp::integer(out, n as i64),
         ),

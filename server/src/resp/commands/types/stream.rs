@@ -19,6 +19,7 @@ use crate::resp::commands::types::encoding::{
 };
 use crate::resp::commands::types::run::{check, write_key};
 use crate::resp::commands::types::stream_groups::Info;
+use crate::resp::notify::{event, STREAM};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
@@ -276,11 +277,16 @@ pub fn xadd(x: &mut Call<'_, '_>) {
             put(sh, s, entry_key(&m.prefix(key), id), &entry)?;
             m.len += 1;
             m.set_last_id(id);
-            if let Some(t) = t {
-                trim(sh, s, src, (key, &mut m), t)?;
-            }
+            let trimmed = match t {
+                Some(t) => trim(sh, s, src, (key, &mut m), t)?,
+                None => 0,
+            };
             set_meta(sh, s, key, &m)?;
             s.block.wake.push(key);
+            event(s, STREAM, "xadd", key);
+            if trimmed > 0 {
+                event(s, STREAM, "xtrim", key);
+            }
             Ok(Some(id))
         },
         |out, id, v| {
@@ -312,6 +318,7 @@ pub fn xtrim(x: &mut Call<'_, '_>) {
             let n = trim(sh, s, src, (key, &mut m), t)?;
             if n > 0 {
                 set_meta(sh, s, key, &m)?;
+                event(s, STREAM, "xtrim", key);
             }
             Ok(n)
         },
@@ -352,6 +359,7 @@ pub fn xdel(x: &mut Call<'_, '_>) {
                 info.removed += n;
                 info.save(sh, s, &p)?;
                 set_meta(sh, s, key, &m)?;
+                event(s, STREAM, "xdel", key);
             }
             Ok(n)
         },

@@ -13,6 +13,7 @@
 use crate::core::shared::Shared;
 use crate::resp::commands::types::access::{put, remove, Fail, Src};
 use crate::resp::commands::types::encoding::{fields_range, Meta, StreamId};
+use crate::resp::notify;
 use crate::resp::session::Session;
 
 /// Redis's `SCG_INVALID_ENTRIES_READ`: a group whose read counter is unknown.
@@ -381,6 +382,9 @@ pub(crate) struct Open {
     pub name: Vec<u8>,
     pub g: Group,
     consumers: Vec<(Vec<u8>, Consumer)>,
+    /// The stream's key, kept only while stream events are wanted (a consumer created
+    /// is `xgroup-createconsumer`, notify.rs).
+    key: Option<Vec<u8>>,
 }
 
 impl Open {
@@ -401,6 +405,7 @@ impl Open {
             p,
             name: name.to_vec(),
             consumers: Vec::new(),
+            key: notify::wants(s, notify::STREAM).then(|| key.to_vec()),
         }))
     }
 
@@ -411,6 +416,7 @@ impl Open {
             name: name.to_vec(),
             g,
             consumers: Vec::new(),
+            key: None,
         }
     }
 
@@ -482,6 +488,9 @@ impl Open {
                 pending: 0,
             };
             self.consumers.push((name.to_vec(), c));
+            if let Some(key) = &self.key {
+                notify::event(s, notify::STREAM, "xgroup-createconsumer", key);
+            }
         }
         let i = self.consumers.iter().position(|(n, _)| n == name);
         let c = i.map(|i| &mut self.consumers[i].1).ok_or_else(corrupt)?;

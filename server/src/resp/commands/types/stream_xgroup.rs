@@ -14,6 +14,7 @@ use crate::resp::commands::types::stream_groups::{
 };
 use crate::resp::commands::types::stream_read::{entries, reply_entries, reply_entry, Entry};
 use crate::resp::db::shown;
+use crate::resp::notify::{event, STREAM};
 use crate::resp::reply::{help, subcommand_ok};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
@@ -158,16 +159,19 @@ pub fn xgroup(x: &mut Call<'_, '_>) {
                         set_meta(sh, s, key, &m)?;
                     }
                     Open::create(m.prefix(key), name, g).save(sh, s)?;
+                    event(s, STREAM, "xgroup-create", key);
                     Ok(Said::Ok)
                 }
                 (b"SETID", Some(mut o)) if args.len() == 5 || args.len() == 7 => {
                     (o.g.last, o.g.entries_read) = (id_arg(false)?, read_arg);
                     o.save(sh, s)?;
+                    event(s, STREAM, "xgroup-setid", key);
                     Ok(Said::Ok)
                 }
                 (b"DESTROY", Some(o)) => {
                     o.destroy(sh, s, src)?;
                     s.block.wake.push(key);
+                    event(s, STREAM, "xgroup-destroy", key);
                     Ok(Said::Int(1))
                 }
                 (b"DESTROY", None) => Ok(Said::Int(0)),
@@ -179,6 +183,9 @@ pub fn xgroup(x: &mut Call<'_, '_>) {
                 (b"DELCONSUMER", Some(mut o)) => {
                     let n = o.delete_consumer((sh, s, src), args[4])?;
                     o.save(sh, s)?;
+                    if n.is_some() {
+                        event(s, STREAM, "xgroup-delconsumer", key);
+                    }
                     Ok(Said::Int(n.unwrap_or(0) as i64))
                 }
                 _ => Err(sub_syntax("XGROUP", args[1])),
@@ -261,7 +268,9 @@ pub fn xsetid(x: &mut Call<'_, '_>) {
                 info.max_deleted = max_del;
             }
             info.save(sh, s, &p)?;
-            set_meta(sh, s, key, &m)
+            set_meta(sh, s, key, &m)?;
+            event(s, STREAM, "xsetid", key);
+            Ok(())
         },
         |out, (), _| crate::resp::reply::ok(out),
     )

@@ -18,6 +18,7 @@ use crate::resp::commands::types::encoding::{
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::packed::create;
 use crate::resp::commands::types::run::{check, first_popped, float_arg, read, write_key};
+use crate::resp::notify::{changed, event, ZSET};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
@@ -308,6 +309,9 @@ fn zadd_in(
         set_meta(sh, s, key, &m)?;
         s.block.wake.push(key);
     }
+    if r.added + r.changed > 0 {
+        event(s, ZSET, if o.incr { "zincr" } else { "zadd" }, key);
+    }
     Ok(r)
 }
 
@@ -391,6 +395,7 @@ pub fn zrem(x: &mut Call<'_, '_>) {
             }
             if gone > 0 {
                 set_meta(sh, s, key, &m)?;
+                changed(s, ZSET, "zrem", key, m.len == 0);
             }
             Ok(gone)
         },
@@ -533,6 +538,15 @@ pub(crate) fn pop(
     }
     m.len -= items.len() as u64;
     set_meta(sh, s, key, &m)?;
+    if !items.is_empty() {
+        changed(
+            s,
+            ZSET,
+            if max { "zpopmax" } else { "zpopmin" },
+            key,
+            m.len == 0,
+        );
+    }
     Ok(Some(items))
 }
 

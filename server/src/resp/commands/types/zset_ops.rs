@@ -12,6 +12,7 @@ use crate::resp::commands::types::run::{
     float_arg, int_arg, intercard_args, read, scan_opts, write,
 };
 use crate::resp::commands::types::zset::{entries_reply, store, Entry, Z};
+use crate::resp::notify::{stored, wants_store, ZSET};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 use std::collections::BTreeMap;
@@ -194,7 +195,15 @@ fn combined_store(x: &mut Call<'_, '_>, op: Op) {
         x,
         |sh, s, src| {
             let items = combine(sh, s, src, &c, op)?;
-            store(sh, s, dst, &items)
+            let existed = wants_store(s, ZSET) && src.item(sh, s, dst)?.is_some();
+            let n = store(sh, s, dst, &items)?;
+            let name = match op {
+                Op::Union => "zunionstore",
+                Op::Inter => "zinterstore",
+                Op::Diff => "zdiffstore",
+            };
+            stored(s, ZSET, name, dst, n, existed);
+            Ok(n)
         },
         |out, n, _| resp::integer(out, n as i64),
     )

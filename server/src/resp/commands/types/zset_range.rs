@@ -14,6 +14,7 @@ use crate::resp::commands::types::run::{int_arg, rank_span, read, write, write_k
 use crate::resp::commands::types::zset::{
     by_rank, by_rank_rev, entries_reply, index_entry, remove_member, store, Entry, Z,
 };
+use crate::resp::notify::{changed, stored, wants_store, ZSET};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
@@ -284,7 +285,10 @@ pub fn zrangestore(x: &mut Call<'_, '_>) {
                 None => Vec::new(),
                 Some(m) => select(sh, s, src, (key, &m), &r)?,
             };
-            store(sh, s, dst, &items)
+            let existed = wants_store(s, ZSET) && src.item(sh, s, dst)?.is_some();
+            let n = store(sh, s, dst, &items)?;
+            stored(s, ZSET, "zrangestore", dst, n, existed);
+            Ok(n)
         },
         |out, n, _| resp::integer(out, n as i64),
     )
@@ -338,6 +342,14 @@ fn remrange(x: &mut Call<'_, '_>, kind: &'static [u8]) {
             }
             m.len -= items.len() as u64;
             set_meta(sh, s, key, &m)?;
+            if !items.is_empty() {
+                let name = match kind {
+                    b"RANK" => "zremrangebyrank",
+                    b"SCORE" => "zremrangebyscore",
+                    _ => "zremrangebylex",
+                };
+                changed(s, ZSET, name, key, m.len == 0);
+            }
             Ok(items.len())
         },
         |out, n, _| resp::integer(out, n as i64),

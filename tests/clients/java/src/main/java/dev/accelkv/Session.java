@@ -6,6 +6,7 @@ package dev.accelkv;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -13,6 +14,7 @@ import java.util.Set;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
+import redis.clients.jedis.JedisPubSub;
 import redis.clients.jedis.Pipeline;
 import redis.clients.jedis.RedisProtocol;
 import redis.clients.jedis.Response;
@@ -121,6 +123,7 @@ public final class Session {
       }
       collections(r);
       listsAndSortedSets(r, addr, config);
+      pubsub(r, addr, config);
       Object range = r.sendCommand(RANGE, "p:0010", "p:0013");
       List<String> got = new ArrayList<>();
       for (Object o : (List<?>) range) got.add(SafeEncoder.encode((byte[]) o));
@@ -213,6 +216,69 @@ public final class Session {
       check(got.size() == 1 && got.get(0).equals(List.of("jobs", "job-1")), "BLPOP " + got);
     }
     r.del("l", "z", "pl", "pz", "tl", "tz");
+  }
+
+  /** Waits up to 10 s for `done`, failing with `what` after. */
+  static void await(java.util.function.BooleanSupplier done, String what) {
+    long deadline = System.currentTimeMillis() + 10000;
+    while (!done.getAsBoolean()) {
+      check(System.currentTimeMillis() < deadline, what);
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+
+  /**
+   * Pub/sub through JedisPubSub on a second connection: a channel, a pattern and a keyspace
+   * notification's channel, every message in publish order, PUBLISH's count, and the
+   * subscriber's thread returning once it unsubscribes from everything.
+   */
+  static void pubsub(Jedis r, HostAndPort addr, DefaultJedisClientConfig config) {
+    r.configSet("notify-keyspace-events", "K$");
+    List<String> got = Collections.synchronizedList(new ArrayList<>());
+    JedisPubSub ps =
+        new JedisPubSub() {
+          @Override
+          public void onMessage(String channel, String message) {
+            got.add("message " + channel + " " + message);
+          }
+
+          @Override
+          public void onPMessage(String pattern, String channel, String message) {
+            got.add("pmessage " + pattern + " " + channel + " " + message);
+          }
+        };
+    try (Jedis sub = new Jedis(addr, config)) {
+      Thread th = new Thread(() -> sub.subscribe(ps, "news"));
+      th.start();
+      await(() -> ps.getSubscribedChannels() == 1, "SUBSCRIBE never confirmed");
+      ps.psubscribe("n*", "__keyspace@0__:jk*");
+      await(() -> ps.getSubscribedChannels() == 3, "PSUBSCRIBE never confirmed");
+      for (int i = 0; i < 20; i++) check(r.publish("news", "m" + i) == 2, "PUBLISH's count");
+      r.set("jk:1", "v");
+      await(() -> got.size() == 41, "messages: " + got.size());
+      List<String> want = new ArrayList<>();
+      for (int i = 0; i < 20; i++) {
+        want.add("message news m" + i);
+        want.add("pmessage n* news m" + i);
+      }
+      want.add("pmessage __keyspace@0__:jk* __keyspace@0__:jk:1 set");
+      check(got.equals(want), "messages " + got);
+      ps.unsubscribe();
+      ps.punsubscribe();
+      try {
+        th.join(10000);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+      check(!th.isAlive(), "the subscriber's thread did not return");
+    }
+    check(r.publish("news", "nobody") == 0, "subscriptions outlived their connection");
+    r.configSet("notify-keyspace-events", "");
+    r.del("jk:1");
   }
 
   public static void main(String[] args) {

@@ -1,0 +1,436 @@
+//! Redis 7's functions: FUNCTION LOAD, DELETE, FLUSH, LIST, STATS, DUMP, RESTORE, KILL and
+//! HELP, and FCALL and FCALL_RO. A library is Lua code whose first line names it
+//! (`#!lua name=<lib>`) and whose body registers functions with
+//! `redis.register_function`; the server keeps each library's code, its functions and a
+//! version, and each loop thread's Lua state loads the code the first time one of its
+//! functions is called there (`fn_lua.rs`). A function runs as a script does (`eval.rs`):
+//! its commands through the dispatcher inside one transaction, stopped by the time limit
+//! or FUNCTION KILL. FUNCTION LOAD checks the code by loading it on the calling thread.
+//!
+//! Kept in memory, as SCRIPT LOAD's scripts are: a restart starts without libraries (Redis
+//! keeps them in its RDB and AOF); FUNCTION DUMP and RESTORE move them, in Redis's payload.
+
+use crate::resp::call::Call;
+use crate::resp::commands::glob;
+use crate::resp::commands::script::eval::run_with;
+use crate::resp::commands::script::fn_lua::{self, valid_name, Registered};
+use crate::resp::commands::script::Scripts;
+use crate::resp::reply::{help, subcommand_ok};
+use accelkv_proto::resp::{self, Version};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One library: its name, whole code, where its body starts, its functions, its version.
+pub struct Library {
+    pub name: String,
+    pub code: Vec<u8>,
+    pub body_at: usize,
+    pub functions: Vec<Registered>,
+    pub version: u64,
+}
+
+/// The server's libraries, by name.
+#[derive(Default)]
+pub struct Functions {
+    libs: Mutex<BTreeMap<String, Arc<Library>>>,
+    versions: AtomicU64,
+}
+
+impl Functions {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Library>>> {
+        self.libs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The library holding function `name` (in any case, as Redis matches it) and the
+    /// function as registered, if any.
+    fn find(&self, name: &str) -> Option<(Arc<Library>, Registered)> {
+        let libs = self.lock();
+        libs.values().find_map(|l| {
+            let f = l
+                .functions
+                .iter()
+                .find(|f| f.name.eq_ignore_ascii_case(name))?;
+            Some((l.clone(), f.clone()))
+        })
+    }
+}
+
+const SUBS: &[(&str, i32)] = &[
+    ("LOAD", -3),
+    ("DELETE", 3),
+    ("FLUSH", -2),
+    ("LIST", -2),
+    ("STATS", 2),
+    ("DUMP", 2),
+    ("RESTORE", -3),
+    ("KILL", 2),
+    ("HELP", 2),
+];
+
+const HELP: &[&str] = &[
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOAD [REPLACE] <FUNCTION CODE>",
+    "    Create a new library with the given library name and code.",
+    "DELETE <LIBRARY NAME>",
+    "    Delete the given library.",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "STATS",
+    "    Return information about the current function running:",
+    "    * Function name",
+    "    * Command used to run the function",
+    "    * Duration in MS that the function is running",
+    "    If no function is running, return nil",
+    "    In addition, returns a list of available engines.",
+    "KILL",
+    "    Kill the current running function.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "DUMP",
+    "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+    "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+    "    control how to handle existing libraries (default APPEND):",
+    "    * FLUSH: delete all existing libraries.",
+    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+    "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+    "      in case of functions name collision with another library).",
+];
+
+/// `FUNCTION <subcommand> ...`.
+pub fn function(x: &mut Call<'_, '_>) {
+    if !subcommand_ok(x.out, "FUNCTION", SUBS, x.args) {
+        return;
+    }
+    let scripts = x.s.global.scripts.clone();
+    let (a, out) = (x.args, &mut *x.out);
+    // LOAD and RESTORE add memory: refused past maxmemory, as Redis's `denyoom` refuses.
+    let adds = a[1].eq_ignore_ascii_case(b"LOAD") || a[1].eq_ignore_ascii_case(b"RESTORE");
+    if adds && x.sh.over_maxmemory() {
+        return resp::error(out, crate::core::shared::OOM);
+    }
+    let r = match a[1].to_ascii_uppercase().as_slice() {
+        b"LOAD" => load_cmd(&scripts, &a[2..], out),
+        b"DELETE" => delete(&scripts, a[2]).map(|()| resp::simple(out, "OK")),
+        b"FLUSH" => flush(&scripts, &a[2..]).map(|()| resp::simple(out, "OK")),
+        b"LIST" => list(&scripts, &a[2..], x.s.proto, out),
+        b"STATS" => {
+            stats(&scripts, x.s.proto, out);
+            Ok(())
+        }
+        b"DUMP" => {
+            dump(&scripts, out);
+            Ok(())
+        }
+        b"RESTORE" => restore(&scripts, &a[2..]).map(|()| resp::simple(out, "OK")),
+        b"KILL" => kill(&scripts).map(|()| resp::simple(out, "OK")),
+        _ => {
+            help(out, "FUNCTION", HELP);
+            Ok(())
+        }
+    };
+    if let Err(e) = r {
+        resp::error(x.out, &e)
+    }
+}
+
+/// A library's name and where its body starts, from its shebang line.
+fn metadata(code: &[u8]) -> Result<(String, usize), String> {
+    let text = String::from_utf8_lossy(code);
+    if !text.starts_with("#!") {
+        return Err("ERR Missing library metadata".into());
+    }
+    let Some(end) = code.iter().position(|&b| b == b'\n') else {
+        return Err("ERR Invalid library metadata".into());
+    };
+    // Split as Redis's `sdssplitargs` splits it: words, quotes taken out of them.
+    let line = String::from_utf8_lossy(&code[..end]).replace('"', "");
+    let mut parts = line.split_ascii_whitespace();
+    let engine = parts.next().unwrap_or_default().trim_start_matches("#!");
+    let mut name = None;
+    for p in parts {
+        match p.get(..5) {
+            Some(k) if k.eq_ignore_ascii_case("name=") && name.is_none() => {
+                name = Some(p[5..].to_string())
+            }
+            Some(k) if k.eq_ignore_ascii_case("name=") => {
+                return Err(
+                    "ERR Invalid metadata value, name argument was given multiple times".into(),
+                )
+            }
+            _ => return Err(format!("ERR Invalid metadata value given: {p}")),
+        }
+    }
+    let name = name.ok_or("ERR Library name was not given")?;
+    if !valid_name(&name) {
+        return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+    }
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(format!("ERR Engine '{engine}' not found"));
+    }
+    Ok((name, end))
+}
+
+/// Checks `code` (loading it on this thread) and adds it, replacing a library of its name
+/// when `replace`: the library's name.
+fn add(scripts: &Arc<Scripts>, code: &[u8], replace: bool) -> Result<String, String> {
+    let (name, body_at) = metadata(code)?;
+    let f = &scripts.functions;
+    if !replace && f.lock().contains_key(&name) {
+        return Err(format!("ERR Library '{name}' already exists"));
+    }
+    let version = f.versions.fetch_add(1, Ordering::Relaxed) + 1;
+    let functions =
+        fn_lua::load(&name, &code[body_at..], version, scripts).map_err(|e| format!("ERR {e}"))?;
+    let mut libs = f.lock();
+    if !replace && libs.contains_key(&name) {
+        return Err(format!("ERR Library '{name}' already exists"));
+    }
+    for other in libs.values().filter(|l| l.name != name) {
+        if let Some(dup) = functions
+            .iter()
+            .find(|g| (other.functions.iter()).any(|o| o.name.eq_ignore_ascii_case(&g.name)))
+        {
+            return Err(format!("ERR Function {} already exists", dup.name));
+        }
+    }
+    let lib = Library {
+        name: name.clone(),
+        code: code.to_vec(),
+        body_at,
+        functions,
+        version,
+    };
+    libs.insert(name.clone(), Arc::new(lib));
+    Ok(name)
+}
+
+fn load_cmd(scripts: &Arc<Scripts>, a: &[&[u8]], out: &mut Vec<u8>) -> Result<(), String> {
+    let (replace, code) = match a {
+        [code] => (false, code),
+        [r, code] if r.eq_ignore_ascii_case(b"REPLACE") => (true, code),
+        [r, ..] => {
+            return Err(format!(
+                "ERR Unknown option given: {}",
+                String::from_utf8_lossy(r)
+            ))
+        }
+        [] => return Err("ERR wrong number of arguments for 'function|load' command".into()),
+    };
+    let name = add(scripts, code, replace)?;
+    resp::bulk(out, Some(name.as_bytes()));
+    Ok(())
+}
+
+fn delete(scripts: &Scripts, name: &[u8]) -> Result<(), String> {
+    match scripts
+        .functions
+        .lock()
+        .remove(String::from_utf8_lossy(name).as_ref())
+    {
+        Some(_) => Ok(()),
+        None => Err("ERR Library not found".into()),
+    }
+}
+
+fn flush(scripts: &Scripts, a: &[&[u8]]) -> Result<(), String> {
+    match a {
+        [] => {}
+        [m] if m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC") => {}
+        [_] => return Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option".into()),
+        _ => return Err(
+            "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP."
+                .into(),
+        ),
+    }
+    scripts.functions.lock().clear();
+    Ok(())
+}
+
+/// `FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]`.
+fn list(scripts: &Scripts, a: &[&[u8]], v: Version, out: &mut Vec<u8>) -> Result<(), String> {
+    let (mut pattern, mut code) = (None, false);
+    let mut i = 0;
+    while i < a.len() {
+        match a[i].to_ascii_uppercase().as_slice() {
+            b"WITHCODE" if !code => code = true,
+            b"LIBRARYNAME" if pattern.is_none() && i + 1 < a.len() => {
+                pattern = Some(a[i + 1]);
+                i += 1;
+            }
+            b"LIBRARYNAME" if i + 1 >= a.len() => {
+                return Err("ERR library name argument was not given".into())
+            }
+            b"WITHCODE" | b"LIBRARYNAME" => {
+                return Err(format!(
+                    "ERR Unknown argument {}",
+                    String::from_utf8_lossy(a[i])
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "ERR Unknown argument {}",
+                    String::from_utf8_lossy(a[i])
+                ))
+            }
+        }
+        i += 1;
+    }
+    let libs: Vec<Arc<Library>> = scripts
+        .functions
+        .lock()
+        .values()
+        .filter(|l| pattern.is_none_or(|p| glob::matches(p, l.name.as_bytes())))
+        .cloned()
+        .collect();
+    resp::array(out, libs.len());
+    for l in &libs {
+        resp::map(out, if code { 4 } else { 3 }, v);
+        resp::bulk(out, Some(b"library_name"));
+        resp::bulk(out, Some(l.name.as_bytes()));
+        resp::bulk(out, Some(b"engine"));
+        resp::bulk(out, Some(b"LUA"));
+        resp::bulk(out, Some(b"functions"));
+        resp::array(out, l.functions.len());
+        for f in &l.functions {
+            resp::map(out, 3, v);
+            resp::bulk(out, Some(b"name"));
+            resp::bulk(out, Some(f.name.as_bytes()));
+            resp::bulk(out, Some(b"description"));
+            resp::bulk_in(out, f.description.as_deref().map(str::as_bytes), v);
+            resp::bulk(out, Some(b"flags"));
+            resp::set(out, f.flags.len(), v);
+            for fl in &f.flags {
+                resp::simple(out, fl);
+            }
+        }
+        if code {
+            resp::bulk(out, Some(b"library_code"));
+            resp::bulk(out, Some(&l.code));
+        }
+    }
+    Ok(())
+}
+
+/// `FUNCTION STATS`: the running function (nil: none is shown) and the engine's counts.
+fn stats(scripts: &Scripts, v: Version, out: &mut Vec<u8>) {
+    let libs = scripts.functions.lock();
+    let fns: usize = libs.values().map(|l| l.functions.len()).sum();
+    resp::map(out, 2, v);
+    resp::bulk(out, Some(b"running_script"));
+    resp::bulk_in(out, None, v);
+    resp::bulk(out, Some(b"engines"));
+    resp::map(out, 1, v);
+    resp::bulk(out, Some(b"LUA"));
+    resp::map(out, 2, v);
+    resp::bulk(out, Some(b"libraries_count"));
+    resp::integer(out, libs.len() as i64);
+    resp::bulk(out, Some(b"functions_count"));
+    resp::integer(out, fns as i64);
+}
+
+fn dump(scripts: &Scripts, out: &mut Vec<u8>) {
+    let libs: Vec<Arc<Library>> = scripts.functions.lock().values().cloned().collect();
+    let codes: Vec<&[u8]> = libs.iter().map(|l| l.code.as_slice()).collect();
+    resp::bulk(out, Some(&accelkv_proto::rdb::dump_functions(&codes)));
+}
+
+/// `FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]`: every library of the payload, or
+/// none (a collision under APPEND, a bad library).
+fn restore(scripts: &Arc<Scripts>, a: &[&[u8]]) -> Result<(), String> {
+    if a.len() > 2 {
+        return Err(
+            "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP."
+                .into(),
+        );
+    }
+    let policy = match a.get(1).map(|p| p.to_ascii_uppercase()) {
+        None => b"APPEND".to_vec(),
+        Some(p) if a.len() == 2 && matches!(p.as_slice(), b"FLUSH" | b"APPEND" | b"REPLACE") => p,
+        Some(_) => {
+            return Err(
+                "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE."
+                    .into(),
+            )
+        }
+    };
+    let codes = accelkv_proto::rdb::restore_functions(a[0])
+        .map_err(|_| "ERR DUMP payload version or checksum are wrong".to_string())?;
+    let before = scripts.functions.lock().clone();
+    if policy == b"FLUSH" {
+        scripts.functions.lock().clear();
+    }
+    for code in &codes {
+        if let Err(e) = add(scripts, code, policy == b"REPLACE") {
+            *scripts.functions.lock() = before; // all or nothing
+            let e = e.strip_prefix("ERR ").unwrap_or(&e).to_string();
+            return Err(format!(
+                "ERR {}",
+                e.replace("Library '", "Library ")
+                    .replace("' already", " already")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn kill(scripts: &Scripts) -> Result<(), String> {
+    if scripts.running.load(Ordering::SeqCst) == 0 {
+        return Err("NOTBUSY No scripts in execution right now.".into());
+    }
+    scripts.kill.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// `FCALL function numkeys [key ...] [arg ...]`.
+pub fn fcall(x: &mut Call<'_, '_>) {
+    call(x, false)
+}
+
+/// `FCALL_RO function numkeys [key ...] [arg ...]`: only a function flagged `no-writes`.
+pub fn fcall_ro(x: &mut Call<'_, '_>) {
+    call(x, true)
+}
+
+fn call(x: &mut Call<'_, '_>, ro: bool) {
+    if crate::resp::reply::parse_i64(x.args[2]).is_none() {
+        return resp::error(x.out, "ERR Bad number of keys provided");
+    }
+    let asked = String::from_utf8_lossy(x.args[1]);
+    let Some((lib, f)) = x.s.global.scripts.functions.find(&asked) else {
+        return resp::error(x.out, "ERR Function not found");
+    };
+    let (name, no_writes) = (f.name, f.flags.iter().any(|g| g == "no-writes"));
+    let allow_oom = f.flags.iter().any(|g| g == "allow-oom");
+    if ro && !no_writes {
+        return resp::error(
+            x.out,
+            "ERR Can not execute a script with write flag using *_ro command.",
+        );
+    }
+    let body = &lib.code[lib.body_at..];
+    x.s.allow_oom = allow_oom;
+    run_with(x, ro || no_writes, |keys, argv, deadline, scripts, exec| {
+        fn_lua::call(
+            (&lib.name, body, lib.version),
+            &name,
+            (keys, argv),
+            deadline,
+            scripts,
+            exec,
+        )
+    });
+    x.s.allow_oom = false;
+}
