@@ -85,6 +85,15 @@ fn script() -> Vec<Vec<&'static str>> {
         &["EVAL", "return cmsgpack.unpack('\\205')", "0"],
         &["EVAL", "return {bit.band(255, 15), bit.bor(1, 2, 4), bit.bxor(5, 3), bit.bnot(0), bit.lshift(1, 31), bit.rshift(-1, 28), bit.arshift(-16, 2)}", "0"],
         &["EVAL", "return bit.tohex(65535) .. bit.tohex(255, -4) .. bit.tohex(-1, 2)", "0"],
+        // Redis 7's shebang: flags, and its errors.
+        &["EVAL", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", "x"],
+        &["EVAL", "#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 'v')", "1", "x"],
+        &["EVAL", "#!lua\nreturn redis.call('set', KEYS[1], 'v')", "1", "x"],
+        &["EVAL", "#!lua flags=bogus\nreturn 1", "0"],
+        &["EVAL", "#!python\nreturn 1", "0"],
+        &["EVAL", "#!lua", "0"],
+        &["EVAL", "#!lua name=x\nreturn 1", "0"],
+        &["EVAL", "#!lua\nerror('on line two')", "0"],
     ];
     lines.iter().map(|l| l.to_vec()).collect()
 }

@@ -42,6 +42,8 @@ pub struct Shared {
     expired_keys: AtomicU64,
     /// Whether the active expiry sweep runs (DEBUG SET-ACTIVE-EXPIRE; on by default).
     active_expire: std::sync::atomic::AtomicBool,
+    /// Until when (Unix milliseconds) the sweep removes no expired key (CLIENT PAUSE).
+    expiry_paused_until: AtomicU64,
     /// SHUTDOWN NOSAVE asked the shutdown to skip the final flush of the data directory.
     skip_final_flush: std::sync::atomic::AtomicBool,
     /// The connections in the registry (CLIENT LIST/KILL).
@@ -113,6 +115,7 @@ impl Shared {
             started: Instant::now(),
             expired_keys: AtomicU64::new(0),
             active_expire: std::sync::atomic::AtomicBool::new(true),
+            expiry_paused_until: AtomicU64::new(0),
             skip_final_flush: std::sync::atomic::AtomicBool::new(false),
             clients: Arc::default(),
             blocked: Arc::default(),
@@ -321,6 +324,14 @@ impl Shared {
     /// Whether the active expiry sweep runs (expired keys stay invisible either way).
     pub fn active_expire(&self) -> bool {
         self.active_expire.load(Ordering::Relaxed)
+            && self.expiry_paused_until.load(Ordering::Relaxed) <= accelkv_tree::now_ms()
+    }
+
+    /// Keeps the sweep from removing expired keys until `until` (Unix milliseconds; 0:
+    /// from now on it removes them again): CLIENT PAUSE, as Redis pauses its expiry so that
+    /// nothing changes while clients are paused. Reads still see no expired key.
+    pub fn pause_expiry(&self, until: u64) {
+        self.expiry_paused_until.store(until, Ordering::Relaxed);
     }
 
     /// DEBUG SET-ACTIVE-EXPIRE.

@@ -290,7 +290,9 @@ impl crate::net::session::Session for Session {
     }
 
     fn abandon_wait(&mut self) -> bool {
-        if self.block.until.is_none() {
+        // A parked blocking command, or a command CLIENT PAUSE holds (parked, no deadline
+        // of its own).
+        if self.block.until.is_none() && self.block.ticket.is_none() {
             return false;
         }
         self.block = Default::default();

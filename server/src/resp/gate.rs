@@ -87,6 +87,8 @@ pub enum Refusal {
 enum Verdict {
     Run,
     Wait,
+    /// CLIENT PAUSE holds it until this time (Unix milliseconds): it parks.
+    Paused(u64),
     Refuse(Refusal),
     Queue,
 }
@@ -210,6 +212,11 @@ fn after_route(
     if from == From::Client && s.in_pubsub_resp2() && !in_pubsub_context(spec) {
         return Verdict::Refuse(Refusal::PubSubContext);
     }
+    if from == From::Client {
+        if let Some(end) = s.global.pause.holds(s, spec, args) {
+            return Verdict::Paused(end);
+        }
+    }
     match queued {
         Some(_) if spec.name == "EXEC" && s.tx.denyoom && sh.over_maxmemory() => {
             Verdict::Refuse(Refusal::ExecOom)
@@ -231,7 +238,9 @@ fn script_refusal(spec: &Spec, args: &[&[u8]], ro: bool) -> Option<Refusal> {
     if reads && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
         return Some(Refusal::ScriptBlock);
     }
-    (ro && spec.has(WRITE)).then_some(Refusal::ScriptWrite)
+    // Commands that would be replicated are writes to a read-only script, as in Redis.
+    let replicates = matches!(spec.name, "PUBLISH" | "SPUBLISH" | "PFCOUNT");
+    (ro && (spec.has(WRITE) || replicates)).then_some(Refusal::ScriptWrite)
 }
 
 /// A write may start: the disk is writable, past `maxmemory` (noeviction) only commands
@@ -315,8 +324,27 @@ fn act(
             Pass::Run(spec)
         }
         (Verdict::Wait, _) => Pass::Wait,
+        (Verdict::Paused(end), _) => {
+            park_paused(sh, s, end);
+            Pass::Wait
+        }
         (v, spec) => answer(sh, s, spec, args, v, out),
     }
+}
+
+/// Parks the connection until the pause ending at `end` (Unix milliseconds) is over or
+/// lifted (`pause.rs`): its command runs again from the top then.
+#[cold]
+fn park_paused(sh: &Shared, s: &mut Session, end: u64) {
+    let left = end.saturating_sub(accelkv_tree::now_ms());
+    s.block.req = Some(crate::resp::block::BlockReq {
+        keys: vec![crate::resp::pause::PAUSE_KEY.to_vec()],
+        deadline: Some(std::time::Instant::now() + std::time::Duration::from_millis(left)),
+        seen: sh.blocked().epoch(),
+        on_nokey: false,
+        takes: false,
+        behind: false,
+    });
 }
 
 /// A command the gate answers itself: refused, or queued inside MULTI.
@@ -339,7 +367,7 @@ fn answer(
         }
         Verdict::Refuse(r) => refuse(sh, s, spec, args, r, out),
         // Not reached: an unknown command is refused, and waiting is not an answer.
-        Verdict::Run | Verdict::Wait => return Pass::Wait,
+        Verdict::Run | Verdict::Wait | Verdict::Paused(_) => return Pass::Wait,
     }
     // Counted in INFO's `total_commands_processed` as a command that ran is.
     sh.metrics()

@@ -26,6 +26,7 @@ pub mod loading;
 pub mod monitor;
 pub mod notify;
 pub mod notify_class;
+pub mod pause;
 pub mod prefix;
 pub mod pubsub;
 pub mod reply;

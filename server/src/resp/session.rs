@@ -34,6 +34,8 @@ pub struct RespGlobal {
     pub latency: crate::resp::latency::Latency,
     /// Keyspace notifications' classes (notify.rs).
     pub notify: crate::resp::notify_class::Notify,
+    /// CLIENT PAUSE (pause.rs).
+    pub pause: crate::resp::pause::Pause,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory

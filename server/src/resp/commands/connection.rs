@@ -1,9 +1,10 @@
 //! RESP connection commands: what Redis clients send before their first real command
 //! (AUTH, HELLO, CLIENT, SELECT, READONLY) and PING, ECHO, QUIT, RESET.
 
+use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::reply::{parse_i64, upper, wrong_args};
-use crate::resp::session::Replies;
+use crate::resp::session::{Replies, Session};
 use accelkv_proto::resp::{self, Version};
 
 /// `AUTH [username] password`: the password checked in constant time (the user name is
@@ -83,6 +84,25 @@ pub fn reset(x: &mut Call<'_, '_>) {
     resp::simple(x.out, "RESET")
 }
 
+/// `CLIENT PAUSE timeout [WRITE|ALL]`: `timeout` milliseconds from now.
+fn pause(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
+    let all = match c.get(3).map(|m| upper(m)) {
+        None => true,
+        Some(m) if m.as_slice() == b"ALL" => true,
+        Some(m) if m.as_slice() == b"WRITE" => false,
+        Some(_) => return resp::error(out, "ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    let Some(ms) = crate::resp::reply::parse_i64(c[2]).filter(|n| *n >= 0) else {
+        return resp::error(out, "ERR timeout is not an integer or out of range");
+    };
+    let end = accelkv_tree::now_ms().saturating_add(ms as u64);
+    s.global.pause.pause(end, all);
+    sh.pause_expiry(s.global.pause.end());
+    // Those parked already look again (a longer pause parks them for longer).
+    sh.blocked().wake([crate::resp::pause::PAUSE_KEY]);
+    resp::simple(out, "OK")
+}
+
 /// CLIENT and its subcommands.
 pub fn client(x: &mut Call<'_, '_>) {
     let (sh, s, c, out) = (x.sh, &mut *x.s, x.args, &mut *x.out);
@@ -109,6 +129,13 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"SETINFO" if argc == 4 => set_info(s, c[2], c[3], out),
         b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, out),
         b"NO-EVICT" | b"TRACKING" => crate::resp::commands::introspect::client_switch(c, out),
+        b"PAUSE" if argc == 3 || argc == 4 => pause(sh, s, c, out),
+        b"UNPAUSE" if argc == 2 => {
+            s.global.pause.unpause();
+            sh.pause_expiry(0);
+            sh.blocked().wake([crate::resp::pause::PAUSE_KEY]);
+            resp::simple(out, "OK")
+        }
         b"REPLY" if argc == 3 => match upper(c[2]).as_slice() {
             b"ON" => {
                 s.replies = Replies::On;

@@ -89,9 +89,20 @@ fn keys_and_args<'a>(args: &[&'a [u8]]) -> Result<KeysArgs<'a>, &'static str> {
 }
 
 fn run(x: &mut Call<'_, '_>, (body, sha): (&[u8], &str), ro: bool) {
+    // Redis 7's shebang: `#!lua flags=no-writes,allow-oom`, the line kept out of the code.
+    let (body, ro, oom) = match crate::resp::commands::script::shebang(body) {
+        Err(e) => return resp::error(x.out, &format!("ERR {e}")),
+        Ok(None) => (body, ro, false),
+        Ok(Some((flags, at))) => {
+            let has = |f: &str| flags.iter().any(|g| g == f);
+            (&body[at..], ro || has("no-writes"), has("allow-oom"))
+        }
+    };
+    x.s.allow_oom = oom;
     run_with(x, ro, |keys, argv, deadline, scripts, exec| {
         lua::run((body, sha), (keys, argv), deadline, scripts, exec)
-    })
+    });
+    x.s.allow_oom = false;
 }
 
 /// Runs a script or function (`go`, given its keys and arguments from `x`'s `numkeys`

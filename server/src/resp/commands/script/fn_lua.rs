@@ -7,7 +7,7 @@
 use crate::resp::commands::script::lua::{
     in_state, list, with_calls, with_state, Ran, State, FN_TABLE,
 };
-use crate::resp::commands::script::Scripts;
+use crate::resp::commands::script::{Scripts, FLAGS};
 use accelkv_proto::resp::Value as Reply;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 use std::cell::RefCell;
@@ -55,15 +55,6 @@ local function running()
 end
 return env, running
 "#;
-
-/// The flags a function may declare (Redis 7's script flags).
-const FLAGS: &[&str] = &[
-    "no-writes",
-    "allow-oom",
-    "allow-stale",
-    "no-cluster",
-    "allow-cross-slot-keys",
-];
 
 /// One function a library registered.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -42,6 +42,12 @@ impl Functions {
         self.libs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether function `name` is flagged `no-writes` (CLIENT PAUSE WRITE lets it run).
+    pub fn no_writes(&self, name: &[u8]) -> bool {
+        let f = self.find(&String::from_utf8_lossy(name));
+        f.is_some_and(|(_, f)| f.flags.iter().any(|g| g == "no-writes"))
+    }
+
     /// The library holding function `name` (in any case, as Redis matches it) and the
     /// function as registered, if any.
     fn find(&self, name: &str) -> Option<(Arc<Library>, Registered)> {

@@ -55,6 +55,48 @@ impl Default for Scripts {
     }
 }
 
+/// The flags a script's shebang line gives (`#!lua flags=no-writes,allow-oom`, Redis 7's
+/// form) and where its body starts (that line's newline, so lines count as in the whole
+/// script); `None`: no shebang (Redis's compatible mode). `Err`: Redis's error text.
+pub fn shebang(body: &[u8]) -> Result<Option<(Vec<String>, usize)>, String> {
+    if !body.starts_with(b"#!") {
+        return Ok(None);
+    }
+    let end = body
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or("Invalid script shebang")?;
+    let line = String::from_utf8_lossy(&body[..end]).replace('"', "");
+    let mut parts = line.split_ascii_whitespace();
+    match parts.next() {
+        Some("#!lua") => {}
+        Some(other) => return Err(format!("Unexpected engine in script shebang: {other}")),
+        None => return Err("Invalid engine in script shebang".into()),
+    }
+    let mut flags = Vec::new();
+    for p in parts {
+        let Some(list) = p.strip_prefix("flags=") else {
+            return Err(format!("Unknown lua shebang option: {p}"));
+        };
+        for f in list.split(',').filter(|f| !f.is_empty()) {
+            if !FLAGS.contains(&f) {
+                return Err(format!("Unexpected flag in script shebang: {f}"));
+            }
+            flags.push(f.to_string());
+        }
+    }
+    Ok(Some((flags, end)))
+}
+
+/// Redis 7's script flags (a shebang's, a function's).
+pub const FLAGS: &[&str] = &[
+    "no-writes",
+    "allow-oom",
+    "allow-stale",
+    "no-cluster",
+    "allow-cross-slot-keys",
+];
+
 /// The SHA-1 of a script body, in lower-case hex (EVALSHA's name for it).
 pub fn sha1_hex(body: &[u8]) -> String {
     use sha1::{Digest, Sha1};
