@@ -921,3 +921,31 @@ fn touch_and_role_answer_as_redis_does() {
         "ROLE x",
     ]);
 }
+
+/// LOLWUT draws Schotter in Braille (as Redis 5's LOLWUT) and ends with the version line;
+/// another version answers the line alone, as Redis does for versions without art.
+#[test]
+fn lolwut_draws_and_names_the_version() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    let Value::Bulk(Some(art)) = c.str(&["LOLWUT", "20", "2", "3"]) else {
+        panic!("no art")
+    };
+    let art = String::from_utf8(art).unwrap();
+    assert!(
+        art.ends_with("Georg Nees - schotter, plotter on paper, 1968. Redis ver. 7.0.0\n"),
+        "{art}"
+    );
+    assert!(
+        art.lines().next().is_some_and(|l| l.chars().count() == 20),
+        "{art}"
+    );
+    assert_eq!(
+        c.str(&["LOLWUT", "VERSION", "6"]),
+        Value::Bulk(Some(b"Redis ver. 7.0.0\n".to_vec()))
+    );
+    assert!(err_starts(
+        &c.str(&["LOLWUT", "VERSION", "x"]),
+        "ERR value is not an integer"
+    ));
+}

@@ -86,10 +86,15 @@ pub fn call(
         .map(|m| m.iter().map(Vec::as_slice).collect());
     let args = moved_args.as_deref().unwrap_or(c);
     let probe = crate::resp::notify::before(sh, s, spec, args);
-    // A parked command woken to run again was shown when it first ran.
-    let rerun = s.block.until.is_some();
-    let shown_before = crate::resp::monitor::shown_before(spec);
-    if shown_before && !rerun {
+    // MONITOR (one load while nobody monitors): a parked command woken to run again was
+    // shown when it first ran; EVAL and its kin are shown before their scripts' commands.
+    let (shown_before, shown_after) = match s.global.pubsub.monitoring() && s.block.until.is_none()
+    {
+        false => (false, false),
+        true if crate::resp::monitor::shown_before(spec) => (true, false),
+        true => (false, true),
+    };
+    if shown_before {
         crate::resp::monitor::feed(s, spec, c);
     }
     let mut call = Call {
@@ -102,7 +107,7 @@ pub fn call(
         value,
     };
     (spec.run)(&mut call);
-    if !shown_before && !rerun && !reads.submitted() {
+    if shown_after && !reads.submitted() {
         crate::resp::monitor::feed(s, spec, c);
     }
     // A command that parks or waits for an engine's read runs again from the top: counted

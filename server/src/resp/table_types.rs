@@ -103,6 +103,7 @@ pub(crate) static DEBUGGING: &[Spec] = rows! {
     "LATENCY", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::latency::latency, "LATEST, HISTORY, RESET, GRAPH, DOCTOR, HISTOGRAM: latency events and per-command histograms.";
     "SLOWLOG", -2, ADMIN | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::slowlog::slowlog, "GET, LEN, RESET: the commands slower than slowlog-log-slower-than.";
     "MONITOR", 1, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::monitor::monitor, "Streams every command the server runs.";
+    "LOLWUT", -1, READONLY | FAST, (0, 0, 0), "server", crate::resp::commands::lolwut::lolwut, "Georg Nees's Schotter, drawn in Braille, and the server's version.";
     "DEBUG", -2, ADMIN | NOSCRIPT | LOADING | STALE, (0, 0, 0), "server", crate::resp::commands::debug::debug, "SLEEP, SET-ACTIVE-EXPIRE, POPULATE, OBJECT.";
 };
 
