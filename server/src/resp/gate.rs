@@ -213,7 +213,7 @@ fn after_route(
         return Verdict::Refuse(Refusal::PubSubContext);
     }
     if from == From::Client {
-        if let Some(end) = s.global.pause.holds(s, spec, args) {
+        if let Some(end) = crate::resp::pause_rules::holds(s, spec, args) {
             return Verdict::Paused(end);
         }
     }

@@ -27,6 +27,7 @@ pub mod monitor;
 pub mod notify;
 pub mod notify_class;
 pub mod pause;
+pub mod pause_rules;
 pub mod prefix;
 pub mod pubsub;
 pub mod reply;

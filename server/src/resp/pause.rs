@@ -1,24 +1,18 @@
 //! CLIENT PAUSE and UNPAUSE, as Redis 7 has them: until a time, clients' commands wait
-//! (`ALL`), or only those that write or would be replicated (`WRITE`: writes, EXEC of a
-//! transaction holding one, EVAL, EVALSHA and FCALL, PUBLISH, SPUBLISH, PFCOUNT). A paused
-//! command is parked as a blocking command is (core/blocked.rs, on a key of its own, until
-//! the pause's end) and runs from the top when woken: by UNPAUSE, or at the end, when the
-//! gate looks again (a longer pause given meanwhile parks it again). Paused connections
-//! count as blocked clients, as in Redis; a command that is refused (arity, syntax) is
-//! answered at once. Only RESP clients pause (memcached and the binary protocol do not).
-//! Cost while no pause is set: one relaxed load per command.
+//! (`ALL`), or only those that write or would be replicated (`WRITE`; which ones is
+//! `pause_rules.rs`). A paused command is parked as a blocking command is
+//! (core/blocked.rs, on a key of its own, until the pause's end) and runs from the top
+//! when woken: by UNPAUSE, or at the end, when the gate looks again (a longer pause given
+//! meanwhile parks it again). Paused connections count as blocked clients, as in Redis; a
+//! command that is refused (arity, syntax) is answered at once. Only RESP clients pause
+//! (memcached and the binary protocol do not). Cost while no pause is set: one relaxed
+//! load per command.
 
-use crate::resp::call::flag::WRITE;
-use crate::resp::call::Spec;
-use crate::resp::session::Session;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The key paused connections park on (in the collections' reserved range, which no
 /// client's key reaches).
 pub const PAUSE_KEY: &[u8] = b"\xFF\xFF\x00\x00pause";
-
-/// The commands that do not write but would be replicated (Redis's `may-replicate`).
-const MAY_REPLICATE: &[&str] = &["EVAL", "EVALSHA", "FCALL", "PUBLISH", "SPUBLISH", "PFCOUNT"];
 
 /// The server's pause: its end (Unix milliseconds; 0: none) and whether it holds every
 /// command.
@@ -54,8 +48,9 @@ impl Pause {
         self.all.store(false, Ordering::Release);
     }
 
-    /// When the pause holding command `spec` of `s` ends (Unix milliseconds), if one does.
-    pub fn holds(&self, s: &Session, spec: &Spec, args: &[&[u8]]) -> Option<u64> {
+    /// The pause now, if one is set and not over: its end (Unix milliseconds) and whether
+    /// it holds every command (`pause_rules.rs` decides which commands it holds).
+    pub fn active(&self) -> Option<(u64, bool)> {
         let end = self.end.load(Ordering::Acquire);
         if end == 0 {
             return None;
@@ -67,51 +62,8 @@ impl Pause {
                 .compare_exchange(end, 0, Ordering::AcqRel, Ordering::Relaxed);
             return None;
         }
-        (self.all.load(Ordering::Acquire) || replicates(s, spec, args)).then_some(end)
+        Some((end, self.all.load(Ordering::Acquire)))
     }
-}
-
-/// Whether command `args` (`spec`) writes or would be replicated: EXEC when its
-/// transaction holds such a command; a script unless its shebang says `no-writes`.
-fn replicates(s: &Session, spec: &Spec, args: &[&[u8]]) -> bool {
-    let one = |spec: &Spec, args: &[&[u8]]| {
-        if spec.has(WRITE) {
-            return true;
-        }
-        match spec.name {
-            "EVAL" | "EVALSHA" => !no_writes(s, spec, args),
-            "FCALL" => !args
-                .get(1)
-                .is_some_and(|f| s.global.scripts.functions.no_writes(f)),
-            n => MAY_REPLICATE.contains(&n),
-        }
-    };
-    if spec.name == "EXEC" {
-        return s.tx.queued.iter().flatten().any(|c| {
-            let a: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
-            a.first()
-                .and_then(|n| crate::resp::table::find(n))
-                .is_some_and(|sp| one(sp, &a))
-        });
-    }
-    one(spec, args)
-}
-
-/// Whether the script EVAL or EVALSHA runs declares `no-writes` in its shebang.
-fn no_writes(s: &Session, spec: &Spec, args: &[&[u8]]) -> bool {
-    let Some(arg) = args.get(1) else {
-        return false;
-    };
-    let body = match spec.name {
-        "EVAL" => Some(std::sync::Arc::new(arg.to_vec())),
-        _ => {
-            let sha = String::from_utf8_lossy(arg).to_ascii_lowercase();
-            let bodies = s.global.scripts.bodies.lock();
-            bodies.ok().and_then(|b| b.get(&sha).cloned())
-        }
-    };
-    let flags = body.and_then(|b| crate::resp::commands::script::shebang(&b).ok().flatten());
-    flags.is_some_and(|(f, _)| f.iter().any(|g| g == "no-writes"))
 }
 
 #[cfg(test)]
