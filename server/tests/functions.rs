@@ -2,7 +2,8 @@
 //! FCALL_RO) against a real `redis-server`: a script of loads, calls and errors compared
 //! reply for reply; a library dumped by Redis restored here and the reverse; functions
 //! called from every event loop (each loads the library into its own Lua state) and a
-//! library replaced while they run; a function's commands shown by MONITOR.
+//! library replaced while they run; a function's commands shown by MONITOR; libraries
+//! back after a kill -9 of a durable server, and after FLUSHALL.
 
 mod common;
 
@@ -193,4 +194,60 @@ fn every_loop_loads_the_library_and_sees_it_replaced() {
         "{lines:?}"
     );
     assert!(lines[1].contains(" lua] \"incr\" \"m\""), "{lines:?}");
+}
+
+/// Libraries are durable as keys are: a server killed with SIGKILL has them back (FCALL
+/// works before any other function command), FLUSHALL leaves them (as in Redis), and
+/// DELETE and FLUSH are durable too.
+#[test]
+fn libraries_survive_a_kill_and_flushall() {
+    let dir = std::env::temp_dir().join(format!("accelkv-functions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    {
+        let srv = Server::start(&["--data-dir", d]);
+        let mut c = RespConn::new(&srv);
+        assert_eq!(c.str(&["FUNCTION", "LOAD", LIB]), common::bulk("mylib"));
+        c.str(&[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=gone\nredis.register_function('g', function() return 1 end)",
+        ]);
+        c.str(&["FUNCTION", "DELETE", "gone"]);
+        c.str(&["FCALL", "myset", "1", "k", "v"]);
+    } // dropped: killed with SIGKILL
+    {
+        let srv = Server::start(&["--data-dir", d]);
+        let mut c = RespConn::new(&srv);
+        assert_eq!(c.str(&["FCALL", "myget", "1", "k"]), common::bulk("v"));
+        let r = c.str(&["FCALL", "g", "0"]);
+        assert!(
+            matches!(&r, Value::Error(e) if e == "ERR Function not found"),
+            "{r:?}"
+        );
+        assert_eq!(c.str(&["FLUSHALL"]), Value::Simple("OK".into()));
+        assert_eq!(c.str(&["GET", "k"]), Value::Bulk(None));
+        assert_eq!(
+            c.str(&["DBSIZE"]),
+            Value::Integer(0),
+            "the libraries' record is no key"
+        );
+    }
+    {
+        // FLUSHALL as the first command after a start keeps them too.
+        let srv = Server::start(&["--data-dir", d]);
+        let mut c = RespConn::new(&srv);
+        assert_eq!(c.str(&["FLUSHALL"]), Value::Simple("OK".into()));
+        assert_eq!(
+            c.str(&["FCALL", "myset", "1", "k", "w"]),
+            Value::Simple("OK".into())
+        );
+        assert_eq!(c.str(&["FUNCTION", "FLUSH"]), Value::Simple("OK".into()));
+    }
+    let srv = Server::start(&["--data-dir", d]);
+    let mut c = RespConn::new(&srv);
+    assert_eq!(c.str(&["FUNCTION", "LIST"]), Value::Array(Some(vec![])));
+    assert_eq!(c.str(&["GET", "k"]), common::bulk("w"));
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,10 +14,19 @@ pub fn flushall(x: &mut Call<'_, '_>) {
         return resp::error(x.out, "ERR syntax error");
     }
     let (sh, dbs) = (x.sh, &x.s.global.dbs);
+    // Functions outlive FLUSHALL, as in Redis: read before the store is cleared, written
+    // again after.
+    let scripts = x.s.global.scripts.clone();
+    crate::resp::commands::script::functions::ensure_loaded(sh, &scripts);
     match dbs.cleared(|| sh.writes().clear()) {
         Ok(v) => {
             x.s.refresh_db(sh);
             x.s.unreleased = x.s.unreleased.max(v);
+            if scripts.functions.any() {
+                if let Err(e) = crate::resp::commands::script::functions::persist(sh, x.s) {
+                    return resp::error(x.out, &e);
+                }
+            }
             // Parked XREADGROUPs answer NOGROUP, the other blocked commands park again.
             if sh.blocked().waiting() > 0 {
                 sh.blocked().wake_all();

@@ -7,18 +7,27 @@
 //! its commands through the dispatcher inside one transaction, stopped by the time limit
 //! or FUNCTION KILL. FUNCTION LOAD checks the code by loading it on the calling thread.
 //!
-//! Kept in memory, as SCRIPT LOAD's scripts are: a restart starts without libraries (Redis
-//! keeps them in its RDB and AOF); FUNCTION DUMP and RESTORE move them, in Redis's payload.
+//! Durable as the keys are: after every change the libraries are written as one FUNCTION
+//! DUMP payload under a reserved key ([`FN_KEY`], through the one write door, the reply
+//! waiting for it as a write's does), read back at the first function command after a
+//! start, and written again after FLUSHALL, which leaves functions alone as in Redis.
+//! (Cluster mode keeps them per node and in memory.) FUNCTION DUMP and RESTORE move them to
+//! and from Redis in its payload.
 
+use crate::core::ops::Write;
+use crate::core::shared::Shared;
+use crate::core::station::Op;
 use crate::resp::call::Call;
 use crate::resp::commands::glob;
 use crate::resp::commands::script::eval::run_with;
 use crate::resp::commands::script::fn_lua::{self, valid_name, Registered};
 use crate::resp::commands::script::Scripts;
 use crate::resp::reply::{help, subcommand_ok};
+use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One library: its name, whole code, where its body starts, its functions, its version.
@@ -30,16 +39,29 @@ pub struct Library {
     pub version: u64,
 }
 
+/// Where the libraries are stored: in the collections' reserved range with a key length of
+/// 0, as the database table is (no client's key reaches it; the subkeys' reclaim skips it).
+pub const FN_KEY: &[u8] = b"\xFF\xFF\x00\x00functions";
+
 /// The server's libraries, by name.
 #[derive(Default)]
 pub struct Functions {
     libs: Mutex<BTreeMap<String, Arc<Library>>>,
     versions: AtomicU64,
+    /// The stored libraries were read (at the first function command since start).
+    loaded: AtomicBool,
+    /// Serialises the first read and the writes of the stored libraries.
+    store: Mutex<()>,
 }
 
 impl Functions {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Library>>> {
         self.libs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether any library is loaded.
+    pub fn any(&self) -> bool {
+        !self.lock().is_empty()
     }
 
     /// Whether function `name` is flagged `no-writes` (CLIENT PAUSE WRITE lets it run).
@@ -115,12 +137,67 @@ const HELP: &[&str] = &[
     "      in case of functions name collision with another library).",
 ];
 
+/// Reads the stored libraries, the first time a function command runs since start (a
+/// library that no longer loads is left out, its error logged).
+pub(crate) fn ensure_loaded(sh: &Shared, scripts: &Arc<Scripts>) {
+    let f = &scripts.functions;
+    if f.loaded.load(Ordering::Acquire) {
+        return;
+    }
+    let _g = f.store.lock().unwrap_or_else(|e| e.into_inner());
+    if f.loaded.load(Ordering::Acquire) {
+        return;
+    }
+    if let Ok(Some(payload)) = sh.view().get(FN_KEY) {
+        match accelkv_proto::rdb::restore_functions(&payload) {
+            Ok(codes) => {
+                for code in codes {
+                    if let Err(e) = add(scripts, &code, true) {
+                        tracing::warn!("a stored function library does not load: {e}");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("the stored function libraries are damaged: {e:?}"),
+        }
+    }
+    f.loaded.store(true, Ordering::Release);
+}
+
+/// Writes the libraries as they are now under [`FN_KEY`] (none: removes it); the caller's
+/// reply waits for the write as a write command's does.
+pub fn persist(sh: &Shared, s: &mut Session) -> Result<(), String> {
+    if sh.router().is_some() {
+        return Ok(()); // cluster mode: per node, in memory
+    }
+    let scripts = s.global.scripts.clone();
+    let f = &scripts.functions;
+    let _g = f.store.lock().unwrap_or_else(|e| e.into_inner());
+    let libs: Vec<Arc<Library>> = f.lock().values().cloned().collect();
+    let write = match libs.is_empty() {
+        true => Write::Delete,
+        false => {
+            let codes: Vec<&[u8]> = libs.iter().map(|l| l.code.as_slice()).collect();
+            Write::Put(Cow::Owned(accelkv_proto::rdb::dump_functions(&codes)))
+        }
+    };
+    let d = sh.writes().run_one(Op::new(FN_KEY, write));
+    d.outcome.map_err(|e| format!("ERR {e}"))?;
+    s.unreleased = s.unreleased.max(d.version);
+    s.wrote = true;
+    Ok(())
+}
+
 /// `FUNCTION <subcommand> ...`.
 pub fn function(x: &mut Call<'_, '_>) {
     if !subcommand_ok(x.out, "FUNCTION", SUBS, x.args) {
         return;
     }
     let scripts = x.s.global.scripts.clone();
+    ensure_loaded(x.sh, &scripts);
+    let changes = [&b"LOAD"[..], b"DELETE", b"FLUSH", b"RESTORE"]
+        .iter()
+        .any(|c| x.args[1].eq_ignore_ascii_case(c));
+    let mark = x.out.len();
     let (a, out) = (x.args, &mut *x.out);
     // LOAD and RESTORE add memory: refused past maxmemory, as Redis's `denyoom` refuses.
     let adds = a[1].eq_ignore_ascii_case(b"LOAD") || a[1].eq_ignore_ascii_case(b"RESTORE");
@@ -148,7 +225,13 @@ pub fn function(x: &mut Call<'_, '_>) {
         }
     };
     if let Err(e) = r {
-        resp::error(x.out, &e)
+        return resp::error(x.out, &e);
+    }
+    if changes && x.sh.router().is_none() {
+        if let Err(e) = persist(x.sh, x.s) {
+            x.out.truncate(mark);
+            resp::error(x.out, &e)
+        }
     }
 }
 
@@ -414,6 +497,7 @@ fn call(x: &mut Call<'_, '_>, ro: bool) {
     if crate::resp::reply::parse_i64(x.args[2]).is_none() {
         return resp::error(x.out, "ERR Bad number of keys provided");
     }
+    ensure_loaded(x.sh, &x.s.global.scripts.clone());
     let asked = String::from_utf8_lossy(x.args[1]);
     let Some((lib, f)) = x.s.global.scripts.functions.find(&asked) else {
         return resp::error(x.out, "ERR Function not found");
