@@ -6,18 +6,8 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{strings, RespConn, Server};
+use common::{info_field, strings, RespConn, Server};
 use std::time::{Duration, Instant};
-
-fn info_field(c: &mut RespConn, section: &str, field: &str) -> String {
-    let Value::Bulk(Some(b)) = c.str(&["INFO", section]) else {
-        panic!("INFO")
-    };
-    let text = String::from_utf8(b).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
-        .unwrap_or_else(|| panic!("{field} not in {text}"))
-}
 
 #[test]
 fn populate_writes_absent_keys_in_the_selected_database() {

@@ -8,21 +8,11 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{bulk, wait_blocked, RespConn, Server};
+use common::{bulk, info_field, wait_blocked, RespConn, Server};
 use std::time::{Duration, Instant};
 
 fn ok() -> Value {
     Value::Simple("OK".into())
-}
-
-fn info_field(c: &mut RespConn, section: &str, field: &str) -> String {
-    let Value::Bulk(Some(b)) = c.str(&["INFO", section]) else {
-        panic!("no INFO")
-    };
-    let text = String::from_utf8(b).unwrap();
-    let line = text.lines().find(|l| l.starts_with(&format!("{field}:")));
-    line.map(|l| l[field.len() + 1..].to_string())
-        .unwrap_or_default()
 }
 
 #[test]

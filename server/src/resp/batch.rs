@@ -16,7 +16,6 @@ use crate::resp::call::Spec;
 use crate::resp::dispatch;
 use crate::resp::door::get_reply;
 use crate::resp::gate::{self, From, Pass};
-use crate::resp::session::Replies;
 use crate::resp::session::Session;
 use crate::resp::table::find;
 use accelkv_engine::ReadRef;
@@ -179,18 +178,13 @@ fn run_decoded(
         let spec = match gate::check(sh, s, find(args[0]), &args, From::Client, out) {
             Pass::Wait => return i,
             Pass::Answered => {
-                s.replies.after(out, mark, None);
+                s.replies.after(out, mark, false);
                 i += 1;
                 continue;
             }
             Pass::Run(spec) => spec,
         };
-        // While keyspace notifications are on, replies are not all sent (CLIENT REPLY) or
-        // a connection monitors, each command runs on its own (notify.rs, monitor.rs).
-        let quiet = s.global.notify.flags() == 0
-            && s.replies == Replies::On
-            && !s.global.pubsub.monitoring();
-        if quiet && is_read(spec, &args) && s.may_batch_reads() {
+        if is_read(spec, &args) && s.may_batch_reads() {
             match get_run((sh, s), spec, buf, reads, sc, i, out) {
                 Some(end) => {
                     count_run(s, buf, sc, (i, end));
@@ -200,7 +194,7 @@ fn run_decoded(
             }
             continue;
         }
-        if quiet && is_plain_set(spec, &args) && s.db == 0 && sh.router().is_none() {
+        if is_plain_set(spec, &args) && s.db == 0 && sh.router().is_none() && s.may_batch_sets() {
             match set_run((sh, s), spec, buf, reads, sc, i, out) {
                 Ok(Some(end)) => {
                     count_run(s, buf, sc, (i, end));
@@ -214,7 +208,7 @@ fn run_decoded(
         if !dispatch_one(sh, s, spec, &args, None, reads, out) {
             return i;
         }
-        s.replies.after(out, mark, Some(spec.name));
+        s.replies.after(out, mark, spec.subscribes());
         i += 1;
     }
     i

@@ -154,6 +154,31 @@ impl Spec {
         self.flags & f == f
     }
 
+    /// Whether it runs a script or function (EVAL, EVALSHA, FCALL and their `_RO` forms),
+    /// whose keys follow `numkeys` and whose own commands do the work.
+    pub fn runs_script(&self) -> bool {
+        self.name.starts_with("EVAL") || self.name.starts_with("FCALL")
+    }
+
+    /// Whether it writes nothing but would be replicated (Redis's `may-replicate`): a
+    /// read-only script may not run it, and CLIENT PAUSE WRITE holds it.
+    pub fn may_replicate(&self) -> bool {
+        matches!(self.name, "PUBLISH" | "SPUBLISH" | "PFCOUNT")
+    }
+
+    /// Whether it starts or ends a subscription (its replies are pub/sub's pushes).
+    pub fn subscribes(&self) -> bool {
+        matches!(
+            self.name,
+            "SUBSCRIBE"
+                | "PSUBSCRIBE"
+                | "SSUBSCRIBE"
+                | "UNSUBSCRIBE"
+                | "PUNSUBSCRIBE"
+                | "SUNSUBSCRIBE"
+        )
+    }
+
     /// Its flags' names, as COMMAND INFO lists them.
     pub fn flag_names(&self) -> impl Iterator<Item = &'static str> + '_ {
         flag::NAMES

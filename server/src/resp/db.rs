@@ -25,7 +25,7 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             after_count(1)
         }
         "BLMPOP" | "BZMPOP" => after_count(2),
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => after_count(2),
+        _ if spec.runs_script() => after_count(2),
         "XREAD" | "XREADGROUP" => {
             // The first half of what follows STREAMS.
             let at = (1..args.len()).find(|&i| args[i].eq_ignore_ascii_case(b"STREAMS"));
@@ -74,7 +74,7 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
 /// `args` with their keys in database `db` (`None`: nothing to change: database 0, a
 /// command without keys, or a script, whose keys its own commands will name).
 pub fn rewrite(db: u16, spec: &Spec, args: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
-    if db == 0 || spec.name.starts_with("EVAL") || spec.name.starts_with("FCALL") {
+    if db == 0 || spec.runs_script() {
         return None;
     }
     let at = key_positions(spec, args);

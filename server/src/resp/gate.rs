@@ -239,8 +239,7 @@ fn script_refusal(spec: &Spec, args: &[&[u8]], ro: bool) -> Option<Refusal> {
         return Some(Refusal::ScriptBlock);
     }
     // Commands that would be replicated are writes to a read-only script, as in Redis.
-    let replicates = matches!(spec.name, "PUBLISH" | "SPUBLISH" | "PFCOUNT");
-    (ro && (spec.has(WRITE) || replicates)).then_some(Refusal::ScriptWrite)
+    (ro && (spec.has(WRITE) || spec.may_replicate())).then_some(Refusal::ScriptWrite)
 }
 
 /// A write may start: the disk is writable, past `maxmemory` (noeviction) only commands
@@ -286,18 +285,7 @@ fn full_name(args: &[&[u8]]) -> String {
 
 /// What a RESP2 connection with a subscription may run.
 fn in_pubsub_context(spec: &Spec) -> bool {
-    matches!(
-        spec.name,
-        "SUBSCRIBE"
-            | "PSUBSCRIBE"
-            | "SSUBSCRIBE"
-            | "UNSUBSCRIBE"
-            | "PUNSUBSCRIBE"
-            | "SUNSUBSCRIBE"
-            | "PING"
-            | "QUIT"
-            | "RESET"
-    )
+    spec.subscribes() || matches!(spec.name, "PING" | "QUIT" | "RESET")
 }
 
 fn runs_in_multi(spec: &Spec) -> bool {

@@ -17,16 +17,6 @@ use crate::resp::session::Session;
 use accelkv_proto::resp;
 use std::io::Write;
 
-/// The commands that show themselves before they run (their scripts' commands follow).
-const BEFORE: &[&str] = &[
-    "EVAL",
-    "EVALSHA",
-    "EVAL_RO",
-    "EVALSHA_RO",
-    "FCALL",
-    "FCALL_RO",
-];
-
 /// `MONITOR`: OK, then every command's line.
 pub fn monitor(x: &mut Call<'_, '_>) {
     match crate::resp::commands::pubsub::subscriptions(x.s) {
@@ -38,9 +28,10 @@ pub fn monitor(x: &mut Call<'_, '_>) {
     }
 }
 
-/// Whether `spec`'s line is fed before it runs ([`BEFORE`]) rather than after.
+/// Whether `spec`'s line is fed before it runs (a script's, before its commands') rather
+/// than after.
 pub fn shown_before(spec: &Spec) -> bool {
-    BEFORE.contains(&spec.name)
+    spec.runs_script()
 }
 
 /// Feeds the monitors the line of command `args` (`spec`) that `s` runs, if anyone

@@ -44,29 +44,6 @@ pub fn changed(s: &mut Session, class: u32, name: &'static str, key: &[u8], empt
     }
 }
 
-/// A store command's result at `key` (SINTERSTORE, ZUNIONSTORE, SORT … STORE…): `name`
-/// when it holds something, else `del` when it removed what was there (`existed`).
-pub fn stored(
-    s: &mut Session,
-    class: u32,
-    name: &'static str,
-    key: &[u8],
-    len: u64,
-    existed: bool,
-) {
-    if len > 0 {
-        event(s, class, name, key);
-    } else if existed {
-        event(s, GENERIC, "del", key);
-    }
-}
-
-/// Whether a store command's events of `class` are wanted: it looks whether its
-/// destination existed only then.
-pub fn wants_store(s: &Session, class: u32) -> bool {
-    s.global.notify.wants(class | GENERIC)
-}
-
 /// Whether events of `class` are wanted now.
 pub fn wants(s: &Session, class: u32) -> bool {
     s.global.notify.wants(class)
@@ -125,7 +102,7 @@ pub fn before(sh: &Shared, s: &mut Session, spec: &Spec, args: &[&[u8]]) -> Opti
         return None;
     }
     // A script's or function's own commands announce what they do.
-    if spec.name.starts_with("EVAL") || spec.name.starts_with("FCALL") {
+    if spec.runs_script() {
         return None;
     }
     let absent = key_positions(spec, args)

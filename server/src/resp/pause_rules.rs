@@ -8,9 +8,6 @@ use crate::resp::call::flag::WRITE;
 use crate::resp::call::Spec;
 use crate::resp::session::Session;
 
-/// The commands that do not write but would be replicated.
-const MAY_REPLICATE: &[&str] = &["PUBLISH", "SPUBLISH", "PFCOUNT"];
-
 /// When the pause holding command `args` (`spec`) of `s` ends (Unix milliseconds), if one
 /// does. One relaxed load while no pause is set.
 pub fn holds(s: &Session, spec: &Spec, args: &[&[u8]]) -> Option<u64> {
@@ -41,7 +38,7 @@ fn one(s: &Session, spec: &Spec, args: &[&[u8]]) -> bool {
         "FCALL" => !args
             .get(1)
             .is_some_and(|f| s.global.scripts.functions.no_writes(f)),
-        n => MAY_REPLICATE.contains(&n),
+        _ => spec.may_replicate(),
     }
 }
 

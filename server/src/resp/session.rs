@@ -79,28 +79,17 @@ pub enum Replies {
 }
 
 impl Replies {
-    /// After a client's command (`name`, if it passed the gate) ran: its reply (from
-    /// `mark` in `out`) dropped if it is not sent. Pub/sub's confirmations are sent
-    /// whatever this says, as Redis sends them (pushes, in either protocol).
-    pub fn after(&mut self, out: &mut Vec<u8>, mark: usize, name: Option<&str>) {
+    /// After a client's command ran: its reply (from `mark` in `out`) dropped if it is not
+    /// sent. `subscribes`: it was a (un)subscription, whose confirmations are sent whatever
+    /// this says, as Redis sends them (pushes, in either protocol).
+    pub fn after(&mut self, out: &mut Vec<u8>, mark: usize, subscribes: bool) {
         match *self {
             Replies::On => return,
             Replies::Off => {}
             Replies::Skip => *self = Replies::SkipThis,
             Replies::SkipThis => *self = Replies::On,
         }
-        let pushes = matches!(
-            name,
-            Some(
-                "SUBSCRIBE"
-                    | "PSUBSCRIBE"
-                    | "SSUBSCRIBE"
-                    | "UNSUBSCRIBE"
-                    | "PUNSUBSCRIBE"
-                    | "SUNSUBSCRIBE"
-            )
-        );
-        if !pushes {
+        if !subscribes {
             out.truncate(mark);
         }
     }
@@ -297,9 +286,21 @@ impl Session {
         self.db == 0
             && self.db_epoch != 0
             && self.db_epoch == self.global.dbs.epoch()
-            && self.replies == Replies::On
+            && self.batches_plainly()
             && self.global.notify.flags() & crate::resp::notify_class::KEY_MISS == 0
-            && !self.global.pubsub.monitoring()
+    }
+
+    /// Whether a run of plain SETs may run as one batch (`batch.rs`): not while any
+    /// keyspace event is announced, nor where [`Session::may_batch_reads`] says no batch
+    /// runs.
+    pub fn may_batch_sets(&self) -> bool {
+        self.batches_plainly() && self.global.notify.flags() == 0
+    }
+
+    /// Every reply is sent and nobody monitors: a batch's commands need not be seen one
+    /// by one.
+    fn batches_plainly(&self) -> bool {
+        self.replies == Replies::On && !self.global.pubsub.monitoring()
     }
 }
 

@@ -119,7 +119,7 @@ fn run(
     let mark = out.len();
     let ran = run_whole(sh, s, p, reads, out);
     if ran {
-        s.replies.after(out, mark, None);
+        s.replies.after(out, mark, false);
     }
     ran
 }

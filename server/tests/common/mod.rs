@@ -247,6 +247,18 @@ pub fn wait_blocked(c: &mut RespConn, n: usize) {
     }
 }
 
+/// Field `field` of INFO's `section`, as text (panics when INFO has no such field).
+#[allow(dead_code)]
+pub fn info_field(c: &mut RespConn, section: &str, field: &str) -> String {
+    let Value::Bulk(Some(b)) = c.str(&["INFO", section]) else {
+        panic!("INFO")
+    };
+    let text = String::from_utf8(b).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+        .unwrap_or_else(|| panic!("{field} not in {text}"))
+}
+
 /// The bulk strings of an array reply, as text (panics on anything else).
 pub fn strings(v: Value) -> Vec<String> {
     let Value::Array(Some(items)) = v else {

@@ -10,7 +10,7 @@ use super::{coord_reply, distance_reply, lon_lat, unit};
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
-use crate::resp::commands::types::access::{Fail, Src};
+use crate::resp::commands::types::access::{store_announced, Fail, Src};
 use crate::resp::commands::types::encoding::{decode_score, scores_range, Meta};
 use crate::resp::commands::types::run::{float_arg, int_arg, read, write};
 use crate::resp::commands::types::zset::{score_of, store, Z};
@@ -368,13 +368,13 @@ fn search(
         .into_iter()
         .map(|p| (p.member, if q.store_dist { p.dist } else { p.score }))
         .collect();
-    let existed = notify::wants_store(s, notify::ZSET) && src.item(sh, s, dest)?.is_some();
-    let n = store(sh, s, dest, &items)?;
     let name = match cmd {
         Cmd::SearchStore => "geosearchstore",
         _ => "georadiusstore",
     };
-    notify::stored(s, notify::ZSET, name, dest, n, existed);
+    store_announced((sh, s, src), (notify::ZSET, name, dest), |sh, s| {
+        store(sh, s, dest, &items)
+    })?;
     Ok(Found::Stored(items.len()))
 }
 

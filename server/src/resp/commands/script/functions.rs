@@ -241,12 +241,10 @@ fn metadata(code: &[u8]) -> Result<(String, usize), String> {
     if !text.starts_with("#!") {
         return Err("ERR Missing library metadata".into());
     }
-    let Some(end) = code.iter().position(|&b| b == b'\n') else {
+    let Some((words, end)) = crate::resp::commands::script::shebang_words(code) else {
         return Err("ERR Invalid library metadata".into());
     };
-    // Split as Redis's `sdssplitargs` splits it: words, quotes taken out of them.
-    let line = String::from_utf8_lossy(&code[..end]).replace('"', "");
-    let mut parts = line.split_ascii_whitespace();
+    let mut parts = words.iter().map(String::as_str);
     let engine = parts.next().unwrap_or_default().trim_start_matches("#!");
     let mut name = None;
     for p in parts {

@@ -62,12 +62,8 @@ pub fn shebang(body: &[u8]) -> Result<Option<(Vec<String>, usize)>, String> {
     if !body.starts_with(b"#!") {
         return Ok(None);
     }
-    let end = body
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or("Invalid script shebang")?;
-    let line = String::from_utf8_lossy(&body[..end]).replace('"', "");
-    let mut parts = line.split_ascii_whitespace();
+    let (words, end) = shebang_words(body).ok_or("Invalid script shebang")?;
+    let mut parts = words.iter().map(String::as_str);
     match parts.next() {
         Some("#!lua") => {}
         Some(other) => return Err(format!("Unexpected engine in script shebang: {other}")),
@@ -86,6 +82,18 @@ pub fn shebang(body: &[u8]) -> Result<Option<(Vec<String>, usize)>, String> {
         }
     }
     Ok(Some((flags, end)))
+}
+
+/// The words of `code`'s first line, split as Redis's `sdssplitargs` splits it (quotes
+/// taken out), and where the line ends (its newline); `None` without a newline. A
+/// script's shebang and a library's metadata line are read from it.
+pub fn shebang_words(code: &[u8]) -> Option<(Vec<String>, usize)> {
+    let end = code.iter().position(|&b| b == b'\n')?;
+    let line = String::from_utf8_lossy(&code[..end]).replace('"', "");
+    Some((
+        line.split_ascii_whitespace().map(str::to_string).collect(),
+        end,
+    ))
 }
 
 /// Redis 7's script flags (a shebang's, a function's).

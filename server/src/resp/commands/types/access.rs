@@ -14,6 +14,7 @@ use crate::core::shared::Shared;
 use crate::core::station::{Done, Op};
 use crate::resp::commands::types::encoding::{self, Kind, Meta, NotMeta, SUBKEY_OVERHEAD};
 use crate::resp::commands::types::packed::{self, Pack, Packs};
+use crate::resp::notify;
 use crate::resp::reply::err_store;
 use crate::resp::session::Session;
 use crate::resp::write_door::run_op;
@@ -465,6 +466,25 @@ pub(crate) fn put_string(
         ttl: crate::core::ops::Ttl::Keep,
     };
     done(run_op(sh, s, Op::new(key, w)))
+}
+
+/// A store command's write (SINTERSTORE, ZUNIONSTORE, SORT … STORE, GEOSEARCHSTORE…):
+/// `store` replaces what `dst` holds and answers the new size; announced as Redis does,
+/// `name` of `class` when `dst` holds something, else `del` when it removed what was there
+/// (whether it existed is looked at only while such events are wanted).
+pub(crate) fn store_announced(
+    (sh, s, src): (&Shared, &mut Session, &Src<'_>),
+    (class, name, dst): (u32, &'static str, &[u8]),
+    store: impl FnOnce(&Shared, &mut Session) -> Result<u64, Fail>,
+) -> Result<u64, Fail> {
+    let existed = notify::wants(s, class | notify::GENERIC) && src.item(sh, s, dst)?.is_some();
+    let n = store(sh, s)?;
+    if n > 0 {
+        notify::event(s, class, name, dst);
+    } else if existed {
+        notify::event(s, notify::GENERIC, "del", dst);
+    }
+    Ok(n)
 }
 
 /// Writes a collection's metadata, keeping the key's deadline; an empty collection removes

@@ -4,7 +4,9 @@
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
-use crate::resp::commands::types::access::{fail, put, remove, set_meta, Fail, Src};
+use crate::resp::commands::types::access::{
+    fail, put, remove, set_meta, store_announced, Fail, Src,
+};
 use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::packed::create;
@@ -12,7 +14,7 @@ use crate::resp::commands::types::run::{
     check, int_arg, intercard_args, read, scan_opts, write, write_key,
 };
 use crate::resp::commands::types::sample::sample;
-use crate::resp::notify::{changed, event, stored, wants_store, SET};
+use crate::resp::notify::{changed, event, SET};
 use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 use std::collections::BTreeSet;
@@ -318,15 +320,14 @@ fn combined_store(x: &mut Call<'_, '_>, op: Op) {
             for m in &all {
                 crate::resp::commands::types::access::check_field(sh, dst, m)?;
             }
-            let existed = wants_store(s, SET) && src.item(sh, s, dst)?.is_some();
-            let n = store(sh, s, dst, &all)?;
             let name = match op {
                 Op::Inter => "sinterstore",
                 Op::Union => "sunionstore",
                 Op::Diff => "sdiffstore",
             };
-            stored(s, SET, name, dst, n, existed);
-            Ok(n)
+            store_announced((sh, s, src), (SET, name, dst), |sh, s| {
+                store(sh, s, dst, &all)
+            })
         },
         |out, n, _| resp::integer(out, n as i64),
     )

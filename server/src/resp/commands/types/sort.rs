@@ -8,7 +8,7 @@
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
-use crate::resp::commands::types::access::{fail, Fail, Src};
+use crate::resp::commands::types::access::{fail, store_announced, Fail, Src};
 use crate::resp::commands::types::encoding::{field_key, Kind};
 use crate::resp::commands::types::run::{int_arg, read, write};
 use crate::resp::notify;
@@ -235,11 +235,10 @@ fn run(x: &mut Call<'_, '_>, ro: bool) {
                     .into_iter()
                     .map(Option::unwrap_or_default)
                     .collect();
-                let existed =
-                    notify::wants_store(s, notify::LIST) && src.item(sh, s, dst)?.is_some();
-                let n = crate::resp::commands::types::list::store(sh, s, dst, &items)?;
-                notify::stored(s, notify::LIST, "sortstore", dst, n, existed);
-                Ok(n)
+                let store = crate::resp::commands::types::list::store;
+                store_announced((sh, s, src), (notify::LIST, "sortstore", dst), |sh, s| {
+                    store(sh, s, dst, &items)
+                })
             },
             |out, n, _| resp::integer(out, n as i64),
         ),

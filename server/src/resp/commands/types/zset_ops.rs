@@ -5,14 +5,14 @@
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
-use crate::resp::commands::types::access::{fail, Fail, Src};
+use crate::resp::commands::types::access::{fail, store_announced, Fail, Src};
 use crate::resp::commands::types::encoding::{decode_score, Kind};
 use crate::resp::commands::types::members;
 use crate::resp::commands::types::run::{
     float_arg, int_arg, intercard_args, read, scan_opts, write,
 };
 use crate::resp::commands::types::zset::{entries_reply, store, Entry, Z};
-use crate::resp::notify::{stored, wants_store, ZSET};
+use crate::resp::notify::ZSET;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 use std::collections::BTreeMap;
@@ -195,15 +195,14 @@ fn combined_store(x: &mut Call<'_, '_>, op: Op) {
         x,
         |sh, s, src| {
             let items = combine(sh, s, src, &c, op)?;
-            let existed = wants_store(s, ZSET) && src.item(sh, s, dst)?.is_some();
-            let n = store(sh, s, dst, &items)?;
             let name = match op {
                 Op::Union => "zunionstore",
                 Op::Inter => "zinterstore",
                 Op::Diff => "zdiffstore",
             };
-            stored(s, ZSET, name, dst, n, existed);
-            Ok(n)
+            store_announced((sh, s, src), (ZSET, name, dst), |sh, s| {
+                store(sh, s, dst, &items)
+            })
         },
         |out, n, _| resp::integer(out, n as i64),
     )

@@ -8,13 +8,13 @@
 use crate::core::counters::OpClass;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
-use crate::resp::commands::types::access::{fail, set_meta, Fail, Src};
+use crate::resp::commands::types::access::{fail, set_meta, store_announced, Fail, Src};
 use crate::resp::commands::types::encoding::{encode_score, scores_range, Meta};
 use crate::resp::commands::types::run::{int_arg, rank_span, read, write, write_key};
 use crate::resp::commands::types::zset::{
     by_rank, by_rank_rev, entries_reply, index_entry, remove_member, store, Entry, Z,
 };
-use crate::resp::notify::{changed, stored, wants_store, ZSET};
+use crate::resp::notify::{changed, ZSET};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
@@ -285,10 +285,9 @@ pub fn zrangestore(x: &mut Call<'_, '_>) {
                 None => Vec::new(),
                 Some(m) => select(sh, s, src, (key, &m), &r)?,
             };
-            let existed = wants_store(s, ZSET) && src.item(sh, s, dst)?.is_some();
-            let n = store(sh, s, dst, &items)?;
-            stored(s, ZSET, "zrangestore", dst, n, existed);
-            Ok(n)
+            store_announced((sh, s, src), (ZSET, "zrangestore", dst), |sh, s| {
+                store(sh, s, dst, &items)
+            })
         },
         |out, n, _| resp::integer(out, n as i64),
     )
