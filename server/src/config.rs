@@ -59,6 +59,11 @@ pub struct Args {
         hide_env_values = true
     )]
     pub password: Option<String>,
+    /// Redis's ACL file: users and their permissions, one `user ...` line each, as ACL
+    /// LIST shows them. Read at start (a bad line stops the start) and by ACL LOAD;
+    /// ACL SAVE writes it. A `default` user it declares replaces `--password`.
+    #[arg(long, env = "ACCELKV_ACLFILE", help_heading = "Network")]
+    pub aclfile: Option<PathBuf>,
     /// Serve RESP over TLS on this port too (Redis's `tls-port`), beside the plain one;
     /// needs --tls-cert and --tls-key. 0 picks a free port. Default: no TLS port.
     #[arg(long, env = "ACCELKV_TLS_PORT", help_heading = "TLS")]
@@ -389,6 +394,8 @@ pub struct Settings {
     pub memcached_explicit: bool,
     pub memcached_udp: bool,
     pub password: Option<String>,
+    /// The ACL file (ACL LOAD and SAVE; read at start).
+    pub aclfile: Option<PathBuf>,
     pub engine: accelkv_engine::EngineKind,
     pub engine_threads: usize,
     pub threads: usize,
@@ -465,6 +472,7 @@ impl Settings {
             resp_port: pick!(flags.resp_port, file.resp_port, 7379),
             admin_port: pick!(flags.admin_port, file.admin_port, 7708),
             password,
+            aclfile: flags.aclfile.clone().or(file.aclfile.clone()),
             engine: flags
                 .engine
                 .or(file.engine.clone())

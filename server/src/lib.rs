@@ -75,6 +75,13 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             return Err(e);
         }
     };
+    if let Some(path) = &settings.aclfile {
+        let cmds = resp::acl::TableCommands::new(resp::table::table(), resp::table::find);
+        if let Err(e) = resp::acl::file::load(shared.acl(), path, &cmds) {
+            drop(loading.map(net::loading::Loading::finish));
+            return Err(format!("--aclfile: {e}"));
+        }
+    }
     let cluster_text = match (&settings.cluster, bound.plain_addrs()?) {
         (Some(cs), Some((resp_at, bin_at))) => {
             format!(", {}", start_cluster(&shared, cs, resp_at, bin_at)?)
@@ -93,11 +100,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
         hand_over(l.finish(), &mailboxes);
     }
     admin.ready(shared.clone());
-    let auth = if settings.password.is_some() {
-        "on"
-    } else {
-        "off"
-    };
+    let auth = if shared.needs_auth() { "on" } else { "off" };
     // Never panic on a closed stdout (a supervisor that stopped reading it).
     let _ = writeln!(
         std::io::stdout(),

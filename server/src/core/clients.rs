@@ -32,12 +32,17 @@ pub struct Entry {
     /// Milliseconds after `created` of the last read.
     last_active: AtomicU64,
     name: Mutex<Vec<u8>>,
+    /// The user it is logged in as.
+    user: Mutex<Vec<u8>>,
     /// 2 or 3.
     resp: AtomicU8,
     /// The selected database (RESP's SELECT).
     db: std::sync::atomic::AtomicU16,
     /// What its session last noted about itself (CLIENT LIST's other fields).
     noted: Mutex<Noted>,
+    /// CLIENT KILL (or a user's removal) chose it: it is no longer listed while its loop
+    /// closes it.
+    killed: std::sync::atomic::AtomicBool,
 }
 
 /// What a connection's session notes about itself for CLIENT LIST and CLIENT INFO: once
@@ -70,6 +75,16 @@ impl Entry {
         let mut n = self.name.lock().unwrap_or_else(|e| e.into_inner());
         n.clear();
         n.extend_from_slice(name);
+    }
+
+    pub fn set_user(&self, user: &[u8]) {
+        let mut u = self.user.lock().unwrap_or_else(|e| e.into_inner());
+        u.clear();
+        u.extend_from_slice(user);
+    }
+
+    fn user_is(&self, user: &[u8]) -> bool {
+        *self.user.lock().unwrap_or_else(|e| e.into_inner()) == user
     }
 
     pub fn set_resp(&self, v: u8) {
@@ -115,8 +130,9 @@ impl Entry {
             flags.push('N');
         }
         let [sub, psub, ssub] = n.subs;
+        let user = self.user.lock().unwrap_or_else(|e| e.into_inner());
         format!(
-            "id={} addr={} laddr={} name={} age={} idle={idle} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={} watch={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} name={} age={} idle={idle} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={} watch={} cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -126,6 +142,7 @@ impl Entry {
             n.multi,
             n.watch,
             if n.cmd.is_empty() { "NULL".to_string() } else { n.cmd.to_lowercase() },
+            String::from_utf8_lossy(&user),
             self.resp.load(Ordering::Relaxed),
             String::from_utf8_lossy(&n.lib_name),
             String::from_utf8_lossy(&n.lib_ver),
@@ -165,6 +182,10 @@ pub struct Filter {
     pub max_age: Option<u64>,
     /// Leave out the connection with this id (SKIPME yes).
     pub skip: Option<u64>,
+    /// Only those logged in as this user.
+    pub user: Option<Vec<u8>>,
+    /// Only those with a pub/sub subscription.
+    pub subscribed: bool,
 }
 
 impl Clients {
@@ -194,12 +215,14 @@ impl Clients {
             created: Instant::now(),
             last_active: AtomicU64::new(0),
             name: Mutex::new(Vec::new()),
+            user: Mutex::new(b"default".to_vec()),
             resp: AtomicU8::new(2),
             db: Default::default(),
             noted: Mutex::new(Noted {
                 multi: -1,
                 ..Noted::default()
             }),
+            killed: Default::default(),
         });
         self.map
             .lock()
@@ -217,6 +240,9 @@ impl Clients {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
         for e in map.values() {
+            if e.killed.load(Ordering::Relaxed) {
+                continue;
+            }
             if ids.is_some_and(|ids| !ids.contains(&e.id)) {
                 continue;
             }
@@ -240,6 +266,8 @@ impl Clients {
                 .filter(|e| f.laddr.as_deref().is_none_or(|a| e.laddr.to_string() == a))
                 .filter(|e| f.max_age.is_none_or(|m| e.created.elapsed().as_secs() >= m))
                 .filter(|e| f.skip != Some(e.id))
+                .filter(|e| f.user.as_deref().is_none_or(|u| e.user_is(u)))
+                .filter(|e| !f.subscribed || e.subscribed())
                 .cloned()
                 .collect()
         };
@@ -249,6 +277,7 @@ impl Clients {
                 me = true;
                 continue;
             }
+            e.killed.store(true, Ordering::Relaxed);
             if let Some(m) = self.mailboxes.get().and_then(|m| m.get(e.loop_index)) {
                 m.kill(e.slot, e.conn_id);
             }

@@ -2,16 +2,17 @@
 //! protocol. The shared state and its counters (`shared.rs`), the one write door (the
 //! reservation station, `station.rs`, with its bursts and transactions), the operations it
 //! runs (`ops/`), the read door (`reads.rs`) over the read engines (`engines.rs`), the
-//! client registry, the expiry sweep, the password check, and the interface the cluster
-//! layer implements (`route.rs`). Imports go one way: adapters and the network layer call
-//! the core; the core imports none of them.
+//! client registry, the expiry sweep, the users and their permissions (`acl/`), and the
+//! interface the cluster layer implements (`route.rs`). Imports go one way: adapters and
+//! the network layer call the core; the core imports none of them.
 
-pub mod auth;
+pub mod acl;
 pub mod blocked;
 pub mod burst;
 pub mod clients;
 pub mod counters;
 pub mod engines;
+pub mod glob;
 pub mod loading;
 pub mod op;
 pub mod ops;

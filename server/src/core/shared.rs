@@ -2,7 +2,7 @@
 //! reservation station (the one write door), limits, counters and the client registry.
 
 use crate::config::Settings;
-use crate::core::auth::Password;
+use crate::core::acl::Acl;
 use crate::core::clients::Clients;
 use crate::core::counters::{Metrics, OpClass, Proto};
 use crate::core::engines::Engine;
@@ -30,8 +30,8 @@ pub struct Shared {
     engine: Engine,
     station: Station,
     metrics: Metrics,
-    /// The password's digest (`--requirepass`), checked in constant time.
-    password: Option<Password>,
+    /// The users (`--password` is the default user's), checked in constant time.
+    acl: Acl,
     /// `maxmemory` in bytes (CONFIG SET; 0: only `--memory-limit`).
     maxmemory: AtomicUsize,
     connections: AtomicUsize,
@@ -120,7 +120,7 @@ impl Shared {
             clients: Arc::default(),
             blocked: Arc::default(),
             router: Default::default(),
-            password: settings.password.as_deref().map(Password::new),
+            acl: Acl::new(settings.password.as_deref()),
             settings,
         }))
     }
@@ -247,14 +247,24 @@ impl Shared {
         let _ = self.router.set(r);
     }
 
-    /// Whether a password is set (a connection must authenticate first).
+    /// Whether a connection must log in first (the default user needs a password).
     pub fn needs_auth(&self) -> bool {
-        self.password.is_some()
+        self.acl.needs_auth()
     }
 
-    /// Whether `given` is the password (constant time; `false` when none is set).
+    /// Whether `given` logs in as the default user (constant time; `false` when it needs
+    /// no password: there is nothing to log in to).
     pub fn password_matches(&self, given: &[u8]) -> bool {
-        self.password.as_ref().is_some_and(|p| p.matches(given))
+        self.acl.needs_auth()
+            && self
+                .acl
+                .authenticate(crate::core::acl::DEFAULT_USER, given)
+                .is_some()
+    }
+
+    /// The users and their permissions.
+    pub fn acl(&self) -> &Acl {
+        &self.acl
     }
 
     /// `maxmemory` in bytes (0: none beyond `--memory-limit`).

@@ -44,7 +44,10 @@ impl Protocol for RespProtocol {
             self.sh
                 .clients()
                 .register(client_id, c.loop_index, c.slot, c.id, c.peer, c.local);
-        Box::new(Session::new(client_id, Some(reg), self.global.clone()))
+        let mut s = Session::new(client_id, Some(reg), self.global.clone());
+        let epoch = self.sh.acl().epoch();
+        s.login(self.sh.acl().default_user(), epoch);
+        Box::new(s)
     }
 
     fn refusal(&self) -> &'static [u8] {
@@ -220,6 +223,7 @@ impl crate::net::session::Session for Session {
             || self.unreleased > 0
             || self.streamed.is_some()
             || !self.may_batch_reads()
+            || !self.acl_open
             || !gate::runs(sh, self, get, &[b"GET", b""])
         {
             return 0;

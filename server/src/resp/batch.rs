@@ -69,7 +69,7 @@ fn joins(
 ) -> bool {
     let spec = find(args[0]);
     spec.is_some_and(|sp| kind(sp, args))
-        && (gate::again(first, spec, args) || gate::runs(sh, s, spec, args))
+        && ((s.acl_open && gate::again(first, spec, args)) || gate::runs(sh, s, spec, args))
 }
 
 /// Runs the complete commands at the start of `buf`, appending replies to `out`, until the

@@ -27,6 +27,7 @@
 //! command to clients through COMMAND INFO, as Redis's do; `call.rs` says why none of them
 //! changes what this server allows.
 
+use crate::core::acl::Denied;
 use crate::core::route::Route;
 use crate::core::shared::{Shared, OOM};
 use crate::resp::call::flag::{DENYOOM, LOADING, NOSCRIPT, NO_AUTH, NO_MULTI, WRITE};
@@ -80,6 +81,9 @@ pub enum Refusal {
     TooManyQueued,
     /// RESP2 with a subscription: only the pub/sub commands, PING, QUIT and RESET.
     PubSubContext,
+    /// The user's permissions refuse it: what, where it ran (ACL LOG's context: `toplevel`,
+    /// `multi`, `lua`) and the client's command (EXEC or EVAL for the ones they run).
+    NoPerm(Denied, &'static str, &'static str),
 }
 
 /// What [`decide`] found, before anything is written.
@@ -104,6 +108,9 @@ pub fn check(
     from: From,
     out: &mut Vec<u8>,
 ) -> Pass {
+    if s.acl_epoch != sh.acl().epoch() {
+        s.refresh_user(sh.acl());
+    }
     if let Some(v) = before_route(sh, s, spec, from) {
         return act(sh, s, spec, args, v, out);
     }
@@ -123,6 +130,7 @@ pub fn check(
 /// cluster mode nothing runs without being routed, so nothing passes here.
 pub fn runs(sh: &Shared, s: &Session, spec: Option<&'static Spec>, args: &[&[u8]]) -> bool {
     sh.router().is_none()
+        && s.acl_epoch == sh.acl().epoch()
         && before_route(sh, s, spec, From::Client).is_none()
         && after_route(sh, s, spec, args, From::Client) == Verdict::Run
 }
@@ -194,6 +202,11 @@ fn after_route(
     if !spec.arity_ok(args.len()) {
         return Verdict::Refuse(Refusal::Arity);
     }
+    if !s.acl_open && !spec.has(NO_AUTH) {
+        if let Some(r) = acl_refusal(s, spec, args, from) {
+            return Verdict::Refuse(r);
+        }
+    }
     let queued = match (from, &s.tx.queued) {
         (From::Client, Some(q)) => Some(q.len()),
         _ => None,
@@ -226,6 +239,20 @@ fn after_route(
         Some(_) => Verdict::Queue,
         None => Verdict::Run,
     }
+}
+
+/// The user's permissions (`acl/check.rs`), with where the command runs for ACL LOG.
+#[cold]
+fn acl_refusal(s: &Session, spec: &'static Spec, args: &[&[u8]], from: From) -> Option<Refusal> {
+    let user = s.user.as_ref()?;
+    let table = crate::resp::table::table();
+    let d = crate::resp::acl::check::check(user, table, spec, position(spec), args).err()?;
+    let (context, cmd) = match from {
+        From::Client if s.tx.queued.is_some() => ("multi", spec.name),
+        From::Client => ("toplevel", spec.name),
+        _ => (crate::resp::acl::command::context(from), s.last_cmd.get()),
+    };
+    Some(Refusal::NoPerm(d, context, cmd))
 }
 
 /// Inside a script: what Redis refuses there.
@@ -264,30 +291,14 @@ fn write_refusal(sh: &Shared, spec: &Spec, args: &[&[u8]]) -> Option<Refusal> {
     None
 }
 
-/// The commands that run at once inside MULTI (Redis's list, and the `no_auth` ones:
-/// AUTH, HELLO, QUIT). MULTI and WATCH answer their own errors there, which do not abort
-/// the transaction.
-/// A command's name as Redis's errors give it: lower case, with its subcommand after a `|`
-/// for the commands that have subcommands (`client|info`, `pubsub|numpat`).
-fn full_name(args: &[&[u8]]) -> String {
-    const CONTAINERS: &[&str] = &[
-        "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
-        "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
-    ];
-    let name = String::from_utf8_lossy(args[0]).to_lowercase();
-    match args.get(1) {
-        Some(sub) if CONTAINERS.contains(&name.as_str()) => {
-            format!("{name}|{}", String::from_utf8_lossy(sub).to_lowercase())
-        }
-        _ => name,
-    }
-}
-
 /// What a RESP2 connection with a subscription may run.
 fn in_pubsub_context(spec: &Spec) -> bool {
     spec.subscribes() || matches!(spec.name, "PING" | "QUIT" | "RESET")
 }
 
+/// The commands that run at once inside MULTI (Redis's list, and the `no_auth` ones:
+/// AUTH, HELLO, QUIT). MULTI and WATCH answer their own errors there, which do not abort
+/// the transaction.
 fn runs_in_multi(spec: &Spec) -> bool {
     spec.has(NO_AUTH) || matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "RESET")
 }
@@ -443,13 +454,20 @@ fn refusal_text(
             out,
             &format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-                full_name(args)
+                crate::resp::subcommands::full_name(args)
             ),
         ),
         Refusal::TooManyQueued => resp::error(
             out,
             &format!("ERR a transaction holds at most {MAX_QUEUED} commands"),
         ),
+        Refusal::NoPerm(d, context, cmd) => {
+            s.note_client(Some(cmd));
+            crate::resp::acl::command::log_denied(s, args, d, context);
+            let user = String::from_utf8_lossy(s.user_name()).into_owned();
+            let text = crate::resp::acl::command::denied_text(&user, args, d, false);
+            resp::error(out, &format!("NOPERM {text}"))
+        }
     }
 }
 

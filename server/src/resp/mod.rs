@@ -7,6 +7,7 @@
 //! what the command does. The connection's state (`session.rs`: authentication, MULTI/WATCH,
 //! the reply protocol) and the server-wide RESP state (SCAN cursors) live here.
 
+pub mod acl;
 pub mod adapter;
 pub mod batch;
 pub mod block;

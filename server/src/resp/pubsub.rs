@@ -15,7 +15,7 @@
 //! Thread safety: the registry is one mutex (PUBLISH, SUBSCRIBE and their kin take it once);
 //! a queue is a mutex of its own, taken by publishers and by its connection's loop.
 
-use crate::resp::commands::glob;
+use crate::core::glob;
 use accelkv_proto::resp::{self, Version};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};

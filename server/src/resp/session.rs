@@ -2,6 +2,7 @@
 //! what its replies rest on, its entry in the client registry, and (cluster mode) the
 //! command waiting on its range's group.
 
+use crate::core::acl::User;
 use crate::core::clients::Registration;
 use crate::core::route::ClusterSession;
 use crate::core::shared::Shared;
@@ -36,6 +37,8 @@ pub struct RespGlobal {
     pub notify: crate::resp::notify_class::Notify,
     /// CLIENT PAUSE (pause.rs).
     pub pause: crate::resp::pause::Pause,
+    /// ACL LOG (acl/log.rs).
+    pub acl_log: crate::resp::acl::log::AclLog,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory
@@ -153,6 +156,13 @@ pub struct Session {
     pub scripting: bool,
     /// The running function is flagged `allow-oom`: its writes pass maxmemory.
     pub allow_oom: bool,
+    /// The user it is logged in as (`None`: a session of the server's own, a cluster
+    /// range applying its log, which no user's rules limit).
+    pub user: Option<Arc<User>>,
+    /// The users' epoch `user` was taken at (a change since: it is taken again).
+    pub acl_epoch: u64,
+    /// `user` may run anything: the gate checks no permission.
+    pub acl_open: bool,
 }
 
 impl Session {
@@ -186,7 +196,46 @@ impl Session {
             replies: Replies::On,
             scripting: false,
             allow_oom: false,
+            user: None,
+            acl_epoch: 0,
+            acl_open: true,
         }
+    }
+
+    /// Logs in as `user`, as of the users' epoch `epoch` (AUTH, HELLO, a new connection
+    /// as the default user).
+    pub fn login(&mut self, user: Arc<User>, epoch: u64) {
+        if let Some(r) = &self.client {
+            r.entry.set_user(&user.name);
+        }
+        self.acl_open = user.open;
+        self.acl_epoch = epoch;
+        self.user = Some(user);
+    }
+
+    /// Takes its user again after the users changed: a user removed since closes the
+    /// connection (as Redis closes its clients), refusing everything until it does.
+    #[cold]
+    pub fn refresh_user(&mut self, acl: &crate::core::acl::Acl) {
+        let epoch = acl.epoch();
+        let Some(name) = self.user.as_ref().map(|u| u.name.clone()) else {
+            self.acl_epoch = epoch;
+            return;
+        };
+        match acl.get(&name) {
+            Some(u) => self.login(u, epoch),
+            None => {
+                self.quit = true;
+                self.login(Arc::new(User::new(&name, false).finish()), epoch);
+            }
+        }
+    }
+
+    /// The name of the user it is logged in as.
+    pub fn user_name(&self) -> &[u8] {
+        self.user
+            .as_ref()
+            .map_or(crate::core::acl::DEFAULT_USER, |u| &u.name)
     }
 
     /// Sets the connection's name (CLIENT SETNAME, HELLO SETNAME, RESET).

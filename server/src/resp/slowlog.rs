@@ -5,7 +5,7 @@
 //! last then saying how many more; each at most 128 bytes, then how many more bytes), the
 //! client's address and name. A command is timed around its handler in the dispatcher
 //! (`dispatch.rs`), two clock reads, only while the log is on; AUTH, HELLO and EXEC are not
-//! logged (EXEC's commands are, one by one), and a password CONFIG SET sets is redacted.
+//! logged (EXEC's commands are, one by one), and a password CONFIG SET sets, or ACL SETUSER's rules, are redacted.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -47,6 +47,10 @@ fn kept(args: &[&[u8]]) -> Vec<Vec<u8>> {
         && args[1].eq_ignore_ascii_case(b"SET")
         && (args[2].eq_ignore_ascii_case(b"masterauth")
             || args[2].eq_ignore_ascii_case(b"requirepass"));
+    // ACL SETUSER's rules may hold passwords: every one after the user's name.
+    let rules = args.len() >= 4
+        && args[0].eq_ignore_ascii_case(b"ACL")
+        && args[1].eq_ignore_ascii_case(b"SETUSER");
     let shown = if args.len() > MAX_ARGS {
         MAX_ARGS - 1
     } else {
@@ -56,7 +60,7 @@ fn kept(args: &[&[u8]]) -> Vec<Vec<u8>> {
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            if secret && i == 3 {
+            if (secret && i == 3) || (rules && i >= 3) {
                 return b"(redacted)".to_vec();
             }
             if a.len() > MAX_ARG_LEN {

@@ -9,6 +9,13 @@ use std::sync::OnceLock;
 /// Each container command and the subcommands Redis 7 lists for it.
 const SUBS: &[(&str, &[&str])] = &[
     (
+        "ACL",
+        &[
+            "CAT", "DELUSER", "DRYRUN", "GENPASS", "GETUSER", "HELP", "LIST", "LOAD", "LOG",
+            "SAVE", "SETUSER", "USERS", "WHOAMI",
+        ],
+    ),
+    (
         "CLIENT",
         &[
             "CACHING",
@@ -145,4 +152,61 @@ pub fn names(table: &[Spec]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The statistics indexes of the subcommands of the command at table position `pos`
+/// (empty for a command without subcommands).
+pub fn range(table: &[Spec], pos: usize) -> std::ops::Range<usize> {
+    match containers(table).get(pos) {
+        Some(Some((first, subs))) => *first..first + subs.len(),
+        _ => 0..0,
+    }
+}
+
+/// The statistics index of subcommand `sub` of the command at table position `pos`.
+pub fn find(table: &[Spec], pos: usize, sub: &[u8]) -> Option<usize> {
+    let Some(Some((first, subs))) = containers(table).get(pos) else {
+        return None;
+    };
+    let i = subs
+        .iter()
+        .position(|s| s.as_bytes().eq_ignore_ascii_case(sub))?;
+    Some(first + i)
+}
+
+/// The table position and subcommand name (upper case) of statistics index `id`; `None`
+/// for the subcommand of a top-level command's own index.
+pub fn parts(table: &[Spec], id: usize) -> (usize, Option<&'static str>) {
+    if id < table.len() {
+        return (id, None);
+    }
+    for (pos, c) in containers(table).iter().enumerate() {
+        if let Some((first, subs)) = c {
+            if (*first..first + subs.len()).contains(&id) {
+                return (pos, Some(subs[id - first]));
+            }
+        }
+    }
+    (id, None)
+}
+
+/// A command's name as Redis's errors give it: lower case, with its subcommand after a `|`
+/// for the commands that have subcommands (`client|info`, `pubsub|numpat`).
+pub fn full_name(args: &[&[u8]]) -> String {
+    const CONTAINERS: &[&str] = &[
+        "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
+        "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
+    ];
+    let name = String::from_utf8_lossy(args[0]).to_lowercase();
+    match args.get(1) {
+        Some(sub) if CONTAINERS.contains(&name.as_str()) => {
+            format!("{name}|{}", String::from_utf8_lossy(sub).to_lowercase())
+        }
+        _ => name,
+    }
+}
+
+/// Whether the command named `name` (upper case) has subcommands.
+pub fn is_container(name: &str) -> bool {
+    SUBS.iter().any(|(n, _)| *n == name)
 }

@@ -57,12 +57,13 @@ static BASE: &[Spec] = rows! {
     "AUTH",         -2, CONN | NO_AUTH | LOCAL,                        NONE,       "connection",   connection::auth,         "Authenticates the connection.";
     "HELLO",        -1, CONN | NO_AUTH | LOCAL,                        NONE,       "connection",   connection::hello,        "Handshakes: protocol version, authentication, name.";
     "QUIT",         -1, CONN | NO_AUTH | LOCAL,                        NONE,       "connection",   connection::quit,         "Closes the connection.";
-    "RESET",        1,  CONN | LOCAL,                                  NONE,       "connection",   connection::reset,        "Resets the connection's state.";
+    "RESET",        1,  CONN | NO_AUTH | ALLOW_BUSY | LOCAL,           NONE,       "connection",   connection::reset,        "Resets the connection's state.";
     "PING",         -1, FAST | LOCAL,                                  NONE,       "connection",   connection::ping,         "Answers PONG, or the argument.";
     "ECHO",         2,  FAST | LOCAL,                                  NONE,       "connection",   connection::echo,         "Answers the argument.";
     "SELECT",       2,  CONN | LOCAL,                                  NONE,       "connection",   connection::select,       "Selects a database (0 to --databases - 1).";
     "READONLY",     1,  CONN | LOCAL,                                  NONE,       "cluster",      connection::accept,       "Accepted for cluster-aware clients.";
     "READWRITE",    1,  CONN | LOCAL,                                  NONE,       "cluster",      connection::accept,       "Accepted for cluster-aware clients.";
+    "ACL",          -2, NOSCRIPT | LOADING | STALE | LOCAL,            NONE,       "server",       crate::resp::acl::command::acl, "Users and their permissions: SETUSER, GETUSER, DELUSER, LIST, USERS, WHOAMI, CAT, DRYRUN, LOG, GENPASS, SAVE, LOAD.";
     "CLIENT",       -2, CONN | LOCAL,                                  NONE,       "connection",   connection::client,       "SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, UNBLOCK, NO-EVICT, TRACKING off.";
     "COMMAND",      -1, ADMINISTRATIVE | LOCAL,                        NONE,       "server",       command::command_cmd,     "COUNT, INFO, DOCS, LIST of this table.";
     "CONFIG",       -2, ADMINISTRATIVE | LOCAL,                        NONE,       "server",       server::config,           "GET and SET of run-time settings.";

@@ -164,6 +164,12 @@ impl RespConn {
         self.s.peer_addr().map(|a| a.port()).unwrap_or(0)
     }
 
+    /// The stream, to watch the server close it (`closed_by_server`).
+    #[allow(dead_code)]
+    pub fn into_stream(self) -> TcpStream {
+        self.s
+    }
+
     /// A connection over a stream the caller opened (with its own timeouts).
     pub fn from_stream(s: TcpStream) -> RespConn {
         RespConn { s, buf: Vec::new() }

@@ -21,7 +21,13 @@ fn info(out: &mut Vec<u8>, s: &Spec, v: Version) {
     resp::integer(out, i64::from(first));
     resp::integer(out, i64::from(last));
     resp::integer(out, i64::from(step));
-    resp::set(out, 0, v);
+    let cats =
+        crate::resp::acl::categories::of(s, None, crate::resp::subcommands::is_container(s.name));
+    let names = crate::resp::acl::categories::names(cats);
+    resp::set(out, names.clone().count(), v);
+    for c in names {
+        resp::simple(out, &format!("@{c}"));
+    }
     resp::set(out, 0, v);
     resp::array(out, 0);
     resp::array(out, 0);

@@ -8,8 +8,8 @@
 //! FLUSHALL go on.
 
 use crate::config::size::Size;
+use crate::core::glob;
 use crate::core::shared::Shared;
-use crate::resp::commands::glob;
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 use std::sync::atomic::Ordering;
@@ -109,6 +109,7 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
             .reclaimed
             .load(std::sync::atomic::Ordering::Relaxed);
         t.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
+        t.push_str(&s.global.acl_log.stats_text());
         t.push_str(&format!(
             "total_error_replies:{}\r\n",
             s.global.errors.total()
@@ -189,6 +190,7 @@ fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
     all.push(("busy-reply-threshold", limit));
     all.push(("notify-keyspace-events", s.global.notify.text()));
     all.extend(s.global.tuning.all());
+    all.extend(crate::resp::acl::config::params(sh, s));
     all
 }
 
@@ -214,7 +216,13 @@ pub fn get(sh: &Shared, s: &Session, patterns: &[&[u8]], out: &mut Vec<u8>) {
 /// `CONFIG SET name value`: `maxmemory` (0 removes the limit below `--memory-limit`)
 /// and `maxmemory-policy noeviction`; anything else is refused as Redis refuses an unknown
 /// option.
-pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
+pub fn set(
+    sh: &Shared,
+    s: &Session,
+    c: &[&[u8]],
+    dispatch: &crate::resp::call::Dispatcher,
+    out: &mut Vec<u8>,
+) {
     if c.len() != 4 {
         return resp::error(
             out,
@@ -222,7 +230,8 @@ pub fn set(sh: &Shared, s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
         );
     }
     let name = String::from_utf8_lossy(c[2]).to_ascii_lowercase();
-    match s.global.tuning.set(&name, c[3]) {
+    let known = s.global.tuning.set(&name, c[3]);
+    match known.or_else(|| crate::resp::acl::config::set(sh, s, &name, c[3], dispatch)) {
         Some(Ok(())) => return resp::simple(out, "OK"),
         Some(Err(e)) => return resp::error(out, &e),
         None => {}

@@ -7,24 +7,39 @@ use crate::resp::reply::{parse_i64, upper, wrong_args};
 use crate::resp::session::{Replies, Session};
 use accelkv_proto::resp::{self, Version};
 
-/// `AUTH [username] password`: the password checked in constant time (the user name is
-/// ignored).
+/// `AUTH [username] password`: logs in as the user (`default` without a name), its
+/// passwords compared in constant time; a failure is noted in ACL LOG.
 pub fn auth(x: &mut Call<'_, '_>) {
-    let given = match x.args.len() {
-        2 => x.args[1],
-        3 => x.args[2],
-        _ => return wrong_args(x.out, x.args[0]),
+    let (user, given) = match x.args.len() {
+        2 => (crate::core::acl::DEFAULT_USER, x.args[1]),
+        3 => (x.args[1], x.args[2]),
+        _ => return resp::error(x.out, "ERR syntax error"),
     };
-    if !x.sh.needs_auth() {
-        resp::error(x.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-    } else if x.sh.password_matches(given) {
-        x.s.authed = true;
-        resp::simple(x.out, "OK");
-    } else {
-        resp::error(
-            x.out,
-            "WRONGPASS invalid username-password pair or user is disabled.",
-        );
+    if x.args.len() == 2 && !x.sh.needs_auth() {
+        return resp::error(x.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+    }
+    match log_in(x.sh, x.s, user, given) {
+        Ok(()) => resp::simple(x.out, "OK"),
+        Err(e) => resp::error(x.out, e),
+    }
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// Logs `s` in as `user` with password `given` (AUTH, HELLO AUTH), or notes the failure in
+/// ACL LOG.
+fn log_in(sh: &Shared, s: &mut Session, user: &[u8], given: &[u8]) -> Result<(), &'static str> {
+    let epoch = sh.acl().epoch();
+    match sh.acl().authenticate(user, given) {
+        Some(u) => {
+            s.login(u, epoch);
+            s.authed = true;
+            Ok(())
+        }
+        None => {
+            crate::resp::acl::command::log_auth_failure(s, user);
+            Err(WRONGPASS)
+        }
     }
 }
 
@@ -78,10 +93,18 @@ pub fn reset(x: &mut Call<'_, '_>) {
     crate::resp::commands::pubsub::end_all(s);
     s.set_proto(Version::Resp2);
     s.set_name(None);
+    s.login(x.sh.acl().default_user(), x.sh.acl().epoch());
     s.authed = !x.sh.needs_auth();
     s.set_db(x.sh, 0);
     s.replies = Replies::On;
     resp::simple(x.out, "RESET")
+}
+
+const BAD_NAME: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// Whether a client name is one Redis accepts (printable, no spaces).
+fn name_ok(n: &[u8]) -> bool {
+    !n.iter().any(|b| *b <= b' ' || *b > b'~')
 }
 
 /// `CLIENT PAUSE timeout [WRITE|ALL]`: `timeout` milliseconds from now.
@@ -109,11 +132,8 @@ pub fn client(x: &mut Call<'_, '_>) {
     let argc = c.len();
     match upper(c[1]).as_slice() {
         b"SETNAME" if argc == 3 => {
-            if c[2].iter().any(|b| *b <= b' ' || *b > b'~') {
-                return resp::error(
-                    out,
-                    "ERR Client names cannot contain spaces, newlines or special characters.",
-                );
+            if !name_ok(c[2]) {
+                return resp::error(out, BAD_NAME);
             }
             s.set_name(Some(c[2]));
             resp::simple(out, "OK")
@@ -195,15 +215,18 @@ pub fn hello(x: &mut Call<'_, '_>) {
             }
         };
     }
-    let (mut auth, mut name) = (None, None);
+    let (mut auth, mut name): (Option<(&[u8], &[u8])>, _) = (None, None);
     let mut i = 2;
     while i < c.len() {
         match upper(c[i]).as_slice() {
             b"AUTH" if i + 2 < c.len() => {
-                auth = Some(c[i + 2]);
+                auth = Some((c[i + 1], c[i + 2]));
                 i += 3;
             }
             b"SETNAME" if i + 1 < c.len() => {
+                if !name_ok(c[i + 1]) {
+                    return resp::error(out, BAD_NAME);
+                }
                 name = Some(c[i + 1]);
                 i += 2;
             }
@@ -214,13 +237,11 @@ pub fn hello(x: &mut Call<'_, '_>) {
         }
     }
     match (auth, sh.needs_auth()) {
-        (Some(given), true) if !sh.password_matches(given) => {
-            return resp::error(
-                out,
-                "WRONGPASS invalid username-password pair or user is disabled.",
-            )
+        (Some((user, given)), _) => {
+            if let Err(e) = log_in(sh, s, user, given) {
+                return resp::error(out, e);
+            }
         }
-        (Some(_), _) => s.authed = true,
         (None, true) if !s.authed => {
             return resp::error(
                 out,

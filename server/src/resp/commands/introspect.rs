@@ -85,7 +85,7 @@ pub fn client_list(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>)
 }
 
 /// `CLIENT KILL ip:port` (the old form: `+OK` or `-ERR No such client`) and `CLIENT KILL
-/// <filter> <value> ...` with ID, ADDR, LADDR, USER (only `default` exists), SKIPME and
+/// <filter> <value> ...` with ID, ADDR, LADDR, USER, SKIPME and
 /// MAXAGE (the number of connections closed). The owning loops close them at their next
 /// turn; the caller's own connection, when chosen, closes after this reply.
 pub fn client_kill(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
@@ -125,11 +125,10 @@ pub fn client_kill(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>)
             },
             b"ADDR" => f.addr = Some(text(v)),
             b"LADDR" => f.laddr = Some(text(v)),
-            // The one user there is (no ACL users yet).
-            b"USER" if v != b"default" => {
+            b"USER" if sh.acl().get(v).is_none() => {
                 return resp::error(out, &format!("ERR No such user '{}'", text(v)))
             }
-            b"USER" => {}
+            b"USER" => f.user = Some(v.to_vec()),
             b"TYPE" => match v.to_ascii_lowercase().as_slice() {
                 b"normal" => {}
                 b"master" | b"replica" | b"pubsub" => nobody = true,
@@ -214,8 +213,9 @@ pub(crate) fn value(
 }
 
 /// `MEMORY USAGE key [SAMPLES n]`: the bytes the item takes in the store (its leaf entry and
-/// any out-of-line value); nil for a missing key. `MEMORY STATS`-style subcommands are not
-/// offered.
+/// any out-of-line value); nil for a missing key. `MEMORY STATS` gives what the store
+/// counts (its bytes and the selected database's keys); DOCTOR, MALLOC-STATS and PURGE
+/// answer as Redis does on an allocator without statistics to give.
 pub fn memory(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out: &mut Vec<u8>) {
     let sub = c[1].to_ascii_uppercase();
     let samples_ok = c.len() == 3
@@ -229,10 +229,40 @@ pub fn memory(sh: &Shared, s: &mut Session, c: &[&[u8]], reads: &mut Reads, out:
             Err(e) => err_store(out, &e),
         },
         b"USAGE" => resp::error(out, "ERR syntax error"),
-        _ => resp::error(
+        b"STATS" if c.len() == 2 => memory_stats(sh, s, out),
+        b"DOCTOR" if c.len() == 2 => resp::verbatim(
             out,
-            "ERR unknown subcommand (accelkv offers MEMORY USAGE only)",
+            b"Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.",
+            s.proto,
         ),
+        b"MALLOC-STATS" if c.len() == 2 => resp::verbatim(
+            out,
+            b"Stats not supported for the current allocator",
+            s.proto,
+        ),
+        b"PURGE" if c.len() == 2 => resp::simple(out, "OK"),
+        _ => {
+            let sub = String::from_utf8_lossy(c[1]);
+            resp::error(
+                out,
+                &format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try MEMORY HELP."),
+            )
+        }
+    }
+}
+
+/// `MEMORY STATS`: the bytes the store takes and the keys of the selected database.
+fn memory_stats(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
+    let used = sh.view().memory_used() as i64;
+    let keys = crate::resp::commands::types::keyspace::user_keys(sh, s.db) as i64;
+    resp::map(out, 3, s.proto);
+    for (k, v) in [
+        ("total.allocated", used),
+        ("dataset.bytes", used),
+        ("keys.count", keys),
+    ] {
+        resp::bulk(out, Some(k.as_bytes()));
+        resp::integer(out, v);
     }
 }
 

@@ -11,10 +11,10 @@
 //! instead of a silent restart.
 
 use crate::core::counters::OpClass;
+use crate::core::glob;
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
-use crate::resp::commands::glob;
 use crate::resp::commands::types::encoding::MAGIC;
 use crate::resp::commands::types::keyspace::{item_now, type_name};
 use crate::resp::cursors::Cursors;

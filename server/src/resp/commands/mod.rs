@@ -15,7 +15,6 @@ pub mod debug_suite;
 pub mod dump;
 pub mod expire;
 pub mod geo;
-pub mod glob;
 pub mod hll;
 pub mod introspect;
 pub mod keys;

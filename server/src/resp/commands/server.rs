@@ -183,7 +183,7 @@ pub fn config(x: &mut Call<'_, '_>) {
             x.s.global.errors.reset();
             crate::resp::commands::introspect::reset_stats(sh, x.out)
         }
-        (b"SET", _) => crate::resp::commands::config::set(sh, x.s, c, x.out),
+        (b"SET", _) => crate::resp::commands::config::set(sh, x.s, c, x.dispatch, x.out),
         _ => wrong_args(x.out, c[0]),
     }
 }

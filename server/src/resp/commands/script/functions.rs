@@ -14,11 +14,11 @@
 //! (Cluster mode keeps them per node and in memory.) FUNCTION DUMP and RESTORE move them to
 //! and from Redis in its payload.
 
+use crate::core::glob;
 use crate::core::ops::Write;
 use crate::core::shared::Shared;
 use crate::core::station::Op;
 use crate::resp::call::Call;
-use crate::resp::commands::glob;
 use crate::resp::commands::script::eval::run_with;
 use crate::resp::commands::script::fn_lua::{self, valid_name, Registered};
 use crate::resp::commands::script::Scripts;

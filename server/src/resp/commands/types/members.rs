@@ -3,9 +3,9 @@
 //! ZSCAN).
 
 use crate::core::counters::OpClass;
+use crate::core::glob;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
-use crate::resp::commands::glob;
 use crate::resp::commands::types::access::{fail, remove, set_meta, Fail, Src};
 use crate::resp::commands::types::encoding::{field_key, fields_range, Kind};
 use crate::resp::commands::types::run::{int_arg, read, ScanOpts};
