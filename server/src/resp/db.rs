@@ -16,9 +16,13 @@ pub use crate::resp::prefix::{range, shown, to_store, DB_PREFIX};
 pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
     let count_at =
         |at: usize| -> Option<usize> { std::str::from_utf8(args.get(at)?).ok()?.parse().ok() };
+    // A count past the arguments there are names no keys (the command is refused anyway).
     let after_count = |at: usize| -> Vec<usize> {
         let n = count_at(at).unwrap_or(0);
-        (at + 1..(at + 1 + n).min(args.len())).collect()
+        match at + 1 + n <= args.len() {
+            true => (at + 1..at + 1 + n).collect(),
+            false => Vec::new(),
+        }
     };
     match spec.name {
         "LMPOP" | "ZMPOP" | "ZUNION" | "ZINTER" | "ZDIFF" | "ZINTERCARD" | "SINTERCARD" => {
@@ -59,6 +63,20 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             let mut v = vec![1];
             v.extend(after_count(2));
             v
+        }
+        // The key, or those after KEYS when it is empty (AUTH and AUTH2 take 1 and 2).
+        "MIGRATE" if args.get(3).is_some_and(|k| !k.is_empty()) => vec![3],
+        "MIGRATE" => {
+            let mut i = 6;
+            while i < args.len() {
+                match args[i].to_ascii_uppercase().as_slice() {
+                    b"AUTH" => i += 2,
+                    b"AUTH2" => i += 3,
+                    b"KEYS" => return (i + 1..args.len()).collect(),
+                    _ => i += 1,
+                }
+            }
+            Vec::new()
         }
         "MEMORY" | "DEBUG" => {
             let sub = args.get(1).map(|a| a.to_ascii_uppercase());

@@ -8,7 +8,7 @@
 //! first runs, not again when woken); the commands EXEC runs between its `multi` and `exec`;
 //! EVAL and its kin before the script's own commands; not the administrative commands (the
 //! table's `admin` flag: CONFIG, DEBUG, MONITOR itself…) nor those the gate refused.
-//! Passwords are shown as `(redacted)` (AUTH, HELLO … AUTH). Cost while nobody monitors: one
+//! Passwords are shown as `(redacted)` (AUTH, HELLO … AUTH, MIGRATE … AUTH). Cost while nobody monitors: one
 //! relaxed load per command.
 
 use crate::resp::call::flag::ADMIN;
@@ -83,6 +83,17 @@ fn redacted(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             Some(at) => (at + 1..(at + 3).min(args.len())).collect(),
             None => Vec::new(),
         },
+        // MIGRATE's AUTH password, AUTH2's user and password.
+        "MIGRATE" => {
+            let at = (6..args.len()).find(|&i| {
+                args[i].eq_ignore_ascii_case(b"AUTH") || args[i].eq_ignore_ascii_case(b"AUTH2")
+            });
+            match at {
+                Some(at) if args[at].len() == 4 => (at + 1..(at + 2).min(args.len())).collect(),
+                Some(at) => (at + 1..(at + 3).min(args.len())).collect(),
+                None => Vec::new(),
+            }
+        }
         _ => Vec::new(),
     }
 }

@@ -47,6 +47,12 @@ fn kept(args: &[&[u8]]) -> Vec<Vec<u8>> {
         && args[1].eq_ignore_ascii_case(b"SET")
         && (args[2].eq_ignore_ascii_case(b"masterauth")
             || args[2].eq_ignore_ascii_case(b"requirepass"));
+    // MIGRATE's AUTH password, AUTH2's user and password.
+    let migrate = args[0].eq_ignore_ascii_case(b"MIGRATE");
+    let auth_at = args
+        .iter()
+        .position(|a| a.eq_ignore_ascii_case(b"AUTH") || a.eq_ignore_ascii_case(b"AUTH2"))
+        .filter(|&i| migrate && i >= 6);
     // ACL SETUSER's rules may hold passwords: every one after the user's name.
     let rules = args.len() >= 4
         && args[0].eq_ignore_ascii_case(b"ACL")
@@ -60,7 +66,8 @@ fn kept(args: &[&[u8]]) -> Vec<Vec<u8>> {
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            if (secret && i == 3) || (rules && i >= 3) {
+            let in_auth = auth_at.is_some_and(|at| i > at && i <= at + 2);
+            if (secret && i == 3) || (rules && i >= 3) || in_auth {
                 return b"(redacted)".to_vec();
             }
             if a.len() > MAX_ARG_LEN {

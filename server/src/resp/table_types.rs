@@ -181,4 +181,5 @@ pub(crate) static GEO: &[Spec] = rows! {
 pub(crate) static SERIALIZING: &[Spec] = rows! {
     "DUMP",    2,  R, ONE, "generic", crate::resp::commands::dump::dump,    "A value in Redis's DUMP serialization.";
     "RESTORE", -4, W, ONE, "generic", crate::resp::commands::dump::restore, "Makes a key from a DUMP serialization.";
+    "MIGRATE", -6, WRITE, (3, 3, 1), "generic", crate::resp::commands::migrate::migrate, "Moves keys to another Redis-protocol server (DUMP there as RESTORE).";
 };

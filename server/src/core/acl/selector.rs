@@ -106,6 +106,15 @@ impl Selector {
             && self.all_channels
     }
 
+    /// Whether it lets every key be read (`~*`, `%R~*`).
+    pub fn reads_every_key(&self) -> bool {
+        self.all_keys
+            || self
+                .keys
+                .iter()
+                .any(|k| k.pattern == b"*" && k.flags & READ != 0)
+    }
+
     /// Applies one rule that is not a user's own (`on`, passwords...: `user.rs`).
     pub fn apply(&mut self, op: &[u8], cmds: &dyn Commands) -> Result<(), RuleError> {
         let lower = String::from_utf8_lossy(op).to_ascii_lowercase();

@@ -6,6 +6,7 @@
 
 use crate::core::acl::{Denied, Request, User, READ, WRITE};
 use crate::resp::call::Spec;
+use crate::resp::session::Session;
 use crate::resp::subcommands;
 use smallvec::SmallVec;
 
@@ -133,7 +134,17 @@ const MOVES: &[&str] = &[
 fn key_needs(spec: &Spec, args: &[&[u8]], nth: usize) -> u8 {
     let name = spec.name;
     if spec.runs_script() {
+        return if name.ends_with("_RO") {
+            READ
+        } else {
+            READ | WRITE
+        };
+    }
+    if name == "MIGRATE" {
         return READ | WRITE;
+    }
+    if name == "MEMORY" {
+        return 0;
     }
     if STORES.contains(&name) {
         return match (nth, name) {
@@ -178,4 +189,19 @@ fn key_needs(spec: &Spec, args: &[&[u8]], nth: usize) -> u8 {
     } else {
         READ
     }
+}
+
+/// Whether the connection's user may run `spec` reading every key (a selector allowing
+/// the command with `~*` or `%R~*`): what SORT's BY and GET patterns need, as in Redis.
+pub fn reads_every_key(s: &Session, table: &[Spec], spec: &'static Spec) -> bool {
+    let Some(user) = s.user.as_ref().filter(|u| !u.open) else {
+        return true;
+    };
+    let id = table
+        .iter()
+        .position(|t| std::ptr::eq(t, spec))
+        .unwrap_or(0);
+    std::iter::once(&user.root)
+        .chain(&user.selectors)
+        .any(|sel| sel.allowed(id) && sel.reads_every_key())
 }

@@ -120,6 +120,12 @@ fn getkeys(find: Find, cmd: &[&[u8]], out: &mut Vec<u8>) {
         return resp::error(out, "ERR Invalid number of arguments specified for command");
     }
     let at = crate::resp::db::key_positions(spec, cmd);
+    if at.is_empty() && spec.runs_script() {
+        return resp::array(out, 0);
+    }
+    if at.is_empty() && spec.keys != (0, 0, 0) {
+        return resp::error(out, "ERR Invalid arguments specified for command");
+    }
     if at.is_empty() {
         return resp::error(out, "ERR The command has no key arguments");
     }

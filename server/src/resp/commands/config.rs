@@ -110,6 +110,8 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
             .load(std::sync::atomic::Ordering::Relaxed);
         t.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
         t.push_str(&s.global.acl_log.stats_text());
+        // MIGRATE opens a connection per command and keeps none.
+        t.push_str("migrate_cached_sockets:0\r\n");
         t.push_str(&format!(
             "total_error_replies:{}\r\n",
             s.global.errors.total()

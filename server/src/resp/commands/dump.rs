@@ -169,27 +169,36 @@ fn checked(sh: &Shared, key: &[u8], payload: &[u8]) -> Result<Value, Fail> {
     Ok(value)
 }
 
-/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
-pub fn restore(x: &mut Call<'_, '_>) {
+/// RESTORE's options, value and deadline (0: none), or why it is refused.
+fn prepared(x: &Call<'_, '_>) -> Result<(Opts, Value, u64), Fail> {
     let key = x.args[1];
-    let o = match options(&x.args[4..]) {
-        Ok(o) => o,
-        Err(e) => return resp::error(x.out, e),
-    };
-    let Some(ttl) = parse_i64(x.args[2]) else {
-        return resp::error(x.out, "ERR value is not an integer or out of range");
-    };
+    let reply = |e: &str| Fail::Reply(e.to_string());
+    let o = options(&x.args[4..]).map_err(reply)?;
+    let ttl =
+        parse_i64(x.args[2]).ok_or_else(|| reply("ERR value is not an integer or out of range"))?;
     if ttl < 0 {
-        return resp::error(x.out, "ERR Invalid TTL value, must be >= 0");
+        return Err(reply("ERR Invalid TTL value, must be >= 0"));
     }
-    let value = match checked(x.sh, key, x.args[3]) {
-        Ok(v) => v,
-        Err(e) => return fail(x.out, &e),
-    };
+    // An existing key is refused before the payload is looked at, as in Redis (checked
+    // again inside the transaction).
+    if !o.replace && crate::resp::commands::tx::live(x.sh, key).unwrap_or(false) {
+        return Err(reply("BUSYKEY Target key name already exists."));
+    }
+    let value = checked(x.sh, key, x.args[3])?;
     let deadline = match (ttl, o.absttl) {
         (0, _) => 0,
         (t, true) => t as u64,
         (t, false) => accelkv_tree::now_ms().saturating_add(t as u64),
+    };
+    Ok((o, value, deadline))
+}
+
+/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
+pub fn restore(x: &mut Call<'_, '_>) {
+    let key = x.args[1];
+    let (o, value, deadline) = match prepared(x) {
+        Ok(p) => p,
+        Err(e) => return fail(x.out, &e),
     };
     x.sh.count(OpClass::Put);
     let (reads, dispatch) = (&mut *x.reads, x.dispatch);

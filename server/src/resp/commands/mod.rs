@@ -21,6 +21,7 @@ pub mod keys;
 pub mod latency;
 pub mod lcs;
 pub mod lolwut;
+pub mod migrate;
 pub mod pubsub;
 pub mod rename;
 pub mod script;

@@ -77,17 +77,51 @@ pub fn unwatch(x: &mut Call<'_, '_>) {
 
 /// Remembers each key's version and whether it is live.
 fn watch(sh: &Shared, s: &mut Session, keys: &[&[u8]], out: &mut Vec<u8>) {
-    for k in keys {
-        match (sh.view().key_version(k), live(sh, k)) {
-            (Ok(v), Ok(alive)) => s.tx.watched.push((k.to_vec(), v, alive)),
-            (Err(e), _) | (_, Err(e)) => return err_store(out, &e),
-        }
+    match versions(sh, keys) {
+        Ok(w) => s.tx.watched.extend(w),
+        Err(e) => return err_store(out, &e),
     }
     resp::simple(out, "OK");
 }
 
+/// A key as WATCH remembers it: the key, its version, whether it was live.
+pub(crate) type Watched = (Vec<u8>, u64, bool);
+
+/// Each key's version and whether it is live (WATCH, MIGRATE).
+pub(crate) fn versions(sh: &Shared, keys: &[&[u8]]) -> Result<Vec<Watched>, accelkv_tree::Error> {
+    keys.iter()
+        .map(|k| Ok((k.to_vec(), sh.view().key_version(k)?, live(sh, k)?)))
+        .collect()
+}
+
+/// Runs `f` as one transaction unless a key of `watched` was touched since its version was
+/// taken (then nothing runs): whether it ran. Inside a running transaction it just runs.
+pub(crate) fn unless_touched(
+    sh: &Shared,
+    s: &mut Session,
+    watched: &[Watched],
+    f: impl FnOnce(&mut Session),
+) -> bool {
+    if s.tx.running.is_some() {
+        f(s);
+        return true;
+    }
+    let mut tx = sh.writes().begin();
+    for w in watched {
+        sh.writes().own(&mut tx, &w.0);
+        if touched(sh, w) {
+            sh.writes().abort(tx);
+            return false;
+        }
+    }
+    s.tx.running = Some(Box::new(tx));
+    guarded(sh, s, f);
+    let _ = commit_running(sh, s);
+    true
+}
+
 /// Whether `key` holds a value that has not expired.
-fn live(sh: &Shared, key: &[u8]) -> Result<bool, accelkv_tree::Error> {
+pub(crate) fn live(sh: &Shared, key: &[u8]) -> Result<bool, accelkv_tree::Error> {
     Ok(sh.view().snapshot().get_item(key)?.is_some())
 }
 
@@ -96,7 +130,7 @@ fn live(sh: &Shared, key: &[u8]) -> Result<bool, accelkv_tree::Error> {
 /// is lazy here too). A FLUSHALL touches only keys that were live: a key absent at WATCH
 /// and absent now whose version is the last FLUSHALL's was changed by nothing else since
 /// (a write to it before that FLUSHALL is not seen, where Redis would abort).
-fn touched(sh: &Shared, (key, version, alive): &(Vec<u8>, u64, bool)) -> bool {
+fn touched(sh: &Shared, (key, version, alive): &Watched) -> bool {
     let now_alive = live(sh, key).unwrap_or(true);
     match sh.view().key_version(key) {
         Ok(v) if v == *version => *alive && !now_alive,

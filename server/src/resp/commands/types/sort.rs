@@ -221,6 +221,21 @@ fn run(x: &mut Call<'_, '_>, ro: bool) {
         Ok(o) => o,
         Err(e) => return fail(x.out, &e),
     };
+    // A BY or GET pattern reads keys the command does not name: only a user who may read
+    // every key may use one, as in Redis.
+    let by = o.by.is_some_and(|_| !o.nosort);
+    let get = o.gets.iter().any(|g| *g != b"#");
+    if (by || get) && !x.s.acl_open {
+        let spec = (x.dispatch.find)(x.args[0]);
+        let table = (x.dispatch.table)();
+        if !spec.is_some_and(|sp| crate::resp::acl::check::reads_every_key(x.s, table, sp)) {
+            let what = if by { "BY" } else { "GET" };
+            return resp::error(
+                x.out,
+                &format!("ERR {what} option of SORT denied due to insufficient ACL permissions."),
+            );
+        }
+    }
     x.sh.count(OpClass::Scan);
     match o.store {
         None => read(
