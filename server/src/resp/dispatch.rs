@@ -116,6 +116,9 @@ pub fn call(
         if let Some(p) = probe {
             crate::resp::notify::after(sh, s, spec, args, p);
         }
+        if s.tracking.is_some() {
+            tracked_read(s, spec, args);
+        }
         let failed = out.get(mark) == Some(&b'-');
         let idx = crate::resp::subcommands::stats_index(table(), position(spec), c);
         s.global.cmdstats.ran(idx, failed);
@@ -153,6 +156,37 @@ pub fn call(
     if !s.events.is_empty() && s.tx.running.is_none() {
         // Committed: its keyspace events are published (notify.rs).
         crate::resp::notify::flush(sh, s);
+    }
+}
+
+/// Client-side caching (`tracking.rs`): a tracking connection's read notes its keys (in
+/// OPTIN mode only after CLIENT CACHING yes, in OPTOUT mode unless after CLIENT CACHING
+/// no), and CLIENT CACHING's answer lasts one command (the whole of an EXEC or script).
+#[cold]
+fn tracked_read(s: &mut Session, spec: &Spec, args: &[&[u8]]) {
+    let Some(t) = s.tracking.as_mut() else {
+        return;
+    };
+    let caching = t.caching;
+    let wanted = !t.opts.bcast
+        && match (t.opts.optin, t.opts.optout) {
+            (true, _) => caching == Some(true),
+            (_, true) => caching != Some(false),
+            _ => true,
+        };
+    let caching_cmd = spec.name == "CLIENT"
+        && args
+            .get(1)
+            .is_some_and(|a| a.eq_ignore_ascii_case(b"CACHING"));
+    if !caching_cmd && s.tx.running.is_none() && !s.scripting {
+        t.caching = None;
+    }
+    if wanted && spec.flags & crate::resp::call::flag::WRITE == 0 {
+        let at = crate::resp::db::key_positions(spec, args);
+        if !at.is_empty() {
+            let keys: Vec<&[u8]> = at.iter().filter_map(|&i| args.get(i).copied()).collect();
+            s.global.tracking.read(&s.global.pubsub, s.id, &keys);
+        }
     }
 }
 

@@ -38,5 +38,6 @@ pub mod streamed;
 pub mod subcommands;
 pub mod table;
 pub mod table_types;
+pub mod tracking;
 pub mod tuning;
 pub mod write_door;

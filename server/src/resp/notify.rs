@@ -68,17 +68,30 @@ pub fn drop_since(s: &mut Session, m: Mark) {
     s.events.truncate(m.0);
 }
 
-/// Publishes the connection's waiting events, in the order they were made.
+/// Publishes the connection's waiting events, in the order they were made, and tells the
+/// connections tracking their keys (`tracking.rs`).
 pub fn flush(sh: &Shared, s: &mut Session) {
     let mut events = std::mem::take(&mut s.events);
+    if s.global.tracking.active() {
+        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(events.len());
+        for e in &events {
+            if !keys.contains(&e.key) {
+                keys.push(e.key.clone());
+            }
+        }
+        s.global.tracking.changed(&s.global.pubsub, s.id, &keys);
+    }
     for e in events.drain(..) {
         publish(sh, &s.global, e.class, e.name, &e.key);
     }
     s.events = events; // its buffer kept for the next command
 }
 
-/// The expiry sweep removed `key`: `expired`, if wanted.
+/// The expiry sweep removed `key`: `expired`, if wanted, and its trackers told.
 pub fn expired(sh: &Shared, g: &RespGlobal, key: &[u8]) {
+    if g.tracking.active() {
+        g.tracking.changed(&g.pubsub, 0, &[key.to_vec()]);
+    }
     if g.notify.wants(EXPIRED) {
         publish(sh, g, EXPIRED, "expired", key);
     }

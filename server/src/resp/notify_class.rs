@@ -32,6 +32,9 @@ pub const KEY_MISS: u32 = 1 << 11;
 pub const MODULE: u32 = 1 << 13;
 /// `n`: a key created.
 pub const NEW: u32 = 1 << 14;
+/// Not a Redis class: a connection tracks keys for client-side caching (`tracking.rs`), so
+/// every event is collected, to invalidate its key, whatever else is announced.
+pub const TRACKING: u32 = 1 << 30;
 /// `A`: `g$lshzxetd`.
 pub const ALL: u32 =
     GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
@@ -60,10 +63,18 @@ impl Notify {
         self.flags.load(Ordering::Relaxed)
     }
 
-    /// Whether an event of `class` is published.
+    /// Whether an event of `class` is collected: published, or needed by tracking.
     pub fn wants(&self, class: u32) -> bool {
         let f = self.flags();
-        f & class != 0 && f & (KEYSPACE | KEYEVENT) != 0
+        (f & class != 0 && f & (KEYSPACE | KEYEVENT) != 0) || f & TRACKING != 0
+    }
+
+    /// Whether any connection tracks keys (`tracking.rs`): every event is then collected.
+    pub fn set_tracking(&self, on: bool) {
+        match on {
+            true => self.flags.fetch_or(TRACKING, Ordering::Relaxed),
+            false => self.flags.fetch_and(!TRACKING, Ordering::Relaxed),
+        };
     }
 
     /// CONFIG SET notify-keyspace-events: Redis's class characters.
@@ -89,7 +100,10 @@ impl Notify {
                 _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."),
             };
         }
-        self.flags.store(f, Ordering::Relaxed);
+        let keep = |old: u32| Some(f | (old & TRACKING));
+        let _ = self
+            .flags
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, keep);
         Ok(())
     }
 

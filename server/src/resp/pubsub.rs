@@ -101,6 +101,19 @@ impl Subscriber {
         }
     }
 
+    /// Queues one message for this subscriber's protocol (client-side caching's
+    /// invalidations, `tracking.rs`).
+    pub fn deliver_any(&self, encode: impl FnOnce(&mut Vec<u8>, Version)) {
+        self.deliver(QUEUE_LIMIT, encode)
+    }
+
+    /// Queues one message only if the subscriber speaks `v`.
+    pub fn deliver_if(&self, v: Version, encode: impl FnOnce(&mut Vec<u8>, Version)) {
+        if self.resp3.load(Ordering::Relaxed) == (v == Version::Resp3) {
+            self.deliver(QUEUE_LIMIT, encode)
+        }
+    }
+
     /// Moves every queued message to `out` (on the connection's loop).
     pub fn take_into(&self, out: &mut Vec<u8>) {
         if !self.posted.swap(false, Ordering::AcqRel) {
@@ -214,6 +227,16 @@ impl PubSub {
         self.lock()[space.index()].get(name).map_or(0, Vec::len)
     }
 
+    /// Connection `id`'s place as a subscriber, if it subscribes to `channel`.
+    pub fn subscriber(&self, channel: &[u8], id: u64) -> Option<Arc<Subscriber>> {
+        let sp = self.lock();
+        sp[Space::Channel.index()]
+            .get(channel)?
+            .iter()
+            .find(|s| s.id == id)
+            .cloned()
+    }
+
     /// Whether any connection monitors (one relaxed load).
     pub fn monitoring(&self) -> bool {
         self.monitoring.load(Ordering::Relaxed) > 0
@@ -278,6 +301,11 @@ impl Subscriptions {
             names: Default::default(),
             monitor: false,
         }
+    }
+
+    /// The connection's place as a subscriber (where its pushes are queued).
+    pub fn me(&self) -> Arc<Subscriber> {
+        self.me.clone()
     }
 
     /// Puts the connection in MONITOR mode (again: nothing changes).

@@ -39,6 +39,8 @@ pub struct RespGlobal {
     pub pause: crate::resp::pause::Pause,
     /// ACL LOG (acl/log.rs).
     pub acl_log: crate::resp::acl::log::AclLog,
+    /// Client-side caching: who reads which keys (tracking.rs).
+    pub tracking: crate::resp::tracking::Tracking,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory
@@ -163,6 +165,42 @@ pub struct Session {
     pub acl_epoch: u64,
     /// `user` may run anything: the gate checks no permission.
     pub acl_open: bool,
+    /// CLIENT TRACKING's state while on (tracking.rs).
+    pub tracking: Option<Box<Tracked>>,
+}
+
+/// A connection's client-side caching while CLIENT TRACKING is on; dropping it (OFF,
+/// RESET, the connection's close) takes it out of the server's table.
+pub struct Tracked {
+    pub opts: crate::resp::tracking::Options,
+    /// CLIENT CACHING's answer for the next command (OPTIN: yes; OPTOUT: no).
+    pub caching: Option<bool>,
+    id: u64,
+    global: Arc<RespGlobal>,
+}
+
+impl Tracked {
+    /// Starts tracking for connection `id`, its pushes queued on `me`.
+    pub fn start(
+        global: &Arc<RespGlobal>,
+        id: u64,
+        opts: crate::resp::tracking::Options,
+        me: Arc<crate::resp::pubsub::Subscriber>,
+    ) -> Tracked {
+        global.tracking.start(id, opts.clone(), me, &global.notify);
+        Tracked {
+            opts,
+            caching: None,
+            id,
+            global: global.clone(),
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.global.tracking.stop(self.id, &self.global.notify);
+    }
 }
 
 impl Session {
@@ -199,6 +237,7 @@ impl Session {
             user: None,
             acl_epoch: 0,
             acl_open: true,
+            tracking: None,
         }
     }
 
@@ -349,7 +388,7 @@ impl Session {
     /// Every reply is sent and nobody monitors: a batch's commands need not be seen one
     /// by one.
     fn batches_plainly(&self) -> bool {
-        self.replies == Replies::On && !self.global.pubsub.monitoring()
+        self.replies == Replies::On && !self.global.pubsub.monitoring() && self.tracking.is_none()
     }
 }
 

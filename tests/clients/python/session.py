@@ -318,6 +318,47 @@ def lists_and_sorted_sets(r, connect):
     r.delete("sc")
 
 
+def users(r, port, protocol, parser):
+    """ACL users with redis-py's ACL helpers: a user made, logged in with its name, refused
+    what its rules leave out (NoPermissionError), seen in ACL LOG, removed."""
+    r.acl_deluser("app")
+    assert r.acl_setuser(
+        "app",
+        enabled=True,
+        passwords=["+app-secret"],
+        keys=["app:*"],
+        channels=["app:*"],
+        commands=["+@read", "+@write", "-@dangerous", "+ping"],
+    )
+    assert "app" in [u.decode() if isinstance(u, bytes) else u for u in r.acl_users()]
+    user = r.acl_getuser("app")
+    assert "on" in user["flags"] and user["keys"] and user["channels"], user
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=port, protocol=protocol, parser_class=parser,
+        username="app", password="app-secret",
+    )
+    app = redis.Redis(connection_pool=pool)
+    assert app.ping()
+    assert app.set("app:1", "v") and app.get("app:1") == b"v"
+    for refused in (lambda: app.get("other"), lambda: app.flushall(), lambda: app.publish("news", "x")):
+        try:
+            refused()
+            raise AssertionError("a command the rules leave out was served")
+        except redis.exceptions.NoPermissionError:
+            pass
+    log = r.acl_log(count=3)
+    assert any(e["username"] == "app" for e in log), log
+    assert r.acl_dryrun("app", "get", "other") != b"OK"
+    try:
+        redis.Redis(host="127.0.0.1", port=port, username="app", password="wrong").ping()
+        raise AssertionError("a wrong password logged in")
+    except redis.AuthenticationError:
+        pass
+    assert r.acl_deluser("app") == 1
+    r.acl_log_reset()
+    r.delete("app:1")
+
+
 def main():
     port, password = int(sys.argv[1]), sys.argv[2]
     from redis._parsers import _RESP2Parser, _RESP3Parser
@@ -333,6 +374,7 @@ def main():
         print("hiredis (a version redis-py accepts) not installed: its parser runs are skipped")
     for name, protocol, parser in runs:
         session(port, password, protocol, parser)
+        users(client(port, protocol, parser, password), port, protocol, parser)
         print(f"redis-py {redis.__version__} {name}: ok")
 
 

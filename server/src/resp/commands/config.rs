@@ -112,6 +112,12 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
         t.push_str(&s.global.acl_log.stats_text());
         // MIGRATE opens a connection per command and keeps none.
         t.push_str("migrate_cached_sockets:0\r\n");
+        let tr = &s.global.tracking;
+        t.push_str(&format!(
+            "tracking_total_keys:{}\r\ntracking_total_prefixes:{}\r\n",
+            tr.keys(),
+            tr.prefixes()
+        ));
         t.push_str(&format!(
             "total_error_replies:{}\r\n",
             s.global.errors.total()

@@ -90,6 +90,7 @@ pub fn accept(x: &mut Call<'_, '_>) {
 pub fn reset(x: &mut Call<'_, '_>) {
     let s = &mut *x.s;
     s.tx = Default::default();
+    s.tracking = None;
     crate::resp::commands::pubsub::end_all(s);
     s.set_proto(Version::Resp2);
     s.set_name(None);
@@ -148,7 +149,11 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"ID" => resp::integer(out, s.id as i64),
         b"SETINFO" if argc == 4 => set_info(s, c[2], c[3], out),
         b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, out),
-        b"NO-EVICT" | b"TRACKING" => crate::resp::commands::introspect::client_switch(c, out),
+        b"NO-EVICT" => crate::resp::commands::introspect::client_switch(c, out),
+        b"TRACKING" if argc >= 3 => crate::resp::commands::tracking::tracking(sh, s, c, out),
+        b"CACHING" if argc == 3 => crate::resp::commands::tracking::caching(s, c, out),
+        b"GETREDIR" if argc == 2 => crate::resp::commands::tracking::getredir(s, out),
+        b"TRACKINGINFO" if argc == 2 => crate::resp::commands::tracking::trackinginfo(sh, s, out),
         b"PAUSE" if argc == 3 || argc == 4 => pause(sh, s, c, out),
         b"UNPAUSE" if argc == 2 => {
             s.global.pause.unpause();

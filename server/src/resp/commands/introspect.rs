@@ -1,5 +1,5 @@
 //! Introspection commands tools send: CLIENT INFO (this connection, in CLIENT LIST's line
-//! format), CLIENT NO-EVICT and TRACKING (accepted where they change nothing here), CONFIG
+//! format), CLIENT NO-EVICT (accepted: it changes nothing here), CONFIG
 //! RESETSTAT, MEMORY USAGE and OBJECT ENCODING / REFCOUNT.
 
 use crate::core::reads::Reads;
@@ -171,19 +171,11 @@ pub fn client_unblock(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
     resp::integer(out, i64::from(done));
 }
 
-/// `CLIENT NO-EVICT on|off` (no client eviction here: accepted) and `CLIENT TRACKING off`
-/// (tracking is never on); `TRACKING on` is refused.
+/// `CLIENT NO-EVICT on|off` (no client eviction here: accepted).
 pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {
-    let sub = c[1].to_ascii_uppercase();
     let arg = c.get(2).map(|a| a.to_ascii_uppercase());
-    match (sub.as_slice(), arg.as_deref(), c.len()) {
-        (b"NO-EVICT", Some(b"ON" | b"OFF"), 3) | (b"TRACKING", Some(b"OFF"), 3) => {
-            resp::simple(out, "OK")
-        }
-        (b"TRACKING", Some(b"ON"), _) => resp::error(
-            out,
-            "ERR client-side caching (CLIENT TRACKING on) is not supported by accelkv",
-        ),
+    match (arg.as_deref(), c.len()) {
+        (Some(b"ON" | b"OFF"), 3) => resp::simple(out, "OK"),
         _ => resp::error(out, "ERR syntax error"),
     }
 }

@@ -29,5 +29,6 @@ pub mod server;
 pub mod slowlog;
 pub mod strings;
 pub mod swapdb;
+pub mod tracking;
 pub mod tx;
 pub mod types;

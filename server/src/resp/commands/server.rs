@@ -31,6 +31,7 @@ pub fn flushall(x: &mut Call<'_, '_>) {
             if sh.blocked().waiting() > 0 {
                 sh.blocked().wake_all();
             }
+            flushed(x);
             resp::simple(x.out, "OK")
         }
         Err(e) => err_store(x.out, &e),
@@ -113,7 +114,17 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
     if x.sh.blocked().waiting() > 0 {
         x.sh.blocked().wake_all();
     }
+    flushed(x);
     resp::simple(x.out, "OK")
+}
+
+/// Client-side caching: every tracking connection drops everything (`invalidate` with a
+/// null), as Redis tells them after a flush.
+fn flushed(x: &Call<'_, '_>) {
+    let g = &x.s.global;
+    if g.tracking.active() {
+        g.tracking.flushed(&g.pubsub);
+    }
 }
 
 pub fn dbsize(x: &mut Call<'_, '_>) {
