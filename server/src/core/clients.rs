@@ -28,6 +28,8 @@ pub struct Entry {
     conn_id: u64,
     pub addr: SocketAddr,
     pub laddr: SocketAddr,
+    /// The socket's file descriptor.
+    fd: i32,
     created: Instant,
     /// Milliseconds after `created` of the last read.
     last_active: AtomicU64,
@@ -59,6 +61,10 @@ pub struct Noted {
     pub blocked: bool,
     /// The last command, as Redis names it (`get`, `client|info`).
     pub cmd: &'static str,
+    /// Bytes of the commands queued in MULTI.
+    pub multi_mem: usize,
+    /// CLIENT TRACKING: its REDIRECT (0: none; -1: not tracking).
+    pub redir: i64,
     /// CLIENT SETINFO's LIB-NAME and LIB-VER.
     pub lib_name: Vec<u8>,
     pub lib_ver: Vec<u8>,
@@ -106,8 +112,9 @@ impl Entry {
         f(&mut self.noted.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// The CLIENT LIST line (without the newline).
-    pub fn line(&self) -> String {
+    /// The CLIENT LIST line (without the newline); `me`: the query buffer and argument
+    /// bytes of the command asking, when this is its own connection.
+    pub fn line(&self, me: Option<Me>) -> String {
         let age = self.created.elapsed();
         let idle = age
             .as_millis()
@@ -115,12 +122,14 @@ impl Entry {
             / 1000;
         let name = self.name.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.noted.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        // Redis's flag letters, in its order: P pub/sub, x MULTI, b blocked; N none.
+        // Redis's flag letters, in its order: P pub/sub, x MULTI, b blocked, t tracking;
+        // N none.
         let mut flags = String::new();
         for (on, c) in [
             (n.subs.iter().any(|&s| s > 0), 'P'),
             (n.multi >= 0, 'x'),
             (n.blocked, 'b'),
+            (n.redir >= 0, 't'),
         ] {
             if on {
                 flags.push(c);
@@ -131,23 +140,38 @@ impl Entry {
         }
         let [sub, psub, ssub] = n.subs;
         let user = self.user.lock().unwrap_or_else(|e| e.into_inner());
+        let me = me.unwrap_or_default();
+        let tot = me.qbuf + me.argv_mem + n.multi_mem;
         format!(
-            "id={} addr={} laddr={} name={} age={} idle={idle} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={} watch={} cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={} qbuf={} qbuf-free=0 argv-mem={} multi-mem={} rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem={tot} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
+            self.fd,
             String::from_utf8_lossy(&name),
             age.as_secs(),
             self.db.load(Ordering::Relaxed),
             n.multi,
-            n.watch,
+            me.qbuf,
+            me.argv_mem,
+            n.multi_mem,
             if n.cmd.is_empty() { "NULL".to_string() } else { n.cmd.to_lowercase() },
             String::from_utf8_lossy(&user),
+            n.redir,
             self.resp.load(Ordering::Relaxed),
             String::from_utf8_lossy(&n.lib_name),
             String::from_utf8_lossy(&n.lib_ver),
         )
     }
+}
+
+/// What the connection asking for CLIENT LIST or INFO knows of its own command: the bytes
+/// it took in the query buffer and its arguments' bytes (Redis's `qbuf` and `argv-mem`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Me {
+    pub id: u64,
+    pub qbuf: usize,
+    pub argv_mem: usize,
 }
 
 /// Every RESP connection of the server.
@@ -199,11 +223,9 @@ impl Clients {
     pub fn register(
         self: &Arc<Self>,
         id: u64,
-        loop_index: usize,
-        slot: usize,
-        conn_id: u64,
-        addr: SocketAddr,
-        laddr: SocketAddr,
+        (loop_index, slot, conn_id): (usize, usize, u64),
+        (addr, laddr): (SocketAddr, SocketAddr),
+        fd: i32,
     ) -> Registration {
         let entry = Arc::new(Entry {
             id,
@@ -212,6 +234,7 @@ impl Clients {
             conn_id,
             addr,
             laddr,
+            fd,
             created: Instant::now(),
             last_active: AtomicU64::new(0),
             name: Mutex::new(Vec::new()),
@@ -220,6 +243,7 @@ impl Clients {
             db: Default::default(),
             noted: Mutex::new(Noted {
                 multi: -1,
+                redir: -1,
                 ..Noted::default()
             }),
             killed: Default::default(),
@@ -235,8 +259,9 @@ impl Clients {
     }
 
     /// CLIENT LIST's lines, in id order (only `ids` when given; only the connections with a
-    /// pub/sub subscription, or only those without, when `pubsub` says which).
-    pub fn list(&self, ids: Option<&[u64]>, pubsub: Option<bool>) -> String {
+    /// pub/sub subscription, or only those without, when `pubsub` says which); `me`: the
+    /// asking connection's own command.
+    pub fn list(&self, ids: Option<&[u64]>, pubsub: Option<bool>, me: Option<Me>) -> String {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
         for e in map.values() {
@@ -249,7 +274,7 @@ impl Clients {
             if pubsub.is_some_and(|p| p != e.subscribed()) {
                 continue;
             }
-            out.push_str(&e.line());
+            out.push_str(&e.line(me.filter(|m| m.id == e.id)));
             out.push('\n');
         }
         out

@@ -373,6 +373,7 @@ impl Loop {
             id,
             peer: sock.socket().peer_addr().unwrap_or(unknown),
             local: sock.socket().local_addr().unwrap_or(unknown),
+            fd: std::os::fd::AsRawFd::as_raw_fd(sock.socket()),
         });
         self.conns[slot] = Some(Conn::new(sock, id, session, guard));
         Some(slot)

@@ -210,6 +210,8 @@ pub struct NewConn {
     pub id: u64,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// The socket's file descriptor (CLIENT LIST's `fd`).
+    pub fd: i32,
 }
 
 /// What the loop lends a datagram port.

@@ -40,10 +40,12 @@ impl RespProtocol {
 impl Protocol for RespProtocol {
     fn session(&self, c: &NewConn) -> Box<dyn crate::net::session::Session> {
         let client_id = self.sh.next_client_id();
-        let reg =
-            self.sh
-                .clients()
-                .register(client_id, c.loop_index, c.slot, c.id, c.peer, c.local);
+        let reg = self.sh.clients().register(
+            client_id,
+            (c.loop_index, c.slot, c.id),
+            (c.peer, c.local),
+            c.fd,
+        );
         let mut s = Session::new(client_id, Some(reg), self.global.clone());
         let epoch = self.sh.acl().epoch();
         s.login(self.sh.acl().default_user(), epoch);

@@ -67,7 +67,15 @@ impl Streamed {
 /// What a session last noted in the client registry (`Session::note_client`):
 /// subscriptions per space, queued commands (-1: not in MULTI), watched keys, blocked, the
 /// last command.
-pub type Noted = (Option<[usize; 3]>, i64, usize, bool, &'static str);
+pub type Noted = (
+    Option<[usize; 3]>,
+    i64,
+    usize,
+    bool,
+    &'static str,
+    usize,
+    i64,
+);
 
 /// Which replies a connection is sent (CLIENT REPLY): pub/sub messages are sent whatever
 /// this says, as Redis sends them.
@@ -229,7 +237,7 @@ impl Session {
             sub: None,
             push_to: None,
             last_cmd: std::cell::Cell::new(""),
-            noted: (None, -1, 0, false, ""),
+            noted: (None, -1, 0, false, "", 0, -1),
             events: Vec::new(),
             replies: Replies::On,
             scripting: false,
@@ -335,7 +343,8 @@ impl Session {
     }
 
     /// Notes its state in the client registry for CLIENT LIST (subscriptions, MULTI, WATCH,
-    /// blocked, the last command), when it changed since the last note; `cmd` names the
+    /// blocked, the last command, MULTI's bytes, tracking), when it changed since the last
+    /// note; `cmd` names the
     /// last command instead of `last_cmd` (CLIENT INFO names itself).
     pub fn note_client(&mut self, cmd: Option<&'static str>) {
         let Some(r) = &self.client else {
@@ -347,6 +356,14 @@ impl Session {
             self.tx.watched.len(),
             self.block.ticket.is_some(),
             cmd.unwrap_or(self.last_cmd.get()),
+            self.tx.queued.as_ref().map_or(0, |q| {
+                q.iter()
+                    .map(|c| c.iter().map(Vec::len).sum::<usize>())
+                    .sum()
+            }),
+            self.tracking
+                .as_ref()
+                .map_or(-1, |t| t.opts.redirect as i64),
         );
         if now == self.noted {
             return;
@@ -354,6 +371,7 @@ impl Session {
         r.entry.note(|n| {
             n.subs = now.0.unwrap_or_default();
             (n.multi, n.watch, n.blocked, n.cmd) = (now.1, now.2, now.3, now.4);
+            (n.multi_mem, n.redir) = (now.5, now.6);
         });
         self.noted = now;
     }

@@ -210,3 +210,10 @@ pub fn full_name(args: &[&[u8]]) -> String {
 pub fn is_container(name: &str) -> bool {
     SUBS.iter().any(|(n, _)| *n == name)
 }
+
+/// Whether `sub` is a subcommand Redis 7 lists for `container` (upper case).
+pub fn known(container: &str, sub: &[u8]) -> bool {
+    SUBS.iter()
+        .find(|(n, _)| *n == container)
+        .is_some_and(|(_, subs)| subs.iter().any(|s| s.as_bytes().eq_ignore_ascii_case(sub)))
+}

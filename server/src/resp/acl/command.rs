@@ -361,7 +361,7 @@ pub fn log_auth_failure(s: &Session, user: &[u8]) {
 fn client_info(s: &Session) -> String {
     s.client
         .as_ref()
-        .map(|r| r.entry.line())
+        .map(|r| r.entry.line(None))
         .unwrap_or_default()
 }
 

@@ -300,7 +300,20 @@ pub fn set(
             out,
             "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - accelkv supports noeviction only",
         ),
-        _ => resp::error(
+        _ => unchanged(sh, s, &name, c[3], out),
+    }
+}
+
+/// CONFIG SET of a parameter CONFIG GET reports but only a start sets: accepted when the
+/// value is the one it has (tools write back what they read), refused otherwise.
+fn unchanged(sh: &Shared, s: &Session, name: &str, value: &[u8], out: &mut Vec<u8>) {
+    match params(sh, s).into_iter().find(|(n, _)| *n == name) {
+        Some((_, now)) if now.as_bytes() == value => resp::simple(out, "OK"),
+        Some(_) => resp::error(
+            out,
+            &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - accelkv sets it at start only (a flag or the config file)"),
+        ),
+        None => resp::error(
             out,
             &format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"),
         ),

@@ -148,7 +148,7 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"GETNAME" => resp::bulk_in(out, s.name.as_deref(), s.proto),
         b"ID" => resp::integer(out, s.id as i64),
         b"SETINFO" if argc == 4 => set_info(s, c[2], c[3], out),
-        b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, out),
+        b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, c, out),
         b"NO-EVICT" => crate::resp::commands::introspect::client_switch(c, out),
         b"TRACKING" if argc >= 3 => crate::resp::commands::tracking::tracking(sh, s, c, out),
         b"CACHING" if argc == 3 => crate::resp::commands::tracking::caching(s, c, out),
@@ -173,7 +173,26 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"UNBLOCK" if argc == 3 || argc == 4 => {
             crate::resp::commands::introspect::client_unblock(sh, c, out)
         }
-        _ => resp::error(out, "ERR unknown CLIENT subcommand"),
+        _ => unknown_or_arity(c, out),
+    }
+}
+
+/// A CLIENT subcommand Redis knows given the wrong number of arguments, or one it does
+/// not know, with Redis's errors.
+fn unknown_or_arity(c: &[&[u8]], out: &mut Vec<u8>) {
+    let sub = String::from_utf8_lossy(c[1]).into_owned();
+    match crate::resp::subcommands::known("CLIENT", c[1]) {
+        true => resp::error(
+            out,
+            &format!(
+                "ERR wrong number of arguments for 'client|{}' command",
+                sub.to_lowercase()
+            ),
+        ),
+        false => resp::error(
+            out,
+            &format!("ERR unknown subcommand '{sub}'. Try CLIENT HELP."),
+        ),
     }
 }
 

@@ -12,10 +12,10 @@ use crate::resp::session::Session;
 use accelkv_proto::resp::{self, Version};
 
 /// `CLIENT INFO`: this connection's CLIENT LIST line (the same fields, the same format).
-pub fn client_info(sh: &Shared, s: &mut Session, out: &mut Vec<u8>) {
+pub fn client_info(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     if s.client.is_some() {
         s.note_client(Some("client|info"));
-        let text = sh.clients().list(Some(&[s.id]), None);
+        let text = sh.clients().list(Some(&[s.id]), None, Some(me(s, c)));
         return resp::verbatim(out, text.as_bytes(), s.proto);
     }
     // No entry in the registry (a connection made inside the server, in tests).
@@ -41,6 +41,22 @@ pub fn client_info(sh: &Shared, s: &mut Session, out: &mut Vec<u8>) {
 /// `CLIENT LIST [TYPE normal|pubsub|master|replica] [ID id ...]`: every RESP connection,
 /// one line each, in Redis's `key=value` format (its fields but the buffer and memory ones,
 /// which accelkv does not keep per connection).
+/// What the asking connection's own line shows of its command: the bytes it takes as a
+/// RESP command (Redis's `qbuf` while it runs) and its arguments' bytes (`argv-mem`).
+fn me(s: &Session, c: &[&[u8]]) -> crate::core::clients::Me {
+    let digits = |n: usize| n.to_string().len();
+    let qbuf = 3
+        + digits(c.len())
+        + c.iter()
+            .map(|a| 5 + digits(a.len()) + a.len())
+            .sum::<usize>();
+    crate::core::clients::Me {
+        id: s.id,
+        qbuf,
+        argv_mem: c.iter().map(|a| a.len()).sum(),
+    }
+}
+
 pub fn client_list(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>) {
     s.note_client(Some("client|list"));
     let mut ids: Option<Vec<u64>> = None;
@@ -80,7 +96,7 @@ pub fn client_list(sh: &Shared, s: &mut Session, c: &[&[u8]], out: &mut Vec<u8>)
             _ => return resp::error(out, "ERR syntax error"),
         }
     }
-    let text = sh.clients().list(ids.as_deref(), pubsub);
+    let text = sh.clients().list(ids.as_deref(), pubsub, Some(me(s, c)));
     resp::verbatim(out, text.as_bytes(), s.proto);
 }
 

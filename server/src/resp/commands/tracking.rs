@@ -54,7 +54,7 @@ fn options(sh: &Shared, args: &[&[u8]]) -> Result<Options, String> {
                 }
                 let id = crate::resp::reply::parse_i64(args[i + 1])
                     .ok_or("ERR value is not an integer or out of range")?;
-                if id <= 0 || sh.clients().list(Some(&[id as u64]), None).is_empty() {
+                if id <= 0 || sh.clients().list(Some(&[id as u64]), None, None).is_empty() {
                     return Err("ERR The client ID you want redirect to does not exist".into());
                 }
                 o.redirect = id as u64;
@@ -173,7 +173,10 @@ pub fn trackinginfo(sh: &Shared, s: &Session, out: &mut Vec<u8>) {
                 }
             }
             let gone = t.opts.redirect != 0
-                && sh.clients().list(Some(&[t.opts.redirect]), None).is_empty();
+                && sh
+                    .clients()
+                    .list(Some(&[t.opts.redirect]), None, None)
+                    .is_empty();
             if gone {
                 flags.push("broken_redirect");
             }
