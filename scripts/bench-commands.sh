@@ -12,7 +12,8 @@
 #   geosearch   GEOSEARCH of a 10,000-member grid (0.01° apart) within 5.6 km, ASC: 100
 #               members with their distances
 #   geoadd      GEOADD of a random member at a fixed position (-r 1,000,000)
-# (Valkey is not packaged for this machine's Debian 12, so it is not in the run.)
+# Valkey joins the run when VALKEY_SERVER names a valkey-server (it is not packaged for this
+# machine's Debian 12: built from its public repository in a scratch folder, never vendored).
 #
 # Usage: scripts/bench-commands.sh [rounds]     (default 3; TESTS="pfadd pfcount" picks)
 set -euo pipefail
@@ -33,8 +34,13 @@ pids+=($!)
 pids+=($!)
 "$bin" --threads 1 --port 17717 --resp-port 17389 --admin-port 17718 --memcached-port off >/dev/null 2>&1 &
 pids+=($!)
-sleep 1
 servers=(redis:16399 accelkv:17379 accelkv-threads-1:17389)
+if [ -n "${VALKEY_SERVER:-}" ]; then
+  "$VALKEY_SERVER" --port 16499 --save '' --appendonly no --bind 127.0.0.1 >/dev/null &
+  pids+=($!)
+  servers+=(valkey:16499)
+fi
+sleep 1
 
 # Name, pipeline depth, command (redis-benchmark's __rand_int__ with -r).
 declare -A depth cmd
@@ -83,12 +89,18 @@ for r in $(seq "$rounds"); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "| test | redis | accelkv | ratio | accelkv --threads 1 | ratio |"
-echo "|---|---|---|---|---|---|"
+vk=${VALKEY_SERVER:+ valkey | accelkv vs valkey |}
+echo "| test | redis | accelkv | ratio | accelkv --threads 1 | ratio |${vk}"
+echo "|---|---|---|---|---|---|${VALKEY_SERVER:+---|---|}"
 for t in $tests; do
   red=$(echo "${results[redis,$t]}" | median)
   akv=$(echo "${results[accelkv,$t]}" | median)
   one=$(echo "${results[accelkv-threads-1,$t]}" | median)
-  printf '| %s | %.0f | %.0f | %.2f | %.0f | %.2f |\n' "$t" "$red" "$akv" "$(echo "$akv / $red" | bc -l)" \
-    "$one" "$(echo "$one / $red" | bc -l)"
+  row=$(printf '| %s | %.0f | %.0f | %.2f | %.0f | %.2f |' "$t" "$red" "$akv" "$(echo "$akv / $red" | bc -l)" \
+    "$one" "$(echo "$one / $red" | bc -l)")
+  if [ -n "${VALKEY_SERVER:-}" ]; then
+    val=$(echo "${results[valkey,$t]}" | median)
+    row+=$(printf ' %.0f | %.2f |' "$val" "$(echo "$akv / $val" | bc -l)")
+  fi
+  echo "$row"
 done

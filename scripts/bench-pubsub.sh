@@ -7,6 +7,8 @@
 # interleaved; the median requests per second and its ratio to Redis.
 #
 # Usage: scripts/bench-pubsub.sh [rounds]     (default 3; SUBS=1, N=200000)
+#        VALKEY_SERVER=/path/to/valkey-server scripts/bench-pubsub.sh   (Valkey in the run too:
+#        built from its public repository in a scratch folder, never vendored)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -27,8 +29,13 @@ pids+=($!)
 pids+=($!)
 "$bin" --threads 1 --port 17717 --resp-port 17389 --admin-port 17718 --memcached-port off >/dev/null 2>&1 &
 pids+=($!)
-sleep 1
 servers=(redis:16399 accelkv:17379 accelkv-threads-1:17389)
+if [ -n "${VALKEY_SERVER:-}" ]; then
+  "$VALKEY_SERVER" --port 16499 --save '' --appendonly no --bind 127.0.0.1 >/dev/null &
+  pids+=($!)
+  servers+=(valkey:16499)
+fi
+sleep 1
 for s in "${servers[@]}"; do
   name=${s%:*} port=${s#*:}
   for i in $(seq "$subs"); do

@@ -7,6 +7,7 @@ and after, and the bytes per subscription reported. Then one PUBLISH to every ch
 checks that every subscription is live (each answers 1).
 
 Usage: scripts/bench-subscriptions.py      (CHANNELS=10000 CONNS=100 PATTERNS=0)
+       VALKEY_SERVER=/path/to/valkey-server scripts/bench-subscriptions.py   (Valkey too)
 Needs redis-server on PATH and redis-py (apt-get install -y redis-server python3-redis).
 """
 import os
@@ -93,7 +94,14 @@ def main():
                               "--memcached-port", "off"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         procs.append(a)
-        for (name, p, port) in (("Redis", r, 16401), ("accelkv", a, 17401)):
+        servers = [("Redis", r, 16401), ("accelkv", a, 17401)]
+        if os.environ.get("VALKEY_SERVER"):
+            v = subprocess.Popen([os.environ["VALKEY_SERVER"], "--port", "16601", "--save", "",
+                                  "--appendonly", "no", "--bind", "127.0.0.1"],
+                                 stdout=subprocess.DEVNULL)
+            procs.append(v)
+            servers.append(("Valkey", v, 16601))
+        for (name, p, port) in servers:
             wait_port(port)
             rows.append((name,) + measure(name, p.pid, port))
     finally:

@@ -17,6 +17,8 @@
 #        KEYSPACE=none TESTS="hset sadd zadd" scripts/instr-per-request.sh  (no -r: small collections)
 #        TESTS="hset sadd spop" scripts/instr-per-request.sh   (other redis-benchmark tests;
 #        default "get set incr")
+#        ACL_USER=yes scripts/instr-per-request.sh   (the measured runs log in as an ACL user
+#        whose rules the gate checks: `~key:* +@all -@dangerous`, on every server)
 #        TESTS="pfadd pfcount geoadd geosearch" scripts/instr-per-request.sh  (commands of
 #        their own, below: PFADD of a random element to one HLL, PFCOUNT of it, GEOADD of a
 #        random member, GEOSEARCH of 99 members of a 10,000-member grid)
@@ -67,14 +69,19 @@ measure() { # name port cmd...
     awk 'BEGIN { for (i = 0; i < 100; i++) { printf "GEOADD grid"; for (j = 0; j < 100; j++) printf " %.2f %.2f g%d-%d", 13 + j / 100, 38 + i / 100, i, j; print "" } }' \
       | redis-cli -p "$port" >/dev/null
   fi
+  local as=()
+  if [ "${ACL_USER:-no}" = yes ]; then
+    redis-cli -p "$port" ACL SETUSER bench on '>bench' '~key:*' '~hll' '~places' '~grid' +@all -@dangerous >/dev/null
+    as=(--user bench -a bench)
+  fi
   local row="| $name |"
   for t in "${tests[@]}"; do
     callgrind_control -z "$pid" >/dev/null 2>&1
     if [ -n "${custom[$t]:-}" ]; then
       # shellcheck disable=SC2086
-      redis-benchmark -p "$port" -n "$n" -r 1000000 -P 16 -c 50 --threads 1 -q ${custom[$t]} >/dev/null
+      redis-benchmark -p "$port" "${as[@]}" -n "$n" -r 1000000 -P 16 -c 50 --threads 1 -q ${custom[$t]} >/dev/null
     else
-      redis-benchmark -p "$port" -t "$t" -n "$n" "${keyspace[@]}" -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
+      redis-benchmark -p "$port" "${as[@]}" -t "$t" -n "$n" "${keyspace[@]}" -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
     fi
     callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 1

@@ -866,8 +866,7 @@ fn client_info_and_list_give_redis_fields() {
         "CLIENT LIST and CLIENT INFO differ"
     );
     // Redis 7.2's fields, in its order: every one.
-    const REDIS_72: &str =
-        "id addr laddr fd name age idle flags db sub psub ssub multi qbuf \
+    const REDIS_72: &str = "id addr laddr fd name age idle flags db sub psub ssub multi qbuf \
         qbuf-free argv-mem multi-mem rbs rbp obl oll omem tot-mem events cmd user redir resp \
         lib-name lib-ver";
     let redis72: Vec<&str> = REDIS_72.split_whitespace().collect();

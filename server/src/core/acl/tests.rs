@@ -224,3 +224,38 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Any bytes as rules (the ACL file and ACL SETUSER take them from clients): no panic,
+    /// a refusal or a user whose description reads back as itself.
+    #[test]
+    fn any_rule_bytes_are_refused_or_described(
+        rules in prop::collection::vec(
+            (prop::sample::select(vec!["", "~", "%", "%R", "&", "+", "-", "+@", "-@", ">", "<", "#", "!", "("]),
+             prop::collection::vec(any::<u8>(), 0..12)),
+            0..8,
+        )
+    ) {
+        let mut u = User::new(b"u", false);
+        for (prefix, tail) in &rules {
+            let mut rule = prefix.as_bytes().to_vec();
+            rule.extend_from_slice(tail);
+            // The ACL file splits on spaces: a rule never holds one.
+            if rule.is_empty() || rule.contains(&b' ') {
+                continue;
+            }
+            if let Ok(next) = edit(u.clone(), &[rule], &Table, false) {
+                u = next;
+            }
+        }
+        let line = u.describe();
+        // Patterns are shown as text: a user whose patterns are not UTF-8 is described
+        // lossily (as Redis prints bytes), so only those that are read back.
+        let utf8 = u.root.keys.iter().all(|k| std::str::from_utf8(&k.pattern).is_ok())
+            && u.root.channels.iter().all(|c| std::str::from_utf8(c).is_ok())
+            && u.selectors.is_empty();
+        if utf8 && !line.contains('(') {
+            prop_assert_eq!(reread(&u).describe(), line);
+        }
+    }
+}
