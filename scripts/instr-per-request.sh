@@ -18,7 +18,7 @@
 #        TESTS="hset sadd spop" scripts/instr-per-request.sh   (other redis-benchmark tests;
 #        default "get set incr")
 #        ACL_USER=yes scripts/instr-per-request.sh   (the measured runs log in as an ACL user
-#        whose rules the gate checks: `~key:* +@all -@dangerous`, on every server)
+#        whose rules the gate checks: `~key:* ~counter:* +@all -@dangerous`, on every server)
 #        TESTS="pfadd pfcount geoadd geosearch" scripts/instr-per-request.sh  (commands of
 #        their own, below: PFADD of a random element to one HLL, PFCOUNT of it, GEOADD of a
 #        random member, GEOSEARCH of 99 members of a 10,000-member grid)
@@ -71,7 +71,7 @@ measure() { # name port cmd...
   fi
   local as=()
   if [ "${ACL_USER:-no}" = yes ]; then
-    redis-cli -p "$port" ACL SETUSER bench on '>bench' '~key:*' '~hll' '~places' '~grid' +@all -@dangerous >/dev/null
+    redis-cli -p "$port" ACL SETUSER bench on '>bench' '~key:*' '~counter:*' '~hll' '~places' '~grid' +@all -@dangerous >/dev/null
     as=(--user bench -a bench)
   fi
   local row="| $name |"

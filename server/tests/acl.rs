@@ -561,15 +561,18 @@ fn permissions_changed_under_load_are_obeyed() {
         admin.str(&["ACL", "SETUSER", "w", "on", "nopass", "~*", "+@all"]),
         simple("OK")
     );
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // Rounds each worker has run: the changes go on until every one has run some.
+    let done: std::sync::Arc<Vec<AtomicUsize>> =
+        std::sync::Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
     let workers: Vec<_> = (0..4)
         .map(|i| {
-            let (addr, stop) = (srv.resp, stop.clone());
+            let (addr, stop, done) = (srv.resp, stop.clone(), done.clone());
             std::thread::spawn(move || {
                 let mut c = RespConn::connect(addr);
                 assert_eq!(c.str(&["AUTH", "w", "x"]), simple("OK"));
-                let mut n = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) {
                     let k = format!("k{i}");
                     for _ in 0..8 {
                         c.send(&["SET", &k, "v"]);
@@ -578,21 +581,25 @@ fn permissions_changed_under_load_are_obeyed() {
                         let r = c.read();
                         assert!(r == simple("OK") || err_starts(&r, "NOPERM"), "{r:?}");
                     }
-                    n += 1;
+                    done[i].fetch_add(1, Ordering::Relaxed);
                 }
-                (c, n)
+                (c, done[i].load(Ordering::Relaxed))
             })
         })
         .collect();
-    for round in 0..200 {
+    let t0 = std::time::Instant::now();
+    let mut round = 0;
+    while round < 200 || done.iter().any(|d| d.load(Ordering::Relaxed) < 20) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "workers stalled");
         let rule = if round % 2 == 0 { "-set" } else { "+set" };
         assert_eq!(admin.str(&["ACL", "SETUSER", "w", rule]), simple("OK"));
+        round += 1;
     }
     assert_eq!(admin.str(&["ACL", "SETUSER", "w", "-set"]), simple("OK"));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
     for w in workers {
         let (mut c, n) = w.join().unwrap();
-        assert!(n > 0);
+        assert!(n >= 20);
         assert!(err_starts(&c.str(&["SET", "k", "v"]), "NOPERM"));
     }
 }

@@ -286,6 +286,8 @@ impl Clients {
         let chosen: Vec<Arc<Entry>> = {
             let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
             map.values()
+                // One already being closed is not chosen (nor counted) again.
+                .filter(|e| !e.killed.load(Ordering::Relaxed))
                 .filter(|e| f.id.is_none_or(|id| e.id == id))
                 .filter(|e| f.addr.as_deref().is_none_or(|a| e.addr.to_string() == a))
                 .filter(|e| f.laddr.as_deref().is_none_or(|a| e.laddr.to_string() == a))

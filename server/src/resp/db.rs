@@ -8,20 +8,25 @@
 //! follow its prefixed key, so nothing else changes.
 
 use crate::resp::call::Spec;
+use smallvec::smallvec;
 
 pub use crate::resp::prefix::{range, shown, to_store, DB_PREFIX};
 
+/// Key positions: four in place, more on the heap.
+pub type Keys = smallvec::SmallVec<[usize; 4]>;
+
 /// The positions of `args`'s keys: the table's for most commands, and for those whose keys
-/// follow a count (EVAL-like, LMPOP, ZUNIONSTORE…) their own.
-pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
+/// follow a count (EVAL-like, LMPOP, ZUNIONSTORE…) their own. Up to four without an
+/// allocation (the gate's permission check asks for every command of a restricted user).
+pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Keys {
     let count_at =
         |at: usize| -> Option<usize> { std::str::from_utf8(args.get(at)?).ok()?.parse().ok() };
     // A count past the arguments there are names no keys (the command is refused anyway).
-    let after_count = |at: usize| -> Vec<usize> {
+    let after_count = |at: usize| -> Keys {
         let n = count_at(at).unwrap_or(0);
         match at + 1 + n <= args.len() {
             true => (at + 1..at + 1 + n).collect(),
-            false => Vec::new(),
+            false => Keys::new(),
         }
     };
     match spec.name {
@@ -34,10 +39,10 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             // The first half of what follows STREAMS.
             let at = (1..args.len()).find(|&i| args[i].eq_ignore_ascii_case(b"STREAMS"));
             let rest = at.map_or(0, |i| args.len() - i - 1);
-            at.map_or(Vec::new(), |i| (i + 1..i + 1 + rest / 2).collect())
+            at.map_or(Keys::new(), |i| (i + 1..i + 1 + rest / 2).collect())
         }
         "SORT" | "SORT_RO" => {
-            let mut v = vec![1];
+            let mut v = smallvec![1];
             v.extend(
                 (2..args.len().saturating_sub(1))
                     .filter(|&i| args[i].eq_ignore_ascii_case(b"STORE"))
@@ -48,7 +53,7 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
         "GEORADIUS" | "GEORADIUSBYMEMBER" => {
             // The source, and the key after STORE or STOREDIST among the options.
             let base = if spec.name == "GEORADIUS" { 6 } else { 5 };
-            let mut v = vec![1];
+            let mut v = smallvec![1];
             v.extend(
                 (base..args.len().saturating_sub(1))
                     .filter(|&i| {
@@ -60,12 +65,12 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
             v
         }
         "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => {
-            let mut v = vec![1];
+            let mut v = smallvec![1];
             v.extend(after_count(2));
             v
         }
         // The key, or those after KEYS when it is empty (AUTH and AUTH2 take 1 and 2).
-        "MIGRATE" if args.get(3).is_some_and(|k| !k.is_empty()) => vec![3],
+        "MIGRATE" if args.get(3).is_some_and(|k| !k.is_empty()) => smallvec![3],
         "MIGRATE" => {
             let mut i = 6;
             while i < args.len() {
@@ -76,13 +81,13 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
                     _ => i += 1,
                 }
             }
-            Vec::new()
+            Keys::new()
         }
         "MEMORY" | "DEBUG" => {
             let sub = args.get(1).map(|a| a.to_ascii_uppercase());
             match sub.as_deref() {
-                Some(b"USAGE" | b"OBJECT") if args.len() > 2 => vec![2],
-                _ => Vec::new(),
+                Some(b"USAGE" | b"OBJECT") if args.len() > 2 => smallvec![2],
+                _ => Keys::new(),
             }
         }
         _ => spec.key_positions(args.len()).collect(),
