@@ -590,7 +590,10 @@ fn permissions_changed_under_load_are_obeyed() {
     let t0 = std::time::Instant::now();
     let mut round = 0;
     while round < 200 || done.iter().any(|d| d.load(Ordering::Relaxed) < 20) {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "workers stalled");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "workers stalled"
+        );
         let rule = if round % 2 == 0 { "-set" } else { "+set" };
         assert_eq!(admin.str(&["ACL", "SETUSER", "w", rule]), simple("OK"));
         round += 1;

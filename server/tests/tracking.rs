@@ -267,3 +267,44 @@ fn every_change_is_told_under_load() {
         }
     }
 }
+
+/// A REDIRECT target that closes: the tracking connection is told at the next change it
+/// would have heard of, as Redis tells it.
+#[test]
+fn a_closed_redirect_target_is_announced_as_redis_does() {
+    let Some(redis) = Redis::start() else {
+        accelkv_testkit::skip("redis-server is not installed (.ci/run installs it)");
+        return;
+    };
+    let srv = Server::start(&[]);
+    let run = |addr: SocketAddr| -> Vec<String> {
+        let (mut a, mut target, mut w) = (Raw::new(addr), Raw::new(addr), Raw::new(addr));
+        let id = target.id();
+        a.send(&["HELLO", "3"]);
+        let _ = a.read_until_quiet(true);
+        let mut seen = Vec::new();
+        for args in [
+            vec!["CLIENT", "TRACKING", "ON", "REDIRECT", id.as_str()],
+            vec!["GET", "k"],
+        ] {
+            a.send(&args);
+            seen.push(a.read_until_quiet(true));
+        }
+        drop(target);
+        std::thread::sleep(Duration::from_millis(200));
+        w.send(&["SET", "k", "v"]);
+        let _ = w.read_until_quiet(true);
+        seen.push(a.drain().replace(&format!(":{id}\r\n"), ":<id>\r\n"));
+        a.send(&["CLIENT", "TRACKINGINFO"]);
+        seen.push(
+            a.read_until_quiet(true)
+                .replace(&format!(":{id}\r\n"), ":<id>\r\n"),
+        );
+        seen
+    };
+    let ours = run(srv.resp);
+    let theirs = run(([127, 0, 0, 1], redis.port).into());
+    assert_eq!(ours, theirs);
+    assert!(ours[2].contains("tracking-redir-broken"), "{ours:?}");
+    assert!(ours[3].contains("broken_redirect"), "{ours:?}");
+}

@@ -280,6 +280,13 @@ impl Clients {
         out
     }
 
+    /// Whether connection `id` is open (and not being closed).
+    pub fn exists(&self, id: u64) -> bool {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&id)
+            .is_some_and(|e| !e.killed.load(Ordering::Relaxed))
+    }
+
     /// Asks the loop of every connection `f` selects to close it; returns how many, and
     /// whether the caller's own is among them (the caller closes that one after its reply).
     pub fn kill(&self, f: &Filter, caller: u64) -> (usize, bool) {

@@ -117,7 +117,7 @@ pub fn call(
             crate::resp::notify::after(sh, s, spec, args, p);
         }
         if s.tracking.is_some() {
-            tracked_read(s, spec, args);
+            tracked_read(sh, s, spec, args);
         }
         let failed = out.get(mark) == Some(&b'-');
         let idx = crate::resp::subcommands::stats_index(table(), position(spec), c);
@@ -163,7 +163,7 @@ pub fn call(
 /// OPTIN mode only after CLIENT CACHING yes, in OPTOUT mode unless after CLIENT CACHING
 /// no), and CLIENT CACHING's answer lasts one command (the whole of an EXEC or script).
 #[cold]
-fn tracked_read(s: &mut Session, spec: &Spec, args: &[&[u8]]) {
+fn tracked_read(sh: &Shared, s: &mut Session, spec: &Spec, args: &[&[u8]]) {
     let Some(t) = s.tracking.as_mut() else {
         return;
     };
@@ -185,7 +185,11 @@ fn tracked_read(s: &mut Session, spec: &Spec, args: &[&[u8]]) {
         let at = crate::resp::db::key_positions(spec, args);
         if !at.is_empty() {
             let keys: Vec<&[u8]> = at.iter().filter_map(|&i| args.get(i).copied()).collect();
-            s.global.tracking.read(&s.global.pubsub, s.id, &keys);
+            let to = crate::resp::tracking::Reach {
+                pubsub: &s.global.pubsub,
+                clients: sh.clients(),
+            };
+            s.global.tracking.read(&to, s.id, &keys);
         }
     }
 }

@@ -79,7 +79,11 @@ pub fn flush(sh: &Shared, s: &mut Session) {
                 keys.push(e.key.clone());
             }
         }
-        s.global.tracking.changed(&s.global.pubsub, s.id, &keys);
+        let to = crate::resp::tracking::Reach {
+            pubsub: &s.global.pubsub,
+            clients: sh.clients(),
+        };
+        s.global.tracking.changed(&to, s.id, &keys);
     }
     for e in events.drain(..) {
         publish(sh, &s.global, e.class, e.name, &e.key);
@@ -90,7 +94,11 @@ pub fn flush(sh: &Shared, s: &mut Session) {
 /// The expiry sweep removed `key`: `expired`, if wanted, and its trackers told.
 pub fn expired(sh: &Shared, g: &RespGlobal, key: &[u8]) {
     if g.tracking.active() {
-        g.tracking.changed(&g.pubsub, 0, &[key.to_vec()]);
+        let to = crate::resp::tracking::Reach {
+            pubsub: &g.pubsub,
+            clients: sh.clients(),
+        };
+        g.tracking.changed(&to, 0, &[key.to_vec()]);
     }
     if g.notify.wants(EXPIRED) {
         publish(sh, g, EXPIRED, "expired", key);

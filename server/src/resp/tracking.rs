@@ -15,6 +15,7 @@
 //! `tracking-table-max-keys` default): past it, the oldest noted keys are invalidated
 //! and forgotten, as Redis does.
 
+use crate::core::clients::Clients;
 use crate::resp::notify_class::Notify;
 use crate::resp::pubsub::{PubSub, Subscriber};
 use accelkv_proto::resp::{self, Version};
@@ -64,6 +65,13 @@ pub struct Tracking {
     /// Connections tracking now (one relaxed load where nobody tracks).
     on: AtomicUsize,
     table: Mutex<Table>,
+}
+
+/// How invalidations reach connections: their queues, and whether a REDIRECT target is
+/// still connected.
+pub struct Reach<'a> {
+    pub pubsub: &'a PubSub,
+    pub clients: &'a Clients,
 }
 
 /// Invalidations to send: the target's queue, its REDIRECT, the keys (`None`: everything),
@@ -119,7 +127,7 @@ impl Tracking {
     }
 
     /// Connection `id` read `keys` (stored keys): it is told when they change.
-    pub fn read(&self, pubsub: &PubSub, id: u64, keys: &[&[u8]]) {
+    pub fn read(&self, to: &Reach<'_>, id: u64, keys: &[&[u8]]) {
         let mut out = Outbox::new();
         {
             let mut t = self.lock();
@@ -140,11 +148,11 @@ impl Tracking {
                 collect(&mut t, &old, 0, false, &mut out);
             }
         }
-        send(pubsub, out);
+        send(to, out);
     }
 
     /// `keys` (stored keys) changed, by connection `writer` (0: the server's expiry).
-    pub fn changed(&self, pubsub: &PubSub, writer: u64, keys: &[Vec<u8>]) {
+    pub fn changed(&self, to: &Reach<'_>, writer: u64, keys: &[Vec<u8>]) {
         let mut out = Outbox::new();
         {
             let mut t = self.lock();
@@ -152,12 +160,12 @@ impl Tracking {
                 collect(&mut t, k, writer, true, &mut out);
             }
         }
-        send(pubsub, out);
+        send(to, out);
     }
 
     /// Every key changed (FLUSHALL, FLUSHDB): every tracking connection is told to drop
     /// everything.
-    pub fn flushed(&self, pubsub: &PubSub) {
+    pub fn flushed(&self, to: &Reach<'_>) {
         let out: Outbox = {
             let mut t = self.lock();
             t.keys.clear();
@@ -167,7 +175,7 @@ impl Tracking {
                 .map(|tg| (tg.me.clone(), tg.opts.redirect, None, false))
                 .collect()
         };
-        send(pubsub, out);
+        send(to, out);
     }
 }
 
@@ -215,8 +223,9 @@ fn collect(t: &mut Table, key: &[u8], writer: u64, bcast: bool, out: &mut Outbox
 
 /// Sends the invalidations: to the connection itself (RESP3 pushes; a RESP2 connection is
 /// sent nothing, as Redis sends it nothing), or to its REDIRECT target if that is
-/// subscribed to `__redis__:invalidate`.
-fn send(pubsub: &PubSub, out: Outbox) {
+/// subscribed to `__redis__:invalidate`; when the target has gone, the connection itself
+/// is told (`tracking-redir-broken` and the target's id, RESP3), as Redis tells it.
+fn send(to: &Reach<'_>, out: Outbox) {
     for (me, redirect, keys, _) in out {
         let encode = |o: &mut Vec<u8>, v: Version, message: bool| {
             if message && v == Version::Resp2 {
@@ -239,8 +248,14 @@ fn send(pubsub: &PubSub, out: Outbox) {
         };
         if redirect == 0 {
             me.deliver_if(Version::Resp3, |o, v| encode(o, v, false));
-        } else if let Some(target) = pubsub.subscriber(CHANNEL, redirect) {
+        } else if let Some(target) = to.pubsub.subscriber(CHANNEL, redirect) {
             target.deliver_any(|o, v| encode(o, v, true));
+        } else if !to.clients.exists(redirect) {
+            me.deliver_if(Version::Resp3, |o, v| {
+                resp::push(o, 2, v);
+                resp::bulk(o, Some(b"tracking-redir-broken"));
+                resp::integer(o, redirect as i64);
+            });
         }
     }
 }

@@ -123,7 +123,11 @@ pub fn flushdb(x: &mut Call<'_, '_>) {
 fn flushed(x: &Call<'_, '_>) {
     let g = &x.s.global;
     if g.tracking.active() {
-        g.tracking.flushed(&g.pubsub);
+        let to = crate::resp::tracking::Reach {
+            pubsub: &g.pubsub,
+            clients: x.sh.clients(),
+        };
+        g.tracking.flushed(&to);
     }
 }
 
