@@ -519,21 +519,7 @@ fn the_acl_file_is_read_at_start_and_by_load_and_written_by_save() {
         ["ann", "default", "new", "ro"]
     );
     // ... and stops a start.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
-        .args([
-            "--port",
-            "0",
-            "--resp-port",
-            "0",
-            "--admin-port",
-            "0",
-            "--memcached-port",
-            "off",
-            "--aclfile",
-            p,
-        ])
-        .output()
-        .unwrap();
+    let out = common::start_refused(&["--aclfile", p]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("users.acl:2"),

@@ -277,10 +277,7 @@ fn expired_new_and_keymiss() {
 
 #[test]
 fn a_bad_flag_stops_the_start() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
-        .args(["--notify-keyspace-events", "Kz?", "--port", "0"])
-        .output()
-        .expect("run");
+    let out = common::start_refused(&["--notify-keyspace-events", "Kz?"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Invalid event class"), "{err}");

@@ -113,6 +113,19 @@ impl Server {
     }
 }
 
+/// Runs the server with `args` on free ports (no memcached port) expecting it to refuse to
+/// start: its exit status and output.
+#[allow(dead_code)]
+pub fn start_refused(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_accelkv-server"))
+        .args(["--port", "0", "--resp-port", "0", "--admin-port", "0"])
+        .args(["--memcached-port", "off"])
+        .args(args)
+        .env_remove("ACCELKV_PASSWORD")
+        .output()
+        .expect("run accelkv-server")
+}
+
 /// Whether the server closed `s` (end of stream or a reset) within its read timeout, as
 /// opposed to leaving it open (a timeout: the server hangs instead of closing).
 pub fn closed_by_server(s: &mut TcpStream) -> bool {
