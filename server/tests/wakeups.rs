@@ -200,6 +200,33 @@ fn a_key_turned_into_a_string_leaves_the_client_blocked() {
     assert_eq!(waiter.read(), bulk_array(&["list", "b"]));
 }
 
+/// Redis's "Blocking XREAD: key type changed with SET", made deterministic: XREAD `$`
+/// woken on a string stays parked, and keeps the id `$` meant when it first ran; a stream
+/// made anew and written in one transaction then serves it (it once read `$` again there,
+/// after the new entry, and waited for ever: about one run in ten under load).
+#[test]
+fn xread_keeps_its_dollar_when_the_key_changes_type() {
+    let srv = Server::start(&[]);
+    let (mut waiter, mut other) = (RespConn::new(&srv), RespConn::new(&srv));
+    other.str(&["XADD", "s", "666", "f", "v"]);
+    waiter.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    wait_blocked(&mut other, 1);
+    other.str(&["SET", "s", "val1"]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_blocked(&mut other, 1);
+    for c in [
+        &["MULTI"][..],
+        &["DEL", "s"],
+        &["XADD", "s", "667", "f", "v"],
+        &["EXEC"],
+    ] {
+        other.str(c);
+    }
+    let got = waiter.read();
+    let text = format!("{got:?}");
+    assert!(text.contains(&format!("{:?}", b"667-0")), "{text}");
+}
+
 /// Redis's "BRPOPLPUSH with wrong destination type": woken with an element to take but a
 /// destination of another type, the client answers WRONGTYPE and the element stays.
 #[test]

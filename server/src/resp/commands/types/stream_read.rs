@@ -289,11 +289,13 @@ pub fn xread(x: &mut Call<'_, '_>) {
                 Some(ids) => ids,
                 None => resolve(sh, s, src, &a)?,
             };
-            let found = read_after(sh, s, src, &a, &after)?;
-            if found.is_none() {
+            // Kept unless something was found: also when the key now holds another type
+            // (the command stays parked, and `$` must not move to what is added later).
+            let found = read_after(sh, s, src, &a, &after);
+            if !matches!(found, Ok(Some(_))) {
                 s.block.after = Some(after);
             }
-            Ok(found)
+            found
         },
         reply_read,
         resp::null_array,
