@@ -534,6 +534,23 @@ fn introspection_commands() {
         Value::Simple("OK".into())
     );
     assert_eq!(c.str(&["CLIENT", "GETREDIR"]), Value::Integer(0));
+    assert_eq!(
+        c.str(&["CLIENT", "NO-TOUCH", "on"]),
+        Value::Simple("OK".into())
+    );
+    assert!(err_starts(
+        &c.str(&["CLIENT", "NO-TOUCH", "maybe"]),
+        "ERR syntax error"
+    ));
+    assert!(matches!(c.str(&["CLIENT", "HELP"]), Value::Array(Some(l)) if l.len() > 20));
+    assert!(err_starts(
+        &c.str(&["CLIENT", "SETINFO", "lib-name"]),
+        "ERR wrong number of arguments for 'client|setinfo' command"
+    ));
+    assert!(err_starts(
+        &c.str(&["CLIENT", "NOSUCH"]),
+        "ERR unknown subcommand 'NOSUCH'. Try CLIENT HELP."
+    ));
     // RESETSTAT zeroes the command counter INFO reports.
     for _ in 0..10 {
         c.str(&["GET", "s"]);

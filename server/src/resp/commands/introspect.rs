@@ -187,7 +187,8 @@ pub fn client_unblock(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
     resp::integer(out, i64::from(done));
 }
 
-/// `CLIENT NO-EVICT on|off` (no client eviction here: accepted).
+/// `CLIENT NO-EVICT on|off` and `CLIENT NO-TOUCH on|off` (no client eviction and no access
+/// clock here: accepted).
 pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {
     let arg = c.get(2).map(|a| a.to_ascii_uppercase());
     match (arg.as_deref(), c.len()) {
