@@ -8,43 +8,42 @@ use crate::resp::acl::categories;
 use crate::resp::acl::log::Reason;
 use crate::resp::acl::TableCommands;
 use crate::resp::call::{Call, From};
-use crate::resp::reply::upper;
+use crate::resp::reply::{help, subcommand_ok, upper};
 use crate::resp::session::Session;
 use accelkv_proto::resp;
 
+/// ACL's subcommands and their arities (negative: at least), as Redis 7's table has them.
+const SUBS: &[(&str, i32)] = &[
+    ("CAT", -2),
+    ("DELUSER", -3),
+    ("DRYRUN", -4),
+    ("GENPASS", -2),
+    ("GETUSER", 3),
+    ("HELP", 2),
+    ("LIST", 2),
+    ("LOAD", 2),
+    ("LOG", -2),
+    ("SAVE", 2),
+    ("SETUSER", -3),
+    ("USERS", 2),
+    ("WHOAMI", 2),
+];
+
 /// `ACL <subcommand> ...`.
 pub fn acl(x: &mut Call<'_, '_>) {
+    if !subcommand_ok(x.out, "ACL", SUBS, x.args) {
+        return;
+    }
     let sub = upper(x.args[1]);
-    let n = x.args.len();
-    let arity_ok = match sub.as_slice() {
-        // Past the table's arity (at least 2), the subcommand's own error, as in Redis.
-        b"CAT" | b"GENPASS" | b"LOG" if n > 3 => {
-            let s = String::from_utf8_lossy(x.args[1]);
-            return resp::error(
-                x.out,
-                &format!(
-                    "ERR unknown subcommand or wrong number of arguments for '{s}'. Try ACL HELP."
-                ),
-            );
-        }
-        b"CAT" | b"GENPASS" | b"LOG" => true,
-        b"DELUSER" | b"SETUSER" => n >= 3,
-        b"DRYRUN" => n >= 4,
-        b"GETUSER" => n == 3,
-        b"HELP" | b"LIST" | b"LOAD" | b"SAVE" | b"USERS" | b"WHOAMI" => n == 2,
-        _ => {
-            let s = String::from_utf8_lossy(x.args[1]);
-            return resp::error(
-                x.out,
-                &format!("ERR unknown subcommand '{s}'. Try ACL HELP."),
-            );
-        }
-    };
-    if !arity_ok {
-        let s = String::from_utf8_lossy(&sub).to_lowercase();
+    // Past what they take (one argument), CAT, GENPASS and LOG answer their own error, as
+    // in Redis.
+    if matches!(sub.as_slice(), b"CAT" | b"GENPASS" | b"LOG") && x.args.len() > 3 {
+        let s = String::from_utf8_lossy(x.args[1]);
         return resp::error(
             x.out,
-            &format!("ERR wrong number of arguments for 'acl|{s}' command"),
+            &format!(
+                "ERR unknown subcommand or wrong number of arguments for '{s}'. Try ACL HELP."
+            ),
         );
     }
     match sub.as_slice() {
@@ -58,7 +57,7 @@ pub fn acl(x: &mut Call<'_, '_>) {
         b"GENPASS" => genpass(x),
         b"LOG" => log(x),
         b"SAVE" | b"LOAD" => crate::resp::acl::getuser::save_or_load(x, sub.as_slice() == b"SAVE"),
-        _ => help(x.out),
+        _ => help(x.out, "ACL", HELP),
     }
 }
 
@@ -265,43 +264,34 @@ fn log(x: &mut Call<'_, '_>) {
     log.reply(count, x.out, x.s.proto)
 }
 
-fn help(out: &mut Vec<u8>) {
-    let lines = [
-        "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "CAT [<category>]",
-        "    List all commands that belong to <category>, or all command categories",
-        "    when no category is specified.",
-        "DELUSER <username> [<username> ...]",
-        "    Delete a list of users.",
-        "DRYRUN <username> <command> [<arg> ...]",
-        "    Returns whether the user can execute the given command without executing the command.",
-        "GETUSER <username>",
-        "    Get the user's details.",
-        "GENPASS [<bits>]",
-        "    Generate a secure 256-bit user password. The optional `bits` argument can",
-        "    be used to specify a different size.",
-        "LIST",
-        "    Show users details in config file format.",
-        "LOAD",
-        "    Reload users from the ACL file.",
-        "LOG [<count> | RESET]",
-        "    Show the ACL log entries.",
-        "SAVE",
-        "    Save the current config to the ACL file.",
-        "SETUSER <username> <attribute> [<attribute> ...]",
-        "    Create or modify a user with the specified attributes.",
-        "USERS",
-        "    List all the registered usernames.",
-        "WHOAMI",
-        "    Return the current connection username.",
-        "HELP",
-        "    Print this help.",
-    ];
-    resp::array(out, lines.len());
-    for l in lines {
-        resp::simple(out, l);
-    }
-}
+const HELP: &[&str] = &[
+    "CAT [<category>]",
+    "    List all commands that belong to <category>, or all command categories",
+    "    when no category is specified.",
+    "DELUSER <username> [<username> ...]",
+    "    Delete a list of users.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Returns whether the user can execute the given command without executing the command.",
+    "GETUSER <username>",
+    "    Get the user's details.",
+    "GENPASS [<bits>]",
+    "    Generate a secure 256-bit user password. The optional `bits` argument can",
+    "    be used to specify a different size.",
+    "LIST",
+    "    Show users details in config file format.",
+    "LOAD",
+    "    Reload users from the ACL file.",
+    "LOG [<count> | RESET]",
+    "    Show the ACL log entries.",
+    "SAVE",
+    "    Save the current config to the ACL file.",
+    "SETUSER <username> <attribute> [<attribute> ...]",
+    "    Create or modify a user with the specified attributes.",
+    "USERS",
+    "    List all the registered usernames.",
+    "WHOAMI",
+    "    Return the current connection username.",
+];
 
 /// A refusal's text: the gate's (after `NOPERM `) or, `dryrun`, ACL DRYRUN's, which
 /// names the key or channel.

@@ -151,7 +151,7 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, c, out),
         // No eviction of clients, no access clock of keys: both change nothing here.
         b"NO-EVICT" | b"NO-TOUCH" => crate::resp::commands::introspect::client_switch(c, out),
-        b"HELP" if argc == 2 => client_help(out),
+        b"HELP" if argc == 2 => crate::resp::reply::help(out, "CLIENT", CLIENT_HELP),
         b"TRACKING" if argc >= 3 => crate::resp::commands::tracking::tracking(sh, s, c, out),
         b"CACHING" if argc == 3 => crate::resp::commands::tracking::caching(s, c, out),
         b"GETREDIR" if argc == 2 => crate::resp::commands::tracking::getredir(s, out),
@@ -179,54 +179,45 @@ pub fn client(x: &mut Call<'_, '_>) {
     }
 }
 
-/// `CLIENT HELP`.
-fn client_help(out: &mut Vec<u8>) {
-    let lines = [
-        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "CACHING (YES|NO)",
-        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
-        "GETREDIR",
-        "    Return the client ID we are redirecting to when tracking is enabled.",
-        "GETNAME",
-        "    Return the name of the current connection.",
-        "ID",
-        "    Return the ID of the current connection.",
-        "INFO",
-        "    Return information about the current client connection.",
-        "KILL <ip:port>",
-        "    Kill connection made from <ip:port>.",
-        "KILL <option> <value> [<option> <value> [...]]",
-        "    Kill connections. Options are: ID, ADDR, LADDR, USER, TYPE, MAXAGE, SKIPME.",
-        "LIST [options ...]",
-        "    Return information about client connections. Options: TYPE, ID.",
-        "UNPAUSE",
-        "    Stop the current client pause, resuming traffic.",
-        "PAUSE <timeout> [WRITE|ALL]",
-        "    Suspend all, or just write, clients for <timeout> milliseconds.",
-        "REPLY (ON|OFF|SKIP)",
-        "    Control the replies sent to the current connection.",
-        "SETNAME <name>",
-        "    Assign the name <name> to the current connection.",
-        "SETINFO <option> <value>",
-        "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
-        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
-        "    Unblock the specified blocked client.",
-        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
-        "    Control server assisted client side caching.",
-        "TRACKINGINFO",
-        "    Report tracking status for the current connection.",
-        "NO-EVICT (ON|OFF)",
-        "    Protect current client connection from eviction.",
-        "NO-TOUCH (ON|OFF)",
-        "    Will not touch LRU/LFU stats when this mode is on.",
-        "HELP",
-        "    Print this help.",
-    ];
-    resp::array(out, lines.len());
-    for l in lines {
-        resp::simple(out, l);
-    }
-}
+/// `CLIENT HELP`'s lines (`reply::help` adds the header and HELP's own).
+const CLIENT_HELP: &[&str] = &[
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are: ID, ADDR, LADDR, USER, TYPE, MAXAGE, SKIPME.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options: TYPE, ID.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "NO-TOUCH (ON|OFF)",
+    "    Will not touch LRU/LFU stats when this mode is on.",
+];
 
 /// A CLIENT subcommand Redis knows given the wrong number of arguments, or one it does
 /// not know, with Redis's errors.
