@@ -52,11 +52,45 @@ struct Target {
 
 #[derive(Default)]
 struct Table {
-    /// Each key read by tracking connections: who read it.
-    keys: HashMap<Vec<u8>, Vec<u64>>,
-    /// The keys in the order first noted (oldest first), to bound the table.
-    order: VecDeque<Vec<u8>>,
+    /// Each key read by tracking connections: when it was noted (a sequence number) and
+    /// who read it.
+    keys: HashMap<Vec<u8>, (u64, Vec<u64>)>,
+    /// The keys in the order noted (oldest first), to bound the table. An entry whose
+    /// number is not its key's any more (the key was told and forgotten since) is stale:
+    /// skipped, and dropped when stale entries outnumber live ones.
+    order: VecDeque<(u64, Vec<u8>)>,
+    next: u64,
     targets: HashMap<u64, Target>,
+}
+
+impl Table {
+    /// Notes that `id` read `key`.
+    fn note(&mut self, key: &[u8], id: u64) {
+        match self.keys.get_mut(key) {
+            Some((_, ids)) if ids.contains(&id) => {}
+            Some((_, ids)) => ids.push(id),
+            None => {
+                self.next += 1;
+                self.keys.insert(key.to_vec(), (self.next, vec![id]));
+                self.order.push_back((self.next, key.to_vec()));
+                if self.order.len() > 2 * self.keys.len() + 1024 {
+                    let keys = &self.keys;
+                    self.order
+                        .retain(|(n, k)| keys.get(k).is_some_and(|(m, _)| m == n));
+                }
+            }
+        }
+    }
+
+    /// The oldest key still noted, taken out of the order.
+    fn oldest(&mut self) -> Option<Vec<u8>> {
+        while let Some((n, k)) = self.order.pop_front() {
+            if self.keys.get(&k).is_some_and(|(m, _)| *m == n) {
+                return Some(k);
+            }
+        }
+        None
+    }
 }
 
 /// The server's tracking state.
@@ -132,17 +166,10 @@ impl Tracking {
         {
             let mut t = self.lock();
             for k in keys {
-                match t.keys.get_mut(*k) {
-                    Some(ids) if ids.contains(&id) => {}
-                    Some(ids) => ids.push(id),
-                    None => {
-                        t.keys.insert(k.to_vec(), vec![id]);
-                        t.order.push_back(k.to_vec());
-                    }
-                }
+                t.note(k, id);
             }
             while t.keys.len() > TABLE_MAX_KEYS {
-                let Some(old) = t.order.pop_front() else {
+                let Some(old) = t.oldest() else {
                     break;
                 };
                 collect(&mut t, &old, 0, false, &mut out);
@@ -183,7 +210,7 @@ impl Tracking {
 /// (forgotten now; one message per key, as Redis sends them), and the BCAST ones whose
 /// prefix covers it (`bcast`; one message per command, its keys together).
 fn collect(t: &mut Table, key: &[u8], writer: u64, bcast: bool, out: &mut Outbox) {
-    let readers = t.keys.remove(key).unwrap_or_default();
+    let readers = t.keys.remove(key).map(|(_, ids)| ids).unwrap_or_default();
     let shown = crate::resp::prefix::shown(key).to_vec();
     for id in readers {
         match t.targets.get(&id) {
@@ -257,5 +284,28 @@ fn send(to: &Reach<'_>, out: Outbox) {
                 resp::integer(o, redirect as i64);
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Table;
+
+    #[test]
+    fn the_order_stays_bounded_when_keys_are_told_and_read_again() {
+        let mut t = Table::default();
+        t.note(b"kept", 1);
+        for _ in 0..100_000 {
+            t.note(b"hot", 1);
+            t.keys.remove(b"hot".as_slice()); // told of a change: forgotten
+        }
+        assert!(
+            t.order.len() <= 2 * t.keys.len() + 1024 + 1,
+            "{}",
+            t.order.len()
+        );
+        // The oldest still noted is the one kept, not a stale entry.
+        assert_eq!(t.oldest().as_deref(), Some(b"kept".as_slice()));
+        assert_eq!(t.oldest(), None);
     }
 }
