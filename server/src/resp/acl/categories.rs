@@ -59,18 +59,12 @@ const BLOCKING: &[&str] = &[
     "WAITAOF",
 ];
 
-/// Dangerous commands that are not administrative.
+/// Dangerous commands that are not administrative (those `COMMANDS` lists have their
+/// categories there).
 const DANGEROUS: &[&str] = &[
     "KEYS",
-    "FLUSHALL",
-    "FLUSHDB",
-    "SORT",
-    "SWAPDB",
     "RESTORE",
     "MIGRATE",
-    "INFO",
-    "ROLE",
-    "LASTSAVE",
     "SHUTDOWN",
     "MONITOR",
     "DEBUG",
