@@ -61,10 +61,11 @@ start_servers() {
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   done
 }
-# Redis tags the first block of unit/acl and of unit/acl-v2 `external:skip` although it needs
-# nothing an external server lacks (no restart, no config file of its own): those two run
-# from a copy of the tests with that one tag taken off their first line (the blocks after
-# it, which restart the server with an ACL file, stay skipped).
+# Redis tags the first block of unit/acl and of unit/acl-v2, and the whole of
+# unit/client-eviction, `external:skip` although they need nothing an external server lacks
+# (no restart, no config file of their own): those three run from a copy of the tests with
+# that one tag taken off their first line (the blocks of the ACL files after it, which
+# restart the server with an ACL file, stay skipped).
 acl_tests=
 make_acl_tests() {
   [ -n "$acl_tests" ] && return
@@ -74,6 +75,7 @@ make_acl_tests() {
   for f in acl acl-v2; do
     sed -i '1s/start_server {tags {"acl external:skip"}}/start_server {tags {"acl"}}/' "$acl_tests/tests/unit/$f.tcl"
   done
+  sed -i '1s/tags {"external:skip logreqres:skip"}/tags {"logreqres:skip"}/' "$acl_tests/tests/unit/client-eviction.tcl"
 }
 echo "| file | redis ok / err | accelkv ok / err | accelkv's file stopped by |"
 echo "|---|---|---|---|"
@@ -90,11 +92,16 @@ for u in "${units[@]}"; do
     unit/pubsub) more=(--skiptest "Keyspace notifications: evicted events") ;;
     # RESTORE's IDLETIME and FREQ tests switch maxmemory-policy to allkeys-lru and -lfu.
     unit/dump) more=(--skiptest "RESTORE can set LRU" --skiptest "RESTORE can set LFU") ;;
-    # accelkv writes no RDB file (durability is --data-dir): no BGSAVE to kill a client in.
-    unit/introspection) more=(--skiptest "CLIENT KILL close the client connection during bgsave") ;;
+    # accelkv writes no RDB file (durability is --data-dir): no BGSAVE to kill a client in;
+    # and the multi-parameter CONFIG SET test sets `save` to a schedule and
+    # `repl-backlog-size`, neither of which accelkv has (its error would stop the file; the
+    # tests after it set several parameters at once too). Counted as failing in
+    # docs/PROTOCOL.md.
+    unit/introspection) more=(--skiptest "CLIENT KILL close the client connection during bgsave"
+      --skiptest "CONFIG SET with multiple args") ;;
   esac
   tdir=$REDIS_TESTS
-  case "$u" in unit/acl | unit/acl-v2) make_acl_tests; tdir=$acl_tests ;; esac
+  case "$u" in unit/acl | unit/acl-v2 | unit/client-eviction) make_acl_tests; tdir=$acl_tests ;; esac
   for port in 16398 17398; do
     log=$(mktemp)
     (cd "$tdir" && timeout 300 ./runtest --host 127.0.0.1 --port "$port" --single "$u" --clients 1 --timeout 60 --tags "$tags" "${skip[@]}" "${more[@]}") >"$log" 2>&1 || true

@@ -5,10 +5,15 @@
 //! ever touched by two threads. Registering costs a lock at connect and close; a command
 //! costs nothing here except CLIENT SETNAME/HELLO (the name) and, per read, one relaxed
 //! store of the time (the idle time).
+//!
+//! Client eviction (Redis's `maxmemory-clients`) lives here too: each loop publishes what
+//! its connections hold ([`Entry::measure`], once per turn and only when it changed), the
+//! registry keeps the sum, and past the limit the largest connections not marked
+//! `no-evict` are closed, largest first, until the rest fit ([`Clients::evict`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -44,7 +49,35 @@ pub struct Entry {
     noted: Mutex<Noted>,
     /// CLIENT KILL (or a user's removal) chose it: it is no longer listed while its loop
     /// closes it.
-    killed: std::sync::atomic::AtomicBool,
+    killed: AtomicBool,
+    /// CLIENT NO-EVICT on: client eviction passes it by.
+    no_evict: AtomicBool,
+    /// Its memory as its loop last measured it.
+    mem: Mem,
+}
+
+/// What a connection holds, as its loop last measured it (bytes).
+#[derive(Default)]
+struct Mem {
+    /// Input read and not yet run (Redis's `qbuf`).
+    qbuf: AtomicU64,
+    /// Output not yet written: replies and queued pub/sub messages (Redis's `omem`).
+    omem: AtomicU64,
+    /// Everything: buffers at their allocated size, arguments read, MULTI's queue, watched
+    /// keys, subscriptions (Redis's `tot-mem`; client eviction's measure).
+    total: AtomicU64,
+}
+
+/// Bytes one watched key, subscription or tracking prefix counts in a connection's measure
+/// (a list node and an entry, as Redis estimates them).
+pub const PER_ENTRY: usize = 56;
+
+/// One measure of a connection ([`Entry::measure`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Measured {
+    pub qbuf: u64,
+    pub omem: u64,
+    pub total: u64,
 }
 
 /// What a connection's session notes about itself for CLIENT LIST and CLIENT INFO: once
@@ -107,6 +140,31 @@ impl Entry {
         n.subs.iter().any(|&s| s > 0)
     }
 
+    /// CLIENT NO-EVICT: whether client eviction may close it.
+    pub fn set_no_evict(&self, on: bool) {
+        self.no_evict.store(on, Ordering::Relaxed);
+    }
+
+    /// Publishes its loop's measure of it (only its own loop calls this), keeping the
+    /// registry's sum: a relaxed load and nothing else when it did not change.
+    pub fn measure(&self, clients: &Clients, m: Measured) {
+        let was = self.mem.total.load(Ordering::Relaxed);
+        if m.total != was {
+            self.mem.total.store(m.total, Ordering::Relaxed);
+            if m.total > was {
+                clients.total.fetch_add(m.total - was, Ordering::Relaxed);
+            } else {
+                clients.total.fetch_sub(was - m.total, Ordering::Relaxed);
+            }
+        }
+        if self.mem.qbuf.load(Ordering::Relaxed) != m.qbuf {
+            self.mem.qbuf.store(m.qbuf, Ordering::Relaxed);
+        }
+        if self.mem.omem.load(Ordering::Relaxed) != m.omem {
+            self.mem.omem.store(m.omem, Ordering::Relaxed);
+        }
+    }
+
     /// Notes the session's state (`f` changes what was noted).
     pub fn note(&self, f: impl FnOnce(&mut Noted)) {
         f(&mut self.noted.lock().unwrap_or_else(|e| e.into_inner()))
@@ -130,6 +188,7 @@ impl Entry {
             (n.multi >= 0, 'x'),
             (n.blocked, 'b'),
             (n.redir >= 0, 't'),
+            (self.no_evict.load(Ordering::Relaxed), 'e'),
         ] {
             if on {
                 flags.push(c);
@@ -140,10 +199,16 @@ impl Entry {
         }
         let [sub, psub, ssub] = n.subs;
         let user = self.user.lock().unwrap_or_else(|e| e.into_inner());
-        let me = me.unwrap_or_default();
-        let tot = me.qbuf + me.argv_mem + n.multi_mem;
+        // The asking connection counts the command it runs; another its last measure.
+        let (qbuf, argv_mem) = match me {
+            Some(me) => (me.qbuf, me.argv_mem),
+            None => (self.mem.qbuf.load(Ordering::Relaxed) as usize, 0),
+        };
+        let omem = self.mem.omem.load(Ordering::Relaxed);
+        let tot =
+            (self.mem.total.load(Ordering::Relaxed) as usize).max(qbuf + argv_mem + n.multi_mem);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={} qbuf={} qbuf-free=0 argv-mem={} multi-mem={} rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem={tot} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={flags} db={} sub={sub} psub={psub} ssub={ssub} multi={} qbuf={} qbuf-free=0 argv-mem={} multi-mem={} rbs=0 rbp=0 obl=0 oll=0 omem={omem} tot-mem={tot} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -152,8 +217,8 @@ impl Entry {
             age.as_secs(),
             self.db.load(Ordering::Relaxed),
             n.multi,
-            me.qbuf,
-            me.argv_mem,
+            qbuf,
+            argv_mem,
             n.multi_mem,
             if n.cmd.is_empty() { "NULL".to_string() } else { n.cmd.to_lowercase() },
             String::from_utf8_lossy(&user),
@@ -179,6 +244,55 @@ pub struct Me {
 pub struct Clients {
     map: Mutex<BTreeMap<u64, Arc<Entry>>>,
     mailboxes: OnceLock<Vec<Arc<dyn LoopHandle>>>,
+    /// The connections' measures summed (bytes; INFO memory's `mem_clients_normal`).
+    total: AtomicU64,
+    /// `maxmemory-clients`, as [`ClientLimit::encode`] stores it (0: no limit).
+    limit: AtomicU64,
+    /// Connections client eviction closed (INFO stats' `evicted_clients`).
+    evicted: AtomicU64,
+}
+
+/// `maxmemory-clients`: bytes, or a percentage of `maxmemory` (Redis's two forms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientLimit {
+    Bytes(u64),
+    Percent(u64),
+}
+
+impl ClientLimit {
+    const PERCENT: u64 = 1 << 63;
+
+    fn encode(self) -> u64 {
+        match self {
+            ClientLimit::Bytes(b) => b & !Self::PERCENT,
+            ClientLimit::Percent(p) => p | Self::PERCENT,
+        }
+    }
+
+    fn decode(v: u64) -> ClientLimit {
+        match v & Self::PERCENT {
+            0 => ClientLimit::Bytes(v),
+            _ => ClientLimit::Percent(v & !Self::PERCENT),
+        }
+    }
+
+    /// The limit in bytes under `maxmemory` (0: none, as a percentage of no `maxmemory`).
+    pub fn bytes(self, maxmemory: u64) -> u64 {
+        match self {
+            ClientLimit::Bytes(b) => b,
+            ClientLimit::Percent(p) => maxmemory.saturating_mul(p) / 100,
+        }
+    }
+}
+
+impl std::fmt::Display for ClientLimit {
+    /// As CONFIG GET shows it: `3000000`, `7%`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientLimit::Bytes(b) => write!(f, "{b}"),
+            ClientLimit::Percent(p) => write!(f, "{p}%"),
+        }
+    }
 }
 
 /// Removes its entry from the registry when the connection goes.
@@ -187,8 +301,21 @@ pub struct Registration {
     clients: Arc<Clients>,
 }
 
+impl Registration {
+    /// Publishes the connection's measure ([`Entry::measure`]).
+    pub fn measure(&self, m: Measured) {
+        self.entry.measure(&self.clients, m);
+    }
+
+    /// The registry it is in.
+    pub fn clients(&self) -> &Clients {
+        &self.clients
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
+        self.entry.measure(&self.clients, Measured::default());
         self.clients
             .map
             .lock()
@@ -247,6 +374,8 @@ impl Clients {
                 ..Noted::default()
             }),
             killed: Default::default(),
+            no_evict: Default::default(),
+            mem: Mem::default(),
         });
         self.map
             .lock()
@@ -317,5 +446,140 @@ impl Clients {
             }
         }
         (chosen.len(), me)
+    }
+
+    /// `maxmemory-clients` now.
+    pub fn limit(&self) -> ClientLimit {
+        ClientLimit::decode(self.limit.load(Ordering::Relaxed))
+    }
+
+    pub fn set_limit(&self, l: ClientLimit) {
+        self.limit.store(l.encode(), Ordering::Relaxed);
+    }
+
+    /// The connections' memory summed, as last measured.
+    pub fn memory(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed by client eviction since start (or CONFIG RESETSTAT).
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    pub fn reset_stats(&self) {
+        self.evicted.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the connections hold more than `maxmemory-clients` allows under
+    /// `maxmemory`: two relaxed loads, for every loop turn.
+    pub fn over(&self, maxmemory: u64) -> bool {
+        let limit = self.limit().bytes(maxmemory);
+        limit > 0 && self.memory() > limit
+    }
+
+    /// Client eviction: closes the largest connections not marked `no-evict`, largest
+    /// first, until what the others hold fits `maxmemory-clients` under `maxmemory`.
+    /// Connections of other loops are closed by their loop (as CLIENT KILL closes them);
+    /// returns whether `caller`'s own is one, which the caller closes.
+    pub fn evict(&self, maxmemory: u64, caller: u64) -> bool {
+        let limit = self.limit().bytes(maxmemory);
+        if limit == 0 {
+            return false;
+        }
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let live = map.values().filter(|e| !e.killed.load(Ordering::Relaxed));
+        // Summed here, not taken from `total`: one being closed no longer counts.
+        let mut held: u64 = live
+            .clone()
+            .map(|e| e.mem.total.load(Ordering::Relaxed))
+            .sum();
+        if held <= limit {
+            return false;
+        }
+        let mut order: Vec<&Arc<Entry>> = live
+            .filter(|e| !e.no_evict.load(Ordering::Relaxed))
+            .collect();
+        order.sort_by_key(|e| std::cmp::Reverse(e.mem.total.load(Ordering::Relaxed)));
+        let mut me = false;
+        for e in order {
+            if held <= limit {
+                break;
+            }
+            held = held.saturating_sub(e.mem.total.load(Ordering::Relaxed));
+            e.killed.store(true, Ordering::Relaxed);
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(id = e.id, addr = %e.addr, "client evicted: maxmemory-clients reached");
+            if e.id == caller {
+                me = true;
+            } else if let Some(m) = self.mailboxes.get().and_then(|m| m.get(e.loop_index)) {
+                m.kill(e.slot, e.conn_id);
+            }
+        }
+        me
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(sizes: &[u64]) -> (Arc<Clients>, Vec<Registration>) {
+        let clients = Arc::new(Clients::default());
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let regs: Vec<Registration> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &total)| {
+                let id = i as u64 + 1;
+                let r = clients.register(id, (0, i, id), (addr, addr), -1);
+                r.measure(Measured {
+                    total,
+                    ..Measured::default()
+                });
+                r
+            })
+            .collect();
+        (clients, regs)
+    }
+
+    fn listed(c: &Clients) -> Vec<u64> {
+        let list = c.list(None, None, None);
+        list.lines()
+            .map(|l| l["id=".len()..l.find(' ').unwrap()].parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_largest_go_first_and_only_until_the_rest_fit() {
+        let (c, regs) = registry(&[100, 400, 200, 300]);
+        assert_eq!(c.memory(), 1000);
+        assert!(!c.over(0), "no limit set");
+        c.set_limit(ClientLimit::Bytes(600));
+        assert!(c.over(0));
+        // 1000 → closing 400 leaves 600: it fits.
+        assert!(!c.evict(0, 99));
+        assert_eq!(listed(&c), [1, 3, 4]);
+        assert_eq!(c.evicted(), 1);
+        // A no-evict connection is passed by, however large.
+        regs[3].entry.set_no_evict(true);
+        c.set_limit(ClientLimit::Bytes(350));
+        assert!(c.evict(0, 3), "the caller's own is chosen: it closes itself");
+        assert_eq!(listed(&c), [4], "300 alone fits; the other two had to go");
+        assert_eq!(c.evicted(), 3);
+        drop(regs);
+        assert_eq!(c.memory(), 0, "a connection gone takes its measure with it");
+    }
+
+    #[test]
+    fn a_percentage_is_of_maxmemory_and_nothing_without_it() {
+        let l = ClientLimit::Percent(10);
+        assert_eq!(l.bytes(1000), 100);
+        assert_eq!(l.bytes(0), 0);
+        assert_eq!(ClientLimit::decode(l.encode()), l);
+        assert_eq!(l.to_string(), "10%");
+        let b = ClientLimit::Bytes(3_000_000);
+        assert_eq!(ClientLimit::decode(b.encode()), b);
+        assert_eq!(b.to_string(), "3000000");
     }
 }

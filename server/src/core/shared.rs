@@ -42,6 +42,8 @@ pub struct Shared {
     expired_keys: AtomicU64,
     /// Whether the active expiry sweep runs (DEBUG SET-ACTIVE-EXPIRE; on by default).
     active_expire: std::sync::atomic::AtomicBool,
+    /// DEBUG PAUSE-CRON: the periodic jobs (the expiry sweep, reclaim, idle timeouts) wait.
+    cron_paused: std::sync::atomic::AtomicBool,
     /// Until when (Unix milliseconds) the sweep removes no expired key (CLIENT PAUSE).
     expiry_paused_until: AtomicU64,
     /// SHUTDOWN NOSAVE asked the shutdown to skip the final flush of the data directory.
@@ -115,6 +117,7 @@ impl Shared {
             started: Instant::now(),
             expired_keys: AtomicU64::new(0),
             active_expire: std::sync::atomic::AtomicBool::new(true),
+            cron_paused: std::sync::atomic::AtomicBool::new(false),
             expiry_paused_until: AtomicU64::new(0),
             skip_final_flush: std::sync::atomic::AtomicBool::new(false),
             clients: Arc::default(),
@@ -272,6 +275,15 @@ impl Shared {
         self.maxmemory.load(Ordering::Relaxed)
     }
 
+    /// The memory limit in force: `maxmemory`, or `--memory-limit` when it is 0 (what
+    /// CONFIG GET maxmemory answers).
+    pub fn memory_cap(&self) -> usize {
+        match self.maxmemory() {
+            0 => self.settings().memory_limit,
+            m => m,
+        }
+    }
+
     pub fn set_maxmemory(&self, bytes: usize) {
         self.maxmemory.store(bytes, Ordering::Relaxed);
     }
@@ -329,6 +341,16 @@ impl Shared {
 
     pub fn expired_keys(&self) -> u64 {
         self.expired_keys.load(Ordering::Relaxed)
+    }
+
+    /// DEBUG PAUSE-CRON: whether the periodic jobs wait (the expiry sweep and the ticks
+    /// beside it, the idle-connection timeouts).
+    pub fn cron_paused(&self) -> bool {
+        self.cron_paused.load(Ordering::Relaxed)
+    }
+
+    pub fn pause_cron(&self, on: bool) {
+        self.cron_paused.store(on, Ordering::Relaxed);
     }
 
     /// Whether the active expiry sweep runs (expired keys stay invisible either way).

@@ -36,6 +36,9 @@ pub fn run(sh: Arc<Shared>, stop: Arc<AtomicBool>, mut ticks: Vec<Tick>, mut hea
     let mut cursor: Vec<u8> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(TICK);
+        if sh.cron_paused() {
+            continue;
+        }
         for t in &mut ticks {
             t(&sh);
         }

@@ -10,7 +10,7 @@
 
 use crate::core::reads::Answered;
 use crate::core::shared::Shared;
-use crate::net::session::Session;
+use crate::net::session::{Buffers, Session};
 use crate::net::tls::Stream;
 use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
@@ -192,6 +192,20 @@ impl Conn {
             broken: false,
             last_active: Instant::now(),
             _guard: guard,
+        }
+    }
+
+    /// What its buffers hold now (client eviction's measure of them).
+    pub fn buffers(&self) -> Buffers {
+        let (filled, cap) = self
+            .streaming
+            .as_ref()
+            .map_or((0, 0), |st| (st.filled, st.buf.capacity()));
+        Buffers {
+            qbuf: self.inb.len + filled,
+            input: self.inb.buf.capacity() + cap,
+            output: self.out.capacity(),
+            pending: self.pending(),
         }
     }
 

@@ -188,7 +188,7 @@ impl Loop {
             if !self.unseen.is_empty() {
                 self.check_unseen();
             }
-            if last_sweep.elapsed() >= Duration::from_secs(1) {
+            if last_sweep.elapsed() >= Duration::from_secs(1) && !self.sh.cron_paused() {
                 last_sweep = Instant::now();
                 self.sweep_idle();
             }
@@ -409,6 +409,9 @@ impl Loop {
             return;
         };
         loop {
+            if !c.closing && c.session.output_over(c.pending()) {
+                c.fail(); // past its output limit: closed, its replies dropped
+            }
             c.flush();
             if c.waits && c.peer_closed() && c.session.abandon_wait() {
                 // Parked by a blocking command, and its client is gone: nothing waits on it.
@@ -425,6 +428,10 @@ impl Loop {
             c.throttled = false;
             c.session.pushed(&mut c.out);
             if c.has_input() {
+                if c.session.measured(sh, c.buffers(), true) {
+                    c.fail(); // client eviction chose it, its command read and not run
+                    break;
+                }
                 let before = c.inb.len();
                 self.reads.serve(Who::Conn { slot, id: c.id });
                 if let Some(a) = c.answers.take() {
@@ -464,7 +471,13 @@ impl Loop {
                 break;
             }
         }
+        if !c.closing && c.session.output_over(c.pending()) {
+            c.fail();
+        }
         c.flush();
+        if !c.closing && c.session.measured(sh, c.buffers(), false) {
+            c.fail(); // client eviction chose it
+        }
         if c.done() {
             self.close(slot);
         }
@@ -530,7 +543,21 @@ impl Loop {
         }
     }
 
+    /// Once a second: closes the connections idle past `--idle-timeout`, and those whose
+    /// unwritten output stayed past its soft limit for its seconds (a client that stopped
+    /// reading gets no turn of its own to be checked in).
     fn sweep_idle(&mut self) {
+        for slot in 0..self.conns.len() {
+            let Some(c) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            if !c.closing && c.pending() > 0 && c.session.output_over(c.pending()) {
+                c.fail();
+                if c.done() {
+                    self.close(slot);
+                }
+            }
+        }
         let Some(idle) = self.sh.settings().idle_timeout else {
             return;
         };

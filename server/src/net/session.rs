@@ -103,6 +103,19 @@ pub enum Resumed {
     Held { version: u64, durable: bool },
 }
 
+/// What a connection's buffers hold at the end of its loop turn ([`Session::measured`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Buffers {
+    /// Input read and not yet run, a big argument read into its own memory included.
+    pub qbuf: usize,
+    /// The input buffers' allocated size.
+    pub input: usize,
+    /// The output buffer's allocated size (kept between replies, up to 4 MiB).
+    pub output: usize,
+    /// Replies in it not yet written.
+    pub pending: usize,
+}
+
 /// One connection's protocol state: the adapter's side of a connection.
 pub trait Session: Send {
     /// Runs the complete requests at the front of `input`, appending replies to `cx.out`.
@@ -184,6 +197,23 @@ pub trait Session: Send {
 
     /// The error to send when a request is larger than the input limit (before closing).
     fn too_large(&self, _out: &mut Vec<u8>) {}
+
+    /// Whether `pending` bytes of replies not yet written (and what the session holds for
+    /// the connection to send) pass its output limit: the loop then closes it without
+    /// writing them. Asked before each write, so what counts is what was produced.
+    fn output_over(&mut self, _pending: usize) -> bool {
+        false
+    }
+
+    /// The loop measured the connection's buffers at the end of its turn, or, with
+    /// `before_run`, before its input runs (as Redis checks before each command, so a
+    /// command's big arguments count): the session publishes what the connection holds
+    /// (CLIENT LIST, client eviction) and returns whether client eviction chose it, which
+    /// the loop then closes without more replies. Before a run it does nothing while no
+    /// client memory limit is set.
+    fn measured(&mut self, _sh: &Shared, _b: Buffers, _before_run: bool) -> bool {
+        false
+    }
 
     /// The largest incomplete request this protocol's input may hold (a binary frame's
     /// limit by default).

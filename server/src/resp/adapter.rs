@@ -2,10 +2,11 @@
 //! connection: its input runs through `batch.rs`, its leading GETs may be gathered with
 //! other connections' (net/gather.rs), and a cluster settlement reaches its session here.
 
+use crate::core::clients::{ClientLimit, Measured};
 use crate::core::counters::Proto;
 use crate::core::route::{Settled, Settlement};
 use crate::core::shared::Shared;
-use crate::net::session::{withhold, LoopCtx, NewConn, Protocol, Ran, Rests};
+use crate::net::session::{withhold, Buffers, LoopCtx, NewConn, Protocol, Ran, Rests};
 use crate::resp::batch::Scratch;
 use crate::resp::door::get_reply;
 use crate::resp::gate;
@@ -185,6 +186,54 @@ impl crate::net::session::Session for Session {
         if let Some(sub) = &self.sub {
             sub.take_into(out);
         }
+    }
+
+    /// Its class's `client-output-buffer-limit` (pubsub while it holds a subscription,
+    /// normal otherwise) against its replies not yet written and its queued messages.
+    fn output_over(&mut self, pending: usize) -> bool {
+        use crate::resp::output_limits::Class;
+        let (class, queued) = match &self.sub {
+            Some(s) if s.any() => (Class::Pubsub, s.queued()),
+            _ => (Class::Normal, 0),
+        };
+        let limit = self.global.output_limits.get(class);
+        if limit == Default::default() {
+            return false;
+        }
+        let over = limit.exceeded(
+            (pending + queued) as u64,
+            &mut self.past_soft,
+            Instant::now(),
+        );
+        if over {
+            tracing::debug!(
+                id = self.id,
+                "client closed: client-output-buffer-limit reached"
+            );
+        }
+        over
+    }
+
+    fn measured(&mut self, sh: &Shared, b: Buffers, before_run: bool) -> bool {
+        let limited = |s: &Session| {
+            s.client
+                .as_ref()
+                .is_some_and(|r| r.clients().limit() != ClientLimit::Bytes(0))
+        };
+        if self.client.is_none() || (before_run && !limited(self)) {
+            return false;
+        }
+        let (streamed, waiting, other) = self.memory();
+        let Some(r) = &self.client else {
+            return false;
+        };
+        r.measure(Measured {
+            qbuf: (b.qbuf + streamed) as u64,
+            omem: (b.pending + waiting) as u64,
+            total: (b.input + streamed + b.output + waiting + other) as u64,
+        });
+        let maxmemory = sh.memory_cap() as u64;
+        r.clients().over(maxmemory) && r.clients().evict(maxmemory, self.id)
     }
 
     fn streamed(&mut self, arg: Vec<u8>) {

@@ -27,6 +27,7 @@ pub mod loading;
 pub mod monitor;
 pub mod notify;
 pub mod notify_class;
+pub mod output_limits;
 pub mod pause;
 pub mod pause_rules;
 pub mod prefix;

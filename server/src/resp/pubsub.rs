@@ -18,12 +18,12 @@
 use crate::core::glob;
 use accelkv_proto::resp::{self, Version};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A subscriber's queue limit: `client-output-buffer-limit pubsub` hard limit, Redis's
-/// default.
-pub const QUEUE_LIMIT: usize = 32 << 20;
+/// A subscriber's queue limit by default: `client-output-buffer-limit pubsub`'s hard limit,
+/// Redis's default (CONFIG SET changes it: `output_limits.rs`).
+pub const QUEUE_LIMIT: usize = crate::resp::output_limits::PUBSUB_HARD;
 
 /// Where a subscription lives: a channel, a pattern of channels, or a shard channel
 /// (SSUBSCRIBE, SPUBLISH: one shard here, a namespace of its own).
@@ -71,6 +71,8 @@ pub struct Subscriber {
     /// Past its limit: disconnected, nothing more queued.
     dead: AtomicBool,
     to: PushTo,
+    /// Its queue's limit ([`PubSub::set_queue_limit`]).
+    limit: Arc<AtomicUsize>,
 }
 
 impl Subscriber {
@@ -79,10 +81,11 @@ impl Subscriber {
     }
 
     /// Queues one message made by `encode` for this subscriber's protocol.
-    fn deliver(&self, limit: usize, encode: impl FnOnce(&mut Vec<u8>, Version)) {
+    fn deliver(&self, encode: impl FnOnce(&mut Vec<u8>, Version)) {
         if self.dead.load(Ordering::Relaxed) {
             return;
         }
+        let limit = self.limit.load(Ordering::Relaxed);
         let v = match self.resp3.load(Ordering::Relaxed) {
             true => Version::Resp3,
             false => Version::Resp2,
@@ -104,13 +107,13 @@ impl Subscriber {
     /// Queues one message for this subscriber's protocol (client-side caching's
     /// invalidations, `tracking.rs`).
     pub fn deliver_any(&self, encode: impl FnOnce(&mut Vec<u8>, Version)) {
-        self.deliver(QUEUE_LIMIT, encode)
+        self.deliver(encode)
     }
 
     /// Queues one message only if the subscriber speaks `v`.
     pub fn deliver_if(&self, v: Version, encode: impl FnOnce(&mut Vec<u8>, Version)) {
         if self.resp3.load(Ordering::Relaxed) == (v == Version::Resp3) {
-            self.deliver(QUEUE_LIMIT, encode)
+            self.deliver(encode)
         }
     }
 
@@ -127,10 +130,12 @@ impl Subscriber {
         }
     }
 
-    /// Bytes waiting for the connection's loop.
-    #[cfg(test)]
+    /// Bytes waiting for the connection's loop (a lock only when some were posted).
     fn waiting(&self) -> usize {
-        self.lock().len()
+        match self.posted.load(Ordering::Relaxed) {
+            true => self.lock().len(),
+            false => 0,
+        }
     }
 }
 
@@ -139,15 +144,35 @@ type Spaces = [HashMap<Vec<u8>, Vec<Arc<Subscriber>>>; 3];
 
 /// The server's subscriptions: per space, each name's subscribers; and the connections
 /// in MONITOR mode (`monitor.rs`), which get every command through the same queues.
-#[derive(Default)]
 pub struct PubSub {
     spaces: Mutex<Spaces>,
     monitors: Mutex<Vec<Arc<Subscriber>>>,
     /// How many connections monitor: the dispatcher's one check while none does.
     monitoring: std::sync::atomic::AtomicUsize,
+    /// Each subscriber's queue limit (bytes; `client-output-buffer-limit pubsub`'s hard
+    /// limit, `usize::MAX` when 0), shared with every subscriber.
+    queue_limit: Arc<AtomicUsize>,
+}
+
+impl Default for PubSub {
+    fn default() -> Self {
+        PubSub {
+            spaces: Default::default(),
+            monitors: Default::default(),
+            monitoring: Default::default(),
+            queue_limit: Arc::new(AtomicUsize::new(QUEUE_LIMIT)),
+        }
+    }
 }
 
 impl PubSub {
+    /// Sets each subscriber's queue limit (0: none).
+    pub fn set_queue_limit(&self, bytes: u64) {
+        let b = usize::try_from(bytes).unwrap_or(usize::MAX);
+        let b = if b == 0 { usize::MAX } else { b };
+        self.queue_limit.store(b, Ordering::Relaxed);
+    }
+
     fn lock(&self) -> MutexGuard<'_, Spaces> {
         self.spaces.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -181,7 +206,7 @@ impl PubSub {
             false => (Space::Channel, b"message"),
         };
         for sub in sp[space.index()].get(channel).into_iter().flatten() {
-            sub.deliver(QUEUE_LIMIT, |out, v| {
+            sub.deliver(|out, v| {
                 resp::push(out, 3, v);
                 resp::bulk(out, Some(kind));
                 resp::bulk(out, Some(channel));
@@ -195,7 +220,7 @@ impl PubSub {
                     continue;
                 }
                 for sub in subs {
-                    sub.deliver(QUEUE_LIMIT, |out, v| {
+                    sub.deliver(|out, v| {
                         resp::push(out, 4, v);
                         resp::bulk(out, Some(b"pmessage"));
                         resp::bulk(out, Some(pat));
@@ -246,7 +271,7 @@ impl PubSub {
     pub fn feed_monitors(&self, line: &[u8]) {
         let m = self.monitors.lock().unwrap_or_else(|e| e.into_inner());
         for sub in m.iter() {
-            sub.deliver(QUEUE_LIMIT, |out, _| {
+            sub.deliver(|out, _| {
                 out.push(b'+');
                 out.extend_from_slice(line);
                 out.extend_from_slice(b"\r\n");
@@ -294,6 +319,7 @@ impl Subscriptions {
             posted: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             to,
+            limit: registry.queue_limit.clone(),
         });
         Subscriptions {
             me,
@@ -370,6 +396,18 @@ impl Subscriptions {
     /// Moves the queued messages to `out`.
     pub fn take_into(&self, out: &mut Vec<u8>) {
         self.me.take_into(out)
+    }
+
+    /// Bytes of messages queued for its loop to send.
+    pub fn queued(&self) -> usize {
+        self.me.waiting()
+    }
+
+    /// Bytes it holds: its queue of messages, and each subscription at Redis's estimate of
+    /// a dictionary entry (client eviction's measure).
+    pub fn memory(&self) -> usize {
+        let names: usize = self.names.iter().map(BTreeSet::len).sum();
+        self.me.waiting() + names * crate::core::clients::PER_ENTRY
     }
 }
 

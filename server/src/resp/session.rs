@@ -9,6 +9,7 @@ use crate::core::shared::Shared;
 use crate::resp::cursors::Cursors;
 use accelkv_proto::resp::Version;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The RESP adapter's server-wide state, shared by its connections: SCAN's cursors (Redis's
 /// cursors are valid on any connection), the count of dead collections' subkeys the
@@ -41,6 +42,8 @@ pub struct RespGlobal {
     pub acl_log: crate::resp::acl::log::AclLog,
     /// Client-side caching: who reads which keys (tracking.rs).
     pub tracking: crate::resp::tracking::Tracking,
+    /// `client-output-buffer-limit` (output_limits.rs).
+    pub output_limits: crate::resp::output_limits::OutputLimits,
 }
 
 /// A connection's command being read argument by argument, its big arguments into memory
@@ -175,6 +178,8 @@ pub struct Session {
     pub acl_open: bool,
     /// CLIENT TRACKING's state while on (tracking.rs).
     pub tracking: Option<Box<Tracked>>,
+    /// Since when its output is past its class's soft limit (output_limits.rs).
+    pub past_soft: Option<Instant>,
 }
 
 /// A connection's client-side caching while CLIENT TRACKING is on; dropping it (OFF,
@@ -246,6 +251,7 @@ impl Session {
             acl_epoch: 0,
             acl_open: true,
             tracking: None,
+            past_soft: None,
         }
     }
 
@@ -374,6 +380,23 @@ impl Session {
             (n.multi_mem, n.redir) = (now.5, now.6);
         });
         self.noted = now;
+    }
+
+    /// What it holds besides the connection's buffers, as Redis's `getClientMemoryUsage`
+    /// counts it: big arguments read into their own memory (part of `qbuf`), pub/sub
+    /// messages waiting for the loop (part of `omem`), and MULTI's queue, watched keys,
+    /// subscriptions and tracking prefixes (in `tot-mem` only): `(qbuf, omem, other)`.
+    pub fn memory(&self) -> (usize, usize, usize) {
+        let streamed = self
+            .streamed
+            .as_ref()
+            .map_or(0, |st| st.partial.args().iter().map(Vec::capacity).sum());
+        let waiting = self.sub.as_ref().map_or(0, |s| s.memory());
+        let prefixes = self.tracking.as_ref().map_or(0, |t| t.opts.prefixes.len());
+        let other = std::mem::size_of::<Session>()
+            + self.noted.5
+            + (self.tx.watched.len() + prefixes) * crate::core::clients::PER_ENTRY;
+        (streamed, waiting, other)
     }
 
     /// Whether it holds a subscription while speaking RESP2: Redis's pub/sub context, where

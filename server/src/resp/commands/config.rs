@@ -8,6 +8,7 @@
 //! FLUSHALL go on.
 
 use crate::config::size::Size;
+use crate::core::clients::ClientLimit;
 use crate::core::glob;
 use crate::core::shared::Shared;
 use crate::resp::session::Session;
@@ -39,6 +40,18 @@ fn cpu_section() -> String {
     let (cuser, csys) = usage(libc::RUSAGE_CHILDREN);
     format!(
         "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\nused_cpu_user_children:{cuser:.6}\r\n"
+    )
+}
+
+/// INFO's `# Memory` section.
+fn memory_section(sh: &Shared) -> String {
+    let used = sh.view().memory_used();
+    let max = sh.maxmemory();
+    format!(
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{:.2}M\r\nmaxmemory:{max}\r\nmaxmemory_policy:noeviction\r\nmemory_limit:{}\r\nmem_clients_normal:{}\r\n",
+            used as f64 / f64::from(1 << 20),
+            sh.settings().memory_limit,
+            sh.clients().memory(),
     )
 }
 
@@ -84,15 +97,7 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
         parts.push(clients_section(sh, s));
     }
     if wants("memory") {
-        let mut t = String::new();
-        let used = sh.view().memory_used();
-        let max = sh.maxmemory();
-        t.push_str(&format!(
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{:.2}M\r\nmaxmemory:{max}\r\nmaxmemory_policy:noeviction\r\nmemory_limit:{}\r\n",
-            used as f64 / f64::from(1 << 20),
-            sh.settings().memory_limit
-        ));
-        parts.push(t);
+        parts.push(memory_section(sh));
     }
     if wants("persistence") {
         let mut t = String::new();
@@ -119,8 +124,9 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
             tr.prefixes()
         ));
         t.push_str(&format!(
-            "total_error_replies:{}\r\n",
-            s.global.errors.total()
+            "total_error_replies:{}\r\nevicted_clients:{}\r\n",
+            s.global.errors.total(),
+            sh.clients().evicted()
         ));
         parts.push(t);
     }
@@ -162,10 +168,7 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
 
 /// The parameters CONFIG GET answers, with their values now.
 fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
-    let maxmemory = match sh.maxmemory() {
-        0 => sh.settings().memory_limit,
-        m => m,
-    };
+    let maxmemory = sh.memory_cap();
     let mut all = vec![
         // redis-benchmark asks for `save` and `appendonly`: no snapshots and no
         // append-only file (durability is the page file, --data-dir).
@@ -197,6 +200,22 @@ fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
     all.push(("lua-time-limit", limit.clone()));
     all.push(("busy-reply-threshold", limit));
     all.push(("notify-keyspace-events", s.global.notify.text()));
+    // Client eviction (core/clients.rs): bytes, or a percentage of maxmemory; 0 is off.
+    all.push(("maxmemory-clients", sh.clients().limit().to_string()));
+    // The longest command a connection's input may hold (its big arguments apart).
+    all.push((
+        "client-query-buffer-limit",
+        sh.settings().limits.max_resp_command().to_string(),
+    ));
+    all.push(("client-output-buffer-limit", s.global.output_limits.text()));
+    // Where it listens for RESP (set at start: --bind, --resp-port).
+    all.push(("bind", sh.settings().bind.to_string()));
+    all.push(("port", sh.settings().resp_port.to_string()));
+    // A primary of no one (cluster mode replicates ranges through Raft instead).
+    all.push(("replicaof", String::new()));
+    all.push(("slaveof", String::new()));
+    // accelkv runs in the foreground; a service manager starts it (packaging/).
+    all.push(("daemonize", "no".into()));
     all.extend(s.global.tuning.all());
     all.extend(crate::resp::acl::config::params(sh, s));
     all
@@ -221,9 +240,9 @@ pub fn get(sh: &Shared, s: &Session, patterns: &[&[u8]], out: &mut Vec<u8>) {
     }
 }
 
-/// `CONFIG SET name value`: `maxmemory` (0 removes the limit below `--memory-limit`)
-/// and `maxmemory-policy noeviction`; anything else is refused as Redis refuses an unknown
-/// option.
+/// `CONFIG SET name value [name value …]`, as Redis 7 runs it: each parameter once, set in
+/// order; when one is refused, the ones set before it get their earlier values back and the
+/// reply is that refusal.
 pub fn set(
     sh: &Shared,
     s: &Session,
@@ -231,92 +250,151 @@ pub fn set(
     dispatch: &crate::resp::call::Dispatcher,
     out: &mut Vec<u8>,
 ) {
-    if c.len() != 4 {
+    if c.len() < 4 || !c.len().is_multiple_of(2) {
         return resp::error(
             out,
             "ERR wrong number of arguments for 'config|set' command",
         );
     }
-    let name = String::from_utf8_lossy(c[2]).to_ascii_lowercase();
-    let known = s.global.tuning.set(&name, c[3]);
-    match known.or_else(|| crate::resp::acl::config::set(sh, s, &name, c[3], dispatch)) {
-        Some(Ok(())) => return resp::simple(out, "OK"),
-        Some(Err(e)) => return resp::error(out, &e),
-        None => {}
-    }
-    match name.as_str() {
-        "maxmemory" => match mem_bytes(c[3]) {
-            Some(n) => {
-                sh.set_maxmemory(n);
-                resp::simple(out, "OK")
-            }
-            None => resp::error(
+    let pairs: Vec<(String, &[u8])> = c[2..]
+        .chunks(2)
+        .map(|p| (String::from_utf8_lossy(p[0]).to_ascii_lowercase(), p[1]))
+        .collect();
+    for (i, (name, _)) in pairs.iter().enumerate() {
+        if pairs[..i].iter().any(|(n, _)| n == name) {
+            return resp::error(
                 out,
-                "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value",
-            ),
-        },
+                &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"),
+            );
+        }
+    }
+    let before = params(sh, s);
+    for (i, (name, value)) in pairs.iter().enumerate() {
+        if let Err(e) = set_one(sh, s, name, value, dispatch) {
+            for (n, _) in pairs[..i].iter().rev() {
+                if let Some((_, old)) = before.iter().find(|(b, _)| b == n) {
+                    let _ = set_one(sh, s, n, old.as_bytes(), dispatch);
+                }
+            }
+            return resp::error(out, &e);
+        }
+    }
+    resp::simple(out, "OK")
+}
+
+/// The refusal of `value` for parameter `name`, in Redis's words.
+fn failed(name: &str, why: &str) -> String {
+    format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+}
+
+/// Sets one parameter: `maxmemory` (0 removes the limit below `--memory-limit`),
+/// `maxmemory-clients`, `maxmemory-policy noeviction`, the encoding parameters, the ACL
+/// ones, and the others CONFIG GET reports when given the value they have.
+fn set_one(
+    sh: &Shared,
+    s: &Session,
+    name: &str,
+    value: &[u8],
+    dispatch: &crate::resp::call::Dispatcher,
+) -> Result<(), String> {
+    let known = s.global.tuning.set(name, value);
+    if let Some(r) = known.or_else(|| crate::resp::acl::config::set(sh, s, name, value, dispatch)) {
+        return r;
+    }
+    match name {
+        "maxmemory" => {
+            let n =
+                mem_bytes(value).ok_or_else(|| failed(name, "argument must be a memory value"))?;
+            sh.set_maxmemory(n);
+            Ok(())
+        }
+        "maxmemory-clients" => {
+            sh.clients()
+                .set_limit(client_limit(value).map_err(|e| failed(name, e))?);
+            // A lower limit evicts at once (the caller's own connection is marked no-evict
+            // or closes at its turn's end).
+            sh.clients().evict(sh.memory_cap() as u64, s.id);
+            Ok(())
+        }
+        "client-output-buffer-limit" => {
+            let set = s
+                .global
+                .output_limits
+                .set(value)
+                .map_err(|e| failed(name, e))?;
+            for (class, l) in set {
+                if class == crate::resp::output_limits::Class::Pubsub {
+                    s.global.pubsub.set_queue_limit(l.hard);
+                }
+            }
+            Ok(())
+        }
         // When Redis starts answering BUSY around a long script: accelkv serves the other
         // loops' clients meanwhile, so it is kept and reported only (script/eval.rs).
-        "lua-time-limit" | "busy-reply-threshold" => match std::str::from_utf8(c[3])
-            .ok()
-            .and_then(|t| t.parse::<u64>().ok())
-        {
-            Some(ms) => {
-                s.global.scripts.limit_ms.store(ms, Ordering::Relaxed);
-                resp::simple(out, "OK")
-            }
-            None => resp::error(
-                out,
-                &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"),
-            ),
-        },
-        "notify-keyspace-events" => match s.global.notify.set(c[3]) {
-            Ok(()) => resp::simple(out, "OK"),
-            Err(e) => resp::error(
-                out,
-                &format!("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - {e}"),
-            ),
-        },
-        "maxmemory-policy" if c[3].eq_ignore_ascii_case(b"noeviction") => {
-            resp::simple(out, "OK")
+        "lua-time-limit" | "busy-reply-threshold" => {
+            let ms = std::str::from_utf8(value)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+                .ok_or_else(|| failed(name, "argument couldn't be parsed into an integer"))?;
+            s.global.scripts.limit_ms.store(ms, Ordering::Relaxed);
+            Ok(())
         }
+        "notify-keyspace-events" => s.global.notify.set(value).map_err(|e| failed(name, e)),
+        "maxmemory-policy" if value.eq_ignore_ascii_case(b"noeviction") => Ok(()),
+        "maxmemory-policy" => Err(failed(name, "accelkv supports noeviction only")),
         // What accelkv already is: no RDB snapshots, no append-only file.
-        "save" if c[3].is_empty() => resp::simple(out, "OK"),
-        "appendonly" if c[3].eq_ignore_ascii_case(b"no") => resp::simple(out, "OK"),
-        "save" | "appendonly" => resp::error(
-            out,
-            &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - accelkv has no RDB snapshots or AOF: durability is --data-dir"),
-        ),
-        "proto-max-bulk-len"
-            if c[3] == sh.view().config().max_value.to_string().as_bytes() =>
-        {
-            resp::simple(out, "OK")
+        "save" if value.is_empty() => Ok(()),
+        "appendonly" if value.eq_ignore_ascii_case(b"no") => Ok(()),
+        "save" | "appendonly" => Err(failed(
+            name,
+            "accelkv has no RDB snapshots or AOF: durability is --data-dir",
+        )),
+        "proto-max-bulk-len" if value == sh.view().config().max_value.to_string().as_bytes() => {
+            Ok(())
         }
-        "proto-max-bulk-len" => resp::error(
-            out,
-            &format!("ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - accelkv's largest value is set at start: --max-value (now {}, up to 536870912)", sh.view().config().max_value),
-        ),
-        "maxmemory-policy" => resp::error(
-            out,
-            "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - accelkv supports noeviction only",
-        ),
-        _ => unchanged(sh, s, &name, c[3], out),
+        "proto-max-bulk-len" => Err(failed(
+            name,
+            &format!(
+                "accelkv's largest value is set at start: --max-value (now {}, up to 536870912)",
+                sh.view().config().max_value
+            ),
+        )),
+        _ => unchanged(sh, s, name, value),
     }
 }
 
-/// CONFIG SET of a parameter CONFIG GET reports but only a start sets: accepted when the
-/// value is the one it has (tools write back what they read), refused otherwise.
-fn unchanged(sh: &Shared, s: &Session, name: &str, value: &[u8], out: &mut Vec<u8>) {
+/// `maxmemory-clients`' value: a memory value, or a percentage of `maxmemory` up to 100.
+fn client_limit(value: &[u8]) -> Result<ClientLimit, &'static str> {
+    match value.strip_suffix(b"%") {
+        Some(p) => {
+            let p = std::str::from_utf8(p)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+                .ok_or("argument must be a memory or percent value")?;
+            match p {
+                0..=100 => Ok(ClientLimit::Percent(p)),
+                _ => Err("percentage argument must be less or equal to 100"),
+            }
+        }
+        None => mem_bytes(value)
+            .map(|b| ClientLimit::Bytes(b as u64))
+            .ok_or("argument must be a memory or percent value"),
+    }
+}
+
+/// CONFIG SET of a parameter CONFIG GET reports but only a start sets (Redis's immutable
+/// ones): accepted when the value is the one it has (tools write back what they read),
+/// refused otherwise.
+fn unchanged(sh: &Shared, s: &Session, name: &str, value: &[u8]) -> Result<(), String> {
     match params(sh, s).into_iter().find(|(n, _)| *n == name) {
-        Some((_, now)) if now.as_bytes() == value => resp::simple(out, "OK"),
-        Some(_) => resp::error(
-            out,
-            &format!("ERR CONFIG SET failed (possibly related to argument '{name}') - accelkv sets it at start only (a flag or the config file)"),
-        ),
-        None => resp::error(
-            out,
-            &format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"),
-        ),
+        Some((_, now)) if now.as_bytes() == value => Ok(()),
+        Some(_) => Err(failed(
+            name,
+            "can't set immutable config (accelkv sets it at start: a flag or the config file)",
+        )),
+        None => Err(format!(
+            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+        )),
     }
 }
 

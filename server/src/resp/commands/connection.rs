@@ -149,8 +149,7 @@ pub fn client(x: &mut Call<'_, '_>) {
         b"ID" => resp::integer(out, s.id as i64),
         b"SETINFO" if argc == 4 => set_info(s, c[2], c[3], out),
         b"INFO" if argc == 2 => crate::resp::commands::introspect::client_info(sh, s, c, out),
-        // No eviction of clients, no access clock of keys: both change nothing here.
-        b"NO-EVICT" | b"NO-TOUCH" => crate::resp::commands::introspect::client_switch(c, out),
+        b"NO-EVICT" | b"NO-TOUCH" => crate::resp::commands::introspect::client_switch(s, c, out),
         b"HELP" if argc == 2 => crate::resp::reply::help(out, "CLIENT", CLIENT_HELP),
         b"TRACKING" if argc >= 3 => crate::resp::commands::tracking::tracking(sh, s, c, out),
         b"CACHING" if argc == 3 => crate::resp::commands::tracking::caching(s, c, out),

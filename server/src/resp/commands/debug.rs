@@ -12,6 +12,7 @@ use accelkv_proto::resp;
 
 /// `DEBUG subcommand ...`: the testing hooks tools rely on. SLEEP blocks the connection's
 /// loop as Redis blocks its server; SET-ACTIVE-EXPIRE stops or restarts the expiry sweep;
+/// PAUSE-CRON stops or restarts every periodic job (the sweep, reclaim, idle timeouts);
 /// POPULATE writes `count` keys `prefix:N` holding `value:N` (or `size` bytes) where absent;
 /// OBJECT describes a key; RELOAD answers OK and changes nothing (the data directory is
 /// always the durable copy: a restart, kill -9 included, reloads it).
@@ -36,6 +37,27 @@ pub fn debug(x: &mut crate::resp::call::Call<'_, '_>) {
             }
             _ => resp::error(x.out, "ERR value is not an integer or out of range"),
         },
+        (b"PAUSE-CRON", 3) => match c[2] {
+            b"0" | b"1" => {
+                x.sh.pause_cron(c[2] == b"1");
+                resp::simple(x.out, "OK")
+            }
+            _ => resp::error(x.out, "ERR value is not an integer or out of range"),
+        },
+        // Redis's cron shrinks idle connections' reply buffers; accelkv resizes a
+        // connection's buffers only at its own turn (a big one given back once written),
+        // so there is no background resizing to switch: both forms are accepted.
+        (b"REPLYBUFFER", 4) => match (c[2].to_ascii_uppercase().as_slice(), c[3]) {
+            (b"RESIZING", b"0" | b"1") => resp::simple(x.out, "OK"),
+            (b"PEAK-RESET-TIME", t)
+                if t.eq_ignore_ascii_case(b"never")
+                    || t.eq_ignore_ascii_case(b"reset")
+                    || std::str::from_utf8(t).is_ok_and(|t| t.parse::<i64>().is_ok()) =>
+            {
+                resp::simple(x.out, "OK")
+            }
+            _ => resp::error(x.out, "ERR syntax error"),
+        },
         (b"POPULATE", 3..=5) => populate(x),
         (b"OBJECT", 3) => debug_object(x.sh, x.s, c[2], x.reads, x.out),
         // A reload would load what the store holds now: its data directory (when it has
@@ -53,8 +75,11 @@ pub fn debug(x: &mut crate::resp::call::Call<'_, '_>) {
                 "DIGEST-VALUE <key> [<key> ...]",
                 "LISTPACK <key>",
                 "OBJECT <key>",
+                "PAUSE-CRON <0|1>",
                 "PROTOCOL <type>",
                 "QUICKLIST-PACKED-THRESHOLD <size>",
+                "REPLYBUFFER PEAK-RESET-TIME <never||reset|<time>>",
+                "REPLYBUFFER RESIZING <0|1>",
                 "RELOAD [<option> ...]",
                 "POPULATE <count> [<prefix>] [<size>]",
                 "SET-ACTIVE-EXPIRE <0|1>",

@@ -187,14 +187,21 @@ pub fn client_unblock(sh: &Shared, c: &[&[u8]], out: &mut Vec<u8>) {
     resp::integer(out, i64::from(done));
 }
 
-/// `CLIENT NO-EVICT on|off` and `CLIENT NO-TOUCH on|off` (no client eviction and no access
-/// clock here: accepted).
-pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {
+/// `CLIENT NO-EVICT on|off` (client eviction passes the connection by) and `CLIENT
+/// NO-TOUCH on|off` (accepted: accelkv keeps no access clock for it to spare).
+pub fn client_switch(s: &Session, c: &[&[u8]], out: &mut Vec<u8>) {
     let arg = c.get(2).map(|a| a.to_ascii_uppercase());
-    match (arg.as_deref(), c.len()) {
-        (Some(b"ON" | b"OFF"), 3) => resp::simple(out, "OK"),
-        _ => resp::error(out, "ERR syntax error"),
+    let on = match (arg.as_deref(), c.len()) {
+        (Some(b"ON"), 3) => true,
+        (Some(b"OFF"), 3) => false,
+        _ => return resp::error(out, "ERR syntax error"),
+    };
+    if c[1].eq_ignore_ascii_case(b"NO-EVICT") {
+        if let Some(r) = &s.client {
+            r.entry.set_no_evict(on);
+        }
     }
+    resp::simple(out, "OK")
 }
 
 /// `CONFIG RESETSTAT`: zeroes the server's request, error, connection and reservation
@@ -202,6 +209,7 @@ pub fn client_switch(c: &[&[u8]], out: &mut Vec<u8>) {
 /// structural counters and the read engine's cache counters are left alone.
 pub fn reset_stats(sh: &Shared, out: &mut Vec<u8>) {
     sh.metrics().reset();
+    sh.clients().reset_stats();
     sh.writes().stats().reset();
     sh.reset_expired();
     resp::simple(out, "OK");
