@@ -99,6 +99,13 @@ for u in "${units[@]}"; do
     # docs/PROTOCOL.md.
     unit/introspection) more=(--skiptest "CLIENT KILL close the client connection during bgsave"
       --skiptest "CONFIG SET with multiple args") ;;
+    # accelkv keeps no clock of a key's last access (OBJECT IDLETIME answers an error) and
+    # no per-key flags of Redis's key specifications (COMMAND GETKEYSANDFLAGS): each error
+    # would stop the file. Counted as failing in docs/PROTOCOL.md.
+    unit/introspection-2) more=(--skiptest "TTL, TYPE and EXISTS do not alter the last access time of a key"
+      --skiptest "TOUCH alters the last access time of a key"
+      --skiptest "Operations in no-touch mode do not alter the last access time of a key"
+      --skiptest "COMMAND GETKEYSANDFLAGS") ;;
   esac
   tdir=$REDIS_TESTS
   case "$u" in unit/acl | unit/acl-v2 | unit/client-eviction) make_acl_tests; tdir=$acl_tests ;; esac

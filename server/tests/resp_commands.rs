@@ -972,3 +972,94 @@ fn lolwut_draws_and_names_the_version() {
         "ERR value is not an integer"
     ));
 }
+
+/// COMMAND LIST with and without FILTERBY, COMMAND HELP, and COMMAND INFO's `movablekeys`.
+#[test]
+fn command_list_filters_and_movable_keys() {
+    let srv = Server::start(&[]);
+    let mut c = Conn::new(&srv);
+    let list = |c: &mut Conn, args: &[&str]| -> Vec<String> {
+        let mut a = vec!["COMMAND", "LIST"];
+        a.extend_from_slice(args);
+        common::strings(c.str(&a))
+    };
+    let all = list(&mut c, &[]);
+    assert!(all.contains(&"set".to_string()) && all.contains(&"client|list".to_string()));
+    assert_eq!(list(&mut c, &["FILTERBY", "PATTERN", "set"]), ["set"]);
+    let config = list(&mut c, &["FILTERBY", "PATTERN", "config|*re*"]);
+    assert!(
+        config.contains(&"config|resetstat".to_string()),
+        "{config:?}"
+    );
+    assert!(config.contains(&"config|rewrite".to_string()), "{config:?}");
+    assert!(list(&mut c, &["FILTERBY", "PATTERN", "nosuch*"]).is_empty());
+    let scripting = list(&mut c, &["FILTERBY", "ACLCAT", "scripting"]);
+    assert!(
+        scripting.contains(&"eval".to_string()) && scripting.contains(&"script|kill".to_string())
+    );
+    assert!(!scripting.contains(&"set".to_string()));
+    assert!(list(&mut c, &["FILTERBY", "ACLCAT", "nosuch"]).is_empty());
+    assert!(list(&mut c, &["FILTERBY", "MODULE", "any"]).is_empty());
+    for bad in [
+        &["bad"][..],
+        &["FILTERBY", "bad"],
+        &["FILTERBY", "bad", "x"],
+    ] {
+        let mut a = vec!["COMMAND", "LIST"];
+        a.extend_from_slice(bad);
+        assert!(err_starts(&c.str(&a), "ERR syntax error"), "{bad:?}");
+    }
+    let help = c.str(&["COMMAND", "HELP"]);
+    assert!(
+        matches!(&help, Value::Array(Some(l)) if matches!(&l[0], Value::Simple(h) if h.starts_with("COMMAND <subcommand>"))),
+        "{help:?}"
+    );
+    let flags = |c: &mut Conn, name: &str| -> Vec<String> {
+        let Value::Array(Some(entries)) = c.str(&["COMMAND", "INFO", name]) else {
+            panic!("COMMAND INFO {name}")
+        };
+        let Value::Array(Some(info)) = &entries[0] else {
+            panic!("{name}: {entries:?}")
+        };
+        match &info[2] {
+            Value::Array(Some(f)) => f
+                .iter()
+                .map(|v| match v {
+                    Value::Simple(s) => s.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    for name in [
+        "ZUNIONSTORE",
+        "XREAD",
+        "EVAL",
+        "SORT",
+        "SORT_RO",
+        "MIGRATE",
+        "GEORADIUS",
+    ] {
+        assert!(
+            flags(&mut c, name).contains(&"movablekeys".to_string()),
+            "{name}"
+        );
+    }
+    for name in [
+        "SET",
+        "GET",
+        "MSET",
+        "LMOVE",
+        "LPOP",
+        "BLPOP",
+        "PING",
+        "RENAME",
+        "GEORADIUS_RO",
+    ] {
+        assert!(
+            !flags(&mut c, name).contains(&"movablekeys".to_string()),
+            "{name}"
+        );
+    }
+}

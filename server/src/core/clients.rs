@@ -564,7 +564,10 @@ mod tests {
         // A no-evict connection is passed by, however large.
         regs[3].entry.set_no_evict(true);
         c.set_limit(ClientLimit::Bytes(350));
-        assert!(c.evict(0, 3), "the caller's own is chosen: it closes itself");
+        assert!(
+            c.evict(0, 3),
+            "the caller's own is chosen: it closes itself"
+        );
         assert_eq!(listed(&c), [4], "300 alone fits; the other two had to go");
         assert_eq!(c.evicted(), 3);
         drop(regs);

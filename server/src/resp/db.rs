@@ -15,6 +15,35 @@ pub use crate::resp::prefix::{range, shown, to_store, DB_PREFIX};
 /// Key positions: four in place, more on the heap.
 pub type Keys = smallvec::SmallVec<[usize; 4]>;
 
+/// Whether `spec`'s keys are found by reading its arguments ([`key_positions`]'s own cases:
+/// a count, STREAMS, STORE, KEYS), not by the table's positions alone (Redis's
+/// `movablekeys`).
+pub fn movable_keys(spec: &Spec) -> bool {
+    spec.runs_script()
+        || matches!(
+            spec.name,
+            "LMPOP"
+                | "ZMPOP"
+                | "ZUNION"
+                | "ZINTER"
+                | "ZDIFF"
+                | "ZINTERCARD"
+                | "SINTERCARD"
+                | "BLMPOP"
+                | "BZMPOP"
+                | "XREAD"
+                | "XREADGROUP"
+                | "SORT"
+                | "SORT_RO"
+                | "GEORADIUS"
+                | "GEORADIUSBYMEMBER"
+                | "ZUNIONSTORE"
+                | "ZINTERSTORE"
+                | "ZDIFFSTORE"
+                | "MIGRATE"
+        )
+}
+
 /// The positions of `args`'s keys: the table's for most commands, and for those whose keys
 /// follow a count (EVAL-like, LMPOP, ZUNIONSTORE…) their own. Up to four without an
 /// allocation (the gate's permission check asks for every command of a restricted user).

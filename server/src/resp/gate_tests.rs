@@ -434,3 +434,22 @@ fn the_checks_refuse_in_redis_order() {
     // A command EXEC runs is checked again but never queued.
     assert_eq!(v(find(b"GET"), &[b"GET", b"a"], From::Inner), Verdict::Run);
 }
+
+/// A command not marked `movablekeys` (COMMAND INFO) has its keys where the table's
+/// positions put them, whatever its arguments: the gate, ACL and COMMAND GETKEYS agree
+/// with what COMMAND INFO tells clients.
+#[test]
+fn keys_not_marked_movable_are_at_the_tables_positions() {
+    use crate::resp::db::{key_positions, movable_keys};
+    let args: Vec<&[u8]> = vec![b"x", b"1", b"STORE", b"k", b"2", b"STREAMS", b"a", b"b"];
+    for spec in crate::resp::table::table() {
+        if movable_keys(spec) || matches!(spec.name, "MEMORY" | "DEBUG") {
+            continue;
+        }
+        for n in 1..=args.len() {
+            let found: Vec<usize> = key_positions(spec, &args[..n]).into_iter().collect();
+            let table: Vec<usize> = spec.key_positions(n).collect();
+            assert_eq!(found, table, "{} with {n} arguments", spec.name);
+        }
+    }
+}

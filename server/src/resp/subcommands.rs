@@ -40,15 +40,7 @@ const SUBS: &[(&str, &[&str])] = &[
     ),
     (
         "COMMAND",
-        &[
-            "COUNT",
-            "DOCS",
-            "GETKEYS",
-            "GETKEYSANDFLAGS",
-            "HELP",
-            "INFO",
-            "LIST",
-        ],
+        &["COUNT", "DOCS", "GETKEYS", "HELP", "INFO", "LIST"],
     ),
     ("CONFIG", &["GET", "HELP", "RESETSTAT", "REWRITE", "SET"]),
     (

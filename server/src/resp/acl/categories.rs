@@ -129,7 +129,6 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
     ("command|count", "connection slow"),
     ("command|docs", "connection slow"),
     ("command|getkeys", "connection slow"),
-    ("command|getkeysandflags", "connection slow"),
     ("command|help", "connection slow"),
     ("command|info", "connection slow"),
     ("command|list", "connection slow"),

@@ -1,7 +1,10 @@
-//! `COMMAND [COUNT | LIST | INFO [name ...] | DOCS [name ...]]` from the command table
+//! `COMMAND [COUNT | LIST [FILTERBY …] | INFO [name ...] | DOCS [name ...] | GETKEYS …]`
+//! from the command table
 //! (`table.rs`, handed in), in Redis 7's reply shapes: what client libraries and tools (redis-cli's
 //! hints, cluster-aware clients' key extraction) ask a server about its commands.
 
+use crate::core::glob;
+use crate::resp::acl::categories;
 use crate::resp::call::Call;
 use crate::resp::call::Spec;
 use crate::resp::session::Session;
@@ -13,8 +16,11 @@ fn info(out: &mut Vec<u8>, s: &Spec, v: Version) {
     resp::array(out, 10);
     resp::bulk(out, Some(s.name.to_lowercase().as_bytes()));
     resp::integer(out, i64::from(s.arity));
-    resp::set(out, s.flag_names().count(), v);
-    for f in s.flag_names() {
+    // Keys found by reading the arguments (a count, STREAMS, STORE): Redis's movablekeys.
+    let movable = crate::resp::db::movable_keys(s).then_some("movablekeys");
+    let flags: Vec<&str> = s.flag_names().chain(movable).collect();
+    resp::set(out, flags.len(), v);
+    for f in flags {
         resp::simple(out, f);
     }
     let (first, last, step) = s.keys;
@@ -63,6 +69,22 @@ fn pick<'a>(
     }
 }
 
+/// COMMAND HELP's lines.
+const HELP: &[&str] = &[
+    "(no subcommand)",
+    "    Return details about all commands.",
+    "COUNT",
+    "    Return the total number of commands in this server.",
+    "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+    "    Return a list of all commands in this server.",
+    "INFO [<command-name> ...]",
+    "    Return details about the given commands, or all of them.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about the given commands, or all of them.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full command.",
+];
+
 /// COMMAND and its subcommands, answered from `table`.
 pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out: &mut Vec<u8>) {
     let sub = c.get(1).map(|a| a.to_ascii_uppercase());
@@ -75,12 +97,7 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
             }
         }
         Some(b"COUNT") if c.len() == 2 => resp::integer(out, table.len() as i64),
-        Some(b"LIST") if c.len() == 2 => {
-            resp::array(out, table.len());
-            for spec in table {
-                resp::bulk(out, Some(spec.name.to_lowercase().as_bytes()));
-            }
-        }
+        Some(b"LIST") => list(table, &c[2..], out),
         Some(b"INFO") => {
             let found: Vec<_> = pick(table, find, &c[2..]).collect();
             resp::array(out, found.len());
@@ -92,6 +109,7 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
             }
         }
         Some(b"GETKEYS") if c.len() >= 3 => getkeys(find, &c[2..], out),
+        Some(b"HELP") if c.len() == 2 => crate::resp::reply::help(out, "COMMAND", HELP),
         Some(b"DOCS") => {
             let found: Vec<_> = pick(table, find, &c[2..]).flatten().collect();
             resp::map(out, found.len(), v);
@@ -106,6 +124,54 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
                 &format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try COMMAND HELP."),
             )
         }
+    }
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`: every
+/// command's name and every subcommand's (`client|list`), lower case, or those the filter
+/// keeps (no modules here: MODULE keeps none).
+fn list(table: &'static [Spec], args: &[&[u8]], out: &mut Vec<u8>) {
+    let filter = match args {
+        [] => None,
+        [by, kind, value] if by.eq_ignore_ascii_case(b"FILTERBY") => {
+            Some((kind.to_ascii_uppercase(), *value))
+        }
+        _ => return resp::error(out, "ERR syntax error"),
+    };
+    let names = crate::resp::subcommands::names(table);
+    let keep = |name: &str| -> Option<bool> {
+        let Some((kind, value)) = &filter else {
+            return Some(true);
+        };
+        Some(match kind.as_slice() {
+            b"MODULE" => false,
+            b"PATTERN" => glob::matches(&value.to_ascii_lowercase(), name.as_bytes()),
+            b"ACLCAT" => {
+                let cat = String::from_utf8_lossy(value).to_ascii_lowercase();
+                let Some(bit) = categories::bit(&cat) else {
+                    return Some(false);
+                };
+                let (parent, sub) = name.split_once('|').unwrap_or((name, ""));
+                let parent = parent.to_ascii_uppercase();
+                let spec = table.iter().find(|s| s.name == parent)?;
+                let sub = (!sub.is_empty()).then(|| sub.to_ascii_uppercase());
+                let container = crate::resp::subcommands::is_container(spec.name);
+                categories::of(spec, sub.as_deref(), container && sub.is_none()) & bit != 0
+            }
+            _ => return None,
+        })
+    };
+    let mut kept = Vec::new();
+    for n in &names {
+        match keep(n) {
+            Some(true) => kept.push(n),
+            Some(false) => {}
+            None => return resp::error(out, "ERR syntax error"),
+        }
+    }
+    resp::array(out, kept.len());
+    for n in kept {
+        resp::bulk(out, Some(n.as_bytes()));
     }
 }
 
