@@ -32,6 +32,7 @@ pub mod pause;
 pub mod pause_rules;
 pub mod prefix;
 pub mod pubsub;
+pub mod redact;
 pub mod reply;
 pub mod session;
 pub mod slowlog;

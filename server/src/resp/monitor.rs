@@ -40,11 +40,11 @@ pub fn feed(s: &Session, spec: &Spec, args: &[&[u8]]) {
     if !s.global.pubsub.monitoring() || spec.has(ADMIN) {
         return;
     }
-    s.global.pubsub.feed_monitors(&line(s, spec, args));
+    s.global.pubsub.feed_monitors(&line(s, args));
 }
 
 /// One command's line, without the leading `+` and the line end.
-fn line(s: &Session, spec: &Spec, args: &[&[u8]]) -> Vec<u8> {
+fn line(s: &Session, args: &[&[u8]]) -> Vec<u8> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -64,7 +64,7 @@ fn line(s: &Session, spec: &Spec, args: &[&[u8]]) -> Vec<u8> {
         (false, None) => l.extend_from_slice(b"-"),
     }
     l.push(b']');
-    let hidden = redacted(spec, args);
+    let hidden = crate::resp::redact::secrets(args);
     for (i, a) in args.iter().enumerate() {
         l.push(b' ');
         match hidden.contains(&i) {
@@ -73,29 +73,6 @@ fn line(s: &Session, spec: &Spec, args: &[&[u8]]) -> Vec<u8> {
         }
     }
     l
-}
-
-/// The positions of the arguments that are passwords: AUTH's, HELLO's after AUTH.
-fn redacted(spec: &Spec, args: &[&[u8]]) -> Vec<usize> {
-    match spec.name {
-        "AUTH" => (1..args.len()).collect(),
-        "HELLO" => match args.iter().position(|a| a.eq_ignore_ascii_case(b"AUTH")) {
-            Some(at) => (at + 1..(at + 3).min(args.len())).collect(),
-            None => Vec::new(),
-        },
-        // MIGRATE's AUTH password, AUTH2's user and password.
-        "MIGRATE" => {
-            let at = (6..args.len()).find(|&i| {
-                args[i].eq_ignore_ascii_case(b"AUTH") || args[i].eq_ignore_ascii_case(b"AUTH2")
-            });
-            match at {
-                Some(at) if args[at].len() == 4 => (at + 1..(at + 2).min(args.len())).collect(),
-                Some(at) => (at + 1..(at + 3).min(args.len())).collect(),
-                None => Vec::new(),
-            }
-        }
-        _ => Vec::new(),
-    }
 }
 
 /// `a` quoted as Redis's `sdscatrepr` quotes it.

@@ -42,21 +42,7 @@ pub struct SlowLog {
 
 /// The arguments as an entry keeps them (trimmed, a secret redacted).
 fn kept(args: &[&[u8]]) -> Vec<Vec<u8>> {
-    let secret = args.len() >= 4
-        && args[0].eq_ignore_ascii_case(b"CONFIG")
-        && args[1].eq_ignore_ascii_case(b"SET")
-        && (args[2].eq_ignore_ascii_case(b"masterauth")
-            || args[2].eq_ignore_ascii_case(b"requirepass"));
-    // MIGRATE's AUTH password, AUTH2's user and password.
-    let migrate = args[0].eq_ignore_ascii_case(b"MIGRATE");
-    let auth_at = args
-        .iter()
-        .position(|a| a.eq_ignore_ascii_case(b"AUTH") || a.eq_ignore_ascii_case(b"AUTH2"))
-        .filter(|&i| migrate && i >= 6);
-    // ACL SETUSER's rules may hold passwords: every one after the user's name.
-    let rules = args.len() >= 4
-        && args[0].eq_ignore_ascii_case(b"ACL")
-        && args[1].eq_ignore_ascii_case(b"SETUSER");
+    let hidden = crate::resp::redact::secrets(args);
     let shown = if args.len() > MAX_ARGS {
         MAX_ARGS - 1
     } else {
@@ -66,8 +52,7 @@ fn kept(args: &[&[u8]]) -> Vec<Vec<u8>> {
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let in_auth = auth_at.is_some_and(|at| i > at && i <= at + 2);
-            if (secret && i == 3) || (rules && i >= 3) || in_auth {
+            if hidden.contains(&i) {
                 return b"(redacted)".to_vec();
             }
             if a.len() > MAX_ARG_LEN {

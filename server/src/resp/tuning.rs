@@ -60,11 +60,12 @@ pub static PARAMS: &[Param] = &[
         64,
         (0, BIG),
     ),
+    // Any int, as Redis takes it: below -5 reads as -5, 0 as 1 (packed.rs).
     p(
         "list-max-listpack-size",
         Some("list-max-ziplist-size"),
         -2,
-        (-5, BIG),
+        (i32::MIN as i64, i32::MAX as i64),
     ),
     p("list-compress-depth", None, 0, (0, BIG)),
     p("stream-node-max-bytes", None, 4096, (0, BIG)),

@@ -149,7 +149,7 @@ fn shrunk(sh: &Shared, s: &mut Session, src: &Src<'_>, key: &[u8], m: &Meta) -> 
         return Ok(());
     }
     let (most, bytes) = match s.global.tuning.get("list-max-listpack-size").unwrap_or(-2) {
-        n if n > 0 => (n as u64 / 2, u64::MAX),
+        n if n >= 0 => (n.max(1) as u64 / 2, u64::MAX),
         n => (
             u64::MAX,
             (4096u64 << (n.clamp(-5, -1).unsigned_abs() - 1)) / 2,

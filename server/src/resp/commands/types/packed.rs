@@ -178,11 +178,12 @@ pub(crate) fn packed_item(t: &Tuning, m: &Meta, pack: &Pack) -> Option<Vec<u8>> 
 }
 
 /// Whether a list packed as `item` is within `list-max-listpack-size` (`size`): at most
-/// that many elements when positive, at most 4, 8, 16, 32 or 64 KiB for -1 to -5, as
-/// Redis sizes one listpack node of its quicklist.
+/// that many elements when positive (0 counts as 1, as Redis reads it), at most 4, 8, 16,
+/// 32 or 64 KiB for -1 to -5 (below -5 as -5), as Redis sizes one listpack node of its
+/// quicklist.
 fn list_fits(size: i64, m: &Meta, item: &[u8]) -> bool {
     match size {
-        n if n > 0 => m.len <= n as u64,
+        n if n >= 0 => m.len <= n.max(1) as u64,
         n => item.len() - m.record_len() <= 4096 << (n.clamp(-5, -1).unsigned_abs() - 1),
     }
 }
@@ -255,6 +256,12 @@ mod tests {
         let mut m3 = m;
         m3.len = 3;
         assert!(list_fits(3, &m3, &item) && !list_fits(2, &m3, &item));
+        let mut m1 = m;
+        m1.len = 1;
+        assert!(list_fits(0, &m1, &item), "0 is one element");
+        m1.len = 2;
+        assert!(!list_fits(0, &m1, &item));
+        assert!(list_fits(-6, &m, &item), "below -5 is -5: 64 KiB");
     }
 
     #[test]
