@@ -8,11 +8,13 @@
 //! forms. Modules and Redis 6's ziplists are refused as unsupported. Decoding never panics
 //! on any input (fuzz target `rdb_restore`).
 
+mod file;
 mod functions;
 mod listpack;
 mod read;
 mod stream;
 
+pub use file::File;
 pub use functions::{dump_functions, restore_functions};
 pub use read::restore;
 pub use stream::{Consumer, Group, Pending, Stream};
@@ -93,10 +95,27 @@ pub(crate) fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 /// The DUMP payload of a value.
 pub fn dump(v: &Value) -> Vec<u8> {
     let mut out = Vec::new();
+    put_value(&mut out, v);
+    out.extend_from_slice(&value_version(v).to_le_bytes());
+    let crc = crc64(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The RDB version a value's encoding needs: a stream's is Redis 7.2's.
+pub(crate) fn value_version(v: &Value) -> u16 {
+    match v {
+        Value::Stream(_) => STREAM_DUMP_VERSION,
+        _ => DUMP_VERSION,
+    }
+}
+
+/// Appends a value's RDB type and encoding (what DUMP and an RDB file's entry share).
+pub(crate) fn put_value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::String(s) => {
             out.push(T_STRING);
-            put_str(&mut out, s);
+            put_str(out, s);
         }
         Value::List(items) | Value::Set(items) => {
             out.push(if matches!(v, Value::List(_)) {
@@ -104,41 +123,33 @@ pub fn dump(v: &Value) -> Vec<u8> {
             } else {
                 T_SET
             });
-            put_len(&mut out, items.len() as u64);
+            put_len(out, items.len() as u64);
             for i in items {
-                put_str(&mut out, i);
+                put_str(out, i);
             }
         }
         Value::ZSet(items) => {
             out.push(T_ZSET_2);
-            put_len(&mut out, items.len() as u64);
+            put_len(out, items.len() as u64);
             // Redis writes its skiplist from the highest score; either order loads.
             for (m, score) in items.iter().rev() {
-                put_str(&mut out, m);
+                put_str(out, m);
                 out.extend_from_slice(&score.to_le_bytes());
             }
         }
         Value::Hash(pairs) => {
             out.push(T_HASH);
-            put_len(&mut out, pairs.len() as u64);
+            put_len(out, pairs.len() as u64);
             for (f, val) in pairs {
-                put_str(&mut out, f);
-                put_str(&mut out, val);
+                put_str(out, f);
+                put_str(out, val);
             }
         }
         Value::Stream(s) => {
             out.push(stream::T_STREAM_3);
-            stream::write(&mut out, s);
+            stream::write(out, s);
         }
     }
-    let version = match v {
-        Value::Stream(_) => STREAM_DUMP_VERSION,
-        _ => DUMP_VERSION,
-    };
-    out.extend_from_slice(&version.to_le_bytes());
-    let crc = crc64(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
 }
 
 #[cfg(test)]

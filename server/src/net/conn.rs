@@ -204,7 +204,6 @@ impl Conn {
         Buffers {
             qbuf: self.inb.len + filled,
             input: self.inb.buf.capacity() + cap,
-            output: self.out.capacity(),
             pending: self.pending(),
         }
     }

@@ -110,8 +110,6 @@ pub struct Buffers {
     pub qbuf: usize,
     /// The input buffers' allocated size.
     pub input: usize,
-    /// The output buffer's allocated size (kept between replies, up to 4 MiB).
-    pub output: usize,
     /// Replies in it not yet written.
     pub pending: usize,
 }

@@ -230,7 +230,9 @@ impl crate::net::session::Session for Session {
         r.measure(Measured {
             qbuf: (b.qbuf + streamed) as u64,
             omem: (b.pending + waiting) as u64,
-            total: (b.input + streamed + b.output + waiting + other) as u64,
+            // Replies count while unwritten, not the buffer kept between them, so a
+            // connection's measure does not move with the size of its last reply.
+            total: (b.input + streamed + b.pending + waiting + other) as u64,
         });
         let maxmemory = sh.memory_cap() as u64;
         r.clients().over(maxmemory) && r.clients().evict(maxmemory, self.id)

@@ -46,6 +46,18 @@ pub struct RespGlobal {
     pub output_limits: crate::resp::output_limits::OutputLimits,
 }
 
+/// What REPLCONF asked of the next SYNC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RdbOnly {
+    /// Not asked: SYNC is refused (a replica's stream is not served).
+    #[default]
+    No,
+    /// The whole data set.
+    All,
+    /// Only the functions' libraries (`rdb-filter-only functions`).
+    Functions,
+}
+
 /// A connection's command being read argument by argument, its big arguments into memory
 /// of their own (`streamed.rs`).
 #[derive(Debug, Default)]
@@ -180,6 +192,8 @@ pub struct Session {
     pub tracking: Option<Box<Tracked>>,
     /// Since when its output is past its class's soft limit (output_limits.rs).
     pub past_soft: Option<Instant>,
+    /// What REPLCONF asked of the next SYNC (commands/sync.rs).
+    pub rdb_only: RdbOnly,
 }
 
 /// A connection's client-side caching while CLIENT TRACKING is on; dropping it (OFF,
@@ -252,6 +266,7 @@ impl Session {
             acl_open: true,
             tracking: None,
             past_soft: None,
+            rdb_only: Default::default(),
         }
     }
 

@@ -10,7 +10,7 @@ use crate::resp::call::flag::*;
 use crate::resp::call::Spec;
 use crate::resp::commands::types::{hash, set};
 use crate::resp::commands::{
-    atomics, bits, command, connection, expire, introspect, keys, rename, server, strings, tx,
+    atomics, bits, command, connection, expire, introspect, keys, rename, server, strings, sync, tx,
 };
 use std::sync::OnceLock;
 
@@ -76,6 +76,9 @@ static BASE: &[Spec] = rows! {
     "CLUSTER",      -2, CONN | LOCAL,                                  NONE,       "cluster",      server::cluster,          "Cluster mode: the range map (RANGES), its state (INFO), this node's id (MYID).";
     "WAIT",         3,  FAST | LOCAL,                                  NONE,       "generic",      server::wait,             "Answers 0: there are no replicas.";
     "ROLE",         1,  NOSCRIPT | LOADING | STALE | FAST | LOCAL,     NONE,       "server",       server::role,             "A primary without replicas: master, offset 0, none.";
+    "SYNC",         1,  ADMINISTRATIVE | NO_MULTI,                     NONE,       "server",       sync::sync,               "An RDB file of every database at one snapshot, after REPLCONF rdb-only 1 (redis-cli --rdb).";
+    "PSYNC",        -3, ADMINISTRATIVE | NO_MULTI,                     NONE,       "server",       sync::psync,              "Refused: accelkv does not replicate (SYNC serves redis-cli --rdb).";
+    "REPLCONF",     -1, ADMINISTRATIVE | ALLOW_BUSY,                   NONE,       "server",       sync::replconf,           "What the next SYNC sends: rdb-only, rdb-filter-only functions (capa and the like accepted).";
     "SHUTDOWN",     -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI, NONE,       "server",       server::shutdown,         "Stops the server (NOSAVE: without the final flush).";
     "FLUSHALL",     -1, WRITE | NO_MULTI,                              NONE,       "server",       server::flushall,         "Removes every key.";
     "FLUSHDB",      -1, WRITE | NO_MULTI,                              NONE,       "server",       server::flushdb,          "Removes every key of the selected database.";

@@ -308,9 +308,15 @@ impl Redis {
     /// beside this one may take it first: a redis-server that exits at once is started
     /// again on another port (its log says why it exited when every try fails).
     pub fn start() -> Option<Redis> {
+        Redis::start_with(&[])
+    }
+
+    /// [`Redis::start`] with more flags (later flags win: `--dir` and `--dbfilename` load
+    /// an RDB file at start).
+    pub fn start_with(extra: &[&str]) -> Option<Redis> {
         let mut logs = Vec::new();
         for _ in 0..5 {
-            match Redis::try_start() {
+            match Redis::try_start(extra) {
                 Ok(r) => return Some(r),
                 Err(None) => return None,
                 Err(Some(log)) => logs.push(log),
@@ -320,7 +326,7 @@ impl Redis {
     }
 
     /// `Err(None)`: no redis-server to run; `Err(Some(log))`: it exited or never listened.
-    fn try_start() -> Result<Redis, Option<String>> {
+    fn try_start(extra: &[&str]) -> Result<Redis, Option<String>> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| Some(format!("no free port: {e}")))?
@@ -339,6 +345,7 @@ impl Redis {
             ])
             .arg("--dir")
             .arg(std::env::temp_dir())
+            .args(extra)
             .stdout(out)
             .spawn();
         let child = match child {

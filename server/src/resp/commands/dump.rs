@@ -27,7 +27,7 @@ use accelkv_proto::resp;
 use std::borrow::Cow;
 
 /// The value at `key` as DUMP carries it (`None`: absent).
-fn value_at(
+pub(crate) fn value_at(
     sh: &Shared,
     s: &mut Session,
     src: &Src<'_>,

@@ -29,6 +29,7 @@ pub mod server;
 pub mod slowlog;
 pub mod strings;
 pub mod swapdb;
+pub mod sync;
 pub mod tracking;
 pub mod tx;
 pub mod types;

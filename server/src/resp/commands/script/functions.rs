@@ -59,6 +59,11 @@ impl Functions {
         self.libs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Every library's code, in name order (an RDB file's functions, `sync.rs`).
+    pub fn codes(&self) -> Vec<Vec<u8>> {
+        self.lock().values().map(|l| l.code.clone()).collect()
+    }
+
     /// Whether any library is loaded.
     pub fn any(&self) -> bool {
         !self.lock().is_empty()
