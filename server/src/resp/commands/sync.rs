@@ -7,16 +7,15 @@
 //! accelkv does not replicate: SYNC without rdb-only, and PSYNC, are refused with that
 //! reason. The file is built in memory, once per SYNC: as large as the data it holds.
 
+use crate::core::ops::typed::is_typed;
 use crate::core::shared::Shared;
 use crate::resp::call::Call;
 use crate::resp::commands::dump::value_at;
 use crate::resp::commands::types::access::{fail, Fail, Src};
 use crate::resp::session::{RdbOnly, Session};
-use accelkv_proto::rdb::File;
+use accelkv_proto::rdb::{File, Value};
 use accelkv_proto::resp;
-
-/// Keys read per step of a database's walk.
-const STEP: usize = 1024;
+use accelkv_tree::Snapshot;
 
 /// `REPLCONF option value [option value …]`: `rdb-only 0|1` and `rdb-filter-only
 /// ""|functions` shape the next SYNC; `capa`, `listening-port` and `ip-address` are
@@ -117,58 +116,53 @@ fn database(
     let Src::Snap(snap) = src else {
         return Err(Fail::Reply("ERR SYNC needs a snapshot".into()));
     };
-    // A first walk counts the keys and deadlines (RESIZEDB), the second writes them; each
-    // holds one step's keys at a time.
+    // A first walk counts the keys and deadlines (RESIZEDB), the second writes them.
     let (mut keys, mut expiring) = (0u64, 0u64);
-    let mut from = Some(lo.clone());
-    while let Some(at) = from {
-        let (step, next) = chunk(sh, s, src, (&at, &hi))?;
-        for k in &step {
-            keys += 1;
-            if snap.get_entry(k)?.is_some_and(|(_, d)| d != 0) {
-                expiring += 1;
-            }
-        }
-        from = next;
-    }
+    leaves(snap, (&lo, &hi), |_, _, deadline, _| {
+        keys += 1;
+        expiring += u64::from(deadline != 0);
+        Ok(())
+    })?;
     if keys == 0 {
         return Ok(());
     }
     file.select(logical, keys, expiring);
-    let mut from = Some(lo);
-    while let Some(at) = from {
-        let (step, next) = chunk(sh, s, src, (&at, &hi))?;
-        for key in step {
-            let deadline = snap.get_entry(&key)?.map(|(_, d)| d).filter(|&d| d != 0);
-            if let Some(v) = value_at(sh, s, src, &key)? {
-                file.entry(crate::resp::db::shown(&key), &v, deadline);
-            }
+    leaves(snap, (&lo, &hi), |key, value, deadline, flags| {
+        let deadline = (deadline != 0).then_some(deadline);
+        let name = crate::resp::db::shown(key);
+        if !is_typed(flags) {
+            file.entry(name, &Value::String(value.to_vec()), deadline);
+        } else if let Some(v) = value_at(sh, s, src, key)? {
+            file.entry(name, &v, deadline);
         }
-        from = next;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
-/// One step's keys, and where the next step starts.
-type Step = (Vec<Vec<u8>>, Option<Vec<u8>>);
-
-/// Up to [`STEP`] keys from `from` below `hi` at the snapshot, and where the next step
-/// starts (`None`: the range is done).
-fn chunk(
-    sh: &Shared,
-    s: &Session,
-    src: &Src<'_>,
-    (from, hi): (&[u8], &[u8]),
-) -> Result<Step, Fail> {
-    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(STEP);
-    src.scan(sh, s, (from, hi), STEP, |k, _| keys.push(k.to_vec()))?;
-    let next = match keys.last() {
-        Some(k) if keys.len() == STEP => {
-            let mut n = k.clone();
-            n.push(0);
-            Some(n)
+/// Calls `f` with every item in `[lo, hi)` at the snapshot (key, value, deadline, client
+/// flags), a leaf at a time: one descent per leaf, no copy of a string's value.
+fn leaves(
+    snap: &Snapshot<'_>,
+    (lo, hi): (&[u8], &[u8]),
+    mut f: impl FnMut(&[u8], &[u8], u64, u32) -> Result<(), Fail>,
+) -> Result<(), Fail> {
+    let mut at = lo.to_vec();
+    loop {
+        let next = snap.leaf(&at, |leaf| -> Result<Option<Vec<u8>>, Fail> {
+            for &(k, v, deadline, flags) in &leaf.items {
+                if k < at.as_slice() {
+                    continue;
+                }
+                if k >= hi {
+                    return Ok(None);
+                }
+                f(k, v, deadline, flags)?;
+            }
+            Ok(leaf.high.map(<[u8]>::to_vec))
+        })??;
+        match next {
+            Some(n) if n.as_slice() < hi => at = n,
+            _ => return Ok(()),
         }
-        _ => None,
-    };
-    Ok((keys, next))
+    }
 }
