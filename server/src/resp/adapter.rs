@@ -117,6 +117,18 @@ fn starts_get(b: &[u8]) -> bool {
         && &b[11..13] == b"\r\n"
 }
 
+impl Session {
+    /// Whether this connection's user may run `spec` (GET) on `key`: its rules alone, for
+    /// a command whose other checks passed for this connection a moment before.
+    fn may_read(&self, spec: Option<&'static crate::resp::call::Spec>, key: &[u8]) -> bool {
+        let (Some(user), Some(spec)) = (self.user.as_ref(), spec) else {
+            return false;
+        };
+        let pos = crate::resp::table::position(spec);
+        crate::resp::acl::check::reads_key(user, pos, key)
+    }
+}
+
 impl crate::net::session::Session for Session {
     fn protocol(&self) -> Proto {
         Proto::Resp
@@ -269,15 +281,17 @@ impl crate::net::session::Session for Session {
         keys: &mut Vec<(usize, usize)>,
     ) -> usize {
         // A GET of one key, as the gate would judge it now (the connection's state is the
-        // same for every GET gathered from it). A connection with a write not yet released
-        // is left to its own run, which waits for it: the gather does not spin.
+        // same for every GET gathered from it; a user whose rules restrict anything has
+        // each key checked, and the first refused is left to the connection's own run,
+        // which refuses and logs it). A connection with a write not yet released is left
+        // to its own run, which waits for it: the gather does not spin.
         let get = crate::resp::table::find(b"GET");
+        let open = self.acl_open;
         if self.quit
             || self.unreleased > 0
             || self.streamed.is_some()
             || !self.may_batch_reads()
-            || !self.acl_open
-            || !gate::runs(sh, self, get, &[b"GET", b""])
+            || (open && !gate::runs(sh, self, get, &[b"GET", b""]))
         {
             return 0;
         }
@@ -288,6 +302,7 @@ impl crate::net::session::Session for Session {
             n => n,
         };
         let want = ((max_out + 1 - out) / per_reply.max(1)).clamp(1, room);
+        let first_key = keys.len();
         SPANS.with(|spans| {
             let spans = &mut *spans.borrow_mut();
             let mut at = 0;
@@ -296,6 +311,16 @@ impl crate::net::session::Session for Session {
                 match resp::parse_command_spans(&input[at..], limits, spans) {
                     Ok(Some(used)) if spans.len() == 2 => {
                         let (x, y) = spans[1];
+                        let key = &input[at + x..at + y];
+                        // The first key passes the whole gate; the others, which share the
+                        // connection's state, only the user's key patterns.
+                        let pass = |first: bool| match first {
+                            true => gate::runs(sh, self, get, &[b"GET", key]),
+                            false => self.may_read(get, key),
+                        };
+                        if !open && !pass(keys.len() == first_key) {
+                            break;
+                        }
                         keys.push((at + x, at + y));
                         at += used;
                     }

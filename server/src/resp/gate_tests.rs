@@ -453,3 +453,33 @@ fn keys_not_marked_movable_are_at_the_tables_positions() {
         }
     }
 }
+
+/// The gather's key check for GET (`acl::check::reads_key`) answers as the gate's whole
+/// ACL step does, for users of every shape: key patterns (read, write, both), the command
+/// allowed or not, `+get|first-arg` rules, selectors.
+#[test]
+fn the_gathers_key_check_agrees_with_the_gate() {
+    use crate::core::acl::{edit, User};
+    use crate::resp::acl::check::{check, reads_key};
+    let table = crate::resp::table::table();
+    let cmds = crate::resp::acl::TableCommands::new(table, crate::resp::table::find);
+    let get = crate::resp::table::find(b"GET").unwrap();
+    let pos = crate::resp::table::position(get);
+    let users: &[&[&str]] = &[
+        &["on", "nopass", "~key:*", "+@all"],
+        &["on", "nopass", "%W~key:*", "+@all"],
+        &["on", "nopass", "%R~key:*", "%W~other:*", "+@all"],
+        &["on", "nopass", "~*", "+@all", "-get"],
+        &["on", "nopass", "~*", "-@all", "+get|key:1"],
+        &["on", "nopass", "~a*", "+@read", "(~key:* +get)"],
+        &["on", "nopass", "resetkeys", "+@all"],
+    ];
+    for rules in users {
+        let rules: Vec<Vec<u8>> = rules.iter().map(|r| r.as_bytes().to_vec()).collect();
+        let u = edit(User::new(b"u", false), &rules, &cmds, false).expect("rules apply");
+        for key in ["key:1", "key:2", "other:1", "abc", ""] {
+            let whole = check(&u, table, get, pos, &[b"GET", key.as_bytes()]).is_ok();
+            assert_eq!(reads_key(&u, pos, key.as_bytes()), whole, "{rules:?} {key}");
+        }
+    }
+}

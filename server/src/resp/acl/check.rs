@@ -45,6 +45,20 @@ pub fn check(
     })
 }
 
+/// [`check`] of a command without subcommands at table position `id` whose one argument is
+/// a key it reads (GET), without looking its keys up by name: what the gather of GETs
+/// across connections asks of each key (`adapter.rs`).
+pub fn reads_key(user: &User, id: usize, key: &[u8]) -> bool {
+    let keys = [(key, READ)];
+    let r = Request {
+        id,
+        first_arg: Some(key),
+        keys: &keys,
+        channels: &[],
+    };
+    user.check(&r).is_ok()
+}
+
 /// The argument positions of the channels a command names: PUBLISH's and SPUBLISH's
 /// first, every one of SUBSCRIBE, SSUBSCRIBE and PSUBSCRIBE (patterns, checked
 /// literally); unsubscribing is never refused.
