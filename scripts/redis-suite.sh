@@ -61,11 +61,11 @@ start_servers() {
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   done
 }
-# Redis tags the first block of unit/acl and of unit/acl-v2, and the whole of
-# unit/client-eviction, `external:skip` although they need nothing an external server lacks
-# (no restart, no config file of their own): those three run from a copy of the tests with
-# that one tag taken off their first line (the blocks of the ACL files after it, which
-# restart the server with an ACL file, stay skipped).
+# Redis tags the first block of unit/acl, unit/acl-v2 and unit/pubsubshard, and the whole
+# of unit/client-eviction, `external:skip` although they need nothing an external server
+# lacks (no restart, no config file, no replica of their own): those four run from a copy
+# of the tests with that one tag taken off their first line (the later blocks, which
+# restart the server with an ACL file or start a replica, stay skipped).
 acl_tests=
 make_acl_tests() {
   [ -n "$acl_tests" ] && return
@@ -76,6 +76,7 @@ make_acl_tests() {
     sed -i '1s/start_server {tags {"acl external:skip"}}/start_server {tags {"acl"}}/' "$acl_tests/tests/unit/$f.tcl"
   done
   sed -i '1s/tags {"external:skip logreqres:skip"}/tags {"logreqres:skip"}/' "$acl_tests/tests/unit/client-eviction.tcl"
+  sed -i '1s/tags {"pubsubshard external:skip"}/tags {"pubsubshard"}/' "$acl_tests/tests/unit/pubsubshard.tcl"
 }
 echo "| file | redis ok / err | accelkv ok / err | accelkv's file stopped by |"
 echo "|---|---|---|---|"
@@ -108,7 +109,7 @@ for u in "${units[@]}"; do
       --skiptest "COMMAND GETKEYSANDFLAGS") ;;
   esac
   tdir=$REDIS_TESTS
-  case "$u" in unit/acl | unit/acl-v2 | unit/client-eviction) make_acl_tests; tdir=$acl_tests ;; esac
+  case "$u" in unit/acl | unit/acl-v2 | unit/client-eviction | unit/pubsubshard) make_acl_tests; tdir=$acl_tests ;; esac
   for port in 16398 17398; do
     log=$(mktemp)
     (cd "$tdir" && timeout 300 ./runtest --host 127.0.0.1 --port "$port" --single "$u" --clients 1 --timeout 60 --tags "$tags" "${skip[@]}" "${more[@]}") >"$log" 2>&1 || true
