@@ -215,3 +215,45 @@ fn a_key_written_while_it_migrates_is_copied_not_moved() {
     assert_eq!(c.str(&["EXISTS", "k"]), Value::Integer(0));
     target.join().unwrap();
 }
+
+/// MIGRATE keeps its connection to a target for the next MIGRATE to it, as Redis does
+/// (`migrate_cached_sockets`): three MIGRATEs open one connection on the target; one the
+/// target closed is replaced, not used.
+#[test]
+fn the_connection_to_a_target_is_kept_and_replaced_when_closed() {
+    let Some(mut both) = beside_redis() else {
+        return;
+    };
+    let (ours, theirs) = (&mut both.ours, &mut both.theirs);
+    let port = theirs.peer_port().to_string();
+    let connections = |c: &mut RespConn| -> i64 {
+        common::info_field(c, "stats", "total_connections_received")
+            .parse()
+            .unwrap()
+    };
+    let before = connections(theirs);
+    for k in ["a", "b", "c"] {
+        ours.str(&["SET", k, "v"]);
+        let m = ["MIGRATE", "127.0.0.1", &port, k, "0", "5000"];
+        assert_eq!(ours.str(&m), simple("OK"), "{k}");
+    }
+    assert_eq!(
+        connections(theirs),
+        before + 1,
+        "one connection for the three"
+    );
+    assert_eq!(
+        common::info_field(ours, "stats", "migrate_cached_sockets"),
+        "1"
+    );
+    // The target closes it (every client but the one asking): the next MIGRATE connects
+    // again and succeeds.
+    let killed = theirs.str(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+    assert_eq!(killed, Value::Integer(1));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    ours.str(&["SET", "d", "v"]);
+    let m = ["MIGRATE", "127.0.0.1", &port, "d", "0", "5000"];
+    assert_eq!(ours.str(&m), simple("OK"));
+    assert_eq!(theirs.str(&["GET", "d"]), bulk("v"));
+    assert_eq!(connections(theirs), before + 2);
+}

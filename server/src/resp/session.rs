@@ -44,6 +44,8 @@ pub struct RespGlobal {
     pub tracking: crate::resp::tracking::Tracking,
     /// `client-output-buffer-limit` (output_limits.rs).
     pub output_limits: crate::resp::output_limits::OutputLimits,
+    /// MIGRATE's cached connections (commands/migrate_sockets.rs).
+    pub migrate_sockets: crate::resp::commands::migrate_sockets::Sockets,
 }
 
 /// What REPLCONF asked of the next SYNC.

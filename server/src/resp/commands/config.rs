@@ -115,8 +115,11 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
             .load(std::sync::atomic::Ordering::Relaxed);
         t.push_str(&format!("reclaimed_subkeys:{reclaimed}\r\n"));
         t.push_str(&s.global.acl_log.stats_text());
-        // MIGRATE opens a connection per command and keeps none.
-        t.push_str("migrate_cached_sockets:0\r\n");
+        // MIGRATE's connections kept for the next MIGRATE to the same target.
+        t.push_str(&format!(
+            "migrate_cached_sockets:{}\r\n",
+            s.global.migrate_sockets.count()
+        ));
         let tr = &s.global.tracking;
         t.push_str(&format!(
             "tracking_total_keys:{}\r\ntracking_total_prefixes:{}\r\n",

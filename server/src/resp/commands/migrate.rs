@@ -1,8 +1,9 @@
 //! `MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE] [AUTH password |
 //! AUTH2 username password] [KEYS key ...]`, as Redis 7 does it: each key's DUMP payload
 //! and time to live are sent to the target as RESTORE commands (after AUTH and SELECT), in
-//! one pipeline over a connection opened for the command, and each key the target
-//! restored is removed here unless COPY. Like Redis's, it holds the connection's event
+//! one pipeline over the target's connection (kept for the next MIGRATE to it for 10 s, as
+//! Redis keeps it: `migrate_sockets.rs`), and each key the target restored is removed here
+//! unless COPY. Like Redis's, it holds the connection's event
 //! loop while it waits for the target (at most `timeout` milliseconds per read or write).
 //!
 //! Where Redis runs nothing else meanwhile, accelkv's other loops keep serving: the keys'
@@ -11,6 +12,7 @@
 //! the reply says so) rather than removed with its new value.
 
 use crate::resp::call::{Call, Handler};
+use crate::resp::commands::migrate_sockets::Sockets;
 use crate::resp::commands::tx::{unless_touched, versions, Watched};
 use crate::resp::reply::{parse_i64, upper};
 use accelkv_proto::resp::{self, Value};
@@ -130,7 +132,7 @@ pub fn migrate(x: &mut Call<'_, '_>) {
     if sent.is_empty() {
         return resp::simple(x.out, "NOKEY");
     }
-    let replies = match transfer(&m, &sent) {
+    let replies = match transfer(&m, &sent, &x.s.global.migrate_sockets) {
         Ok(r) => r,
         Err(e) => return resp::error(x.out, &e),
     };
@@ -194,19 +196,31 @@ fn target_error(r: &Value) -> Option<String> {
     }
 }
 
-/// Sends AUTH, SELECT and the RESTOREs in one pipeline and reads every reply.
-fn transfer(m: &Migrate<'_>, sent: &[(&[u8], [Vec<u8>; 3])]) -> Result<Vec<Value>, String> {
+/// Sends AUTH, SELECT and the RESTOREs in one pipeline over the target's cached
+/// connection (or a new one) and reads every reply; the connection is cached again when
+/// all came back.
+fn transfer(
+    m: &Migrate<'_>,
+    sent: &[(&[u8], [Vec<u8>; 3])],
+    cache: &Sockets,
+) -> Result<Vec<Value>, String> {
     let host = String::from_utf8_lossy(m.host).into_owned();
+    let target = format!("{host}:{}", m.port);
     let connect_err = || "IOERR error or timeout connecting to the client".to_string();
-    let addr = (host.as_str(), m.port)
-        .to_socket_addrs()
-        .map_err(|_| connect_err())?
-        .next()
-        .ok_or_else(connect_err)?;
     // A refused or unanswered connection shows when the request is written, as in Redis
     // (its connect does not wait).
     let write_err = || "IOERR error or timeout writing to target instance".to_string();
-    let mut conn = TcpStream::connect_timeout(&addr, m.timeout).map_err(|_| write_err())?;
+    let mut conn = match cache.take(&target) {
+        Some(c) => c,
+        None => {
+            let addr = (host.as_str(), m.port)
+                .to_socket_addrs()
+                .map_err(|_| connect_err())?
+                .next()
+                .ok_or_else(connect_err)?;
+            TcpStream::connect_timeout(&addr, m.timeout).map_err(|_| write_err())?
+        }
+    };
     let _ = conn.set_nodelay(true);
     conn.set_read_timeout(Some(m.timeout))
         .map_err(|_| connect_err())?;
@@ -228,7 +242,9 @@ fn transfer(m: &Migrate<'_>, sent: &[(&[u8], [Vec<u8>; 3])]) -> Result<Vec<Value
     }
     conn.write_all(&req).map_err(|_| write_err())?;
     let want = sent.len() + 1 + usize::from(m.auth.is_some());
-    read_replies(&mut conn, want)
+    let replies = read_replies(&mut conn, want)?;
+    cache.put(target, conn);
+    Ok(replies)
 }
 
 /// Reads `want` replies from the target.

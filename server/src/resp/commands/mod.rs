@@ -22,6 +22,7 @@ pub mod latency;
 pub mod lcs;
 pub mod lolwut;
 pub mod migrate;
+pub mod migrate_sockets;
 pub mod pubsub;
 pub mod rename;
 pub mod script;
