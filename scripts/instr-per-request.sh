@@ -19,9 +19,10 @@
 #        default "get set incr")
 #        ACL_USER=yes scripts/instr-per-request.sh   (the measured runs log in as an ACL user
 #        whose rules the gate checks: `~key:* ~counter:* +@all -@dangerous`, on every server)
-#        TESTS="pfadd pfcount geoadd geosearch" scripts/instr-per-request.sh  (commands of
-#        their own, below: PFADD of a random element to one HLL, PFCOUNT of it, GEOADD of a
-#        random member, GEOSEARCH of 99 members of a 10,000-member grid)
+#        TESTS="pfadd pfcount geoadd geosearch xadd" scripts/instr-per-request.sh  (commands
+#        of their own, below: PFADD of a random element to one HLL, PFCOUNT of it, GEOADD of
+#        a random member, GEOSEARCH of 99 members of a 10,000-member grid, XADD of an entry
+#        to one stream)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -54,6 +55,7 @@ custom[pfadd]="PFADD hll __rand_int__"
 custom[pfcount]="PFCOUNT hll"
 custom[geoadd]="GEOADD places 13.361389 38.115556 __rand_int__"
 custom[geosearch]="GEOSEARCH grid FROMLONLAT 13.5 38.5 BYRADIUS 5.6 km ASC WITHDIST"
+custom[xadd]="XADD stream * f __rand_int__"
 
 measure() { # name port cmd...
   local name=$1 port=$2
@@ -71,15 +73,16 @@ measure() { # name port cmd...
   fi
   local as=()
   if [ "${ACL_USER:-no}" = yes ]; then
-    redis-cli -p "$port" ACL SETUSER bench on '>bench' '~key:*' '~counter:*' '~hll' '~places' '~grid' +@all -@dangerous >/dev/null
+    redis-cli -p "$port" ACL SETUSER bench on '>bench' '~key:*' '~counter:*' '~hll' '~places' '~grid' '~stream' +@all -@dangerous >/dev/null
     as=(--user bench -a bench)
   fi
   local row="| $name |"
   for t in "${tests[@]}"; do
     callgrind_control -z "$pid" >/dev/null 2>&1
     if [ -n "${custom[$t]:-}" ]; then
-      # shellcheck disable=SC2086
-      redis-benchmark -p "$port" "${as[@]}" -n "$n" -r 1000000 -P 16 -c 50 --threads 1 -q ${custom[$t]} >/dev/null
+      # Split into words, never globbed (XADD's `*`).
+      read -r -a words <<<"${custom[$t]}"
+      redis-benchmark -p "$port" "${as[@]}" -n "$n" -r 1000000 -P 16 -c 50 --threads 1 -q "${words[@]}" >/dev/null
     else
       redis-benchmark -p "$port" "${as[@]}" -t "$t" -n "$n" "${keyspace[@]}" -d 16 -P 16 -c 50 --threads 1 -q >/dev/null
     fi

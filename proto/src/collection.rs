@@ -339,7 +339,55 @@ impl StreamId {
 
 impl std::fmt::Display for StreamId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.ms, self.seq)
+        f.write_str(self.text().as_str())
+    }
+}
+
+/// A stream id as text (`ms-seq`), on the stack ([`StreamId::text`]).
+pub struct IdText {
+    buf: [u8; 41],
+    len: u8,
+}
+
+impl IdText {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits and one '-' are ever written.
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+}
+
+impl StreamId {
+    /// The id as Redis writes it (`ms-seq`), without the formatting machinery: every
+    /// stream reply names its entries' ids.
+    pub fn text(&self) -> IdText {
+        let mut t = IdText {
+            buf: [0; 41],
+            len: 0,
+        };
+        let put = |mut n: u64, t: &mut IdText| {
+            let mut digits = [0u8; 20];
+            let mut i = digits.len();
+            loop {
+                i -= 1;
+                digits[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            let at = usize::from(t.len);
+            t.buf[at..at + digits.len() - i].copy_from_slice(&digits[i..]);
+            t.len += (digits.len() - i) as u8;
+        };
+        put(self.ms, &mut t);
+        t.buf[usize::from(t.len)] = b'-';
+        t.len += 1;
+        put(self.seq, &mut t);
+        t
     }
 }
 
@@ -478,6 +526,11 @@ mod tests {
         assert_eq!(ids[3].to_string(), "1-18446744073709551615");
         let e = encode_entry(&[&b"f"[..], b"", b"value"]);
         assert_eq!(decode_entry(&e), Some(vec![&b"f"[..], b"", b"value"]));
+        for (ms, seq) in [(0, 0), (1, 2), (u64::MAX, u64::MAX), (1700000000000, 10)] {
+            let id = StreamId { ms, seq };
+            assert_eq!(id.text().as_str(), format!("{ms}-{seq}"));
+            assert_eq!(id.to_string(), format!("{ms}-{seq}"));
+        }
         assert_eq!(decode_entry(&e[..e.len() - 1]), None);
         assert_eq!(decode_entry(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff]), None);
         let mut m = Meta::empty(Kind::Stream, 1);

@@ -289,13 +289,7 @@ pub fn xadd(x: &mut Call<'_, '_>) {
             }
             Ok(Some(id))
         },
-        |out, id, v| {
-            resp::bulk_in(
-                out,
-                id.map(|i| i.to_string()).as_deref().map(str::as_bytes),
-                v,
-            )
-        },
+        |out, id, v| resp::bulk_in(out, id.map(|i| i.text()).as_ref().map(|t| t.as_bytes()), v),
     )
 }
 

@@ -28,7 +28,7 @@ fn reply_claimed(out: &mut Vec<u8>, c: &[Claimed]) {
     for (id, f) in c {
         match f {
             Some(f) => reply_entry(out, &(*id, f.clone())),
-            None => resp::bulk(out, Some(id.to_string().as_bytes())),
+            None => resp::bulk(out, Some(id.text().as_bytes())),
         }
     }
 }
@@ -212,7 +212,7 @@ pub fn xautoclaim(x: &mut Call<'_, '_>) {
             reply_claimed(out, &claimed);
             resp::array(out, deleted.len());
             for id in deleted {
-                resp::bulk(out, Some(id.to_string().as_bytes()));
+                resp::bulk(out, Some(id.text().as_bytes()));
             }
         },
     )

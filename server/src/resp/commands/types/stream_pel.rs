@@ -64,7 +64,7 @@ pub(crate) fn entry_at(
 
 fn reply_got(out: &mut Vec<u8>, (id, fields): &Got, v: Version) {
     resp::array(out, 2);
-    resp::bulk(out, Some(id.to_string().as_bytes()));
+    resp::bulk(out, Some(id.text().as_bytes()));
     match fields {
         Some(f) => crate::resp::commands::types::run::bulks(out, f),
         None => resp::null_array(out, v),
@@ -438,7 +438,7 @@ fn pending_range(
     resp::array(out, rows.len());
     for (id, n, idle) in rows {
         resp::array(out, 4);
-        resp::bulk(out, Some(id.to_string().as_bytes()));
+        resp::bulk(out, Some(id.text().as_bytes()));
         resp::bulk(out, Some(&n.consumer));
         resp::integer(out, idle);
         resp::integer(out, n.count as i64);

@@ -62,7 +62,7 @@ pub(crate) fn reply_entries(out: &mut Vec<u8>, es: &[Entry]) {
 /// Appends one entry as Redis answers it: `[id, [field, value, …]]`.
 pub(crate) fn reply_entry(out: &mut Vec<u8>, (id, items): &Entry) {
     resp::array(out, 2);
-    resp::bulk(out, Some(id.to_string().as_bytes()));
+    resp::bulk(out, Some(id.text().as_bytes()));
     crate::resp::commands::types::run::bulks(out, items);
 }
 

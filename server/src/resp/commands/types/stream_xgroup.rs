@@ -337,7 +337,7 @@ fn field(out: &mut Vec<u8>, name: &str) {
 }
 
 fn id_reply(out: &mut Vec<u8>, id: StreamId) {
-    resp::bulk(out, Some(id.to_string().as_bytes()));
+    resp::bulk(out, Some(id.text().as_bytes()));
 }
 
 fn maybe_int(out: &mut Vec<u8>, n: Option<i64>, v: Version) {
