@@ -368,20 +368,11 @@ impl StreamId {
             buf: [0; 41],
             len: 0,
         };
-        let put = |mut n: u64, t: &mut IdText| {
-            let mut digits = [0u8; 20];
-            let mut i = digits.len();
-            loop {
-                i -= 1;
-                digits[i] = b'0' + (n % 10) as u8;
-                n /= 10;
-                if n == 0 {
-                    break;
-                }
-            }
+        let put = |n: u64, t: &mut IdText| {
+            let (digits, from) = crate::resp::digits(n);
             let at = usize::from(t.len);
-            t.buf[at..at + digits.len() - i].copy_from_slice(&digits[i..]);
-            t.len += (digits.len() - i) as u8;
+            t.buf[at..at + digits.len() - from].copy_from_slice(&digits[from..]);
+            t.len += (digits.len() - from) as u8;
         };
         put(self.ms, &mut t);
         t.buf[usize::from(t.len)] = b'-';

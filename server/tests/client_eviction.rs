@@ -212,12 +212,26 @@ fn config_set_of_several_parameters_is_all_or_none() {
     assert!(e.contains("immutable"), "{e}");
 }
 
-#[test]
-fn an_output_past_its_hard_limit_closes_the_client() {
+/// A server holding `k`, a 1 MiB string, and a connection to it.
+fn with_a_big_value() -> (Server, RespConn, String) {
     let srv = Server::start(&[]);
     let mut control = RespConn::new(&srv);
     let value = "v".repeat(1 << 20);
     assert_eq!(control.str(&["SET", "k", &value]), ok());
+    (srv, control, value)
+}
+
+/// A connection that sent `n` GETs of `k` and reads none of their replies.
+fn unread_gets(srv: &Server, n: usize) -> TcpStream {
+    let mut s = RespConn::new(srv).into_stream();
+    let pipeline = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(n);
+    s.write_all(&pipeline).unwrap();
+    s
+}
+
+#[test]
+fn an_output_past_its_hard_limit_closes_the_client() {
+    let (srv, mut control, value) = with_a_big_value();
     let set = [
         "CONFIG",
         "SET",
@@ -238,12 +252,7 @@ fn an_output_past_its_hard_limit_closes_the_client() {
         assert_eq!(reader.str(&["GET", "k"]), bulk(&value));
     }
     // Ten at once, unread: past it.
-    let mut s = RespConn::new(&srv).into_stream();
-    let mut pipeline = Vec::new();
-    for _ in 0..10 {
-        pipeline.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-    }
-    s.write_all(&pipeline).unwrap();
+    let mut s = unread_gets(&srv, 10);
     std::thread::sleep(Duration::from_millis(300));
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     assert!(closed_by_server(&mut s), "closed, its replies dropped");
@@ -261,10 +270,7 @@ fn an_output_past_its_hard_limit_closes_the_client() {
 
 #[test]
 fn an_output_past_its_soft_limit_too_long_closes_a_client_that_sends_nothing() {
-    let srv = Server::start(&[]);
-    let mut control = RespConn::new(&srv);
-    let value = "v".repeat(1 << 20);
-    assert_eq!(control.str(&["SET", "k", &value]), ok());
+    let (srv, mut control, _) = with_a_big_value();
     let set = [
         "CONFIG",
         "SET",
@@ -274,12 +280,7 @@ fn an_output_past_its_soft_limit_too_long_closes_a_client_that_sends_nothing() {
     assert_eq!(control.str(&set), ok());
     // 32 MiB of replies it never reads (more than the sockets' buffers take), then
     // nothing more from it.
-    let mut s = RespConn::new(&srv).into_stream();
-    let mut pipeline = Vec::new();
-    for _ in 0..32 {
-        pipeline.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-    }
-    s.write_all(&pipeline).unwrap();
+    let mut s = unread_gets(&srv, 32);
     // Past the soft limit for its second, it is closed by the loop's once-a-second check.
     std::thread::sleep(Duration::from_millis(3500));
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
