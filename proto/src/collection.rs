@@ -362,17 +362,27 @@ impl IdText {
 
 impl StreamId {
     /// The id as Redis writes it (`ms-seq`), without the formatting machinery: every
-    /// stream reply names its entries' ids.
+    /// stream reply names its entries' ids. (The reply encoder's `resp::decimal` writes
+    /// digits the same way; sharing one function cost every GET 150 instructions.)
     pub fn text(&self) -> IdText {
         let mut t = IdText {
             buf: [0; 41],
             len: 0,
         };
-        let put = |n: u64, t: &mut IdText| {
-            let (digits, from) = crate::resp::digits(n);
+        let put = |mut n: u64, t: &mut IdText| {
+            let mut digits = [0u8; 20];
+            let mut i = digits.len();
+            loop {
+                i -= 1;
+                digits[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
             let at = usize::from(t.len);
-            t.buf[at..at + digits.len() - from].copy_from_slice(&digits[from..]);
-            t.len += (digits.len() - from) as u8;
+            t.buf[at..at + digits.len() - i].copy_from_slice(&digits[i..]);
+            t.len += (digits.len() - i) as u8;
         };
         put(self.ms, &mut t);
         t.buf[usize::from(t.len)] = b'-';

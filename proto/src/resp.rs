@@ -461,25 +461,19 @@ pub fn error(out: &mut Vec<u8>, msg: &str) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// `n`'s decimal digits, at the end of a buffer on the stack: the buffer and where they
-/// start (numbers in replies and stream ids are written without allocating).
-pub(crate) fn digits(mut n: u64) -> ([u8; 20], usize) {
+/// Appends `n` in decimal, without allocating (replies are encoded per request).
+fn decimal(out: &mut Vec<u8>, n: i64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
+    let mut m = n.unsigned_abs();
     loop {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
+        digits[at] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
             break;
         }
     }
-    (digits, at)
-}
-
-/// Appends `n` in decimal, without allocating (replies are encoded per request).
-fn decimal(out: &mut Vec<u8>, n: i64) {
-    let (digits, at) = digits(n.unsigned_abs());
     if n < 0 {
         out.push(b'-');
     }
