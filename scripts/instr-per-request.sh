@@ -22,7 +22,7 @@
 #        TESTS="pfadd pfcount geoadd geosearch xadd" scripts/instr-per-request.sh  (commands
 #        of their own, below: PFADD of a random element to one HLL, PFCOUNT of it, GEOADD of
 #        a random member, GEOSEARCH of 99 members of a 10,000-member grid, XADD of an entry
-#        to one stream)
+#        to one stream, XREADGROUP of one new entry each from a stream of as many)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -56,6 +56,7 @@ custom[pfcount]="PFCOUNT hll"
 custom[geoadd]="GEOADD places 13.361389 38.115556 __rand_int__"
 custom[geosearch]="GEOSEARCH grid FROMLONLAT 13.5 38.5 BYRADIUS 5.6 km ASC WITHDIST"
 custom[xadd]="XADD stream * f __rand_int__"
+custom[xreadgroup]="XREADGROUP GROUP g c COUNT 1 STREAMS readstream >"
 
 measure() { # name port cmd...
   local name=$1 port=$2
@@ -71,9 +72,14 @@ measure() { # name port cmd...
     awk 'BEGIN { for (i = 0; i < 100; i++) { printf "GEOADD grid"; for (j = 0; j < 100; j++) printf " %.2f %.2f g%d-%d", 13 + j / 100, 38 + i / 100, i, j; print "" } }' \
       | redis-cli -p "$port" >/dev/null
   fi
+  # XREADGROUP's stream: as many entries as requests, each delivered once (`>`), in a group.
+  if [[ " ${tests[*]} " == *" xreadgroup "* ]]; then
+    redis-cli -p "$port" XGROUP CREATE readstream g 0 MKSTREAM >/dev/null
+    redis-benchmark -p "$port" -n "$n" -P 16 -c 50 --threads 1 -q XADD readstream '*' f v >/dev/null
+  fi
   local as=()
   if [ "${ACL_USER:-no}" = yes ]; then
-    redis-cli -p "$port" ACL SETUSER bench on '>bench' '~key:*' '~counter:*' '~hll' '~places' '~grid' '~stream' +@all -@dangerous >/dev/null
+    redis-cli -p "$port" ACL SETUSER bench on '>bench' '~key:*' '~counter:*' '~hll' '~places' '~grid' '~stream' '~readstream' +@all -@dangerous >/dev/null
     as=(--user bench -a bench)
   fi
   local row="| $name |"
