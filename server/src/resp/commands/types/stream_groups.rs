@@ -157,13 +157,30 @@ impl Shape {
         key: &[u8],
         m: &Meta,
     ) -> Result<Shape, Fail> {
+        Shape::load_for(sh, s, src, (key, m), None)
+    }
+
+    /// [`Shape::load`] for advancing `group` ([`Shape::advance`]): the first entry's id
+    /// is looked up only when the advance can ask for it (an entry was ever deleted, or
+    /// the group's read counter is unknown), a scan XREADGROUP otherwise saves.
+    pub fn load_for(
+        sh: &Shared,
+        s: &mut Session,
+        src: &Src<'_>,
+        (key, m): (&[u8], &Meta),
+        group: Option<&Group>,
+    ) -> Result<Shape, Fail> {
         let p = m.prefix(key);
         let info = Info::load(sh, s, src, &p)?;
-        let (lo, hi) = fields_range(&p);
+        let needed = group
+            .is_none_or(|g| info.max_deleted != StreamId::MIN || g.entries_read == INVALID_READ);
         let mut first = StreamId::MIN;
-        src.scan(sh, s, (&lo, &hi), 1, |k, _| {
-            first = StreamId::from_bytes(&k[p.len() + 1..]).unwrap_or(StreamId::MIN)
-        })?;
+        if needed {
+            let (lo, hi) = fields_range(&p);
+            src.scan(sh, s, (&lo, &hi), 1, |k, _| {
+                first = StreamId::from_bytes(&k[p.len() + 1..]).unwrap_or(StreamId::MIN)
+            })?;
+        }
         Ok(Shape {
             len: m.len,
             last: m.last_id(),

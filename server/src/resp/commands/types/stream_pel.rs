@@ -151,7 +151,7 @@ fn deliver_new(
     if es.is_empty() {
         return Ok(Vec::new());
     }
-    let shape = Shape::load(sh, s, src, key, m)?;
+    let shape = Shape::load_for(sh, s, src, (key, m), Some(&o.g))?;
     for (id, _) in &es {
         shape.advance(&mut o.g, *id);
         if !a.noack {
