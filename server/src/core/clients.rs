@@ -440,12 +440,17 @@ impl Clients {
                 me = true;
                 continue;
             }
-            e.killed.store(true, Ordering::Relaxed);
-            if let Some(m) = self.mailboxes.get().and_then(|m| m.get(e.loop_index)) {
-                m.kill(e.slot, e.conn_id);
-            }
+            self.close(e);
         }
         (chosen.len(), me)
+    }
+
+    /// Marks `e` as being closed (no longer listed) and asks its loop to close it.
+    fn close(&self, e: &Entry) {
+        e.killed.store(true, Ordering::Relaxed);
+        if let Some(m) = self.mailboxes.get().and_then(|m| m.get(e.loop_index)) {
+            m.kill(e.slot, e.conn_id);
+        }
     }
 
     /// `maxmemory-clients` now.
@@ -507,13 +512,13 @@ impl Clients {
                 break;
             }
             held = held.saturating_sub(e.mem.total.load(Ordering::Relaxed));
-            e.killed.store(true, Ordering::Relaxed);
             self.evicted.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(id = e.id, addr = %e.addr, "client evicted: maxmemory-clients reached");
             if e.id == caller {
+                e.killed.store(true, Ordering::Relaxed);
                 me = true;
-            } else if let Some(m) = self.mailboxes.get().and_then(|m| m.get(e.loop_index)) {
-                m.kill(e.slot, e.conn_id);
+            } else {
+                self.close(e);
             }
         }
         me

@@ -227,18 +227,13 @@ impl crate::net::session::Session for Session {
     }
 
     fn measured(&mut self, sh: &Shared, b: Buffers, before_run: bool) -> bool {
-        let limited = |s: &Session| {
-            s.client
-                .as_ref()
-                .is_some_and(|r| r.clients().limit() != ClientLimit::Bytes(0))
-        };
-        if self.client.is_none() || (before_run && !limited(self)) {
-            return false;
-        }
-        let (streamed, waiting, other) = self.memory();
         let Some(r) = &self.client else {
             return false;
         };
+        if before_run && r.clients().limit() == ClientLimit::Bytes(0) {
+            return false;
+        }
+        let (streamed, waiting, other) = self.memory();
         r.measure(Measured {
             qbuf: (b.qbuf + streamed) as u64,
             omem: (b.pending + waiting) as u64,

@@ -66,7 +66,12 @@ impl Default for OutputLimits {
     }
 }
 
-const NAMES: [&str; 3] = ["normal", "slave", "pubsub"];
+/// The classes with the names CONFIG GET gives them, in its order.
+const CLASSES: [(Class, &str); 3] = [
+    (Class::Normal, "normal"),
+    (Class::Replica, "slave"),
+    (Class::Pubsub, "pubsub"),
+];
 
 impl OutputLimits {
     pub fn get(&self, c: Class) -> Limit {
@@ -80,11 +85,13 @@ impl OutputLimits {
 
     /// CONFIG GET's value: `normal 0 0 0 slave 268435456 67108864 60 pubsub …`.
     pub fn text(&self) -> String {
-        let mut parts = Vec::new();
-        for (i, name) in NAMES.iter().enumerate() {
-            let l = self.get([Class::Normal, Class::Replica, Class::Pubsub][i]);
-            parts.push(format!("{name} {} {} {}", l.hard, l.soft, l.soft_secs));
-        }
+        let parts: Vec<String> = CLASSES
+            .iter()
+            .map(|&(class, name)| {
+                let l = self.get(class);
+                format!("{name} {} {} {}", l.hard, l.soft, l.soft_secs)
+            })
+            .collect();
         parts.join(" ")
     }
 

@@ -21,10 +21,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A subscriber's queue limit by default: `client-output-buffer-limit pubsub`'s hard limit,
-/// Redis's default (CONFIG SET changes it: `output_limits.rs`).
-pub const QUEUE_LIMIT: usize = crate::resp::output_limits::PUBSUB_HARD;
-
 /// Where a subscription lives: a channel, a pattern of channels, or a shard channel
 /// (SSUBSCRIBE, SPUBLISH: one shard here, a namespace of its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,7 +156,8 @@ impl Default for PubSub {
             spaces: Default::default(),
             monitors: Default::default(),
             monitoring: Default::default(),
-            queue_limit: Arc::new(AtomicUsize::new(QUEUE_LIMIT)),
+            // `client-output-buffer-limit pubsub`'s hard limit, Redis's default.
+            queue_limit: Arc::new(AtomicUsize::new(crate::resp::output_limits::PUBSUB_HARD)),
         }
     }
 }
