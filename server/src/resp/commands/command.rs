@@ -3,8 +3,9 @@
 //! (`table.rs`, handed in), in Redis 7's reply shapes: what client libraries and tools (redis-cli's
 //! hints, cluster-aware clients' key extraction) ask a server about its commands.
 
+use crate::core::acl::Commands;
 use crate::core::glob;
-use crate::resp::acl::categories;
+use crate::resp::acl::{categories, TableCommands};
 use crate::resp::call::Call;
 use crate::resp::call::Spec;
 use crate::resp::session::Session;
@@ -97,7 +98,7 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
             }
         }
         Some(b"COUNT") if c.len() == 2 => resp::integer(out, table.len() as i64),
-        Some(b"LIST") => list(table, &c[2..], out),
+        Some(b"LIST") => list(table, find, &c[2..], out),
         Some(b"INFO") => {
             let found: Vec<_> = pick(table, find, &c[2..]).collect();
             resp::array(out, found.len());
@@ -130,7 +131,7 @@ pub fn command(s: &Session, c: &[&[u8]], table: &'static [Spec], find: Find, out
 /// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`: every
 /// command's name and every subcommand's (`client|list`), lower case, or those the filter
 /// keeps (no modules here: MODULE keeps none).
-fn list(table: &'static [Spec], args: &[&[u8]], out: &mut Vec<u8>) {
+fn list(table: &'static [Spec], find: Find, args: &[&[u8]], out: &mut Vec<u8>) {
     let filter = match args {
         [] => None,
         [by, kind, value] if by.eq_ignore_ascii_case(b"FILTERBY") => {
@@ -138,8 +139,11 @@ fn list(table: &'static [Spec], args: &[&[u8]], out: &mut Vec<u8>) {
         }
         _ => return resp::error(out, "ERR syntax error"),
     };
-    let names = crate::resp::subcommands::names(table);
-    let keep = |name: &str| -> Option<bool> {
+    // Names and categories by the ids ACL's rules use (`get`, `config|get`), as ACL CAT
+    // lists them.
+    let cmds = TableCommands::new(table, find);
+    let names = cmds.names();
+    let keep = |id: usize, name: &str| -> Option<bool> {
         let Some((kind, value)) = &filter else {
             return Some(true);
         };
@@ -148,22 +152,14 @@ fn list(table: &'static [Spec], args: &[&[u8]], out: &mut Vec<u8>) {
             b"PATTERN" => glob::matches(&value.to_ascii_lowercase(), name.as_bytes()),
             b"ACLCAT" => {
                 let cat = String::from_utf8_lossy(value).to_ascii_lowercase();
-                let Some(bit) = categories::bit(&cat) else {
-                    return Some(false);
-                };
-                let (parent, sub) = name.split_once('|').unwrap_or((name, ""));
-                let parent = parent.to_ascii_uppercase();
-                let spec = table.iter().find(|s| s.name == parent)?;
-                let sub = (!sub.is_empty()).then(|| sub.to_ascii_uppercase());
-                let container = crate::resp::subcommands::is_container(spec.name);
-                categories::of(spec, sub.as_deref(), container && sub.is_none()) & bit != 0
+                categories::bit(&cat).is_some_and(|bit| cmds.categories(id) & bit != 0)
             }
             _ => return None,
         })
     };
     let mut kept = Vec::new();
-    for n in &names {
-        match keep(n) {
+    for (id, n) in names.iter().enumerate() {
+        match keep(id, n) {
             Some(true) => kept.push(n),
             Some(false) => {}
             None => return resp::error(out, "ERR syntax error"),
