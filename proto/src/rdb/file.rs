@@ -51,17 +51,25 @@ impl File {
     /// One key of the database last selected: its deadline (Unix milliseconds, `None`:
     /// none), name and value.
     pub fn entry(&mut self, key: &[u8], value: &Value, deadline_ms: Option<u64>) {
+        self.version = self.version.max(value_version(value));
+        self.head(key, rdb_type(value), deadline_ms);
+        put_encoding(&mut self.body, value);
+    }
+
+    /// [`File::entry`] of a string, from bytes borrowed where they lie.
+    pub fn string(&mut self, key: &[u8], value: &[u8], deadline_ms: Option<u64>) {
+        self.head(key, T_STRING, deadline_ms);
+        put_str(&mut self.body, value);
+    }
+
+    /// What comes before an entry's value: its deadline, its type, its key.
+    fn head(&mut self, key: &[u8], rdb_type: u8, deadline_ms: Option<u64>) {
         if let Some(ms) = deadline_ms {
             self.body.push(EXPIRETIME_MS);
             self.body.extend_from_slice(&ms.to_le_bytes());
         }
-        self.version = self.version.max(value_version(value));
-        let at = self.body.len();
-        put_value(&mut self.body, value);
-        // The type byte first, then the key, then the value's encoding.
-        let rest = self.body.split_off(at + 1);
+        self.body.push(rdb_type);
         put_str(&mut self.body, key);
-        self.body.extend_from_slice(&rest);
     }
 
     /// One library of functions: its code (shebang line and body).
@@ -91,11 +99,14 @@ mod tests {
         let mut f = File::new(&[("redis-bits", b"64")]);
         f.select(0, 1, 1);
         f.entry(b"k", &Value::String(b"v".to_vec()), Some(1_000));
+        f.string(b"k", b"v", Some(1_000));
         let bytes = f.finish();
         let mut want = b"REDIS0009".to_vec();
         want.extend_from_slice(&[AUX, 10]);
         want.extend_from_slice(b"redis-bits");
         want.extend_from_slice(&[2, b'6', b'4', SELECTDB, 0, RESIZEDB, 1, 1, EXPIRETIME_MS]);
+        want.extend_from_slice(&1_000u64.to_le_bytes());
+        want.extend_from_slice(&[T_STRING, 1, b'k', 1, b'v', EXPIRETIME_MS]);
         want.extend_from_slice(&1_000u64.to_le_bytes());
         want.extend_from_slice(&[T_STRING, 1, b'k', 1, b'v', EOF]);
         let crc = crc64(&want);

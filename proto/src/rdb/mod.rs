@@ -110,26 +110,35 @@ pub(crate) fn value_version(v: &Value) -> u16 {
     }
 }
 
-/// Appends a value's RDB type and encoding (what DUMP and an RDB file's entry share).
+/// Appends a value's RDB type and encoding (a DUMP payload's body).
 pub(crate) fn put_value(out: &mut Vec<u8>, v: &Value) {
+    out.push(rdb_type(v));
+    put_encoding(out, v);
+}
+
+/// A value's RDB type: the byte before its encoding (and, in a file, before its key).
+pub(crate) fn rdb_type(v: &Value) -> u8 {
     match v {
-        Value::String(s) => {
-            out.push(T_STRING);
-            put_str(out, s);
-        }
+        Value::String(_) => T_STRING,
+        Value::List(_) => T_LIST,
+        Value::Set(_) => T_SET,
+        Value::ZSet(_) => T_ZSET_2,
+        Value::Hash(_) => T_HASH,
+        Value::Stream(_) => stream::T_STREAM_3,
+    }
+}
+
+/// Appends a value's encoding, after its type (what DUMP and an RDB file's entry share).
+pub(crate) fn put_encoding(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::String(s) => put_str(out, s),
         Value::List(items) | Value::Set(items) => {
-            out.push(if matches!(v, Value::List(_)) {
-                T_LIST
-            } else {
-                T_SET
-            });
             put_len(out, items.len() as u64);
             for i in items {
                 put_str(out, i);
             }
         }
         Value::ZSet(items) => {
-            out.push(T_ZSET_2);
             put_len(out, items.len() as u64);
             // Redis writes its skiplist from the highest score; either order loads.
             for (m, score) in items.iter().rev() {
@@ -138,17 +147,13 @@ pub(crate) fn put_value(out: &mut Vec<u8>, v: &Value) {
             }
         }
         Value::Hash(pairs) => {
-            out.push(T_HASH);
             put_len(out, pairs.len() as u64);
             for (f, val) in pairs {
                 put_str(out, f);
                 put_str(out, val);
             }
         }
-        Value::Stream(s) => {
-            out.push(stream::T_STREAM_3);
-            stream::write(out, s);
-        }
+        Value::Stream(s) => stream::write(out, s),
     }
 }
 

@@ -13,7 +13,7 @@ use crate::resp::call::Call;
 use crate::resp::commands::dump::value_at;
 use crate::resp::commands::types::access::{fail, Fail, Src};
 use crate::resp::session::{RdbOnly, Session};
-use accelkv_proto::rdb::{File, Value};
+use accelkv_proto::rdb::File;
 use accelkv_proto::resp;
 use accelkv_tree::Snapshot;
 
@@ -131,7 +131,7 @@ fn database(
         let deadline = (deadline != 0).then_some(deadline);
         let name = crate::resp::db::shown(key);
         if !is_typed(flags) {
-            file.entry(name, &Value::String(value.to_vec()), deadline);
+            file.string(name, value, deadline);
         } else if let Some(v) = value_at(sh, s, src, key)? {
             file.entry(name, &v, deadline);
         }
