@@ -31,11 +31,13 @@
 //! 5. Locks are taken in the order disk → queue → status, and never more than two at once.
 
 use crate::cover::Cover;
+use crate::delta::DELTA_VALUE_MAX;
 use crate::error::{disk, Error, Result};
 use crate::format::{
     class_for, delta_item_len, delta_len, encode_delta, encode_ext, encode_leaf, encode_slab,
     ext_len, leaf_len, CommitTag, DeltaPage, ExtPage, ExtRef, LeafPage, PageValue, BLOCK,
 };
+use crate::images::{fence, DeltaAt};
 use crate::io::Storage;
 use crate::slab::Slabs;
 use accelkv_tree::Store as Tree;
@@ -174,6 +176,8 @@ pub(crate) struct Disk {
     pub(crate) delta: crate::delta::Book,
     /// The live leaf pages' slots, in bytes (what delta space is bounded against).
     pub(crate) leaf_bytes: u64,
+    /// Slabs written whole (zeros) since the last sync: their cache is dropped once synced.
+    pub(crate) filled: Vec<u64>,
 }
 
 impl Disk {
@@ -191,6 +195,7 @@ impl Disk {
             lease: 0,
             delta: crate::delta::Book::default(),
             leaf_bytes: 0,
+            filled: Vec::new(),
         }
     }
 }
@@ -327,8 +332,12 @@ struct Planned {
     /// entries).
     whole: bool,
     lid: u64,
+    /// The leaf's fences (delta entries: only when `covered` is some).
     low: Option<Vec<u8>>,
     high: Option<Vec<u8>>,
+    /// Delta entries with a leaf cache: the page the cover has alone providing the leaf's
+    /// range, if one does (the entries may then complete the leaf's image, images.rs).
+    covered: Option<u64>,
     bytes: Vec<u8>,
     /// In key order: the key's bytes, the value, its deadline (0: none), its client flags.
     items: Vec<(Span, Val, u64, u32)>,
@@ -387,6 +396,11 @@ impl Val {
 }
 
 impl Core {
+    /// Every write with a version up to this one is durable (written, under `none`).
+    pub(crate) fn durable_version(&self) -> u64 {
+        lock(&self.status).durable
+    }
+
     pub(crate) fn failed(&self) -> Option<Error> {
         lock(&self.status).failed.clone()
     }
@@ -727,7 +741,13 @@ impl Core {
                     let p = if as_whole {
                         self.image(leaf, &d.ext_of, dirty)
                     } else {
-                        Core::changes(leaf, dirty)
+                        let mut p = Core::changes(leaf, dirty);
+                        if self.mirror.is_some() {
+                            p.covered = d.cover.exactly(leaf.low, leaf.high);
+                            p.low = leaf.low.map(<[u8]>::to_vec);
+                            p.high = leaf.high.map(<[u8]>::to_vec);
+                        }
+                        p
                     };
                     (p, i2, j2)
                 })
@@ -750,6 +770,7 @@ impl Core {
             lid: leaf.lid,
             low: leaf.low.map(<[u8]>::to_vec),
             high: leaf.high.map(<[u8]>::to_vec),
+            covered: None,
             bytes: Vec::with_capacity(
                 leaf.items
                     .iter()
@@ -793,6 +814,7 @@ impl Core {
             lid: leaf.lid,
             low: None,
             high: None,
+            covered: None,
             bytes: Vec::new(),
             items: Vec::with_capacity(dirty.len()),
         };
@@ -826,7 +848,7 @@ impl Core {
         for (i, p) in plans.iter().enumerate().filter(|(_, p)| !p.whole) {
             for (j, (k, val, deadline, flags)) in p.items.iter().enumerate() {
                 let value = match val {
-                    Val::Inline(b) if b.len as usize > self.inline_max => Some(placeholder),
+                    Val::Inline(b) if b.len as usize > DELTA_VALUE_MAX => Some(placeholder),
                     v => v.page(p),
                 };
                 let n = delta_item_len(&(p.at(*k), value, *deadline, *flags));
@@ -872,6 +894,9 @@ impl Core {
         let mut slab = vec![0u8; fill as usize];
         slab[..BLOCK as usize].copy_from_slice(&encode_slab(&desc));
         self.write(&slab, base, "writing a slab descriptor")?;
+        if fill > BLOCK {
+            d.filled.push(base);
+        }
         d.slabs.add_slab(desc);
         d.slabs
             .alloc(class)
@@ -916,7 +941,15 @@ impl Core {
                 let (k, Val::Inline(b), ..) = p.items[j] else {
                     continue;
                 };
-                if b.len as usize <= self.inline_max {
+                // Small enough values stay in the commit's own block: inline in a leaf
+                // page, or (up to `DELTA_VALUE_MAX`) in the delta entry, moving to an
+                // extension page when their leaf is next imaged whole.
+                let max = if p.whole {
+                    self.inline_max
+                } else {
+                    DELTA_VALUE_MAX.max(self.inline_max)
+                };
+                if b.len as usize <= max {
                     continue;
                 }
                 let bytes = p.at(b);
@@ -925,7 +958,7 @@ impl Core {
                     version: v,
                     commit: CommitTag { pages: 0, ..tag },
                     key: p.at(k),
-                    anchor: p.low.as_deref(),
+                    anchor: if p.whole { p.low.as_deref() } else { None },
                     value: bytes,
                 };
                 let off = self.take_slot(d, ext_len(&page))?;
@@ -964,6 +997,12 @@ impl Core {
         self.write_deltas(d, plans, cuts, taken, v, tag)?;
         if sync {
             self.sync("fdatasync of a commit")?;
+            // A slab's zeros went to the cache as large folios; once synced they are
+            // dropped, so that the slab's page writes dirty only their own pages (issue
+            // 57: writeback sent whole folios, 11× the bytes written, docs/BENCHMARKS.md).
+            for base in d.filled.drain(..) {
+                self.storage.drop_cached(base, d.slabs.slab_bytes());
+            }
         }
         d.unsynced = !sync;
         Ok(())
@@ -994,7 +1033,9 @@ impl Core {
             };
             let off = self.take_slot(d, delta_len(&page))?;
             taken.deltas.push(off);
-            self.write(&encode_delta(&page, off), off, "writing a delta page")?;
+            let bytes = encode_delta(&page, off);
+            taken.delta_lens.push(bytes.len() as u32);
+            self.write(&bytes, off, "writing a delta page")?;
             self.counters.delta_pages.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
@@ -1028,8 +1069,8 @@ impl Core {
             &mut slots,
         );
         let mut images = self.mirror.as_ref().map(|m| lock(&m.images));
-        let whole = plans.into_iter().filter(|p| p.whole);
-        for (p, (off, len)) in whole.zip(taken.leaves) {
+        let whole = plans.iter().filter(|p| p.whole);
+        for (p, &(off, len)) in whole.zip(&taken.leaves) {
             d.delta.drop_range(
                 p.low.as_deref(),
                 p.high.as_deref(),
@@ -1037,7 +1078,8 @@ impl Core {
                 &mut slots,
             );
             if let Some(i) = images.as_mut() {
-                i.record(p.lid, off, len, v);
+                let (low, high) = (fence(p.low.as_deref()), fence(p.high.as_deref()));
+                i.record(p.lid, off, len, v, low, high);
             }
             let mut exts = Vec::new();
             for (k, val, ..) in &p.items {
@@ -1072,6 +1114,7 @@ impl Core {
         }
         let mut gone = Vec::new();
         for page in freed {
+            // Before the entries change: a gone image keeps those that completed it.
             if let Some(lid) = images.as_mut().and_then(|i| i.forget(page)) {
                 gone.push((lid, page));
             }
@@ -1080,6 +1123,9 @@ impl Core {
                 d.leaf_bytes -= d.slabs.slot_bytes_at(page);
                 unnamed.extend(exts);
             }
+        }
+        if let Some(i) = images.as_mut() {
+            Core::complete_images(i, &plans, cuts, &taken, v);
         }
         drop(images);
         Core::count_refs(d, named, unnamed, &mut slots);
@@ -1094,6 +1140,33 @@ impl Core {
         } else {
             for off in slots {
                 d.slabs.free(off);
+            }
+        }
+    }
+
+    /// The leaf cache's side of a commit (images.rs), once its freed pages are forgotten:
+    /// whole images supersede the entries in their ranges, the commit's entries become
+    /// their keys' newest, and a leaf whose changes all went to entries completing its
+    /// recorded image may be evicted at `v`.
+    fn complete_images(
+        i: &mut crate::images::Images,
+        plans: &[Planned],
+        cuts: &[Vec<(usize, usize)>],
+        taken: &Taken,
+        v: u64,
+    ) {
+        for p in plans.iter().filter(|p| p.whole) {
+            i.imaged_whole(p.low.as_deref(), p.high.as_deref());
+        }
+        for ((cut, &page), &len) in cuts.iter().zip(&taken.deltas).zip(&taken.delta_lens) {
+            for &(pi, j) in cut {
+                let p = &plans[pi];
+                i.delta_written(p.at(p.items[j].0), DeltaAt { page, len });
+            }
+        }
+        for p in plans.iter().filter(|p| !p.whole) {
+            if let Some(page) = p.covered {
+                i.completed(p.lid, page, v, p.low.as_deref(), p.high.as_deref());
             }
         }
     }
@@ -1208,8 +1281,9 @@ impl Core {
 #[derive(Default)]
 struct Taken {
     exts: Vec<u64>,
-    /// Delta pages, one per cut.
+    /// Delta pages, one per cut, and their lengths.
     deltas: Vec<u64>,
+    delta_lens: Vec<u32>,
     /// Leaf pages: offset and length.
     leaves: Vec<(u64, u32)>,
 }

@@ -177,6 +177,13 @@ impl Cover {
         self.refs.len()
     }
 
+    /// The page that alone provides exactly `[lo, hi)` (one range of the cover, these
+    /// bounds), if one does.
+    pub fn exactly(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Option<u64> {
+        let (e, p) = self.ranges.get(lo.unwrap_or(&[]))?;
+        (e.as_deref() == hi).then_some(*p)
+    }
+
     /// The page providing `key`, if any.
     #[cfg(test)]
     pub fn page_for(&self, key: &[u8]) -> Option<u64> {

@@ -42,6 +42,12 @@ pub struct Deltas {
 /// percentage would round to almost none).
 pub const MIN_LEAF_ENTRIES: usize = 4;
 
+/// The longest value a delta entry holds itself (issue 57): a longer one goes to an
+/// extension page written beside the entry. A value between the leaf's inline limit and
+/// this travels in the commit's delta page (one sequential block per commit, as a log
+/// record would) and moves to an extension page when its leaf is next imaged whole.
+pub const DELTA_VALUE_MAX: usize = 4096;
+
 /// The most bytes one delta page holds: a commit's entries past it go to further pages (a
 /// page stays live while any of its entries does, so smaller pages free sooner).
 pub const DELTA_PAGE_BYTES: usize = 16 << 10;

@@ -29,6 +29,12 @@ pub trait Storage: Send + Sync {
     /// a miss does not fill the page cache with pages nobody asked for. A hint; the default
     /// does nothing.
     fn advise_random(&self) {}
+    /// The page cache may drop `[off, off + len)` (`len` 0: to the end), which is clean
+    /// (synced, or only read): the next small write there then dirties only the pages it
+    /// covers, not a large folio that a big write or read-ahead left in the cache (whose
+    /// whole span writeback would send to the device again). A hint; the default does
+    /// nothing.
+    fn drop_cached(&self, _off: u64, _len: u64) {}
 }
 
 /// [`Storage`] on a file.
@@ -84,6 +90,15 @@ impl Storage for FileStorage {
         // SAFETY: a valid open descriptor; the call only sets a read-ahead policy (its
         // result is a hint's: ignored).
         unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    }
+
+    #[cfg(target_os = "linux")]
+    fn drop_cached(&self, off: u64, len: u64) {
+        use std::os::unix::io::AsRawFd;
+        let (off, len) = (off as libc::off_t, len as libc::off_t);
+        // SAFETY: a valid open descriptor; the call only drops clean cached pages (its
+        // result is a hint's: ignored).
+        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
     }
 }
 

@@ -32,6 +32,7 @@ use crate::format::{
     class_for, decode_page, decode_super, encode_super, ext_len, slot_bytes, CommitTag, ExtRef,
     Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
 };
+use crate::images::fence;
 use crate::io::Storage;
 use crate::pass1::{scan, DeltaFound, ExtItems, Found, Leaf};
 use crate::replay::{Entry, EntryValue, Live, Overlay, Range, Replay};
@@ -306,6 +307,7 @@ pub(crate) fn recover_pruning(
         lease: rep.lease,
         delta,
         leaf_bytes,
+        filled: Vec::new(),
     };
     Ok((tree, disk, rep))
 }
@@ -519,19 +521,21 @@ fn load(
     // With a budget, pages stay in the page file only when the leaves would take more than
     // half of it; a store that fits is loaded whole, as without one.
     let live = cover.pages().collect::<HashSet<u64>>().len();
+    let shared = mirror.as_ref().map(|m| m.1.clone());
     let mirror = mirror.filter(|_| live.saturating_mul(cfg.node_size) > cfg.memory_limit / 2);
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut lives: Vec<Live> = Vec::new();
     let mut ranges: Vec<Range> = Vec::new();
+    // The high fences of the pages that may stay in the page file (their stubs' images).
+    let mut highs: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
     for (lo, hi, page) in cover.ranges() {
         let l = by_off[&page];
-        // A range with newer delta entries is loaded and merged with them, never left in
-        // the page file.
-        let whole = lo == l.low.as_deref().unwrap_or(&[])
-            && hi == l.high.as_deref()
-            && overlay
-                .get(overlay.partition_point(|(k, _)| k.as_slice() < lo))
-                .is_none_or(|(k, _)| hi.is_some_and(|h| k.as_slice() >= h));
+        // A page that provides exactly its range may stay in the page file (with the delta
+        // entries in the range, which a load merges).
+        let whole = lo == l.low.as_deref().unwrap_or(&[]) && hi == l.high.as_deref();
+        if whole && mirror.is_some() {
+            highs.insert(page, hi.map(<[u8]>::to_vec));
+        }
         let i = *index.entry(page).or_insert_with(|| {
             lives.push(Live {
                 off: page,
@@ -555,7 +559,7 @@ fn load(
     let mut replay = Replay::new(storage, slabs, &lives, ranges, overlay, mirror.is_some());
     let tree = match mirror {
         Some((storage, shared)) => {
-            let pager = Arc::new(crate::mirror::PageReader {
+            let pager = Arc::new(crate::pager::PageReader {
                 storage,
                 shared: shared.clone(),
                 guess: cfg.node_size + 4096,
@@ -568,10 +572,13 @@ fn load(
             let (tree, stubs) = built?;
             let mut images = shared.images.lock().unwrap_or_else(|e| e.into_inner());
             for &(lid, page) in &stubs {
-                let len = index.get(&page).map_or(0, |&i| lives[i].len);
+                let (len, low) = index
+                    .get(&page)
+                    .map_or((0, None), |&i| (lives[i].len, lives[i].low.as_deref()));
+                let high = highs.get(&page).and_then(Option::as_deref);
                 // The state at `start` is the state at the recovered version (no writes
                 // between them).
-                images.record(lid, page, len, start);
+                images.record(lid, page, len, start, fence(low), fence(high));
             }
             rep.evicted_leaves = stubs.len() as u64;
             rep.resident_bytes = tree.mirror_stats().resident_bytes;
@@ -591,6 +598,11 @@ fn load(
     };
     rep.items = replay.items;
     rep.expired = replay.expired;
+    if let Some(shared) = shared {
+        // The leaf cache's copy of the delta book's keys (images.rs).
+        let entries = replay.entries.iter().map(|(k, page, _)| (k.clone(), *page));
+        crate::mirror::lock(&shared.images).recovered_pending(entries);
+    }
     Ok(Loaded {
         tree,
         pages: replay.named,

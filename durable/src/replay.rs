@@ -10,9 +10,9 @@
 //! stream in key order: an entry replaces the page's item, adds a key, or (a deletion)
 //! drops it; each one is noted in the delta book as it goes by.
 //!
-//! With a memory budget, a page that provides exactly its leaf's range, with no delta
-//! entry in it, stays in the page file: it is read only to count its items and note the
-//! extensions it names.
+//! With a memory budget, a page that provides exactly its leaf's range stays in the page
+//! file, with the delta entries in that range (a load merges them, pager.rs): it is read
+//! only to note the extensions it names and the keys the entries add or delete.
 
 use crate::error::{disk, Error, Result};
 use crate::format::{decode_page, ExtRef, Page, PageValue};
@@ -236,6 +236,60 @@ impl<'a> Replay<'a> {
         Ok(())
     }
 
+    /// Leaves range `r` (its page's whole range) in the page file: the first pass counted
+    /// the page's items; it is read only for the extensions it names, and to count the
+    /// keys the delta entries in the range add or delete (the entries stay in their pages,
+    /// noted in the book, and a load merges them, pager.rs).
+    fn leave(&mut self, r: Range) -> Result<Recovered<Bytes, Bytes>> {
+        let p = &self.pages[r.page];
+        let (off, low) = (p.off, p.low.clone());
+        let (mut items, mut expiring) = (i64::from(p.items), i64::from(p.expiring));
+        let in_range = |k: &[u8]| r.hi.as_deref().is_none_or(|h| k < h);
+        let entries = self.overlay.peek().is_some_and(|(k, _)| in_range(k));
+        if !p.has_ext && !entries {
+            self.named.entry(off).or_default();
+        } else {
+            self.load(r.page)?;
+            let Some((_, bytes, page)) = &self.cur else {
+                unreachable!("loaded above");
+            };
+            let key = |i: &Pos| &bytes[i.key.0 as usize..(i.key.0 + i.key.1) as usize];
+            for it in page {
+                if let Val::Ext(e) = it.value {
+                    self.ext_of.insert(key(it).to_vec(), e);
+                }
+            }
+            while let Some((k, e)) = self.overlay.next_if(|(k, _)| in_range(k)) {
+                // The entry replaces the page's item for its key, if it has one.
+                if let Ok(i) = page.binary_search_by(|i| key(i).cmp(&k)) {
+                    items -= 1;
+                    expiring -= i64::from(page[i].deadline != 0);
+                    self.ext_of.remove(&k);
+                }
+                let ext = match &e.value {
+                    Some(EntryValue::Ext(r)) => Some(*r),
+                    _ => None,
+                };
+                if e.value.is_some() {
+                    items += 1;
+                    expiring += i64::from(e.deadline != 0);
+                }
+                if let Some(r) = ext {
+                    self.ext_of.insert(k.clone(), r);
+                }
+                self.entries.push((k, e.page, ext.map(|r| r.off)));
+            }
+        }
+        let items = items.max(0) as u64;
+        self.items += items;
+        Ok(Recovered::Page {
+            page: off,
+            low,
+            items,
+            expiring: expiring.max(0) as u64,
+        })
+    }
+
     fn slice(b: &Rc<[u8]>, (at, len): (u32, u32)) -> Bytes {
         Bytes::Page(b.clone(), at, len)
     }
@@ -244,29 +298,7 @@ impl<'a> Replay<'a> {
     fn start_range(&mut self, r: Range) -> Result<Option<Recovered<Bytes, Bytes>>> {
         let p = &self.pages[r.page];
         if self.leave_pages && p.whole {
-            // Left in the page file: the first pass counted its items; it is read only
-            // for the extensions it names.
-            if p.has_ext {
-                self.load(r.page)?;
-                let Some((_, bytes, items)) = &self.cur else {
-                    unreachable!("loaded above");
-                };
-                for it in items {
-                    if let Val::Ext(e) = it.value {
-                        let key = &bytes[it.key.0 as usize..(it.key.0 + it.key.1) as usize];
-                        self.ext_of.insert(key.to_vec(), e);
-                    }
-                }
-            } else {
-                self.named.entry(p.off).or_default();
-            }
-            self.items += u64::from(p.items);
-            return Ok(Some(Recovered::Page {
-                page: p.off,
-                low: p.low.clone(),
-                items: u64::from(p.items),
-                expiring: u64::from(p.expiring),
-            }));
+            return self.leave(r).map(Some);
         }
         self.load(r.page)?;
         let Some((_, bytes, items)) = &self.cur else {

@@ -34,9 +34,8 @@ pub struct Options {
     pub version_lease: u64,
     /// When commits write delta pages instead of whole leaf images
     /// ([`Deltas::default`](crate::Deltas::default); [`Deltas::OFF`](crate::Deltas::OFF):
-    /// whole images only). Ignored with a memory budget
-    /// (`Config::evict`): such a store images whole leaves, since a leaf must be imaged whole
-    /// before it is evicted and a delta entry first would write the change twice.
+    /// whole images only). With a memory budget (`Config::evict`) an evicted leaf is its
+    /// last image and the delta entries newer than it, read back together.
     pub deltas: crate::Deltas,
 }
 
@@ -331,15 +330,12 @@ impl Store {
             mirror: shared,
             freed_later: Arc::new(Mutex::new(Vec::new())),
             lease_step: opts.version_lease,
-            // With a memory budget a write to a leaf about to be evicted would be written
-            // twice (a delta entry, then the whole image eviction needs): whole images only
-            // (docs/BENCHMARKS.md, "Delta pages").
-            deltas: if opts.config.evict {
-                crate::Deltas::OFF
-            } else {
-                opts.deltas
-            },
+            deltas: opts.deltas,
         });
+        // Recovery read the file in order (read-ahead's large folios, now clean): dropped,
+        // so that commits' small writes dirty only their own pages, and a leaf cache's
+        // misses read only theirs.
+        core.storage.drop_cached(0, 0);
         // Before any write: versions from here on are above every version ever issued, and
         // the device says so before any of them is seen.
         core.renew_lease(&tree)?;
@@ -359,7 +355,7 @@ impl Store {
                 // at a random offset (RocksDB's advise_random_on_open does the same).
                 core.storage.advise_random();
                 // Attached by recovery when it left leaves in the page file.
-                tree.attach_pager(Arc::new(crate::mirror::PageReader {
+                tree.attach_pager(Arc::new(crate::pager::PageReader {
                     storage: core.storage.clone(),
                     shared: shared.clone(),
                     guess: opts.config.node_size + 4096,

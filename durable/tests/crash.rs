@@ -45,10 +45,11 @@ enum Op {
     Delete(Vec<u8>),
 }
 
-/// A value that names its key and step, so a mix-up or a torn value cannot pass.
-fn value(rng: &mut SmallRng, key: &[u8], step: usize) -> Vec<u8> {
+/// A value that names its key and step, so a mix-up or a torn value cannot pass; one in
+/// eight is longer than a leaf holds inline (up to `large` bytes).
+fn value(rng: &mut SmallRng, key: &[u8], step: usize, large: usize) -> Vec<u8> {
     let len = if rng.gen_ratio(1, 8) {
-        rng.gen_range(600..20_000)
+        rng.gen_range(600..large)
     } else {
         rng.gen_range(8..120)
     };
@@ -60,6 +61,11 @@ fn value(rng: &mut SmallRng, key: &[u8], step: usize) -> Vec<u8> {
 }
 
 fn workload(seed: u64, n: usize, keys: usize) -> Vec<Op> {
+    workload_of(seed, n, keys, 20_000)
+}
+
+/// [`workload`] with large values up to `large` bytes.
+fn workload_of(seed: u64, n: usize, keys: usize, large: usize) -> Vec<Op> {
     let mut rng = SmallRng::seed_from_u64(seed);
     (0..n)
         .map(|step| {
@@ -67,7 +73,7 @@ fn workload(seed: u64, n: usize, keys: usize) -> Vec<Op> {
             if rng.gen_ratio(1, 5) {
                 Op::Delete(k)
             } else {
-                let v = value(&mut rng, &k, step);
+                let v = value(&mut rng, &k, step, large);
                 Op::Put(k, v)
             }
         })
@@ -116,9 +122,23 @@ fn run(store: &Store, ops: &[Op]) -> (History, u64) {
     (h, acked)
 }
 
-fn recover(image: Vec<u8>, policy: SyncPolicy) -> Store {
+/// The store's options: `policy`, `deltas`, and with `budget` a leaf cache of that many
+/// 4 KiB leaves (recovery then leaves leaves in the page file, with their delta entries).
+fn options(policy: SyncPolicy, deltas: Deltas, budget: Option<usize>) -> Options {
+    let mut o = Options {
+        deltas,
+        ..test_options(policy)
+    };
+    if let Some(leaves) = budget {
+        o.config.evict = true;
+        o.config.memory_limit = leaves * o.config.node_size;
+    }
+    o
+}
+
+fn recover(image: Vec<u8>, opts: &Options) -> Store {
     let dev = Arc::new(FaultStorage::from_image(image));
-    Store::open_storage(dev, test_options(policy)).expect("recovery opens every crash image")
+    Store::open_storage(dev, opts.clone()).expect("recovery opens every crash image")
 }
 
 /// Crashes a run of `ops` under `policy` at every write and sync point; `images` gives the
@@ -131,10 +151,19 @@ fn crash_everywhere(
     images: impl Fn(&FaultStorage, u64) -> Vec<(String, Vec<u8>)>,
     must_keep: bool,
 ) -> u64 {
-    let opts = Options {
-        deltas,
-        ..test_options(policy)
-    };
+    crash_everywhere_in(policy, deltas, None, ops, images, must_keep)
+}
+
+/// [`crash_everywhere`], with a leaf cache of `budget` leaves when some.
+fn crash_everywhere_in(
+    policy: SyncPolicy,
+    deltas: Deltas,
+    budget: Option<usize>,
+    ops: &[Op],
+    images: impl Fn(&FaultStorage, u64) -> Vec<(String, Vec<u8>)>,
+    must_keep: bool,
+) -> u64 {
+    let opts = options(policy, deltas, budget);
     // A clean run counts the failpoints.
     let dev = Arc::new(FaultStorage::new());
     let total = {
@@ -142,8 +171,18 @@ fn crash_everywhere(
         let (h, acked) = run(&s, ops);
         let st = s.durability().stats();
         drop(s);
-        let r = recover(dev.durable_image(), policy);
+        let r = recover(dev.durable_image(), &opts);
         h.check(&r, acked, "clean run");
+        if budget.is_some() {
+            let rep = r.recovery();
+            assert!(
+                rep.evicted_leaves > 0,
+                "leaves left in the page file: {rep}"
+            );
+            if deltas.on() {
+                assert!(rep.delta_keys > 0, "keys in delta entries: {rep}");
+            }
+        }
         let what = format!("{deltas:?}: {st:?}; {}", r.recovery());
         assert!(st.leaf_pages_written > 3, "{what}");
         if deltas.on() {
@@ -169,9 +208,10 @@ fn crash_everywhere(
             Err(e) => panic!("open failed: {e}"),
         };
         for (what, img) in images(&dev, n) {
-            let r = recover(img, policy);
+            let r = recover(img, &opts);
             torn += r.recovery().torn_pages;
-            let what = format!("{policy}, {deltas:?}: crash at point {n}, {what}");
+            let what =
+                format!("{policy}, {deltas:?}, budget {budget:?}: crash at point {n}, {what}");
             h.check(&r, if must_keep { acked } else { 0 }, &what);
             h.check_next_version(&r, &what);
         }
@@ -205,6 +245,37 @@ fn sync_policy_crash_at_every_write_and_sync_point() {
         assert!(
             torn > 0,
             "no crash image tore a page: the test is not testing tearing"
+        );
+    }
+}
+
+/// With a leaf cache of six 4 KiB leaves: leaves evicted as their image and delta entries
+/// (values up to 4 KiB in the entries themselves), and recovery leaving leaves in the page
+/// file with the entries that complete them, read back by the pager when checked.
+#[test]
+fn sync_policy_crash_with_a_memory_budget() {
+    for deltas in DELTAS {
+        crash_everywhere_in(
+            SyncPolicy::Sync,
+            deltas,
+            Some(6),
+            &workload_of(17, 300, 400, 4000),
+            power_loss,
+            true,
+        );
+    }
+}
+
+#[test]
+fn none_policy_process_crash_with_a_memory_budget() {
+    for deltas in DELTAS {
+        crash_everywhere_in(
+            SyncPolicy::None,
+            deltas,
+            Some(6),
+            &workload_of(19, 300, 400, 4000),
+            process_crash,
+            false,
         );
     }
 }
@@ -293,7 +364,7 @@ fn concurrent_writers_process_crash_images_are_prefixes() {
         drop(store);
         assert!(images.len() > 3, "the writers finished too soon");
         for (i, (img, durable)) in images.into_iter().enumerate() {
-            let r = recover(img, policy);
+            let r = recover(img, &test_options(policy));
             h.check(&r, durable, &format!("{policy}: image {i}"));
             h.check_next_version(&r, &format!("{policy}: image {i}"));
         }
@@ -319,7 +390,7 @@ fn a_slow_device_slows_writers_instead_of_widening_the_window() {
         i += 1;
     }
     let crash = std::time::Instant::now();
-    let r = recover(dev.durable_image(), policy);
+    let r = recover(dev.durable_image(), &test_options(policy));
     let lost: Vec<_> = acked
         .iter()
         .filter(|(v, _)| *v > r.recovery().version)
@@ -356,7 +427,7 @@ fn a_clean_close_syncs_what_periodic_commits_left_unsynced() {
         // Long enough for a periodic commit to write every key (every millisecond).
         std::thread::sleep(Duration::from_millis(100));
         drop(s);
-        let r = recover(dev.durable_image(), policy);
+        let r = recover(dev.durable_image(), &test_options(policy));
         for i in 0..50u32 {
             let k = format!("k{i:03}");
             assert_eq!(

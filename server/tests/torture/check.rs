@@ -22,6 +22,8 @@ pub struct Write {
     pub value: Id,
     /// When its acknowledgement was read (`None`: sent, never acknowledged).
     pub acked: Option<Instant>,
+    /// Refused with an error (not applied): left out of the history judged.
+    pub refused: bool,
 }
 
 /// What one crash cost.
@@ -119,6 +121,7 @@ mod tests {
             key,
             value,
             acked: acked.then(Instant::now),
+            refused: false,
         }
     }
 
@@ -162,16 +165,19 @@ mod tests {
                 key: 1,
                 value: 10,
                 acked: Some(t0),
+                refused: false,
             },
             Write {
                 key: 2,
                 value: 20,
                 acked: Some(t0 + Duration::from_millis(5)),
+                refused: false,
             },
             Write {
                 key: 3,
                 value: 30,
                 acked: Some(t0 + Duration::from_millis(8)),
+                refused: false,
             },
             w(4, 40, false),
         ];

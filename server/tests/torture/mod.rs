@@ -36,6 +36,11 @@ pub struct Config {
     /// Most commands in one pipelined batch.
     pub max_batch: usize,
     pub seed: u64,
+    /// `--memory-limit` of the server (the leaf cache's budget), if not the default.
+    pub memory_limit: Option<String>,
+    /// Write every key once before the first kill (a data set larger than the leaf cache
+    /// from the start).
+    pub preload: bool,
 }
 
 /// What a run found.
@@ -63,6 +68,12 @@ pub struct Summary {
     pub max_items: usize,
     /// Pages of incomplete commits that recoveries discarded, summed.
     pub incomplete_pages: u64,
+    /// Restarts whose recovery left leaves in the page file (a leaf cache smaller than the
+    /// data), and the most delta-entry keys a recovery found.
+    pub left_in_file: usize,
+    pub delta_keys: u64,
+    /// Writes refused with an error (a leaf cache out of room), not applied.
+    pub refused: usize,
 }
 
 /// A key's name.
@@ -139,6 +150,47 @@ fn read_all(c: &mut Conn, keys: u32) -> Result<HashMap<u32, Id>, String> {
     }
 }
 
+/// Sets every key once, pipelined, each acknowledged (a SET refused for memory, which a
+/// leaf cache answers while its evictor catches up, is sent again); then waits well past
+/// the relaxed policies' window, so the preloaded state is what a kill leaves.
+fn preload(c: &mut Conn, keys: u32) -> Result<(), String> {
+    let mut buf = Vec::new();
+    let mut todo: Vec<u32> = (0..keys).collect();
+    let mut rounds = 0;
+    while !todo.is_empty() {
+        rounds += 1;
+        if rounds > 1000 {
+            return Err(format!("{} preload SETs still refused", todo.len()));
+        }
+        let mut refused = Vec::new();
+        for batch in todo.chunks(500) {
+            buf.clear();
+            for &k in batch {
+                command(&mut buf, &[b"SET", &key(k), &value(id(0x7fff_ffff, k))]);
+            }
+            c.send(&buf).map_err(|e| e.to_string())?;
+            let mut got = 0;
+            while got < batch.len() {
+                let (replies, _) = c.replies().map_err(|e| e.to_string())?;
+                for r in replies {
+                    match &r {
+                        Reply::Simple(s) if s == "OK" => {}
+                        Reply::Error(e) if e.starts_with("OOM") => refused.push(batch[got]),
+                        _ => return Err(format!("preload SET answered {r:?}")),
+                    }
+                    got += 1;
+                }
+            }
+        }
+        if !refused.is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        todo = refused;
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    Ok(())
+}
+
 /// The write load of one cycle: pipelined batches on one connection until `stop` or the
 /// connection dies. Returns the writes sent, with their acknowledgement times.
 fn load(
@@ -165,6 +217,7 @@ fn load(
                     key: k,
                     value: 0,
                     acked: None,
+                    refused: false,
                 });
             } else {
                 let v = id(cycle, history.len() as u32);
@@ -173,6 +226,7 @@ fn load(
                     key: k,
                     value: v,
                     acked: None,
+                    refused: false,
                 });
             }
         }
@@ -186,13 +240,19 @@ fn load(
             };
             for r in replies {
                 let w = history.get_mut(next).ok_or("more replies than commands")?;
+                next += 1;
                 match (&r, w.value) {
                     (Reply::Simple(s), v) if s == "OK" && v != 0 => {}
                     (Reply::Int(0 | 1), 0) => {}
-                    _ => return Err(format!("write {next} answered {r:?}")),
+                    // A leaf cache refuses a write while its evictor cannot make room (a
+                    // clear error; the write is not applied): judged as never acknowledged.
+                    (Reply::Error(e), _) if cfg.memory_limit.is_some() && e.starts_with("OOM") => {
+                        w.refused = true;
+                        continue;
+                    }
+                    _ => return Err(format!("write {} answered {r:?}", next - 1)),
                 }
                 w.acked = Some(at);
-                next += 1;
             }
         }
     }
@@ -207,15 +267,16 @@ fn info_value<'a>(info: &'a [(String, String)], k: &str) -> Option<&'a str> {
 /// first violation, saying what was found.
 pub fn run(cfg: &Config) -> Result<Summary, String> {
     let dir = std::env::temp_dir().join(format!(
-        "accelkv-torture-{}-{}-{}",
+        "accelkv-torture-{}-{}-{}-{}",
         cfg.sync.replace('=', ""),
         cfg.node_size,
+        cfg.memory_limit.as_deref().unwrap_or("all"),
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().ok_or("temp dir is not UTF-8")?.to_string();
     let ns = cfg.node_size.to_string();
-    let args = [
+    let mut args = vec![
         "--data-dir",
         d.as_str(),
         "--sync",
@@ -225,6 +286,9 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
         "--engine",
         "cpu",
     ];
+    if let Some(m) = &cfg.memory_limit {
+        args.extend(["--memory-limit", m.as_str()]);
+    }
     let mut rng = SmallRng::seed_from_u64(cfg.seed);
     let mut sum = Summary::default();
     let mut base: HashMap<u32, Id> = HashMap::new();
@@ -232,6 +296,9 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
     for cycle in 0..=cfg.crashes as u32 {
         let mut server = Server::start(&args);
         let mut c = Conn::connect(server.resp).map_err(|e| e.to_string())?;
+        if cycle == 0 && cfg.preload {
+            preload(&mut c, cfg.keys)?;
+        }
         let info = c.info()?;
         let recovered = read_all(&mut c, cfg.keys).map_err(|e| format!("cycle {cycle}: {e}"))?;
         if let Some(secs) = info_value(&info, "recovery")
@@ -247,6 +314,18 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
             .and_then(|s| s.parse::<u64>().ok())
         {
             sum.incomplete_pages += n;
+        }
+        let rec = info_value(&info, "recovery").unwrap_or("");
+        if rec.contains("leaves left in the page file") {
+            sum.left_in_file += 1;
+        }
+        if let Some(n) = rec
+            .split(" keys newer than their leaf page")
+            .next()
+            .and_then(|r| r.rsplit(['(', ' ']).next())
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            sum.delta_keys = sum.delta_keys.max(n);
         }
         sum.max_lag = info_value(&info, "durable_max_lag_ms")
             .and_then(|s| s.parse::<f64>().ok())
@@ -299,9 +378,11 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
         server.child.kill().map_err(|e| e.to_string())?;
         let _ = server.child.wait();
         stop.store(true, Ordering::Relaxed);
-        let history = writer
+        let mut history = writer
             .join()
             .map_err(|_| "the load thread panicked".to_string())??;
+        sum.refused += history.iter().filter(|w| w.refused).count();
+        history.retain(|w| !w.refused);
         sum.crashes += 1;
         pending = Some((history, killed));
     }
@@ -320,9 +401,13 @@ pub fn report_row(cfg: &Config, s: &Summary) -> String {
     };
     let mut rec = s.recovery_secs.clone();
     rec.sort_by(f64::total_cmp);
+    let sync = match &cfg.memory_limit {
+        Some(m) => format!("{}`, `--memory-limit {m}", cfg.sync),
+        None => cfg.sync.clone(),
+    };
     format!(
         "| `{}` | {} | {} ({} under load) | {} | {} | {} in {} crashes | {} / {} / {} | {} | {} | {:.3} / {:.3} | {} |",
-        cfg.sync,
+        sync,
         cfg.node_size,
         s.crashes,
         s.under_load,
