@@ -174,8 +174,11 @@ pub(crate) struct Disk {
     pub(crate) lease: u64,
     /// What the live delta pages provide.
     pub(crate) delta: crate::delta::Book,
-    /// The live leaf pages' slots, in bytes (what delta space is bounded against).
+    /// The live leaf pages' slots, in bytes (with `ext_bytes`, what delta space is bounded
+    /// against).
     pub(crate) leaf_bytes: u64,
+    /// The live extension pages' slots, in bytes.
+    pub(crate) ext_bytes: u64,
     /// Slabs written whole (zeros) since the last sync: their cache is dropped once synced.
     pub(crate) filled: Vec<u64>,
 }
@@ -195,6 +198,7 @@ impl Disk {
             lease: 0,
             delta: crate::delta::Book::default(),
             leaf_bytes: 0,
+            ext_bytes: 0,
             filled: Vec::new(),
         }
     }
@@ -611,7 +615,7 @@ impl Core {
         // Besides the leaves the policy images whole: the evictor's write-backs, and the
         // leaves whose entries keep the oldest delta pages alive past the space limit.
         if self.deltas.on() {
-            let limit = self.deltas.byte_limit(d.leaf_bytes);
+            let limit = self.deltas.byte_limit(d.leaf_bytes + d.ext_bytes);
             whole.extend(d.delta.retiring(limit));
         }
         whole.sort_unstable();
@@ -1219,7 +1223,11 @@ impl Core {
                 }
                 (Some(&&x), y) if y.is_none_or(|&&y| x < y) => {
                     a.next();
-                    *d.ext_refs.entry(x).or_insert(0) += 1;
+                    let n = d.ext_refs.entry(x).or_insert(0);
+                    *n += 1;
+                    if *n == 1 {
+                        d.ext_bytes += d.slabs.slot_bytes_at(x);
+                    }
                 }
                 (_, Some(&&y)) => {
                     b.next();
@@ -1227,6 +1235,7 @@ impl Core {
                         *n -= 1;
                         if *n == 0 {
                             d.ext_refs.remove(&y);
+                            d.ext_bytes -= d.slabs.slot_bytes_at(y);
                             slots.push(y);
                         }
                     }

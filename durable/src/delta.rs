@@ -30,9 +30,11 @@ pub struct Deltas {
     /// the leaf whole instead. 0 turns delta pages off: every commit images whole every
     /// leaf it touches, as format 5 did.
     pub leaf_percent: u32,
-    /// The slots of live delta pages are kept to this percentage of the live leaf pages'
-    /// slots (in bytes), or to `min_bytes` if that is more: past it, a commit images whole
-    /// the leaves of the oldest delta pages' entries, which frees those pages.
+    /// The slots of live delta pages are kept to this percentage of the live leaf and
+    /// extension pages' slots (in bytes: the data's), or to `min_bytes` if that is more:
+    /// past it, a commit images whole the leaves of the oldest delta pages' entries, which
+    /// frees those pages. (Counted against leaf pages alone, 1 KiB values in entries filled
+    /// the space after about two entries per leaf, and every leaf was imaged for them.)
     pub space_percent: u32,
     /// The fewest bytes of delta page slots the limit allows.
     pub min_bytes: u64,
@@ -82,9 +84,10 @@ impl Deltas {
         (items * self.leaf_percent as usize / 100).max(MIN_LEAF_ENTRIES)
     }
 
-    /// The most bytes of live delta page slots beside `leaf_bytes` of live leaf page slots.
-    pub fn byte_limit(&self, leaf_bytes: u64) -> u64 {
-        (leaf_bytes / 100 * u64::from(self.space_percent)).max(self.min_bytes)
+    /// The most bytes of live delta page slots beside `data_bytes` of live leaf and
+    /// extension page slots.
+    pub fn byte_limit(&self, data_bytes: u64) -> u64 {
+        (data_bytes / 100 * u64::from(self.space_percent)).max(self.min_bytes)
     }
 }
 

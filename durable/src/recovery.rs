@@ -271,6 +271,7 @@ pub(crate) fn recover_pruning(
         *ext_refs.entry(e).or_insert(0) += 1;
     }
     let leaf_bytes = pages.keys().map(|&p| slabs.slot_bytes_at(p)).sum();
+    let ext_bytes = ext_refs.keys().map(|&p| slabs.slot_bytes_at(p)).sum();
     rep.live_pages = pages.len() as u64;
     rep.versions_discarded = rep
         .leaf_pages
@@ -307,6 +308,7 @@ pub(crate) fn recover_pruning(
         lease: rep.lease,
         delta,
         leaf_bytes,
+        ext_bytes,
         filled: Vec::new(),
     };
     Ok((tree, disk, rep))
