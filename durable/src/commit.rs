@@ -38,6 +38,7 @@ use crate::format::{
     ext_len, leaf_len, CommitTag, DeltaPage, ExtPage, ExtRef, LeafPage, PageValue, BLOCK,
 };
 use crate::images::{fence, DeltaAt};
+use crate::index::{IndexedDelta, IndexedLeaf};
 use crate::io::Storage;
 use crate::slab::Slabs;
 use accelkv_tree::Store as Tree;
@@ -181,6 +182,9 @@ pub(crate) struct Disk {
     pub(crate) ext_bytes: u64,
     /// Slabs written whole (zeros) since the last sync: their cache is dropped once synced.
     pub(crate) filled: Vec<u64>,
+    /// The live leaf and delta pages' metadata, for the index a clean close writes.
+    pub(crate) meta: HashMap<u64, IndexedLeaf>,
+    pub(crate) dmeta: HashMap<u64, IndexedDelta>,
 }
 
 impl Disk {
@@ -200,6 +204,8 @@ impl Disk {
             leaf_bytes: 0,
             ext_bytes: 0,
             filled: Vec::new(),
+            meta: HashMap::new(),
+            dmeta: HashMap::new(),
         }
     }
 }
@@ -620,7 +626,16 @@ impl Core {
         }
         whole.sort_unstable();
         whole.dedup();
-        let plans = self.plan(&snap, &d, &keys, &whole);
+        // A leaf cache that is evicting (its resident bytes past three quarters of the
+        // budget): a leaf touched now is likely cold, and an evicted leaf with entries costs
+        // each of its misses a read of every delta page it has entries in, more than its
+        // whole image costs the committer (docs/BENCHMARKS.md, "Delta pages under a memory
+        // budget"). Whole images then; delta entries while the data fits.
+        let pressed = self.mirror.is_some()
+            && self
+                .deltas
+                .pressed(tree.resident_bytes(), tree.config().memory_limit);
+        let plans = self.plan(&snap, &d, &keys, &whole, pressed);
         drop(snap);
         let mut plans = match plans {
             Ok(p) => p,
@@ -634,7 +649,10 @@ impl Core {
             seq: d.seq,
             pages: (plans.iter().filter(|p| p.whole).count() + cuts.len()) as u32,
         };
-        let mut taken = Taken::default();
+        let mut taken = Taken {
+            tag,
+            ..Taken::default()
+        };
         match self.write_plans(&mut d, &mut plans, &cuts, &mut taken, v, tag, sync) {
             Ok(()) => {
                 self.apply(tree, &mut d, &keys, plans, &cuts, taken, v);
@@ -709,14 +727,16 @@ impl Core {
     /// Plans a commit at `snap`: every leaf holding a key of `keys` (dirty, sorted) or of
     /// `whole` (sorted), imaged whole or as delta entries for its dirty keys. A leaf is
     /// imaged whole when `whole` names it, when the commit holds a FLUSHALL (the empty key:
-    /// every page of the old tree must be shadowed), when delta pages are off, or when its
-    /// entries would pass the leaf's limit.
+    /// every page of the old tree must be shadowed), when delta pages are off, when the leaf
+    /// cache is `pressed` (past `Deltas::budget_percent`), or when its entries would pass
+    /// the leaf's limit.
     fn plan(
         &self,
         snap: &accelkv_tree::Snapshot<'_>,
         d: &Disk,
         keys: &[Vec<u8>],
         whole: &[Vec<u8>],
+        pressed: bool,
     ) -> Result<Vec<Planned>> {
         let clear = keys.first().is_some_and(|k| k.is_empty());
         let mut plans = Vec::new();
@@ -738,7 +758,7 @@ impl Core {
                     };
                     let (i2, j2) = (end(keys, i), end(whole, j));
                     let dirty = &keys[i..i2];
-                    let as_whole = clear || j2 > j || !self.deltas.on() || {
+                    let as_whole = clear || pressed || j2 > j || !self.deltas.on() || {
                         let limit = self.deltas.leaf_limit(leaf.items.len());
                         d.delta.count_in(leaf.low, leaf.high, limit + 1) + dirty.len() > limit
                     };
@@ -1111,6 +1131,20 @@ impl Core {
                     d.ext_of.remove(k);
                 }
             }
+            d.meta.insert(
+                off,
+                IndexedLeaf {
+                    off,
+                    len,
+                    version: v,
+                    commit: taken.tag,
+                    items: p.items.len() as u32,
+                    expiring: p.items.iter().filter(|i| i.2 != 0).count() as u32,
+                    has_ext: !exts.is_empty(),
+                    low: p.low.clone(),
+                    high: p.high.clone(),
+                },
+            );
             named.extend_from_slice(&exts);
             d.leaf_bytes += d.slabs.slot_bytes_at(off);
             d.pages.insert(off, exts);
@@ -1133,6 +1167,24 @@ impl Core {
         }
         drop(images);
         Core::count_refs(d, named, unnamed, &mut slots);
+        for (cut, (&off, &len)) in cuts.iter().zip(taken.deltas.iter().zip(&taken.delta_lens)) {
+            let has_ext = cut
+                .iter()
+                .any(|&(i, j)| plans[i].items[j].1.ext().is_some());
+            let commit = taken.tag;
+            let delta = IndexedDelta {
+                off,
+                len,
+                version: v,
+                commit,
+                has_ext,
+            };
+            d.dmeta.insert(off, delta);
+        }
+        for off in &slots {
+            d.meta.remove(off);
+            d.dmeta.remove(off);
+        }
         if let Some(m) = &self.mirror {
             // A reader of an evicted leaf of an older state may still read these.
             tree.raw().retire(Box::new(DeferredFree {
@@ -1293,6 +1345,8 @@ struct Taken {
     /// Delta pages, one per cut, and their lengths.
     deltas: Vec<u64>,
     delta_lens: Vec<u32>,
+    /// The commit's tag.
+    tag: CommitTag,
     /// Leaf pages: offset and length.
     leaves: Vec<(u64, u32)>,
 }

@@ -38,6 +38,12 @@ pub struct Deltas {
     pub space_percent: u32,
     /// The fewest bytes of delta page slots the limit allows.
     pub min_bytes: u64,
+    /// With a leaf cache: commits write delta entries only while its resident bytes are
+    /// below this percentage of its budget; past it (the cache is evicting, and a leaf
+    /// touched is likely cold) they image whole, since a miss on a leaf with entries reads
+    /// every delta page it has entries in (docs/BENCHMARKS.md, "Delta pages under a memory
+    /// budget"). `u32::MAX`: always entries.
+    pub budget_percent: u32,
 }
 
 /// The fewest delta entries a leaf may have before it is imaged whole (a small leaf's
@@ -56,12 +62,14 @@ pub const DELTA_PAGE_BYTES: usize = 16 << 10;
 
 impl Default for Deltas {
     /// Measured (docs/BENCHMARKS.md, "Delta pages"): 25% of a leaf, delta space a quarter
-    /// of the leaf pages' (at least 1 MiB).
+    /// of the data's slots (at least 1 MiB), entries while a leaf cache is below 75% of
+    /// its budget.
     fn default() -> Deltas {
         Deltas {
             leaf_percent: 25,
             space_percent: 25,
             min_bytes: 1 << 20,
+            budget_percent: 75,
         }
     }
 }
@@ -72,6 +80,7 @@ impl Deltas {
         leaf_percent: 0,
         space_percent: 0,
         min_bytes: 0,
+        budget_percent: 0,
     };
 
     /// Whether commits write delta pages at all.
@@ -82,6 +91,12 @@ impl Deltas {
     /// The most delta entries a leaf of `items` items may have.
     pub fn leaf_limit(&self, items: usize) -> usize {
         (items * self.leaf_percent as usize / 100).max(MIN_LEAF_ENTRIES)
+    }
+
+    /// Whether a leaf cache holding `resident` bytes of its `budget` is past
+    /// [`Deltas::budget_percent`].
+    pub fn pressed(&self, resident: usize, budget: usize) -> bool {
+        (resident as u128) * 100 >= (budget as u128) * u128::from(self.budget_percent)
     }
 
     /// The most bytes of live delta page slots beside `data_bytes` of live leaf and

@@ -30,10 +30,11 @@ pub const SUPER_MAGIC: [u8; 8] = *b"ACKVPAGE";
 /// of version 1 are read (their pages count as one finished commit, number 0). Version 3
 /// added expiry deadlines to leaf items ([`TAG_EXPIRES`]); version 4 added client flags
 /// ([`TAG_FLAGS`]); version 5 added clock pages ([`KIND_CLOCK`]); version 6 added delta
-/// pages ([`KIND_DELTA`]). Older files are upgraded when opened (their items have no
-/// deadlines or flags, and they hold no clock or delta page), so an older build refuses
-/// them afterwards.
-pub const FORMAT_VERSION: u32 = 6;
+/// pages ([`KIND_DELTA`]); version 7 may hold a close record naming the index of a clean
+/// close (index.rs), which an older build would leave in place while writing pages. Older
+/// files are upgraded when opened (their items have no deadlines or flags, and they hold
+/// no clock or delta page or close record), so an older build refuses them afterwards.
+pub const FORMAT_VERSION: u32 = 7;
 /// Oldest format version this code reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Slab descriptor magic.

@@ -35,6 +35,9 @@ mod error;
 pub mod fault;
 pub mod format;
 mod images;
+pub mod index;
+mod index_close;
+mod index_open;
 pub mod io;
 mod mirror;
 mod pager;
@@ -48,6 +51,7 @@ mod store;
 pub use commit::{Callback, SyncPolicy, NONE_MAX_LAG};
 pub use delta::{Deltas, DELTA_PAGE_BYTES, MIN_LEAF_ENTRIES};
 pub use error::{Error, Result};
+pub use index::INDEX_FILE;
 pub use recovery::{LoadProgress, RecoveryReport};
 pub use store::{
     Durability, DurableStats, Options, Store, DEFAULT_LEASE, LOCK_FILE, MIN_LEASE, PAGE_FILE,

@@ -32,8 +32,11 @@ pub(crate) struct Shared {
     poked: Mutex<bool>,
     wake: Condvar,
     stop: AtomicBool,
-    /// Leaves the evictor had imaged by a commit because no page held their newest state.
+    /// Leaves the evictor had imaged by a commit because no page held their newest state,
+    /// or because a load read delta pages for them.
     pub(crate) write_backs: std::sync::atomic::AtomicU64,
+    /// Keys of leaves whose load read delta pages: the evictor has them imaged whole.
+    compact: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Shared {
@@ -44,12 +47,18 @@ impl Shared {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             write_backs: std::sync::atomic::AtomicU64::new(0),
+            compact: Mutex::new(Vec::new()),
         })
     }
 
     pub(crate) fn poke(&self) {
         *lock(&self.poked) = true;
         self.wake.notify_one();
+    }
+
+    /// A load read delta pages for the leaf holding `key`: have it imaged whole.
+    pub(crate) fn compact(&self, key: Vec<u8>) {
+        lock(&self.compact).push(key);
     }
 
     /// Stops the evictor thread.
@@ -76,6 +85,16 @@ pub(crate) fn run_evictor(tree: Arc<Tree>, core: Arc<Core>, shared: Arc<Shared>)
                     .0;
             }
             *p = false;
+        }
+        // Leaves whose loads read delta pages are imaged whole while the cache is pressed
+        // (when commits image whole anyway, `Deltas::budget_percent`).
+        let compact = std::mem::take(&mut *lock(&shared.compact));
+        let pressed = core.deltas.pressed(tree.resident_bytes(), budget);
+        if !compact.is_empty() && pressed {
+            shared
+                .write_backs
+                .fetch_add(compact.len() as u64, Ordering::Relaxed);
+            lock(&core.queue).whole.extend(compact);
         }
         if !tree.over_budget() {
             // Under the budget: only the queues take in the leaves that arrived.

@@ -189,6 +189,24 @@ impl Pruner {
 }
 
 impl Found {
+    /// What an index says the first pass would find (index.rs): the live leaf and delta
+    /// pages, the newest commit and the clock page; no extension page is listed (the index
+    /// is trusted for them: a clean close wrote it).
+    pub(crate) fn indexed(
+        leaves: Vec<Leaf>,
+        deltas: Vec<DeltaFound>,
+        max_seq: u64,
+        clock: Option<(u64, u64)>,
+    ) -> Found {
+        Found {
+            leaves,
+            deltas,
+            max_seq,
+            clock,
+            ..Found::new(false)
+        }
+    }
+
     fn new(prune: bool) -> Found {
         Found {
             leaves: Vec::new(),

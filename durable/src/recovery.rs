@@ -33,6 +33,7 @@ use crate::format::{
     Page, PageValue, Super, BLOCK, FORMAT_VERSION, HEADER,
 };
 use crate::images::fence;
+use crate::index::{IndexedDelta, IndexedLeaf};
 use crate::io::Storage;
 use crate::pass1::{scan, DeltaFound, ExtItems, Found, Leaf};
 use crate::replay::{Entry, EntryValue, Live, Overlay, Range, Replay};
@@ -60,6 +61,8 @@ pub struct RecoveryReport {
     pub ext_pages: u64,
     /// Valid delta pages read (of complete commits).
     pub delta_pages: u64,
+    /// Whether the open read the index a clean close wrote instead of scanning the file.
+    pub from_index: bool,
     /// Their bytes: recovery holds their entries (the newest per key) while it loads.
     pub delta_bytes: u64,
     /// Keys whose recovered state came from a delta page (newer than their leaf page).
@@ -145,6 +148,9 @@ impl std::fmt::Display for RecoveryReport {
                 self.evicted_leaves, self.resident_bytes
             )?;
         }
+        if self.from_index {
+            write!(f, "; from the index of the last clean close")?;
+        }
         Ok(())
     }
 }
@@ -173,23 +179,38 @@ pub struct LoadProgress {
     pub page_delay_us: AtomicU64,
 }
 
+/// Recovers the store in `storage`; `index` is the data directory's index file, if it has
+/// one (index.rs: used only if the page file's close record names it).
 pub(crate) fn recover(
     storage: &dyn Storage,
     cfg: Config,
     mirror: Option<MirrorParts>,
     progress: &LoadProgress,
+    index: Option<&[u8]>,
 ) -> Result<(Tree, Disk, RecoveryReport)> {
-    recover_pruning(storage, cfg, mirror, progress, true)
+    recover_with(storage, cfg, mirror, progress, true, index)
 }
 
 /// [`recover`], its first pass pruning shadowed page versions or not (pass1.rs); the two
 /// give the same state, which the tests check.
+#[cfg(test)]
 pub(crate) fn recover_pruning(
     storage: &dyn Storage,
     cfg: Config,
     mirror: Option<MirrorParts>,
     progress: &LoadProgress,
     prune: bool,
+) -> Result<(Tree, Disk, RecoveryReport)> {
+    recover_with(storage, cfg, mirror, progress, prune, None)
+}
+
+fn recover_with(
+    storage: &dyn Storage,
+    cfg: Config,
+    mirror: Option<MirrorParts>,
+    progress: &LoadProgress,
+    prune: bool,
+    index: Option<&[u8]>,
 ) -> Result<(Tree, Disk, RecoveryReport)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport::default();
@@ -208,9 +229,57 @@ pub(crate) fn recover_pruning(
             cfg.max_value, sup.slab_size
         )));
     }
+    // Cleared (and synced) before any page is written, used if it names `index`.
+    if let Some(ix) = crate::index_open::closed_index(storage, &sup, len, index)? {
+        let mut r = rep.clone();
+        if let Some(parts) = crate::index_open::parts(&sup, len, ix, &mut r) {
+            r.from_index = true;
+            let done = finish(
+                storage,
+                cfg.clone(),
+                mirror.clone(),
+                progress,
+                len,
+                sup,
+                parts,
+                r,
+                t0,
+            );
+            match done {
+                Ok(x) => return Ok(x),
+                // A page the index names does not check: recover as without it (from a
+                // fresh leaf cache book).
+                Err(_) => {
+                    if let Some((_, shared)) = &mirror {
+                        *crate::mirror::lock(&shared.images) = Default::default();
+                    }
+                }
+            }
+        }
+    }
     let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
-    let (mut slabs, mut found, cover, dropped) =
-        scan_and_cover(storage, &sup, len, progress, prune, &mut checked, &mut rep)?;
+    let parts = scan_and_cover(storage, &sup, len, progress, prune, &mut checked, &mut rep)?;
+    finish(storage, cfg, mirror, progress, len, sup, parts, rep, t0)
+}
+
+/// What the first pass found (or an index says it would): the slabs, the pages, the cover,
+/// and how many leaf pages were dropped for bad references.
+pub(crate) type Parts = (Slabs, Found, Cover, usize);
+
+/// Recovery after the first pass: the overlay of delta entries, the tree, the live map.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    storage: &dyn Storage,
+    cfg: Config,
+    mirror: Option<MirrorParts>,
+    progress: &LoadProgress,
+    len: u64,
+    sup: Super,
+    (mut slabs, mut found, cover, dropped): Parts,
+    mut rep: RecoveryReport,
+    t0: Instant,
+) -> Result<(Tree, Disk, RecoveryReport)> {
+    let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
     if sup.version < FORMAT_VERSION {
         // Pages written from now on carry commit numbers: an older build must not read them.
         let up = Super {
@@ -248,6 +317,14 @@ pub(crate) fn recover_pruning(
     // a crash that lost its write is never issued again.
     let start = max_version.max(rep.lease);
     let leaves = std::mem::take(&mut found.leaves);
+    // The live leaf pages' metadata, kept by the committer for the next index.
+    let live: HashSet<u64> = cover.pages().collect();
+    let meta: HashMap<u64, IndexedLeaf> = leaves
+        .iter()
+        .filter(|l| live.contains(&l.off))
+        .map(crate::index_open::indexed_leaf)
+        .collect();
+    drop(live);
     let Loaded {
         tree,
         pages,
@@ -263,6 +340,12 @@ pub(crate) fn recover_pruning(
         .map(|(i, d)| (d.off, i))
         .collect();
     let delta = crate::delta::Book::recovered(delta, |p| slabs.slot_bytes_at(p), &rank);
+    let dmeta: HashMap<u64, IndexedDelta> = found
+        .deltas
+        .iter()
+        .filter(|d| delta.is_live(d.off))
+        .map(|d| (d.off, crate::index_open::indexed_delta(d)))
+        .collect();
     rep.delta_keys = delta.pending_keys() as u64;
     // The live map: live leaf and delta pages and the extensions they name; the rest is
     // free.
@@ -310,6 +393,8 @@ pub(crate) fn recover_pruning(
         leaf_bytes,
         ext_bytes,
         filled: Vec::new(),
+        meta,
+        dmeta,
     };
     Ok((tree, disk, rep))
 }
@@ -524,7 +609,10 @@ fn load(
     // half of it; a store that fits is loaded whole, as without one.
     let live = cover.pages().collect::<HashSet<u64>>().len();
     let shared = mirror.as_ref().map(|m| m.1.clone());
-    let mirror = mirror.filter(|_| live.saturating_mul(cfg.node_size) > cfg.memory_limit / 2);
+    // An open from the index leaves them whatever their size: serving starts once the index
+    // is read, and leaves load on first touch.
+    let mirror = mirror
+        .filter(|_| rep.from_index || live.saturating_mul(cfg.node_size) > cfg.memory_limit / 2);
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut lives: Vec<Live> = Vec::new();
     let mut ranges: Vec<Range> = Vec::new();

@@ -4,6 +4,7 @@
 
 use crate::commit::{Callback, Core, Counters, DirtyObserver, Queue, Status, SyncPolicy};
 use crate::error::{Error, Result};
+use crate::index::INDEX_FILE;
 use crate::io::{sync_dir, FileStorage, Storage};
 use crate::recovery::{recover, LoadProgress, RecoveryReport};
 use accelkv_tree::{Config, Store as Tree, Write};
@@ -128,6 +129,8 @@ pub struct Durability {
     committer: Mutex<Option<JoinHandle<()>>>,
     evictor: Mutex<Option<JoinHandle<()>>>,
     tree: Arc<Tree>,
+    /// The data directory (a store opened from one): a clean close writes the index there.
+    dir: Mutex<Option<PathBuf>>,
     _lock: Option<File>,
 }
 
@@ -220,8 +223,13 @@ impl Durability {
     }
 }
 
-impl Drop for Durability {
-    fn drop(&mut self) {
+impl Durability {
+    /// Closes the store cleanly while other handles to it may remain (a server at
+    /// shutdown): stops the evictor, has the committer make its last commit and stop, and
+    /// writes the index the next open reads instead of scanning the page file (index.rs).
+    /// Writes after it are not persisted (nothing commits them). Returns the last commit's
+    /// error, if it failed. Dropping the store closes it the same way.
+    pub fn close(&self) -> Result<()> {
         if let Some(m) = &self.core.mirror {
             m.stop();
         }
@@ -247,6 +255,22 @@ impl Drop for Durability {
         {
             let _ = h.join();
         }
+        if let Some(e) = self.core.failed() {
+            return Err(e);
+        }
+        // A clean close: the last commit is durable; the index spares the next open the
+        // scan. A failure to write it costs only that (the next open scans).
+        let dir = self.dir.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(dir) = dir {
+            let _ = self.core.write_index(&dir);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Durability {
+    fn drop(&mut self) {
+        let _ = self.close();
     }
 }
 
@@ -289,17 +313,30 @@ impl Store {
         if !existed {
             sync_dir(dir).map_err(|e| Error::Disk(format!("syncing {}: {e}", dir.display())))?;
         }
-        let mut s = Store::open_on(Arc::new(storage), opts, Some(lock))?;
+        // The index of the last clean close, if any (index.rs): used only if the page
+        // file's close record names it, which the open clears; removed either way.
+        let index_file = dir.join(INDEX_FILE);
+        let index = std::fs::read(&index_file).ok();
+        let mut s = Store::open_on(Arc::new(storage), opts, Some(lock), index.as_deref())?;
+        if index.is_some() {
+            let _ = std::fs::remove_file(&index_file);
+        }
         s.path = Some(dir.to_path_buf());
+        *s.durability.dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir.to_path_buf());
         Ok(s)
     }
 
     /// Opens the store on `storage` (a file, or the fault-injecting device in tests).
     pub fn open_storage(storage: Arc<dyn Storage>, opts: Options) -> Result<Store> {
-        Store::open_on(storage, opts, None)
+        Store::open_on(storage, opts, None, None)
     }
 
-    fn open_on(storage: Arc<dyn Storage>, opts: Options, lock: Option<File>) -> Result<Store> {
+    fn open_on(
+        storage: Arc<dyn Storage>,
+        opts: Options,
+        lock: Option<File>,
+        index: Option<&[u8]>,
+    ) -> Result<Store> {
         opts.config.validate().map_err(Error::Tree)?;
         if opts.version_lease < MIN_LEASE {
             return Err(Error::Config(format!(
@@ -309,8 +346,13 @@ impl Store {
         }
         let shared = opts.config.evict.then(crate::mirror::Shared::new);
         let parts = shared.clone().map(|s| (storage.clone(), s));
-        let (tree, disk, report) =
-            recover(storage.as_ref(), opts.config.clone(), parts, &opts.progress)?;
+        let (tree, disk, report) = recover(
+            storage.as_ref(),
+            opts.config.clone(),
+            parts,
+            &opts.progress,
+            index,
+        )?;
         let tree = Arc::new(tree);
         let core = Arc::new(Core {
             storage,
@@ -334,8 +376,10 @@ impl Store {
         });
         // Recovery read the file in order (read-ahead's large folios, now clean): dropped,
         // so that commits' small writes dirty only their own pages, and a leaf cache's
-        // misses read only theirs.
-        core.storage.drop_cached(0, 0);
+        // misses read only theirs. (An open from the index read only what it names.)
+        if !report.from_index {
+            core.storage.drop_cached(0, 0);
+        }
         // Before any write: versions from here on are above every version ever issued, and
         // the device says so before any of them is seen.
         core.renew_lease(&tree)?;
@@ -375,6 +419,7 @@ impl Store {
             committer: Mutex::new(Some(committer)),
             evictor: Mutex::new(evictor),
             tree: tree.clone(),
+            dir: Mutex::new(None),
             _lock: lock,
         });
         Ok(Store {
@@ -466,6 +511,11 @@ impl Store {
     /// Writes and syncs everything written so far, whatever the policy.
     pub fn flush(&self) -> Result<()> {
         self.durability.flush()
+    }
+
+    /// Closes the store cleanly ([`Durability::close`]) while other handles may remain.
+    pub fn close(&self) -> Result<()> {
+        self.durability.close()
     }
 
     /// Counters of the durability layer.

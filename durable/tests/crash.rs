@@ -31,11 +31,13 @@ const DELTAS: [Deltas; 3] = [
         leaf_percent: 25,
         space_percent: 25,
         min_bytes: 1 << 20,
+        budget_percent: u32::MAX,
     },
     Deltas {
         leaf_percent: 10,
         space_percent: 1,
         min_bytes: 2048,
+        budget_percent: u32::MAX,
     },
 ];
 

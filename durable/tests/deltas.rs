@@ -135,7 +135,7 @@ proptest! {
     fn base_and_delta_pages_recover_the_model_after_every_commit(
         ops in proptest::collection::vec(op(), 1..400)
     ) {
-        run(&ops, Deltas { leaf_percent: 10, space_percent: 5, min_bytes: 1024 });
+        run(&ops, Deltas { leaf_percent: 10, space_percent: 5, min_bytes: 1024, budget_percent: u32::MAX });
         run(&ops, Deltas::default());
     }
 }

@@ -33,11 +33,13 @@ impl Drop for TempDir {
     }
 }
 
-/// 4 KiB nodes and a leaf cache of `leaves` of them.
+/// 4 KiB nodes and a leaf cache of `leaves` of them, with delta entries however full the
+/// cache is (by default it images whole leaves while evicting).
 fn budget(leaves: usize) -> Options {
     let mut o = common::test_options(SyncPolicy::None);
     o.config.evict = true;
     o.config.memory_limit = leaves * o.config.node_size;
+    o.deltas.budget_percent = u32::MAX;
     o
 }
 

@@ -118,7 +118,8 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     }
     stop_loops(&stop, &mailboxes, &done, settings.threads);
     if let Some(p) = shared.persist().filter(|_| !shared.skip_final_flush()) {
-        if let Err(e) = p.flush() {
+        // The last commit, then the index of the page file the next start reads.
+        if let Err(e) = p.close() {
             return Err(format!("flushing the data directory at shutdown: {e}"));
         }
     }

@@ -825,6 +825,11 @@ impl Store {
         self.tree.over_budget()
     }
 
+    /// Bytes the memory budget counts now (node buffers and out-of-line values).
+    pub fn resident_bytes(&self) -> usize {
+        self.tree.resident_bytes()
+    }
+
     /// The mirror cache's counters (zeros when no pager is attached).
     pub fn mirror_stats(&self) -> crate::MirrorStats {
         self.tree.mirror_stats()

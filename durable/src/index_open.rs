@@ -1,0 +1,153 @@
+//! Opening from the index (index.rs): the close record is read and cleared, the index
+//! checked against it and against the superblock, and turned into what recovery's first
+//! pass would have found (pass1.rs `Found`), with the cover rebuilt from the live pages in
+//! commit order. Anything that does not check means a scan, as without an index.
+
+use crate::cover::Cover;
+use crate::error::{disk, Result};
+use crate::format::{slot_bytes, Super, BLOCK};
+use crate::index::{decode, decode_close, Index, IndexedDelta, IndexedLeaf, CLOSE_AT, CLOSE_LEN};
+use crate::io::Storage;
+use crate::pass1::{DeltaFound, Found, Leaf};
+use crate::recovery::{Parts, RecoveryReport};
+use crate::slab::Slabs;
+
+/// Reads the page file's close record and clears it (synced) if there is one, so that no
+/// later open can take the index for the state once a page has been written; returns the
+/// index if the record names `index` (its commit, length and CRC-32C).
+pub(crate) fn closed_index(
+    storage: &dyn Storage,
+    sup: &Super,
+    len: u64,
+    index: Option<&[u8]>,
+) -> Result<Option<Index>> {
+    if len < CLOSE_AT + CLOSE_LEN as u64 {
+        return Ok(None);
+    }
+    let mut b = vec![0u8; CLOSE_LEN];
+    storage
+        .read_at(&mut b, CLOSE_AT)
+        .map_err(|e| disk("reading the close record", e))?;
+    if b.iter().all(|&x| x == 0) {
+        return Ok(None);
+    }
+    storage
+        .write_at(&[0u8; CLOSE_LEN], CLOSE_AT)
+        .and_then(|()| storage.sync())
+        .map_err(|e| disk("clearing the close record", e))?;
+    let (Some(close), Some(bytes)) = (decode_close(&b), index) else {
+        return Ok(None);
+    };
+    if close.len != bytes.len() as u64 || close.crc != crc32c::crc32c(bytes) {
+        return Ok(None);
+    }
+    Ok(decode(bytes)
+        .ok()
+        .filter(|ix| ix.seq == close.seq && ix.slab_size == sup.slab_size))
+}
+
+/// Whether `off` is a slot of a slab the index describes, and a page of `len` bytes fits it.
+fn fits(slabs: &Slabs, off: u64, len: u32) -> bool {
+    let Some(size) = slabs.class_of(off).and_then(slot_bytes) else {
+        return false;
+    };
+    let index = (off - BLOCK) / slabs.slab_bytes();
+    let first = slabs.base(index) + BLOCK;
+    off >= first
+        && (off - first).is_multiple_of(size)
+        && off + size <= slabs.base(index) + slabs.slab_bytes()
+        && u64::from(len) <= size
+}
+
+/// What the first pass would have found, from `ix` (for a page file of `len` bytes); `None`
+/// when the index does not hold together (a slab past the file, a page outside the slabs
+/// it names, or one its own cover shadows).
+pub(crate) fn parts(sup: &Super, len: u64, ix: Index, rep: &mut RecoveryReport) -> Option<Parts> {
+    let mut slabs = Slabs::new(sup.slab_size);
+    let in_file = len.saturating_sub(BLOCK).div_ceil(sup.slab_size);
+    for &(i, class) in &ix.slabs {
+        slot_bytes(class)?;
+        if class > slabs.max_class() || i >= in_file {
+            return None;
+        }
+        slabs.describe(i, class);
+    }
+    let mut leaves: Vec<Leaf> = Vec::with_capacity(ix.leaves.len());
+    for l in ix.leaves {
+        if !fits(&slabs, l.off, l.len) {
+            return None;
+        }
+        leaves.push(Leaf {
+            off: l.off,
+            len: l.len,
+            version: l.version,
+            commit: l.commit,
+            low: l.low,
+            high: l.high,
+            has_ext: l.has_ext,
+            items: l.items,
+            expiring: l.expiring,
+        });
+    }
+    let mut deltas: Vec<DeltaFound> = Vec::with_capacity(ix.deltas.len());
+    for d in ix.deltas {
+        if !fits(&slabs, d.off, d.len) {
+            return None;
+        }
+        deltas.push(DeltaFound {
+            off: d.off,
+            len: d.len,
+            version: d.version,
+            commit: d.commit,
+            has_ext: d.has_ext,
+        });
+    }
+    if ix.clock.is_some_and(|c| !fits(&slabs, c, 0)) {
+        return None;
+    }
+    leaves.sort_by_key(|l| (l.commit.seq, l.version, l.off));
+    let mut cover = Cover::new();
+    for l in &leaves {
+        cover.insert(l.low.as_deref(), l.high.as_deref(), l.off);
+    }
+    // Every page the index names is live: none shadowed by the others.
+    if cover.live_pages() != leaves.len() {
+        return None;
+    }
+    rep.commit = ix.seq;
+    rep.slabs = ix.slabs.len() as u64;
+    rep.leaf_pages = leaves.len() as u64;
+    rep.delta_pages = deltas.len() as u64;
+    let clock = ix.clock.map(|off| (ix.lease, off));
+    let found = Found::indexed(leaves, deltas, ix.seq, clock);
+    Some((slabs, found, cover, 0))
+}
+
+/// A live leaf page's metadata, as the index keeps it.
+pub(crate) fn indexed_leaf(l: &Leaf) -> (u64, IndexedLeaf) {
+    (
+        l.off,
+        IndexedLeaf {
+            off: l.off,
+            len: l.len,
+            version: l.version,
+            commit: l.commit,
+            items: l.items,
+            expiring: l.expiring,
+            has_ext: l.has_ext,
+            low: l.low.clone(),
+            high: l.high.clone(),
+        },
+    )
+}
+
+/// A live delta page's metadata, as the index keeps it.
+pub(crate) fn indexed_delta(d: &DeltaFound) -> IndexedDelta {
+    IndexedDelta {
+        off: d.off,
+        len: d.len,
+        version: d.version,
+        commit: d.commit,
+        has_ext: d.has_ext,
+    }
+}
