@@ -476,3 +476,28 @@ fn lastsave_is_the_start_then_the_last_durable_commit() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// DEBUG POPULATE writes: under `sync` its OK comes once every key is durable, so a kill -9
+/// right after it loses none (it answered before its commits until this was checked).
+#[test]
+fn debug_populate_is_durable_when_it_answers() {
+    use accelkv_proto::resp::Value;
+    use common::RespConn;
+    let dir = data_dir("populate");
+    let d = dir.to_str().unwrap().to_string();
+    for round in 0..3 {
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut server = Server::start(&["--data-dir", &d]);
+        let mut c = RespConn::new(&server);
+        assert_eq!(
+            c.str(&["DEBUG", "POPULATE", "20000"]),
+            Value::Simple("OK".into())
+        );
+        server.child.kill().unwrap();
+        let _ = server.child.wait();
+        let server = Server::start(&["--data-dir", &d]);
+        let mut c = RespConn::new(&server);
+        assert_eq!(c.str(&["DBSIZE"]), Value::Integer(20000), "round {round}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
