@@ -34,8 +34,9 @@ use crate::cover::Cover;
 use crate::delta::DELTA_VALUE_MAX;
 use crate::error::{disk, Error, Result};
 use crate::format::{
-    class_for, delta_item_len, delta_len, encode_delta, encode_ext, encode_leaf, encode_slab,
-    ext_len, leaf_len, CommitTag, DeltaPage, ExtPage, ExtRef, LeafPage, PageValue, BLOCK,
+    aligned_class_for, class_for, delta_item_len, delta_len, encode_delta_in, encode_ext,
+    encode_leaf, encode_slab, ext_len, leaf_len, CommitTag, DeltaPage, ExtPage, ExtRef, LeafPage,
+    PageValue, BLOCK,
 };
 use crate::images::{fence, DeltaAt};
 use crate::index::{IndexedDelta, IndexedLeaf};
@@ -889,7 +890,11 @@ impl Core {
 
     /// Takes a free slot of the class for `len` bytes, adding a slab when there is none.
     fn take_slot(&self, d: &mut Disk, len: usize) -> Result<u64> {
-        let class = class_for(len);
+        self.take_slot_of(d, len, class_for(len))
+    }
+
+    /// Takes a free slot of `class` (for `len` bytes), adding a slab when there is none.
+    fn take_slot_of(&self, d: &mut Disk, len: usize, class: u8) -> Result<u64> {
         for off in std::mem::take(&mut *lock(&self.freed_later)) {
             d.slabs.free(off);
         }
@@ -1055,9 +1060,13 @@ impl Core {
                     })
                     .collect(),
             };
-            let off = self.take_slot(d, delta_len(&page))?;
+            // In a slot that never straddles a device page: under `sync` a commit's delta
+            // page is often all it writes before its fdatasync, and a 2,560-byte slot
+            // straddles two device pages half the time.
+            let class = aligned_class_for(delta_len(&page));
+            let off = self.take_slot_of(d, delta_len(&page), class)?;
             taken.deltas.push(off);
-            let bytes = encode_delta(&page, off);
+            let bytes = encode_delta_in(&page, off, class);
             taken.delta_lens.push(bytes.len() as u32);
             self.write(&bytes, off, "writing a delta page")?;
             self.counters.delta_pages.fetch_add(1, Ordering::Relaxed);

@@ -355,6 +355,19 @@ pub fn class_for(len: usize) -> u8 {
     (len.next_power_of_two().trailing_zeros() as u8).max(BLOCK_CLASS)
 }
 
+/// The smallest class for a page of `len` bytes whose slots never straddle a 4 KiB device
+/// page (512, 1,024, 2,048 bytes, then the block classes): a page synced on its own (a
+/// commit's delta page) then costs the device one page, not two.
+pub fn aligned_class_for(len: usize) -> u8 {
+    match class_for(len) {
+        c @ BLOCK_CLASS.. => c,
+        c => [1u8, 5, 9]
+            .into_iter()
+            .find(|&a| slot_bytes(a).is_some_and(|b| b >= slot_bytes(c).unwrap_or(u64::MAX)))
+            .unwrap_or(BLOCK_CLASS),
+    }
+}
+
 /// Bytes in a slot of class `class`; `None` for a number that names no class.
 pub fn slot_bytes(class: u8) -> Option<u64> {
     match class {
@@ -389,9 +402,15 @@ fn start(kind: u8, lid: u64, version: u64, count: u32, commit: CommitTag, offset
     out
 }
 
-fn seal(mut out: Vec<u8>) -> Vec<u8> {
+fn seal(out: Vec<u8>) -> Vec<u8> {
+    let class = class_for(out.len());
+    seal_in(out, class)
+}
+
+/// Seals a page for a slot of `class` (at least the page's own).
+fn seal_in(mut out: Vec<u8>, class: u8) -> Vec<u8> {
     let len = out.len() as u32;
-    out[6] = class_for(out.len());
+    out[6] = class;
     out[12..16].copy_from_slice(&len.to_le_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[0..8]), &out[12..]);
     out[8..12].copy_from_slice(&crc.to_le_bytes());
@@ -485,6 +504,13 @@ pub fn delta_len(p: &DeltaPage<'_>) -> usize {
 
 /// Encodes a delta page to be written at `offset`.
 pub fn encode_delta(p: &DeltaPage<'_>, offset: u64) -> Vec<u8> {
+    let class = class_for(delta_len(p));
+    encode_delta_in(p, offset, class)
+}
+
+/// Encodes a delta page to be written at `offset`, in a slot of `class` (at least the
+/// page's own class: [`aligned_class_for`] gives one that never straddles a device page).
+pub fn encode_delta_in(p: &DeltaPage<'_>, offset: u64, class: u8) -> Vec<u8> {
     let mut out = start(
         KIND_DELTA,
         0,
@@ -497,7 +523,7 @@ pub fn encode_delta(p: &DeltaPage<'_>, offset: u64) -> Vec<u8> {
     for (k, v, d, f) in &p.items {
         put_item(&mut out, k, v.as_ref(), *d, *f);
     }
-    seal(out)
+    seal_in(out, class)
 }
 
 /// Encoded length of an extension page.
@@ -739,6 +765,30 @@ pub fn decode_page(b: &[u8], found: u64) -> R<Page<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aligned_classes_never_straddle_a_device_page() {
+        for len in [1, 512, 513, 1024, 1100, 2048, 2049, 3000, 4096, 5000] {
+            let c = aligned_class_for(len);
+            let b = slot_bytes(c).unwrap();
+            assert!(
+                b >= len as u64 && BLOCK % b.min(BLOCK) == 0,
+                "{len}: class {c}"
+            );
+            assert!(c >= class_for(len), "{len}");
+        }
+        assert_eq!(slot_bytes(aligned_class_for(2100)), Some(4096));
+        assert_eq!(slot_bytes(aligned_class_for(600)), Some(1024));
+        // A delta page in a larger slot names that slot's class and decodes.
+        let p = DeltaPage {
+            version: 3,
+            commit: CommitTag { seq: 2, pages: 1 },
+            items: vec![(b"k", Some(PageValue::Inline(&[7u8; 600])), 0, 0)],
+        };
+        let b = encode_delta_in(&p, 8192, aligned_class_for(delta_len(&p)));
+        assert_eq!(decode_header(&b).unwrap().class, 5);
+        assert_eq!(decode_page(&b, 8192), Ok(Page::Delta(p)));
+    }
 
     fn leaf() -> LeafPage<'static> {
         LeafPage {
