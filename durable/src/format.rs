@@ -772,7 +772,7 @@ mod tests {
             let c = aligned_class_for(len);
             let b = slot_bytes(c).unwrap();
             assert!(
-                b >= len as u64 && BLOCK % b.min(BLOCK) == 0,
+                b >= len as u64 && BLOCK.is_multiple_of(b.min(BLOCK)),
                 "{len}: class {c}"
             );
             assert!(c >= class_for(len), "{len}");
