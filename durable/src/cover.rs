@@ -172,6 +172,11 @@ impl Cover {
         self.refs.keys().copied()
     }
 
+    /// Whether `page` provides at least one range.
+    pub fn provides(&self, page: u64) -> bool {
+        self.refs.contains_key(&page)
+    }
+
     /// Number of live pages.
     pub fn live_pages(&self) -> usize {
         self.refs.len()

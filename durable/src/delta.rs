@@ -137,7 +137,11 @@ pub(crate) struct Book {
     bytes: u64,
 }
 
-fn range<'a>(low: Option<&'a [u8]>, high: Option<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+/// The key range `[low, high)` of a leaf's fences (`None`: unbounded) as map bounds.
+pub(crate) fn range<'a>(
+    low: Option<&'a [u8]>,
+    high: Option<&'a [u8]>,
+) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
     (
         low.map_or(Bound::Unbounded, Bound::Included),
         high.map_or(Bound::Unbounded, Bound::Excluded),

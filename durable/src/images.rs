@@ -14,8 +14,8 @@
 //! `pending` mirrors the delta book's keys (delta.rs) with the page and length of each
 //! key's newest entry: the committer updates both at the same point of a commit.
 
+use crate::delta::range;
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Bound;
 
 /// A delta page holding a key's newest durable state: its offset and length (0: unknown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,13 +67,6 @@ pub(crate) struct Images {
     gone: HashMap<u64, (Image, Entries)>,
     /// Every key whose newest durable state is a delta entry, and the page holding it.
     pending: BTreeMap<Vec<u8>, DeltaAt>,
-}
-
-fn bounds<'a>(low: &'a Fence, high: &'a Fence) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
-    (
-        low.as_deref().map_or(Bound::Unbounded, Bound::Included),
-        high.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-    )
 }
 
 /// A fence as an owned bound.
@@ -149,7 +142,7 @@ impl Images {
 
     fn pending_in(&self, low: &Fence, high: &Fence) -> Entries {
         self.pending
-            .range::<[u8], _>(bounds(low, high))
+            .range::<[u8], _>(range(low.as_deref(), high.as_deref()))
             .map(|(k, d)| (k.clone(), *d))
             .collect()
     }
@@ -184,10 +177,7 @@ impl Images {
     pub(crate) fn imaged_whole(&mut self, low: Option<&[u8]>, high: Option<&[u8]>) {
         let keys: Vec<Vec<u8>> = self
             .pending
-            .range::<[u8], _>((
-                low.map_or(Bound::Unbounded, Bound::Included),
-                high.map_or(Bound::Unbounded, Bound::Excluded),
-            ))
+            .range::<[u8], _>(range(low, high))
             .map(|(k, _)| k.clone())
             .collect();
         for k in keys {

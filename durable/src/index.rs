@@ -31,21 +31,23 @@ const CLOSE_MAGIC: [u8; 8] = *b"ACKVCLOS";
 const MAGIC: [u8; 8] = *b"ACKVINDX";
 const VERSION: u32 = 1;
 
-/// A live leaf page, as recovery's first pass would have found it.
+/// A live leaf page, as recovery's first pass finds it (pass1.rs calls it `Leaf`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IndexedLeaf {
     pub off: u64,
     pub len: u32,
     pub version: u64,
     pub commit: CommitTag,
+    /// Its items, and how many of them have a deadline.
     pub items: u32,
     pub expiring: u32,
+    /// Whether any of its items' values is in an extension page.
     pub has_ext: bool,
     pub low: Option<Vec<u8>>,
     pub high: Option<Vec<u8>>,
 }
 
-/// A live delta page.
+/// A live delta page, as recovery's first pass finds it (pass1.rs calls it `DeltaFound`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexedDelta {
     pub off: u64,

@@ -6,9 +6,9 @@
 use crate::cover::Cover;
 use crate::error::{disk, Result};
 use crate::format::{slot_bytes, Super, BLOCK};
-use crate::index::{decode, decode_close, Index, IndexedDelta, IndexedLeaf, CLOSE_AT, CLOSE_LEN};
+use crate::index::{decode, decode_close, Index, CLOSE_AT, CLOSE_LEN};
 use crate::io::Storage;
-use crate::pass1::{DeltaFound, Found, Leaf};
+use crate::pass1::Found;
 use crate::recovery::{Parts, RecoveryReport};
 use crate::slab::Slabs;
 
@@ -72,36 +72,12 @@ pub(crate) fn parts(sup: &Super, len: u64, ix: Index, rep: &mut RecoveryReport) 
         }
         slabs.describe(i, class);
     }
-    let mut leaves: Vec<Leaf> = Vec::with_capacity(ix.leaves.len());
-    for l in ix.leaves {
-        if !fits(&slabs, l.off, l.len) {
-            return None;
-        }
-        leaves.push(Leaf {
-            off: l.off,
-            len: l.len,
-            version: l.version,
-            commit: l.commit,
-            low: l.low,
-            high: l.high,
-            has_ext: l.has_ext,
-            items: l.items,
-            expiring: l.expiring,
-        });
+    if !ix.leaves.iter().all(|l| fits(&slabs, l.off, l.len))
+        || !ix.deltas.iter().all(|d| fits(&slabs, d.off, d.len))
+    {
+        return None;
     }
-    let mut deltas: Vec<DeltaFound> = Vec::with_capacity(ix.deltas.len());
-    for d in ix.deltas {
-        if !fits(&slabs, d.off, d.len) {
-            return None;
-        }
-        deltas.push(DeltaFound {
-            off: d.off,
-            len: d.len,
-            version: d.version,
-            commit: d.commit,
-            has_ext: d.has_ext,
-        });
-    }
+    let (mut leaves, deltas) = (ix.leaves, ix.deltas);
     if ix.clock.is_some_and(|c| !fits(&slabs, c, 0)) {
         return None;
     }
@@ -121,33 +97,4 @@ pub(crate) fn parts(sup: &Super, len: u64, ix: Index, rep: &mut RecoveryReport) 
     let clock = ix.clock.map(|off| (ix.lease, off));
     let found = Found::indexed(leaves, deltas, ix.seq, clock);
     Some((slabs, found, cover, 0))
-}
-
-/// A live leaf page's metadata, as the index keeps it.
-pub(crate) fn indexed_leaf(l: &Leaf) -> (u64, IndexedLeaf) {
-    (
-        l.off,
-        IndexedLeaf {
-            off: l.off,
-            len: l.len,
-            version: l.version,
-            commit: l.commit,
-            items: l.items,
-            expiring: l.expiring,
-            has_ext: l.has_ext,
-            low: l.low.clone(),
-            high: l.high.clone(),
-        },
-    )
-}
-
-/// A live delta page's metadata, as the index keeps it.
-pub(crate) fn indexed_delta(d: &DeltaFound) -> IndexedDelta {
-    IndexedDelta {
-        off: d.off,
-        len: d.len,
-        version: d.version,
-        commit: d.commit,
-        has_ext: d.has_ext,
-    }
 }

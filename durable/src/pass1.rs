@@ -30,31 +30,14 @@ use std::time::Duration;
 
 /// A leaf page found intact in pass 1: where it is and what it covers, not its bytes
 /// (read back when needed, so recovery never holds the page file's live bytes at once).
-pub(crate) struct Leaf {
-    pub off: u64,
-    pub len: u32,
-    pub version: u64,
-    pub commit: CommitTag,
-    pub low: Option<Vec<u8>>,
-    pub high: Option<Vec<u8>>,
-    /// Whether any of its items' values is in an extension page.
-    pub has_ext: bool,
-    /// Its items, and how many of them have a deadline.
-    pub items: u32,
-    pub expiring: u32,
-}
+/// The index of a clean close holds the same of every live one (index.rs).
+pub(crate) use crate::index::IndexedLeaf as Leaf;
 
 /// A leaf page's items whose value is an extension: key and reference, in key order.
 pub(crate) type ExtItems = Vec<(Vec<u8>, ExtRef)>;
 
-/// A delta page found intact in pass 1 (read back when needed).
-pub(crate) struct DeltaFound {
-    pub off: u64,
-    pub len: u32,
-    pub version: u64,
-    pub commit: CommitTag,
-    pub has_ext: bool,
-}
+/// A delta page found intact in pass 1 (read back when needed); as the index holds it.
+pub(crate) use crate::index::IndexedDelta as DeltaFound;
 
 impl DeltaFound {
     /// Its bytes, read back from `storage` and checked again.

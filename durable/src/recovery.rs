@@ -242,6 +242,7 @@ fn recover_with(
                 len,
                 sup,
                 parts,
+                HashMap::new(),
                 r,
                 t0,
             );
@@ -259,7 +260,9 @@ fn recover_with(
     }
     let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
     let parts = scan_and_cover(storage, &sup, len, progress, prune, &mut checked, &mut rep)?;
-    finish(storage, cfg, mirror, progress, len, sup, parts, rep, t0)
+    finish(
+        storage, cfg, mirror, progress, len, sup, parts, checked, rep, t0,
+    )
 }
 
 /// What the first pass found (or an index says it would): the slabs, the pages, the cover,
@@ -276,10 +279,11 @@ fn finish(
     len: u64,
     sup: Super,
     (mut slabs, mut found, cover, dropped): Parts,
+    // Extension checks the first pass made (none from an index), not made again.
+    mut checked: HashMap<(u64, Vec<u8>), bool>,
     mut rep: RecoveryReport,
     t0: Instant,
 ) -> Result<(Tree, Disk, RecoveryReport)> {
-    let mut checked: HashMap<(u64, Vec<u8>), bool> = HashMap::new();
     if sup.version < FORMAT_VERSION {
         // Pages written from now on carry commit numbers: an older build must not read them.
         let up = Super {
@@ -318,13 +322,11 @@ fn finish(
     let start = max_version.max(rep.lease);
     let leaves = std::mem::take(&mut found.leaves);
     // The live leaf pages' metadata, kept by the committer for the next index.
-    let live: HashSet<u64> = cover.pages().collect();
     let meta: HashMap<u64, IndexedLeaf> = leaves
         .iter()
-        .filter(|l| live.contains(&l.off))
-        .map(crate::index_open::indexed_leaf)
+        .filter(|l| cover.provides(l.off))
+        .map(|l| (l.off, l.clone()))
         .collect();
-    drop(live);
     let Loaded {
         tree,
         pages,
@@ -344,7 +346,7 @@ fn finish(
         .deltas
         .iter()
         .filter(|d| delta.is_live(d.off))
-        .map(|d| (d.off, crate::index_open::indexed_delta(d)))
+        .map(|d| (d.off, *d))
         .collect();
     rep.delta_keys = delta.pending_keys() as u64;
     // The live map: live leaf and delta pages and the extensions they name; the rest is
