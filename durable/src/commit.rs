@@ -533,7 +533,9 @@ impl Core {
             q.poke = false;
             drop(q);
             if shutdown {
-                let _ = self.commit(tree, true);
+                if self.commit(tree, true).is_ok() {
+                    self.fold_deltas(tree);
+                }
                 return;
             }
             last = Instant::now();
@@ -545,6 +547,18 @@ impl Core {
             starved = matches!(self.commit(tree, sync), Ok((_, 0)))
                 && !lock(&self.queue).dirty.is_empty();
             self.keep_lease(tree);
+        }
+    }
+
+    /// At a clean close, one more commit images whole every leaf that has delta entries,
+    /// so the index names no delta page and the next open reads neither delta pages nor
+    /// the leaf pages under them (docs/ARCHITECTURE.md, "The index of a clean close"). It
+    /// writes only the leaves with entries, as a Redis SHUTDOWN writes its snapshot.
+    fn fold_deltas(&self, tree: &Tree) {
+        let keys = lock(&self.disk).delta.keys();
+        if !keys.is_empty() {
+            lock(&self.queue).whole.extend(keys);
+            let _ = self.commit(tree, true);
         }
     }
 

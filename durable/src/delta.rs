@@ -164,6 +164,11 @@ impl Book {
         self.pending.len()
     }
 
+    /// Every key whose durable state is a delta entry, in key order.
+    pub(crate) fn keys(&self) -> Vec<Vec<u8>> {
+        self.pending.keys().cloned().collect()
+    }
+
     /// Whether `page` is a live delta page.
     pub(crate) fn is_live(&self, page: u64) -> bool {
         self.pages.contains_key(&page)

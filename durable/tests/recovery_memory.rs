@@ -49,6 +49,8 @@ fn reopen(deltas: Deltas, every: u32) -> (u64, u64, accelkv_durable::RecoveryRep
         deltas.on()
     ));
     let _ = std::fs::remove_dir_all(&dir);
+    let crash = dir.with_extension("crash");
+    let _ = std::fs::remove_dir_all(&crash);
     let opts = Options {
         deltas,
         version_lease: 1 << 30,
@@ -68,9 +70,14 @@ fn reopen(deltas: Deltas, every: u32) -> (u64, u64, accelkv_durable::RecoveryRep
             }
         }
         s.flush().unwrap();
+        // The scan's memory is measured, of what a crash now leaves: a clean close would
+        // write an index and fold the delta entries into whole images.
+        std::fs::create_dir_all(&crash).unwrap();
+        let page_file = accelkv_durable::PAGE_FILE;
+        std::fs::copy(dir.join(page_file), crash.join(page_file)).unwrap();
     }
-    // The scan's memory is measured: without the index the clean close wrote.
-    std::fs::remove_file(dir.join(accelkv_durable::INDEX_FILE)).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let dir = crash;
     let item_bytes = u64::from(N) * (16 + 24);
     let before = CURRENT.load(Ordering::SeqCst);
     PEAK.store(before, Ordering::SeqCst);
