@@ -34,6 +34,29 @@ impl Cover {
         Cover::default()
     }
 
+    /// The cover of pages whose ranges `(lo, hi, page)` are disjoint, each providing all
+    /// of its range (an index's live pages): built in one sorted pass, not by an insert
+    /// per page. `None` if two ranges overlap or a page is named twice.
+    pub fn disjoint(pages: impl Iterator<Item = (Bound, Bound, u64)>) -> Option<Cover> {
+        let mut all: Vec<(Vec<u8>, Bound, u64)> = pages
+            .map(|(lo, hi, p)| (lo.unwrap_or_default(), hi, p))
+            .collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let ordered = all.windows(2).all(|w| {
+            let (a, b) = (&w[0], &w[1]);
+            a.1.as_deref().is_some_and(|h| h <= b.0.as_slice())
+        });
+        if !ordered || all.iter().any(|(lo, hi, _)| !before(lo, hi)) {
+            return None;
+        }
+        let refs: HashMap<u64, usize> = all.iter().map(|x| (x.2, 1)).collect();
+        if refs.len() != all.len() {
+            return None;
+        }
+        let ranges = all.into_iter().map(|(lo, hi, p)| (lo, (hi, p))).collect();
+        Some(Cover { ranges, refs })
+    }
+
     fn add(&mut self, lo: Vec<u8>, hi: Bound, page: u64) {
         *self.refs.entry(page).or_insert(0) += 1;
         self.ranges.insert(lo, (hi, page));
@@ -204,6 +227,32 @@ impl Cover {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn disjoint_pages_build_the_cover_inserts_build() {
+        let b = |s: &str| Some(s.as_bytes().to_vec());
+        let pages = vec![(b("m"), None, 3), (None, b("c"), 1), (b("c"), b("m"), 2)];
+        let c = Cover::disjoint(pages.clone().into_iter()).unwrap();
+        let mut d = Cover::new();
+        for (lo, hi, p) in &pages {
+            d.insert(lo.as_deref(), hi.as_deref(), *p);
+        }
+        assert!(c.ranges().eq(d.ranges()));
+        assert_eq!(c.live_pages(), 3);
+        // Overlapping, empty, or a page twice: not an index's pages.
+        let bad = [
+            vec![(None, b("d"), 1), (b("c"), None, 2)],
+            vec![(None, b("c"), 1), (b("c"), b("c"), 2)],
+            vec![(None, b("c"), 1), (b("c"), None, 1)],
+            vec![(None, None, 1), (b("c"), None, 2)],
+        ];
+        for pages in bad {
+            assert!(
+                Cover::disjoint(pages.clone().into_iter()).is_none(),
+                "{pages:?}"
+            );
+        }
+    }
 
     #[test]
     fn splits_and_shadows() {

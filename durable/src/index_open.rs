@@ -82,14 +82,28 @@ pub(crate) fn parts(sup: &Super, len: u64, ix: Index, rep: &mut RecoveryReport) 
         return None;
     }
     leaves.sort_by_key(|l| (l.commit.seq, l.version, l.off));
-    let mut cover = Cover::new();
-    for l in &leaves {
-        cover.insert(l.low.as_deref(), l.high.as_deref(), l.off);
-    }
-    // Every page the index names is live: none shadowed by the others.
-    if cover.live_pages() != leaves.len() {
-        return None;
-    }
+    // Every page the index names is live. Most often their ranges are disjoint, and the
+    // cover is built in one sorted pass; a page a newer one shadows in part is inserted in
+    // commit order, as the committer did.
+    let disjoint = Cover::disjoint(
+        leaves
+            .iter()
+            .map(|l| (l.low.clone(), l.high.clone(), l.off)),
+    );
+    let cover = match disjoint {
+        Some(c) => c,
+        None => {
+            let mut cover = Cover::new();
+            for l in &leaves {
+                cover.insert(l.low.as_deref(), l.high.as_deref(), l.off);
+            }
+            // None shadowed everywhere by the others.
+            if cover.live_pages() != leaves.len() {
+                return None;
+            }
+            cover
+        }
+    };
     rep.commit = ix.seq;
     rep.slabs = ix.slabs.len() as u64;
     rep.leaf_pages = leaves.len() as u64;
