@@ -245,6 +245,15 @@ pub struct Args {
     /// (a prefix of the writes)
     #[arg(long, env = "ACCELKV_SYNC", help_heading = "Store and memory")]
     pub sync: Option<String>,
+    /// Load this RDB file (written by redis-server, `redis-cli --rdb` or SAVE) at start,
+    /// before serving: every key of a type served, each database under its number; keys of
+    /// other types are counted in the log and skipped (docs/REPLICATION.md).
+    #[arg(long, env = "ACCELKV_IMPORT_RDB", help_heading = "Store and memory")]
+    pub import_rdb: Option<PathBuf>,
+    /// Follow this Redis primary from the start, as `REPLICAOF host port` would
+    /// (`host:port`; docs/REPLICATION.md).
+    #[arg(long, env = "ACCELKV_REPLICAOF", help_heading = "Network")]
+    pub replicaof: Option<String>,
     /// Join a cluster (docs/CLUSTER.md): `etcd=http://host:port[,http://host:port…]`, the
     /// etcd that holds the range map and membership. Needs --node-id and --data-dir (the
     /// Raft log and snapshots; the store itself is rebuilt from them), and a build with
@@ -424,6 +433,10 @@ pub struct Settings {
     /// Where the page file lives; `None` = in memory only.
     pub data_dir: Option<PathBuf>,
     pub sync: accelkv_durable::SyncPolicy,
+    /// An RDB file loaded at start (`--import-rdb`).
+    pub import_rdb: Option<PathBuf>,
+    /// The primary followed from the start (`--replicaof host:port`).
+    pub replicaof: Option<(String, u16)>,
     /// Cluster mode (`--cluster`); `None`: a standalone server.
     pub cluster: Option<ClusterSettings>,
     /// The log (`--log-level`, `--log-file`, `--log-format`).
@@ -524,11 +537,25 @@ impl Settings {
             limits,
             data_dir,
             sync,
+            import_rdb: flags.import_rdb.clone().or(file.import_rdb.clone()),
+            replicaof: replicaof(flags.replicaof.as_ref().or(file.replicaof.as_ref()))?,
             cluster,
             log,
             tls,
         })
     }
+}
+
+/// `--replicaof host:port` as the primary's host and port.
+fn replicaof(v: Option<&String>) -> Result<Option<(String, u16)>, String> {
+    let Some(v) = v else { return Ok(None) };
+    let bad = || format!("--replicaof {v}: expected host:port");
+    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 {
+        return Err(bad());
+    }
+    Ok(Some((host.to_string(), port)))
 }
 
 /// Cluster mode's settings (`None`: `--cluster` not given), checked against the settings

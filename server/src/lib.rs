@@ -82,6 +82,10 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             return Err(format!("--aclfile: {e}"));
         }
     }
+    if let Err(e) = import_rdb(&shared, &resp_global, &settings) {
+        drop(loading.map(net::loading::Loading::finish));
+        return Err(e);
+    }
     let cluster_text = match (&settings.cluster, bound.plain_addrs()?) {
         (Some(cs), Some((resp_at, bin_at))) => {
             format!(", {}", start_cluster(&shared, cs, resp_at, bin_at)?)
@@ -116,6 +120,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
     if let Some(r) = shared.router() {
         r.stop();
     }
+    resp_global.replication.shutdown();
     stop_loops(&stop, &mailboxes, &done, settings.threads);
     if let Some(p) = shared.persist().filter(|_| !shared.skip_final_flush()) {
         // The last commit, then the index of the page file the next start reads.
@@ -201,6 +206,11 @@ fn start_helpers(
     mc: Arc<memcache::state::McGlobal>,
     resp_global: &Arc<resp::session::RespGlobal>,
 ) -> Result<(), String> {
+    let (sh, g) = (shared.clone(), resp_global.clone());
+    std::thread::Builder::new()
+        .name("accelkv-replica".into())
+        .spawn(move || resp::replica::link::run(sh, g))
+        .map_err(|e| e.to_string())?;
     let mut reclaim = resp::commands::types::gc::Reclaim::new(resp_global.reclaimed.clone());
     let g = resp_global.clone();
     let (sh, stop) = (shared.clone(), stop.clone());
@@ -214,6 +224,37 @@ fn start_helpers(
             core::sweep::run(sh, stop, vec![flush, reclaim], expired)
         })
         .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// `--import-rdb`: the file's keys loaded before serving; `--replicaof`: the primary the
+/// link thread follows from the start (resp/replica/).
+fn import_rdb(
+    shared: &Arc<core::shared::Shared>,
+    resp_global: &Arc<resp::session::RespGlobal>,
+    settings: &config::Settings,
+) -> Result<(), String> {
+    if settings.cluster.is_some() && (settings.import_rdb.is_some() || settings.replicaof.is_some())
+    {
+        return Err("--import-rdb and --replicaof do not apply in cluster mode".into());
+    }
+    if let Some(path) = &settings.import_rdb {
+        let t0 = std::time::Instant::now();
+        let a = resp::replica::apply::import_file(shared, resp_global, path)
+            .map_err(|e| format!("--import-rdb {}: {e}", path.display()))?;
+        tracing::info!(
+            "--import-rdb {}: {} keys and {} libraries of functions loaded in {:.3} s; {} keys of types not served skipped (RDB types {:?}); {} failed{}",
+            path.display(),
+            a.keys,
+            a.functions,
+            t0.elapsed().as_secs_f64(),
+            a.skipped,
+            a.skipped_types,
+            a.failed,
+            a.first_error.map(|e| format!(" (first: {e})")).unwrap_or_default()
+        );
+    }
+    resp_global.replication.follow(settings.replicaof.clone());
     Ok(())
 }
 

@@ -11,11 +11,13 @@
 mod file;
 mod functions;
 mod listpack;
+mod load;
 mod read;
 mod stream;
 
 pub use file::File;
 pub use functions::{dump_functions, restore_functions};
+pub use load::{file_version, load_file, Item, LoadError};
 pub use read::restore;
 pub use stream::{Consumer, Group, Pending, Stream};
 

@@ -60,11 +60,32 @@ impl<'a> Reader<'a> {
         self.p == self.b.len()
     }
 
+    /// Bytes read so far.
+    pub(crate) fn at(&self) -> usize {
+        self.p
+    }
+
+    /// Eight bytes as a little-endian number.
+    pub(crate) fn u64_le(&mut self) -> Result<u64, RdbError> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes(
+            b.try_into().map_err(|_| RdbError::BadFormat)?,
+        ))
+    }
+
     fn left(&self) -> usize {
         self.b.len() - self.p
     }
 
-    fn byte(&mut self) -> Result<u8, RdbError> {
+    /// Four bytes as a little-endian number.
+    pub(crate) fn u32_le(&mut self) -> Result<u32, RdbError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes(
+            b.try_into().map_err(|_| RdbError::BadFormat)?,
+        ))
+    }
+
+    pub(crate) fn byte(&mut self) -> Result<u8, RdbError> {
         let b = *self.b.get(self.p).ok_or(RdbError::BadFormat)?;
         self.p += 1;
         Ok(b)
@@ -165,7 +186,8 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn value(&mut self, t: u8) -> Result<Value, RdbError> {
+    /// A value of RDB type `t`.
+    pub(crate) fn value(&mut self, t: u8) -> Result<Value, RdbError> {
         Ok(match t {
             T_STRING => Value::String(self.string()?),
             T_LIST => {

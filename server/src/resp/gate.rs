@@ -15,8 +15,9 @@
 //! 5. **Scripts**: inside a script, `noscript` and `no_multi` commands, XREAD BLOCK, and a
 //!    write from a read-only script are refused.
 //! 6. **Transactions**: inside MULTI, a `no_multi` command is refused.
-//! 7. **Writes**: refused while the disk is failing, past `maxmemory` when `denyoom`, and
-//!    when they name a key in the reserved part of the key space.
+//! 7. **Writes**: refused from clients and scripts while this server follows a primary
+//!    (`replica/`), while the disk is failing, past `maxmemory` when `denyoom`, and when
+//!    they name a key in the reserved part of the key space.
 //! 8. **Queueing**: inside MULTI every command but EXEC, DISCARD, MULTI, WATCH, RESET and the
 //!    `no_auth` ones is queued (`+QUEUED`).
 //!
@@ -78,6 +79,8 @@ pub enum Refusal {
     /// EXEC of a transaction holding a `denyoom` command, past `maxmemory`.
     ExecOom,
     Reserved,
+    /// A client's write while this server follows a primary (`replica/`).
+    ReadOnlyReplica,
     TooManyQueued,
     /// RESP2 with a subscription: only the pub/sub commands, PING, QUIT and RESET.
     PubSubContext,
@@ -215,6 +218,9 @@ fn after_route(
         return Verdict::Refuse(Refusal::NotInMulti);
     }
     if spec.flags & WRITE != 0 {
+        if from != From::Inner && s.global.replication.read_only() {
+            return Verdict::Refuse(Refusal::ReadOnlyReplica);
+        }
         match write_refusal(sh, spec, args) {
             // A function flagged `allow-oom` writes past maxmemory, as in Redis.
             Some(Refusal::Oom) if matches!(from, From::Script { .. }) && s.allow_oom => {}
@@ -450,6 +456,9 @@ fn refusal_text(
             )
         }
         Refusal::Reserved => resp::error(out, RESERVED_KEY),
+        Refusal::ReadOnlyReplica => {
+            resp::error(out, "READONLY You can't write against a read only replica.")
+        }
         Refusal::PubSubContext => resp::error(
             out,
             &format!(

@@ -33,6 +33,7 @@ pub mod pause_rules;
 pub mod prefix;
 pub mod pubsub;
 pub mod redact;
+pub mod replica;
 pub mod reply;
 pub mod session;
 pub mod slowlog;

@@ -46,6 +46,8 @@ pub struct RespGlobal {
     pub output_limits: crate::resp::output_limits::OutputLimits,
     /// MIGRATE's cached connections (commands/migrate_sockets.rs).
     pub migrate_sockets: crate::resp::commands::migrate_sockets::Sockets,
+    /// Following a primary (REPLICAOF, replica/).
+    pub replication: Arc<crate::resp::replica::Replication>,
 }
 
 /// What REPLCONF asked of the next SYNC.

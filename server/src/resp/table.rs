@@ -10,7 +10,8 @@ use crate::resp::call::flag::*;
 use crate::resp::call::Spec;
 use crate::resp::commands::types::{hash, set};
 use crate::resp::commands::{
-    atomics, bits, command, connection, expire, introspect, keys, rename, server, strings, sync, tx,
+    atomics, bits, command, connection, expire, introspect, keys, rename, replication, server,
+    strings, sync, tx,
 };
 use std::sync::OnceLock;
 
@@ -75,7 +76,11 @@ static BASE: &[Spec] = rows! {
     "LASTSAVE",     1,  FAST | LOADING | STALE | LOCAL,                NONE,       "server",       server::lastsave,         "When the data last became durable (the data directory's last commit; else the start).";
     "CLUSTER",      -2, CONN | LOCAL,                                  NONE,       "cluster",      server::cluster,          "Cluster mode: the range map (RANGES), its state (INFO), this node's id (MYID).";
     "WAIT",         3,  FAST | LOCAL,                                  NONE,       "generic",      server::wait,             "Answers 0: there are no replicas.";
-    "ROLE",         1,  NOSCRIPT | LOADING | STALE | FAST | LOCAL,     NONE,       "server",       server::role,             "A primary without replicas: master, offset 0, none.";
+    "ROLE",         1,  NOSCRIPT | LOADING | STALE | FAST | LOCAL,     NONE,       "server",       replication::role,        "master and its offset, or slave with its primary, link state and offset.";
+    "REPLICAOF",    3,  ADMIN | NOSCRIPT | STALE | NO_MULTI | LOCAL,   NONE,       "server",       replication::replicaof,   "Follows a Redis primary (full synchronization, then its stream); NO ONE stops and keeps the data.";
+    "SLAVEOF",      3,  ADMIN | NOSCRIPT | STALE | NO_MULTI | LOCAL,   NONE,       "server",       replication::replicaof,   "REPLICAOF's old name.";
+    "SAVE",         1,  ADMIN | NOSCRIPT | NO_MULTI | LOCAL,           NONE,       "server",       replication::save,        "Writes every database as an RDB file (dump.rdb in the data directory).";
+    "BGSAVE",       -1, ADMIN | NOSCRIPT | LOCAL,                      NONE,       "server",       replication::bgsave,      "SAVE's snapshot now, its file written in the background.";
     "SYNC",         1,  ADMINISTRATIVE | NO_MULTI,                     NONE,       "server",       sync::sync,               "An RDB file of every database at one snapshot, after REPLCONF rdb-only 1 (redis-cli --rdb).";
     "PSYNC",        -3, ADMINISTRATIVE | NO_MULTI,                     NONE,       "server",       sync::psync,              "Refused: accelkv does not replicate (SYNC serves redis-cli --rdb).";
     "REPLCONF",     -1, ADMINISTRATIVE | ALLOW_BUSY,                   NONE,       "server",       sync::replconf,           "What the next SYNC sends: rdb-only, rdb-filter-only functions (capa and the like accepted).";

@@ -134,12 +134,9 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
         parts.push(t);
     }
     if wants("replication") {
-        // A standalone server: a primary without replicas (cluster mode replicates each
-        // range through Raft instead: docs/CLUSTER.md).
-        parts.push(
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
-                .to_string(),
-        );
+        // A primary without replicas, or a replica of a Redis primary (replica/); cluster
+        // mode replicates each range through Raft instead (docs/CLUSTER.md).
+        parts.push(s.global.replication.info());
     }
     if wants("cpu") {
         parts.push(cpu_section());

@@ -25,6 +25,7 @@ pub mod migrate;
 pub mod migrate_sockets;
 pub mod pubsub;
 pub mod rename;
+pub mod replication;
 pub mod script;
 pub mod server;
 pub mod slowlog;

@@ -154,15 +154,6 @@ pub fn wait(x: &mut Call<'_, '_>) {
     resp::integer(x.out, 0)
 }
 
-/// `ROLE`: Redis's answer for a primary with no replicas (`master`, replication offset 0,
-/// no replicas). In cluster mode each range has its own leader (CLUSTER RANGES says which).
-pub fn role(x: &mut Call<'_, '_>) {
-    resp::array(x.out, 3);
-    resp::bulk(x.out, Some(b"master"));
-    resp::integer(x.out, 0);
-    resp::array(x.out, 0);
-}
-
 pub fn cluster(x: &mut Call<'_, '_>) {
     match x.sh.router() {
         Some(cl) => cl.command(&x.args[1..], x.s.proto, x.out),

@@ -77,7 +77,11 @@ pub fn psync(x: &mut Call<'_, '_>) {
 }
 
 /// The RDB file of every database (or of the functions alone) at one snapshot.
-fn snapshot(sh: &Shared, s: &mut Session, functions_only: bool) -> Result<Vec<u8>, Fail> {
+pub(crate) fn snapshot(
+    sh: &Shared,
+    s: &mut Session,
+    functions_only: bool,
+) -> Result<Vec<u8>, Fail> {
     let ctime = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -1,0 +1,193 @@
+//! Applying what a primary sends (and what `--import-rdb` reads) through the one gate, as
+//! a session of the server's own: each key of an RDB snapshot as `RESTORE key deadline
+//! payload REPLACE ABSTTL` (RESTORE's checks and its packing of collections, `dump.rs`), a
+//! library of functions as `FUNCTION RESTORE … REPLACE`, a database as `SELECT`, and each
+//! command of the stream as the primary sent it. A transaction of the stream (`MULTI` …
+//! `EXEC`) runs its commands in order once `EXEC` arrives; a reader of this server may see
+//! it half applied, which Redis's replicas never show. A command that fails here is
+//! counted and its error kept for INFO, and the stream goes on, as a Redis replica's does.
+
+use crate::core::reads::Reads;
+use crate::core::shared::Shared;
+use crate::resp::call::From;
+use crate::resp::dispatch::command;
+use crate::resp::session::{RespGlobal, Session};
+use accelkv_proto::rdb::{self, Item, Value};
+use std::sync::Arc;
+
+/// What applying a snapshot or a stream has done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub keys: u64,
+    pub skipped: u64,
+    pub skipped_types: Vec<u8>,
+    pub functions: u64,
+    /// Commands or keys that failed, and the first error.
+    pub failed: u64,
+    pub first_error: Option<String>,
+}
+
+/// A session of the server's own that applies commands in order.
+pub struct Applier {
+    sh: Arc<Shared>,
+    s: Session,
+    reads: Reads,
+    out: Vec<u8>,
+    /// A transaction of the stream being collected (after `MULTI`).
+    tx: Option<Vec<Vec<Vec<u8>>>>,
+    pub applied: Applied,
+}
+
+impl Applier {
+    pub fn new(sh: &Arc<Shared>, global: &Arc<RespGlobal>) -> Applier {
+        let mut s = Session {
+            authed: true,
+            ..Session::new(0, None, global.clone())
+        };
+        s.refresh_db(sh);
+        Applier {
+            reads: sh.loop_reads(|| {}),
+            sh: sh.clone(),
+            s,
+            out: Vec::new(),
+            tx: None,
+            applied: Applied::default(),
+        }
+    }
+
+    /// Runs `args` (name first) and returns its reply.
+    fn run(&mut self, args: &[&[u8]]) -> &[u8] {
+        self.out.clear();
+        command(
+            &self.sh,
+            &mut self.s,
+            args,
+            From::Inner,
+            &mut self.reads,
+            &mut self.out,
+        );
+        let v = std::mem::take(&mut self.s.unreleased);
+        if v > 0 {
+            // In order: the next command sees this one.
+            self.sh.view().wait_visible(v);
+        }
+        self.s.wrote = false;
+        &self.out
+    }
+
+    /// Runs `args`, counting a failure.
+    fn run_counted(&mut self, args: &[&[u8]]) -> bool {
+        let reply = self.run(args);
+        if reply.first() != Some(&b'-') {
+            return true;
+        }
+        let why = String::from_utf8_lossy(&reply[1..]).trim_end().to_string();
+        let name = String::from_utf8_lossy(args.first().copied().unwrap_or_default()).to_string();
+        self.applied.failed += 1;
+        self.applied
+            .first_error
+            .get_or_insert_with(|| format!("{name}: {why}"));
+        false
+    }
+
+    /// Empties every database and the functions (a full synchronization replaces them).
+    pub fn flush_all(&mut self) {
+        self.run(&[b"FLUSHALL"]);
+        self.run(&[b"FUNCTION", b"FLUSH"]);
+        self.run(&[b"SELECT", b"0"]);
+    }
+
+    /// Applies one item of an RDB file.
+    pub fn item(&mut self, item: Item) {
+        match item {
+            Item::Aux(..) => {}
+            Item::Select(db) => {
+                let db = db.to_string();
+                self.run_counted(&[b"SELECT", db.as_bytes()]);
+            }
+            Item::Entry {
+                key,
+                value,
+                deadline_ms,
+            } => self.entry(&key, &value, deadline_ms),
+            Item::Skipped { rdb_type, .. } => {
+                self.applied.skipped += 1;
+                if !self.applied.skipped_types.contains(&rdb_type) {
+                    self.applied.skipped_types.push(rdb_type);
+                }
+            }
+            Item::Function(code) => {
+                let payload = rdb::dump_functions(&[&code]);
+                if self.run_counted(&[b"FUNCTION", b"RESTORE", &payload, b"REPLACE"]) {
+                    self.applied.functions += 1;
+                }
+            }
+        }
+    }
+
+    fn entry(&mut self, key: &[u8], value: &Value, deadline_ms: Option<u64>) {
+        let payload = rdb::dump(value);
+        let ttl = deadline_ms.unwrap_or(0).to_string();
+        if self.run_counted(&[
+            b"RESTORE",
+            key,
+            ttl.as_bytes(),
+            &payload,
+            b"REPLACE",
+            b"ABSTTL",
+        ]) {
+            self.applied.keys += 1;
+        }
+    }
+
+    /// Applies one command of the primary's stream.
+    pub fn command(&mut self, args: Vec<Vec<u8>>) {
+        let Some(name) = args.first() else { return };
+        if name.eq_ignore_ascii_case(b"MULTI") {
+            self.tx = Some(Vec::new());
+            return;
+        }
+        if name.eq_ignore_ascii_case(b"EXEC") {
+            for c in self.tx.take().unwrap_or_default() {
+                self.one(&c);
+            }
+            return;
+        }
+        if name.eq_ignore_ascii_case(b"DISCARD") {
+            self.tx = None;
+            return;
+        }
+        match &mut self.tx {
+            Some(q) => q.push(args),
+            None => self.one(&args),
+        }
+    }
+
+    fn one(&mut self, args: &[Vec<u8>]) {
+        let name = &args[0];
+        // The primary's own traffic on the link, not writes.
+        if name.eq_ignore_ascii_case(b"PING") || name.eq_ignore_ascii_case(b"REPLCONF") {
+            return;
+        }
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        self.run_counted(&refs);
+    }
+}
+
+/// Loads the RDB file at `path` into the store (`--import-rdb`), adding to or replacing
+/// what it holds; returns what was applied.
+pub fn import_file(
+    sh: &Arc<Shared>,
+    global: &Arc<RespGlobal>,
+    path: &std::path::Path,
+) -> Result<Applied, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let mut apply = Applier::new(sh, global);
+    rdb::load_file(&bytes, |item| {
+        apply.item(item);
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    apply.run(&[b"SELECT", b"0"]);
+    Ok(apply.applied)
+}
