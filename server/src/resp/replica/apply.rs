@@ -9,9 +9,11 @@
 
 use crate::core::reads::Reads;
 use crate::core::shared::Shared;
+use crate::resp::call::flag::WRITE;
 use crate::resp::call::From;
-use crate::resp::dispatch::command;
+use crate::resp::dispatch::run;
 use crate::resp::session::{RespGlobal, Session};
+use crate::resp::table::find;
 use accelkv_proto::rdb::{self, Item, Value};
 use std::sync::Arc;
 
@@ -35,6 +37,8 @@ pub struct Applier {
     out: Vec<u8>,
     /// A transaction of the stream being collected (after `MULTI`).
     tx: Option<Vec<Vec<Vec<u8>>>>,
+    /// The newest write version applied and perhaps not yet visible.
+    unreleased: u64,
     pub applied: Applied,
 }
 
@@ -51,28 +55,42 @@ impl Applier {
             s,
             out: Vec::new(),
             tx: None,
+            unreleased: 0,
             applied: Applied::default(),
         }
     }
 
-    /// Runs `args` (name first) and returns its reply.
+    /// Runs `args` (name first) and returns its reply. Writes follow each other in order
+    /// without waiting (the station orders writes to a key); a command that is not a
+    /// write first waits until the writes before it are visible, as a client's does.
     fn run(&mut self, args: &[&[u8]]) -> &[u8] {
         self.out.clear();
-        command(
+        let spec = args.first().and_then(|n| find(n));
+        if spec.is_none_or(|sp| !sp.has(WRITE)) {
+            self.settle();
+        }
+        run(
             &self.sh,
             &mut self.s,
+            spec,
             args,
             From::Inner,
             &mut self.reads,
             &mut self.out,
         );
         let v = std::mem::take(&mut self.s.unreleased);
-        if v > 0 {
-            // In order: the next command sees this one.
-            self.sh.view().wait_visible(v);
-        }
+        self.unreleased = self.unreleased.max(v);
         self.s.wrote = false;
         &self.out
+    }
+
+    /// Waits until every write applied so far is visible to readers (before a read, and
+    /// before an offset is acknowledged).
+    pub fn settle(&mut self) {
+        let v = std::mem::take(&mut self.unreleased);
+        if v > 0 {
+            self.sh.view().wait_visible(v);
+        }
     }
 
     /// Runs `args`, counting a failure.
@@ -126,6 +144,17 @@ impl Applier {
     }
 
     fn entry(&mut self, key: &[u8], value: &Value, deadline_ms: Option<u64>) {
+        // A collection larger than one atomic write goes in pieces: RESTORE of the first,
+        // then its type's own command for the rest (a reader may see it part loaded).
+        if let Some((first, rest)) = split(value) {
+            self.entry(key, &first, deadline_ms);
+            for cmd in rest {
+                let mut args: Vec<&[u8]> = vec![cmd.0, key];
+                args.extend(cmd.1.iter().map(Vec::as_slice));
+                self.run_counted(&args);
+            }
+            return;
+        }
         let payload = rdb::dump(value);
         let ttl = deadline_ms.unwrap_or(0).to_string();
         if self.run_counted(&[
@@ -174,6 +203,55 @@ impl Applier {
     }
 }
 
+/// Elements (or pairs) of a collection one RESTORE or one command carries.
+const PIECE: usize = 10_000;
+
+/// A piece of a large collection: its command's name and arguments after the key.
+type Piece = (&'static [u8], Vec<Vec<u8>>);
+
+/// `value`'s first [`PIECE`] elements as a value of its type, and the commands that add
+/// the rest; `None` when it fits in one.
+fn split(value: &Value) -> Option<(Value, Vec<Piece>)> {
+    fn pieces<T: Clone>(
+        all: &[T],
+        name: &'static [u8],
+        args: impl Fn(&T) -> Vec<Vec<u8>>,
+    ) -> Option<(Vec<T>, Vec<Piece>)> {
+        if all.len() <= PIECE {
+            return None;
+        }
+        let rest = all[PIECE..]
+            .chunks(PIECE)
+            .map(|c| (name, c.iter().flat_map(&args).collect()))
+            .collect();
+        Some((all[..PIECE].to_vec(), rest))
+    }
+    Some(match value {
+        Value::Hash(p) => {
+            let (first, rest) = pieces(p, b"HSET", |(f, v)| vec![f.clone(), v.clone()])?;
+            (Value::Hash(first), rest)
+        }
+        Value::Set(m) => {
+            let (first, rest) = pieces(m, b"SADD", |m| vec![m.clone()])?;
+            (Value::Set(first), rest)
+        }
+        Value::List(e) => {
+            let (first, rest) = pieces(e, b"RPUSH", |e| vec![e.clone()])?;
+            (Value::List(first), rest)
+        }
+        Value::ZSet(z) => {
+            let (first, rest) = pieces(z, b"ZADD", |(m, sc)| {
+                vec![
+                    crate::resp::commands::types::zset::fmt_score(*sc).into_bytes(),
+                    m.clone(),
+                ]
+            })?;
+            (Value::ZSet(first), rest)
+        }
+        Value::String(_) | Value::Stream(_) => return None,
+    })
+}
+
 /// Loads the RDB file at `path` into the store (`--import-rdb`), adding to or replacing
 /// what it holds; returns what was applied.
 pub fn import_file(
@@ -189,5 +267,6 @@ pub fn import_file(
     })
     .map_err(|e| e.to_string())?;
     apply.run(&[b"SELECT", b"0"]);
+    apply.settle();
     Ok(apply.applied)
 }

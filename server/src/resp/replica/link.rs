@@ -228,6 +228,7 @@ impl Link<'_> {
             Ok(())
         })
         .map_err(|e| format!("loading the primary's snapshot: {e}"))?;
+        apply.settle();
         Ok(())
     }
 
@@ -286,6 +287,7 @@ impl Link<'_> {
                     && args[1].eq_ignore_ascii_case(b"GETACK");
                 if getack {
                     // The offset before this command, as a Redis replica answers.
+                    apply.settle();
                     self.ack(offset)?;
                 } else if !args.is_empty() {
                     apply.command(args);
@@ -293,6 +295,7 @@ impl Link<'_> {
                 offset += used as u64;
                 self.r.set_offset(offset);
             }
+            apply.settle();
             drop(held);
             self.buf.drain(..at);
             if apply.applied.first_error.is_some() {
