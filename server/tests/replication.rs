@@ -204,6 +204,13 @@ fn replicaof_a_running_redis_under_load_then_promote() {
     };
     let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
     fill(&mut theirs, true);
+    // Collections in pieces when restored, one larger than accelkv's atomic write (65,536).
+    let huge: Vec<String> = (0..25_000).map(|i| format!("f{i}")).collect();
+    let pairs: Vec<String> = (0..70_000).flat_map(|i| [format!("f{i}"), i.to_string()]).collect();
+    run(&mut theirs, &[s(&["HSET", "hugehash"]), pairs].concat());
+    let scored: Vec<String> = (0..25_000).flat_map(|i| [i.to_string(), format!("m{i}")]).collect();
+    run(&mut theirs, &[s(&["ZADD", "hugezset"]), scored].concat());
+    run(&mut theirs, &[s(&["RPUSH", "hugelist"]), huge].concat());
     let srv = Server::start(&[]);
     let mut ours = RespConn::new(&srv);
     ours.str(&["SET", "before", "dropped by the full synchronization"]);
