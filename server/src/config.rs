@@ -254,6 +254,19 @@ pub struct Args {
     /// (`host:port`; docs/REPLICATION.md).
     #[arg(long, env = "ACCELKV_REPLICAOF", help_heading = "Network")]
     pub replicaof: Option<String>,
+    /// The password REPLICAOF sends to the primary (`AUTH`), as Redis's `masterauth`.
+    /// Prefer the ACCELKV_MASTERAUTH environment variable (flags show in `ps`).
+    #[arg(
+        long,
+        env = "ACCELKV_MASTERAUTH",
+        help_heading = "Network",
+        hide_env_values = true
+    )]
+    pub masterauth: Option<String>,
+    /// The user REPLICAOF logs in as on the primary, with --masterauth (Redis's
+    /// `masteruser`; without it, the default user).
+    #[arg(long, env = "ACCELKV_MASTERUSER", help_heading = "Network")]
+    pub masteruser: Option<String>,
     /// Join a cluster (docs/CLUSTER.md): `etcd=http://host:port[,http://host:port…]`, the
     /// etcd that holds the range map and membership. Needs --node-id and --data-dir (the
     /// Raft log and snapshots; the store itself is rebuilt from them), and a build with
@@ -437,6 +450,8 @@ pub struct Settings {
     pub import_rdb: Option<PathBuf>,
     /// The primary followed from the start (`--replicaof host:port`).
     pub replicaof: Option<(String, u16)>,
+    /// The user (if not the default) and password REPLICAOF logs in with.
+    pub masterauth: Option<(Option<String>, String)>,
     /// Cluster mode (`--cluster`); `None`: a standalone server.
     pub cluster: Option<ClusterSettings>,
     /// The log (`--log-level`, `--log-file`, `--log-format`).
@@ -539,6 +554,11 @@ impl Settings {
             sync,
             import_rdb: flags.import_rdb.clone().or(file.import_rdb.clone()),
             replicaof: replicaof(flags.replicaof.as_ref().or(file.replicaof.as_ref()))?,
+            masterauth: flags
+                .masterauth
+                .clone()
+                .or(file.masterauth.clone())
+                .map(|p| (flags.masteruser.clone().or(file.masteruser.clone()), p)),
             cluster,
             log,
             tls,

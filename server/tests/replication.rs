@@ -206,9 +206,13 @@ fn replicaof_a_running_redis_under_load_then_promote() {
     fill(&mut theirs, true);
     // Collections in pieces when restored, one larger than accelkv's atomic write (65,536).
     let huge: Vec<String> = (0..25_000).map(|i| format!("f{i}")).collect();
-    let pairs: Vec<String> = (0..70_000).flat_map(|i| [format!("f{i}"), i.to_string()]).collect();
+    let pairs: Vec<String> = (0..70_000)
+        .flat_map(|i| [format!("f{i}"), i.to_string()])
+        .collect();
     run(&mut theirs, &[s(&["HSET", "hugehash"]), pairs].concat());
-    let scored: Vec<String> = (0..25_000).flat_map(|i| [i.to_string(), format!("m{i}")]).collect();
+    let scored: Vec<String> = (0..25_000)
+        .flat_map(|i| [i.to_string(), format!("m{i}")])
+        .collect();
     run(&mut theirs, &[s(&["ZADD", "hugezset"]), scored].concat());
     run(&mut theirs, &[s(&["RPUSH", "hugelist"]), huge].concat());
     let srv = Server::start(&[]);
@@ -264,6 +268,24 @@ fn replicaof_a_running_redis_under_load_then_promote() {
     same_data(&mut ours, &mut theirs, "caught up");
     assert_eq!(ours.str(&["FCALL", "f", "0"]), Value::Integer(1));
     assert_eq!(ours.str(&["EXISTS", "before"]), Value::Integer(0));
+    // A broken link continues from the offset applied (the primary's backlog holds the
+    // rest): no second full synchronization.
+    theirs.str(&["CLIENT", "KILL", "TYPE", "replica"]);
+    theirs.str(&["SET", "after-break", "1"]);
+    theirs.str(&["HSET", "hash", "later", "2"]);
+    wait_for("the partial resynchronization", || {
+        let Value::Bulk(Some(i)) = ours.str(&["INFO", "replication"]) else {
+            return false;
+        };
+        String::from_utf8_lossy(&i).contains("accelkv_sync_partial:1")
+    });
+    wait_for("WAIT 1 again", || {
+        theirs.str(&["WAIT", "1", "1000"]) == Value::Integer(1)
+    });
+    wait_for("the key after the break", || {
+        ours.str(&["GET", "after-break"]) == common::bulk("1")
+    });
+    same_data(&mut ours, &mut theirs, "after a partial resynchronization");
     // Clients' writes are refused while it follows.
     let Value::Error(e) = ours.str(&["SET", "x", "y"]) else {
         panic!("a write on a replica")
@@ -273,7 +295,12 @@ fn replicaof_a_running_redis_under_load_then_promote() {
         panic!("INFO")
     };
     let mine = String::from_utf8_lossy(&mine).to_string();
-    for want in ["role:slave", "master_link_status:up", "accelkv_sync_full:1"] {
+    for want in [
+        "role:slave",
+        "master_link_status:up",
+        "accelkv_sync_full:1",
+        "accelkv_sync_partial:1",
+    ] {
         assert!(mine.contains(want), "{want}: {mine}");
     }
     // Promoted: the data stays, writes are taken, the primary's later writes do not arrive.
@@ -358,4 +385,32 @@ fn save_and_bgsave_write_files_redis_loads_and_import_rdb_reads_them() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_primary_with_a_password_needs_masterauth() {
+    let Some(redis) = Redis::start_with(&["--repl-diskless-sync-delay", "0"]) else {
+        accelkv_testkit::skip("redis-server is not installed (.ci/run installs it)");
+        return;
+    };
+    let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
+    theirs.str(&["CONFIG", "SET", "requirepass", "s3cret"]);
+    theirs.str(&["SET", "k", "v"]);
+    let port = redis.port.to_string();
+    // Without the password: the reason, in INFO.
+    let srv = Server::start(&[]);
+    let mut ours = RespConn::new(&srv);
+    ours.str(&["REPLICAOF", "127.0.0.1", &port]);
+    wait_for("the refusal", || {
+        let Value::Bulk(Some(i)) = ours.str(&["INFO", "replication"]) else {
+            return false;
+        };
+        String::from_utf8_lossy(&i).contains("--masterauth")
+    });
+    assert_eq!(ours.str(&["GET", "k"]), Value::Bulk(None));
+    // With it (and the default user named): the data arrives.
+    let srv = Server::start(&["--masterauth", "s3cret", "--masteruser", "default"]);
+    let mut ours = RespConn::new(&srv);
+    ours.str(&["REPLICAOF", "127.0.0.1", &port]);
+    wait_for("the key", || ours.str(&["GET", "k"]) == common::bulk("v"));
 }

@@ -169,6 +169,11 @@ impl Applier {
         }
     }
 
+    /// Whether a transaction of the stream is being collected (MULTI seen, EXEC not yet).
+    pub fn in_tx(&self) -> bool {
+        self.tx.is_some()
+    }
+
     /// Applies one command of the primary's stream.
     pub fn command(&mut self, args: Vec<Vec<u8>>) {
         let Some(name) = args.first() else { return };

@@ -4,7 +4,9 @@
 //! it without a file), load it, then read the command stream, apply each command in order
 //! and count its bytes into the offset. `REPLCONF ACK <offset>` goes back every second and
 //! at each `REPLCONF GETACK`. A failure (the primary gone, a malformed reply) is kept for
-//! INFO and retried a second later with a new full synchronization; REPLICAOF (another
+//! INFO and retried a second later, continuing from the offset applied when the primary's
+//! backlog still holds what follows (`PSYNC <replid> <offset>`, `+CONTINUE`), else with a
+//! new full synchronization; REPLICAOF (another
 //! primary, or NO ONE) ends the link at once, since reads time out every 100 ms to look.
 //! The snapshot is held in memory while it loads: as large as the primary's RDB file.
 
@@ -56,6 +58,13 @@ fn stream_limits() -> Limits {
         max_inline: 64 << 10,
         ..Limits::default()
     }
+}
+
+/// How the primary answered PSYNC: a full synchronization (its replication id and the
+/// snapshot's offset), or the stream continued (its id, the offset it goes on from).
+enum Sync {
+    Full(String, u64),
+    Continue(String, u64),
 }
 
 struct Link<'a> {
@@ -153,29 +162,52 @@ impl Link<'_> {
         Ok(())
     }
 
-    /// The handshake; returns the primary's replication id and the snapshot's offset.
-    fn handshake(&mut self) -> Result<(String, u64), String> {
+    /// The handshake. After a link to this primary that synchronized (`resume`: its
+    /// replication id and the offset applied), it asks to continue from there
+    /// (`PSYNC <replid> <offset + 1>`); the primary answers `+CONTINUE` when its backlog
+    /// still holds what follows, else a full synchronization.
+    fn handshake(&mut self, resume: Option<(String, u64)>) -> Result<Sync, String> {
         self.set_state(LinkState::Handshake);
-        let pong = self.ask(&[b"PING"])?;
-        if pong.starts_with('-') && !pong.starts_with("-NOAUTH") {
-            return Err(format!("PING answered {pong}"));
+        if let Some((user, pass)) = self.sh.settings().masterauth.clone() {
+            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(u) = &user {
+                args.push(u.as_bytes());
+            }
+            args.push(pass.as_bytes());
+            let ok = self.ask(&args)?;
+            if ok.starts_with('-') {
+                return Err(format!("AUTH answered {ok}"));
+            }
         }
+        let pong = self.ask(&[b"PING"])?;
         if pong.starts_with("-NOAUTH") {
-            return Err("the primary needs a password (masterauth is not supported)".into());
+            return Err("the primary needs a password (--masterauth)".into());
+        }
+        if pong.starts_with('-') {
+            return Err(format!("PING answered {pong}"));
         }
         let port = self.sh.settings().resp_port.to_string();
         self.ask(&[b"REPLCONF", b"listening-port", port.as_bytes()])?;
         self.ask(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
+        let (id, from) = match &resume {
+            Some((id, off)) => (id.clone(), (off + 1).to_string()),
+            None => ("?".to_string(), "-1".to_string()),
+        };
         // A primary that syncs without a file answers once its transfer starts, after
         // `repl-diskless-sync-delay` (5 s by default).
-        self.send(&[b"PSYNC", b"?", b"-1"])?;
+        self.send(&[b"PSYNC", id.as_bytes(), from.as_bytes()])?;
         let full = self.line(Duration::from_secs(300))?;
         let mut words = full.split(' ');
         match (words.next(), words.next(), words.next()) {
             (Some("+FULLRESYNC"), Some(id), Some(off)) => {
                 let off = off.parse().map_err(|_| format!("PSYNC answered {full}"))?;
-                Ok((id.to_string(), off))
+                Ok(Sync::Full(id.to_string(), off))
             }
+            // `+CONTINUE [<new replid>]`: the stream goes on from the offset asked.
+            (Some("+CONTINUE"), new_id, _) => match resume {
+                Some((old, off)) => Ok(Sync::Continue(new_id.unwrap_or(&old).to_string(), off)),
+                None => Err(format!("PSYNC answered {full}")),
+            },
             _ => Err(format!("PSYNC answered {full}")),
         }
     }
@@ -234,7 +266,30 @@ impl Link<'_> {
 
     fn follow(&mut self, primary: &(String, u16)) -> Result<(), String> {
         self.connect(primary)?;
-        let (replid, offset) = self.handshake()?;
+        let resume = {
+            let st = self.r.lock();
+            (st.syncs > 0 && !st.replid.is_empty()).then(|| (st.replid.clone(), self.r.offset()))
+        };
+        let (replid, offset) = match self.handshake(resume)? {
+            Sync::Continue(replid, offset) => {
+                tracing::info!(
+                    "replicating {}:{}: continuing from offset {offset}",
+                    primary.0,
+                    primary.1
+                );
+                let mut st = self.r.lock();
+                if !self.r.current(self.g) {
+                    return Ok(());
+                }
+                st.replid = replid;
+                st.partial += 1;
+                st.state = LinkState::Connected;
+                drop(st);
+                let mut apply = Applier::new(self.sh, self.global);
+                return self.stream(&mut apply, offset);
+            }
+            Sync::Full(replid, offset) => (replid, offset),
+        };
         let bytes = self.snapshot()?;
         let mut apply = Applier::new(self.sh, self.global);
         let t0 = Instant::now();
@@ -288,12 +343,16 @@ impl Link<'_> {
                 if getack {
                     // The offset before this command, as a Redis replica answers.
                     apply.settle();
-                    self.ack(offset)?;
+                    self.ack(self.r.offset())?;
                 } else if !args.is_empty() {
                     apply.command(args);
                 }
                 offset += used as u64;
-                self.r.set_offset(offset);
+                // Inside a transaction of the stream nothing is applied until EXEC: the
+                // offset a new link continues from stays before its MULTI.
+                if !apply.in_tx() {
+                    self.r.set_offset(offset);
+                }
             }
             apply.settle();
             drop(held);
@@ -305,7 +364,7 @@ impl Link<'_> {
                 }
             }
             if acked.elapsed() >= Duration::from_secs(1) {
-                self.ack(offset)?;
+                self.ack(self.r.offset())?;
                 acked = Instant::now();
             }
             if !self.r.current(self.g) {

@@ -60,6 +60,8 @@ pub struct Status {
     pub last_error: Option<String>,
     /// Full synchronizations done since the server started.
     pub syncs: u64,
+    /// Links that continued the stream after a break (partial resynchronizations).
+    pub partial: u64,
 }
 
 /// The replication state every connection sees (in `RespGlobal`).
@@ -129,7 +131,11 @@ impl Replication {
         } else {
             st.state = LinkState::Connect;
             st.last_error = None;
+            st.partial = 0;
         }
+        // A new primary (or none) starts over: the next link synchronizes in full.
+        st.replid.clear();
+        st.syncs = 0;
         st.primary = primary;
         self.generation.fetch_add(1, Ordering::SeqCst);
         drop(st);
@@ -203,8 +209,8 @@ impl Replication {
             replid_or_zero(&st.replid),
         );
         t.push_str(&format!(
-            "accelkv_sync_full:{}\r\naccelkv_sync_keys_loaded:{}\r\naccelkv_sync_keys_skipped:{}\r\n",
-            st.syncs, st.loaded, st.skipped
+            "accelkv_sync_full:{}\r\naccelkv_sync_partial:{}\r\naccelkv_sync_keys_loaded:{}\r\naccelkv_sync_keys_skipped:{}\r\n",
+            st.syncs, st.partial, st.loaded, st.skipped
         ));
         if !st.skipped_types.is_empty() {
             let types: Vec<String> = st.skipped_types.iter().map(u8::to_string).collect();
