@@ -466,6 +466,7 @@ impl Settings {
         let file = file_args(&flags)?;
         let log = LogSettings::resolve(&flags, &file)?;
         let tls = TlsSettings::resolve(&flags, &file)?;
+        let auth = masterauth(&flags, &file);
         let mut data_dir = flags.data_dir.clone().or(file.data_dir.clone());
         let cluster = cluster_settings(&flags, &file, &mut data_dir)?;
         let bind = pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1]));
@@ -554,16 +555,22 @@ impl Settings {
             sync,
             import_rdb: flags.import_rdb.clone().or(file.import_rdb.clone()),
             replicaof: replicaof(flags.replicaof.as_ref().or(file.replicaof.as_ref()))?,
-            masterauth: flags
-                .masterauth
-                .clone()
-                .or(file.masterauth.clone())
-                .map(|p| (flags.masteruser.clone().or(file.masteruser.clone()), p)),
+            masterauth: auth,
             cluster,
             log,
             tls,
         })
     }
+}
+
+/// `--masterauth` with `--masteruser`, from the flags or the file.
+fn masterauth(flags: &Args, file: &Args) -> Option<(Option<String>, String)> {
+    let user = flags.masteruser.clone().or(file.masteruser.clone());
+    flags
+        .masterauth
+        .clone()
+        .or(file.masterauth.clone())
+        .map(|p| (user, p))
 }
 
 /// `--replicaof host:port` as the primary's host and port.
