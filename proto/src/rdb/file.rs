@@ -8,13 +8,6 @@
 
 use super::*;
 
-const AUX: u8 = 0xFA;
-const RESIZEDB: u8 = 0xFB;
-const EXPIRETIME_MS: u8 = 0xFC;
-const SELECTDB: u8 = 0xFE;
-const EOF: u8 = 0xFF;
-const FUNCTION2: u8 = 245;
-
 /// An RDB file being written: entries in any order of databases (each database's entries
 /// together, after [`File::select`]).
 pub struct File {

@@ -7,9 +7,6 @@
 use super::read::{checked_body, Reader};
 use super::*;
 
-/// Redis's opcode for one library's code.
-const FUNCTION2: u8 = 245;
-
 /// The payload of the libraries whose code is `codes`.
 pub fn dump_functions(codes: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();

@@ -13,18 +13,6 @@
 use super::read::Reader;
 use super::*;
 
-const FUNCTION_PRE_GA: u8 = 0xF6;
-const MODULE_AUX: u8 = 0xF7;
-const IDLE: u8 = 0xF8;
-const FREQ: u8 = 0xF9;
-const AUX: u8 = 0xFA;
-const RESIZEDB: u8 = 0xFB;
-const EXPIRETIME_MS: u8 = 0xFC;
-const EXPIRETIME: u8 = 0xFD;
-const SELECTDB: u8 = 0xFE;
-const EOF: u8 = 0xFF;
-const FUNCTION2: u8 = 245;
-
 /// RDB types whose encoding is one string (Redis 6 and older: zipmap, ziplists).
 const T_ONE_STRING: [u8; 4] = [9, 10, 12, 13];
 /// A quicklist of ziplists (Redis 3.2 to 6): nodes, each a ziplist string.

@@ -54,6 +54,20 @@ pub const STREAM_DUMP_VERSION: u16 = 11;
 /// The newest RDB version RESTORE reads (Redis 7.2's).
 pub const MAX_VERSION: u16 = 11;
 
+/// The file's opcodes (`rdb.h`): what follows is not a key.
+pub(crate) const FUNCTION_PRE_GA: u8 = 0xF6;
+pub(crate) const MODULE_AUX: u8 = 0xF7;
+pub(crate) const IDLE: u8 = 0xF8;
+pub(crate) const FREQ: u8 = 0xF9;
+pub(crate) const AUX: u8 = 0xFA;
+pub(crate) const RESIZEDB: u8 = 0xFB;
+pub(crate) const EXPIRETIME_MS: u8 = 0xFC;
+pub(crate) const EXPIRETIME: u8 = 0xFD;
+pub(crate) const SELECTDB: u8 = 0xFE;
+pub(crate) const EOF: u8 = 0xFF;
+/// One library of functions (its code).
+pub(crate) const FUNCTION2: u8 = 0xF5;
+
 pub(crate) const T_STRING: u8 = 0;
 pub(crate) const T_LIST: u8 = 1;
 pub(crate) const T_SET: u8 = 2;
