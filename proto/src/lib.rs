@@ -27,6 +27,7 @@ pub mod packed;
 pub mod rdb;
 pub mod resp;
 pub mod resp_stream;
+pub mod slot;
 
 pub use frame::{Body, FrameError, Header, Opcode, Request, Response, Status};
 pub use limits::Limits;

@@ -267,6 +267,13 @@ pub struct Args {
     /// `masteruser`; without it, the default user).
     #[arg(long, env = "ACCELKV_MASTERUSER", help_heading = "Network")]
     pub masteruser: Option<String>,
+    /// `emulated`: one server answers as a Redis Cluster of one node owning all 16,384
+    /// hash slots (CLUSTER SLOTS, SHARDS, NODES, INFO, KEYSLOT, MYID), so cluster-aware
+    /// clients (redis-py's RedisCluster, go-redis's ClusterClient, JedisCluster) connect to
+    /// it; multi-key commands over keys of several slots answer `-CROSSSLOT`, as a cluster
+    /// does. Default `no` (docs/CLUSTER.md, "Emulated cluster mode").
+    #[arg(long, env = "ACCELKV_CLUSTER_MODE", help_heading = "Network")]
+    pub cluster_mode: Option<String>,
     /// Join a cluster (docs/CLUSTER.md): `etcd=http://host:port[,http://host:port…]`, the
     /// etcd that holds the range map and membership. Needs --node-id and --data-dir (the
     /// Raft log and snapshots; the store itself is rebuilt from them), and a build with
@@ -452,6 +459,8 @@ pub struct Settings {
     pub replicaof: Option<(String, u16)>,
     /// The user (if not the default) and password REPLICAOF logs in with.
     pub masterauth: Option<(Option<String>, String)>,
+    /// `--cluster-mode emulated`: a one-node Redis Cluster's answers.
+    pub cluster_emulated: bool,
     /// Cluster mode (`--cluster`); `None`: a standalone server.
     pub cluster: Option<ClusterSettings>,
     /// The log (`--log-level`, `--log-file`, `--log-format`).
@@ -466,7 +475,7 @@ impl Settings {
         let file = file_args(&flags)?;
         let log = LogSettings::resolve(&flags, &file)?;
         let tls = TlsSettings::resolve(&flags, &file)?;
-        let auth = masterauth(&flags, &file);
+        let (auth, emulated) = (masterauth(&flags, &file), cluster_mode(&flags, &file)?);
         let mut data_dir = flags.data_dir.clone().or(file.data_dir.clone());
         let cluster = cluster_settings(&flags, &file, &mut data_dir)?;
         let bind = pick!(flags.bind, file.bind, IpAddr::from([127, 0, 0, 1]));
@@ -556,11 +565,28 @@ impl Settings {
             import_rdb: flags.import_rdb.clone().or(file.import_rdb.clone()),
             replicaof: replicaof(flags.replicaof.as_ref().or(file.replicaof.as_ref()))?,
             masterauth: auth,
+            cluster_emulated: emulated,
             cluster,
             log,
             tls,
         })
     }
+}
+
+/// `--cluster-mode`: whether it is `emulated` (`no`, the default, is not); refused with
+/// `--cluster`, whose ranges are not slots.
+fn cluster_mode(flags: &Args, file: &Args) -> Result<bool, String> {
+    let mode = flags.cluster_mode.as_ref().or(file.cluster_mode.as_ref());
+    let emulated = match mode.map(|m| m.to_ascii_lowercase()) {
+        None => false,
+        Some(m) if m == "no" || m == "off" => false,
+        Some(m) if m == "emulated" => true,
+        Some(m) => return Err(format!("--cluster-mode {m}: expected no or emulated")),
+    };
+    if emulated && flags.cluster.as_ref().or(file.cluster.as_ref()).is_some() {
+        return Err("--cluster-mode emulated does not apply with --cluster".into());
+    }
+    Ok(emulated)
 }
 
 /// `--masterauth` with `--masteruser`, from the flags or the file.

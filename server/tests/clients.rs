@@ -73,6 +73,27 @@ fn redis_py() {
     );
 }
 
+/// redis-py's `RedisCluster` against a server in emulated cluster mode (docs/CLUSTER.md).
+#[test]
+fn redis_py_cluster() {
+    let python_ok = Command::new("python3")
+        .args(["-c", "import redis.cluster"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !python_ok {
+        return unprepared("redis-py", "python3 with redis-py not installed");
+    }
+    let srv = Server::start(&["--cluster-mode", "emulated"]);
+    let port = srv.resp.port().to_string();
+    run(
+        "redis-py RedisCluster",
+        &srv,
+        &clients_dir().join("python"),
+        Command::new("python3").args(["cluster_session.py", &port]),
+    );
+}
+
 #[test]
 fn go_redis() {
     if !have("go", "version") {
@@ -84,6 +105,23 @@ fn go_redis() {
         &srv,
         &clients_dir().join("go"),
         Command::new("go").args(["test", "-count=1", "-v", "."]),
+    );
+}
+
+/// go-redis's `ClusterClient` against a server in emulated cluster mode (docs/CLUSTER.md).
+#[test]
+fn go_redis_cluster() {
+    if !have("go", "version") {
+        return unprepared("go-redis", "go not installed");
+    }
+    let srv = Server::start(&["--cluster-mode", "emulated"]);
+    run(
+        "go-redis ClusterClient",
+        &srv,
+        &clients_dir().join("go"),
+        Command::new("go")
+            .args(["test", "-count=1", "-v", "-run", "TestCluster", "."])
+            .env("ACCELKV_CLUSTER_ADDR", srv.resp.to_string()),
     );
 }
 
@@ -211,6 +249,31 @@ fn jedis() {
         &srv,
         &dir,
         Command::new("java").args(["-cp", "target/classes:target/lib/*", "dev.accelkv.Session"]),
+    );
+}
+
+/// `JedisCluster` against a server in emulated cluster mode (docs/CLUSTER.md).
+#[test]
+fn jedis_cluster() {
+    let dir = clients_dir().join("java");
+    if !have("java", "-version") || !dir.join("target/lib").exists() {
+        return unprepared(
+            "JedisCluster",
+            "java or the built tests/clients/java (mvn package) missing",
+        );
+    }
+    let srv = Server::start(&["--cluster-mode", "emulated"]);
+    run(
+        "JedisCluster",
+        &srv,
+        &dir,
+        Command::new("java")
+            .args([
+                "-cp",
+                "target/classes:target/lib/*",
+                "dev.accelkv.ClusterSession",
+            ])
+            .env("ACCELKV_CLUSTER_ADDR", srv.resp.to_string()),
     );
 }
 

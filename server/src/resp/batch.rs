@@ -59,7 +59,8 @@ fn is_read(spec: &Spec, _args: &[&[u8]]) -> bool {
 }
 
 /// Whether a command after the first of a run (`first`, which passed the gate) joins it:
-/// it is what the run batches (`kind`), and the gate lets it run now.
+/// it is what the run batches (`kind`), and the gate lets it run now (asked in full in
+/// emulated cluster mode, where an MGET's keys may span slots).
 #[inline]
 fn joins(
     (sh, s): (&Shared, &Session),
@@ -69,7 +70,8 @@ fn joins(
 ) -> bool {
     let spec = find(args[0]);
     spec.is_some_and(|sp| kind(sp, args))
-        && ((s.acl_open && gate::again(first, spec, args)) || gate::runs(sh, s, spec, args))
+        && ((s.acl_open && !sh.settings().cluster_emulated && gate::again(first, spec, args))
+            || gate::runs(sh, s, spec, args))
 }
 
 /// Runs the complete commands at the start of `buf`, appending replies to `out`, until the

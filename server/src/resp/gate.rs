@@ -11,7 +11,8 @@
 //! 2. **Authentication**: without `no_auth`, refused until AUTH when a password is set.
 //! 3. **Cluster routing** (a client's command, cluster mode): it goes where its range lives
 //!    (`resp/cluster.rs` classifies it by the `local` flag and its key positions).
-//! 4. **Lookup and arity**: unknown, or the wrong number of arguments.
+//! 4. **Lookup and arity**: unknown, or the wrong number of arguments; with
+//!    `--cluster-mode emulated`, keys of several hash slots (`-CROSSSLOT`).
 //! 5. **Scripts**: inside a script, `noscript` and `no_multi` commands, XREAD BLOCK, and a
 //!    write from a read-only script are refused.
 //! 6. **Transactions**: inside MULTI, a `no_multi` command is refused.
@@ -81,6 +82,8 @@ pub enum Refusal {
     Reserved,
     /// A client's write while this server follows a primary (`replica/`).
     ReadOnlyReplica,
+    /// `--cluster-mode emulated`: the keys hash to more than one slot.
+    CrossSlot,
     TooManyQueued,
     /// RESP2 with a subscription: only the pub/sub commands, PING, QUIT and RESET.
     PubSubContext,
@@ -210,6 +213,9 @@ fn after_route(
             return Verdict::Refuse(r);
         }
     }
+    if sh.settings().cluster_emulated && from != From::Inner && cross_slot(spec, args) {
+        return Verdict::Refuse(Refusal::CrossSlot);
+    }
     let queued = match (from, &s.tx.queued) {
         (From::Client, Some(q)) => Some(q.len()),
         _ => None,
@@ -259,6 +265,16 @@ fn acl_refusal(s: &Session, spec: &'static Spec, args: &[&[u8]], from: From) -> 
         _ => (crate::resp::acl::command::context(from), s.last_cmd.get()),
     };
     Some(Refusal::NoPerm(d, context, cmd))
+}
+
+/// Whether a command's keys hash to more than one slot (emulated cluster mode).
+#[cold]
+fn cross_slot(spec: &Spec, args: &[&[u8]]) -> bool {
+    let at = crate::resp::db::key_positions(spec, args);
+    at.len() > 1
+        && crate::resp::commands::cluster_emulated::cross_slot(
+            at.iter().filter_map(|&i| args.get(i).copied()),
+        )
 }
 
 /// Inside a script: what Redis refuses there.
@@ -456,6 +472,9 @@ fn refusal_text(
             )
         }
         Refusal::Reserved => resp::error(out, RESERVED_KEY),
+        Refusal::CrossSlot => {
+            resp::error(out, "CROSSSLOT Keys in request don't hash to the same slot")
+        }
         Refusal::ReadOnlyReplica => {
             resp::error(out, "READONLY You can't write against a read only replica.")
         }

@@ -64,6 +64,7 @@ static BASE: &[Spec] = rows! {
     "SELECT",       2,  CONN | LOCAL,                                  NONE,       "connection",   connection::select,       "Selects a database (0 to --databases - 1).";
     "READONLY",     1,  CONN | LOCAL,                                  NONE,       "cluster",      connection::accept,       "Accepted for cluster-aware clients.";
     "READWRITE",    1,  CONN | LOCAL,                                  NONE,       "cluster",      connection::accept,       "Accepted for cluster-aware clients.";
+    "ASKING",       1,  CONN | LOCAL,                                  NONE,       "cluster",      connection::accept,       "Accepted for cluster-aware clients (no slot ever moves from an emulated cluster's one node).";
     "ACL",          -2, NOSCRIPT | LOADING | STALE | LOCAL,            NONE,       "server",       crate::resp::acl::command::acl, "Users and their permissions: SETUSER, GETUSER, DELUSER, LIST, USERS, WHOAMI, CAT, DRYRUN, LOG, GENPASS, SAVE, LOAD.";
     "CLIENT",       -2, CONN | LOCAL,                                  NONE,       "connection",   connection::client,       "SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, UNBLOCK, NO-EVICT, TRACKING off.";
     "COMMAND",      -1, ADMINISTRATIVE | LOCAL,                        NONE,       "server",       command::command_cmd,     "COUNT, INFO, DOCS, LIST of this table.";

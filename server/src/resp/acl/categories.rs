@@ -85,6 +85,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("LASTSAVE", "admin dangerous fast"),
     ("READONLY", "connection fast"),
     ("READWRITE", "connection fast"),
+    ("ASKING", "connection fast"),
     ("ROLE", "admin dangerous fast"),
     ("REPLICAOF", "admin dangerous slow"),
     ("SLAVEOF", "admin dangerous slow"),

@@ -25,7 +25,7 @@ use accelkv_engine::{ReadRef, Reply};
 use accelkv_proto::resp;
 
 /// The smallest key after `k` in byte order.
-fn successor(k: &[u8]) -> Vec<u8> {
+pub(crate) fn successor(k: &[u8]) -> Vec<u8> {
     let mut s = Vec::with_capacity(k.len() + 1);
     s.extend_from_slice(k);
     s.push(0);

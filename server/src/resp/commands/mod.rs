@@ -7,6 +7,7 @@
 pub mod atomics;
 pub mod bitfield;
 pub mod bits;
+pub mod cluster_emulated;
 pub mod command;
 pub mod config;
 pub mod connection;

@@ -154,9 +154,14 @@ pub fn wait(x: &mut Call<'_, '_>) {
     resp::integer(x.out, 0)
 }
 
+/// `CLUSTER`: the range map in cluster mode, a one-node cluster's answers with
+/// `--cluster-mode emulated` (cluster_emulated.rs).
 pub fn cluster(x: &mut Call<'_, '_>) {
     match x.sh.router() {
         Some(cl) => cl.command(&x.args[1..], x.s.proto, x.out),
+        None if x.sh.settings().cluster_emulated => {
+            crate::resp::commands::cluster_emulated::cluster(x)
+        }
         None => resp::error(x.out, "ERR This instance has cluster support disabled"),
     }
 }
