@@ -29,6 +29,9 @@ impl Server {
     /// [`Server::start`] after `configure` adjusted the command (resource limits, say).
     pub fn start_with(args: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_accelkv-server"));
+        // What a server writes beside it (SAVE's dump.rdb without --data-dir) goes to the
+        // temporary directory, never into the source tree.
+        cmd.current_dir(std::env::temp_dir());
         configure(&mut cmd);
         let mut child = cmd
             .args([
