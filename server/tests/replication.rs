@@ -286,6 +286,11 @@ fn replicaof_a_running_redis_under_load_then_promote() {
         ours.str(&["GET", "after-break"]) == common::bulk("1")
     });
     same_data(&mut ours, &mut theirs, "after a partial resynchronization");
+    let want = Value::Array(Some(vec![
+        common::bulk("replicaof"),
+        common::bulk(&format!("127.0.0.1 {}", redis.port)),
+    ]));
+    assert_eq!(ours.str(&["CONFIG", "GET", "replicaof"]), want);
     // Clients' writes are refused while it follows.
     let Value::Error(e) = ours.str(&["SET", "x", "y"]) else {
         panic!("a write on a replica")
@@ -340,6 +345,18 @@ fn save_and_bgsave_write_files_redis_loads_and_import_rdb_reads_them() {
     let mut ours = RespConn::new(&srv);
     fill(&mut ours, false);
     assert_eq!(ours.str(&["SAVE"]), Value::Simple("OK".into()));
+    // Where it went, as a tool asks Redis.
+    let Value::Array(Some(got)) = ours.str(&["CONFIG", "GET", "dir"]) else {
+        panic!("CONFIG GET dir")
+    };
+    let at = std::path::PathBuf::from(
+        String::from_utf8_lossy(match &got[1] {
+            Value::Bulk(Some(b)) => b,
+            other => panic!("{other:?}"),
+        })
+        .to_string(),
+    );
+    assert!(at.join("dump.rdb").exists(), "{at:?}");
     let Some(redis) = Redis::start_with(&["--dir", &dir_s, "--dbfilename", "dump.rdb"]) else {
         return;
     };

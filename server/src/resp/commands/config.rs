@@ -211,9 +211,20 @@ fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
     // Where it listens for RESP (set at start: --bind, --resp-port).
     all.push(("bind", sh.settings().bind.to_string()));
     all.push(("port", sh.settings().resp_port.to_string()));
-    // A primary of no one (cluster mode replicates ranges through Raft instead).
-    all.push(("replicaof", String::new()));
-    all.push(("slaveof", String::new()));
+    // The primary followed (REPLICAOF: "host port"), or none; replicas refuse writes.
+    let primary = (s.global.replication.status().primary)
+        .map(|(h, p)| format!("{h} {p}"))
+        .unwrap_or_default();
+    all.push(("replicaof", primary.clone()));
+    all.push(("slaveof", primary));
+    all.push(("replica-read-only", "yes".into()));
+    // Where SAVE and BGSAVE write (replication.rs): the data directory, else the working one.
+    let dir = sh.settings().data_dir.clone().unwrap_or_default();
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
+    all.push(("dir", dir.display().to_string()));
+    all.push(("dbfilename", "dump.rdb".into()));
+    let cluster = sh.settings().cluster.is_some() || sh.settings().cluster_emulated;
+    all.push(("cluster-enabled", if cluster { "yes" } else { "no" }.into()));
     // accelkv runs in the foreground; a service manager starts it (packaging/).
     all.push(("daemonize", "no".into()));
     all.extend(s.global.tuning.all());
