@@ -114,6 +114,10 @@ fn one_node_owns_every_slot_in_redis_formats() {
     assert!(
         matches!(c.str(&["CLUSTER", "NOPE"]), Value::Error(e) if e.contains("unknown subcommand"))
     );
+    assert_eq!(
+        c.str(&["INFO", "cluster"]),
+        bulk("# Cluster\r\ncluster_enabled:1\r\n")
+    );
     assert_eq!(c.str(&["ASKING"]), Value::Simple("OK".into()));
     assert_eq!(c.str(&["READONLY"]), Value::Simple("OK".into()));
 }
@@ -168,5 +172,9 @@ fn keys_of_several_slots_are_refused_on_every_path() {
     );
     assert!(
         matches!(p.str(&["CLUSTER", "SLOTS"]), Value::Error(e) if e.contains("cluster support disabled"))
+    );
+    assert_eq!(
+        p.str(&["INFO", "cluster"]),
+        bulk("# Cluster\r\ncluster_enabled:0\r\n")
     );
 }

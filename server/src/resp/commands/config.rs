@@ -144,6 +144,10 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
     if wants("errorstats") {
         parts.push(s.global.errors.section());
     }
+    if wants("cluster") {
+        let on = sh.settings().cluster.is_some() || sh.settings().cluster_emulated;
+        parts.push(format!("# Cluster\r\ncluster_enabled:{}\r\n", u8::from(on)));
+    }
     if wants("keyspace") {
         let mut t = String::new();
         t.push_str("# Keyspace\r\n");
