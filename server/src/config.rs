@@ -470,6 +470,12 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Whether the server answers as a cluster (`--cluster`, or `--cluster-mode emulated`):
+    /// INFO's `cluster_enabled`, CONFIG GET's `cluster-enabled`.
+    pub fn cluster_enabled(&self) -> bool {
+        self.cluster.is_some() || self.cluster_emulated
+    }
+
     /// Resolves flags, the TOML file they name, and the environment.
     pub fn resolve(flags: Args) -> Result<Settings, String> {
         let file = file_args(&flags)?;
@@ -573,20 +579,15 @@ impl Settings {
     }
 }
 
-/// `--cluster-mode`: whether it is `emulated` (`no`, the default, is not); refused with
-/// `--cluster`, whose ranges are not slots.
+/// `--cluster-mode`: whether it is `emulated` (`no`, the default, is not).
 fn cluster_mode(flags: &Args, file: &Args) -> Result<bool, String> {
     let mode = flags.cluster_mode.as_ref().or(file.cluster_mode.as_ref());
-    let emulated = match mode.map(|m| m.to_ascii_lowercase()) {
-        None => false,
-        Some(m) if m == "no" || m == "off" => false,
-        Some(m) if m == "emulated" => true,
-        Some(m) => return Err(format!("--cluster-mode {m}: expected no or emulated")),
-    };
-    if emulated && flags.cluster.as_ref().or(file.cluster.as_ref()).is_some() {
-        return Err("--cluster-mode emulated does not apply with --cluster".into());
+    match mode.map(|m| m.to_ascii_lowercase()) {
+        None => Ok(false),
+        Some(m) if m == "no" || m == "off" => Ok(false),
+        Some(m) if m == "emulated" => Ok(true),
+        Some(m) => Err(format!("--cluster-mode {m}: expected no or emulated")),
     }
-    Ok(emulated)
 }
 
 /// `--masterauth` with `--masteruser`, from the flags or the file.
@@ -630,6 +631,13 @@ fn cluster_settings(
                 || file.tls_memcached_port.is_some()
             {
                 return Err("--memcached-port does not apply with --cluster: cluster mode serves keys over RESP and the binary protocol (TCP) only".into());
+            }
+            if cluster_mode(flags, file)? {
+                return Err("--cluster-mode emulated does not apply with --cluster".into());
+            }
+            let import = flags.import_rdb.is_some() || file.import_rdb.is_some();
+            if import || flags.replicaof.is_some() || file.replicaof.is_some() {
+                return Err("--import-rdb and --replicaof do not apply in cluster mode".into());
             }
             Some(ClusterSettings::resolve(spec, flags, file, data_dir)?)
         }
@@ -808,6 +816,31 @@ mod tests {
         })
         .unwrap();
         assert_eq!(s.password, None);
+    }
+
+    /// What a Redis replica or an emulated cluster adds is refused with `--cluster`, whose
+    /// ranges replicate through Raft and are not slots; each is taken alone.
+    #[test]
+    fn replication_and_emulated_slots_do_not_apply_with_cluster() {
+        use clap::Parser;
+        let with = |extra: &[&str]| {
+            let base = ["accelkv-server", "--cluster", "etcd=http://127.0.0.1:2379"];
+            let args = base.iter().chain(extra).copied();
+            Settings::resolve(Args::try_parse_from(args).unwrap()).err()
+        };
+        let e = with(&["--cluster-mode", "emulated"]).unwrap();
+        assert!(e.contains("--cluster-mode emulated does not apply"), "{e}");
+        for extra in [&["--import-rdb", "/x.rdb"][..], &["--replicaof", "h:6379"]] {
+            let e = with(extra).unwrap();
+            assert!(e.contains("do not apply in cluster mode"), "{e}");
+        }
+        let alone = |a: &[&str]| Settings::resolve(Args::try_parse_from(a).unwrap());
+        let s = alone(&["accelkv-server", "--cluster-mode", "emulated"]).unwrap();
+        assert!(s.cluster_emulated && s.cluster_enabled());
+        let s = alone(&["accelkv-server", "--replicaof", "h:6379"]).unwrap();
+        assert_eq!(s.replicaof, Some(("h".into(), 6379)));
+        assert!(!s.cluster_enabled());
+        assert!(alone(&["accelkv-server", "--cluster-mode", "maybe"]).is_err());
     }
 
     #[test]

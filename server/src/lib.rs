@@ -82,7 +82,7 @@ pub fn serve_with(settings: config::Settings, registry: Registry) -> Result<(), 
             return Err(format!("--aclfile: {e}"));
         }
     }
-    if let Err(e) = import_rdb(&shared, &resp_global, &settings) {
+    if let Err(e) = import_and_follow(&shared, &resp_global, &settings) {
         drop(loading.map(net::loading::Loading::finish));
         return Err(e);
     }
@@ -228,16 +228,13 @@ fn start_helpers(
 }
 
 /// `--import-rdb`: the file's keys loaded before serving; `--replicaof`: the primary the
-/// link thread follows from the start (resp/replica/).
-fn import_rdb(
+/// link thread follows from the start (resp/replica/). Neither applies in cluster mode
+/// (config.rs refuses them there).
+fn import_and_follow(
     shared: &Arc<core::shared::Shared>,
     resp_global: &Arc<resp::session::RespGlobal>,
     settings: &config::Settings,
 ) -> Result<(), String> {
-    if settings.cluster.is_some() && (settings.import_rdb.is_some() || settings.replicaof.is_some())
-    {
-        return Err("--import-rdb and --replicaof do not apply in cluster mode".into());
-    }
     if let Some(path) = &settings.import_rdb {
         let t0 = std::time::Instant::now();
         let a = resp::replica::apply::import_file(shared, resp_global, path)

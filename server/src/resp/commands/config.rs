@@ -145,8 +145,8 @@ pub fn info(sh: &Shared, s: &Session, sections: &[&[u8]]) -> String {
         parts.push(s.global.errors.section());
     }
     if wants("cluster") {
-        let on = sh.settings().cluster.is_some() || sh.settings().cluster_emulated;
-        parts.push(format!("# Cluster\r\ncluster_enabled:{}\r\n", u8::from(on)));
+        let on = u8::from(sh.settings().cluster_enabled());
+        parts.push(format!("# Cluster\r\ncluster_enabled:{on}\r\n"));
     }
     if wants("keyspace") {
         let mut t = String::new();
@@ -227,8 +227,12 @@ fn params(sh: &Shared, s: &Session) -> Vec<(&'static str, String)> {
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     all.push(("dir", dir.display().to_string()));
     all.push(("dbfilename", "dump.rdb".into()));
-    let cluster = sh.settings().cluster.is_some() || sh.settings().cluster_emulated;
-    all.push(("cluster-enabled", if cluster { "yes" } else { "no" }.into()));
+    let cluster = if sh.settings().cluster_enabled() {
+        "yes"
+    } else {
+        "no"
+    };
+    all.push(("cluster-enabled", cluster.into()));
     // accelkv runs in the foreground; a service manager starts it (packaging/).
     all.push(("daemonize", "no".into()));
     all.extend(s.global.tuning.all());
