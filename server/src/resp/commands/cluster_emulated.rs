@@ -8,7 +8,7 @@
 //! so an application finds out here what a real cluster would refuse.
 
 use crate::resp::call::Call;
-use crate::resp::commands::keys::successor;
+use crate::resp::commands::keys::walk_keys;
 use crate::resp::reply::upper;
 use accelkv_proto::resp;
 use accelkv_proto::slot::{key_slot, SLOTS};
@@ -161,31 +161,20 @@ pub fn nodes_line(a: SocketAddr) -> String {
 /// `COUNTKEYSINSLOT` (`limit` `None`) or `GETKEYSINSLOT`: a walk of the selected database
 /// (every key is hashed: O(keys), where Redis keeps an index per slot).
 fn in_slot(x: &mut Call<'_, '_>, slot: u16, limit: Option<usize>) {
-    let (mut from, hi) = crate::resp::db::range(x.s.db);
     let (mut count, mut keys) = (0usize, Vec::new());
-    'walk: loop {
-        let page = match x.sh.view().try_scan(&from, Some(&hi), 1024) {
-            Ok(page) => page,
-            Err(e) => return crate::resp::reply::err_store(x.out, &e),
-        };
-        let full = page.len() == 1024;
-        if let Some((last, _)) = page.last() {
-            from = successor(last);
+    let walked = walk_keys(x.sh, x.s.db, |k| {
+        if key_slot(k) != slot {
+            return true;
         }
-        for (k, _) in page {
-            let shown = crate::resp::db::shown(&k);
-            if key_slot(shown) != slot {
-                continue;
-            }
-            match limit {
-                Some(l) if keys.len() >= l => break 'walk,
-                Some(_) => keys.push(shown.to_vec()),
-                None => count += 1,
-            }
+        match limit {
+            Some(l) if keys.len() >= l => return false,
+            Some(_) => keys.push(k.to_vec()),
+            None => count += 1,
         }
-        if !full {
-            break;
-        }
+        true
+    });
+    if let Err(e) = walked {
+        return crate::resp::reply::err_store(x.out, &e);
     }
     match limit {
         None => resp::integer(x.out, count as i64),

@@ -25,7 +25,7 @@ use accelkv_engine::{ReadRef, Reply};
 use accelkv_proto::resp;
 
 /// The smallest key after `k` in byte order.
-pub(crate) fn successor(k: &[u8]) -> Vec<u8> {
+fn successor(k: &[u8]) -> Vec<u8> {
     let mut s = Vec::with_capacity(k.len() + 1);
     s.extend_from_slice(k);
     s.push(0);
@@ -217,28 +217,43 @@ pub fn range(sh: &Shared, c: &[&[u8]], floor: bool, reads: &mut Reads, out: &mut
     }
 }
 
-/// `KEYS pattern`: every matching key, in order (a walk of the whole keyspace, as in
-/// Redis; SCAN is the incremental way).
-pub fn keys(sh: &Shared, db: u16, pattern: &[u8], out: &mut Vec<u8>) {
-    let mut found: Vec<Vec<u8>> = Vec::new();
+/// Walks database `db`'s keys in order, as clients name them, a page of 1,024 at a time,
+/// until `f` answers false: KEYS, and the slot commands of an emulated cluster.
+pub(crate) fn walk_keys(
+    sh: &Shared,
+    db: u16,
+    mut f: impl FnMut(&[u8]) -> bool,
+) -> Result<(), accelkv_tree::Error> {
     let (mut from, hi) = crate::resp::db::range(db);
     loop {
-        let page = match sh.view().try_scan(&from, Some(&hi), 1024) {
-            Ok(page) => page,
-            Err(e) => return crate::resp::reply::err_store(out, &e),
-        };
+        let page = sh.view().try_scan(&from, Some(&hi), 1024)?;
         let full = page.len() == 1024;
         if let Some((last, _)) = page.last() {
             from = successor(last);
         }
-        found.extend(
-            page.into_iter()
-                .map(|(k, _)| crate::resp::db::shown(&k).to_vec())
-                .filter(|k| glob::matches(pattern, k)),
-        );
-        if !full {
-            break;
+        for (k, _) in &page {
+            if !f(crate::resp::db::shown(k)) {
+                return Ok(());
+            }
         }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+/// `KEYS pattern`: every matching key, in order (a walk of the whole keyspace, as in
+/// Redis; SCAN is the incremental way).
+pub fn keys(sh: &Shared, db: u16, pattern: &[u8], out: &mut Vec<u8>) {
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let walked = walk_keys(sh, db, |k| {
+        if glob::matches(pattern, k) {
+            found.push(k.to_vec());
+        }
+        true
+    });
+    if let Err(e) = walked {
+        return crate::resp::reply::err_store(out, &e);
     }
     resp::array(out, found.len());
     for k in &found {

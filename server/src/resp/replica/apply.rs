@@ -108,6 +108,20 @@ impl Applier {
         false
     }
 
+    /// Applies every item of the RDB file `bytes`, then waits until its writes are
+    /// visible; stops at the next item once `go` answers false.
+    pub fn load(&mut self, bytes: &[u8], go: impl Fn() -> bool) -> Result<(), rdb::LoadError> {
+        rdb::load_file(bytes, |item| {
+            if !go() {
+                return Err("replaced by REPLICAOF".into());
+            }
+            self.item(item);
+            Ok(())
+        })?;
+        self.settle();
+        Ok(())
+    }
+
     /// Empties every database and the functions (a full synchronization replaces them).
     pub fn flush_all(&mut self) {
         self.run(&[b"FLUSHALL"]);
@@ -266,12 +280,7 @@ pub fn import_file(
 ) -> Result<Applied, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     let mut apply = Applier::new(sh, global);
-    rdb::load_file(&bytes, |item| {
-        apply.item(item);
-        Ok(())
-    })
-    .map_err(|e| e.to_string())?;
+    apply.load(&bytes, || true).map_err(|e| e.to_string())?;
     apply.run(&[b"SELECT", b"0"]);
-    apply.settle();
     Ok(apply.applied)
 }

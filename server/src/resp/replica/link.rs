@@ -14,7 +14,6 @@ use super::apply::Applier;
 use super::{LinkState, Replication};
 use crate::core::shared::Shared;
 use crate::resp::session::RespGlobal;
-use accelkv_proto::rdb;
 use accelkv_proto::Limits;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -252,16 +251,9 @@ impl Link<'_> {
         apply.flush_all();
         // REPLICAOF waits for the load to stop: it stops at the next key.
         let (r, g) = (self.r, self.g);
-        rdb::load_file(bytes, |item| {
-            if !r.current(g) {
-                return Err("replaced by REPLICAOF".into());
-            }
-            apply.item(item);
-            Ok(())
-        })
-        .map_err(|e| format!("loading the primary's snapshot: {e}"))?;
-        apply.settle();
-        Ok(())
+        apply
+            .load(bytes, || r.current(g))
+            .map_err(|e| format!("loading the primary's snapshot: {e}"))
     }
 
     fn follow(&mut self, primary: &(String, u16)) -> Result<(), String> {

@@ -239,7 +239,9 @@ fn one_line(e: &str) -> String {
     e.replace(['\r', '\n'], " ")
 }
 
-pub(crate) fn now_ms() -> u64 {
+/// Milliseconds since the epoch (stream_groups.rs has its twin, which this module may not
+/// import: the session imports this one, layers.rs's cycle check).
+fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
