@@ -7,47 +7,8 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{err_starts, Redis, RespConn, Server};
+use common::{canonical, err_starts, Redis, RespConn, Server};
 use std::process::Command;
-
-/// A comparable form of `key`'s value: its type and contents (sets and hashes sorted).
-fn canonical(c: &mut RespConn, key: &str) -> Vec<Vec<u8>> {
-    let Value::Simple(t) = c.str(&["TYPE", key]) else {
-        panic!("TYPE {key}")
-    };
-    let items = |v: Value| -> Vec<Vec<u8>> {
-        match v {
-            Value::Array(Some(items)) => items
-                .into_iter()
-                .map(|i| match i {
-                    Value::Bulk(Some(b)) => b,
-                    other => format!("{other:?}").into_bytes(),
-                })
-                .collect(),
-            Value::Bulk(Some(b)) => vec![b],
-            other => panic!("{key}: {other:?}"),
-        }
-    };
-    let mut out = match t.as_str() {
-        "string" => items(c.str(&["GET", key])),
-        "list" => items(c.str(&["LRANGE", key, "0", "-1"])),
-        "set" => {
-            let mut m = items(c.str(&["SMEMBERS", key]));
-            m.sort();
-            m
-        }
-        "zset" => items(c.str(&["ZRANGE", key, "0", "-1", "WITHSCORES"])),
-        "hash" => {
-            let flat = items(c.str(&["HGETALL", key]));
-            let mut pairs: Vec<Vec<u8>> = flat.chunks(2).map(|p| p.concat()).collect();
-            pairs.sort();
-            pairs
-        }
-        other => panic!("{key}: type {other}"),
-    };
-    out.insert(0, t.into_bytes());
-    out
-}
 
 fn fill(c: &mut RespConn) -> Vec<String> {
     let many: Vec<String> = (0..300).map(|i| format!("m{i}")).collect();
@@ -135,7 +96,11 @@ fn redis_loads_what_redis_cli_rdb_fetches() {
     };
     let mut theirs = RespConn::connect(([127, 0, 0, 1], redis.port).into());
     for k in &keys {
-        assert_eq!(canonical(&mut theirs, k), canonical(&mut ours, k), "{k}");
+        assert_eq!(
+            canonical(&mut theirs, k.as_bytes()),
+            canonical(&mut ours, k.as_bytes()),
+            "{k}"
+        );
     }
     assert_eq!(theirs.str(&["DBSIZE"]), Value::Integer(keys.len() as i64));
     for (k, most) in [("ttl", 1_000_000), ("hash", 5_000_000)] {

@@ -8,57 +8,8 @@
 mod common;
 
 use accelkv_proto::resp::Value;
-use common::{Redis, RespConn, Server};
+use common::{canonical, Redis, RespConn, Server};
 use std::time::{Duration, Instant};
-
-/// A comparable form of `key`'s value: its type and contents (sets and hashes sorted).
-fn canonical(c: &mut RespConn, key: &[u8]) -> Vec<Vec<u8>> {
-    let k = std::str::from_utf8(key).unwrap();
-    let Value::Simple(t) = c.str(&["TYPE", k]) else {
-        panic!("TYPE {k}")
-    };
-    let flat = |v: Value| -> Vec<Vec<u8>> {
-        match v {
-            Value::Array(Some(items)) => items
-                .into_iter()
-                .flat_map(|i| match i {
-                    Value::Bulk(Some(b)) => vec![b],
-                    Value::Array(Some(inner)) => inner
-                        .into_iter()
-                        .map(|x| format!("{x:?}").into_bytes())
-                        .collect(),
-                    other => vec![format!("{other:?}").into_bytes()],
-                })
-                .collect(),
-            Value::Bulk(Some(b)) => vec![b],
-            other => panic!("{k}: {other:?}"),
-        }
-    };
-    let mut out = match t.as_str() {
-        "string" => flat(c.str(&["GET", k])),
-        "list" => flat(c.str(&["LRANGE", k, "0", "-1"])),
-        "set" => {
-            let mut m = flat(c.str(&["SMEMBERS", k]));
-            m.sort();
-            m
-        }
-        "zset" => flat(c.str(&["ZRANGE", k, "0", "-1", "WITHSCORES"])),
-        "hash" => {
-            let f = flat(c.str(&["HGETALL", k]));
-            let mut pairs: Vec<Vec<u8>> = f.chunks(2).map(|p| p.concat()).collect();
-            pairs.sort();
-            pairs
-        }
-        "stream" => flat(c.str(&["XRANGE", k, "-", "+"])),
-        other => panic!("{k}: type {other}"),
-    };
-    // Whether it has a deadline (not its exact value: the two clocks read at other times).
-    let Value::Integer(ttl) = c.str(&["PTTL", k]) else {
-        panic!("PTTL {k}")
-    };
-    out.insert(0, format!("{t} expires:{}", ttl > 0).into_bytes());
-    out
-}
 
 fn keys(c: &mut RespConn) -> Vec<Vec<u8>> {
     let Value::Array(Some(ks)) = c.str(&["KEYS", "*"]) else {
