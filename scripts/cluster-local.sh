@@ -8,6 +8,9 @@
 #
 # Usage: scripts/cluster-local.sh [data dir]     (default: target/cluster-local; kept, so a
 #        second start recovers every node from its Raft log and snapshots)
+#        SLOTS=redis scripts/cluster-local.sh DIR   places keys by Redis Cluster's hash slot,
+#        so cluster-aware clients connect (redis-cli -c, RedisCluster, ClusterClient); a
+#        data dir keeps the mode it was made with
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-target/cluster-local}
@@ -36,7 +39,8 @@ done
 for i in 1 2 3; do
   ./target/release/accelkv-server --cluster etcd=http://127.0.0.1:2379 --node-id "$i" \
     --data-dir "$dir/node$i" --resp-port "710$i" --raft-port "720$i" \
-    --port "770$i" --admin-port "780$i" --threads 1 >"$dir/node$i.log" 2>&1 &
+    --port "770$i" --admin-port "780$i" --threads 1 --slots "${SLOTS:-native}" \
+    ${EXTRA_FLAGS:-} >"$dir/node$i.log" 2>&1 &
   pids+=($!)
 done
 for i in 1 2 3; do
@@ -48,6 +52,7 @@ for i in 1 2 3; do
 done
 echo
 echo "cluster up: try  redis-cli -p 7101 SET greeting hello  and  redis-cli -p 7103 GET greeting"
+[ "${SLOTS:-native}" = redis ] && echo "slot mode: redis-cli -c -p 7101 CLUSTER SLOTS; any Redis Cluster client starting from 127.0.0.1:7101"
 echo "binary protocol on ports 7701-7703 (a range's leader serves it; others answer MOVED)"
 echo "logs in $dir; Ctrl-C stops the cluster"
 wait

@@ -199,8 +199,8 @@ impl Coordinator {
     }
 
     /// Waits until a map exists, creating a one-range map over the `replicas` lowest-numbered
-    /// live nodes once that many are registered.
-    pub async fn bootstrap(&self, replicas: usize) -> Result<RangeMap, String> {
+    /// live nodes once that many are registered (placing keys by hash slot if `by_slot`).
+    pub async fn bootstrap(&self, replicas: usize, by_slot: bool) -> Result<RangeMap, String> {
         loop {
             if let Some((m, _)) = self.map().await? {
                 return Ok(m);
@@ -208,7 +208,9 @@ impl Coordinator {
             let live = self.live_nodes().await?;
             if live.len() >= replicas {
                 let chosen: Vec<(NodeId, NodeAddr)> = live.into_iter().take(replicas).collect();
-                return self.create_map(&RangeMap::single(&chosen)).await;
+                let mut m = RangeMap::single(&chosen);
+                m.slots = by_slot.then(|| "redis".to_string());
+                return self.create_map(&m).await;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

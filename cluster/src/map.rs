@@ -66,6 +66,10 @@ pub struct RangeMap {
     /// The id the next new range gets (ids are never reused).
     #[serde(default)]
     pub next_id: RangeId,
+    /// How keys are placed, fixed when the map is made: `None`, native byte order;
+    /// `Some("redis")`, by Redis Cluster's hash slot (`--slots redis`, docs/CLUSTER.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<String>,
 }
 
 impl RangeMap {
@@ -83,7 +87,13 @@ impl RangeMap {
             }],
             nodes: replicas.iter().cloned().collect(),
             next_id: 2,
+            slots: None,
         }
+    }
+
+    /// Whether keys are placed by hash slot (`--slots redis`).
+    pub fn by_slot(&self) -> bool {
+        self.slots.as_deref() == Some("redis")
     }
 
     /// Takes the next unused range id (the caller writes the map back to keep it).

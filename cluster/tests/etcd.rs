@@ -34,7 +34,7 @@ fn the_map_lives_in_etcd_and_survives_its_restart() {
         // Four nodes race to create the map; one wins and all agree.
         let maps = futures_join(coords.iter().map(|c| {
             let c = c.clone();
-            async move { c.bootstrap(3).await }
+            async move { c.bootstrap(3, false).await }
         }))
         .await;
         for m in &maps {

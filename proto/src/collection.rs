@@ -250,9 +250,15 @@ impl Meta {
     }
 }
 
-/// `FF FF | key length | key | id`.
+/// `FF FF | key length | key | id`; in a cluster's slot mode (`crate::slot::placed`), where
+/// `key` is stored after its slot's two bytes, those two bytes come first, so the subkeys
+/// sort within the slot and stay in the range that holds their key:
+/// `slot | FF FF | key length | key | id`.
 pub fn prefix(key: &[u8], id: u64) -> Vec<u8> {
-    let mut p = Vec::with_capacity(key.len() + 13 + 16);
+    let mut p = Vec::with_capacity(key.len() + 15 + 16);
+    if crate::slot::placed() {
+        p.extend_from_slice(key.get(..2).unwrap_or_default());
+    }
     p.extend_from_slice(&RESERVED);
     p.extend_from_slice(&(key.len() as u16).to_be_bytes());
     p.extend_from_slice(key);
@@ -260,8 +266,9 @@ pub fn prefix(key: &[u8], id: u64) -> Vec<u8> {
     p
 }
 
-/// Bytes a subkey adds to its key and field: reserved prefix, key length, id, part.
-pub const SUBKEY_OVERHEAD: usize = 2 + 2 + 8 + 1;
+/// Bytes a subkey adds to its key and field: the slot in slot mode, reserved prefix, key
+/// length, id, part.
+pub const SUBKEY_OVERHEAD: usize = 2 + 2 + 2 + 8 + 1;
 
 /// The subkey of field (or member) `field` of the collection whose prefix is `prefix`.
 pub fn field_key(prefix: &[u8], field: &[u8]) -> Vec<u8> {
@@ -465,6 +472,10 @@ pub fn all_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
 
 /// The user key and id a subkey belongs to (`None`: not a well-formed subkey).
 pub fn owner(subkey: &[u8]) -> Option<(&[u8], u64)> {
+    let subkey = match crate::slot::placed() {
+        true => subkey.get(2..)?,
+        false => subkey,
+    };
     let rest = subkey.strip_prefix(&RESERVED)?;
     let n = usize::from(u16::from_be_bytes(rest.get(..2)?.try_into().ok()?));
     if n == 0 {

@@ -317,6 +317,14 @@ pub struct Args {
     /// about half the load goes to each side (`0`: never). Default 0.
     #[arg(long, env = "ACCELKV_SPLIT_LOAD", help_heading = "Cluster mode")]
     pub split_load: Option<u64>,
+    /// How a cluster places keys, chosen when it is created: `native` (the default) keeps
+    /// the keys in their byte order, ranges of it, and redirects with `-MOVED <range>`;
+    /// `redis` places them by Redis Cluster's hash slot (CRC16 of the key or its hash tag,
+    /// mod 16,384), so ranges are runs of slots, collections stay with their keys, and
+    /// cluster-aware Redis clients connect (`CLUSTER SLOTS`, `-MOVED <slot>`). Every node
+    /// of a cluster gives the same.
+    #[arg(long, env = "ACCELKV_SLOTS", help_heading = "Cluster mode")]
+    pub slots: Option<String>,
     /// Replicas per range. The first map is made once this many nodes have registered.
     /// Default 3.
     #[arg(long, env = "ACCELKV_REPLICAS", help_heading = "Cluster mode")]
@@ -356,6 +364,8 @@ pub struct ClusterSettings {
     pub replicas: usize,
     /// Where the Raft logs and snapshots live (the `--data-dir`).
     pub dir: PathBuf,
+    /// `--slots redis`: keys placed by Redis Cluster's hash slot (docs/CLUSTER.md).
+    pub slots: bool,
 }
 
 impl ClusterSettings {
@@ -384,6 +394,11 @@ impl ClusterSettings {
             "--cluster needs --data-dir: the Raft log and snapshots that survive a restart",
         )?;
         let split_size = pick!(flags.split_size, file.split_size, Size(64 << 20)).0;
+        let slots = match flags.slots.as_deref().or(file.slots.as_deref()) {
+            None | Some("native") => false,
+            Some("redis") => true,
+            Some(o) => return Err(format!("--slots {o}: expected native or redis")),
+        };
         let replicas = pick!(flags.replicas, file.replicas, 3);
         if replicas == 0 {
             return Err("--replicas must be 1 or more".into());
@@ -405,6 +420,7 @@ impl ClusterSettings {
                 .unwrap_or_else(|| "accelkv".into()),
             replicas,
             dir,
+            slots,
         })
     }
 }
@@ -620,6 +636,9 @@ fn cluster_settings(
     data_dir: &mut Option<PathBuf>,
 ) -> Result<Option<ClusterSettings>, String> {
     Ok(match flags.cluster.clone().or(file.cluster.clone()) {
+        None if flags.slots.is_some() || file.slots.is_some() => {
+            return Err("--slots applies with --cluster (one server answers as a cluster with --cluster-mode emulated)".into())
+        }
         None => None,
         Some(spec) => {
             if flags.sync.is_some() || file.sync.is_some() {

@@ -189,10 +189,12 @@ pub(crate) struct StoreMachine {
 
 impl StoreMachine {
     pub fn new(sh: &Arc<Shared>, reg: &Arc<Registry>, id: RangeId, bounds: Bounds) -> StoreMachine {
-        let session = Session {
+        let mut session = Session {
             authed: true,
             ..Session::new(0, None, Default::default())
         };
+        // A replica applies a blocking command once, as inside MULTI: the leader waits.
+        session.block.never = true;
         StoreMachine {
             id,
             sh: Arc::downgrade(sh),
@@ -360,6 +362,15 @@ impl Machine for StoreMachine {
                 continue;
             }
             if let Class::Keyed { keys, upto, .. } = classify(&args) {
+                // Slot mode: the keys as the store keeps them, after their slot.
+                let placed: Vec<Vec<u8>> = match accelkv_proto::slot::placed() {
+                    true => keys.iter().map(|k| accelkv_proto::slot::place(k)).collect(),
+                    false => Vec::new(),
+                };
+                let keys: Vec<&[u8]> = match placed.is_empty() {
+                    true => keys,
+                    false => placed.iter().map(Vec::as_slice).collect(),
+                };
                 if let Some(why) = self.not_held(&keys, upto, &others) {
                     resp::error(&mut out, &format!("TRYAGAIN {why}"));
                     replies.push(out);
@@ -367,7 +378,10 @@ impl Machine for StoreMachine {
                 }
             }
             s.proto = proto;
-            command(&sh, s, &args, From::Inner, reads, &mut out);
+            match args[0].eq_ignore_ascii_case(crate::resp::cluster::TX) {
+                true => transaction(&sh, s, reads, &args, &mut out),
+                false => command(&sh, s, &args, From::Inner, reads, &mut out),
+            }
             let v = std::mem::take(&mut s.unreleased);
             if v > 0 {
                 // Applied in order: the next command (and the reply) sees this one.
@@ -432,6 +446,22 @@ pub(crate) fn clear(sh: &Shared, b: &Bounds) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+/// Applies an `ACCELKV.EXEC` (a transaction, cluster/node/tx.rs): its commands run as
+/// EXEC runs a connection's queue, one station transaction, and the reply is EXEC's.
+fn transaction(sh: &Shared, s: &mut Session, reads: &mut Reads, args: &[&[u8]], out: &mut Vec<u8>) {
+    let Some(cmds) = crate::resp::cluster::tx_commands(args) else {
+        return resp::error(out, "ERR a transaction could not be decoded");
+    };
+    s.tx = Default::default();
+    s.tx.queued = Some(
+        cmds.iter()
+            .map(|c| c.iter().map(|a| a.to_vec()).collect())
+            .collect(),
+    );
+    command(sh, s, &[b"EXEC"], From::Inner, reads, out);
+    s.tx = Default::default();
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ pub(crate) struct Ctl {
     pub split_size: u64,
     /// Keyed commands a second past which a range splits (0: never).
     pub split_load: u64,
+    /// `--slots redis`: every split is at a hash slot's bound.
+    pub slots: bool,
 }
 
 /// Half-second ticks a range must stay over `--split-load` before it is split by load.
@@ -62,6 +64,14 @@ pub(crate) async fn split(ctl: &Ctl, range: RangeId, at: Vec<u8>) -> Result<Rang
             "ERR the split key must lie inside range {range}, after its first key"
         ));
     }
+    // Slot mode: a range is a run of whole slots, so it splits at the bound of the key's slot
+    // (or of the next, when the key is in the range's first slot).
+    let at = match ctl.slots {
+        true => accelkv_proto::slot::split_bound(&at, &b.0, b.1.as_deref()).ok_or_else(|| {
+            format!("ERR range {range} holds one hash slot, which cannot be split")
+        })?,
+        false => at,
+    };
     if ctl
         .map
         .borrow()

@@ -32,6 +32,18 @@ pub enum Forward {
         epoch: u64,
         leaderless: bool,
     },
+    /// A blocking write (BLPOP, BLMOVE, BZPOPMIN, XREADGROUP … BLOCK …) to range `range`,
+    /// which this node leads: committed like a [`Forward::Write`] (its replicas answer
+    /// what they find, nothing included), and while it finds nothing and `until` has not
+    /// passed, committed again once one of its (stored) `keys` is written; dropped when
+    /// the connection is gone (`alive`).
+    Blocking {
+        range: u64,
+        cmd: Vec<u8>,
+        keys: Vec<Vec<u8>>,
+        until: Option<std::time::Instant>,
+        alive: Alive,
+    },
     /// A command for a range another node leads: sent there (RESP address `to`), and its
     /// answer relayed.
     Proxy {
@@ -98,6 +110,60 @@ pub struct ClusterSession {
     /// READONLY was sent: reads are served by any replica of their range from its own
     /// state (possibly behind the leader's), as Redis Cluster's replicas serve them.
     pub readonly: bool,
+    /// Whether the connection is still open, for a blocking write that waits for it.
+    pub alive: Alive,
+    /// MULTI was sent: the commands queued since, and whether one was refused (EXEC then
+    /// aborts); the cluster's router keeps them (cluster/node/tx.rs).
+    pub tx: Option<(Vec<Vec<Vec<u8>>>, bool)>,
+}
+
+/// Whether a connection is still open: true until its owner is dropped; clones only
+/// read it.
+#[derive(Debug)]
+pub struct Alive {
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    owner: bool,
+}
+
+impl Default for Alive {
+    fn default() -> Alive {
+        Alive {
+            flag: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            owner: true,
+        }
+    }
+}
+
+impl Clone for Alive {
+    /// A reader of the flag (dropping it changes nothing).
+    fn clone(&self) -> Alive {
+        Alive {
+            flag: self.flag.clone(),
+            owner: false,
+        }
+    }
+}
+
+impl PartialEq for Alive {
+    fn eq(&self, o: &Alive) -> bool {
+        std::sync::Arc::ptr_eq(&self.flag, &o.flag)
+    }
+}
+
+impl Eq for Alive {}
+
+impl Alive {
+    pub fn is_alive(&self) -> bool {
+        self.flag.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        if self.owner {
+            self.flag.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 /// The name a node's proxy connections give themselves (CLIENT SETNAME).

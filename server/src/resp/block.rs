@@ -44,6 +44,10 @@ pub struct BlockState {
     /// Set by CLIENT UNBLOCK on another connection before it wakes this one
     /// (core/blocked.rs `UNBLOCK_TIMEOUT` or `UNBLOCK_ERROR`; 0: not unblocked).
     pub unblocked: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    /// Never park: a command a cluster's range applies (its replicas cannot wait) answers
+    /// what it finds, nothing included, as inside MULTI; the leader waits instead
+    /// (server/src/cluster/node/blocking.rs).
+    pub never: bool,
 }
 
 /// The keys a connection's writes gave something to take, in one buffer kept from command

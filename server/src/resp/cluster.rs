@@ -23,8 +23,24 @@ pub enum Class<'a> {
     },
 }
 
+/// `ACCELKV.EXEC <command>…`: a transaction as the cluster carries it, each command
+/// encoded as a replicated one (`core::route::encode`, relative times made absolute): its
+/// replicas run them as MULTI … EXEC runs them, and its reply is EXEC's.
+pub const TX: &[u8] = b"ACCELKV.EXEC";
+
+/// The commands of an `ACCELKV.EXEC` (`None`: one does not decode).
+pub fn tx_commands<'a>(args: &[&'a [u8]]) -> Option<Vec<Vec<&'a [u8]>>> {
+    args[1..]
+        .iter()
+        .map(|c| crate::core::route::decode(c).map(|(_, a)| a))
+        .collect()
+}
+
 /// Classifies `args` (a decoded command, name first).
 pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
+    if args[0].eq_ignore_ascii_case(TX) {
+        return classify_tx(args);
+    }
     let Some(spec) = crate::resp::table::find(args[0]) else {
         return Class::Local; // unknown: answered as unknown here
     };
@@ -32,8 +48,12 @@ pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
         return Class::Local;
     }
     match spec.name {
-        "MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH" => {
-            return Class::Refused("transactions are not served in cluster mode yet")
+        // A node's own script cache (EVALSHA goes on as EVAL with the body found here).
+        "SCRIPT" => return Class::Local,
+        // MULTI, EXEC and DISCARD are the router's (cluster/node/tx.rs).
+        "WATCH" => return Class::Refused("WATCH is not served in cluster mode yet"),
+        "FCALL" | "FCALL_RO" => {
+            return Class::Refused("functions are not served in cluster mode yet: use EVAL")
         }
         "FLUSHALL" | "FLUSHDB" => return Class::Refused("FLUSHALL is not served in cluster mode"),
         "SCAN" | "KEYS" | "RANDOMKEY" | "DBSIZE" => {
@@ -51,16 +71,58 @@ pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
         }
         _ => {}
     }
-    if spec.keys.0 <= 0 {
+    let movable = crate::resp::db::movable_keys(spec);
+    if spec.keys.0 <= 0 && !movable {
         return Class::Refused("this command is not served in cluster mode");
     }
-    let keys: Vec<&[u8]> = spec.keys_of(args).collect();
+    let keys: Vec<&[u8]> = match movable {
+        true => crate::resp::db::key_positions(spec, args)
+            .into_iter()
+            .filter_map(|i| args.get(i).copied())
+            .collect(),
+        false => spec.keys_of(args).collect(),
+    };
+    if keys.is_empty() && spec.runs_script() {
+        // Its keys choose its range, and its replicas run it: one that names none has
+        // nowhere to run.
+        return Class::Refused(
+            "a script in cluster mode names the keys it uses (numkeys 1 or more)",
+        );
+    }
     if keys.is_empty() {
         return Class::Local; // a wrong argument count: answered here
     }
+    // A script may write (one started read-only, EVAL_RO, may not): its replicas run it.
+    let write = spec.has(WRITE) || (spec.runs_script() && !spec.name.ends_with("_RO"));
     Class::Keyed {
         keys,
-        write: spec.has(WRITE),
+        write,
+        upto: None,
+    }
+}
+
+/// A transaction's class: a write of every key its commands name (refused if one is).
+fn classify_tx<'a>(args: &[&'a [u8]]) -> Class<'a> {
+    let Some(cmds) = tx_commands(args).filter(|c| !c.is_empty()) else {
+        return Class::Refused("a transaction could not be decoded");
+    };
+    let mut keys = Vec::new();
+    for c in &cmds {
+        match classify(c) {
+            Class::Keyed { upto: Some(_), .. } => {
+                return Class::Refused("RANGE and FLOOR are not served inside MULTI")
+            }
+            Class::Keyed { keys: k, .. } => keys.extend(k),
+            Class::Refused(why) => return Class::Refused(why),
+            Class::Local => {}
+        }
+    }
+    if keys.is_empty() {
+        return Class::Refused("a transaction in cluster mode names at least one key");
+    }
+    Class::Keyed {
+        keys,
+        write: true,
         upto: None,
     }
 }
@@ -247,7 +309,17 @@ mod tests {
             c(&["RANGE", "a", "m", "LIMIT", "3"]),
             r#"read ["a"] Some(Some("m"))"#
         );
-        assert_eq!(c(&["MULTI"]), "refused");
+        assert_eq!(c(&["WATCH", "a"]), "refused");
+        assert_eq!(c(&["EVAL", "return 1", "0"]), "refused");
+        assert_eq!(
+            c(&["EVAL", "return 1", "2", "a", "b", "x"]),
+            r#"write ["a", "b"] None"#
+        );
+        assert_eq!(c(&["EVAL_RO", "return 1", "1", "a"]), r#"read ["a"] None"#);
+        assert_eq!(
+            c(&["BLMPOP", "0", "2", "a", "b", "LEFT"]),
+            r#"write ["a", "b"] None"#
+        );
         assert_eq!(c(&["SCAN", "0"]), "refused");
         assert_eq!(c(&["FLUSHALL"]), "refused");
         assert_eq!(c(&["NOSUCH", "x"]), "local");

@@ -123,10 +123,10 @@ pub fn key_positions(spec: &Spec, args: &[&[u8]]) -> Keys {
     }
 }
 
-/// `args` with their keys in database `db` (`None`: nothing to change: database 0, a
-/// command without keys, or a script, whose keys its own commands will name).
+/// `args` with their keys in database `db` (`None`: nothing to change: database 0 outside
+/// slot mode, a command without keys, or a script, whose keys its own commands will name).
 pub fn rewrite(db: u16, spec: &Spec, args: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
-    if db == 0 || spec.runs_script() {
+    if (db == 0 && !accelkv_proto::slot::placed()) || spec.runs_script() {
         return None;
     }
     let at = key_positions(spec, args);

@@ -505,13 +505,48 @@ fn route(sh: &Shared, s: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) -> Rou
     let Some(cl) = sh.router() else {
         return Route::Here;
     };
-    let r = cl.route(&mut s.cluster, args, s.proto);
+    // EVALSHA goes on as EVAL with its body: the range's replicas run it, and the script
+    // was loaded here (SCRIPT LOAD answers on the node that received it).
+    let body = match by_sha(s, args) {
+        Ok(b) => b,
+        Err(()) => {
+            resp::error(out, "NOSCRIPT No matching script. Please use EVAL.");
+            return Route::Refuse(String::new());
+        }
+    };
+    let as_eval: Option<Vec<&[u8]>> = body.as_ref().map(|(name, b)| {
+        let mut a: Vec<&[u8]> = vec![name, b.as_slice()];
+        a.extend_from_slice(&args[2..]);
+        a
+    });
+    let r = cl.route(&mut s.cluster, as_eval.as_deref().unwrap_or(args), s.proto);
     match &r {
         Route::Answer(reply) => out.extend_from_slice(reply),
         Route::Refuse(e) => resp::error(out, e),
         Route::Here | Route::Wait => {}
     }
     r
+}
+
+/// EVAL's (or EVAL_RO's) name and a script's body.
+type AsEval = (&'static [u8], std::sync::Arc<Vec<u8>>);
+
+/// EVALSHA's (or EVALSHA_RO's) EVAL name and script body (`Ok(None)`: not one; `Err`: no
+/// script has that SHA-1 here).
+#[allow(clippy::result_unit_err)]
+fn by_sha(s: &Session, args: &[&[u8]]) -> Result<Option<AsEval>, ()> {
+    let name: &'static [u8] = match args[0].to_ascii_uppercase().as_slice() {
+        b"EVALSHA" => b"EVAL",
+        b"EVALSHA_RO" => b"EVAL_RO",
+        _ => return Ok(None),
+    };
+    let Some(sha) = args.get(1) else {
+        return Ok(None); // the arity error is answered where it runs
+    };
+    let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+    let bodies = s.global.scripts.bodies.lock();
+    let bodies = bodies.unwrap_or_else(|e| e.into_inner());
+    bodies.get(&sha).map(|b| Some((name, b.clone()))).ok_or(())
 }
 
 #[cfg(test)]

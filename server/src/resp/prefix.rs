@@ -1,7 +1,10 @@
 //! A database's key prefix (`db.rs` has the rules; this part needs nothing else, so the
 //! connection's state can use it): database 0 is the keys as they are, database `n` ≥ 1
-//! keeps `key` as `FF FE | n u16 | key` (docs/FORMAT.md, "Databases").
+//! keeps `key` as `FF FE | n u16 | key` (docs/FORMAT.md, "Databases"). In a cluster's slot
+//! mode (`accelkv_proto::slot::placed`) there is database 0 alone, and its keys are kept
+//! after their hash slot's two bytes (`slot u16 | key`).
 
+use accelkv_proto::slot;
 use std::borrow::Cow;
 
 /// The first bytes of every key of a database other than 0.
@@ -20,6 +23,9 @@ pub fn prefix(db: u16) -> Vec<u8> {
 /// The store's range `[lo, hi)` of database `db`'s keys: database 0 ends where the
 /// reserved part (other databases, then collections' subkeys) begins.
 pub fn range(db: u16) -> (Vec<u8>, Vec<u8>) {
+    if db == 0 && slot::placed() {
+        return (Vec::new(), slot::bound(slot::SLOTS).to_vec());
+    }
     if db == 0 {
         return (Vec::new(), DB_PREFIX.to_vec());
     }
@@ -32,6 +38,9 @@ pub fn range(db: u16) -> (Vec<u8>, Vec<u8>) {
 
 /// `key` of database `db` as the store keeps it.
 pub fn to_store(db: u16, key: &[u8]) -> Cow<'_, [u8]> {
+    if slot::placed() {
+        return Cow::Owned(slot::place(key));
+    }
     if db == 0 {
         return Cow::Borrowed(key);
     }
@@ -42,6 +51,9 @@ pub fn to_store(db: u16, key: &[u8]) -> Cow<'_, [u8]> {
 
 /// A stored key as its client named it: the database prefix stripped.
 pub fn shown(key: &[u8]) -> &[u8] {
+    if slot::placed() {
+        return slot::unplace(key);
+    }
     match key.strip_prefix(&DB_PREFIX) {
         Some(rest) if rest.len() >= 2 => &rest[2..],
         _ => key,

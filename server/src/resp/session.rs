@@ -432,6 +432,7 @@ impl Session {
     /// (`monitor.rs`): each GET runs on its own then.
     pub fn may_batch_reads(&self) -> bool {
         self.db == 0
+            && !accelkv_proto::slot::placed()
             && self.db_epoch != 0
             && self.db_epoch == self.global.dbs.epoch()
             && self.batches_plainly()

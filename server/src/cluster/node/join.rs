@@ -78,7 +78,15 @@ pub(super) async fn join(
             cs.replicas
         );
     }
-    let first = coord.bootstrap(cs.replicas).await?;
+    let first = coord.bootstrap(cs.replicas, cs.slots).await?;
+    if first.by_slot() != cs.slots {
+        let mode = |b: bool| if b { "redis" } else { "native" };
+        return Err(format!(
+            "the cluster places keys with --slots {}, and this node was started with --slots {}: start it with the cluster's",
+            mode(first.by_slot()),
+            mode(cs.slots)
+        ));
+    }
     if let Some(a) = first.nodes.get(&me) {
         if (&a.resp, &a.raft) != (&addr.resp, &addr.raft) {
             return Err(format!(

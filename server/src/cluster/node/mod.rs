@@ -12,8 +12,11 @@
 //! command over and parks the connection until it settles (consensus needs a network round
 //! trip, so this is the one hand-off on cluster mode's serving path).
 
+mod blocking;
 mod join;
 mod router;
+mod slots;
+mod tx;
 mod wire;
 
 use crate::cluster::machine::{OpenReq, Registry, StoreMachine};
@@ -64,6 +67,10 @@ pub struct Node {
     ctl: Ctl,
     /// The longest command one Raft entry carries (see [`transport`]).
     max_command: usize,
+    /// `--slots redis`: keys placed by hash slot, redirects by slot.
+    slots: bool,
+    /// This node, for the tasks that outlive a call (blocking.rs).
+    myself: std::sync::OnceLock<Weak<Node>>,
 }
 
 type Done = Box<dyn FnOnce(Settled) + Send>;
@@ -101,6 +108,10 @@ pub fn start(
         .build()
         .map_err(|e| format!("cannot start the cluster runtime: {e}"))?;
     let me = cs.node_id;
+    if cs.slots {
+        // Before any range opens and replays its log: every key is placed by slot.
+        accelkv_proto::slot::set_placed();
+    }
     let transport = transport(sh.settings())?;
     let (raft, map, coord) = rt.block_on(join(cs, resp, binary, transport))?;
     let (opens, requests) = tokio::sync::mpsc::unbounded_channel();
@@ -122,6 +133,7 @@ pub fn start(
         sh: Arc::downgrade(sh),
         split_size: cs.split_size,
         split_load: cs.split_load,
+        slots: cs.slots,
     };
     let node = Arc::new(Node {
         me,
@@ -138,7 +150,10 @@ pub fn start(
         reg: reg.clone(),
         ctl: ctl.clone(),
         max_command: sh.settings().limits.max_resp_command(),
+        slots: cs.slots,
+        myself: Default::default(),
     });
+    let _ = node.myself.set(Arc::downgrade(&node));
     // Open the ranges of the first map, then follow the map and the splits applied here.
     let first = node.map.borrow().clone();
     node.rt.block_on(open_from_map(&reg, sh, &first, me));

@@ -2,6 +2,7 @@
 //! the range's leader through Raft, or redirected), and the cluster's own commands
 //! (CLUSTER RANGES, INFO, MYID, SPLIT, MOVE).
 
+use super::tx::Tx;
 use super::wire::{binary_moved, connection_state, moving, replicated, settle_error};
 use super::{Node, Place};
 use crate::core::route::{
@@ -10,13 +11,72 @@ use crate::core::route::{
 use crate::resp::cluster::{classify, Class};
 use accelkv_cluster::NotServed;
 use accelkv_proto::resp::{self, Version};
+use accelkv_proto::slot;
 use accelkv_proto::Status;
 
-impl Router for Node {
-    fn route(&self, s: &mut ClusterSession, sent: &[&[u8]], proto: Version) -> Route {
-        if let Some(a) = s.answer.take() {
-            return Route::Answer(a);
+/// Slot mode's checks of a keyed command (`--slots redis`): every key in one hash slot,
+/// which it answers, as Redis Cluster's `-CROSSSLOT` asks; RANGE and FLOOR, which order keys
+/// across slots, are not served.
+fn by_slot(args: &[&[u8]], keys: &[&[u8]], upto: Option<Option<&[u8]>>) -> Result<u16, String> {
+    if upto.is_some() {
+        return Err(format!(
+            "ERR {} orders keys across hash slots: not served with --slots redis (docs/CLUSTER.md)",
+            String::from_utf8_lossy(args[0]).to_uppercase()
+        ));
+    }
+    let first = slot::key_slot(keys[0]);
+    if keys[1..].iter().any(|k| slot::key_slot(k) != first) {
+        return Err("CROSSSLOT Keys in request don't hash to the same slot".into());
+    }
+    Ok(first)
+}
+
+/// Redis Cluster's refusals of other databases, which a cluster has not (its ranges'
+/// replicas apply every command in database 0): SELECT of one other than 0, MOVE, SWAPDB,
+/// COPY … DB.
+fn one_database(args: &[&[u8]]) -> Option<&'static str> {
+    let name = crate::resp::reply::upper(args[0]);
+    match &name[..] {
+        b"SELECT" if args.get(1).is_some_and(|d| *d != b"0") => {
+            Some("ERR SELECT is not allowed in cluster mode")
         }
+        b"MOVE" => Some("ERR MOVE is not allowed in cluster mode"),
+        b"SWAPDB" => Some("ERR SWAPDB is not allowed in cluster mode"),
+        b"COPY" if args.iter().any(|a| a.eq_ignore_ascii_case(b"DB")) => {
+            Some("ERR Copying to another database is not allowed in cluster mode")
+        }
+        _ => None,
+    }
+}
+
+impl Node {
+    /// CLUSTER INFO's lines about this node and its ranges (in both modes).
+    pub(super) fn info_lines(&self) -> String {
+        let map = self.map.borrow();
+        let led = map
+            .ranges_of(self.me)
+            .filter(|r| {
+                let g = self.raft.group(r.id);
+                g.is_some_and(|g| g.metrics().borrow().current_leader == Some(self.me))
+            })
+            .count();
+        // Keyed commands served as leader by the ranges open here (their load).
+        let served: u64 = {
+            let g = self.reg.machines.read().unwrap_or_else(|e| e.into_inner());
+            g.values().map(|m| m.load.served()).sum()
+        };
+        format!(
+            "cluster_my_node:{}\r\ncluster_ranges:{}\r\ncluster_ranges_here:{}\r\ncluster_ranges_led_here:{led}\r\ncluster_commands_led_here:{served}\r\n",
+            self.me,
+            map.ranges.len(),
+            map.ranges_of(self.me).count(),
+        )
+    }
+}
+
+impl Node {
+    /// Routes one command (a transaction as its `ACCELKV.EXEC`).
+    fn route_one(&self, s: &mut ClusterSession, sent: &[&[u8]], proto: Version) -> Route {
         // A write sent with a request id is routed by the command it carries.
         let (once, args) = match crate::resp::cluster::once(sent) {
             Ok(Some((id, inner))) => (Some(id), inner),
@@ -27,9 +87,6 @@ impl Router for Node {
             return Route::Refuse(
                 "ERR ACCELKV.ONCE carries one write of keys (SET, INCR, DEL, …)".into(),
             );
-        }
-        if let Some(r) = connection_state(s, args) {
-            return r;
         }
         // CLUSTER SPLIT <key> goes to the leader of the key's range, as a write would.
         let split = args.len() == 3
@@ -49,6 +106,21 @@ impl Router for Node {
             Class::Local => return Route::Here,
             Class::Refused(why) => return Route::Refuse(format!("ERR {why} (docs/CLUSTER.md)")),
             Class::Keyed { keys, write, upto } => (keys, write, upto),
+        };
+        // Slot mode: every key of one slot, placed as the store keeps it.
+        let slotted = match self.slots && start.is_none() {
+            true => match by_slot(args, &keys, upto) {
+                Ok(slot) => Some((
+                    slot,
+                    keys.iter().map(|k| slot::place(k)).collect::<Vec<_>>(),
+                )),
+                Err(m) => return Route::Refuse(m),
+            },
+            false => None,
+        };
+        let (slot, keys): (_, Vec<&[u8]>) = match &slotted {
+            Some((slot, placed)) => (Some(*slot), placed.iter().map(Vec::as_slice).collect()),
+            None => (None, keys),
         };
         let floor = upto.is_some() && args[0].eq_ignore_ascii_case(b"FLOOR");
         let serving = is_write || s.barrier_ok;
@@ -73,14 +145,23 @@ impl Router for Node {
                     });
                     return Route::Wait;
                 }
-                return Route::Refuse(format!("MOVED {range} {}", to.resp));
+                let to_where = slot.map_or(range, u64::from);
+                return Route::Refuse(format!("MOVED {to_where} {}", to.resp));
             }
         };
         s.forward = Some(if let Some((range, from, to)) = moving {
             Forward::Move { range, from, to }
         } else if split {
-            let at = args[2].to_vec();
+            let at = keys[0].to_vec();
             Forward::Split { range, at }
+        } else if let (true, Some(until)) = (is_write, super::blocking::deadline(args)) {
+            Forward::Blocking {
+                range,
+                cmd: encode(&replicated(args, once), proto),
+                keys: keys.iter().map(|k| k.to_vec()).collect(),
+                until,
+                alive: s.alive.clone(),
+            }
         } else if is_write {
             let cmd = encode(&replicated(args, once), proto);
             Forward::Write { range, cmd }
@@ -91,8 +172,40 @@ impl Router for Node {
         });
         Route::Wait
     }
+}
+
+impl Router for Node {
+    fn route(&self, s: &mut ClusterSession, sent: &[&[u8]], proto: Version) -> Route {
+        if let Some(a) = s.answer.take() {
+            return Route::Answer(a);
+        }
+        if let Some(r) = connection_state(s, sent) {
+            return r;
+        }
+        if let Some(m) = one_database(sent) {
+            return Route::Refuse(m.into());
+        }
+        match super::tx::queue(s, sent, proto) {
+            Tx::Answer(r) => r,
+            Tx::Not => self.route_one(s, sent, proto),
+            Tx::Exec(wrapped) => {
+                let args: Vec<&[u8]> = wrapped.iter().map(Vec::as_slice).collect();
+                let r = self.route_one(s, &args, proto);
+                // Kept while it waits to be placed again (a split, an election).
+                if !matches!(s.forward, Some(Forward::Settle { .. })) {
+                    s.tx = None;
+                }
+                r
+            }
+        }
+    }
 
     fn locate(&self, key: &[u8], upto: Option<Option<&[u8]>>, floor: bool, count: bool) -> Located {
+        if self.slots {
+            let why =
+                "the binary protocol's keys are not served in slot mode (--slots redis): use RESP";
+            return Located::Refused(Status::Error, why.into());
+        }
         match self.place(&[key], upto, floor, false, count) {
             Place::Lead(range) => Located::Lead(range),
             Place::Settle(f) => Located::Settle(f),
@@ -171,6 +284,13 @@ impl Router for Node {
                 epoch,
                 leaderless,
             } => return self.settle(range, epoch, leaderless, done),
+            Forward::Blocking {
+                range,
+                cmd,
+                keys,
+                until,
+                alive,
+            } => return self.blocking((range, cmd, keys), until, alive, done),
             Forward::Write { range, .. } | Forward::Barrier { range } => range,
         };
         let Some(raft) = self.raft.group(range) else {
@@ -185,6 +305,9 @@ impl Router for Node {
     }
 
     fn command(&self, args: &[&[u8]], proto: Version, out: &mut Vec<u8>) {
+        if self.slots && self.slot_command(args, proto, out) {
+            return;
+        }
         let map = self.map.borrow();
         let sub = crate::resp::reply::upper(args[0]);
         match (&sub[..], args.len()) {
@@ -211,25 +334,11 @@ impl Router for Node {
                 }
             }
             (b"INFO", 1) => {
-                let led = map
-                    .ranges_of(self.me)
-                    .filter(|r| {
-                        let g = self.raft.group(r.id);
-                        g.is_some_and(|g| g.metrics().borrow().current_leader == Some(self.me))
-                    })
-                    .count();
-                // Keyed commands served as leader by the ranges open here (their load).
-                let served: u64 = {
-                    let g = self.reg.machines.read().unwrap_or_else(|e| e.into_inner());
-                    g.values().map(|m| m.load.served()).sum()
-                };
                 let text = format!(
-                    "cluster_enabled:1\r\ncluster_state:ok\r\ncluster_epoch:{}\r\ncluster_my_node:{}\r\ncluster_known_nodes:{}\r\ncluster_ranges:{}\r\ncluster_ranges_here:{}\r\ncluster_ranges_led_here:{led}\r\ncluster_commands_led_here:{served}\r\n",
+                    "cluster_enabled:1\r\ncluster_state:ok\r\ncluster_epoch:{}\r\ncluster_known_nodes:{}\r\n{}",
                     map.epoch,
-                    self.me,
                     map.nodes.len(),
-                    map.ranges.len(),
-                    map.ranges_of(self.me).count(),
+                    self.info_lines(),
                 );
                 resp::verbatim(out, text.as_bytes(), proto);
             }

@@ -101,6 +101,11 @@ pub(super) fn settle_error(
         // A leader the map shows moved away is about to step down: not followed.
         (NotServed::NotLeader(Some((id, _))), Some(r)) if id != me && r.replicas.contains(&id) => {
             match map.nodes.get(&id) {
+                // Slot mode redirects by slot: the range's first.
+                Some(a) if map.by_slot() => {
+                    let first = accelkv_proto::slot::slots_of_range(&r.start, r.end.as_deref());
+                    format!("MOVED {} {}", first.map_or(0, |f| f.0), a.resp)
+                }
                 Some(a) => format!("MOVED {} {}", r.id, a.resp),
                 None => no_leader(range),
             }

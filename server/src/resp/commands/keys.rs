@@ -222,9 +222,19 @@ pub fn range(sh: &Shared, c: &[&[u8]], floor: bool, reads: &mut Reads, out: &mut
 pub(crate) fn walk_keys(
     sh: &Shared,
     db: u16,
+    f: impl FnMut(&[u8]) -> bool,
+) -> Result<(), accelkv_tree::Error> {
+    let (from, hi) = crate::resp::db::range(db);
+    walk_range(sh, (from, hi), f)
+}
+
+/// Calls `f` with each key of the store's `[lo, hi)` as its client names it, in order,
+/// until it answers false.
+pub(crate) fn walk_range(
+    sh: &Shared,
+    (mut from, hi): (Vec<u8>, Vec<u8>),
     mut f: impl FnMut(&[u8]) -> bool,
 ) -> Result<(), accelkv_tree::Error> {
-    let (mut from, hi) = crate::resp::db::range(db);
     loop {
         let page = sh.view().try_scan(&from, Some(&hi), 1024)?;
         let full = page.len() == 1024;

@@ -8,6 +8,7 @@ pub mod atomics;
 pub mod bitfield;
 pub mod bits;
 pub mod cluster_emulated;
+pub mod cluster_topology;
 pub mod command;
 pub mod config;
 pub mod connection;

@@ -68,7 +68,8 @@ pub(crate) fn blocking<R>(
     // command takes from has nothing to take: the client stays blocked, as in Redis (only
     // its first run answers WRONGTYPE; a wrong destination, BRPOPLPUSH's, still does).
     let rerun = x.s.block.until.is_some();
-    if takes && !rerun && x.s.tx.running.is_none() && x.sh.blocked().busy(keys) {
+    let never = x.s.tx.running.is_some() || x.s.block.never;
+    if takes && !rerun && !never && x.sh.blocked().busy(keys) {
         // An earlier client was woken for one of these keys and has not run yet: wait
         // behind it, as Redis serves it first.
         let until = timeout.map(|t| Instant::now() + t);
@@ -90,7 +91,7 @@ pub(crate) fn blocking<R>(
     }
     let now = Instant::now();
     let until = *x.s.block.until.get_or_insert(timeout.map(|t| now + t));
-    if x.s.tx.running.is_some() || until.is_some_and(|d| now >= d) {
+    if never || until.is_some_and(|d| now >= d) {
         (x.s.block.until, x.s.block.after) = (None, None);
         return none(x.out, x.s.proto);
     }

@@ -19,6 +19,7 @@ use crate::core::ops::Write;
 use crate::core::shared::Shared;
 use crate::core::station::Op;
 use crate::resp::commands::types::encoding::{owner, Meta, RESERVED};
+use accelkv_proto::slot;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -71,19 +72,14 @@ impl Reclaim {
             return;
         }
         let from = if self.cursor.is_empty() {
-            RESERVED.to_vec()
+            first_subkey(0)
         } else {
             std::mem::take(&mut self.cursor)
         };
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        if sh
-            .view()
-            .scan_with(&from, None, STEP, |k, _| keys.push(k.to_vec()))
-            .is_err()
-        {
+        let Some((keys, next)) = page(sh, &from) else {
             self.cursor = from; // an evicted leaf that cannot be read back: next tick
             return;
-        }
+        };
         let mut last: Option<(Vec<u8>, u64, bool)> = None;
         for k in &keys {
             let Some((key, id)) = owner(k) else {
@@ -102,14 +98,70 @@ impl Reclaim {
                 self.removed.fetch_add(1, Ordering::Relaxed);
             }
         }
-        match keys.last() {
-            Some(k) if keys.len() == STEP => {
-                self.cursor = k.clone();
-                self.cursor.push(0);
-            }
-            _ => self.walking = false,
+        match next {
+            Some(c) => self.cursor = c,
+            None => self.walking = false,
         }
     }
+}
+
+/// Slots whose subkeys one tick looks at, at most (slot mode).
+const SLOTS_PER_TICK: u16 = 1024;
+
+/// Where the subkeys begin: the reserved range, or in slot mode that of slot `slot`
+/// (`slot | FF FF`, docs/FORMAT.md "Redis types").
+fn first_subkey(slot: u16) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4);
+    if slot::placed() {
+        k.extend_from_slice(&slot::bound(slot));
+    }
+    k.extend_from_slice(&RESERVED);
+    k
+}
+
+/// Subkeys, and where the walk goes on (`None`: the pass is over).
+type Page = (Vec<Vec<u8>>, Option<Vec<u8>>);
+
+/// Up to [`STEP`] subkeys from `from`, and where the next tick goes on (`None`: the pass
+/// is over); `None` when a read failed. In slot mode each slot's subkeys are their own
+/// range, so the walk goes from slot to slot.
+fn page(sh: &Shared, from: &[u8]) -> Option<Page> {
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let after = |k: &[u8]| {
+        let mut c = k.to_vec();
+        c.push(0);
+        c
+    };
+    if !slot::placed() {
+        sh.view()
+            .scan_with(from, None, STEP, |k, _| keys.push(k.to_vec()))
+            .ok()?;
+        let next = (keys.len() == STEP).then(|| after(&keys[STEP - 1]));
+        return Some((keys, next));
+    }
+    let mut from = from.to_vec();
+    for _ in 0..SLOTS_PER_TICK {
+        let s = slot::slot_of_stored(&from);
+        if s >= slot::SLOTS {
+            return Some((keys, None));
+        }
+        let hi = slot::bound(s + 1);
+        let hi = (s + 1 < slot::SLOTS).then_some(&hi[..]);
+        let room = STEP - keys.len();
+        let before = keys.len();
+        sh.view()
+            .scan_with(&from, hi, room, |k, _| keys.push(k.to_vec()))
+            .ok()?;
+        if keys.len() - before == room {
+            let next = after(&keys[keys.len() - 1]);
+            return Some((keys, Some(next)));
+        }
+        if s + 1 >= slot::SLOTS {
+            return Some((keys, None));
+        }
+        from = first_subkey(s + 1);
+    }
+    Some((keys, Some(from)))
 }
 
 /// Whether `key`'s newest metadata names collection `id`.
