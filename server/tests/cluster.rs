@@ -33,6 +33,12 @@ struct Load {
 
 impl Load {
     fn start(c: &Cluster, clients: usize, seed: u64) -> Load {
+        Load::start_as(c, clients, seed, false)
+    }
+
+    /// [`Load::start`]; `hash`: the keys are fields of one hash (HSET, HGET, HGETALL),
+    /// each value long enough that the hash keeps its fields as subkeys.
+    fn start_as(c: &Cluster, clients: usize, seed: u64, hash: bool) -> Load {
         let history = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let start = Instant::now();
@@ -52,7 +58,11 @@ impl Load {
                             // redirect, never answer from their own state.
                             cl.aim(rng.gen_range(0..3));
                         }
-                        let r = run_op(&mut cl, key, dice, &format!("c{t}-{n}"), start);
+                        let value = match hash {
+                            true => format!("c{t}-{n}-{}", "x".repeat(72)),
+                            false => format!("c{t}-{n}"),
+                        };
+                        let r = run_as(&mut cl, hash, (key, dice, &value), start);
                         history.lock().unwrap().push(r);
                     }
                     cl.redirects
@@ -88,21 +98,43 @@ fn text(v: &[u8]) -> String {
 /// One operation: `dice` < 50 a SET, < 85 a GET, else a scan of every key of the load (the
 /// test's probes write keys outside it).
 fn run_op(cl: &mut Client, key: &str, dice: u32, value: &str, start: Instant) -> Record {
+    run_as(cl, false, (key, dice, value), start)
+}
+
+/// The hash whose fields a hash load reads and writes.
+const HASH: &[u8] = b"{lin}h";
+
+/// [`run_op`]; `hash`: on fields of [`HASH`] (HSET, HGET, HGETALL).
+fn run_as(
+    cl: &mut Client,
+    hash: bool,
+    (key, dice, value): (&str, u32, &str),
+    start: Instant,
+) -> Record {
     let call = ns(start);
     let patience = Duration::from_secs(15);
+    let (k, v) = (key.as_bytes(), value.as_bytes());
     let (op, outcome) = if dice < 50 {
-        let o = cl.call(&[b"SET", key.as_bytes(), value.as_bytes()], true, patience);
+        let o = match hash {
+            true => cl.call(&[b"HSET", HASH, k, v], true, patience),
+            false => cl.call(&[b"SET", k, v], true, patience),
+        };
         let op = Op::Set {
             key: key.into(),
             value: value.into(),
         };
         match o {
             Outcome::Done(Value::Simple(s)) if s == "OK" => (op, true),
+            Outcome::Done(Value::Integer(0 | 1)) if hash => (op, true),
             Outcome::Done(v) => panic!("SET answered {v:?}"),
             Outcome::Unknown => (op, false),
         }
     } else if dice < 85 {
-        match cl.call(&[b"GET", key.as_bytes()], false, patience) {
+        let o = match hash {
+            true => cl.call(&[b"HGET", HASH, k], false, patience),
+            false => cl.call(&[b"GET", k], false, patience),
+        };
+        match o {
             Outcome::Done(Value::Bulk(got)) => (
                 Op::Get {
                     key: key.into(),
@@ -120,7 +152,11 @@ fn run_op(cl: &mut Client, key: &str, dice: u32, value: &str, start: Instant) ->
             ),
         }
     } else {
-        match cl.call(&[b"RANGE", b"k", b"l"], false, patience) {
+        let o = match hash {
+            true => cl.call(&[b"HGETALL", HASH], false, patience),
+            false => cl.call(&[b"RANGE", b"k", b"l"], false, patience),
+        };
+        match o {
             Outcome::Done(Value::Array(Some(items))) => {
                 let flat: Vec<String> = items
                     .into_iter()
@@ -149,13 +185,18 @@ fn run_op(cl: &mut Client, key: &str, dice: u32, value: &str, start: Instant) ->
 /// Reads every key once the cluster settled (added to the history, so every acknowledged
 /// write must show in them or have been overwritten in a linearizable order).
 fn final_reads(c: &Cluster, history: &mut Vec<Record>, start: Instant) {
+    final_reads_as(c, history, start, false)
+}
+
+/// [`final_reads`] of a load on the fields of [`HASH`] (`hash`) or on keys.
+fn final_reads_as(c: &Cluster, history: &mut Vec<Record>, start: Instant, hash: bool) {
     let mut cl = Client::new(c.seeds());
     for k in KEYS {
-        let r = run_op(&mut cl, k, 60, "", start);
+        let r = run_as(&mut cl, hash, (k, 60, ""), start);
         assert!(r.ret.is_some(), "the final read of {k} failed");
         history.push(r);
     }
-    let r = run_op(&mut cl, "", 99, "", start);
+    let r = run_as(&mut cl, hash, ("", 99, ""), start);
     assert!(r.ret.is_some(), "the final scan failed");
     history.push(r);
 }
@@ -178,9 +219,27 @@ fn a_killed_leader_loses_no_acknowledged_write_and_reads_stay_linearizable() {
     if !accelkv_cluster::testing::etcd_or_skip() {
         return;
     }
-    let mut c = Cluster::start(3, "kill");
+    let c = Cluster::start(3, "kill");
+    killed_leaders(c, false);
+}
+
+/// The same in slot mode (`--slots redis`) on the fields of one hash kept as subkeys: the
+/// collection's history is linearizable too.
+#[test]
+fn in_slot_mode_a_hash_stays_linearizable_through_killed_leaders() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !accelkv_cluster::testing::etcd_or_skip() {
+        return;
+    }
+    let c = Cluster::start_with(3, "kill-slots", &["--slots", "redis"]);
+    killed_leaders(c, true);
+}
+
+/// Kills the leader under a load (of keys, or of [`HASH`]'s fields), restarts it, kills
+/// the new one, and checks the history.
+fn killed_leaders(mut c: Cluster, hash: bool) {
     let leader = c.leader(Duration::from_secs(20));
-    let load = Load::start(&c, 4, 1);
+    let load = Load::start_as(&c, 4, 1, hash);
     std::thread::sleep(Duration::from_millis(1500));
     let killed_at = Instant::now();
     c.kill9(leader);
@@ -205,7 +264,7 @@ fn a_killed_leader_loses_no_acknowledged_write_and_reads_stay_linearizable() {
     c.kill9(new_leader);
     std::thread::sleep(Duration::from_millis(1500));
     let (mut h, start) = load.finish();
-    final_reads(&c, &mut h, start);
+    final_reads_as(&c, &mut h, start, hash);
     eprintln!(
         "kill -9 of the leader: failover in {failover:?}; {}",
         summary(&h)

@@ -513,3 +513,28 @@ fn jedis_cluster_client() {
             .env("ACCELKV_CLUSTER_NODES", "3"),
     );
 }
+
+/// Native mode keeps collections' fields at the end of the key space: once the cluster has
+/// split, a collection command for a key of another range is refused with the way out,
+/// never half applied.
+#[test]
+fn native_mode_refuses_collections_whose_fields_lie_in_another_range() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !accelkv_cluster::testing::etcd_or_skip() {
+        return;
+    }
+    let c = Cluster::start_with(3, "native-types", &["--split-size", "0"]);
+    let leader = c.leader(Duration::from_secs(20));
+    let mut l = conn(c.nodes[leader].resp);
+    assert_eq!(call(&mut l, &["HSET", "a", "f", "1"]), Value::Integer(1));
+    split(&mut l, "m");
+    let e = text(&call(&mut l, &["HSET", "a", "g", "2"]));
+    assert!(e.contains("--slots redis"), "{e}");
+    assert!(text(&call(&mut l, &["LPUSH", "b", "x"])).contains("--slots redis"));
+    // Keys of the last range, which holds the fields, are served; strings everywhere.
+    assert_eq!(call(&mut l, &["HSET", "z", "f", "1"]), Value::Integer(1));
+    assert_eq!(
+        call(&mut l, &["SET", "a2", "v"]),
+        Value::Simple("OK".into())
+    );
+}

@@ -116,7 +116,10 @@ impl Node {
                 )),
                 Err(m) => return Route::Refuse(m),
             },
-            false => None,
+            false => match self.fields_elsewhere(args, &keys) {
+                Some(m) => return Route::Refuse(m),
+                None => None,
+            },
         };
         let (slot, keys): (_, Vec<&[u8]>) = match &slotted {
             Some((slot, placed)) => (Some(*slot), placed.iter().map(Vec::as_slice).collect()),
@@ -171,6 +174,32 @@ impl Node {
             Forward::Barrier { range }
         });
         Route::Wait
+    }
+}
+
+impl Node {
+    /// Native mode keeps a collection's fields in the reserved end of the key space
+    /// (docs/FORMAT.md), so a command of a collection type is served where that end lies
+    /// in the key's range: always while the cluster is one range, and after splits for
+    /// the keys of the last range only (`--slots redis` keeps every collection with its
+    /// key). The refusal, if this is one elsewhere.
+    fn fields_elsewhere(&self, args: &[&[u8]], keys: &[&[u8]]) -> Option<String> {
+        let spec = crate::resp::table::find(args[0])?;
+        let typed = matches!(
+            spec.group,
+            "hash" | "list" | "set" | "sorted_set" | "stream" | "geo"
+        );
+        let map = self.map.borrow();
+        let fields = map.find(&accelkv_proto::collection::RESERVED)?.id;
+        let elsewhere = keys
+            .iter()
+            .any(|k| map.find(k).is_some_and(|r| r.id != fields));
+        (typed && elsewhere).then(|| {
+            format!(
+                "ERR {} keeps fields in range {fields}, not the key's: in native mode collections are served in one range; start the cluster with --slots redis (docs/CLUSTER.md)",
+                spec.name
+            )
+        })
     }
 }
 
