@@ -126,8 +126,15 @@ pub(crate) async fn split(ctl: &Ctl, range: RangeId, at: Vec<u8>) -> Result<Rang
         }
         _ => return Err("ERR the replicas answered the split wrongly".into()),
     }
-    campaign(ctl, child);
-    record(ctl, range, &at, child).await?;
+    let heir = match ctl.slots {
+        true => heir(ctl, range),
+        false => None,
+    };
+    match &heir {
+        Some((_, addr)) => campaign_at(ctl, child, addr.clone()),
+        None => campaign(ctl, child),
+    }
+    record(ctl, range, &at, child, heir.map_or(ctl.me, |h| h.0)).await?;
     Ok(child)
 }
 
@@ -156,9 +163,50 @@ fn campaign(ctl: &Ctl, child: RangeId) {
     });
 }
 
+/// Slot mode spreads the slots' primaries, as Redis Cluster's do: the new range is led by
+/// the replica of `range` that leads the fewest ranges (by the map's hints; another node
+/// before this one on a tie), when that is not this node; its id and Raft address.
+fn heir(ctl: &Ctl, range: RangeId) -> Option<(u64, String)> {
+    let map = ctl.map.borrow();
+    let r = map.range(range)?;
+    let led = |id: u64| map.ranges.iter().filter(|x| x.leader == Some(id)).count();
+    let best = r
+        .replicas
+        .iter()
+        .copied()
+        .min_by_key(|id| (led(*id), *id == ctl.me, *id))?;
+    (best != ctl.me).then(|| Some((best, map.nodes.get(&best)?.raft.clone())))?
+}
+
+/// [`campaign`], by another replica (at Raft address `addr`): asked to stand for election
+/// in the new range's group every 20 ms until some leader is known (its group opens once
+/// it applied the split).
+fn campaign_at(ctl: &Ctl, child: RangeId, addr: String) {
+    let raft = ctl.raft.clone();
+    tokio::spawn(async move {
+        let t = tokio::time::Instant::now();
+        while t.elapsed() < Duration::from_secs(2) {
+            let known = raft
+                .group(child)
+                .is_some_and(|g| g.metrics().borrow().current_leader.is_some());
+            if known {
+                return;
+            }
+            let _ = raft.ask_to_campaign(child, &addr).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
 /// Records in the map that range `range` split at `at`, giving range `child` the keys from
-/// there (nothing to do if the map shows it already).
-async fn record(ctl: &Ctl, range: RangeId, at: &[u8], child: RangeId) -> Result<(), String> {
+/// there, led by `child_leader` (nothing to do if the map shows it already).
+async fn record(
+    ctl: &Ctl,
+    range: RangeId,
+    at: &[u8],
+    child: RangeId,
+    child_leader: u64,
+) -> Result<(), String> {
     let me = ctl.me;
     ctl.coord
         .update_map(|m| {
@@ -172,7 +220,7 @@ async fn record(ctl: &Ctl, range: RangeId, at: &[u8], child: RangeId) -> Result<
                 .iter_mut()
                 .filter(|r| r.id == child || r.id == range)
             {
-                r.leader = Some(me);
+                r.leader = Some(if r.id == child { child_leader } else { me });
             }
             Ok(Some(n))
         })
@@ -208,7 +256,7 @@ pub(crate) async fn run(ctl: Ctl) {
             };
             if let Some((at, child, _)) = done {
                 if ctl.map.borrow().range(child).is_none() {
-                    if let Err(e) = record(&ctl, m.id, &at, child).await {
+                    if let Err(e) = record(&ctl, m.id, &at, child, ctl.me).await {
                         tracing::warn!("{e}");
                     }
                 }
