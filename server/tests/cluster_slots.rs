@@ -378,6 +378,19 @@ fn transactions_blocking_pops_and_scripts_in_slot_mode() {
     assert_eq!(l.str(&["GET", "{s}a"]), Value::Bulk(Some(b"y".to_vec())));
     assert!(text(&f.str(&["EVALSHA", &"0".repeat(40), "1", "k"])).starts_with("NOSCRIPT"));
     assert!(text(&f.str(&["EVAL", "return 1", "0"])).contains("names the keys"));
+
+    // A user's permissions are checked on the node that received the command, before it
+    // is routed: a replica applies it as the server's own.
+    let ok = Value::Simple("OK".into());
+    assert_eq!(
+        f.str(&["ACL", "SETUSER", "app", "on", ">pw", "~{app}*", "+@all"]),
+        ok
+    );
+    let mut app = conn(c.nodes[(leader + 1) % 3].resp);
+    assert_eq!(app.str(&["AUTH", "app", "pw"]), ok);
+    assert_eq!(app.str(&["SET", "{app}a", "1"]), ok);
+    assert!(text(&app.str(&["SET", "{other}a", "1"])).starts_with("NOPERM"));
+    assert_eq!(l.str(&["EXISTS", "{other}a"]), Value::Integer(0));
 }
 
 fn clients_dir() -> PathBuf {

@@ -121,6 +121,16 @@ pub fn check(
         return act(sh, s, spec, args, v, out);
     }
     if from == From::Client && sh.router().is_some() {
+        // A routed command runs on its range's replicas as the server's own: the user's
+        // permissions are checked here, before it leaves.
+        if let (false, Some(sp)) = (s.acl_open, spec) {
+            if let Some(r) = (!sp.has(NO_AUTH))
+                .then(|| acl_refusal(s, sp, args, from))
+                .flatten()
+            {
+                return act(sh, s, spec, args, Verdict::Refuse(r), out);
+            }
+        }
         match route(sh, s, args, out) {
             Route::Here => {}
             Route::Wait => return Pass::Wait,
