@@ -95,16 +95,12 @@ fn text(v: &[u8]) -> String {
     String::from_utf8_lossy(v).into_owned()
 }
 
-/// One operation: `dice` < 50 a SET, < 85 a GET, else a scan of every key of the load (the
-/// test's probes write keys outside it).
-fn run_op(cl: &mut Client, key: &str, dice: u32, value: &str, start: Instant) -> Record {
-    run_as(cl, false, (key, dice, value), start)
-}
-
 /// The hash whose fields a hash load reads and writes.
 const HASH: &[u8] = b"{lin}h";
 
-/// [`run_op`]; `hash`: on fields of [`HASH`] (HSET, HGET, HGETALL).
+/// One operation: `dice` < 50 a SET, < 85 a GET, else a scan of every key of the load (the
+/// test's probes write keys outside it); `hash`: on the fields of [`HASH`] (HSET, HGET,
+/// HGETALL).
 fn run_as(
     cl: &mut Client,
     hash: bool,

@@ -228,8 +228,16 @@ fn slot_mode_answers_as_redis_cluster_and_collections_travel_with_their_keys() {
     let child = split(&mut l, "h7");
     split(&mut l, "h3");
     split(&mut l, "h19");
-    let runs = slot_runs(&mut f);
-    covers_every_slot(&runs);
+    // (The follower sees each split once the map's change reaches it, a moment later.)
+    let t = Instant::now();
+    let runs = loop {
+        let runs = slot_runs(&mut f);
+        covers_every_slot(&runs);
+        if runs.len() == 4 || t.elapsed() > Duration::from_secs(10) {
+            break runs;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(runs.len(), 4, "{runs:?}");
     let slot_h7 = match f.str(&["CLUSTER", "KEYSLOT", "h7"]) {
         Value::Integer(s) => s,
@@ -378,6 +386,30 @@ fn transactions_blocking_pops_and_scripts_in_slot_mode() {
     assert_eq!(l.str(&["GET", "{s}a"]), Value::Bulk(Some(b"y".to_vec())));
     assert!(text(&f.str(&["EVALSHA", &"0".repeat(40), "1", "k"])).starts_with("NOSCRIPT"));
     assert!(text(&f.str(&["EVAL", "return 1", "0"])).contains("names the keys"));
+
+    // A pipeline of writes goes to its range together (one wait for the run) and each is
+    // answered in order, whatever follows: a read, a write to another slot, an error.
+    for c in [&mut l, &mut f] {
+        for i in 0..200 {
+            c.send(&["SET", "{p}k", &i.to_string()]);
+        }
+        c.send(&["INCR", "{p}k"]);
+        c.send(&["GET", "{p}k"]);
+        c.send(&["SET", "elsewhere", "1"]);
+        c.send(&["LPUSH", "{p}k", "x"]);
+        c.send(&["RPUSH", "{p}l", "a", "b"]);
+        c.send(&["SET", "{p}last", "1"]);
+        for i in 0..200 {
+            assert_eq!(c.read(), Value::Simple("OK".into()), "SET {i}");
+        }
+        assert_eq!(c.read(), Value::Integer(200));
+        assert_eq!(c.read(), Value::Bulk(Some(b"200".to_vec())));
+        assert_eq!(c.read(), Value::Simple("OK".into()));
+        assert!(text(&c.read()).starts_with("WRONGTYPE"));
+        assert!(matches!(c.read(), Value::Integer(2 | 4)));
+        assert_eq!(c.read(), Value::Simple("OK".into()));
+    }
+    assert_eq!(f.str(&["LLEN", "{p}l"]), Value::Integer(4));
 
     // A user's permissions are checked on the node that received the command, before it
     // is routed: a replica applies it as the server's own.

@@ -107,6 +107,8 @@ pub(crate) fn step(
     if let Some(at) = settled.iter().position(|s| s.0 == i) {
         match settled.swap_remove(at).1 {
             Settled::Reply(r) => return Step::Answer(answer_of_reply(cl, &r)),
+            // (Only a RESP connection's joined writes are answered so.)
+            Settled::Replies(mut r) => return Step::Answer(answer_of_reply(cl, &r.swap_remove(0))),
             // The bounds again: a split applied since the read index was asked for.
             Settled::Granted => match cl.locate(k.key, k.upto, k.floor, false) {
                 Located::Lead(_) => return Step::Run,

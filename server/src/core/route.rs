@@ -15,6 +15,10 @@ pub enum Forward {
     /// A write: committed in the range's group, then applied on every replica; the reply
     /// is what applying it answered here.
     Write { range: u64, cmd: Vec<u8> },
+    /// A connection's run of pipelined writes to range `range`, which this node leads
+    /// ([`Router::join`]): each committed as a [`Forward::Write`] is (they join the same
+    /// batches), answered together, in order ([`Settled::Replies`]).
+    Writes { range: u64, cmds: Vec<Vec<u8>> },
     /// A read: the range's leader confirms it still leads and has applied everything
     /// committed before (a read index); then the read runs here.
     Barrier { range: u64 },
@@ -60,6 +64,8 @@ pub enum Forward {
 pub enum Settled {
     /// Its reply (a write's answer, or a redirect or error).
     Reply(Vec<u8>),
+    /// A [`Forward::Writes`]' replies, one per command in order.
+    Replies(Vec<Vec<u8>>),
     /// The read barrier passed: reads received before it may run.
     Granted,
     /// Place the command again: the map changed under it (a split), and nothing of it was
@@ -97,6 +103,9 @@ pub enum Route {
 pub struct ClusterSession {
     /// The reply of the command routed last, for when its input runs again.
     pub answer: Option<Vec<u8>>,
+    /// The replies of the commands that joined it ([`Router::join`]), for the commands
+    /// after it, in order.
+    pub more: std::collections::VecDeque<Vec<u8>>,
     /// A read barrier passed since the connection last read input: it covers every
     /// command in its input now (none is read while it waits). Cleared by the next read
     /// from the socket.
@@ -195,6 +204,14 @@ pub trait Router: Send + Sync {
     fn binary_error(&self, reply: &[u8]) -> (Status, String);
     /// Runs `f`, calling `done` (on another thread) when it settles.
     fn submit(&self, f: Forward, done: Box<dyn FnOnce(Settled) + Send>);
+    /// Whether command `args`, which follows the routed write the connection stopped at
+    /// (`s.forward`) in its input, joins it: a plain write to the same range, sent with it
+    /// and answered with it ([`Forward::Writes`]), so a pipeline of writes waits for one
+    /// commit, not one each. Nothing changes when it does not.
+    fn join(&self, s: &mut ClusterSession, args: &[&[u8]], proto: Version) -> bool {
+        let _ = (s, args, proto);
+        false
+    }
     /// One line for the listening message.
     fn describe(&self) -> String;
     /// Answers `CLUSTER <args>` (RANGES, INFO, MYID).

@@ -358,6 +358,11 @@ impl crate::net::session::Session for Session {
         if let Settlement::Command(settled) = s {
             match settled {
                 Settled::Reply(r) => self.cluster.answer = Some(r),
+                Settled::Replies(r) => {
+                    let mut r = std::collections::VecDeque::from(r);
+                    self.cluster.answer = r.pop_front();
+                    self.cluster.more = r;
+                }
                 Settled::Granted => self.cluster.barrier_ok = true,
                 // Routed again from the start when the loop serves it.
                 Settled::Again => {}

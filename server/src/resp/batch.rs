@@ -178,7 +178,18 @@ fn run_decoded(
         let args = args_of(buf, &sc.spans, sc.cmds[i]);
         let mark = out.len();
         let spec = match gate::check(sh, s, find(args[0]), &args, From::Client, out) {
-            Pass::Wait => return i,
+            Pass::Wait => {
+                // Cluster mode: the plain writes after a routed one to its range go with it.
+                let mut j = i + 1;
+                while j < n && sh.router().is_some() {
+                    let next = args_of(buf, &sc.spans, sc.cmds[j]);
+                    if !gate::joins_routed(sh, s, find(next[0]), &next) {
+                        break;
+                    }
+                    j += 1;
+                }
+                return i;
+            }
             Pass::Answered => {
                 s.replies.after(out, mark, false);
                 i += 1;

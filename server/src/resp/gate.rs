@@ -141,6 +141,29 @@ pub fn check(
     act(sh, s, spec, args, v, out)
 }
 
+/// Cluster mode: whether a client's command that follows the routed write its connection
+/// stopped at joins it (`Router::join`: sent and answered with it), after the checks
+/// [`check`] makes before routing (authentication, the user's permissions, the argument
+/// count). Nothing is written; a command that does not join is checked in full later.
+pub fn joins_routed(
+    sh: &Shared,
+    s: &mut Session,
+    spec: Option<&'static Spec>,
+    args: &[&[u8]],
+) -> bool {
+    let (Some(cl), Some(sp)) = (sh.router(), spec) else {
+        return false;
+    };
+    if s.acl_epoch != sh.acl().epoch() || before_route(sh, s, spec, From::Client).is_some() {
+        return false;
+    }
+    if !sp.arity_ok(args.len()) || (!s.acl_open && acl_refusal(s, sp, args, From::Client).is_some())
+    {
+        return false;
+    }
+    cl.join(&mut s.cluster, args, s.proto)
+}
+
 /// Whether [`check`] would let a client's command run now, writing nothing: for the
 /// commands a batch takes after the first of its run (`batch.rs`) and for the gather. In
 /// cluster mode nothing runs without being routed, so nothing passes here.

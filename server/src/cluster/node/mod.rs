@@ -14,6 +14,7 @@
 
 mod blocking;
 mod join;
+mod pipeline;
 mod router;
 mod slots;
 mod tx;
@@ -598,6 +599,12 @@ impl Node {
             .and_then(|g| g.metrics().borrow().current_leader)
             .filter(|l| r.replicas.contains(l));
         if leader != Some(self.me) {
+            // A split applied here that the map does not show yet gave the keys to a range
+            // another replica may lead (slot mode hands a split-off range over): wait for
+            // the map rather than send them back to the parent's leader.
+            if open && !held(false) {
+                return splitting();
+            }
             return match self.redirect(&map, r, leader) {
                 Ok(to) => Place::Away { range: r.id, to },
                 // A replica here with no leader known (an election, or a range just split

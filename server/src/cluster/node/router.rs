@@ -3,7 +3,9 @@
 //! (CLUSTER RANGES, INFO, MYID, SPLIT, MOVE).
 
 use super::tx::Tx;
-use super::wire::{binary_moved, connection_state, moving, replicated, settle_error};
+use super::wire::{
+    binary_moved, by_slot, connection_state, moving, one_database, replicated, settle_error,
+};
 use super::{Node, Place};
 use crate::core::route::{
     encode, ClusterSession, Forward, GroupSample, Located, Route, Router, Settled,
@@ -13,41 +15,6 @@ use accelkv_cluster::NotServed;
 use accelkv_proto::resp::{self, Version};
 use accelkv_proto::slot;
 use accelkv_proto::Status;
-
-/// Slot mode's checks of a keyed command (`--slots redis`): every key in one hash slot,
-/// which it answers, as Redis Cluster's `-CROSSSLOT` asks; RANGE and FLOOR, which order keys
-/// across slots, are not served.
-fn by_slot(args: &[&[u8]], keys: &[&[u8]], upto: Option<Option<&[u8]>>) -> Result<u16, String> {
-    if upto.is_some() {
-        return Err(format!(
-            "ERR {} orders keys across hash slots: not served with --slots redis (docs/CLUSTER.md)",
-            String::from_utf8_lossy(args[0]).to_uppercase()
-        ));
-    }
-    let first = slot::key_slot(keys[0]);
-    if keys[1..].iter().any(|k| slot::key_slot(k) != first) {
-        return Err("CROSSSLOT Keys in request don't hash to the same slot".into());
-    }
-    Ok(first)
-}
-
-/// Redis Cluster's refusals of other databases, which a cluster has not (its ranges'
-/// replicas apply every command in database 0): SELECT of one other than 0, MOVE, SWAPDB,
-/// COPY … DB.
-fn one_database(args: &[&[u8]]) -> Option<&'static str> {
-    let name = crate::resp::reply::upper(args[0]);
-    match &name[..] {
-        b"SELECT" if args.get(1).is_some_and(|d| *d != b"0") => {
-            Some("ERR SELECT is not allowed in cluster mode")
-        }
-        b"MOVE" => Some("ERR MOVE is not allowed in cluster mode"),
-        b"SWAPDB" => Some("ERR SWAPDB is not allowed in cluster mode"),
-        b"COPY" if args.iter().any(|a| a.eq_ignore_ascii_case(b"DB")) => {
-            Some("ERR Copying to another database is not allowed in cluster mode")
-        }
-        _ => None,
-    }
-}
 
 impl Node {
     /// CLUSTER INFO's lines about this node and its ranges (in both modes).
@@ -183,7 +150,7 @@ impl Node {
     /// in the key's range: always while the cluster is one range, and after splits for
     /// the keys of the last range only (`--slots redis` keeps every collection with its
     /// key). The refusal, if this is one elsewhere.
-    fn fields_elsewhere(&self, args: &[&[u8]], keys: &[&[u8]]) -> Option<String> {
+    pub(super) fn fields_elsewhere(&self, args: &[&[u8]], keys: &[&[u8]]) -> Option<String> {
         let spec = crate::resp::table::find(args[0])?;
         let typed = matches!(
             spec.group,
@@ -206,6 +173,8 @@ impl Node {
 impl Router for Node {
     fn route(&self, s: &mut ClusterSession, sent: &[&[u8]], proto: Version) -> Route {
         if let Some(a) = s.answer.take() {
+            // The next command's, when it joined this one.
+            s.answer = s.more.pop_front();
             return Route::Answer(a);
         }
         if let Some(r) = connection_state(s, sent) {
@@ -320,6 +289,7 @@ impl Router for Node {
                 until,
                 alive,
             } => return self.blocking((range, cmd, keys), until, alive, done),
+            Forward::Writes { range, cmds } => return self.writes(range, cmds, done),
             Forward::Write { range, .. } | Forward::Barrier { range } => range,
         };
         let Some(raft) = self.raft.group(range) else {
@@ -331,6 +301,10 @@ impl Router for Node {
             Forward::Write { cmd, .. } => self.write(range, raft, cmd, done),
             _ => self.barrier(range, raft, done),
         }
+    }
+
+    fn join(&self, s: &mut ClusterSession, args: &[&[u8]], proto: Version) -> bool {
+        super::pipeline::join(self, s, args, proto)
     }
 
     fn command(&self, args: &[&[u8]], proto: Version, out: &mut Vec<u8>) {

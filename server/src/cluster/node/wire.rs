@@ -7,6 +7,7 @@ use crate::core::route::{ClusterSession, Route, PROXY_NAME};
 use crate::resp::cluster::{normalize, ONCE};
 use accelkv_cluster::{NotServed, RangeMap};
 use accelkv_proto::resp;
+use accelkv_proto::slot;
 use accelkv_proto::Status;
 use tokio::sync::watch;
 
@@ -116,6 +117,45 @@ pub(super) fn settle_error(
     let mut out = Vec::new();
     resp::error(&mut out, &msg);
     out
+}
+
+/// Slot mode's checks of a keyed command (`--slots redis`): every key in one hash slot,
+/// which it answers, as Redis Cluster's `-CROSSSLOT` asks; RANGE and FLOOR, which order keys
+/// across slots, are not served.
+pub(super) fn by_slot(
+    args: &[&[u8]],
+    keys: &[&[u8]],
+    upto: Option<Option<&[u8]>>,
+) -> Result<u16, String> {
+    if upto.is_some() {
+        return Err(format!(
+            "ERR {} orders keys across hash slots: not served with --slots redis (docs/CLUSTER.md)",
+            String::from_utf8_lossy(args[0]).to_uppercase()
+        ));
+    }
+    let first = slot::key_slot(keys[0]);
+    if keys[1..].iter().any(|k| slot::key_slot(k) != first) {
+        return Err("CROSSSLOT Keys in request don't hash to the same slot".into());
+    }
+    Ok(first)
+}
+
+/// Redis Cluster's refusals of other databases, which a cluster has not (its ranges'
+/// replicas apply every command in database 0): SELECT of one other than 0, MOVE, SWAPDB,
+/// COPY … DB.
+pub(super) fn one_database(args: &[&[u8]]) -> Option<&'static str> {
+    let name = crate::resp::reply::upper(args[0]);
+    match &name[..] {
+        b"SELECT" if args.get(1).is_some_and(|d| *d != b"0") => {
+            Some("ERR SELECT is not allowed in cluster mode")
+        }
+        b"MOVE" => Some("ERR MOVE is not allowed in cluster mode"),
+        b"SWAPDB" => Some("ERR SWAPDB is not allowed in cluster mode"),
+        b"COPY" if args.iter().any(|a| a.eq_ignore_ascii_case(b"DB")) => {
+            Some("ERR Copying to another database is not allowed in cluster mode")
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
