@@ -1,5 +1,6 @@
-// go-redis's ClusterClient against one accelkv server in emulated cluster mode
-// (`--cluster-mode emulated`, docs/CLUSTER.md): it loads the slots (CLUSTER SLOTS), then
+// go-redis's ClusterClient against accelkv answering as a Redis Cluster: one server in
+// emulated cluster mode (`--cluster-mode emulated`) or a cluster in slot mode (`--slots
+// redis`, docs/CLUSTER.md): it loads the slots (CLUSTER SLOTS, every slot covered), then
 // strings across slots, a hash, a sorted set, a list with a blocking pop woken by a push
 // from another client, a pipeline and a transaction over one hash tag, and a multi-key
 // command over two slots refused with CROSSSLOT. The address comes from
@@ -10,9 +11,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
-	"sort"
 	"time"
 
 	"github.com/redis/go-redis/v9"
