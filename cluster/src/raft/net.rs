@@ -207,6 +207,11 @@ pub async fn serve(listener: TcpListener, groups: Groups, limits: Limits) {
                         Body::Append(q) => Reply::Append(r.append_entries(q).await),
                         Body::Vote(q) => Reply::Vote(r.vote(q).await),
                         Body::Snapshot(q) => Reply::Snapshot(r.install_snapshot(q).await),
+                        // A leader asked again (the asker not having heard yet) stays
+                        // one: a new election would only leave the range leaderless.
+                        Body::Campaign if r.metrics().borrow().state.is_leader() => {
+                            Reply::Campaigning(true)
+                        }
                         Body::Campaign => Reply::Campaigning(r.trigger().elect().await.is_ok()),
                     },
                 };

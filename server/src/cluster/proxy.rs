@@ -50,6 +50,17 @@ fn error(msg: &str) -> Vec<u8> {
     out
 }
 
+/// A redirect the proxy could not follow to a leader (the nodes' views of the range's
+/// leader disagree for a moment, as around an election): the client, which asked to be
+/// proxied, is told to try again rather than sent a redirect it may not follow.
+fn again(moved: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(moved);
+    error(&format!(
+        "TRYAGAIN the range's leader changed during the request ({}); retry",
+        text.trim_start_matches('-').trim_end()
+    ))
+}
+
 impl Pool {
     /// The pool of node `me`, parsing answers within `limits`.
     pub fn new(me: u64, limits: Limits) -> Pool {
@@ -76,14 +87,14 @@ impl Pool {
                             .map(str::to_string);
                         match next {
                             Some(n) if n != to => to = n,
-                            _ => return Ok(reply),
+                            _ => return Ok(again(&reply)),
                         }
                         last = reply;
                     }
                     None => return Ok(reply),
                 }
             }
-            Ok(last)
+            Ok(again(&last))
         })
         .await
         .unwrap_or_else(|_| Err(Failed::Maybe("no answer in time".into())));

@@ -179,8 +179,8 @@ fn heir(ctl: &Ctl, range: RangeId) -> Option<(u64, String)> {
 }
 
 /// [`campaign`], by another replica (at Raft address `addr`): asked to stand for election
-/// in the new range's group every 20 ms until some leader is known (its group opens once
-/// it applied the split).
+/// in the new range's group every 20 ms until it has (its group opens once it applied the
+/// split) or some leader is known.
 fn campaign_at(ctl: &Ctl, child: RangeId, addr: String) {
     let raft = ctl.raft.clone();
     tokio::spawn(async move {
@@ -192,7 +192,10 @@ fn campaign_at(ctl: &Ctl, child: RangeId, addr: String) {
             if known {
                 return;
             }
-            let _ = raft.ask_to_campaign(child, &addr).await;
+            // Once it stood, it is not asked again (its election decides).
+            if raft.ask_to_campaign(child, &addr).await.is_ok() {
+                return;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
