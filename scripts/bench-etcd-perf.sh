@@ -35,7 +35,7 @@ done
 eps=http://127.0.0.1:23791,http://127.0.0.1:23792,http://127.0.0.1:23793
 until etcdctl --endpoints "$eps" endpoint health >/dev/null 2>&1; do sleep 0.2; done
 echo "== etcd 3.4, three members: etcdctl check perf --load=$load"
-etcdctl --endpoints "$eps" check perf --load="$load" 2>&1 | grep -v "^ *[0-9]* / [0-9]*" | tail -8 || true
+etcdctl --endpoints "$eps" check perf --load="$load" 2>&1 | tr '\r' '\n' | grep -E "^(PASS|FAIL)" || true
 for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
 pids=()
 
@@ -45,6 +45,7 @@ etcd --name bench --data-dir "$dir/etcd" --listen-client-urls http://127.0.0.1:2
   >"$dir/etcd.log" 2>&1 &
 pids+=($!)
 disown $!
+until etcdctl --endpoints http://127.0.0.1:22379 endpoint health >/dev/null 2>&1; do sleep 0.2; done
 declare -A node_pid
 for i in 1 2 3; do
   $bin --cluster etcd=http://127.0.0.1:22379 --node-id "$i" --data-dir "$dir/n$i" \
@@ -58,7 +59,8 @@ $bin --threads 1 --port 18399 --resp-port 18199 --admin-port 0 --memcached-port 
 pids+=($!)
 disown $!
 for i in 1 2 3; do
-  until grep -q listening "$dir/n$i.log" 2>/dev/null; do sleep 0.1; done
+  for _ in $(seq 600); do grep -q listening "$dir/n$i.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q listening "$dir/n$i.log" || { echo "node $i did not start:" >&2; cat "$dir/n$i.log" >&2; exit 1; }
 done
 leader=$(resp_leader)
 rate() { # $1 port, $2 pipeline depth: SETs per second
