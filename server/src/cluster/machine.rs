@@ -288,6 +288,14 @@ impl StoreMachine {
         })
     }
 
+    /// Whether this range holds the reserved end of the key space (native mode keeps
+    /// collections' fields there), no range split off it holding it instead.
+    fn holds_fields(&self, others: &[Bounds]) -> bool {
+        let reserved = accelkv_proto::collection::RESERVED;
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        inside(&st.bounds, &reserved) && !others.iter().any(|o| inside(o, &reserved))
+    }
+
     /// The bounds of the ranges open on this node that were split off this one, directly
     /// or not: those of higher id that overlap it. Ranges are made in the order of their
     /// ids, each from keys its parent held then and no other range did, so a higher-id
@@ -373,6 +381,16 @@ impl Machine for StoreMachine {
                 };
                 if let Some(why) = self.not_held(&keys, upto, &others) {
                     resp::error(&mut out, &format!("TRYAGAIN {why}"));
+                    replies.push(out);
+                    continue;
+                }
+                if !accelkv_proto::slot::placed()
+                    && crate::resp::cluster::keeps_fields(&args)
+                    && !self.holds_fields(&others)
+                {
+                    // Native mode: a split since it was routed left its fields elsewhere.
+                    let e = crate::resp::cluster::fields_elsewhere_error(&args);
+                    resp::error(&mut out, &e);
                     replies.push(out);
                     continue;
                 }

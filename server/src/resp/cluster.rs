@@ -36,6 +36,30 @@ pub fn tx_commands<'a>(args: &[&'a [u8]]) -> Option<Vec<Vec<&'a [u8]>>> {
         .collect()
 }
 
+/// Whether a command is of a collection type (hash, list, set, sorted set, stream, geo),
+/// whose fields live in the reserved end of the key space in native mode (a transaction:
+/// whether one of its commands is).
+pub fn keeps_fields(args: &[&[u8]]) -> bool {
+    if args[0].eq_ignore_ascii_case(TX) {
+        return tx_commands(args).is_some_and(|c| c.iter().any(|c| keeps_fields(c)));
+    }
+    crate::resp::table::find(args[0]).is_some_and(|sp| {
+        matches!(
+            sp.group,
+            "hash" | "list" | "set" | "sorted_set" | "stream" | "geo"
+        )
+    })
+}
+
+/// Native mode's refusal of a collection command whose key's range does not hold the
+/// collections' fields (docs/CLUSTER.md "Collections in native mode").
+pub fn fields_elsewhere_error(args: &[&[u8]]) -> String {
+    format!(
+        "ERR {} keeps its fields in another range, not the key's: in native mode collections are served in one range; start the cluster with --slots redis (docs/CLUSTER.md)",
+        String::from_utf8_lossy(args[0]).to_uppercase()
+    )
+}
+
 /// Classifies `args` (a decoded command, name first).
 pub fn classify<'a>(args: &[&'a [u8]]) -> Class<'a> {
     if args[0].eq_ignore_ascii_case(TX) {

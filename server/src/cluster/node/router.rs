@@ -149,24 +149,26 @@ impl Node {
     /// (docs/FORMAT.md), so a command of a collection type is served where that end lies
     /// in the key's range: always while the cluster is one range, and after splits for
     /// the keys of the last range only (`--slots redis` keeps every collection with its
-    /// key). The refusal, if this is one elsewhere.
+    /// key). The range's bounds here count too (a split applied here before the map shows
+    /// it). The refusal, if this is one elsewhere; the range's replicas check again as
+    /// they apply it (machine.rs).
     pub(super) fn fields_elsewhere(&self, args: &[&[u8]], keys: &[&[u8]]) -> Option<String> {
-        let spec = crate::resp::table::find(args[0])?;
-        let typed = matches!(
-            spec.group,
-            "hash" | "list" | "set" | "sorted_set" | "stream" | "geo"
-        );
+        if !crate::resp::cluster::keeps_fields(args) {
+            return None;
+        }
         let map = self.map.borrow();
-        let fields = map.find(&accelkv_proto::collection::RESERVED)?.id;
-        let elsewhere = keys
-            .iter()
-            .any(|k| map.find(k).is_some_and(|r| r.id != fields));
-        (typed && elsewhere).then(|| {
-            format!(
-                "ERR {} keeps fields in range {fields}, not the key's: in native mode collections are served in one range; start the cluster with --slots redis (docs/CLUSTER.md)",
-                spec.name
-            )
-        })
+        let reserved = accelkv_proto::collection::RESERVED;
+        let fields = map.find(&reserved)?.id;
+        let elsewhere = keys.iter().any(|k| {
+            map.find(k).is_some_and(|r| {
+                let narrowed = self
+                    .reg
+                    .bounds(r.id)
+                    .is_some_and(|b| b.1.is_some_and(|e| e.as_slice() <= reserved.as_slice()));
+                r.id != fields || narrowed
+            })
+        });
+        elsewhere.then(|| crate::resp::cluster::fields_elsewhere_error(args))
     }
 }
 
