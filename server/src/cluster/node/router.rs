@@ -161,10 +161,12 @@ impl Node {
         let fields = map.find(&reserved)?.id;
         let elsewhere = keys.iter().any(|k| {
             map.find(k).is_some_and(|r| {
-                let narrowed = self
-                    .reg
-                    .bounds(r.id)
-                    .is_some_and(|b| b.1.is_some_and(|e| e.as_slice() <= reserved.as_slice()));
+                // Its bounds here still hold the key but no longer the fields (a key they
+                // no longer hold waits for the map in `place`).
+                let narrowed = self.reg.bounds(r.id).is_some_and(|b| {
+                    crate::cluster::bounds::inside(&b, k)
+                        && b.1.is_some_and(|e| e.as_slice() <= reserved.as_slice())
+                });
                 r.id != fields || narrowed
             })
         });
