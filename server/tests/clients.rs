@@ -11,24 +11,10 @@
 
 mod common;
 
-use common::Server;
+use common::{clients_dir, have, Server};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-
-fn clients_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients")
-}
-
-fn have(cmd: &str, arg: &str) -> bool {
-    Command::new(cmd)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
 
 /// Skips (listed) or fails (tools required) for a client that is not prepared.
 fn unprepared(client: &str, why: &str) {

@@ -16,10 +16,10 @@ mod common;
 
 use accelkv_proto::resp::Value;
 use cluster_support::harness::Cluster;
-use common::{strings, RespConn};
+use common::{clients_dir, have, strings, RespConn};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -423,19 +423,6 @@ fn transactions_blocking_pops_and_scripts_in_slot_mode() {
     assert_eq!(app.str(&["SET", "{app}a", "1"]), ok);
     assert!(text(&app.str(&["SET", "{other}a", "1"])).starts_with("NOPERM"));
     assert_eq!(l.str(&["EXISTS", "{other}a"]), Value::Integer(0));
-}
-
-fn clients_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients")
-}
-
-fn have(cmd: &str, arg: &str) -> bool {
-    Command::new(cmd)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Runs a client session against the cluster; panics with its output unless it succeeds.

@@ -123,13 +123,8 @@ pub fn check(
     if from == From::Client && sh.router().is_some() {
         // A routed command runs on its range's replicas as the server's own: the user's
         // permissions are checked here, before it leaves.
-        if let (false, Some(sp)) = (s.acl_open, spec) {
-            if let Some(r) = (!sp.has(NO_AUTH))
-                .then(|| acl_refusal(s, sp, args, from))
-                .flatten()
-            {
-                return act(sh, s, spec, args, Verdict::Refuse(r), out);
-            }
+        if let Some(r) = spec.and_then(|sp| permission(s, sp, args, from)) {
+            return act(sh, s, spec, args, Verdict::Refuse(r), out);
         }
         match route(sh, s, args, out) {
             Route::Here => {}
@@ -157,8 +152,7 @@ pub fn joins_routed(
     if s.acl_epoch != sh.acl().epoch() || before_route(sh, s, spec, From::Client).is_some() {
         return false;
     }
-    if !sp.arity_ok(args.len()) || (!s.acl_open && acl_refusal(s, sp, args, From::Client).is_some())
-    {
+    if !sp.arity_ok(args.len()) || permission(s, sp, args, From::Client).is_some() {
         return false;
     }
     cl.join(&mut s.cluster, args, s.proto)
@@ -241,10 +235,8 @@ fn after_route(
     if !spec.arity_ok(args.len()) {
         return Verdict::Refuse(Refusal::Arity);
     }
-    if !s.acl_open && !spec.has(NO_AUTH) {
-        if let Some(r) = acl_refusal(s, spec, args, from) {
-            return Verdict::Refuse(r);
-        }
+    if let Some(r) = permission(s, spec, args, from) {
+        return Verdict::Refuse(r);
     }
     if sh.settings().cluster_emulated && from != From::Inner && cross_slot(spec, args) {
         return Verdict::Refuse(Refusal::CrossSlot);
@@ -288,6 +280,17 @@ fn after_route(
 
 /// The user's permissions (`acl/check.rs`), with where the command runs for ACL LOG.
 #[cold]
+/// The user's permission check (step 4), unless every user may run everything or the
+/// command needs no authentication: before a command is routed in cluster mode, and after
+/// (`after_route`) otherwise.
+#[inline(always)]
+fn permission(s: &Session, spec: &'static Spec, args: &[&[u8]], from: From) -> Option<Refusal> {
+    match s.acl_open || spec.has(NO_AUTH) {
+        true => None,
+        false => acl_refusal(s, spec, args, from),
+    }
+}
+
 fn acl_refusal(s: &Session, spec: &'static Spec, args: &[&[u8]], from: From) -> Option<Refusal> {
     let user = s.user.as_ref()?;
     let table = crate::resp::table::table();

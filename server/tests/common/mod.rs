@@ -498,3 +498,18 @@ pub fn canonical(c: &mut RespConn, key: &[u8]) -> Vec<Vec<u8>> {
     out.insert(0, format!("{t} expires:{}", ttl > 0).into_bytes());
     out
 }
+
+/// The client sessions' directory (tests/clients/).
+pub fn clients_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients")
+}
+
+/// Whether `cmd arg` runs and succeeds (a client's toolchain is installed).
+pub fn have(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
